@@ -1,0 +1,135 @@
+import swagger from "@fastify/swagger";
+import swaggerUi from "@fastify/swagger-ui";
+import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
+import Fastify, { type FastifyInstance } from "fastify";
+import { sql } from "kysely";
+import type { Config } from "./config.ts";
+import type { AppContext } from "./context.ts";
+import { keysRoutes } from "./modules/keys/routes.ts";
+import { KeysService } from "./modules/keys/service.ts";
+import { paymentsRoutes } from "./modules/payments/routes.ts";
+import { PaymentsService } from "./modules/payments/service.ts";
+import { workspacesRoutes } from "./modules/workspaces/routes.ts";
+import { WorkspacesService } from "./modules/workspaces/service.ts";
+import type { Db } from "./platform/db/database.ts";
+import { registerAuth } from "./platform/http/auth.ts";
+import { registerErrorHandling } from "./platform/http/error-handler.ts";
+import { registerRateLimit } from "./platform/http/rate-limit.ts";
+import { registerValidation } from "./platform/http/validation.ts";
+import type { SecretBox } from "./platform/secrets/encryption.ts";
+
+export interface AppDependencies {
+  config: Config;
+  db: Db;
+  secrets: SecretBox;
+  now?: () => Date;
+  /** pino options, or false in tests that want silence. */
+  logger?: boolean | Record<string, unknown>;
+}
+
+export interface App {
+  http: FastifyInstance;
+  ctx: AppContext;
+  services: { workspaces: WorkspacesService; keys: KeysService; payments: PaymentsService };
+}
+
+const ONE_MIB = 1024 * 1024;
+
+export async function buildApp(deps: AppDependencies): Promise<App> {
+  const http = Fastify({
+    logger: deps.logger ?? {
+      level: deps.config.logLevel,
+      // Keys and secrets travel in headers and bodies: never log either.
+      redact: ["req.headers.authorization", "req.headers.cookie", "req.body"],
+    },
+    bodyLimit: ONE_MIB,
+    // Requests waiting on a full database pool should not hang forever behind a load balancer.
+    requestTimeout: 30_000,
+    routerOptions: { ignoreTrailingSlash: true },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  const ctx: AppContext = {
+    config: deps.config,
+    db: deps.db,
+    secrets: deps.secrets,
+    log: http.log,
+    now: deps.now ?? (() => new Date()),
+  };
+  const workspaces = new WorkspacesService(ctx);
+  const keys = new KeysService(ctx);
+  const payments = new PaymentsService(ctx, workspaces);
+
+  registerErrorHandling(http);
+  registerValidation(http);
+  registerJsonParser(http);
+
+  await http.register(swagger, {
+    openapi: {
+      openapi: "3.1.0",
+      info: {
+        title: "Payments, Payouts and Wallets Service",
+        version: "1.0.0",
+        description: "Payments on the crypto and card rails, payouts, wallets and signed webhooks.",
+      },
+      servers: [{ url: deps.config.publicBaseUrl }],
+      components: {
+        securitySchemes: {
+          apiKey: {
+            type: "http",
+            scheme: "bearer",
+            description: "Workspace API key: svc_test_… or svc_live_…",
+          },
+          adminSecret: { type: "http", scheme: "bearer", description: "The operator's ADMIN_SECRET" },
+        },
+      },
+    },
+  });
+  // The reference page and its static assets are public; everything else defaults to key auth.
+  await http.register(async (docs) => {
+    docs.addHook("onRoute", (route) => {
+      route.config = { ...route.config, auth: "none" };
+    });
+    await docs.register(swaggerUi, { routePrefix: "/docs", uiConfig: { deepLinking: true } });
+  });
+
+  registerAuth(http, { adminSecret: deps.config.adminSecret, resolveKey: (key) => keys.resolve(key) });
+  await registerRateLimit(http, { ...deps.config.rateLimit, redisUrl: deps.config.redisUrl });
+
+  http.get("/health", { config: { auth: "none" }, schema: { hide: true } }, async () => ({ status: "ok" }));
+  http.get("/ready", { config: { auth: "none" }, schema: { hide: true } }, async (_request, reply) => {
+    try {
+      await sql`SELECT 1`.execute(deps.db);
+      return { status: "ready" };
+    } catch {
+      return reply.status(503).send({ status: "unavailable", error: "Database is not answering" });
+    }
+  });
+  http.get("/openapi.json", { config: { auth: "none" }, schema: { hide: true } }, async () => http.swagger());
+
+  await http.register(workspacesRoutes(workspaces));
+  await http.register(keysRoutes(keys));
+  await http.register(paymentsRoutes(payments));
+
+  return { http, ctx, services: { workspaces, keys, payments } };
+}
+
+/**
+ * Fastify's JSON parser (with its prototype-poisoning protection), except that an empty body is
+ * accepted as "no body": `POST /payments/{id}/cancel` takes none, and clients send the header anyway.
+ */
+function registerJsonParser(http: FastifyInstance): void {
+  const defaultParser = http.getDefaultJsonParser("error", "error");
+  // JSON only (D10): anything else, text/plain included, is a 415.
+  http.removeAllContentTypeParsers();
+  http.addContentTypeParser(
+    "application/json",
+    { parseAs: "string", bodyLimit: ONE_MIB },
+    (request, body, done) => {
+      if (typeof body === "string" && body.trim() === "") {
+        done(null, undefined);
+        return;
+      }
+      defaultParser(request, body.toString(), done);
+    },
+  );
+}

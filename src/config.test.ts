@@ -1,0 +1,46 @@
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { ConfigError, loadConfig } from "./config.ts";
+
+describe("loadConfig", () => {
+  it("applies the documented defaults", () => {
+    const config = loadConfig({});
+    expect(config.port).toBe(3000);
+    expect(config.host).toBe("0.0.0.0");
+    expect(config.publicBaseUrl).toBe("http://localhost:3000");
+    expect(config.adminSecret).toBeUndefined();
+    expect(config.databaseUrl).toBeUndefined();
+    expect(config.rateLimit).toEqual({ windowMs: 60_000, sandbox: 100, live: 1000 });
+    expect(config.dataDir.endsWith("/data")).toBe(true);
+  });
+
+  it("derives the base URL from PORT and strips a trailing slash", () => {
+    expect(loadConfig({ PORT: "8080" }).publicBaseUrl).toBe("http://localhost:8080");
+    expect(loadConfig({ PUBLIC_BASE_URL: "https://pay.example.com/" }).publicBaseUrl).toBe(
+      "https://pay.example.com",
+    );
+  });
+
+  it.each([
+    [{ PORT: "abc" }, /PORT/],
+    [{ PORT: "70000" }, /PORT/],
+    [{ ADMIN_SECRET: "short" }, /ADMIN_SECRET/],
+    [{ DATABASE_URL: "mysql://x" }, /DATABASE_URL/],
+    [{ ACCOUNT_SETTLEMENT_ADDRESS: "0x123" }, /ACCOUNT_SETTLEMENT_ADDRESS/],
+    [{ ROLE: "everything" }, /ROLE/],
+    [{ PUBLIC_BASE_URL: "ftp://x" }, /PUBLIC_BASE_URL/],
+  ])("rejects %j with a message naming the variable", (env, pattern) => {
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    expect(() => loadConfig(env)).toThrow(pattern);
+  });
+
+  it("loads NETWORK_ENV_FILE with variables already set winning", () => {
+    const file = join(mkdtempSync(join(tmpdir(), "env-")), "devnet.env");
+    writeFileSync(file, "PORT=4000\nHOST=127.0.0.1\n");
+    const config = loadConfig({ NETWORK_ENV_FILE: file, PORT: "5000" });
+    expect(config.port).toBe(5000);
+    expect(config.host).toBe("127.0.0.1");
+  });
+});

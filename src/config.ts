@@ -1,0 +1,118 @@
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { parseEnv } from "node:util";
+
+// Every environment variable the service reads, parsed and validated in one place. A bad value
+// stops the start with a message naming the variable; nothing downstream reads process.env.
+
+export const ENVIRONMENTS = ["sandbox", "live"] as const;
+export type Environment = (typeof ENVIRONMENTS)[number];
+
+export interface Config {
+  port: number;
+  host: string;
+  dataDir: string;
+  databaseUrl: string | undefined;
+  adminSecret: string | undefined;
+  publicBaseUrl: string;
+  masterKey: string | undefined;
+  accountSettlementAddress: string | undefined;
+  redisUrl: string | undefined;
+  rateLimit: { windowMs: number; sandbox: number; live: number };
+  logLevel: string;
+  role: "all" | "api" | "worker";
+  smtpUrl: string | undefined;
+}
+
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+type Env = Record<string, string | undefined>;
+
+const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  if (!/^[0-9]+$/.test(raw)) throw new ConfigError(`${name} must be a whole number, got "${raw}"`);
+  const value = Number(raw);
+  if (value < min || value > max)
+    throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
+  return value;
+}
+
+function optional(env: Env, name: string): string | undefined {
+  const value = env[name];
+  return value === undefined || value.trim() === "" ? undefined : value.trim();
+}
+
+function url(env: Env, name: string, protocols: string[]): string | undefined {
+  const value = optional(env, name);
+  if (value === undefined) return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(value);
+  } catch {
+    throw new ConfigError(`${name} is not a valid URL`);
+  }
+  if (!protocols.includes(parsed.protocol)) {
+    throw new ConfigError(`${name} must use ${protocols.join(" or ")}`);
+  }
+  return value;
+}
+
+/**
+ * Variables from NETWORK_ENV_FILE (written by `npm run devnet`) fill in what the environment
+ * leaves unset: variables already set win (D13).
+ */
+export function withEnvFile(env: Env): Env {
+  const file = optional(env, "NETWORK_ENV_FILE");
+  if (!file) return env;
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    throw new ConfigError(`NETWORK_ENV_FILE cannot be read: ${(err as Error).message}`);
+  }
+  return { ...parseEnv(text), ...env };
+}
+
+export function loadConfig(rawEnv: Env = process.env): Config {
+  const env = withEnvFile(rawEnv);
+  const port = integer(env, "PORT", 3000, 0, 65535);
+  const adminSecret = optional(env, "ADMIN_SECRET");
+  if (adminSecret !== undefined && adminSecret.length < 16) {
+    throw new ConfigError("ADMIN_SECRET must be at least 16 characters");
+  }
+  const accountSettlementAddress = optional(env, "ACCOUNT_SETTLEMENT_ADDRESS");
+  if (accountSettlementAddress !== undefined && !ADDRESS.test(accountSettlementAddress)) {
+    throw new ConfigError("ACCOUNT_SETTLEMENT_ADDRESS must be 0x followed by 40 hex characters");
+  }
+  const role = optional(env, "ROLE") ?? "all";
+  if (role !== "all" && role !== "api" && role !== "worker") {
+    throw new ConfigError(`ROLE must be all, api or worker, got "${role}"`);
+  }
+  const publicBaseUrl = (
+    url(env, "PUBLIC_BASE_URL", ["http:", "https:"]) ?? `http://localhost:${port}`
+  ).replace(/\/+$/, "");
+  return {
+    port,
+    host: optional(env, "HOST") ?? "0.0.0.0",
+    dataDir: resolve(optional(env, "DATA_DIR") ?? "./data"),
+    databaseUrl: url(env, "DATABASE_URL", ["postgres:", "postgresql:"]),
+    adminSecret,
+    publicBaseUrl,
+    masterKey: optional(env, "MASTER_KEY"),
+    accountSettlementAddress,
+    redisUrl: url(env, "REDIS_URL", ["redis:", "rediss:"]),
+    rateLimit: {
+      windowMs: integer(env, "RATE_LIMIT_WINDOW_SECONDS", 60, 1, 86_400) * 1000,
+      sandbox: integer(env, "RATE_LIMIT_SANDBOX", 100, 1, 10_000_000),
+      live: integer(env, "RATE_LIMIT_LIVE", 1000, 1, 10_000_000),
+    },
+    logLevel: optional(env, "LOG_LEVEL") ?? "info",
+    role,
+    smtpUrl: url(env, "SMTP_URL", ["smtp:", "smtps:"]),
+  };
+}

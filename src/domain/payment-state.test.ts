@@ -1,0 +1,55 @@
+import { describe, expect, it } from "vitest";
+import {
+  FINAL_STATUSES,
+  isVerified,
+  PAYMENT_STATUSES,
+  type PaymentStatus,
+  type PaymentTrigger,
+  TRANSITIONS,
+  transition,
+} from "./payment-state.ts";
+
+describe("payment transitions", () => {
+  it.each<[PaymentStatus, PaymentTrigger, PaymentStatus, string | null]>([
+    ["pending", "transfer_detected", "detected", "payment.detected"],
+    ["detected", "confirmations_met", "confirmed", "payment.confirmed"],
+    ["confirmed", "settlement_completed", "forwarded", "payment.forwarded"],
+    ["confirmed", "settlement_failed", "failed", "payment.failed"],
+    ["pending", "sandbox_completed", "forwarded", "payment.forwarded"],
+    ["pending", "card_checkout_completed", "forwarded", "payment.forwarded"],
+    ["pending", "card_checkout_expired", "expired", "payment.expired"],
+    ["pending", "expiry_elapsed", "expired", "payment.expired"],
+    ["pending", "cancel_requested", "cancelled", "payment.cancelled"],
+    ["detected", "detection_reverted", "pending", null],
+  ])("%s --%s--> %s emitting %s", (from, trigger, to, event) => {
+    expect(transition(from, trigger)).toEqual({ ok: true, from, to, event });
+  });
+
+  it("refuses cancel of anything but pending (part 3: confirmed, forwarded → 400)", () => {
+    for (const status of PAYMENT_STATUSES.filter((s) => s !== "pending")) {
+      expect(transition(status, "cancel_requested").ok).toBe(false);
+    }
+  });
+
+  it("never moves a final payment again, whatever happens", () => {
+    for (const status of FINAL_STATUSES) {
+      for (const trigger of Object.keys(TRANSITIONS) as PaymentTrigger[]) {
+        expect(transition(status, trigger).ok, `${status} + ${trigger}`).toBe(false);
+      }
+    }
+  });
+
+  it("allows each trigger from exactly the statuses listed", () => {
+    let allowed = 0;
+    for (const status of PAYMENT_STATUSES) {
+      for (const trigger of Object.keys(TRANSITIONS) as PaymentTrigger[]) {
+        if (transition(status, trigger).ok) allowed++;
+      }
+    }
+    expect(allowed).toBe(10);
+  });
+
+  it("verifies only forwarded", () => {
+    expect(PAYMENT_STATUSES.filter(isVerified)).toEqual(["forwarded"]);
+  });
+});

@@ -1,0 +1,76 @@
+// The payment lifecycle (interface part 3, decisions D5) as one transition table. Only this
+// table decides which status follows which; services ask it and never compare statuses
+// themselves. docs/payment-lifecycle.md draws the same table.
+
+export const PAYMENT_STATUSES = [
+  "pending",
+  "detected",
+  "confirmed",
+  "forwarded",
+  "failed",
+  "expired",
+  "cancelled",
+] as const;
+export type PaymentStatus = (typeof PAYMENT_STATUSES)[number];
+
+export type PaymentEventType =
+  | "payment.created"
+  | "payment.detected"
+  | "payment.confirmed"
+  | "payment.forwarded"
+  | "payment.failed"
+  | "payment.expired"
+  | "payment.cancelled";
+
+export type PaymentTrigger =
+  | "transfer_detected"
+  | "detection_reverted"
+  | "confirmations_met"
+  | "settlement_completed"
+  | "settlement_failed"
+  | "sandbox_completed"
+  | "card_checkout_completed"
+  | "card_checkout_expired"
+  | "expiry_elapsed"
+  | "cancel_requested";
+
+interface TransitionRule {
+  from: readonly PaymentStatus[];
+  to: PaymentStatus;
+  event: PaymentEventType | null;
+}
+
+export const TRANSITIONS: Readonly<Record<PaymentTrigger, TransitionRule>> = {
+  transfer_detected: { from: ["pending"], to: "detected", event: "payment.detected" },
+  // A reorg removed the transfer before it was confirmed: wait for funds again (no event kind exists).
+  detection_reverted: { from: ["detected"], to: "pending", event: null },
+  confirmations_met: { from: ["detected"], to: "confirmed", event: "payment.confirmed" },
+  settlement_completed: { from: ["confirmed"], to: "forwarded", event: "payment.forwarded" },
+  settlement_failed: { from: ["confirmed"], to: "failed", event: "payment.failed" },
+  sandbox_completed: { from: ["pending"], to: "forwarded", event: "payment.forwarded" },
+  card_checkout_completed: { from: ["pending"], to: "forwarded", event: "payment.forwarded" },
+  card_checkout_expired: { from: ["pending"], to: "expired", event: "payment.expired" },
+  expiry_elapsed: { from: ["pending"], to: "expired", event: "payment.expired" },
+  cancel_requested: { from: ["pending"], to: "cancelled", event: "payment.cancelled" },
+};
+
+export const FINAL_STATUSES: readonly PaymentStatus[] = ["forwarded", "failed", "expired", "cancelled"];
+
+export type TransitionResult =
+  | { ok: true; from: PaymentStatus; to: PaymentStatus; event: PaymentEventType | null }
+  | { ok: false; from: PaymentStatus; trigger: PaymentTrigger };
+
+export function transition(from: PaymentStatus, trigger: PaymentTrigger): TransitionResult {
+  const rule = TRANSITIONS[trigger];
+  if (!rule.from.includes(from)) return { ok: false, from, trigger };
+  return { ok: true, from, to: rule.to, event: rule.event };
+}
+
+export function isPaymentStatus(value: unknown): value is PaymentStatus {
+  return typeof value === "string" && (PAYMENT_STATUSES as readonly string[]).includes(value);
+}
+
+/** `verify` answers true only for a fully settled payment (D5). */
+export function isVerified(status: PaymentStatus): boolean {
+  return status === "forwarded";
+}

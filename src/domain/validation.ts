@@ -1,0 +1,52 @@
+// Field rules shared by every endpoint that takes user text (decisions D10): metadata like
+// Stripe's, bounded descriptions and URLs, 0x addresses.
+
+export const ADDRESS_PATTERN = /^0x[0-9a-fA-F]{40}$/;
+export const MAX_DESCRIPTION = 1000;
+export const MAX_URL = 2048;
+export const MAX_METADATA_KEYS = 50;
+export const MAX_METADATA_KEY = 40;
+export const MAX_METADATA_VALUE = 500;
+
+export function isAddress(value: unknown): value is string {
+  return typeof value === "string" && ADDRESS_PATTERN.test(value);
+}
+
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** Returns an error message naming the field, or null when the metadata is acceptable. */
+export function metadataProblem(value: unknown): string | null {
+  if (!isPlainObject(value)) return "metadata must be an object";
+  const entries = Object.entries(value);
+  if (entries.length > MAX_METADATA_KEYS) return `metadata can have at most ${MAX_METADATA_KEYS} keys`;
+  for (const [key, item] of entries) {
+    if (key.length === 0 || key.length > MAX_METADATA_KEY) {
+      return `metadata keys must be 1 to ${MAX_METADATA_KEY} characters (key "${key.slice(0, MAX_METADATA_KEY)}…")`;
+    }
+    if (typeof item !== "string" || item.length > MAX_METADATA_VALUE) {
+      return `metadata.${key} must be a string of at most ${MAX_METADATA_VALUE} characters`;
+    }
+  }
+  return null;
+}
+
+export function descriptionProblem(value: unknown): string | null {
+  if (typeof value !== "string" || value.length > MAX_DESCRIPTION) {
+    return `description must be a string of at most ${MAX_DESCRIPTION} characters`;
+  }
+  return null;
+}
+
+/** http(s) only: a `javascript:` or `data:` return URL would run in the payer's browser. */
+export function httpUrlProblem(field: string, value: unknown): string | null {
+  const message = `${field} must be an http(s) URL of at most ${MAX_URL} characters`;
+  if (typeof value !== "string" || value.length > MAX_URL) return message;
+  try {
+    const url = new URL(value);
+    return url.protocol === "http:" || url.protocol === "https:" ? null : message;
+  } catch {
+    return message;
+  }
+}

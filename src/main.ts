@@ -1,0 +1,57 @@
+import { buildApp } from "./app.ts";
+import { openRuntime } from "./bootstrap.ts";
+import { ConfigError, loadConfig } from "./config.ts";
+
+// Process entry: config → database → app → listen; SIGTERM/SIGINT close the HTTP server first
+// (in-flight requests finish), then the database, so PGlite's files are flushed cleanly.
+
+async function main(): Promise<void> {
+  let config: ReturnType<typeof loadConfig>;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`Configuration error: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+
+  const { database, secrets } = await openRuntime(config);
+  const app = await buildApp({ config, db: database.db, secrets });
+  const log = app.http.log;
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, "shutting down");
+    const force = setTimeout(() => {
+      log.error("shutdown took longer than 20 s; exiting");
+      process.exit(1);
+    }, 20_000);
+    force.unref();
+    try {
+      await app.http.close();
+      await database.close();
+      log.info("stopped");
+      process.exit(0);
+    } catch (err) {
+      log.error({ err }, "error during shutdown");
+      process.exit(1);
+    }
+  };
+  process.on("SIGTERM", () => void stop("SIGTERM"));
+  process.on("SIGINT", () => void stop("SIGINT"));
+
+  await app.http.listen({ port: config.port, host: config.host });
+  log.info(
+    { database: database.kind, dataDir: database.kind === "pglite" ? config.dataDir : undefined },
+    `service ready at ${config.publicBaseUrl}`,
+  );
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`Failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,70 @@
+import type { Kysely } from "kysely";
+import type { Environment } from "../../config.ts";
+import type { ApiKeyRow, DatabaseSchema } from "../../platform/db/schema.ts";
+
+export async function insertKey(
+  db: Kysely<DatabaseSchema>,
+  values: {
+    workspaceId: string;
+    environment: Environment;
+    name: string | null;
+    prefix: string;
+    keyHash: string;
+  },
+): Promise<ApiKeyRow> {
+  return db
+    .insertInto("api_keys")
+    .values({
+      workspace_id: values.workspaceId,
+      environment: values.environment,
+      name: values.name,
+      prefix: values.prefix,
+      key_hash: values.keyHash,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export async function findKeyByHash(
+  db: Kysely<DatabaseSchema>,
+  keyHash: string,
+): Promise<ApiKeyRow | undefined> {
+  return db.selectFrom("api_keys").selectAll().where("key_hash", "=", keyHash).executeTakeFirst();
+}
+
+export async function listKeys(
+  db: Kysely<DatabaseSchema>,
+  workspaceId: string,
+  environment: Environment,
+): Promise<ApiKeyRow[]> {
+  return db
+    .selectFrom("api_keys")
+    .selectAll()
+    .where("workspace_id", "=", workspaceId)
+    .where("environment", "=", environment)
+    .orderBy("created_at", "asc")
+    .orderBy("id", "asc")
+    .execute();
+}
+
+/** Revokes a key of the workspace and environment; the first revocation time is kept. */
+export async function revokeKey(
+  db: Kysely<DatabaseSchema>,
+  workspaceId: string,
+  environment: Environment,
+  id: string,
+  at: Date,
+): Promise<boolean> {
+  const result = await db
+    .updateTable("api_keys")
+    .set((eb) => ({ revoked_at: eb.fn.coalesce("revoked_at", eb.val(at)) }))
+    .where("id", "=", id)
+    .where("workspace_id", "=", workspaceId)
+    .where("environment", "=", environment)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
+export async function touchKey(db: Kysely<DatabaseSchema>, id: string, at: Date): Promise<void> {
+  await db.updateTable("api_keys").set({ last_used_at: at }).where("id", "=", id).execute();
+}

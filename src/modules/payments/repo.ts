@@ -1,0 +1,116 @@
+import type { Kysely } from "kysely";
+import type { Environment } from "../../config.ts";
+import type { PaymentStatus } from "../../domain/payment-state.ts";
+import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
+
+export interface NewPayment {
+  workspaceId: string;
+  environment: Environment;
+  paymentMethod: "crypto" | "card";
+  paymentProvider: "onchain" | "card";
+  tokenSymbol: string;
+  gross: bigint;
+  fee: bigint;
+  net: bigint;
+  merchantWallet: string | null;
+  walletType: "eoa" | "smart_wallet";
+  receivingAddress: string | null;
+  description: string | null;
+  metadata: Record<string, string>;
+  returnUrl: string | null;
+  cancelUrl: string | null;
+  expiresAt: Date;
+  createdAt: Date;
+}
+
+export async function insertPayment(db: Kysely<DatabaseSchema>, p: NewPayment): Promise<PaymentRow> {
+  return db
+    .insertInto("payments")
+    .values({
+      workspace_id: p.workspaceId,
+      environment: p.environment,
+      status: "pending",
+      payment_method: p.paymentMethod,
+      payment_provider: p.paymentProvider,
+      token_symbol: p.tokenSymbol,
+      gross_amount: p.gross.toString(),
+      fee_amount: p.fee.toString(),
+      net_amount: p.net.toString(),
+      merchant_wallet: p.merchantWallet,
+      wallet_type: p.walletType,
+      receiving_address: p.receivingAddress,
+      description: p.description,
+      metadata: JSON.stringify(p.metadata),
+      return_url: p.returnUrl,
+      cancel_url: p.cancelUrl,
+      expires_at: p.expiresAt,
+      created_at: p.createdAt,
+      updated_at: p.createdAt,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/** Reads a payment of the workspace and environment; `forUpdate` locks it for a transition. */
+export async function findPayment(
+  db: Kysely<DatabaseSchema>,
+  scope: { workspaceId: string; environment: Environment },
+  id: string,
+  forUpdate = false,
+): Promise<PaymentRow | undefined> {
+  let query = db
+    .selectFrom("payments")
+    .selectAll()
+    .where("id", "=", id)
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment);
+  if (forUpdate) query = query.forUpdate();
+  return query.executeTakeFirst();
+}
+
+/** Moves a payment only if it is still in the status the caller decided from. */
+export async function updateStatus(
+  db: Kysely<DatabaseSchema>,
+  id: string,
+  from: PaymentStatus,
+  to: PaymentStatus,
+  at: Date,
+): Promise<PaymentRow | undefined> {
+  return db
+    .updateTable("payments")
+    .set({ status: to, updated_at: at })
+    .where("id", "=", id)
+    .where("status", "=", from)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export interface PaymentListFilter {
+  workspaceId: string;
+  environment: Environment;
+  status?: PaymentStatus | undefined;
+  limit: number;
+  offset: number;
+}
+
+export async function listPayments(
+  db: Kysely<DatabaseSchema>,
+  filter: PaymentListFilter,
+): Promise<{ rows: PaymentRow[]; total: number }> {
+  let base = db
+    .selectFrom("payments")
+    .where("workspace_id", "=", filter.workspaceId)
+    .where("environment", "=", filter.environment);
+  if (filter.status) base = base.where("status", "=", filter.status);
+  const [rows, count] = await Promise.all([
+    base
+      .selectAll()
+      .orderBy("created_at", "desc")
+      .orderBy("id", "desc")
+      .limit(filter.limit)
+      .offset(filter.offset)
+      .execute(),
+    base.select((eb) => eb.fn.countAll().as("total")).executeTakeFirstOrThrow(),
+  ]);
+  return { rows, total: Number(count.total) };
+}

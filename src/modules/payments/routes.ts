@@ -1,0 +1,169 @@
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { Type } from "typebox";
+import { ENVIRONMENTS } from "../../config.ts";
+import { PAYMENT_STATUSES } from "../../domain/payment-state.ts";
+import { requireKey } from "../../platform/http/auth.ts";
+import { documentedBodyOnly } from "../../platform/http/validation.ts";
+import type { PaymentsService } from "./service.ts";
+
+const Status = Type.Enum(PAYMENT_STATUSES);
+const Environment = Type.Enum(ENVIRONMENTS);
+const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) =>
+  Type.Union([schema, Type.Null()]);
+
+export const PaymentSchema = Type.Object(
+  {
+    id: Type.String({ format: "uuid" }),
+    status: Status,
+    paymentMethod: Type.Union([Type.Literal("crypto"), Type.Literal("card")]),
+    paymentProvider: Type.Union([Type.Literal("onchain"), Type.Literal("card")]),
+    tokenSymbol: Type.String({ examples: ["USDC"] }),
+    grossAmount: Type.String({ examples: ["100.00"] }),
+    feeAmount: Type.String({ examples: ["1.50"] }),
+    netAmount: Type.String({ examples: ["98.50"] }),
+    merchantWallet: Nullable(Type.String()),
+    walletType: Type.Union([Type.Literal("eoa"), Type.Literal("smart_wallet")]),
+    receivingAddress: Nullable(Type.String()),
+    environment: Environment,
+    description: Nullable(Type.String()),
+    metadata: Type.Record(Type.String(), Type.String()),
+    returnUrl: Nullable(Type.String()),
+    cancelUrl: Nullable(Type.String()),
+    expiresAt: Type.String({ format: "date-time" }),
+    createdAt: Type.String({ format: "date-time" }),
+    updatedAt: Type.String({ format: "date-time" }),
+  },
+  { additionalProperties: true },
+);
+
+const CreatePaymentBody = Type.Object(
+  {
+    paymentMethod: Type.Optional(
+      Type.Union([Type.Literal("crypto"), Type.Literal("card")], { default: "crypto" }),
+    ),
+    tokenSymbol: Type.String({ description: "crypto: USDC, ETH, ADAO; card: USD", examples: ["USDC"] }),
+    amount: Type.String({ description: 'Decimal string, e.g. "100.00"', examples: ["100.00"] }),
+    merchantWallet: Type.Optional(Type.String({ pattern: "^0x[0-9a-fA-F]{40}$" })),
+    returnUrl: Type.Optional(Type.String({ format: "uri", maxLength: 2048 })),
+    successUrl: Type.Optional(Type.String({ description: "Alias of returnUrl" })),
+    merchantReturnUrl: Type.Optional(Type.String({ description: "Alias of returnUrl" })),
+    cancelUrl: Type.Optional(Type.String({ format: "uri", maxLength: 2048 })),
+    description: Type.Optional(Type.String({ maxLength: 1000 })),
+    metadata: Type.Optional(Type.Record(Type.String({ maxLength: 40 }), Type.String({ maxLength: 500 }))),
+    expiresInMinutes: Type.Optional(Type.Integer({ minimum: 1, maximum: 10080, default: 60 })),
+    walletType: Type.Optional(Type.Union([Type.Literal("eoa"), Type.Literal("smart_wallet")])),
+  },
+  { additionalProperties: true },
+);
+
+const PaymentId = Type.Object({ id: Type.String({ description: "Payment UUID" }) });
+
+export const paymentsRoutes =
+  (payments: PaymentsService): FastifyPluginAsyncTypebox =>
+  async (app) => {
+    app.post(
+      "/api/v1/payments",
+      {
+        validatorCompiler: documentedBodyOnly,
+        schema: {
+          tags: ["Payments"],
+          summary: "Create a payment (crypto or card rail)",
+          description:
+            "Sandbox payments complete at once (status forwarded). Send an Idempotency-Key header to make retries safe.",
+          security: [{ apiKey: [] }],
+          headers: Type.Object({ "idempotency-key": Type.Optional(Type.String()) }),
+          body: CreatePaymentBody,
+          response: {
+            201: Type.Object(
+              {
+                payment: PaymentSchema,
+                paymentMethod: Type.Union([Type.Literal("crypto"), Type.Literal("card")]),
+                paymentProvider: Type.Union([Type.Literal("onchain"), Type.Literal("card")]),
+                receivingAddress: Type.Optional(Type.String()),
+                checkoutUrl: Type.Optional(Type.String()),
+                cardCheckoutSessionId: Type.Optional(Type.String()),
+                paymentUrl: Type.String(),
+              },
+              { additionalProperties: true },
+            ),
+          },
+        },
+      },
+      async (request, reply) => {
+        const principal = requireKey(request);
+        const header = request.headers["idempotency-key"];
+        const result = await payments.create(
+          principal,
+          request.body,
+          Array.isArray(header) ? header[0] : header,
+        );
+        if (result.replayed) reply.header("idempotent-replayed", "true");
+        return reply.status(201).send(result.body);
+      },
+    );
+
+    app.get(
+      "/api/v1/payments",
+      {
+        schema: {
+          tags: ["Payments"],
+          summary: "List payments of the key's environment, newest first",
+          security: [{ apiKey: [] }],
+          querystring: Type.Object({
+            status: Type.Optional(Status),
+            environment: Type.Optional(Environment),
+            limit: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
+            offset: Type.Integer({ minimum: 0, default: 0 }),
+          }),
+          response: { 200: Type.Object({ payments: Type.Array(PaymentSchema), total: Type.Integer() }) },
+        },
+      },
+      async (request) => payments.list(requireKey(request), request.query),
+    );
+
+    app.get(
+      "/api/v1/payments/:id",
+      {
+        schema: {
+          tags: ["Payments"],
+          summary: "Read a payment",
+          security: [{ apiKey: [] }],
+          params: PaymentId,
+          response: { 200: Type.Object({ payment: PaymentSchema }) },
+        },
+      },
+      async (request) => ({ payment: await payments.get(requireKey(request), request.params.id) }),
+    );
+
+    app.post(
+      "/api/v1/payments/:id/cancel",
+      {
+        schema: {
+          tags: ["Payments"],
+          summary: "Cancel a pending payment",
+          security: [{ apiKey: [] }],
+          params: PaymentId,
+          response: { 200: Type.Object({ payment: PaymentSchema }) },
+        },
+      },
+      async (request) => ({ payment: await payments.cancel(requireKey(request), request.params.id) }),
+    );
+
+    app.post(
+      "/api/v1/verify",
+      {
+        validatorCompiler: documentedBodyOnly,
+        schema: {
+          tags: ["Payments"],
+          summary: "Verify a payment: true only when it is forwarded (fully settled)",
+          security: [{ apiKey: [] }],
+          body: Type.Object({ paymentId: Type.String({ format: "uuid" }) }),
+          response: { 200: Type.Object({ verified: Type.Boolean(), payment: PaymentSchema }) },
+        },
+      },
+      async (request) => {
+        const body = request.body as { paymentId?: unknown } | undefined;
+        return payments.verify(requireKey(request), body?.paymentId);
+      },
+    );
+  };

@@ -1,0 +1,237 @@
+import type { Kysely } from "kysely";
+import type { Environment } from "../../config.ts";
+import type { AppContext } from "../../context.ts";
+import { validatePaymentRequest } from "../../domain/payment-request.ts";
+import {
+  isVerified,
+  type PaymentStatus,
+  type PaymentTrigger,
+  transition,
+} from "../../domain/payment-state.ts";
+import {
+  claimIdempotencyKey,
+  type IdempotencyScope,
+  requestFingerprint,
+  storeIdempotentResponse,
+} from "../../platform/db/idempotency.ts";
+import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
+import type { KeyPrincipal } from "../../platform/http/auth.ts";
+import { ApiError, badRequest, conflict, notFound, serviceUnavailable } from "../../platform/http/errors.ts";
+import { recordEvents } from "../webhooks/outbox.ts";
+import type { WorkspacesService } from "../workspaces/service.ts";
+import * as repo from "./repo.ts";
+import { type PaymentView, toPaymentView } from "./view.ts";
+
+// Payment use cases (parts 4.1–4.5). Each runs in one transaction that writes the state change
+// and its outbox events together.
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export interface CreatePaymentResponse {
+  payment: PaymentView;
+  paymentMethod: "crypto" | "card";
+  paymentProvider: "onchain" | "card";
+  receivingAddress?: string;
+  checkoutUrl?: string;
+  cardCheckoutSessionId?: string;
+  paymentUrl: string;
+}
+
+export interface CreatePaymentResult {
+  body: CreatePaymentResponse;
+  replayed: boolean;
+}
+
+export class PaymentsService {
+  readonly #ctx: AppContext;
+  readonly #workspaces: WorkspacesService;
+
+  constructor(ctx: AppContext, workspaces: WorkspacesService) {
+    this.#ctx = ctx;
+    this.#workspaces = workspaces;
+  }
+
+  async create(
+    principal: KeyPrincipal,
+    body: unknown,
+    idempotencyKey: string | undefined,
+  ): Promise<CreatePaymentResult> {
+    if (idempotencyKey !== undefined && (idempotencyKey.length === 0 || idempotencyKey.length > 255)) {
+      throw badRequest("Idempotency-Key must be 1 to 255 characters");
+    }
+    const workspace = await this.#workspaces.profile(principal.workspaceId);
+    const validated = validatePaymentRequest(body, {
+      workspaceSettlementAddress: workspace.settlementAddress,
+      accountSettlementAddress: this.#ctx.config.accountSettlementAddress ?? null,
+    });
+    if (!validated.ok) throw badRequest(validated.message);
+    const request = validated.value;
+
+    if (principal.environment === "live") {
+      // Live rails arrive with their own issues (chain watcher, card provider); until a rail is
+      // configured nothing is faked (D3).
+      throw request.paymentMethod === "crypto"
+        ? serviceUnavailable("Live network is not configured")
+        : serviceUnavailable("Card payments are not configured for live");
+    }
+
+    const walletType =
+      request.walletType ?? (workspace.defaultWalletType === "smart_wallet" ? "smart_wallet" : "eoa");
+    const receivingAddress =
+      walletType === "smart_wallet" ? workspace.smartWalletAddress : workspace.eoaAddress;
+    if (request.paymentMethod === "crypto" && !receivingAddress) {
+      throw badRequest(
+        walletType === "smart_wallet"
+          ? "No smart wallet for this workspace: create one with POST /api/v1/workspaces/{id}/smart-wallet"
+          : "No workspace wallet found. Provision a wallet first.",
+      );
+    }
+
+    const scope: IdempotencyScope | null = idempotencyKey
+      ? {
+          workspaceId: principal.workspaceId,
+          environment: principal.environment,
+          scope: "payments",
+          key: idempotencyKey,
+        }
+      : null;
+    const fingerprint = requestFingerprint(body);
+    const now = this.#ctx.now();
+
+    return this.#ctx.db.transaction().execute(async (trx) => {
+      if (scope) {
+        const claim = await claimIdempotencyKey(trx, scope, fingerprint);
+        if (claim.kind === "replay") {
+          // Stored by this same code path below, so its shape is the response's.
+          return { body: claim.body as CreatePaymentResponse, replayed: true };
+        }
+        if (claim.kind === "mismatch") {
+          const existing = claim.resourceId
+            ? await repo.findPayment(trx, principal, claim.resourceId)
+            : undefined;
+          throw conflict("Idempotency key already used", {
+            payment: existing ? toPaymentView(existing) : null,
+          });
+        }
+        if (claim.kind === "in_progress")
+          throw conflict("A request with this Idempotency-Key is in progress");
+      }
+
+      let row = await repo.insertPayment(trx, {
+        workspaceId: principal.workspaceId,
+        environment: principal.environment,
+        paymentMethod: request.paymentMethod,
+        paymentProvider: request.paymentMethod === "card" ? "card" : "onchain",
+        tokenSymbol: request.tokenSymbol,
+        gross: request.gross,
+        fee: request.fee,
+        net: request.net,
+        merchantWallet: request.merchantWallet,
+        walletType,
+        receivingAddress: request.paymentMethod === "crypto" ? receivingAddress : null,
+        description: request.description,
+        metadata: request.metadata,
+        returnUrl: request.returnUrl,
+        cancelUrl: request.cancelUrl,
+        expiresAt: new Date(now.getTime() + request.expiresInMinutes * 60_000),
+        createdAt: now,
+      });
+      await this.#emit(trx, row, "payment.created");
+
+      // Sandbox: both rails complete at once (D5); the created event still shows `pending` (D13).
+      row = await this.#apply(trx, row, "sandbox_completed", now);
+
+      const view = toPaymentView(row);
+      const responseBody: CreatePaymentResponse = {
+        payment: view,
+        paymentMethod: request.paymentMethod,
+        paymentProvider: view.paymentProvider,
+        ...(request.paymentMethod === "crypto" && receivingAddress ? { receivingAddress } : {}),
+        paymentUrl: `${this.#ctx.config.publicBaseUrl}/pay/${row.id}`,
+      };
+      if (scope) await storeIdempotentResponse(trx, scope, row.id, 201, responseBody);
+      return { body: responseBody, replayed: false };
+    });
+  }
+
+  async list(
+    principal: KeyPrincipal,
+    query: {
+      status?: PaymentStatus | undefined;
+      environment?: Environment | undefined;
+      limit: number;
+      offset: number;
+    },
+  ): Promise<{ payments: PaymentView[]; total: number }> {
+    // Lists show only the key's environment; a filter naming the other one is an empty page (D13).
+    if (query.environment && query.environment !== principal.environment) return { payments: [], total: 0 };
+    const { rows, total } = await repo.listPayments(this.#ctx.db, {
+      workspaceId: principal.workspaceId,
+      environment: principal.environment,
+      status: query.status,
+      limit: query.limit,
+      offset: query.offset,
+    });
+    return { payments: rows.map(toPaymentView), total };
+  }
+
+  async get(principal: KeyPrincipal, id: string): Promise<PaymentView> {
+    return toPaymentView(await this.#load(this.#ctx.db, principal, id));
+  }
+
+  async cancel(principal: KeyPrincipal, id: string): Promise<PaymentView> {
+    const now = this.#ctx.now();
+    return this.#ctx.db.transaction().execute(async (trx) => {
+      const row = await this.#load(trx, principal, id, true);
+      const decided = transition(row.status as PaymentStatus, "cancel_requested");
+      if (!decided.ok) throw badRequest("Payment cannot be cancelled", { status: row.status });
+      return toPaymentView(await this.#apply(trx, row, "cancel_requested", now));
+    });
+  }
+
+  async verify(
+    principal: KeyPrincipal,
+    paymentId: unknown,
+  ): Promise<{ verified: boolean; payment: PaymentView }> {
+    if (typeof paymentId !== "string" || paymentId.length === 0) throw badRequest("paymentId is required");
+    const payment = await this.get(principal, paymentId);
+    return { verified: isVerified(payment.status as PaymentStatus), payment };
+  }
+
+  async #load(
+    db: Kysely<DatabaseSchema>,
+    principal: KeyPrincipal,
+    id: string,
+    forUpdate = false,
+  ): Promise<PaymentRow> {
+    const row = UUID.test(id) ? await repo.findPayment(db, principal, id, forUpdate) : undefined;
+    if (!row) throw notFound("Payment not found");
+    return row;
+  }
+
+  /** Applies one transition of the domain table and writes its event in the same transaction. */
+  async #apply(
+    trx: Kysely<DatabaseSchema>,
+    row: PaymentRow,
+    trigger: PaymentTrigger,
+    at: Date,
+  ): Promise<PaymentRow> {
+    const decided = transition(row.status as PaymentStatus, trigger);
+    if (!decided.ok) throw new ApiError(409, `Payment is ${row.status}; ${trigger} does not apply`);
+    const updated = await repo.updateStatus(trx, row.id, decided.from, decided.to, at);
+    if (!updated) throw new ApiError(409, "Payment changed concurrently; retry");
+    if (decided.event) await this.#emit(trx, updated, decided.event);
+    return updated;
+  }
+
+  async #emit(trx: Kysely<DatabaseSchema>, row: PaymentRow, type: string): Promise<void> {
+    await recordEvents(trx, [
+      {
+        workspaceId: row.workspace_id,
+        environment: row.environment as Environment,
+        type,
+        payload: toPaymentView(row) as unknown as Record<string, unknown>,
+      },
+    ]);
+  }
+}

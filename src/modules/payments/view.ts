@@ -1,0 +1,55 @@
+import type { Environment } from "../../config.ts";
+import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
+import type { PaymentMethod, WalletType } from "../../domain/payment-request.ts";
+import type { PaymentStatus } from "../../domain/payment-state.ts";
+import type { PaymentRow } from "../../platform/db/schema.ts";
+
+// The Payment object of part 2, camelCase, amounts per D4. The same object is the `data` of
+// every payment.* webhook event, so what merchants read and what they receive never differ.
+
+export interface PaymentView {
+  id: string;
+  status: PaymentStatus;
+  paymentMethod: PaymentMethod;
+  paymentProvider: "onchain" | "card";
+  tokenSymbol: string;
+  grossAmount: string;
+  feeAmount: string;
+  netAmount: string;
+  merchantWallet: string | null;
+  walletType: WalletType;
+  receivingAddress: string | null;
+  environment: Environment;
+  description: string | null;
+  metadata: Record<string, string>;
+  returnUrl: string | null;
+  cancelUrl: string | null;
+  expiresAt: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export function toPaymentView(row: PaymentRow): PaymentView {
+  const decimals = TOKEN_DECIMALS[row.token_symbol as TokenSymbol];
+  return {
+    id: row.id,
+    status: row.status as PaymentStatus,
+    paymentMethod: row.payment_method as PaymentMethod,
+    paymentProvider: row.payment_provider as PaymentView["paymentProvider"],
+    tokenSymbol: row.token_symbol,
+    grossAmount: formatAmount(BigInt(row.gross_amount), decimals),
+    feeAmount: formatAmount(BigInt(row.fee_amount), decimals),
+    netAmount: formatAmount(BigInt(row.net_amount), decimals),
+    merchantWallet: row.merchant_wallet,
+    walletType: row.wallet_type as WalletType,
+    receivingAddress: row.receiving_address,
+    environment: row.environment as Environment,
+    description: row.description,
+    metadata: row.metadata,
+    returnUrl: row.return_url,
+    cancelUrl: row.cancel_url,
+    expiresAt: row.expires_at.toISOString(),
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+  };
+}

@@ -1,0 +1,85 @@
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { Type } from "typebox";
+import { ENVIRONMENTS } from "../../config.ts";
+import { assertWorkspaceAccess } from "../../platform/http/auth.ts";
+import type { WorkspacesService } from "./service.ts";
+
+const IssuedKey = Type.Object({
+  id: Type.String(),
+  key: Type.String(),
+  prefix: Type.String(),
+  environment: Type.Enum(ENVIRONMENTS),
+  name: Type.Union([Type.String(), Type.Null()]),
+  createdAt: Type.String(),
+});
+
+export const WorkspaceSchema = Type.Object(
+  {
+    id: Type.String({ format: "uuid" }),
+    workspaceId: Type.String({ format: "uuid" }),
+    name: Type.String(),
+    settlement_address: Type.Union([Type.String(), Type.Null()]),
+    defaultWalletType: Type.Union([Type.Literal("workspace"), Type.Literal("smart_wallet")]),
+    adminEmail: Type.Union([Type.String(), Type.Null()]),
+    eoa: Type.Object({ address: Type.String(), createdAt: Type.String() }),
+    smartWallet: Type.Union([
+      Type.Object({
+        address: Type.String(),
+        walletId: Type.String(),
+        createdAt: Type.String(),
+        ownerAddress: Type.String(),
+        type: Type.Literal("smart_wallet"),
+      }),
+      Type.Null(),
+    ]),
+    createdAt: Type.String(),
+  },
+  { additionalProperties: true },
+);
+
+export const workspacesRoutes =
+  (workspaces: WorkspacesService): FastifyPluginAsyncTypebox =>
+  async (app) => {
+    app.post(
+      "/api/v1/workspaces",
+      {
+        config: { auth: "admin" },
+        schema: {
+          tags: ["Workspaces"],
+          summary: "Create a workspace with its EOA wallet and one sandbox and one live key (admin secret)",
+          security: [{ adminSecret: [] }],
+          body: Type.Object({
+            name: Type.String({ minLength: 1, maxLength: 200 }),
+            settlementAddress: Type.Optional(Type.String({ pattern: "^0x[0-9a-fA-F]{40}$" })),
+            adminEmail: Type.Optional(Type.String({ format: "email", maxLength: 254 })),
+            adminPassword: Type.Optional(Type.String({ minLength: 12, maxLength: 200 })),
+          }),
+          response: {
+            201: Type.Object({
+              workspace: WorkspaceSchema,
+              apiKeys: Type.Object({ test: IssuedKey, live: IssuedKey }),
+            }),
+          },
+        },
+      },
+      async (request, reply) => reply.status(201).send(await workspaces.create(request.body)),
+    );
+
+    app.get(
+      "/api/v1/workspaces/:id",
+      {
+        config: { auth: "key-or-admin" },
+        schema: {
+          tags: ["Workspaces"],
+          summary: "Read a workspace (its own key, or the admin secret)",
+          security: [{ apiKey: [] }, { adminSecret: [] }],
+          params: Type.Object({ id: Type.String() }),
+          response: { 200: Type.Object({ workspace: WorkspaceSchema }) },
+        },
+      },
+      async (request) => {
+        assertWorkspaceAccess(request, request.params.id);
+        return { workspace: await workspaces.get(request.params.id) };
+      },
+    );
+  };

@@ -1,0 +1,150 @@
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import type { AppContext } from "../../context.ts";
+import { isAddress } from "../../domain/validation.ts";
+import { badRequest, notFound } from "../../platform/http/errors.ts";
+import { hashPassword } from "../../platform/secrets/hashing.ts";
+import { type IssuedKey, issueKey } from "../keys/service.ts";
+import * as repo from "./repo.ts";
+
+// Workspaces (D2). Creating one provisions its EOA: a fresh secp256k1 key generated here and
+// stored only encrypted with the master key, plus one sandbox and one live API key.
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+
+export interface CreateWorkspaceInput {
+  name: string;
+  settlementAddress?: string | undefined;
+  adminEmail?: string | undefined;
+  adminPassword?: string | undefined;
+}
+
+export interface WorkspaceView {
+  id: string;
+  workspaceId: string;
+  name: string;
+  settlement_address: string | null;
+  defaultWalletType: "workspace" | "smart_wallet";
+  adminEmail: string | null;
+  eoa: { address: string; createdAt: string };
+  smartWallet: {
+    address: string;
+    walletId: string;
+    createdAt: string;
+    ownerAddress: string;
+    type: "smart_wallet";
+  } | null;
+  createdAt: string;
+}
+
+/** What payments need to know about a workspace: settlement fallback and receiving wallets. */
+export interface WorkspaceProfile {
+  id: string;
+  name: string;
+  settlementAddress: string | null;
+  defaultWalletType: "workspace" | "smart_wallet";
+  eoaAddress: string | null;
+  smartWalletAddress: string | null;
+}
+
+function validateInput(input: CreateWorkspaceInput): void {
+  if (typeof input.name !== "string" || input.name.trim().length === 0 || input.name.length > 200) {
+    throw badRequest("name is required (1 to 200 characters)");
+  }
+  if (input.settlementAddress !== undefined && !isAddress(input.settlementAddress)) {
+    throw badRequest("settlementAddress must be 0x followed by 40 hex characters");
+  }
+  if (input.adminEmail !== undefined && (!EMAIL.test(input.adminEmail) || input.adminEmail.length > 254)) {
+    throw badRequest("adminEmail must be an e-mail address");
+  }
+  if (
+    input.adminPassword !== undefined &&
+    (input.adminPassword.length < 12 || input.adminPassword.length > 200)
+  ) {
+    throw badRequest("adminPassword must be 12 to 200 characters");
+  }
+}
+
+export class WorkspacesService {
+  readonly #ctx: AppContext;
+
+  constructor(ctx: AppContext) {
+    this.#ctx = ctx;
+  }
+
+  async create(
+    input: CreateWorkspaceInput,
+  ): Promise<{ workspace: WorkspaceView; apiKeys: { test: IssuedKey; live: IssuedKey } }> {
+    validateInput(input);
+    const passwordHash = input.adminPassword ? await hashPassword(input.adminPassword) : null;
+    const privateKey = generatePrivateKey();
+    const address = privateKeyToAccount(privateKey).address;
+    const encrypted = this.#ctx.secrets.encrypt(privateKey);
+
+    return this.#ctx.db.transaction().execute(async (trx) => {
+      const row = await repo.insertWorkspace(trx, {
+        name: input.name.trim(),
+        settlementAddress: input.settlementAddress ?? null,
+        adminEmail: input.adminEmail?.toLowerCase() ?? null,
+        adminPasswordHash: passwordHash,
+      });
+      const eoa = await repo.insertWallet(trx, {
+        workspaceId: row.id,
+        kind: "eoa",
+        address,
+        encryptedPrivateKey: encrypted,
+      });
+      const test = await issueKey(trx, row.id, "sandbox", "Default sandbox key");
+      const live = await issueKey(trx, row.id, "live", "Default live key");
+      return { workspace: toView(row, [eoa]), apiKeys: { test, live } };
+    });
+  }
+
+  async get(id: string): Promise<WorkspaceView> {
+    const row = UUID.test(id) ? await repo.findWorkspace(this.#ctx.db, id) : undefined;
+    if (!row) throw notFound("Workspace not found");
+    return toView(row, await repo.findWallets(this.#ctx.db, id));
+  }
+
+  async profile(id: string): Promise<WorkspaceProfile> {
+    const row = UUID.test(id) ? await repo.findWorkspace(this.#ctx.db, id) : undefined;
+    if (!row) throw notFound("Workspace not found");
+    const wallets = await repo.findWallets(this.#ctx.db, id);
+    return {
+      id: row.id,
+      name: row.name,
+      settlementAddress: row.settlement_address,
+      defaultWalletType: row.default_wallet_type === "smart_wallet" ? "smart_wallet" : "workspace",
+      eoaAddress: wallets.find((w) => w.kind === "eoa")?.address ?? null,
+      smartWalletAddress: wallets.find((w) => w.kind === "smart_wallet")?.address ?? null,
+    };
+  }
+}
+
+function toView(
+  row: Awaited<ReturnType<typeof repo.findWorkspace>> & object,
+  wallets: repo.WalletRecord[],
+): WorkspaceView {
+  const eoa = wallets.find((w) => w.kind === "eoa");
+  if (!eoa) throw new Error(`workspace ${row.id} has no EOA`);
+  const smart = wallets.find((w) => w.kind === "smart_wallet");
+  return {
+    id: row.id,
+    workspaceId: row.id,
+    name: row.name,
+    settlement_address: row.settlement_address,
+    defaultWalletType: row.default_wallet_type === "smart_wallet" ? "smart_wallet" : "workspace",
+    adminEmail: row.admin_email,
+    eoa: { address: eoa.address, createdAt: eoa.createdAt.toISOString() },
+    smartWallet: smart
+      ? {
+          address: smart.address,
+          walletId: smart.address,
+          createdAt: smart.createdAt.toISOString(),
+          ownerAddress: eoa.address,
+          type: "smart_wallet",
+        }
+      : null,
+    createdAt: row.created_at.toISOString(),
+  };
+}

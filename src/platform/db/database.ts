@@ -1,0 +1,73 @@
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { PGlite } from "@electric-sql/pglite";
+import { Kysely, PostgresDialect } from "kysely";
+import { type Migration, type MigrationProvider, Migrator } from "kysely/migration";
+import { PGliteDialect } from "kysely-pglite-dialect";
+import pg from "pg";
+import * as foundation from "./migrations/001_foundation.ts";
+import type { DatabaseSchema } from "./schema.ts";
+
+export type Db = Kysely<DatabaseSchema>;
+
+// Migrations are listed here rather than read from a folder so that the same list runs from
+// `node src/main.ts`, the CLI and vitest without a file-system loader.
+const MIGRATIONS: Record<string, Migration> = {
+  "001_foundation": foundation,
+};
+
+class StaticMigrationProvider implements MigrationProvider {
+  async getMigrations(): Promise<Record<string, Migration>> {
+    return MIGRATIONS;
+  }
+}
+
+export interface DatabaseOptions {
+  /** postgres:// URL of a server; when absent, embedded PGlite is used. */
+  databaseUrl?: string | undefined;
+  /** Folder of the embedded database; absent → in memory (tests). */
+  pgliteDir?: string | undefined;
+  poolSize?: number;
+}
+
+export interface Database {
+  db: Db;
+  kind: "pglite" | "postgres";
+  close(): Promise<void>;
+}
+
+export async function openDatabase(options: DatabaseOptions): Promise<Database> {
+  if (options.databaseUrl) {
+    const pool = new pg.Pool({ connectionString: options.databaseUrl, max: options.poolSize ?? 10 });
+    // An idle client that errors (server restart) must not crash the process; the pool replaces it.
+    pool.on("error", () => {});
+    const db = new Kysely<DatabaseSchema>({ dialect: new PostgresDialect({ pool }) });
+    return { db, kind: "postgres", close: () => db.destroy() };
+  }
+  let client: PGlite;
+  if (options.pgliteDir) {
+    mkdirSync(options.pgliteDir, { recursive: true });
+    client = new PGlite(options.pgliteDir);
+  } else {
+    client = new PGlite();
+  }
+  await client.waitReady;
+  const db = new Kysely<DatabaseSchema>({ dialect: new PGliteDialect(client) });
+  return { db, kind: "pglite", close: () => db.destroy() };
+}
+
+export function pgliteDirFor(dataDir: string): string {
+  return join(dataDir, "pgdata");
+}
+
+/** Applies pending migrations. Kysely's migrator takes a lock, so concurrent starts are safe. */
+export async function migrate(db: Db): Promise<void> {
+  const migrator = new Migrator({ db, provider: new StaticMigrationProvider() });
+  const { error, results } = await migrator.migrateToLatest();
+  const failed = results?.find((r) => r.status === "Error");
+  if (error || failed) {
+    throw new Error(
+      `database migration ${failed?.migrationName ?? ""} failed: ${(error as Error)?.message ?? ""}`,
+    );
+  }
+}

@@ -1,0 +1,100 @@
+import type { ColumnType, Generated, JSONColumnType, Selectable } from "kysely";
+
+// The tables as Kysely sees them. Amounts are numeric(78,0) columns holding smallest units; both
+// drivers hand them back as strings, converted to bigint in the repos.
+
+type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
+type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+type Units = ColumnType<string, string | bigint, string | bigint>;
+type Json<T extends object | null> = JSONColumnType<T, string, string>;
+
+export interface WorkspacesTable {
+  id: Generated<string>;
+  name: string;
+  settlement_address: string | null;
+  default_wallet_type: ColumnType<string, string | undefined, string>;
+  admin_email: string | null;
+  admin_password_hash: string | null;
+  created_at: Generated<Date>;
+}
+
+export interface WorkspaceWalletsTable {
+  id: Generated<string>;
+  workspace_id: string;
+  kind: string;
+  address: string;
+  encrypted_private_key: string | null;
+  created_at: Generated<Date>;
+}
+
+export interface ApiKeysTable {
+  id: Generated<string>;
+  workspace_id: string;
+  environment: string;
+  name: string | null;
+  prefix: string;
+  key_hash: string;
+  created_at: Generated<Date>;
+  last_used_at: NullableTimestamp;
+  revoked_at: NullableTimestamp;
+}
+
+export interface PaymentsTable {
+  id: Generated<string>;
+  workspace_id: string;
+  environment: string;
+  status: string;
+  payment_method: string;
+  payment_provider: string;
+  token_symbol: string;
+  gross_amount: Units;
+  fee_amount: Units;
+  net_amount: Units;
+  merchant_wallet: string | null;
+  wallet_type: string;
+  receiving_address: string | null;
+  description: string | null;
+  metadata: Json<Record<string, string>>;
+  return_url: string | null;
+  cancel_url: string | null;
+  expires_at: Timestamp;
+  card_checkout_session_id: string | null;
+  checkout_url: string | null;
+  last_payment_error: Json<Record<string, unknown>> | null;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+}
+
+export interface IdempotencyKeysTable {
+  workspace_id: string;
+  environment: string;
+  scope: string;
+  key: string;
+  request_hash: string;
+  resource_id: string | null;
+  response_status: number | null;
+  response_body: Json<object> | null;
+  created_at: Timestamp;
+}
+
+export interface OutboxEventsTable {
+  id: Generated<string>;
+  workspace_id: string;
+  environment: string;
+  event_type: string;
+  payload: Json<Record<string, unknown>>;
+  created_at: Generated<Date>;
+}
+
+export interface DatabaseSchema {
+  workspaces: WorkspacesTable;
+  workspace_wallets: WorkspaceWalletsTable;
+  api_keys: ApiKeysTable;
+  payments: PaymentsTable;
+  idempotency_keys: IdempotencyKeysTable;
+  outbox_events: OutboxEventsTable;
+}
+
+export type PaymentRow = Selectable<PaymentsTable>;
+export type WorkspaceRow = Selectable<WorkspacesTable>;
+export type ApiKeyRow = Selectable<ApiKeysTable>;

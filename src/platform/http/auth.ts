@@ -1,0 +1,90 @@
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { Environment } from "../../config.ts";
+import { constantTimeEqual } from "../secrets/hashing.ts";
+import { ApiError, forbidden, unauthorized } from "./errors.ts";
+
+// Authentication of part 5: a Bearer token is either a workspace API key (svc_test_/svc_live_)
+// or the operator's admin secret. Each route says which it accepts in `config.auth`; the key
+// lookup itself belongs to the keys module and is handed in as `resolveKey`.
+
+export type AuthMode = "none" | "key" | "admin" | "key-or-admin";
+
+export type Principal =
+  | { kind: "key"; keyId: string; workspaceId: string; environment: Environment }
+  | { kind: "admin" };
+
+export type KeyPrincipal = Extract<Principal, { kind: "key" }>;
+
+export type KeyResolution =
+  | { status: "ok"; principal: KeyPrincipal }
+  | { status: "revoked" }
+  | { status: "unknown" };
+
+declare module "fastify" {
+  interface FastifyRequest {
+    principal: Principal | null;
+  }
+  interface FastifyContextConfig {
+    auth?: AuthMode;
+  }
+}
+
+const KEY_PATTERN = /^svc_(test|live)_[0-9A-Za-z]{32,}$/;
+
+export interface AuthOptions {
+  adminSecret: string | undefined;
+  resolveKey: (key: string) => Promise<KeyResolution>;
+}
+
+export function registerAuth(app: FastifyInstance, options: AuthOptions): void {
+  app.decorateRequest("principal", null);
+  app.addHook("onRequest", async (request) => {
+    if (request.is404) return;
+    const mode = request.routeOptions.config.auth ?? "key";
+    if (mode === "none") return;
+    request.principal = await authenticate(request, mode, options);
+  });
+}
+
+async function authenticate(
+  request: FastifyRequest,
+  mode: AuthMode,
+  options: AuthOptions,
+): Promise<Principal> {
+  const header = request.headers.authorization;
+  if (!header) throw unauthorized("Missing API key: send Authorization: Bearer <API_KEY>");
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  if (!match?.[1]) throw unauthorized("Malformed Authorization header: expected Bearer <API_KEY>");
+  const token = match[1];
+
+  if (options.adminSecret !== undefined && constantTimeEqual(token, options.adminSecret)) {
+    if (mode === "admin" || mode === "key-or-admin") return { kind: "admin" };
+    throw forbidden("The admin secret is not accepted here: use a workspace API key");
+  }
+  if (!KEY_PATTERN.test(token)) {
+    throw unauthorized(mode === "admin" ? "Invalid admin secret" : "Invalid API key");
+  }
+  const resolution = await options.resolveKey(token);
+  if (resolution.status === "revoked") throw unauthorized("API key has been revoked");
+  if (resolution.status === "unknown") throw unauthorized("Invalid API key");
+  if (mode === "admin") throw forbidden("This endpoint requires the admin secret");
+  return resolution.principal;
+}
+
+/** The caller's key, for routes that accept only keys. */
+export function requireKey(request: FastifyRequest): KeyPrincipal {
+  const principal = request.principal;
+  if (principal?.kind !== "key") throw new ApiError(401, "Invalid API key");
+  return principal;
+}
+
+/**
+ * A workspace id in the URL must be the key's own workspace (rule 1 of part 5 → 403); the admin
+ * secret may act for any workspace.
+ */
+export function assertWorkspaceAccess(request: FastifyRequest, workspaceId: string): void {
+  const principal = request.principal;
+  if (principal?.kind === "admin") return;
+  if (principal?.kind === "key" && principal.workspaceId === workspaceId) return;
+  throw forbidden("This API key does not belong to that workspace");
+}

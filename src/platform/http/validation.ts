@@ -1,0 +1,36 @@
+import { Ajv } from "ajv";
+import addFormats from "ajv-formats";
+import type { FastifyInstance, FastifySchemaCompiler } from "fastify";
+
+// Two validators: query strings and path parameters arrive as text and are coerced ("50" → 50);
+// JSON bodies are never coerced, so `amount: 100` (a number) is refused instead of silently
+// becoming "100" (D13).
+function makeAjv(coerceTypes: boolean): Ajv {
+  const ajv = new Ajv({
+    coerceTypes,
+    useDefaults: true,
+    removeAdditional: false,
+    allErrors: false,
+    strict: false,
+  });
+  (addFormats as unknown as (ajv: Ajv) => void)(ajv);
+  return ajv;
+}
+
+const bodyAjv = makeAjv(false);
+const textAjv = makeAjv(true);
+
+export function registerValidation(app: FastifyInstance): void {
+  app.setValidatorCompiler(({ schema, httpPart }) =>
+    (httpPart === "body" ? bodyAjv : textAjv).compile(schema),
+  );
+}
+
+/**
+ * For bodies whose rules and messages the interface fixes word for word (payments, payouts), the
+ * route schema only documents the shape; a pure domain validator checks it in the spec's order.
+ */
+export const documentedBodyOnly: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) => {
+  if (httpPart === "body") return () => true;
+  return textAjv.compile(schema as object);
+};

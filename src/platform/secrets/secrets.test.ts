@@ -1,0 +1,61 @@
+import { mkdtempSync, readFileSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { loadOrCreateMasterKeyFile, parseMasterKey, SecretBox } from "./encryption.ts";
+import { hashApiKey, hashPassword, randomBase62, verifyPassword } from "./hashing.ts";
+
+describe("SecretBox", () => {
+  const box = new SecretBox(Buffer.alloc(32, 7));
+
+  it("round-trips and never stores the plaintext", () => {
+    const secret = "0xabc123";
+    const stored = box.encrypt(secret);
+    expect(stored.startsWith("v1:")).toBe(true);
+    expect(stored).not.toContain(secret);
+    expect(box.decrypt(stored)).toBe(secret);
+    expect(box.encrypt(secret)).not.toBe(stored); // fresh IV each time
+  });
+
+  it("refuses tampered ciphertext and a wrong key", () => {
+    const stored = box.encrypt("hello");
+    const raw = Buffer.from(stored.slice(3), "base64");
+    raw[raw.length - 1] = (raw[raw.length - 1] ?? 0) ^ 1;
+    expect(() => box.decrypt(`v1:${raw.toString("base64")}`)).toThrow();
+    expect(() => new SecretBox(Buffer.alloc(32, 8)).decrypt(stored)).toThrow();
+  });
+
+  it("parses hex and base64 master keys and rejects wrong lengths", () => {
+    expect(parseMasterKey("ab".repeat(32)).length).toBe(32);
+    expect(parseMasterKey(Buffer.alloc(32, 1).toString("base64")).length).toBe(32);
+    expect(() => parseMasterKey("abcd")).toThrow(/32 bytes/);
+  });
+
+  it("creates a private key file once and reads it back", () => {
+    const path = join(mkdtempSync(join(tmpdir(), "mk-")), "sub", "master.key");
+    const first = loadOrCreateMasterKeyFile(path);
+    expect(loadOrCreateMasterKeyFile(path).equals(first)).toBe(true);
+    expect(statSync(path).mode & 0o777).toBe(0o600);
+    expect(readFileSync(path, "utf8").trim()).toBe(first.toString("hex"));
+  });
+});
+
+describe("hashing", () => {
+  it("hashes API keys deterministically", () => {
+    expect(hashApiKey("svc_test_x")).toBe(hashApiKey("svc_test_x"));
+    expect(hashApiKey("svc_test_x")).not.toBe(hashApiKey("svc_test_y"));
+    expect(hashApiKey("svc_test_x")).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it("verifies passwords", async () => {
+    const stored = await hashPassword("correct horse battery");
+    expect(await verifyPassword("correct horse battery", stored)).toBe(true);
+    expect(await verifyPassword("wrong", stored)).toBe(false);
+  });
+
+  it("makes base62 strings of the asked length", () => {
+    const value = randomBase62(40);
+    expect(value).toMatch(/^[0-9A-Za-z]{40}$/);
+    expect(randomBase62(40)).not.toBe(value);
+  });
+});
