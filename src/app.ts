@@ -9,6 +9,8 @@ import { keysRoutes } from "./modules/keys/routes.ts";
 import { KeysService } from "./modules/keys/service.ts";
 import { paymentsRoutes } from "./modules/payments/routes.ts";
 import { PaymentsService } from "./modules/payments/service.ts";
+import { webhooksRoutes } from "./modules/webhooks/routes.ts";
+import { WebhooksService } from "./modules/webhooks/service.ts";
 import { workspacesRoutes } from "./modules/workspaces/routes.ts";
 import { WorkspacesService } from "./modules/workspaces/service.ts";
 import type { Db } from "./platform/db/database.ts";
@@ -30,7 +32,12 @@ export interface AppDependencies {
 export interface App {
   http: FastifyInstance;
   ctx: AppContext;
-  services: { workspaces: WorkspacesService; keys: KeysService; payments: PaymentsService };
+  services: {
+    workspaces: WorkspacesService;
+    keys: KeysService;
+    payments: PaymentsService;
+    webhooks: WebhooksService;
+  };
 }
 
 const ONE_MIB = 1024 * 1024;
@@ -58,6 +65,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   const workspaces = new WorkspacesService(ctx);
   const keys = new KeysService(ctx);
   const payments = new PaymentsService(ctx, workspaces);
+  const webhooks = new WebhooksService(ctx);
 
   registerErrorHandling(http);
   registerValidation(http);
@@ -109,8 +117,9 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   await http.register(workspacesRoutes(workspaces));
   await http.register(keysRoutes(keys));
   await http.register(paymentsRoutes(payments));
+  await http.register(webhooksRoutes(webhooks));
 
-  return { http, ctx, services: { workspaces, keys, payments } };
+  return { http, ctx, services: { workspaces, keys, payments, webhooks } };
 }
 
 /**

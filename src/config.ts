@@ -22,6 +22,8 @@ export interface Config {
   logLevel: string;
   role: "all" | "api" | "worker";
   smtpUrl: string | undefined;
+  /** Lets live webhooks use plain http and private addresses (local development, D7). */
+  webhookAllowPrivate: boolean;
 }
 
 export class ConfigError extends Error {
@@ -40,6 +42,13 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   if (value < min || value > max)
     throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
   return value;
+}
+
+function boolean(env: Env, name: string): boolean {
+  const raw = optional(env, name);
+  if (raw === undefined || raw === "false" || raw === "0") return false;
+  if (raw === "true" || raw === "1") return true;
+  throw new ConfigError(`${name} must be true or false, got "${raw}"`);
 }
 
 function optional(env: Env, name: string): string | undefined {
@@ -114,5 +123,6 @@ export function loadConfig(rawEnv: Env = process.env): Config {
     logLevel: optional(env, "LOG_LEVEL") ?? "info",
     role,
     smtpUrl: url(env, "SMTP_URL", ["smtp:", "smtps:"]),
+    webhookAllowPrivate: boolean(env, "WEBHOOK_ALLOW_PRIVATE"),
   };
 }

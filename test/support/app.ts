@@ -21,7 +21,12 @@ export interface TestApp {
 }
 
 export async function startTestApp(env: Record<string, string> = {}): Promise<TestApp> {
-  const config = loadConfig({ ADMIN_SECRET, PUBLIC_BASE_URL: "http://pay.test", LOG_LEVEL: "silent", ...env });
+  const config = loadConfig({
+    ADMIN_SECRET,
+    PUBLIC_BASE_URL: "http://pay.test",
+    LOG_LEVEL: "silent",
+    ...env,
+  });
   const database = await openDatabase({ databaseUrl: process.env.DATABASE_URL, poolSize: 20 });
   await migrate(database.db);
   let fixedNow: Date | undefined;
@@ -56,12 +61,19 @@ export interface CreatedWorkspace {
   body: Record<string, unknown>;
 }
 
-export async function createWorkspace(t: TestApp, body: Record<string, unknown> = {}): Promise<CreatedWorkspace> {
+export async function createWorkspace(
+  t: TestApp,
+  body: Record<string, unknown> = {},
+): Promise<CreatedWorkspace> {
   const res = await t.request({
     method: "POST",
     url: "/api/v1/workspaces",
     headers: { authorization: `Bearer ${ADMIN_SECRET}` },
-    payload: { name: "Test workspace", settlementAddress: "0x1111111111111111111111111111111111111111", ...body },
+    payload: {
+      name: "Test workspace",
+      settlementAddress: "0x1111111111111111111111111111111111111111",
+      ...body,
+    },
   });
   if (res.statusCode !== 201) throw new Error(`workspace creation failed: ${res.statusCode} ${res.body}`);
   const json = res.json();

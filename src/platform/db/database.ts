@@ -6,6 +6,7 @@ import { type Migration, type MigrationProvider, Migrator } from "kysely/migrati
 import { PGliteDialect } from "kysely-pglite-dialect";
 import pg from "pg";
 import * as foundation from "./migrations/001_foundation.ts";
+import * as webhooks from "./migrations/002_webhooks.ts";
 import type { DatabaseSchema } from "./schema.ts";
 
 export type Db = Kysely<DatabaseSchema>;
@@ -14,6 +15,7 @@ export type Db = Kysely<DatabaseSchema>;
 // `node src/main.ts`, the CLI and vitest without a file-system loader.
 const MIGRATIONS: Record<string, Migration> = {
   "001_foundation": foundation,
+  "002_webhooks": webhooks,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -86,6 +86,35 @@ export interface OutboxEventsTable {
   created_at: Generated<Date>;
 }
 
+export interface WebhookEndpointsTable {
+  id: Generated<number>;
+  workspace_id: string;
+  environment: string;
+  url: string;
+  events: Json<string[]>;
+  encrypted_secret: string;
+  active: Generated<boolean>;
+  failing_since: NullableTimestamp;
+  disabled_reason: string | null;
+  created_at: Generated<Date>;
+  deleted_at: NullableTimestamp;
+}
+
+export interface WebhookDeliveriesTable {
+  id: Generated<string>;
+  endpoint_id: number;
+  outbox_event_id: string;
+  event_type: string;
+  status: Generated<string>;
+  attempts: Generated<number>;
+  next_attempt_at: Generated<Date>;
+  locked_until: NullableTimestamp;
+  last_response_code: number | null;
+  last_error: string | null;
+  created_at: Generated<Date>;
+  delivered_at: NullableTimestamp;
+}
+
 export interface DatabaseSchema {
   workspaces: WorkspacesTable;
   workspace_wallets: WorkspaceWalletsTable;
@@ -93,6 +122,8 @@ export interface DatabaseSchema {
   payments: PaymentsTable;
   idempotency_keys: IdempotencyKeysTable;
   outbox_events: OutboxEventsTable;
+  webhook_endpoints: WebhookEndpointsTable;
+  webhook_deliveries: WebhookDeliveriesTable;
 }
 
 export type PaymentRow = Selectable<PaymentsTable>;

@@ -1,0 +1,239 @@
+import pLimit, { type LimitFunction } from "p-limit";
+import { Agent, request } from "undici";
+import type { AppContext } from "../../context.ts";
+import { deliveryBody } from "../../domain/events.ts";
+import {
+  DISABLE_AFTER_MS,
+  nextRetryDelay,
+  parseRetryAfter,
+  RETRY_DELAYS_MS,
+} from "../../domain/retry-schedule.ts";
+import { assertLiteralHostAllowed, guardedLookup } from "../../platform/http/outbound-guard.ts";
+import { signBody, signTimestamped } from "../../platform/secrets/signing.ts";
+import * as repo from "./repo.ts";
+
+// Delivers webhook deliveries: claims due rows (SKIP LOCKED, with a lease), signs and POSTs each
+// with a keep-alive client, records the attempt and schedules the next one. Any number of
+// dispatchers, in one process or many, can run against one database: a claim is exclusive until
+// its lease runs out, and the lease is longer than the request timeout.
+
+export interface DispatcherOptions {
+  pollIntervalMs?: number;
+  batchSize?: number;
+  maxInFlight?: number;
+  /** Concurrent requests to one host, so one slow merchant cannot take every slot. */
+  perHostConcurrency?: number;
+  timeoutMs?: number;
+  leaseMs?: number;
+  retryDelaysMs?: readonly number[];
+  random?: () => number;
+}
+
+const USER_AGENT = "payments-service-webhooks/1.0";
+
+export class WebhookDispatcher {
+  readonly #ctx: AppContext;
+  readonly #opts: Required<DispatcherOptions>;
+  readonly #guardedAgent: Agent;
+  readonly #openAgent: Agent;
+  readonly #hostLimits = new Map<string, LimitFunction>();
+  readonly #inFlight = new Set<Promise<void>>();
+  #running = false;
+  #timer: NodeJS.Timeout | undefined;
+  #loop: Promise<void> | undefined;
+  #wake: (() => void) | undefined;
+
+  constructor(ctx: AppContext, options: DispatcherOptions = {}) {
+    this.#ctx = ctx;
+    this.#opts = {
+      pollIntervalMs: options.pollIntervalMs ?? 200,
+      batchSize: options.batchSize ?? 100,
+      maxInFlight: options.maxInFlight ?? 256,
+      perHostConcurrency: options.perHostConcurrency ?? 32,
+      timeoutMs: options.timeoutMs ?? 10_000,
+      leaseMs: options.leaseMs ?? 60_000,
+      retryDelaysMs: options.retryDelaysMs ?? RETRY_DELAYS_MS,
+      random: options.random ?? Math.random,
+    };
+    const common = { keepAliveTimeout: 30_000, connections: this.#opts.perHostConcurrency };
+    // Live destinations connect only to public addresses, checked on the resolved address.
+    this.#guardedAgent = new Agent({ ...common, connect: { lookup: guardedLookup } });
+    this.#openAgent = new Agent(common);
+  }
+
+  start(): void {
+    if (this.#running) return;
+    this.#running = true;
+    this.#loop = this.#run();
+  }
+
+  /** Stops claiming, waits for requests in flight to be recorded, closes the connections. */
+  async stop(): Promise<void> {
+    this.#running = false;
+    clearTimeout(this.#timer);
+    this.#wake?.();
+    await this.#loop;
+    await Promise.allSettled([...this.#inFlight]);
+    await Promise.all([this.#guardedAgent.close(), this.#openAgent.close()]);
+  }
+
+  /** Asks for a claim now instead of at the next poll (e.g. right after events were committed). */
+  poke(): void {
+    this.#wake?.();
+  }
+
+  async #run(): Promise<void> {
+    while (this.#running) {
+      let claimed = 0;
+      try {
+        claimed = await this.runOnce();
+      } catch (err) {
+        this.#ctx.log.error({ err }, "webhook dispatcher: claim failed");
+      }
+      // A full batch means more is probably due: claim again at once while slots are free.
+      if (claimed > 0 && this.#inFlight.size < this.#opts.maxInFlight) continue;
+      await new Promise<void>((resolve) => {
+        this.#wake = resolve;
+        this.#timer = setTimeout(resolve, this.#opts.pollIntervalMs);
+      });
+    }
+  }
+
+  /** One claim round; returns how many deliveries it started. Exposed for tests and benchmarks. */
+  async runOnce(): Promise<number> {
+    const free = this.#opts.maxInFlight - this.#inFlight.size;
+    if (free <= 0) return 0;
+    const now = this.#ctx.now();
+    const claimed = await repo.claimDueDeliveries(
+      this.#ctx.db,
+      now,
+      new Date(now.getTime() + this.#opts.leaseMs),
+      Math.min(free, this.#opts.batchSize),
+    );
+    for (const delivery of claimed) {
+      const task = this.#limitFor(delivery.url)(() => this.#deliver(delivery)).finally(() => {
+        this.#inFlight.delete(task);
+        if (this.#inFlight.size === this.#opts.maxInFlight - 1) this.#wake?.();
+      });
+      this.#inFlight.add(task);
+    }
+    return claimed.length;
+  }
+
+  /** Resolves when nothing is in flight (tests). */
+  async drain(): Promise<void> {
+    while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+  }
+
+  #limitFor(url: string): LimitFunction {
+    let host: string;
+    try {
+      host = new URL(url).host;
+    } catch {
+      host = url;
+    }
+    let limit = this.#hostLimits.get(host);
+    if (!limit) {
+      limit = pLimit(this.#opts.perHostConcurrency);
+      this.#hostLimits.set(host, limit);
+    }
+    return limit;
+  }
+
+  async #deliver(delivery: repo.ClaimedDelivery): Promise<void> {
+    const outcome = await this.#attempt(delivery);
+    const at = this.#ctx.now();
+    let next: Date | null = null;
+    if (!outcome.delivered) {
+      const delay = nextRetryDelay(
+        delivery.attempts + 1,
+        this.#opts.random(),
+        outcome.retryAfterMs,
+        this.#opts.retryDelaysMs,
+      );
+      next = delay === null ? null : new Date(at.getTime() + delay);
+    }
+    try {
+      const recorded = await repo.recordAttempt(
+        this.#ctx.db,
+        delivery,
+        {
+          delivered: outcome.delivered,
+          responseCode: outcome.responseCode,
+          error: outcome.error,
+          nextAttemptAt: next,
+        },
+        at,
+        DISABLE_AFTER_MS,
+      );
+      if (!recorded)
+        this.#ctx.log.warn({ deliveryId: delivery.id }, "webhook delivery lease lost; outcome not recorded");
+    } catch (err) {
+      // The lease expires and the delivery is sent again: at least once, never lost.
+      this.#ctx.log.error({ err, deliveryId: delivery.id }, "webhook dispatcher: could not record attempt");
+    }
+  }
+
+  async #attempt(delivery: repo.ClaimedDelivery): Promise<{
+    delivered: boolean;
+    responseCode: number | null;
+    error: string | null;
+    retryAfterMs: number | null;
+  }> {
+    const body = JSON.stringify(
+      deliveryBody(delivery.eventType, delivery.payload, delivery.id, delivery.createdAt),
+    );
+    const timestamp = Math.floor(this.#ctx.now().getTime() / 1000);
+    let secret: string;
+    try {
+      secret = this.#ctx.secrets.decrypt(delivery.encryptedSecret);
+    } catch {
+      return {
+        delivered: false,
+        responseCode: null,
+        error: "signing secret cannot be decrypted",
+        retryAfterMs: null,
+      };
+    }
+    const strict = delivery.environment === "live" && !this.#ctx.config.webhookAllowPrivate;
+    try {
+      const url = new URL(delivery.url);
+      if (strict) assertLiteralHostAllowed(url);
+      const response = await request(url, {
+        method: "POST",
+        body,
+        headers: {
+          "content-type": "application/json",
+          "user-agent": USER_AGENT,
+          "x-service-signature": signBody(secret, body),
+          "x-service-event": delivery.eventType,
+          "x-service-delivery": delivery.id,
+          "x-service-timestamp": String(timestamp),
+          "x-service-signature-v2": signTimestamped(secret, timestamp, body),
+        },
+        dispatcher: strict ? this.#guardedAgent : this.#openAgent,
+        signal: AbortSignal.timeout(this.#opts.timeoutMs),
+      });
+      // Read and discard: the answer's body means nothing to us, but the socket must be freed.
+      await response.body.dump({ limit: 64 * 1024 }).catch(() => {});
+      const ok = response.statusCode >= 200 && response.statusCode < 300;
+      const retryAfter = response.headers["retry-after"];
+      return {
+        delivered: ok,
+        responseCode: response.statusCode,
+        error: ok ? null : `HTTP ${response.statusCode}`,
+        retryAfterMs: parseRetryAfter(
+          Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
+          this.#ctx.now(),
+        ),
+      };
+    } catch (err) {
+      const error = err as Error & { code?: string; cause?: Error & { code?: string } };
+      const reason =
+        error.name === "TimeoutError" || error.name === "AbortError"
+          ? `timed out after ${this.#opts.timeoutMs} ms`
+          : `${error.cause?.message ?? error.message}`;
+      return { delivered: false, responseCode: null, error: reason.slice(0, 500), retryAfterMs: null };
+    }
+  }
+}

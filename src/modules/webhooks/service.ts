@@ -1,0 +1,169 @@
+import { randomBytes } from "node:crypto";
+import type { Environment } from "../../config.ts";
+import type { AppContext } from "../../context.ts";
+import { isSubscribableEvent } from "../../domain/events.ts";
+import { MAX_URL } from "../../domain/validation.ts";
+import type { KeyPrincipal } from "../../platform/http/auth.ts";
+import { badRequest, notFound } from "../../platform/http/errors.ts";
+import { assertLiteralHostAllowed, BlockedDestinationError } from "../../platform/http/outbound-guard.ts";
+import * as repo from "./repo.ts";
+
+// Webhook registrations (parts 4.6–4.8, D7) and their delivery log. Registrations belong to the
+// key's workspace and environment; the signing secret is shown once and stored encrypted.
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export interface WebhookView {
+  id: number;
+  url: string;
+  events: string[];
+  active: boolean;
+  created_at: string;
+}
+
+export interface DeliveryView {
+  id: string;
+  event: string;
+  status: "pending" | "delivered" | "failed";
+  attempts: number;
+  lastResponseCode: number | null;
+  lastError: string | null;
+  nextAttemptAt: string | null;
+  createdAt: string;
+  deliveredAt: string | null;
+}
+
+export function toWebhookView(row: repo.EndpointRow): WebhookView {
+  return {
+    id: row.id,
+    url: row.url,
+    events: row.events,
+    active: row.active,
+    created_at: row.created_at.toISOString(),
+  };
+}
+
+function toDeliveryView(row: repo.DeliveryRow): DeliveryView {
+  const status = row.status as DeliveryView["status"];
+  return {
+    id: row.id,
+    event: row.event_type,
+    status,
+    attempts: row.attempts,
+    lastResponseCode: row.last_response_code,
+    lastError: row.last_error,
+    nextAttemptAt: status === "pending" ? row.next_attempt_at.toISOString() : null,
+    createdAt: row.created_at.toISOString(),
+    deliveredAt: row.delivered_at?.toISOString() ?? null,
+  };
+}
+
+/** Registration-time URL rules of D7; the address is checked again, resolved, at every delivery. */
+export function webhookUrlProblem(
+  value: unknown,
+  environment: Environment,
+  allowPrivate: boolean,
+): string | null {
+  if (typeof value !== "string" || value.length > MAX_URL) return "Invalid webhook URL";
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return "Invalid webhook URL";
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") return "Invalid webhook URL";
+  if (url.username || url.password) return "Webhook URL must not contain credentials";
+  if (environment === "live" && !allowPrivate) {
+    if (url.protocol !== "https:") return "Webhook URL must use https in live";
+    try {
+      assertLiteralHostAllowed(url);
+    } catch (err) {
+      if (err instanceof BlockedDestinationError)
+        return "Webhook URL must not point to a private or loopback address";
+      throw err;
+    }
+  }
+  return null;
+}
+
+export class WebhooksService {
+  readonly #ctx: AppContext;
+
+  constructor(ctx: AppContext) {
+    this.#ctx = ctx;
+  }
+
+  async register(principal: KeyPrincipal, body: unknown): Promise<WebhookView & { signingSecret: string }> {
+    const input = (typeof body === "object" && body !== null ? body : {}) as {
+      url?: unknown;
+      events?: unknown;
+    };
+    if (input.url === undefined || input.events === undefined)
+      throw badRequest("url and events are required");
+    const urlProblem = webhookUrlProblem(
+      input.url,
+      principal.environment,
+      this.#ctx.config.webhookAllowPrivate,
+    );
+    if (urlProblem) throw badRequest(urlProblem);
+    if (!Array.isArray(input.events) || input.events.length === 0) {
+      throw badRequest("events must be a non-empty array of event types");
+    }
+    if (!input.events.every(isSubscribableEvent)) throw badRequest("Invalid event type");
+    const events = [...new Set(input.events as string[])];
+
+    const signingSecret = `whsec_${randomBytes(32).toString("base64url")}`;
+    const row = await repo.insertEndpoint(this.#ctx.db, principal, {
+      url: input.url as string,
+      events,
+      encryptedSecret: this.#ctx.secrets.encrypt(signingSecret),
+    });
+    return { ...toWebhookView(row), signingSecret };
+  }
+
+  async list(principal: KeyPrincipal): Promise<WebhookView[]> {
+    return (await repo.listEndpoints(this.#ctx.db, principal)).map(toWebhookView);
+  }
+
+  async remove(principal: KeyPrincipal, id: string): Promise<void> {
+    const endpointId = parseId(id);
+    if (
+      endpointId === null ||
+      !(await repo.deleteEndpoint(this.#ctx.db, principal, endpointId, this.#ctx.now()))
+    ) {
+      throw notFound("Webhook not found");
+    }
+  }
+
+  async deliveries(
+    principal: KeyPrincipal,
+    id: string,
+    page: { limit: number; offset: number },
+  ): Promise<{ deliveries: DeliveryView[]; total: number }> {
+    const endpoint = await this.#endpoint(principal, id);
+    const { rows, total } = await repo.listDeliveries(this.#ctx.db, endpoint.id, page);
+    return { deliveries: rows.map(toDeliveryView), total };
+  }
+
+  async retry(principal: KeyPrincipal, id: string, deliveryId: string): Promise<DeliveryView> {
+    const endpoint = await this.#endpoint(principal, id);
+    const row = UUID.test(deliveryId)
+      ? await repo.requeueDelivery(this.#ctx.db, endpoint.id, deliveryId, this.#ctx.now())
+      : undefined;
+    if (!row) throw notFound("Delivery not found");
+    return toDeliveryView(row);
+  }
+
+  async #endpoint(principal: KeyPrincipal, id: string): Promise<repo.EndpointRow> {
+    const endpointId = parseId(id);
+    const endpoint =
+      endpointId === null ? undefined : await repo.findEndpoint(this.#ctx.db, principal, endpointId);
+    if (!endpoint) throw notFound("Webhook not found");
+    return endpoint;
+  }
+}
+
+function parseId(id: string): number | null {
+  if (!/^[0-9]{1,9}$/.test(id)) return null;
+  return Number(id);
+}
