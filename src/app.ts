@@ -1,7 +1,7 @@
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
-import Fastify, { type FastifyInstance } from "fastify";
+import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
 import { sql } from "kysely";
 import type { Config } from "./config.ts";
 import type { AppContext } from "./context.ts";
@@ -18,6 +18,7 @@ import { registerAuth } from "./platform/http/auth.ts";
 import { registerErrorHandling } from "./platform/http/error-handler.ts";
 import { registerRateLimit } from "./platform/http/rate-limit.ts";
 import { registerValidation } from "./platform/http/validation.ts";
+import { ApiError } from "./platform/http/errors.ts";
 import type { SecretBox } from "./platform/secrets/encryption.ts";
 
 export interface AppDependencies {
@@ -53,6 +54,10 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     // Requests waiting on a full database pool should not hang forever behind a load balancer.
     requestTimeout: 30_000,
     routerOptions: { ignoreTrailingSlash: true },
+    // Errors Fastify raises before routing (a malformed %-escape in the URL) get our body too.
+    frameworkErrors: (_error, _request, reply) => {
+      void (reply as FastifyReply).code(400).type("application/json").send({ error: "Malformed URL" });
+    },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   const ctx: AppContext = {
@@ -138,7 +143,24 @@ function registerJsonParser(http: FastifyInstance): void {
         done(null, undefined);
         return;
       }
-      defaultParser(request, body.toString(), done);
+      const text = body.toString();
+      defaultParser(request, text, (err, parsed) => {
+        // PostgreSQL text and jsonb cannot hold U+0000: refuse it here as a client error.
+        if (!err && text.includes("\\u0000") && containsNul(parsed)) {
+          done(new ApiError(400, "Strings must not contain the NUL character (\\u0000)"), undefined);
+          return;
+        }
+        done(err, parsed);
+      });
     },
   );
+}
+
+function containsNul(value: unknown): boolean {
+  if (typeof value === "string") return value.includes("\u0000");
+  if (Array.isArray(value)) return value.some(containsNul);
+  if (value !== null && typeof value === "object") {
+    return Object.entries(value).some(([key, item]) => key.includes("\u0000") || containsNul(item));
+  }
+  return false;
 }

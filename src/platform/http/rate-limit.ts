@@ -22,7 +22,9 @@ export async function registerRateLimit(app: FastifyInstance, options: RateLimit
 
   await app.register(rateLimit, {
     global: true,
-    hook: "preValidation",
+    // Before the body is read: a key's malformed (400), oversized (413) or mistyped (415) bodies
+    // are counted and labelled like any other request of that key.
+    hook: "preParsing",
     timeWindow: options.windowMs,
     redis,
     nameSpace: "svc-rl:",

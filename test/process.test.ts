@@ -1,0 +1,474 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+
+// The real process (D1): `node src/main.ts` on the embedded database under DATA_DIR, graceful
+// SIGTERM, persistence across restarts, the master key file, the CLI of D2 and config errors.
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const ADMIN = "process-test-admin-secret-0123456789";
+const MERCHANT = "0x3333333333333333333333333333333333333333";
+const START_TIMEOUT_MS = 60_000;
+const TEST_TIMEOUT_MS = 180_000;
+
+const children = new Set<ChildProcess>();
+const tempDirs: string[] = [];
+
+/** The parent's environment without anything that would change which database or key the child uses. */
+function baseEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const name of Object.keys(env)) {
+    if (
+      /^(DATABASE_URL|MASTER_KEY|REDIS_URL|NETWORK_ENV_FILE|PUBLIC_BASE_URL|ROLE|SMTP_URL|ADMIN_SECRET|PORT|HOST|DATA_DIR|LOG_LEVEL)$/.test(
+        name,
+      ) ||
+      name.startsWith("RATE_LIMIT_") ||
+      name.startsWith("SANDBOX_") ||
+      name.startsWith("LIVE_")
+    ) {
+      delete env[name];
+    }
+  }
+  return env;
+}
+
+function freshDataDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "svc-process-test-"));
+  tempDirs.push(dir);
+  return dir;
+}
+
+/** A port nobody listens on right now: PORT=0 would not tell us where the service listens. */
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      if (address === null || typeof address === "string") {
+        server.close();
+        reject(new Error("no port"));
+        return;
+      }
+      server.close(() => resolve(address.port));
+    });
+  });
+}
+
+interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+interface Spawned {
+  child: ChildProcess;
+  exited: Promise<Exit>;
+  stdout: () => string;
+  stderr: () => string;
+}
+
+function run(args: string[], env: NodeJS.ProcessEnv): Spawned {
+  const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+  children.add(child);
+  let out = "";
+  let err = "";
+  child.stdout?.on("data", (chunk: Buffer) => {
+    out += chunk.toString("utf8");
+  });
+  child.stderr?.on("data", (chunk: Buffer) => {
+    err += chunk.toString("utf8");
+  });
+  const exited = new Promise<Exit>((resolve) => {
+    child.on("exit", (code, signal) => {
+      children.delete(child);
+      resolve({ code, signal });
+    });
+  });
+  return { child, exited, stdout: () => out, stderr: () => err };
+}
+
+async function waitForExit(spawned: Spawned, ms: number): Promise<Exit> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`process did not exit within ${ms} ms\nstderr: ${spawned.stderr()}`)),
+      ms,
+    );
+  });
+  try {
+    return await Promise.race([spawned.exited, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+interface Server extends Spawned {
+  baseUrl: string;
+}
+
+async function startServer(dataDir: string, extraEnv: Record<string, string> = {}): Promise<Server> {
+  const port = await freePort();
+  const spawned = run(["src/main.ts"], {
+    ...baseEnv(),
+    PORT: String(port),
+    HOST: "127.0.0.1",
+    DATA_DIR: dataDir,
+    ADMIN_SECRET: ADMIN,
+    LOG_LEVEL: "warn",
+    ...extraEnv,
+  });
+  const baseUrl = `http://127.0.0.1:${port}`;
+  let exit: Exit | undefined;
+  void spawned.exited.then((e) => {
+    exit = e;
+  });
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    if (exit) {
+      throw new Error(`server exited early (${exit.code ?? exit.signal})\nstderr: ${spawned.stderr()}`);
+    }
+    try {
+      const res = await fetch(`${baseUrl}/health`, { signal: AbortSignal.timeout(2_000) });
+      if (res.status === 200) {
+        expect(await res.json()).toEqual({ status: "ok" });
+        return { ...spawned, baseUrl };
+      }
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  spawned.child.kill("SIGKILL");
+  throw new Error(`server did not answer /health within ${START_TIMEOUT_MS} ms\nstderr: ${spawned.stderr()}`);
+}
+
+async function stopServer(server: Spawned): Promise<Exit> {
+  server.child.kill("SIGTERM");
+  return waitForExit(server, 30_000);
+}
+
+interface IssuedKeyJson {
+  id: string;
+  key: string;
+  prefix: string;
+  environment: string;
+}
+
+interface WorkspaceJson {
+  id: string;
+  name: string;
+  eoa: { address: string; createdAt: string };
+  [field: string]: unknown;
+}
+
+interface CreatedWorkspaceJson {
+  workspace: WorkspaceJson;
+  apiKeys: { test: IssuedKeyJson; live: IssuedKeyJson };
+}
+
+interface PaymentJson {
+  payment: { id: string; status: string; [field: string]: unknown };
+}
+
+/** JSON of an answer; the type parameter states what the test expects to find, and the test checks it. */
+async function api<T = Record<string, unknown>>(
+  server: Server,
+  method: string,
+  path: string,
+  token?: string,
+  body?: unknown,
+): Promise<{ status: number; json: T; headers: Headers }> {
+  const headers: Record<string, string> = {};
+  if (token) headers.authorization = `Bearer ${token}`;
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const res = await fetch(`${server.baseUrl}${path}`, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+    signal: AbortSignal.timeout(15_000),
+  });
+  const text = await res.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = text;
+  }
+  return { status: res.status, json: json as T, headers: res.headers };
+}
+
+async function killAll(): Promise<void> {
+  const running = [...children];
+  await Promise.all(
+    running.map(
+      (child) =>
+        new Promise<void>((resolve) => {
+          if (child.exitCode !== null || child.signalCode !== null) {
+            resolve();
+            return;
+          }
+          child.once("exit", () => resolve());
+          child.kill("SIGKILL");
+        }),
+    ),
+  );
+  children.clear();
+}
+
+afterEach(async () => {
+  await killAll();
+});
+
+afterAll(async () => {
+  await killAll();
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
+});
+
+describe("the service process", () => {
+  it(
+    "serves over HTTP, stops with exit code 0 on SIGTERM and keeps its data across restarts",
+    async () => {
+      const dataDir = freshDataDir();
+      const first = await startServer(dataDir);
+
+      const ready = await api(first, "GET", "/ready");
+      expect(ready.status).toBe(200);
+
+      const created = await api<CreatedWorkspaceJson>(first, "POST", "/api/v1/workspaces", ADMIN, {
+        name: "Persisted Co",
+        settlementAddress: MERCHANT,
+      });
+      expect(created.status).toBe(201);
+      const workspaceId: string = created.json.workspace.id;
+      const eoaAddress: string = created.json.workspace.eoa.address;
+      const testKey: string = created.json.apiKeys.test.key;
+      const liveKey: string = created.json.apiKeys.live.key;
+      expect(testKey).toMatch(/^svc_test_[0-9A-Za-z]{32,}$/);
+
+      const payment = await api<PaymentJson>(first, "POST", "/api/v1/payments", testKey, {
+        tokenSymbol: "USDC",
+        amount: "100",
+        merchantWallet: MERCHANT,
+        description: "before restart",
+      });
+      expect(payment.status).toBe(201);
+      const paymentId: string = payment.json.payment.id;
+      expect(payment.json.payment.status).toBe("forwarded");
+
+      // The master key file is created on first start, readable by the owner only.
+      const masterKeyPath = join(dataDir, "master.key");
+      expect(existsSync(masterKeyPath)).toBe(true);
+      expect(statSync(masterKeyPath).mode & 0o777).toBe(0o600);
+      const masterKey = readFileSync(masterKeyPath, "utf8");
+      expect(masterKey.trim().length).toBeGreaterThan(0);
+      expect(masterKey).not.toContain(ADMIN);
+
+      const firstExit = await stopServer(first);
+      expect(firstExit, `stderr: ${first.stderr()}`).toEqual({ code: 0, signal: null });
+      expect(first.stderr()).not.toMatch(/error/i);
+
+      // The embedded database lives under DATA_DIR.
+      expect(readdirSync(dataDir).filter((name) => name !== "master.key").length).toBeGreaterThan(0);
+
+      const second = await startServer(dataDir);
+      const ws = await api<{ workspace: WorkspaceJson }>(
+        second,
+        "GET",
+        `/api/v1/workspaces/${workspaceId}`,
+        testKey,
+      );
+      expect(ws.status).toBe(200);
+      expect(ws.json.workspace).toMatchObject({
+        id: workspaceId,
+        name: "Persisted Co",
+        settlement_address: MERCHANT,
+        defaultWalletType: "workspace",
+      });
+      expect(ws.json.workspace.eoa.address).toBe(eoaAddress);
+
+      const asAdmin = await api<{ workspace: WorkspaceJson }>(
+        second,
+        "GET",
+        `/api/v1/workspaces/${workspaceId}`,
+        ADMIN,
+      );
+      expect(asAdmin.status).toBe(200);
+      expect(asAdmin.json.workspace.name).toBe("Persisted Co");
+
+      const liveRead = await api(second, "GET", `/api/v1/workspaces/${workspaceId}`, liveKey);
+      expect(liveRead.status).toBe(200);
+
+      const read = await api<PaymentJson>(second, "GET", `/api/v1/payments/${paymentId}`, testKey);
+      expect(read.status).toBe(200);
+      expect(read.json.payment).toMatchObject({
+        id: paymentId,
+        status: "forwarded",
+        grossAmount: "100.00",
+        feeAmount: "1.50",
+        netAmount: "98.50",
+        merchantWallet: MERCHANT,
+        description: "before restart",
+        environment: "sandbox",
+      });
+
+      // The same master key is reused, not regenerated.
+      expect(readFileSync(masterKeyPath, "utf8")).toBe(masterKey);
+      expect(statSync(masterKeyPath).mode & 0o777).toBe(0o600);
+
+      const secondExit = await stopServer(second);
+      expect(secondExit, `stderr: ${second.stderr()}`).toEqual({ code: 0, signal: null });
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    "refuses a bad configuration (PORT=abc) with a non-zero exit and a message naming PORT",
+    async () => {
+      const dataDir = freshDataDir();
+      const spawned = run(["src/main.ts"], {
+        ...baseEnv(),
+        PORT: "abc",
+        HOST: "127.0.0.1",
+        DATA_DIR: dataDir,
+        ADMIN_SECRET: ADMIN,
+        LOG_LEVEL: "warn",
+      });
+      const exit = await waitForExit(spawned, 30_000);
+      expect(exit.signal).toBeNull();
+      expect(exit.code).not.toBe(0);
+      expect(exit.code).not.toBeNull();
+      expect(spawned.stderr()).toContain("PORT");
+      expect(spawned.stderr()).not.toMatch(/\n\s+at /);
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    "refuses an out-of-range PORT the same way",
+    async () => {
+      const spawned = run(["src/main.ts"], {
+        ...baseEnv(),
+        PORT: "70000",
+        HOST: "127.0.0.1",
+        DATA_DIR: freshDataDir(),
+        LOG_LEVEL: "warn",
+      });
+      const exit = await waitForExit(spawned, 30_000);
+      expect(exit.code).not.toBe(0);
+      expect(exit.code).not.toBeNull();
+      expect(spawned.stderr()).toContain("PORT");
+    },
+    TEST_TIMEOUT_MS,
+  );
+});
+
+describe("the CLI", () => {
+  it(
+    "`workspace create` prints the admin endpoint's JSON and its test key works against the server",
+    async () => {
+      const dataDir = freshDataDir();
+      // A first user has no admin secret: the CLI must not need one.
+      const cli = run(["src/cli.ts", "workspace", "create", "--name", "CliCo", "--email", "a@b.co"], {
+        ...baseEnv(),
+        DATA_DIR: dataDir,
+        LOG_LEVEL: "warn",
+      });
+      const cliExit = await waitForExit(cli, 90_000);
+      expect(cliExit, `stderr: ${cli.stderr()}`).toEqual({ code: 0, signal: null });
+
+      let parsed: unknown;
+      expect(() => {
+        parsed = JSON.parse(cli.stdout());
+      }, `stdout is JSON: ${cli.stdout()}`).not.toThrow();
+      const printed = parsed as CreatedWorkspaceJson;
+      expect(printed.workspace).toMatchObject({
+        name: "CliCo",
+        settlement_address: null,
+        defaultWalletType: "workspace",
+        smartWallet: null,
+      });
+      expect(printed.workspace.id).toMatch(/^[0-9a-f-]{36}$/i);
+      expect(printed.workspace.eoa.address).toMatch(/^0x[0-9a-fA-F]{40}$/);
+      expect(printed.apiKeys.test).toMatchObject({ environment: "sandbox" });
+      expect(printed.apiKeys.live).toMatchObject({ environment: "live" });
+      expect(printed.apiKeys.test.key).toMatch(/^svc_test_[0-9A-Za-z]{32,}$/);
+      expect(printed.apiKeys.live.key).toMatch(/^svc_live_[0-9A-Za-z]{32,}$/);
+      expect(printed.apiKeys.test.prefix).toBe(printed.apiKeys.test.key.slice(0, 12));
+      expect(existsSync(join(dataDir, "master.key"))).toBe(true);
+      expect(statSync(join(dataDir, "master.key")).mode & 0o777).toBe(0o600);
+
+      const server = await startServer(dataDir);
+      const testKey: string = printed.apiKeys.test.key;
+      const ws = await api<{ workspace: WorkspaceJson }>(
+        server,
+        "GET",
+        `/api/v1/workspaces/${printed.workspace.id}`,
+        testKey,
+      );
+      expect(ws.status).toBe(200);
+      expect(ws.json.workspace).toMatchObject({ id: printed.workspace.id, name: "CliCo" });
+      expect(ws.json.workspace.eoa.address).toBe(printed.workspace.eoa.address);
+      expect(ws.headers.get("x-ratelimit-limit")).toBeTruthy();
+
+      const keys = await api<{ apiKeys: Array<{ id: string }> }>(server, "GET", "/api/v1/keys", testKey);
+      expect(keys.status).toBe(200);
+      expect(keys.json.apiKeys.map((k: { id: string }) => k.id)).toContain(printed.apiKeys.test.id);
+
+      const payment = await api(server, "POST", "/api/v1/payments", testKey, {
+        tokenSymbol: "USDC",
+        amount: "10",
+        merchantWallet: MERCHANT,
+      });
+      expect(payment.status).toBe(201);
+
+      const live = await api(
+        server,
+        "GET",
+        `/api/v1/workspaces/${printed.workspace.id}`,
+        printed.apiKeys.live.key,
+      );
+      expect(live.status).toBe(200);
+
+      // "Prints the same JSON as the admin endpoint": same fields at every level.
+      const viaHttp = await api<CreatedWorkspaceJson>(server, "POST", "/api/v1/workspaces", ADMIN, {
+        name: "HttpCo",
+        adminEmail: "c@d.co",
+      });
+      expect(viaHttp.status).toBe(201);
+      const keysOf = (value: object) => Object.keys(value).sort();
+      expect(keysOf(printed)).toEqual(keysOf(viaHttp.json));
+      expect(keysOf(printed.workspace)).toEqual(keysOf(viaHttp.json.workspace));
+      expect(keysOf(printed.workspace.eoa)).toEqual(keysOf(viaHttp.json.workspace.eoa));
+      expect(keysOf(printed.apiKeys)).toEqual(keysOf(viaHttp.json.apiKeys));
+      expect(keysOf(printed.apiKeys.test)).toEqual(keysOf(viaHttp.json.apiKeys.test));
+      expect(keysOf(printed.apiKeys.live)).toEqual(keysOf(viaHttp.json.apiKeys.live));
+
+      const exit = await stopServer(server);
+      expect(exit, `stderr: ${server.stderr()}`).toEqual({ code: 0, signal: null });
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    "exits non-zero with usage when --name is missing, creating nothing",
+    async () => {
+      const dataDir = freshDataDir();
+      const cli = run(["src/cli.ts", "workspace", "create", "--email", "a@b.co"], {
+        ...baseEnv(),
+        DATA_DIR: dataDir,
+        LOG_LEVEL: "warn",
+      });
+      const exit = await waitForExit(cli, 30_000);
+      expect(exit.code).not.toBe(0);
+      expect(exit.code).not.toBeNull();
+      expect(cli.stderr()).toContain("--name");
+      expect(cli.stdout()).toBe("");
+    },
+    TEST_TIMEOUT_MS,
+  );
+});
