@@ -16,9 +16,9 @@ import { WorkspacesService } from "./modules/workspaces/service.ts";
 import type { Db } from "./platform/db/database.ts";
 import { registerAuth } from "./platform/http/auth.ts";
 import { registerErrorHandling } from "./platform/http/error-handler.ts";
+import { ApiError } from "./platform/http/errors.ts";
 import { registerRateLimit } from "./platform/http/rate-limit.ts";
 import { registerValidation } from "./platform/http/validation.ts";
-import { ApiError } from "./platform/http/errors.ts";
 import type { SecretBox } from "./platform/secrets/encryption.ts";
 
 export interface AppDependencies {

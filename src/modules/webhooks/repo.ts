@@ -151,12 +151,13 @@ export async function claimDueDeliveries(
     payload: Record<string, unknown>;
   }>`
     WITH due AS (
-      SELECT id FROM webhook_deliveries
-      WHERE status = 'pending' AND next_attempt_at <= ${now}
-        AND (locked_until IS NULL OR locked_until <= ${now})
-      ORDER BY next_attempt_at
+      SELECT d.id FROM webhook_deliveries d
+      JOIN webhook_endpoints e ON e.id = d.endpoint_id AND e.active AND e.deleted_at IS NULL
+      WHERE d.status = 'pending' AND d.next_attempt_at <= ${now}
+        AND (d.locked_until IS NULL OR d.locked_until <= ${now})
+      ORDER BY d.next_attempt_at
       LIMIT ${limit}
-      FOR UPDATE SKIP LOCKED
+      FOR UPDATE OF d SKIP LOCKED
     )
     UPDATE webhook_deliveries d
     SET locked_until = ${lease}
@@ -224,8 +225,9 @@ export async function recordAttempt(
         .where("failing_since", "is not", null)
         .execute();
     } else {
-      // Deactivate a registration that has failed without a single success for too long.
-      await trx
+      // Deactivate a registration that has failed without a single success for too long, and
+      // stop what is queued for it.
+      const endpoint = await trx
         .updateTable("webhook_endpoints")
         .set((eb) => ({
           failing_since: eb.fn.coalesce("failing_since", eb.val(at)),
@@ -235,7 +237,16 @@ export async function recordAttempt(
           >`CASE WHEN failing_since IS NOT NULL AND failing_since <= ${new Date(at.getTime() - disableAfterMs)} THEN 'failing continuously for 5 days' ELSE disabled_reason END`,
         }))
         .where("id", "=", delivery.endpointId)
-        .execute();
+        .returning("active")
+        .executeTakeFirst();
+      if (endpoint && !endpoint.active) {
+        await trx
+          .updateTable("webhook_deliveries")
+          .set({ status: "failed", last_error: "registration deactivated", locked_until: null })
+          .where("endpoint_id", "=", delivery.endpointId)
+          .where("status", "=", "pending")
+          .execute();
+      }
     }
     return true;
   });

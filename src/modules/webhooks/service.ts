@@ -98,8 +98,6 @@ export class WebhooksService {
       url?: unknown;
       events?: unknown;
     };
-    if (input.url === undefined || input.events === undefined)
-      throw badRequest("url and events are required");
     const urlProblem = webhookUrlProblem(
       input.url,
       principal.environment,
