@@ -3,6 +3,7 @@ import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
 import { sql } from "kysely";
+import { EvmNetwork } from "./chain/evm/evm-network.ts";
 import type { Config } from "./config.ts";
 import type { AppContext } from "./context.ts";
 import { keysRoutes } from "./modules/keys/routes.ts";
@@ -60,11 +61,16 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  const networks: AppContext["networks"] = {};
+  for (const network of [deps.config.networks.sandbox, deps.config.networks.live]) {
+    if (network) networks[network.environment] = new EvmNetwork(network);
+  }
   const ctx: AppContext = {
     config: deps.config,
     db: deps.db,
     secrets: deps.secrets,
     log: http.log,
+    networks,
     now: deps.now ?? (() => new Date()),
   };
   const workspaces = new WorkspacesService(ctx);

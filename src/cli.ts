@@ -40,6 +40,7 @@ async function main(argv: string[]): Promise<number> {
       db: database.db,
       secrets,
       log: pino({ level: "warn" }),
+      networks: {},
       now: () => new Date(),
     });
     const created = await service.create({

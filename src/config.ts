@@ -8,6 +8,21 @@ import { parseEnv } from "node:util";
 export const ENVIRONMENTS = ["sandbox", "live"] as const;
 export type Environment = (typeof ENVIRONMENTS)[number];
 
+/** One environment's EVM network (D14). Absent when its RPC URL is unset. */
+export interface NetworkConfig {
+  environment: Environment;
+  rpcUrl: string;
+  chainId: number;
+  tokens: { USDC: string; ADAO: string; DAI: string | undefined };
+  treasuryAddress: string;
+  confirmations: number;
+  gasFunderKey: string | undefined;
+  /** Workspace EOAs below this many wei of ETH are topped up to `gasTopUpTarget`. */
+  gasTopUpThreshold: bigint;
+  gasTopUpTarget: bigint;
+  pollIntervalMs: number;
+}
+
 export interface Config {
   port: number;
   host: string;
@@ -24,6 +39,7 @@ export interface Config {
   smtpUrl: string | undefined;
   /** Lets live webhooks use plain http and private addresses (local development, D7). */
   webhookAllowPrivate: boolean;
+  networks: { sandbox: NetworkConfig | undefined; live: NetworkConfig | undefined };
 }
 
 export class ConfigError extends Error {
@@ -69,6 +85,49 @@ function url(env: Env, name: string, protocols: string[]): string | undefined {
     throw new ConfigError(`${name} must use ${protocols.join(" or ")}`);
   }
   return value;
+}
+
+function network(env: Env, environment: Environment): NetworkConfig | undefined {
+  const p = environment.toUpperCase();
+  const rpcUrl = url(env, `${p}_RPC_URL`, ["http:", "https:", "ws:", "wss:"]);
+  if (!rpcUrl) return undefined;
+  const address = (name: string, required: boolean): string | undefined => {
+    const value = optional(env, `${p}_${name}`);
+    if (value === undefined) {
+      if (required) throw new ConfigError(`${p}_${name} is required when ${p}_RPC_URL is set`);
+      return undefined;
+    }
+    if (!ADDRESS.test(value)) throw new ConfigError(`${p}_${name} must be 0x followed by 40 hex characters`);
+    return value;
+  };
+  const gasFunderKey = optional(env, `${p}_GAS_FUNDER_KEY`);
+  if (gasFunderKey !== undefined && !/^0x[0-9a-fA-F]{64}$/.test(gasFunderKey)) {
+    throw new ConfigError(`${p}_GAS_FUNDER_KEY must be 0x followed by 64 hex characters`);
+  }
+  const chainId = integer(env, `${p}_CHAIN_ID`, -1, 1, 2 ** 53 - 1);
+  if (chainId === -1) throw new ConfigError(`${p}_CHAIN_ID is required when ${p}_RPC_URL is set`);
+  const wei = (name: string, fallback: bigint): bigint => {
+    const raw = optional(env, `${p}_${name}`);
+    if (raw === undefined) return fallback;
+    if (!/^[0-9]+$/.test(raw)) throw new ConfigError(`${p}_${name} must be a whole number of wei`);
+    return BigInt(raw);
+  };
+  return {
+    environment,
+    rpcUrl,
+    chainId,
+    tokens: {
+      USDC: address("USDC_ADDRESS", true) as string,
+      ADAO: address("ADAO_ADDRESS", true) as string,
+      DAI: address("DAI_ADDRESS", false),
+    },
+    treasuryAddress: address("TREASURY_ADDRESS", true) as string,
+    confirmations: integer(env, `${p}_CONFIRMATIONS`, 2, 1, 1000),
+    gasFunderKey,
+    gasTopUpThreshold: wei("GAS_TOPUP_THRESHOLD_WEI", 2_000_000_000_000_000n),
+    gasTopUpTarget: wei("GAS_TOPUP_TARGET_WEI", 10_000_000_000_000_000n),
+    pollIntervalMs: integer(env, `${p}_POLL_INTERVAL_MS`, 1000, 50, 60_000),
+  };
 }
 
 /**
@@ -124,5 +183,6 @@ export function loadConfig(rawEnv: Env = process.env): Config {
     role,
     smtpUrl: url(env, "SMTP_URL", ["smtp:", "smtps:"]),
     webhookAllowPrivate: boolean(env, "WEBHOOK_ALLOW_PRIVATE"),
+    networks: { sandbox: network(env, "sandbox"), live: network(env, "live") },
   };
 }

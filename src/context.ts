@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from "fastify";
-import type { Config } from "./config.ts";
+import type { Network } from "./chain/network.ts";
+import type { Config, Environment } from "./config.ts";
 import type { Db } from "./platform/db/database.ts";
 import type { SecretBox } from "./platform/secrets/encryption.ts";
 
@@ -9,6 +10,8 @@ export interface AppContext {
   db: Db;
   secrets: SecretBox;
   log: FastifyBaseLogger;
+  /** The EVM network of each environment that has one configured (D3, D14). */
+  networks: Partial<Record<Environment, Network>>;
   /** Injectable clock: tests move time instead of sleeping. */
   now: () => Date;
 }

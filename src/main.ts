@@ -1,7 +1,7 @@
 import { buildApp } from "./app.ts";
 import { openRuntime } from "./bootstrap.ts";
 import { ConfigError, loadConfig } from "./config.ts";
-import { WebhookDispatcher } from "./modules/webhooks/dispatcher.ts";
+import { createWorkers } from "./workers.ts";
 
 // Process entry: config → database → app → listen; SIGTERM/SIGINT close the HTTP server first
 // (in-flight requests finish), then the database, so PGlite's files are flushed cleanly.
@@ -22,7 +22,7 @@ async function main(): Promise<void> {
   const app = await buildApp({ config, db: database.db, secrets });
   const log = app.http.log;
   // Background work runs beside the API unless ROLE splits them (ARCHITECTURE.md).
-  const dispatcher = config.role === "api" ? undefined : new WebhookDispatcher(app.ctx);
+  const workers = config.role === "api" ? undefined : createWorkers(app);
 
   let stopping = false;
   const stop = async (signal: string) => {
@@ -36,7 +36,7 @@ async function main(): Promise<void> {
     force.unref();
     try {
       await app.http.close();
-      await dispatcher?.stop();
+      await workers?.stop();
       await database.close();
       log.info("stopped");
       process.exit(0);
@@ -49,7 +49,7 @@ async function main(): Promise<void> {
   process.on("SIGINT", () => void stop("SIGINT"));
 
   if (config.role !== "worker") await app.http.listen({ port: config.port, host: config.host });
-  dispatcher?.start();
+  workers?.start();
   log.info(
     { database: database.kind, dataDir: database.kind === "pglite" ? config.dataDir : undefined },
     `service ready at ${config.publicBaseUrl}`,

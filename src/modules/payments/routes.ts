@@ -32,6 +32,10 @@ export const PaymentSchema = Type.Object(
     expiresAt: Type.String({ format: "date-time" }),
     createdAt: Type.String({ format: "date-time" }),
     updatedAt: Type.String({ format: "date-time" }),
+    txHash: Nullable(Type.String()),
+    payerAddress: Nullable(Type.String()),
+    settlementTxHashes: Nullable(Type.Object({ net: Nullable(Type.String()), fee: Nullable(Type.String()) })),
+    failureReason: Nullable(Type.String()),
   },
   { additionalProperties: true },
 );
@@ -147,6 +151,39 @@ export const paymentsRoutes =
         },
       },
       async (request) => ({ payment: await payments.cancel(requireKey(request), request.params.id) }),
+    );
+
+    app.get(
+      "/api/v1/transfers/unmatched",
+      {
+        schema: {
+          tags: ["Payments"],
+          summary: "Incoming transfers that matched no pending payment (never lost, listed here)",
+          security: [{ apiKey: [] }],
+          querystring: Type.Object({
+            limit: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
+            offset: Type.Integer({ minimum: 0, default: 0 }),
+          }),
+          response: {
+            200: Type.Object({
+              transfers: Type.Array(
+                Type.Object({
+                  amount: Type.String(),
+                  token: Type.String(),
+                  from: Type.String(),
+                  to: Type.String(),
+                  txHash: Type.String(),
+                  blockNumber: Type.Integer(),
+                  reason: Type.String(),
+                  createdAt: Type.String(),
+                }),
+              ),
+              total: Type.Integer(),
+            }),
+          },
+        },
+      },
+      async (request) => payments.unmatched(requireKey(request), request.query),
     );
 
     app.post(

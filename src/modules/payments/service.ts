@@ -1,13 +1,9 @@
 import type { Kysely } from "kysely";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
+import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
 import { validatePaymentRequest } from "../../domain/payment-request.ts";
-import {
-  isVerified,
-  type PaymentStatus,
-  type PaymentTrigger,
-  transition,
-} from "../../domain/payment-state.ts";
+import { isVerified, type PaymentStatus, transition } from "../../domain/payment-state.ts";
 import {
   claimIdempotencyKey,
   type IdempotencyScope,
@@ -16,10 +12,11 @@ import {
 } from "../../platform/db/idempotency.ts";
 import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
-import { ApiError, badRequest, conflict, notFound, serviceUnavailable } from "../../platform/http/errors.ts";
-import { recordEvents } from "../webhooks/outbox.ts";
+import { badRequest, conflict, notFound, serviceUnavailable } from "../../platform/http/errors.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
+import * as chainRepo from "./chain-repo.ts";
 import * as repo from "./repo.ts";
+import { applyTransition, emitPaymentEvent } from "./transitions.ts";
 import { type PaymentView, toPaymentView } from "./view.ts";
 
 // Payment use cases (parts 4.1–4.5). Each runs in one transaction that writes the state change
@@ -67,12 +64,12 @@ export class PaymentsService {
     if (!validated.ok) throw badRequest(validated.message);
     const request = validated.value;
 
-    if (principal.environment === "live") {
-      // Live rails arrive with their own issues (chain watcher, card provider); until a rail is
-      // configured nothing is faked (D3).
-      throw request.paymentMethod === "crypto"
-        ? serviceUnavailable("Live network is not configured")
-        : serviceUnavailable("Card payments are not configured for live");
+    const live = principal.environment === "live";
+    if (live && request.paymentMethod === "crypto" && !this.#ctx.networks.live) {
+      throw serviceUnavailable("Live network is not configured"); // nothing is faked (D3)
+    }
+    if (live && request.paymentMethod === "card") {
+      throw serviceUnavailable("Card payments are not configured for live");
     }
 
     const walletType =
@@ -136,10 +133,11 @@ export class PaymentsService {
         expiresAt: new Date(now.getTime() + request.expiresInMinutes * 60_000),
         createdAt: now,
       });
-      await this.#emit(trx, row, "payment.created");
+      await emitPaymentEvent(trx, row, "payment.created");
 
       // Sandbox: both rails complete at once (D5); the created event still shows `pending` (D13).
-      row = await this.#apply(trx, row, "sandbox_completed", now);
+      // Live crypto payments wait for the chain watcher.
+      if (!live) row = await applyTransition(trx, row, "sandbox_completed", now);
 
       const view = toPaymentView(row);
       const responseBody: CreatePaymentResponse = {
@@ -185,7 +183,7 @@ export class PaymentsService {
       const row = await this.#load(trx, principal, id, true);
       const decided = transition(row.status as PaymentStatus, "cancel_requested");
       if (!decided.ok) throw badRequest("Payment cannot be cancelled", { status: row.status });
-      return toPaymentView(await this.#apply(trx, row, "cancel_requested", now));
+      return toPaymentView(await applyTransition(trx, row, "cancel_requested", now));
     });
   }
 
@@ -198,6 +196,23 @@ export class PaymentsService {
     return { verified: isVerified(payment.status as PaymentStatus), payment };
   }
 
+  async unmatched(principal: KeyPrincipal, page: { limit: number; offset: number }) {
+    const { rows, total } = await chainRepo.listUnmatched(this.#ctx.db, principal, page);
+    return {
+      transfers: rows.map((r) => ({
+        amount: formatAmount(BigInt(r.amount), TOKEN_DECIMALS[r.token_symbol as TokenSymbol]),
+        token: r.token_symbol,
+        from: r.from_address,
+        to: r.to_address,
+        txHash: r.tx_hash,
+        blockNumber: Number(r.block_number),
+        reason: r.reason,
+        createdAt: r.created_at.toISOString(),
+      })),
+      total,
+    };
+  }
+
   async #load(
     db: Kysely<DatabaseSchema>,
     principal: KeyPrincipal,
@@ -207,31 +222,5 @@ export class PaymentsService {
     const row = UUID.test(id) ? await repo.findPayment(db, principal, id, forUpdate) : undefined;
     if (!row) throw notFound("Payment not found");
     return row;
-  }
-
-  /** Applies one transition of the domain table and writes its event in the same transaction. */
-  async #apply(
-    trx: Kysely<DatabaseSchema>,
-    row: PaymentRow,
-    trigger: PaymentTrigger,
-    at: Date,
-  ): Promise<PaymentRow> {
-    const decided = transition(row.status as PaymentStatus, trigger);
-    if (!decided.ok) throw new ApiError(409, `Payment is ${row.status}; ${trigger} does not apply`);
-    const updated = await repo.updateStatus(trx, row.id, decided.from, decided.to, at);
-    if (!updated) throw new ApiError(409, "Payment changed concurrently; retry");
-    if (decided.event) await this.#emit(trx, updated, decided.event);
-    return updated;
-  }
-
-  async #emit(trx: Kysely<DatabaseSchema>, row: PaymentRow, type: string): Promise<void> {
-    await recordEvents(trx, [
-      {
-        workspaceId: row.workspace_id,
-        environment: row.environment as Environment,
-        type,
-        payload: toPaymentView(row) as unknown as Record<string, unknown>,
-      },
-    ]);
   }
 }

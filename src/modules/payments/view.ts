@@ -27,6 +27,12 @@ export interface PaymentView {
   expiresAt: string;
   createdAt: string;
   updatedAt: string;
+  /** The on-chain transfer that paid it (crypto rail), once detected. */
+  txHash: string | null;
+  payerAddress: string | null;
+  /** Settlement transactions once forwarded: net to the merchant, fee to the treasury. */
+  settlementTxHashes: { net: string | null; fee: string | null } | null;
+  failureReason: string | null;
 }
 
 export function toPaymentView(row: PaymentRow): PaymentView {
@@ -51,5 +57,12 @@ export function toPaymentView(row: PaymentRow): PaymentView {
     expiresAt: row.expires_at.toISOString(),
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
+    txHash: row.detected_tx_hash ?? null,
+    payerAddress: row.payer_address ?? null,
+    settlementTxHashes:
+      row.settlement_net_tx_hash || row.settlement_fee_tx_hash
+        ? { net: row.settlement_net_tx_hash ?? null, fee: row.settlement_fee_tx_hash ?? null }
+        : null,
+    failureReason: row.failure_reason ?? null,
   };
 }

@@ -106,6 +106,30 @@ export class WorkspacesService {
     return toView(row, await repo.findWallets(this.#ctx.db, id));
   }
 
+  /** The decrypted key of a service-held workspace wallet, for signing settlements and payouts. */
+  async signingKey(workspaceId: string, address: string): Promise<`0x${string}`> {
+    const row = await this.#ctx.db
+      .selectFrom("workspace_wallets")
+      .select(["encrypted_private_key", "address"])
+      .where("workspace_id", "=", workspaceId)
+      .where("kind", "=", "eoa")
+      .executeTakeFirst();
+    if (!row?.encrypted_private_key || row.address.toLowerCase() !== address.toLowerCase()) {
+      throw new Error(`no signing key held for ${address}`);
+    }
+    return this.#ctx.secrets.decrypt(row.encrypted_private_key) as `0x${string}`;
+  }
+
+  /** EOAs of every workspace, for the gas top-up job. */
+  async allEoaAddresses(): Promise<string[]> {
+    const rows = await this.#ctx.db
+      .selectFrom("workspace_wallets")
+      .select("address")
+      .where("kind", "=", "eoa")
+      .execute();
+    return rows.map((r) => r.address);
+  }
+
   async profile(id: string): Promise<WorkspaceProfile> {
     const row = UUID.test(id) ? await repo.findWorkspace(this.#ctx.db, id) : undefined;
     if (!row) throw notFound("Workspace not found");

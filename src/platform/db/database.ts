@@ -7,6 +7,7 @@ import { PGliteDialect } from "kysely-pglite-dialect";
 import pg from "pg";
 import * as foundation from "./migrations/001_foundation.ts";
 import * as webhooks from "./migrations/002_webhooks.ts";
+import * as cryptoRail from "./migrations/003_crypto_rail.ts";
 import type { DatabaseSchema } from "./schema.ts";
 
 export type Db = Kysely<DatabaseSchema>;
@@ -16,6 +17,7 @@ export type Db = Kysely<DatabaseSchema>;
 const MIGRATIONS: Record<string, Migration> = {
   "001_foundation": foundation,
   "002_webhooks": webhooks,
+  "003_crypto_rail": cryptoRail,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -63,6 +63,17 @@ export interface PaymentsTable {
   last_payment_error: Json<Record<string, unknown>> | null;
   created_at: Generated<Date>;
   updated_at: Generated<Date>;
+  detected_tx_hash: ColumnType<string | null, string | null | undefined, string | null>;
+  detected_log_index: ColumnType<number | null, number | null | undefined, number | null>;
+  detected_block: ColumnType<string | null, string | bigint | null | undefined, string | bigint | null>;
+  detected_block_hash: ColumnType<string | null, string | null | undefined, string | null>;
+  payer_address: ColumnType<string | null, string | null | undefined, string | null>;
+  detected_at: NullableTimestamp;
+  confirmed_at: NullableTimestamp;
+  settlement_net_tx_hash: ColumnType<string | null, string | null | undefined, string | null>;
+  settlement_fee_tx_hash: ColumnType<string | null, string | null | undefined, string | null>;
+  forwarded_at: NullableTimestamp;
+  failure_reason: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface IdempotencyKeysTable {
@@ -115,6 +126,52 @@ export interface WebhookDeliveriesTable {
   delivered_at: NullableTimestamp;
 }
 
+export interface ChainCursorsTable {
+  environment: string;
+  block_number: ColumnType<string, string | bigint, string | bigint>;
+  block_hash: string;
+  updated_at: Generated<Date>;
+}
+
+export interface UnmatchedTransfersTable {
+  id: Generated<string>;
+  workspace_id: string | null;
+  environment: string;
+  token_symbol: string;
+  amount: Units;
+  from_address: string;
+  to_address: string;
+  tx_hash: string;
+  log_index: number;
+  block_number: ColumnType<string, string | bigint, string | bigint>;
+  reason: string;
+  created_at: Generated<Date>;
+}
+
+export interface ChainTransactionsTable {
+  id: Generated<string>;
+  environment: string;
+  from_address: string;
+  nonce: ColumnType<string, string | bigint, string | bigint>;
+  purpose: string;
+  payment_id: string | null;
+  to_address: string;
+  token_symbol: string;
+  amount: Units;
+  raw_tx: string;
+  tx_hash: string;
+  status: Generated<string>;
+  error: string | null;
+  created_at: Generated<Date>;
+  mined_at: NullableTimestamp;
+}
+
+export interface JobLeasesTable {
+  name: string;
+  holder: string;
+  expires_at: Date;
+}
+
 export interface DatabaseSchema {
   workspaces: WorkspacesTable;
   workspace_wallets: WorkspaceWalletsTable;
@@ -124,6 +181,10 @@ export interface DatabaseSchema {
   outbox_events: OutboxEventsTable;
   webhook_endpoints: WebhookEndpointsTable;
   webhook_deliveries: WebhookDeliveriesTable;
+  chain_cursors: ChainCursorsTable;
+  unmatched_transfers: UnmatchedTransfersTable;
+  chain_transactions: ChainTransactionsTable;
+  job_leases: JobLeasesTable;
 }
 
 export type PaymentRow = Selectable<PaymentsTable>;

@@ -1,0 +1,260 @@
+import {
+  type Chain,
+  createPublicClient,
+  defineChain,
+  encodeFunctionData,
+  erc20Abi,
+  http,
+  keccak256,
+  type PublicClient,
+  parseAbiItem,
+  TransactionReceiptNotFoundError,
+} from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import type { NetworkConfig } from "../../config.ts";
+import type {
+  BlockRef,
+  ChainToken,
+  Hex,
+  IncomingTransfer,
+  Network,
+  ReceiptStatus,
+  SignedTransaction,
+  TransferRequest,
+} from "../network.ts";
+
+// The viem implementation of the Network port. Reads are batched over HTTP (one round trip for
+// many blocks); transactions are signed locally with an explicit nonce and broadcast raw.
+
+const TRANSFER_EVENT = parseAbiItem(
+  "event Transfer(address indexed from, address indexed to, uint256 value)",
+);
+/** Enough for an ERC-20 transfer on any common token; ETH transfers use exactly 21000. */
+const ERC20_TRANSFER_GAS = 100_000n;
+const ETH_TRANSFER_GAS = 21_000n;
+
+export class EvmNetwork implements Network {
+  readonly environment;
+  readonly chainId;
+  readonly confirmations;
+  readonly treasuryAddress: Hex;
+  readonly tokens: readonly ChainToken[];
+  readonly #client: PublicClient;
+  readonly #chain: Chain;
+  readonly #tokenAddress: Map<ChainToken, Hex>;
+  readonly #tokenBySymbolAddress: Map<string, ChainToken>;
+
+  constructor(config: NetworkConfig) {
+    this.environment = config.environment;
+    this.chainId = config.chainId;
+    this.confirmations = config.confirmations;
+    this.treasuryAddress = config.treasuryAddress as Hex;
+    this.#chain = defineChain({
+      id: config.chainId,
+      name: `${config.environment} network`,
+      nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
+      rpcUrls: { default: { http: [config.rpcUrl] } },
+    });
+    this.#client = createPublicClient({
+      chain: this.#chain,
+      transport: http(config.rpcUrl, { batch: { batchSize: 200, wait: 0 }, retryCount: 2, timeout: 15_000 }),
+    }) as PublicClient;
+    this.#tokenAddress = new Map<ChainToken, Hex>([
+      ["USDC", config.tokens.USDC as Hex],
+      ["ADAO", config.tokens.ADAO as Hex],
+    ]);
+    if (config.tokens.DAI) this.#tokenAddress.set("DAI", config.tokens.DAI as Hex);
+    this.#tokenBySymbolAddress = new Map(
+      [...this.#tokenAddress].map(([symbol, address]) => [address.toLowerCase(), symbol]),
+    );
+    this.tokens = ["ETH", ...this.#tokenAddress.keys()];
+  }
+
+  async head(): Promise<BlockRef> {
+    const block = await this.#client.getBlock({ blockTag: "latest" });
+    return { number: block.number, hash: block.hash };
+  }
+
+  async block(number: bigint): Promise<BlockRef | null> {
+    try {
+      const block = await this.#client.getBlock({ blockNumber: number });
+      return { number: block.number, hash: block.hash };
+    } catch {
+      return null;
+    }
+  }
+
+  async incomingTransfers(
+    fromBlock: bigint,
+    toBlock: bigint,
+    recipients: readonly Hex[],
+  ): Promise<IncomingTransfer[]> {
+    if (recipients.length === 0 || toBlock < fromBlock) return [];
+    const wanted = new Set(recipients.map((r) => r.toLowerCase()));
+    const [logs, blocks] = await Promise.all([
+      this.#client.getLogs({
+        address: [...this.#tokenAddress.values()],
+        event: TRANSFER_EVENT,
+        args: { to: [...recipients] },
+        fromBlock,
+        toBlock,
+      }),
+      Promise.all(
+        Array.from({ length: Number(toBlock - fromBlock + 1n) }, (_, i) =>
+          this.#client.getBlock({ blockNumber: fromBlock + BigInt(i), includeTransactions: true }),
+        ),
+      ),
+    ]);
+    const transfers: IncomingTransfer[] = [];
+    for (const log of logs) {
+      const token = this.#tokenBySymbolAddress.get(log.address.toLowerCase());
+      if (!token || log.removed || log.args.to === undefined || log.args.value === undefined) continue;
+      transfers.push({
+        token,
+        from: log.args.from as Hex,
+        to: log.args.to as Hex,
+        amount: log.args.value,
+        txHash: log.transactionHash,
+        logIndex: log.logIndex,
+        blockNumber: log.blockNumber,
+        blockHash: log.blockHash,
+      });
+    }
+    // Native ETH sent directly by a transaction (value transfers made inside contracts are not
+    // visible here without tracing; docs/operations.md says so).
+    for (const block of blocks) {
+      for (const tx of block.transactions) {
+        if (!tx.to || tx.value === 0n || !wanted.has(tx.to.toLowerCase())) continue;
+        transfers.push({
+          token: "ETH",
+          from: tx.from,
+          to: tx.to,
+          amount: tx.value,
+          txHash: tx.hash,
+          logIndex: -1,
+          blockNumber: block.number,
+          blockHash: block.hash,
+        });
+      }
+    }
+    // Native transfers to contracts can revert; keep only transactions that succeeded.
+    const native = transfers.filter((t) => t.logIndex === -1);
+    if (native.length > 0) {
+      const statuses = await Promise.all(native.map((t) => this.receipt(t.txHash)));
+      const failed = new Set(native.filter((_, i) => statuses[i] !== "success").map((t) => t.txHash));
+      return transfers.filter((t) => !(t.logIndex === -1 && failed.has(t.txHash)));
+    }
+    return transfers;
+  }
+
+  async transactionBlock(txHash: Hex): Promise<BlockRef | null> {
+    try {
+      const receipt = await this.#client.getTransactionReceipt({ hash: txHash });
+      return { number: receipt.blockNumber, hash: receipt.blockHash };
+    } catch (err) {
+      if (err instanceof TransactionReceiptNotFoundError) return null;
+      throw err;
+    }
+  }
+
+  async balance(address: Hex, token: ChainToken): Promise<bigint> {
+    if (token === "ETH") return this.#client.getBalance({ address });
+    const tokenAddress = this.#tokenAddress.get(token);
+    if (!tokenAddress) throw new Error(`${token} is not configured on the ${this.environment} network`);
+    return this.#client.readContract({
+      address: tokenAddress,
+      abi: erc20Abi,
+      functionName: "balanceOf",
+      args: [address],
+    });
+  }
+
+  async pendingNonce(address: Hex): Promise<number> {
+    return this.#client.getTransactionCount({ address, blockTag: "pending" });
+  }
+
+  async signTransfer(privateKey: Hex, request: TransferRequest, nonce: number): Promise<SignedTransaction> {
+    const account = privateKeyToAccount(privateKey);
+    const fees = await this.#client.estimateFeesPerGas();
+    const common = {
+      chainId: this.chainId,
+      nonce,
+      maxFeePerGas: fees.maxFeePerGas,
+      maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+      type: "eip1559" as const,
+    };
+    let raw: Hex;
+    if (request.token === "ETH") {
+      raw = await account.signTransaction({
+        ...common,
+        to: request.to,
+        value: request.amount,
+        gas: ETH_TRANSFER_GAS,
+      });
+    } else {
+      const tokenAddress = this.#tokenAddress.get(request.token);
+      if (!tokenAddress)
+        throw new Error(`${request.token} is not configured on the ${this.environment} network`);
+      raw = await account.signTransaction({
+        ...common,
+        to: tokenAddress,
+        value: 0n,
+        gas: ERC20_TRANSFER_GAS,
+        data: encodeFunctionData({
+          abi: erc20Abi,
+          functionName: "transfer",
+          args: [request.to, request.amount],
+        }),
+      });
+    }
+    return { raw, hash: keccak256(raw), nonce };
+  }
+
+  async transferGasCost(token: ChainToken): Promise<bigint> {
+    const fees = await this.#client.estimateFeesPerGas();
+    return (token === "ETH" ? ETH_TRANSFER_GAS : ERC20_TRANSFER_GAS) * fees.maxFeePerGas;
+  }
+
+  async broadcast(raw: Hex): Promise<void> {
+    try {
+      await this.#client.sendRawTransaction({ serializedTransaction: raw });
+    } catch (err) {
+      const message = String((err as Error).message).toLowerCase();
+      // A rebroadcast of a transaction the node has, or has mined, is what reconciliation wants.
+      if (
+        message.includes("already known") ||
+        message.includes("known transaction") ||
+        message.includes("nonce too low")
+      ) {
+        return;
+      }
+      throw err;
+    }
+  }
+
+  async receipt(txHash: Hex): Promise<ReceiptStatus> {
+    try {
+      const receipt = await this.#client.getTransactionReceipt({ hash: txHash });
+      return receipt.status === "success" ? "success" : "reverted";
+    } catch (err) {
+      if (err instanceof TransactionReceiptNotFoundError) return "not_found";
+      throw err;
+    }
+  }
+
+  async waitForReceipt(txHash: Hex, timeoutMs: number): Promise<ReceiptStatus> {
+    try {
+      const receipt = await this.#client.waitForTransactionReceipt({
+        hash: txHash,
+        timeout: timeoutMs,
+        pollingInterval: 250,
+      });
+      return receipt.status === "success" ? "success" : "reverted";
+    } catch (err) {
+      if ((err as Error).name === "WaitForTransactionReceiptTimeoutError") return "not_found";
+      throw err;
+    }
+  }
+
+  async close(): Promise<void> {}
+}

@@ -1,0 +1,69 @@
+import type { Environment } from "../config.ts";
+
+// The port the modules use to talk to an environment's network. One production implementation
+// (chain/evm, viem); the sandbox ledger (chain/simulated) arrives with payouts.
+
+export type ChainToken = "USDC" | "ETH" | "ADAO" | "DAI";
+export type Hex = `0x${string}`;
+
+export interface IncomingTransfer {
+  token: ChainToken;
+  from: Hex;
+  to: Hex;
+  amount: bigint;
+  txHash: Hex;
+  /** Log index of an ERC-20 Transfer; -1 for a native ETH transfer (one per transaction). */
+  logIndex: number;
+  blockNumber: bigint;
+  blockHash: Hex;
+}
+
+export interface BlockRef {
+  number: bigint;
+  hash: Hex;
+}
+
+export interface TransferRequest {
+  token: ChainToken;
+  to: Hex;
+  amount: bigint;
+}
+
+export interface SignedTransaction {
+  raw: Hex;
+  hash: Hex;
+  nonce: number;
+}
+
+export type ReceiptStatus = "success" | "reverted" | "not_found";
+
+export interface Network {
+  readonly environment: Environment;
+  readonly chainId: number;
+  readonly confirmations: number;
+  readonly treasuryAddress: Hex;
+  readonly tokens: readonly ChainToken[];
+
+  head(): Promise<BlockRef>;
+  block(number: bigint): Promise<BlockRef | null>;
+  /** Transfers of every token to any of `recipients` in the inclusive block range. */
+  incomingTransfers(
+    fromBlock: bigint,
+    toBlock: bigint,
+    recipients: readonly Hex[],
+  ): Promise<IncomingTransfer[]>;
+  /** Whether a transaction is (still) in the canonical chain, and at which block. */
+  transactionBlock(txHash: Hex): Promise<BlockRef | null>;
+  balance(address: Hex, token: ChainToken): Promise<bigint>;
+  /** Next nonce of an account including its pending transactions. */
+  pendingNonce(address: Hex): Promise<number>;
+  /** Signs without sending, so the caller can record the transaction before broadcast. */
+  signTransfer(privateKey: Hex, request: TransferRequest, nonce: number): Promise<SignedTransaction>;
+  /** Worst-case gas cost (wei) of one transfer of `token` at current prices, for pre-send checks. */
+  transferGasCost(token: ChainToken): Promise<bigint>;
+  /** Sends a signed transaction; sending one the node already knows is not an error. */
+  broadcast(raw: Hex): Promise<void>;
+  receipt(txHash: Hex): Promise<ReceiptStatus>;
+  waitForReceipt(txHash: Hex, timeoutMs: number): Promise<ReceiptStatus>;
+  close(): Promise<void>;
+}

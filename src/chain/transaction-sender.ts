@@ -1,0 +1,143 @@
+import type { FastifyBaseLogger } from "fastify";
+import { sql } from "kysely";
+import type { Db } from "../platform/db/database.ts";
+import type { ChainToken, Hex, Network, ReceiptStatus, TransferRequest } from "./network.ts";
+
+// Nonce-ordered sending from service-held wallets. Every transaction is signed with an explicit
+// nonce and written to chain_transactions BEFORE it is broadcast, so a crash can neither lose it
+// nor send a second one: on restart, `reconcile` finds it by hash and rebroadcasts the same bytes.
+// Nonces of one wallet are assigned under a per-wallet advisory lock (all instances), and in this
+// process one wallet sends one batch at a time.
+
+export interface OutgoingTransfer extends TransferRequest {
+  purpose: string;
+  paymentId?: string | null;
+}
+
+export interface SentTransfer {
+  txHash: Hex;
+  status: ReceiptStatus;
+  token: ChainToken;
+  purpose: string;
+}
+
+const RECEIPT_TIMEOUT_MS = 60_000;
+
+export class TransactionSender {
+  readonly #db: Db;
+  readonly #network: Network;
+  readonly #log: FastifyBaseLogger;
+  readonly #walletQueues = new Map<string, Promise<unknown>>();
+
+  constructor(db: Db, network: Network, log: FastifyBaseLogger) {
+    this.#db = db;
+    this.#network = network;
+    this.#log = log;
+  }
+
+  /** Signs, records, broadcasts and waits for the receipts of `transfers`, in order. */
+  async send(privateKey: Hex, from: Hex, transfers: OutgoingTransfer[]): Promise<SentTransfer[]> {
+    return this.#serialized(from, async () => {
+      const recorded = await this.#signAndRecord(privateKey, from, transfers);
+      for (const tx of recorded) await this.#network.broadcast(tx.raw);
+      const results: SentTransfer[] = [];
+      for (const tx of recorded) {
+        const status = await this.#network.waitForReceipt(tx.hash, RECEIPT_TIMEOUT_MS);
+        await this.#settle(tx.hash, status);
+        results.push({ txHash: tx.hash, status, token: tx.token, purpose: tx.purpose });
+      }
+      return results;
+    });
+  }
+
+  /**
+   * Brings every recorded-but-unsettled transaction of this network to a final state: mined ones
+   * are marked, missing ones are rebroadcast (same signed bytes, same hash) and awaited.
+   */
+  async reconcile(): Promise<void> {
+    const open = await this.#db
+      .selectFrom("chain_transactions")
+      .select(["tx_hash", "raw_tx", "from_address"])
+      .where("environment", "=", this.#network.environment)
+      .where("status", "=", "signed")
+      .orderBy("from_address")
+      .orderBy("nonce")
+      .execute();
+    for (const tx of open) {
+      await this.#serialized(tx.from_address as Hex, async () => {
+        let status = await this.#network.receipt(tx.tx_hash as Hex);
+        if (status === "not_found") {
+          this.#log.warn({ txHash: tx.tx_hash }, "rebroadcasting a recorded transaction");
+          await this.#network.broadcast(tx.raw_tx as Hex);
+          status = await this.#network.waitForReceipt(tx.tx_hash as Hex, RECEIPT_TIMEOUT_MS);
+        }
+        await this.#settle(tx.tx_hash as Hex, status);
+      });
+    }
+  }
+
+  async #signAndRecord(privateKey: Hex, from: Hex, transfers: OutgoingTransfer[]) {
+    return this.#db.transaction().execute(async (trx) => {
+      await sql`SELECT pg_advisory_xact_lock(hashtext(${`wallet:${this.#network.environment}:${from.toLowerCase()}`}))`.execute(
+        trx,
+      );
+      const last = await trx
+        .selectFrom("chain_transactions")
+        .select((eb) => eb.fn.max("nonce").as("nonce"))
+        .where("environment", "=", this.#network.environment)
+        .where("from_address", "=", from)
+        .executeTakeFirst();
+      const recordedNext = last?.nonce === null || last?.nonce === undefined ? 0 : Number(last.nonce) + 1;
+      let nonce = Math.max(recordedNext, await this.#network.pendingNonce(from));
+      const recorded = [];
+      for (const transfer of transfers) {
+        const signed = await this.#network.signTransfer(privateKey, transfer, nonce);
+        await trx
+          .insertInto("chain_transactions")
+          .values({
+            environment: this.#network.environment,
+            from_address: from,
+            nonce: String(nonce),
+            purpose: transfer.purpose,
+            payment_id: transfer.paymentId ?? null,
+            to_address: transfer.to,
+            token_symbol: transfer.token,
+            amount: transfer.amount.toString(),
+            raw_tx: signed.raw,
+            tx_hash: signed.hash,
+          })
+          .execute();
+        recorded.push({ ...signed, token: transfer.token, purpose: transfer.purpose });
+        nonce++;
+      }
+      return recorded;
+    });
+  }
+
+  async #settle(txHash: Hex, status: ReceiptStatus): Promise<void> {
+    if (status === "not_found") return; // still open: the next reconcile looks again
+    await this.#db
+      .updateTable("chain_transactions")
+      .set({
+        status: status === "success" ? "mined" : "failed",
+        error: status === "reverted" ? "transaction reverted" : null,
+        mined_at: new Date(),
+      })
+      .where("tx_hash", "=", txHash)
+      .where("status", "=", "signed")
+      .execute();
+  }
+
+  async #serialized<T>(wallet: string, work: () => Promise<T>): Promise<T> {
+    const key = wallet.toLowerCase();
+    const previous = this.#walletQueues.get(key) ?? Promise.resolve();
+    const next = previous.then(work, work);
+    const settled = next.catch(() => undefined);
+    this.#walletQueues.set(key, settled);
+    try {
+      return await next;
+    } finally {
+      if (this.#walletQueues.get(key) === settled) this.#walletQueues.delete(key);
+    }
+  }
+}

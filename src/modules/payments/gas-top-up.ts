@@ -1,0 +1,47 @@
+import type { FastifyBaseLogger } from "fastify";
+import { privateKeyToAccount } from "viem/accounts";
+import type { Hex, Network } from "../../chain/network.ts";
+import type { TransactionSender } from "../../chain/transaction-sender.ts";
+import type { NetworkConfig } from "../../config.ts";
+import type { WorkspacesService } from "../workspaces/service.ts";
+
+// Keeps workspace EOAs able to pay gas for ERC-20 settlements and payouts: an EOA below the
+// threshold gets ETH from the gas-funding account, up to the target. The job runs once per
+// interval on one instance; each top-up is a recorded transaction (purpose "gas_topup") and a log line.
+
+export async function topUpGas(
+  network: Network,
+  config: NetworkConfig,
+  sender: TransactionSender,
+  workspaces: WorkspacesService,
+  log: FastifyBaseLogger,
+): Promise<number> {
+  if (!config.gasFunderKey) return 0;
+  const funderKey = config.gasFunderKey as Hex;
+  const funder = privateKeyToAccount(funderKey).address;
+  const addresses = await workspaces.allEoaAddresses();
+  const balances = await Promise.all(addresses.map((a) => network.balance(a as Hex, "ETH")));
+  const transfers = addresses
+    .map((address, i) => ({ address, balance: balances[i] ?? 0n }))
+    .filter((w) => w.balance < config.gasTopUpThreshold)
+    .map((w) => ({
+      token: "ETH" as const,
+      to: w.address as Hex,
+      amount: config.gasTopUpTarget - w.balance,
+      purpose: "gas_topup",
+    }));
+  if (transfers.length === 0) return 0;
+  const sent = await sender.send(funderKey, funder, transfers);
+  for (const [i, s] of sent.entries()) {
+    log.info(
+      {
+        to: transfers[i]?.to,
+        amountWei: transfers[i]?.amount.toString(),
+        txHash: s.txHash,
+        status: s.status,
+      },
+      "gas top-up",
+    );
+  }
+  return sent.filter((s) => s.status === "success").length;
+}

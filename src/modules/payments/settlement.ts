@@ -1,0 +1,163 @@
+import type { FastifyBaseLogger } from "fastify";
+import type { Hex, Network } from "../../chain/network.ts";
+import type { TransactionSender } from "../../chain/transaction-sender.ts";
+import type { Db } from "../../platform/db/database.ts";
+import type { PaymentRow } from "../../platform/db/schema.ts";
+import type { WorkspacesService } from "../workspaces/service.ts";
+import * as chainRepo from "./chain-repo.ts";
+import { applyTransition } from "./transitions.ts";
+
+// Settles confirmed payments from the receiving wallet: net to the merchant, fee to the treasury,
+// both recorded before broadcast (TransactionSender). `forwarded` only once both are mined with
+// success receipts (D13); a failure is `failed` with the reason. A payment whose transfers were
+// already recorded (a restart mid-settlement) is finished from those records, never sent again.
+
+const SETTLE_PER_TICK = 50;
+
+export class Settlement {
+  readonly #db: Db;
+  readonly #network: Network;
+  readonly #sender: TransactionSender;
+  readonly #workspaces: WorkspacesService;
+  readonly #log: FastifyBaseLogger;
+  readonly #now: () => Date;
+
+  constructor(
+    db: Db,
+    network: Network,
+    sender: TransactionSender,
+    workspaces: WorkspacesService,
+    log: FastifyBaseLogger,
+    now: () => Date,
+  ) {
+    this.#db = db;
+    this.#network = network;
+    this.#sender = sender;
+    this.#workspaces = workspaces;
+    this.#log = log;
+    this.#now = now;
+  }
+
+  async tick(): Promise<void> {
+    await this.#sender.reconcile();
+    const confirmed = await chainRepo.paymentsInStatus(
+      this.#db,
+      this.#network.environment,
+      "confirmed",
+      SETTLE_PER_TICK,
+    );
+    // Different wallets settle in parallel; one wallet's settlements queue in the sender.
+    await Promise.all(
+      confirmed.map((payment) =>
+        this.#settle(payment).catch((err: unknown) =>
+          this.#log.error({ err, paymentId: payment.id }, "settlement attempt failed; retried next tick"),
+        ),
+      ),
+    );
+  }
+
+  async #settle(payment: PaymentRow): Promise<void> {
+    const recorded = await this.#db
+      .selectFrom("chain_transactions")
+      .select(["purpose", "tx_hash", "status", "error"])
+      .where("payment_id", "=", payment.id)
+      .execute();
+    if (recorded.length > 0) {
+      if (recorded.some((t) => t.status === "signed")) return; // reconcile() is still waiting on it
+      const failed = recorded.find((t) => t.status === "failed");
+      if (failed)
+        return this.#fail(
+          payment,
+          `settlement transaction ${failed.tx_hash} failed: ${failed.error ?? "reverted"}`,
+        );
+      return this.#forward(payment, recorded);
+    }
+
+    const from = payment.receiving_address as Hex;
+    const token = payment.token_symbol as "USDC" | "ETH" | "ADAO";
+    const gross = BigInt(payment.gross_amount);
+    const fee = BigInt(payment.fee_amount);
+    const net = BigInt(payment.net_amount);
+    const transfers = [
+      {
+        token,
+        to: payment.merchant_wallet as Hex,
+        amount: net,
+        purpose: "settlement_net",
+        paymentId: payment.id,
+      },
+      ...(fee > 0n
+        ? [
+            {
+              token,
+              to: this.#network.treasuryAddress,
+              amount: fee,
+              purpose: "settlement_fee",
+              paymentId: payment.id,
+            },
+          ]
+        : []),
+    ];
+
+    const [tokenBalance, ethBalance, gasPerTransfer] = await Promise.all([
+      this.#network.balance(from, token),
+      this.#network.balance(from, "ETH"),
+      this.#network.transferGasCost(token),
+    ]);
+    const gasNeeded = gasPerTransfer * BigInt(transfers.length);
+    if (tokenBalance < gross)
+      return this.#fail(payment, `insufficient ${token} balance in the receiving wallet`);
+    if (ethBalance < gasNeeded + (token === "ETH" ? gross : 0n)) {
+      return this.#fail(payment, "insufficient ETH for gas in the receiving wallet");
+    }
+
+    const key = await this.#workspaces.signingKey(payment.workspace_id, from);
+    let sent: Awaited<ReturnType<TransactionSender["send"]>>;
+    try {
+      sent = await this.#sender.send(key, from, transfers);
+    } catch (err) {
+      // Recorded transactions are reconciled next tick; nothing recorded means nothing was sent.
+      this.#log.error({ err, paymentId: payment.id }, "settlement send failed");
+      return;
+    }
+    if (sent.some((s) => s.status === "not_found")) return; // still pending: the next tick finishes it
+    const failed = sent.find((s) => s.status === "reverted");
+    if (failed) return this.#fail(payment, `settlement transaction ${failed.txHash} reverted`);
+    return this.#forward(
+      payment,
+      sent.map((s) => ({ purpose: s.purpose, tx_hash: s.txHash })),
+    );
+  }
+
+  async #forward(payment: PaymentRow, txs: Array<{ purpose: string; tx_hash: string }>): Promise<void> {
+    const now = this.#now();
+    await this.#db.transaction().execute(async (trx) => {
+      const current = await trx
+        .selectFrom("payments")
+        .selectAll()
+        .where("id", "=", payment.id)
+        .forUpdate()
+        .executeTakeFirst();
+      if (current?.status !== "confirmed") return;
+      await applyTransition(trx, current, "settlement_completed", now, {
+        settlement_net_tx_hash: txs.find((t) => t.purpose === "settlement_net")?.tx_hash ?? null,
+        settlement_fee_tx_hash: txs.find((t) => t.purpose === "settlement_fee")?.tx_hash ?? null,
+        forwarded_at: now,
+      });
+    });
+  }
+
+  async #fail(payment: PaymentRow, reason: string): Promise<void> {
+    this.#log.warn({ paymentId: payment.id, reason }, "settlement failed");
+    await this.#db.transaction().execute(async (trx) => {
+      const current = await trx
+        .selectFrom("payments")
+        .selectAll()
+        .where("id", "=", payment.id)
+        .forUpdate()
+        .executeTakeFirst();
+      if (current?.status !== "confirmed") return;
+      await applyTransition(trx, current, "settlement_failed", this.#now(), { failure_reason: reason });
+    });
+  }
+}

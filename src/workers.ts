@@ -1,0 +1,71 @@
+import type { App } from "./app.ts";
+import { TransactionSender } from "./chain/transaction-sender.ts";
+import { ChainWatcher } from "./modules/payments/chain-watcher.ts";
+import { expireDuePayments } from "./modules/payments/expiry.ts";
+import { topUpGas } from "./modules/payments/gas-top-up.ts";
+import { Settlement } from "./modules/payments/settlement.ts";
+import { type DispatcherOptions, WebhookDispatcher } from "./modules/webhooks/dispatcher.ts";
+import { PeriodicJob } from "./platform/jobs/periodic-job.ts";
+
+// Background work of one process: webhook delivery (any number of instances share it through
+// SKIP LOCKED) and single-leader periodic jobs: per configured network, the chain watcher plus
+// settlement; payment expiry; gas top-ups.
+
+export interface Workers {
+  dispatcher: WebhookDispatcher;
+  jobs: PeriodicJob[];
+  start(): void;
+  stop(): Promise<void>;
+}
+
+const EXPIRY_INTERVAL_MS = 5_000; // D13: expired within 10 s
+const GAS_TOP_UP_INTERVAL_MS = 60_000;
+
+export function createWorkers(app: App, options: { dispatcher?: DispatcherOptions } = {}): Workers {
+  const { ctx } = app;
+  const dispatcher = new WebhookDispatcher(ctx, options.dispatcher);
+  const jobs: PeriodicJob[] = [
+    new PeriodicJob(ctx.db, ctx.log, {
+      name: "payments.expiry",
+      intervalMs: EXPIRY_INTERVAL_MS,
+      tick: async () => {
+        await expireDuePayments(ctx.db, ctx.now());
+      },
+    }),
+  ];
+  for (const network of Object.values(ctx.networks)) {
+    const config = ctx.config.networks[network.environment];
+    if (!config) continue;
+    const sender = new TransactionSender(ctx.db, network, ctx.log);
+    const watcher = new ChainWatcher(ctx.db, network, ctx.log, ctx.now);
+    const settlement = new Settlement(ctx.db, network, sender, app.services.workspaces, ctx.log, ctx.now);
+    jobs.push(
+      new PeriodicJob(ctx.db, ctx.log, {
+        name: `chain.${network.environment}`,
+        intervalMs: config.pollIntervalMs,
+        tick: async () => {
+          await watcher.tick();
+          await settlement.tick();
+        },
+      }),
+      new PeriodicJob(ctx.db, ctx.log, {
+        name: `gas-top-up.${network.environment}`,
+        intervalMs: GAS_TOP_UP_INTERVAL_MS,
+        tick: async () => {
+          await topUpGas(network, config, sender, app.services.workspaces, ctx.log);
+        },
+      }),
+    );
+  }
+  return {
+    dispatcher,
+    jobs,
+    start() {
+      dispatcher.start();
+      for (const job of jobs) job.start();
+    },
+    async stop() {
+      await Promise.all([dispatcher.stop(), ...jobs.map((job) => job.stop())]);
+    },
+  };
+}
