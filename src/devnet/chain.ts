@@ -1,0 +1,416 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { createServer } from "node:net";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import {
+  type Address,
+  type Chain,
+  createPublicClient,
+  createWalletClient,
+  defineChain,
+  getAddress,
+  type Hash,
+  type Hex,
+  http,
+  type PublicClient,
+  parseAbi,
+  parseUnits,
+  type Transport,
+  type WalletClient,
+} from "viem";
+import { type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
+import { testTokenArtifact } from "./compile.ts";
+
+// A local EVM chain for development and tests (D3, D13, D14): a Hardhat 3 node (EDR) run as a
+// child process on 127.0.0.1, mining a block every second and on each transaction, with the
+// service's test tokens deployed and a payer account holding plenty of each.
+
+export type TokenSymbol = "USDC" | "ADAO" | "DAI";
+
+export const TOKENS: Record<TokenSymbol, { name: string; decimals: number }> = {
+  USDC: { name: "USD Coin (devnet)", decimals: 6 },
+  ADAO: { name: "ADAO (devnet)", decimals: 18 },
+  DAI: { name: "Dai Stablecoin (devnet)", decimals: 18 },
+};
+
+export interface DevnetAccount {
+  address: Address;
+  privateKey: Hex;
+}
+
+/**
+ * The first well-known accounts of Hardhat's default mnemonic ("test test … junk"), each funded
+ * with 10000 ETH at genesis. #0–#3 are used below; #4 and #5 are left for the bundler's executor
+ * and utility keys so that the payer stays an account of its own (D13).
+ */
+export const WELL_KNOWN_ACCOUNTS: readonly DevnetAccount[] = [
+  {
+    address: "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266",
+    privateKey: "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",
+  },
+  {
+    address: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+    privateKey: "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
+  },
+  {
+    address: "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC",
+    privateKey: "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
+  },
+  {
+    address: "0x90F79bf6EB2c4f870365E785982E1f101E93b906",
+    privateKey: "0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6",
+  },
+  {
+    address: "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65",
+    privateKey: "0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a",
+  },
+  {
+    address: "0x9965507D1a55bcC2695C58ba16FB37d819B0A4dc",
+    privateKey: "0x8b3a350cf5c34c9194ca85829a2df0ec3153be0318b5e2d3348e872092edffba",
+  },
+];
+
+function wellKnown(index: number): DevnetAccount {
+  const account = WELL_KNOWN_ACCOUNTS[index];
+  if (!account) throw new Error(`No well-known account #${index}`);
+  return account;
+}
+
+/** Whole tokens minted to the payer at start, per token. */
+export const PAYER_TOKEN_BALANCE = 1_000_000_000n;
+
+export interface DevnetOptions {
+  /** Port on 127.0.0.1; a free one when omitted. */
+  port?: number;
+  /** Interval mining period; 0 leaves only automine (a block per transaction). Default 1000. */
+  blockTimeMs?: number;
+  /** How long to wait for the node to answer. Default 30 s. */
+  startTimeoutMs?: number;
+  /** Receives the node's stdout/stderr (it logs every RPC call). Dropped when omitted. */
+  onOutput?: (text: string) => void;
+}
+
+export interface Devnet {
+  rpcUrl: string;
+  chainId: number;
+  chain: Chain;
+  /** Process id of the Hardhat node. */
+  pid: number;
+  tokens: Record<TokenSymbol, Address>;
+  accounts: {
+    deployer: DevnetAccount;
+    treasury: DevnetAccount;
+    gasFunder: DevnetAccount;
+    payer: DevnetAccount;
+  };
+  /** Milliseconds from spawn to the first eth_chainId answer, and for deploying and minting. */
+  timings: { nodeStartMs: number; deployMs: number };
+  /** Resolves when the node process has exited, for whatever reason. */
+  exited: Promise<NodeExit>;
+  /** Kills the node (SIGTERM, SIGKILL after 5 s) and resolves once it has exited. Idempotent. */
+  stop(): Promise<void>;
+}
+
+export interface NodeExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+interface Internals {
+  publicClient: PublicClient;
+  deployer: WalletClient<Transport, Chain, PrivateKeyAccount>;
+  /** Deployer transactions are serialised so that concurrent helpers never race for a nonce. */
+  queue: Promise<unknown>;
+}
+
+const internals = new WeakMap<Devnet, Internals>();
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const HARDHAT_CLI = join(ROOT, "node_modules", "hardhat", "dist", "src", "cli.js");
+const MINT_ABI = parseAbi(["function mint(address to, uint256 amount)"]);
+
+export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> {
+  const blockTimeMs = options.blockTimeMs ?? 1000;
+  const artifactPromise = testTokenArtifact(); // compiles (or loads the cache) while the node starts
+  artifactPromise.catch(() => {}); // awaited below; avoid an unhandled rejection meanwhile
+
+  // With no port given, a port found free may be taken before Hardhat binds it: try again.
+  let node: RunningNode | undefined;
+  for (let attempt = 1; !node; attempt++) {
+    const port = options.port ?? (await freePort());
+    try {
+      node = await launchNode(port, options);
+    } catch (err) {
+      if (options.port !== undefined || attempt >= 3 || !(err instanceof PortInUseError)) throw err;
+    }
+  }
+
+  const { child, exited, rpcUrl, chainId, nodeStartMs } = node;
+  const stop = once(node.stop);
+  try {
+    if (blockTimeMs > 0) {
+      await rpc(rpcUrl, "evm_setAutomine", [true]);
+      await rpc(rpcUrl, "evm_setIntervalMining", [blockTimeMs]);
+    }
+    const chain = defineChain({
+      id: chainId,
+      name: "Devnet",
+      nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
+      rpcUrls: { default: { http: [rpcUrl] } },
+    });
+    const accounts = {
+      deployer: wellKnown(0),
+      treasury: wellKnown(1),
+      gasFunder: wellKnown(2),
+      payer: wellKnown(3),
+    };
+    const transport = http(rpcUrl, { retryCount: 0 });
+    const publicClient = createPublicClient({ chain, transport, pollingInterval: 50 });
+    const deployer = createWalletClient({
+      chain,
+      transport,
+      account: privateKeyToAccount(accounts.deployer.privateKey),
+      pollingInterval: 50,
+    });
+
+    const deployStart = performance.now();
+    const artifact = await artifactPromise;
+    const symbols = Object.keys(TOKENS) as TokenSymbol[];
+    let nonce = await publicClient.getTransactionCount({ address: accounts.deployer.address });
+    const deployHashes: Hash[] = [];
+    for (const symbol of symbols) {
+      deployHashes.push(
+        await deployer.deployContract({
+          abi: artifact.abi,
+          bytecode: artifact.bytecode,
+          args: [TOKENS[symbol].name, symbol, TOKENS[symbol].decimals],
+          nonce: nonce++,
+        }),
+      );
+    }
+    const tokens = {} as Record<TokenSymbol, Address>;
+    for (const [i, hash] of deployHashes.entries()) {
+      const receipt = await publicClient.waitForTransactionReceipt({ hash });
+      const symbol = symbols[i] as TokenSymbol;
+      if (receipt.status !== "success" || !receipt.contractAddress) {
+        throw new Error(`Deploying ${symbol} failed (tx ${hash})`);
+      }
+      tokens[symbol] = getAddress(receipt.contractAddress);
+    }
+    const mintHashes: Hash[] = [];
+    for (const symbol of symbols) {
+      mintHashes.push(
+        await deployer.writeContract({
+          address: tokens[symbol],
+          abi: MINT_ABI,
+          functionName: "mint",
+          args: [accounts.payer.address, PAYER_TOKEN_BALANCE * 10n ** BigInt(TOKENS[symbol].decimals)],
+          nonce: nonce++,
+        }),
+      );
+    }
+    for (const hash of mintHashes) {
+      const receipt = await publicClient.waitForTransactionReceipt({ hash });
+      if (receipt.status !== "success") throw new Error(`Minting to the payer failed (tx ${hash})`);
+    }
+    const deployMs = Math.round(performance.now() - deployStart);
+
+    const devnet: Devnet = {
+      rpcUrl,
+      chainId,
+      chain,
+      pid: child.pid as number,
+      tokens,
+      accounts,
+      timings: { nodeStartMs, deployMs },
+      exited,
+      stop,
+    };
+    internals.set(devnet, { publicClient, deployer, queue: Promise.resolve() });
+    return devnet;
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+/**
+ * Mints `amount` of a test token to `to` from the deployer and waits for the receipt. A bigint is
+ * in the token's smallest unit; a string is a decimal amount of whole tokens ("12.5").
+ */
+export function mintToken(
+  devnet: Devnet,
+  symbol: TokenSymbol,
+  to: Address,
+  amount: bigint | string,
+): Promise<Hash> {
+  const units = typeof amount === "bigint" ? amount : parseUnits(amount, TOKENS[symbol].decimals);
+  return withDeployer(devnet, async ({ publicClient, deployer }) => {
+    const hash = await deployer.writeContract({
+      address: devnet.tokens[symbol],
+      abi: MINT_ABI,
+      functionName: "mint",
+      args: [to, units],
+    });
+    const receipt = await publicClient.waitForTransactionReceipt({ hash });
+    if (receipt.status !== "success") throw new Error(`Minting ${symbol} failed (tx ${hash})`);
+    return hash;
+  });
+}
+
+/** `evm_snapshot`: returns an id for {@link revert}. Hardhat forgets a snapshot once reverted to. */
+export async function snapshot(devnet: Devnet): Promise<Hex> {
+  return (await rpc(devnet.rpcUrl, "evm_snapshot", [])) as Hex;
+}
+
+/** `evm_revert` to a snapshot (blocks, balances, nonces); throws if the id is unknown or used. */
+export async function revert(devnet: Devnet, id: Hex): Promise<void> {
+  // Wait for deployer transactions in flight so that none straddles the revert.
+  await withDeployer(devnet, async () => {
+    const ok = await rpc(devnet.rpcUrl, "evm_revert", [id]);
+    if (ok !== true) throw new Error(`evm_revert(${id}) failed: unknown or already used snapshot`);
+  });
+}
+
+/** Mines `blocks` empty blocks at once (`hardhat_mine`), e.g. to reach a confirmation depth. */
+export async function mine(devnet: Devnet, blocks = 1): Promise<void> {
+  await rpc(devnet.rpcUrl, "hardhat_mine", [`0x${blocks.toString(16)}`]);
+}
+
+function withDeployer<T>(devnet: Devnet, task: (i: Internals) => Promise<T>): Promise<T> {
+  const state = internals.get(devnet);
+  if (!state) throw new Error("Not a devnet returned by startDevnet()");
+  const result = state.queue.then(() => task(state));
+  state.queue = result.catch(() => {});
+  return result;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Hardhat node process
+
+interface RunningNode {
+  child: ChildProcess;
+  exited: Promise<NodeExit>;
+  rpcUrl: string;
+  chainId: number;
+  nodeStartMs: number;
+  stop(): Promise<void>;
+}
+
+class PortInUseError extends Error {}
+
+async function launchNode(port: number, options: DevnetOptions): Promise<RunningNode> {
+  const started = performance.now();
+  const rpcUrl = `http://127.0.0.1:${port}`;
+  // Run Hardhat's CLI directly with this Node (not through npx) so that the PID is the server's.
+  const child = spawn(
+    process.execPath,
+    [HARDHAT_CLI, "node", "--hostname", "127.0.0.1", "--port", `${port}`],
+    {
+      cwd: ROOT,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, FORCE_COLOR: "0", NO_COLOR: "1" },
+    },
+  );
+  const exited = new Promise<NodeExit>((resolve) => {
+    child.once("exit", (code, signal) => resolve({ code, signal }));
+  });
+  // The node logs every RPC call: always drain its pipes, keep a tail for error messages.
+  let tail = "";
+  const onData = (chunk: Buffer) => {
+    const text = chunk.toString("utf8");
+    tail = (tail + text).slice(-4000);
+    options.onOutput?.(text);
+  };
+  child.stdout?.on("data", onData);
+  child.stderr?.on("data", onData);
+  let spawnError: Error | undefined;
+  child.once("error", (err) => {
+    spawnError = err;
+  });
+  // Never leave an orphaned node behind if this process exits without calling stop().
+  const killOnExit = () => {
+    child.kill("SIGKILL");
+  };
+  process.once("exit", killOnExit);
+
+  const stop = async (): Promise<void> => {
+    process.off("exit", killOnExit);
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill("SIGTERM");
+      const force = setTimeout(() => child.kill("SIGKILL"), 5000);
+      await exited;
+      clearTimeout(force);
+    }
+  };
+
+  try {
+    const deadline = Date.now() + (options.startTimeoutMs ?? 30_000);
+    let exitedEarly = false;
+    void exited.then(() => {
+      exitedEarly = true;
+    });
+    for (;;) {
+      if (spawnError) throw new Error(`Cannot start the Hardhat node: ${spawnError.message}`);
+      if (exitedEarly) {
+        const message = `The Hardhat node exited before answering (code ${child.exitCode}, signal ${child.signalCode}):\n${tail.trim()}`;
+        throw /EADDRINUSE|address already in use/i.test(tail)
+          ? new PortInUseError(message)
+          : new Error(message);
+      }
+      const chainId = await rpc(rpcUrl, "eth_chainId", [], 500).catch(() => undefined);
+      if (typeof chainId === "string") {
+        return {
+          child,
+          exited,
+          rpcUrl,
+          chainId: Number(BigInt(chainId)),
+          nodeStartMs: Math.round(performance.now() - started),
+          stop,
+        };
+      }
+      if (Date.now() > deadline) {
+        throw new Error(`The Hardhat node did not answer on ${rpcUrl} in time:\n${tail.trim()}`);
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+/** A minimal JSON-RPC call (the node's evm_* and hardhat_* methods are not in viem's types). */
+async function rpc(url: string, method: string, params: unknown[], timeoutMs = 10_000): Promise<unknown> {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+  const body = (await response.json()) as { result?: unknown; error?: { message: string } };
+  if (body.error) throw new Error(`${method}: ${body.error.message}`);
+  return body.result;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => {
+        if (address && typeof address === "object") resolve(address.port);
+        else reject(new Error("Could not find a free port"));
+      });
+    });
+  });
+}
+
+function once(fn: () => Promise<void>): () => Promise<void> {
+  let running: Promise<void> | undefined;
+  return () => {
+    running ??= fn();
+    return running;
+  };
+}

@@ -1,0 +1,108 @@
+import { mkdir, rename, writeFile } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { type Devnet, startDevnet } from "./chain.ts";
+
+// `npm run devnet`: a local chain standing in for the live network (D3, D14). Starts the Hardhat
+// node on DEVNET_PORT (default 8545) with the test tokens deployed, writes DATA_DIR/devnet.env
+// once the chain answers, and stays in the foreground until Ctrl-C or SIGTERM, which stop the node
+// (nothing else is removed: the env file stays for the next run to overwrite).
+
+function envFileText(devnet: Devnet): string {
+  const { tokens, accounts } = devnet;
+  const lines = [
+    "# Written by `npm run devnet`: a local chain standing in for the live network.",
+    `# Load it with NETWORK_ENV_FILE=<this file> npm start (variables already set win).`,
+    `LIVE_RPC_URL=${devnet.rpcUrl}`,
+    `LIVE_CHAIN_ID=${devnet.chainId}`,
+    `LIVE_USDC_ADDRESS=${tokens.USDC}`,
+    `LIVE_ADAO_ADDRESS=${tokens.ADAO}`,
+    `LIVE_DAI_ADDRESS=${tokens.DAI}`,
+    `LIVE_TREASURY_ADDRESS=${accounts.treasury.address}`,
+    "LIVE_CONFIRMATIONS=2",
+    `LIVE_GAS_FUNDER_KEY=${accounts.gasFunder.privateKey}`,
+    "# A funded account holding every test token, for demos and tests (not used by the service).",
+    `DEVNET_PAYER_KEY=${accounts.payer.privateKey}`,
+  ];
+  return `${lines.join("\n")}\n`;
+}
+
+async function main(): Promise<void> {
+  const rawPort = process.env.DEVNET_PORT ?? "8545";
+  const port = Number(rawPort);
+  if (!/^[0-9]+$/.test(rawPort) || port < 1 || port > 65535) {
+    process.stderr.write(`DEVNET_PORT must be a port number (1-65535), got "${rawPort}"\n`);
+    process.exit(2);
+  }
+  const dataDir = resolve(process.env.DATA_DIR || "./data");
+  const envFile = join(dataDir, "devnet.env");
+  const verbose = process.env.DEVNET_VERBOSE === "1";
+
+  // Signal handlers first: a Ctrl-C during start-up stops the node as soon as it exists.
+  let devnet: Devnet | undefined;
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) {
+      if (devnet) process.exit(130); // a second Ctrl-C: do not wait any longer
+      return;
+    }
+    stopping = true;
+    if (!devnet) return; // still starting: stopped right after start-up below
+    process.stdout.write(`\n${signal}: stopping the devnet…\n`);
+    await devnet.stop();
+    process.stdout.write("Devnet stopped.\n");
+    process.exit(0);
+  };
+  process.on("SIGINT", () => void stop("SIGINT"));
+  process.on("SIGTERM", () => void stop("SIGTERM"));
+
+  process.stdout.write(`Starting the devnet on 127.0.0.1:${port}…\n`);
+  devnet = await startDevnet({
+    port,
+    onOutput: verbose ? (text) => process.stdout.write(text) : undefined,
+  });
+  if (stopping) {
+    await devnet.stop();
+    process.exit(0);
+  }
+  void devnet.exited.then(({ code, signal }) => {
+    if (stopping) return;
+    process.stderr.write(`The Hardhat node exited unexpectedly (code ${code}, signal ${signal}).\n`);
+    process.exit(1);
+  });
+
+  // Written only now that the chain answers and the tokens exist (D13); tmp + rename so that a
+  // reader never sees half a file.
+  await mkdir(dataDir, { recursive: true });
+  const tmp = `${envFile}.${process.pid}.tmp`;
+  await writeFile(tmp, envFileText(devnet), { mode: 0o600 });
+  await rename(tmp, envFile);
+
+  const { tokens, accounts, timings } = devnet;
+  process.stdout.write(
+    [
+      `Devnet ready: ${devnet.rpcUrl} (chain id ${devnet.chainId}), node up in ${timings.nodeStartMs} ms, tokens deployed in ${timings.deployMs} ms.`,
+      "A block is mined every second and on each transaction.",
+      "",
+      `  USDC  ${tokens.USDC}  (6 decimals)`,
+      `  ADAO  ${tokens.ADAO}  (18 decimals)`,
+      `  DAI   ${tokens.DAI}  (18 decimals)`,
+      "",
+      `  treasury    ${accounts.treasury.address}`,
+      `  gas funder  ${accounts.gasFunder.address}`,
+      `  payer       ${accounts.payer.address}  (holds every test token; key in DEVNET_PAYER_KEY)`,
+      "",
+      `Env file: ${envFile}`,
+      "Start the service against it with:",
+      "",
+      `  NETWORK_ENV_FILE=${envFile} npm start`,
+      "",
+      "Press Ctrl-C to stop the devnet.",
+      "",
+    ].join("\n"),
+  );
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`Devnet failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});
