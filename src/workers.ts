@@ -1,3 +1,4 @@
+import { privateKeyToAccount } from "viem/accounts";
 import type { App } from "./app.ts";
 import { TransactionSender } from "./chain/transaction-sender.ts";
 import { ChainWatcher } from "./modules/payments/chain-watcher.ts";
@@ -37,7 +38,10 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
     const config = ctx.config.networks[network.environment];
     if (!config) continue;
     const sender = new TransactionSender(ctx.db, network, ctx.log);
-    const watcher = new ChainWatcher(ctx.db, network, ctx.log, ctx.now);
+    const funder = config.gasFunderKey
+      ? [privateKeyToAccount(config.gasFunderKey as `0x${string}`).address]
+      : [];
+    const watcher = new ChainWatcher(ctx.db, network, ctx.log, ctx.now, funder);
     const settlement = new Settlement(ctx.db, network, sender, app.services.workspaces, ctx.log, ctx.now);
     jobs.push(
       new PeriodicJob(ctx.db, ctx.log, {

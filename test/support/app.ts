@@ -17,17 +17,23 @@ export interface TestApp {
   /** Moves the injectable clock; `undefined` restores real time. */
   setNow(date: Date | undefined): void;
   request(options: InjectOptions): Promise<LightMyRequestResponse>;
-  close(): Promise<void>;
+  /** `keepDatabase` leaves the database open for a restarted app (see `options.database`). */
+  close(keepDatabase?: boolean): Promise<void>;
 }
 
-export async function startTestApp(env: Record<string, string> = {}): Promise<TestApp> {
+export async function startTestApp(
+  env: Record<string, string> = {},
+  options: { database?: Database } = {},
+): Promise<TestApp> {
   const config = loadConfig({
     ADMIN_SECRET,
     PUBLIC_BASE_URL: "http://pay.test",
     LOG_LEVEL: "silent",
     ...env,
   });
-  const database = await openDatabase({ databaseUrl: process.env.DATABASE_URL, poolSize: 20 });
+  // Passing the database of a stopped app simulates a process restart on the same data.
+  const database =
+    options.database ?? (await openDatabase({ databaseUrl: process.env.DATABASE_URL, poolSize: 20 }));
   await migrate(database.db);
   let fixedNow: Date | undefined;
   const app = await buildApp({
@@ -46,9 +52,9 @@ export async function startTestApp(env: Record<string, string> = {}): Promise<Te
       fixedNow = date;
     },
     request: (options) => app.http.inject(options),
-    close: async () => {
+    close: async (keepDatabase = false) => {
       await app.http.close();
-      await database.close();
+      if (!keepDatabase) await database.close();
     },
   };
 }

@@ -24,8 +24,17 @@ export class ChainWatcher {
   readonly #log: FastifyBaseLogger;
   readonly #now: () => Date;
   readonly #environment: Environment;
+  readonly #ignoredSenders: Set<string>;
 
-  constructor(db: Db, network: Network, log: FastifyBaseLogger, now: () => Date) {
+  /** `ignoredSenders`: the service's own funding accounts (gas top-ups are not payments). */
+  constructor(
+    db: Db,
+    network: Network,
+    log: FastifyBaseLogger,
+    now: () => Date,
+    ignoredSenders: readonly string[] = [],
+  ) {
+    this.#ignoredSenders = new Set(ignoredSenders.map((a) => a.toLowerCase()));
     this.#db = db;
     this.#network = network;
     this.#log = log;
@@ -90,6 +99,7 @@ export class ChainWatcher {
   }
 
   async #apply(trx: Db, transfer: IncomingTransfer, workspaceId: string | null): Promise<void> {
+    if (this.#ignoredSenders.has(transfer.from.toLowerCase())) return;
     if (await chainRepo.transferAlreadyRecorded(trx, this.#environment, transfer)) return;
     const now = this.#now();
     const payment = await chainRepo.lockMatchingPayment(trx, this.#environment, transfer, now);
