@@ -13,10 +13,20 @@ for (const [location, entry] of Object.entries(packages)) {
   for (const [name, range] of Object.entries(entry.optionalDependencies ?? {})) {
     const key = `node_modules/${name}`;
     if (packages[key] || packages[`${location}/${key}`]) continue;
-    const os = ["darwin", "win32", "linux", "android", "freebsd", "openbsd", "sunos", "aix"].find((o) => name.includes(o));
-    const cpu = ["arm64", "x64", "arm", "ia32", "ppc64", "s390x", "riscv64", "loong64"].find((c) => name.includes(c));
+    const os = ["darwin", "win32", "linux", "android", "freebsd", "openbsd", "sunos", "aix"].find((o) =>
+      name.includes(o),
+    );
+    const cpu = ["arm64", "x64", "arm", "ia32", "ppc64", "s390x", "riscv64", "loong64"].find((c) =>
+      name.includes(c),
+    );
     if (!os || !cpu) continue;
-    const stub = { version: range.replace(/^[\^~=]/, ""), dev: entry.dev, optional: true, os: [os], cpu: [cpu] };
+    const stub = {
+      version: range.replace(/^[\^~=]/, ""),
+      dev: entry.dev,
+      optional: true,
+      os: [os],
+      cpu: [cpu],
+    };
     if (name.includes("musl")) stub.libc = ["musl"];
     else if (os === "linux" && name.includes("gnu")) stub.libc = ["glibc"];
     if (!stub.dev) delete stub.dev;
@@ -24,6 +34,8 @@ for (const [location, entry] of Object.entries(packages)) {
     added++;
   }
 }
-lock.packages = Object.fromEntries(Object.entries(packages).sort(([a], [b]) => (a === "" ? -1 : b === "" ? 1 : a.localeCompare(b))));
+lock.packages = Object.fromEntries(
+  Object.entries(packages).sort(([a], [b]) => (a === "" ? -1 : b === "" ? 1 : a.localeCompare(b))),
+);
 writeFileSync(path, `${JSON.stringify(lock, null, 2)}\n`);
 console.log(`added ${added} foreign-platform lock entries`);
