@@ -316,6 +316,53 @@ describe("live crypto rail on the devnet", () => {
     expect(sent.map((s) => s.purpose).sort()).toEqual(["settlement_fee", "settlement_net"]);
   });
 
+  it("tops up the workspace EOA with gas from the funder, recorded", async () => {
+    const ws = await createWorkspace(t);
+    expect(await chain.getBalance({ address: ws.eoaAddress as Hex })).toBe(0n);
+    startWorkers();
+    const deadline = Date.now() + 15_000;
+    let balance = 0n;
+    while (Date.now() < deadline && balance === 0n) {
+      balance = await chain.getBalance({ address: ws.eoaAddress as Hex });
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(balance).toBe(10_000_000_000_000_000n); // the default target, 0.01 ETH
+    const recorded = await t.database.db
+      .selectFrom("chain_transactions")
+      .select(["purpose", "status", "amount"])
+      .where("to_address", "=", ws.eoaAddress)
+      .execute();
+    expect(recorded).toEqual([{ purpose: "gas_topup", status: "mined", amount: "10000000000000000" }]);
+  });
+
+  it("fails the payment with payment.failed when the wallet has no ETH for gas", async () => {
+    // An instance without a gas funder: the receiving EOA never gets ETH.
+    const noFunder = await startTestApp(liveNetworkEnv(devnet, { LIVE_GAS_FUNDER_KEY: "" }), {
+      database: t.database,
+    });
+    const ws = await createWorkspace(noFunder);
+    const res = await noFunder.request({
+      method: "POST",
+      url: "/api/v1/payments",
+      headers: bearer(ws.liveKey),
+      payload: { tokenSymbol: "USDC", amount: "9", merchantWallet: randomAddress() },
+    });
+    startWorkers(noFunder);
+    await payUsdc(ws.eoaAddress as Hex, "9");
+    const failed = await waitForStatus(ws.liveKey, res.json().payment.id, "failed", noFunder);
+    expect(failed.failureReason).toMatch(/insufficient ETH for gas/);
+    const events = await t.database.db
+      .selectFrom("outbox_events")
+      .select("event_type")
+      .where("workspace_id", "=", ws.id)
+      .orderBy("id")
+      .execute();
+    expect(events.at(-1)?.event_type).toBe("payment.failed");
+    await workers?.stop();
+    workers = undefined;
+    await noFunder.close(true);
+  });
+
   it("a reorg that removes the detecting transfer moves the payment back to pending", async () => {
     const ws = await createWorkspace(t);
     const created = await createLivePayment(ws.liveKey, {
