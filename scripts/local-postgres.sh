@@ -25,7 +25,8 @@ case "$action" in
       as_postgres "$bin/initdb" -D "$dir" -U postgres -A trust -E UTF8 >/dev/null
     fi
     as_postgres "$bin/pg_ctl" -D "$dir" -w -l "$dir/server.log" \
-      -o "-p $port -h 127.0.0.1 -k $dir -c max_connections=200 ${PG_EXTRA_OPTS:-}" start >/dev/null
+      -o "-p $port -h 127.0.0.1 -k $dir -c max_connections=200 ${PG_EXTRA_OPTS:-}" start >/dev/null ||
+      { echo "PostgreSQL did not start; its log:" >&2; tail -n 30 "$dir/server.log" >&2; exit 1; }
     as_postgres "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -qtc \
       "SELECT 1 FROM pg_database WHERE datname = 'payments'" | grep -q 1 ||
       as_postgres "$bin/createdb" -h 127.0.0.1 -p "$port" -U postgres payments

@@ -4,12 +4,18 @@ import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
 import { sql } from "kysely";
 import { EvmNetwork } from "./chain/evm/evm-network.ts";
-import type { Config } from "./config.ts";
+import { SimulatedLedger } from "./chain/simulated/ledger.ts";
+import { TransactionSender } from "./chain/transaction-sender.ts";
+import { type Config, ENVIRONMENTS, type Environment } from "./config.ts";
 import type { AppContext } from "./context.ts";
 import { keysRoutes } from "./modules/keys/routes.ts";
 import { KeysService } from "./modules/keys/service.ts";
 import { paymentsRoutes } from "./modules/payments/routes.ts";
 import { PaymentsService } from "./modules/payments/service.ts";
+import { LedgerChannel, NetworkChannel, type PayoutChannel } from "./modules/payouts/channels.ts";
+import { payoutsRoutes } from "./modules/payouts/routes.ts";
+import { PayoutsService } from "./modules/payouts/service.ts";
+import { WalletService } from "./modules/payouts/wallet-service.ts";
 import { webhooksRoutes } from "./modules/webhooks/routes.ts";
 import { WebhooksService } from "./modules/webhooks/service.ts";
 import { workspacesRoutes } from "./modules/workspaces/routes.ts";
@@ -20,6 +26,7 @@ import { registerErrorHandling } from "./platform/http/error-handler.ts";
 import { ApiError } from "./platform/http/errors.ts";
 import { registerRateLimit } from "./platform/http/rate-limit.ts";
 import { registerValidation } from "./platform/http/validation.ts";
+import { createMailer, type Mailer } from "./platform/mail/mailer.ts";
 import type { SecretBox } from "./platform/secrets/encryption.ts";
 
 export interface AppDependencies {
@@ -27,6 +34,8 @@ export interface AppDependencies {
   db: Db;
   secrets: SecretBox;
   now?: () => Date;
+  /** Tests hand in a mailer pointed at their SMTP listener; otherwise built from the config. */
+  mailer?: Mailer;
   /** pino options, or false in tests that want silence. */
   logger?: boolean | Record<string, unknown>;
 }
@@ -39,6 +48,9 @@ export interface App {
     keys: KeysService;
     payments: PaymentsService;
     webhooks: WebhooksService;
+    payouts: PayoutsService;
+    wallet: WalletService;
+    ledger: SimulatedLedger;
   };
 }
 
@@ -62,8 +74,12 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   const networks: AppContext["networks"] = {};
+  const senders: AppContext["senders"] = {};
   for (const network of [deps.config.networks.sandbox, deps.config.networks.live]) {
-    if (network) networks[network.environment] = new EvmNetwork(network);
+    if (!network) continue;
+    const evm = new EvmNetwork(network);
+    networks[network.environment] = evm;
+    senders[network.environment] = new TransactionSender(deps.db, evm, http.log);
   }
   const ctx: AppContext = {
     config: deps.config,
@@ -71,12 +87,25 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     secrets: deps.secrets,
     log: http.log,
     networks,
+    senders,
     now: deps.now ?? (() => new Date()),
   };
   const workspaces = new WorkspacesService(ctx);
   const keys = new KeysService(ctx);
-  const payments = new PaymentsService(ctx, workspaces);
+  const ledger = new SimulatedLedger(deps.db);
+  const payments = new PaymentsService(ctx, workspaces, ledger);
   const webhooks = new WebhooksService(ctx);
+  // Sandbox moves money on the simulated ledger unless a sandbox network (testnet) is configured.
+  const channels: Partial<Record<Environment, PayoutChannel>> = { sandbox: new LedgerChannel(ledger) };
+  for (const environment of ENVIRONMENTS) {
+    const network = networks[environment];
+    const sender = senders[environment];
+    if (network && sender) channels[environment] = new NetworkChannel(network, sender);
+  }
+  const mailer = deps.mailer ?? createMailer({ smtpUrl: deps.config.smtpUrl, dataDir: deps.config.dataDir });
+  http.addHook("onClose", async () => mailer.close());
+  const payouts = new PayoutsService(ctx, workspaces, channels, mailer);
+  const wallet = new WalletService(ctx, workspaces, channels, ledger);
 
   registerErrorHandling(http);
   registerValidation(http);
@@ -129,8 +158,9 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   await http.register(keysRoutes(keys));
   await http.register(paymentsRoutes(payments));
   await http.register(webhooksRoutes(webhooks));
+  await http.register(payoutsRoutes(payouts, wallet));
 
-  return { http, ctx, services: { workspaces, keys, payments, webhooks } };
+  return { http, ctx, services: { workspaces, keys, payments, webhooks, payouts, wallet, ledger } };
 }
 
 /**

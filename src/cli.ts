@@ -41,6 +41,7 @@ async function main(argv: string[]): Promise<number> {
       secrets,
       log: pino({ level: "warn" }),
       networks: {},
+      senders: {},
       now: () => new Date(),
     });
     const created = await service.create({

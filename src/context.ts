@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from "fastify";
 import type { Network } from "./chain/network.ts";
+import type { TransactionSender } from "./chain/transaction-sender.ts";
 import type { Config, Environment } from "./config.ts";
 import type { Db } from "./platform/db/database.ts";
 import type { SecretBox } from "./platform/secrets/encryption.ts";
@@ -12,6 +13,8 @@ export interface AppContext {
   log: FastifyBaseLogger;
   /** The EVM network of each environment that has one configured (D3, D14). */
   networks: Partial<Record<Environment, Network>>;
+  /** One nonce-ordered sender per network, shared by settlement, payouts and gas top-ups. */
+  senders: Partial<Record<Environment, TransactionSender>>;
   /** Injectable clock: tests move time instead of sleeping. */
   now: () => Date;
 }

@@ -1,6 +1,5 @@
 import { privateKeyToAccount } from "viem/accounts";
 import type { App } from "./app.ts";
-import { TransactionSender } from "./chain/transaction-sender.ts";
 import { ChainWatcher } from "./modules/payments/chain-watcher.ts";
 import { expireDuePayments } from "./modules/payments/expiry.ts";
 import { topUpGas } from "./modules/payments/gas-top-up.ts";
@@ -37,7 +36,8 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
   for (const network of Object.values(ctx.networks)) {
     const config = ctx.config.networks[network.environment];
     if (!config) continue;
-    const sender = new TransactionSender(ctx.db, network, ctx.log);
+    const sender = ctx.senders[network.environment];
+    if (!sender) continue;
     const funder = config.gasFunderKey
       ? [privateKeyToAccount(config.gasFunderKey as `0x${string}`).address]
       : [];
@@ -49,7 +49,8 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
         intervalMs: config.pollIntervalMs,
         tick: async () => {
           await watcher.tick();
-          await settlement.tick();
+          await settlement.tick(); // reconciles every recorded transaction first
+          await app.services.payouts.reconcile(network.environment);
         },
       }),
       new PeriodicJob(ctx.db, ctx.log, {

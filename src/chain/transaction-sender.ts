@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from "fastify";
 import { sql } from "kysely";
+import { KeyedQueue } from "../platform/concurrency/keyed-queue.ts";
 import type { Db } from "../platform/db/database.ts";
 import type { ChainToken, Hex, Network, ReceiptStatus, TransferRequest } from "./network.ts";
 
@@ -12,6 +13,7 @@ import type { ChainToken, Hex, Network, ReceiptStatus, TransferRequest } from ".
 export interface OutgoingTransfer extends TransferRequest {
   purpose: string;
   paymentId?: string | null;
+  payoutId?: string | null;
 }
 
 export interface SentTransfer {
@@ -27,7 +29,7 @@ export class TransactionSender {
   readonly #db: Db;
   readonly #network: Network;
   readonly #log: FastifyBaseLogger;
-  readonly #walletQueues = new Map<string, Promise<unknown>>();
+  readonly #walletQueue = new KeyedQueue();
 
   constructor(db: Db, network: Network, log: FastifyBaseLogger) {
     this.#db = db;
@@ -37,7 +39,7 @@ export class TransactionSender {
 
   /** Signs, records, broadcasts and waits for the receipts of `transfers`, in order. */
   async send(privateKey: Hex, from: Hex, transfers: OutgoingTransfer[]): Promise<SentTransfer[]> {
-    return this.#serialized(from, async () => {
+    return this.#walletQueue.run(from.toLowerCase(), async () => {
       const recorded = await this.#signAndRecord(privateKey, from, transfers);
       for (const tx of recorded) await this.#network.broadcast(tx.raw);
       const results: SentTransfer[] = [];
@@ -64,7 +66,7 @@ export class TransactionSender {
       .orderBy("nonce")
       .execute();
     for (const tx of open) {
-      await this.#serialized(tx.from_address as Hex, async () => {
+      await this.#walletQueue.run(tx.from_address.toLowerCase(), async () => {
         let status = await this.#network.receipt(tx.tx_hash as Hex);
         if (status === "not_found") {
           this.#log.warn({ txHash: tx.tx_hash }, "rebroadcasting a recorded transaction");
@@ -100,6 +102,7 @@ export class TransactionSender {
             nonce: String(nonce),
             purpose: transfer.purpose,
             payment_id: transfer.paymentId ?? null,
+            payout_id: transfer.payoutId ?? null,
             to_address: transfer.to,
             token_symbol: transfer.token,
             amount: transfer.amount.toString(),
@@ -126,18 +129,5 @@ export class TransactionSender {
       .where("tx_hash", "=", txHash)
       .where("status", "=", "signed")
       .execute();
-  }
-
-  async #serialized<T>(wallet: string, work: () => Promise<T>): Promise<T> {
-    const key = wallet.toLowerCase();
-    const previous = this.#walletQueues.get(key) ?? Promise.resolve();
-    const next = previous.then(work, work);
-    const settled = next.catch(() => undefined);
-    this.#walletQueues.set(key, settled);
-    try {
-      return await next;
-    } finally {
-      if (this.#walletQueues.get(key) === settled) this.#walletQueues.delete(key);
-    }
   }
 }

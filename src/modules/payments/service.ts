@@ -1,4 +1,6 @@
 import type { Kysely } from "kysely";
+import type { ChainToken } from "../../chain/network.ts";
+import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
@@ -43,9 +45,12 @@ export class PaymentsService {
   readonly #ctx: AppContext;
   readonly #workspaces: WorkspacesService;
 
-  constructor(ctx: AppContext, workspaces: WorkspacesService) {
+  readonly #ledger: SimulatedLedger;
+
+  constructor(ctx: AppContext, workspaces: WorkspacesService, ledger: SimulatedLedger) {
     this.#ctx = ctx;
     this.#workspaces = workspaces;
+    this.#ledger = ledger;
   }
 
   async create(
@@ -137,7 +142,19 @@ export class PaymentsService {
 
       // Sandbox: both rails complete at once (D5); the created event still shows `pending` (D13).
       // Live crypto payments wait for the chain watcher.
-      if (!live) row = await applyTransition(trx, row, "sandbox_completed", now);
+      if (!live) {
+        row = await applyTransition(trx, row, "sandbox_completed", now);
+        // The net amount lands in the workspace's sandbox wallet, so the merchant can pay it out.
+        if (request.paymentMethod === "crypto" && receivingAddress) {
+          await this.#ledger.credit(
+            receivingAddress,
+            request.tokenSymbol as ChainToken,
+            request.net,
+            `payment:${row.id}`,
+            trx,
+          );
+        }
+      }
 
       const view = toPaymentView(row);
       const responseBody: CreatePaymentResponse = {

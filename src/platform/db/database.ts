@@ -8,6 +8,7 @@ import pg from "pg";
 import * as foundation from "./migrations/001_foundation.ts";
 import * as webhooks from "./migrations/002_webhooks.ts";
 import * as cryptoRail from "./migrations/003_crypto_rail.ts";
+import * as payouts from "./migrations/004_payouts.ts";
 import type { DatabaseSchema } from "./schema.ts";
 
 export type Db = Kysely<DatabaseSchema>;
@@ -18,6 +19,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "001_foundation": foundation,
   "002_webhooks": webhooks,
   "003_crypto_rail": cryptoRail,
+  "004_payouts": payouts,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -155,6 +155,7 @@ export interface ChainTransactionsTable {
   nonce: ColumnType<string, string | bigint, string | bigint>;
   purpose: string;
   payment_id: string | null;
+  payout_id: ColumnType<string | null, string | null | undefined, string | null>;
   to_address: string;
   token_symbol: string;
   amount: Units;
@@ -172,6 +173,52 @@ export interface JobLeasesTable {
   expires_at: Date;
 }
 
+export interface PayoutsTable {
+  id: Generated<string>;
+  workspace_id: string;
+  environment: string;
+  idempotency_key: string | null;
+  status: string;
+  token_symbol: string;
+  amount: Units;
+  destination_address: string;
+  from_address: string;
+  wallet_type: string;
+  description: string | null;
+  metadata: Json<Record<string, string>>;
+  tx_hash: string | null;
+  user_op_hash: string | null;
+  error: string | null;
+  created_at: Generated<Date>;
+  completed_at: NullableTimestamp;
+}
+
+export interface PayoutBreakersTable {
+  workspace_id: string;
+  environment: string;
+  status: Generated<string>;
+  fail_streak: Generated<number>;
+  paused_at: NullableTimestamp;
+  reason: string | null;
+}
+
+export interface LedgerBalancesTable {
+  address: string;
+  token_symbol: string;
+  balance: Units;
+}
+
+export interface LedgerTransactionsTable {
+  tx_hash: string;
+  from_address: string | null;
+  to_address: string;
+  token_symbol: string;
+  amount: Units;
+  status: string;
+  memo: string | null;
+  created_at: Generated<Date>;
+}
+
 export interface DatabaseSchema {
   workspaces: WorkspacesTable;
   workspace_wallets: WorkspaceWalletsTable;
@@ -185,6 +232,10 @@ export interface DatabaseSchema {
   unmatched_transfers: UnmatchedTransfersTable;
   chain_transactions: ChainTransactionsTable;
   job_leases: JobLeasesTable;
+  payouts: PayoutsTable;
+  payout_breakers: PayoutBreakersTable;
+  ledger_balances: LedgerBalancesTable;
+  ledger_transactions: LedgerTransactionsTable;
 }
 
 export type PaymentRow = Selectable<PaymentsTable>;

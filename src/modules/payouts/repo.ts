@@ -1,0 +1,157 @@
+import type { Kysely, Selectable } from "kysely";
+import type { Environment } from "../../config.ts";
+import type { BreakerState } from "../../domain/circuit-breaker.ts";
+import type { DatabaseSchema, PayoutsTable } from "../../platform/db/schema.ts";
+
+export type PayoutRow = Selectable<PayoutsTable>;
+type Db = Kysely<DatabaseSchema>;
+type Scope = { workspaceId: string; environment: Environment };
+
+export async function insertPayout(
+  db: Db,
+  scope: Scope,
+  values: {
+    idempotencyKey: string | null;
+    tokenSymbol: string;
+    amount: bigint;
+    destinationAddress: string;
+    fromAddress: string;
+    walletType: string;
+    description: string | null;
+    metadata: Record<string, string>;
+    createdAt: Date;
+  },
+): Promise<PayoutRow | undefined> {
+  return db
+    .insertInto("payouts")
+    .values({
+      workspace_id: scope.workspaceId,
+      environment: scope.environment,
+      idempotency_key: values.idempotencyKey,
+      status: "processing",
+      token_symbol: values.tokenSymbol,
+      amount: values.amount.toString(),
+      destination_address: values.destinationAddress,
+      from_address: values.fromAddress,
+      wallet_type: values.walletType,
+      description: values.description,
+      metadata: JSON.stringify(values.metadata),
+      created_at: values.createdAt,
+    })
+    .onConflict((oc) => oc.columns(["workspace_id", "environment", "idempotency_key"]).doNothing())
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function findByIdempotencyKey(
+  db: Db,
+  scope: Scope,
+  key: string,
+): Promise<PayoutRow | undefined> {
+  return db
+    .selectFrom("payouts")
+    .selectAll()
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment)
+    .where("idempotency_key", "=", key)
+    .executeTakeFirst();
+}
+
+export async function finishPayout(
+  db: Db,
+  id: string,
+  outcome: { status: "completed" | "failed"; txHash: string | null; error: string | null; at: Date },
+): Promise<PayoutRow | undefined> {
+  return db
+    .updateTable("payouts")
+    .set({ status: outcome.status, tx_hash: outcome.txHash, error: outcome.error, completed_at: outcome.at })
+    .where("id", "=", id)
+    .where("status", "=", "processing")
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function listCompleted(db: Db, scope: Scope, page: { limit: number; offset: number }) {
+  const base = db
+    .selectFrom("payouts")
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment)
+    .where("status", "=", "completed");
+  const [rows, count] = await Promise.all([
+    base
+      .selectAll()
+      .orderBy("created_at", "desc")
+      .orderBy("id", "desc")
+      .limit(page.limit)
+      .offset(page.offset)
+      .execute(),
+    base.select((eb) => eb.fn.countAll().as("total")).executeTakeFirstOrThrow(),
+  ]);
+  return { rows, total: Number(count.total) };
+}
+
+export async function processingPayouts(
+  db: Db,
+  environment: Environment,
+  olderThan: Date,
+): Promise<PayoutRow[]> {
+  return db
+    .selectFrom("payouts")
+    .selectAll()
+    .where("environment", "=", environment)
+    .where("status", "=", "processing")
+    .where("created_at", "<", olderThan)
+    .execute();
+}
+
+/** The breaker row, locked for the caller's transaction (created on first use). */
+export async function lockBreaker(db: Db, scope: Scope): Promise<BreakerState> {
+  await db
+    .insertInto("payout_breakers")
+    .values({ workspace_id: scope.workspaceId, environment: scope.environment })
+    .onConflict((oc) => oc.columns(["workspace_id", "environment"]).doNothing())
+    .execute();
+  const row = await db
+    .selectFrom("payout_breakers")
+    .selectAll()
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment)
+    .forUpdate()
+    .executeTakeFirstOrThrow();
+  return {
+    status: row.status === "paused" ? "paused" : "active",
+    failStreak: row.fail_streak,
+    pausedAt: row.paused_at,
+    reason: row.reason,
+  };
+}
+
+export async function readBreaker(db: Db, scope: Scope): Promise<BreakerState> {
+  const row = await db
+    .selectFrom("payout_breakers")
+    .selectAll()
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment)
+    .executeTakeFirst();
+  if (!row) return { status: "active", failStreak: 0, pausedAt: null, reason: null };
+  return {
+    status: row.status === "paused" ? "paused" : "active",
+    failStreak: row.fail_streak,
+    pausedAt: row.paused_at,
+    reason: row.reason,
+  };
+}
+
+export async function writeBreaker(db: Db, scope: Scope, state: BreakerState): Promise<void> {
+  await db
+    .updateTable("payout_breakers")
+    .set({
+      status: state.status,
+      fail_streak: state.failStreak,
+      paused_at: state.pausedAt,
+      reason: state.reason,
+    })
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment)
+    .execute();
+}

@@ -1,0 +1,425 @@
+import type { Kysely } from "kysely";
+import type { ChainToken, Hex } from "../../chain/network.ts";
+import type { Environment } from "../../config.ts";
+import type { AppContext } from "../../context.ts";
+import {
+  type BreakerState,
+  decideAttempt,
+  PAUSE_AFTER_FAILURES,
+  recordFailure,
+  recordSuccess,
+  resume,
+} from "../../domain/circuit-breaker.ts";
+import { formatAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
+import { validatePayoutRequest } from "../../domain/payout-request.ts";
+import { KeyedQueue } from "../../platform/concurrency/keyed-queue.ts";
+import type { DatabaseSchema } from "../../platform/db/schema.ts";
+import type { KeyPrincipal } from "../../platform/http/auth.ts";
+import { ApiError, badRequest, conflict, serviceUnavailable } from "../../platform/http/errors.ts";
+import type { Mailer } from "../../platform/mail/mailer.ts";
+import { recordEvents } from "../webhooks/outbox.ts";
+import type { WorkspacesService } from "../workspaces/service.ts";
+import type { PayoutChannel } from "./channels.ts";
+import * as repo from "./repo.ts";
+
+// Synchronous payouts (part 4.10, D6) guarded by the circuit breaker (part 3). One workspace
+// and environment pays out one payout at a time in this process (nonce order; the breaker sees
+// every outcome before the next attempt); different workspaces run in parallel. The payout row
+// is written (processing) before anything is sent, and its transaction is recorded before
+// broadcast, so a crash can be reconciled and an idempotent repeat never sends twice.
+
+const RESUME_ACTION = "POST /api/v1/workspaces/{id}/resume, or wait 30 minutes after pausedAt";
+const WAIT_FOR_ORIGINAL_MS = 60_000;
+
+export interface PayoutView {
+  txHash: string | null;
+  amount: string;
+  tokenSymbol: string;
+  destinationAddress: string;
+  fromAddress: string;
+  environment: string;
+  status: string;
+  description: string | null;
+  metadata: Record<string, string>;
+}
+
+export function toPayoutView(row: repo.PayoutRow): PayoutView {
+  return {
+    txHash: row.tx_hash,
+    amount: formatAmount(BigInt(row.amount), TOKEN_DECIMALS[row.token_symbol as ChainToken]),
+    tokenSymbol: row.token_symbol,
+    destinationAddress: row.destination_address,
+    fromAddress: row.from_address,
+    environment: row.environment,
+    status: row.status,
+    description: row.description,
+    metadata: row.metadata,
+  };
+}
+
+export class PayoutsService {
+  readonly #ctx: AppContext;
+  readonly #workspaces: WorkspacesService;
+  readonly #channels: Partial<Record<Environment, PayoutChannel>>;
+  readonly #mailer: Mailer;
+  readonly #queue = new KeyedQueue();
+  /** Payouts this process is sending right now; the reconciler leaves them alone. */
+  readonly #inFlight = new Set<string>();
+
+  constructor(
+    ctx: AppContext,
+    workspaces: WorkspacesService,
+    channels: Partial<Record<Environment, PayoutChannel>>,
+    mailer: Mailer,
+  ) {
+    this.#ctx = ctx;
+    this.#workspaces = workspaces;
+    this.#channels = channels;
+    this.#mailer = mailer;
+  }
+
+  async create(
+    principal: KeyPrincipal,
+    body: unknown,
+  ): Promise<{ status: number; body: Record<string, unknown> }> {
+    const validated = validatePayoutRequest(body);
+    if (!validated.ok) throw badRequest(validated.message);
+    const request = validated.value;
+    const channel = this.#channels[principal.environment];
+    if (!channel) throw serviceUnavailable("Live network is not configured");
+    if (request.walletType === "smart_wallet") {
+      throw badRequest(
+        "No smart wallet for this workspace: create one with POST /api/v1/workspaces/{id}/smart-wallet",
+      );
+    }
+
+    if (request.idempotencyKey) {
+      const existing = await repo.findByIdempotencyKey(this.#ctx.db, principal, request.idempotencyKey);
+      if (existing) return this.#duplicate(principal, existing);
+    }
+
+    return this.#queue.run(`${principal.workspaceId}:${principal.environment}`, async () => {
+      const scope = { workspaceId: principal.workspaceId, environment: principal.environment };
+      const now = this.#ctx.now();
+
+      // The breaker decides first: while paused no balance is read and nothing is sent.
+      const breaker = await this.#ctx.db.transaction().execute(async (trx) => {
+        const state = await repo.lockBreaker(trx, scope);
+        const decision = decideAttempt(state, now);
+        if (decision.allowed && decision.autoResumed)
+          await repo.writeBreaker(trx, scope, resume(state).state);
+        return decision;
+      });
+      if (!breaker.allowed) throw this.#pausedError(breaker.state);
+
+      const workspace = await this.#workspaces.profile(principal.workspaceId);
+      if (!workspace.eoaAddress) throw badRequest("No workspace wallet found. Provision a wallet first.");
+      const from = workspace.eoaAddress as Hex;
+      const token = request.tokenSymbol;
+      const decimals = TOKEN_DECIMALS[token];
+
+      const [balance, gas] = await Promise.all([channel.balance(from, token), channel.gasRequired(token)]);
+      if (balance < request.amount) {
+        throw badRequest("Insufficient balance", {
+          available: formatAmount(balance, decimals),
+          requested: formatAmount(request.amount, decimals),
+          tokenSymbol: token,
+        });
+      }
+      if (gas !== null) {
+        const ethBalance = token === "ETH" ? balance - request.amount : await channel.balance(from, "ETH");
+        if (ethBalance < gas) {
+          throw badRequest("Insufficient ETH for gas", {
+            code: "INSUFFICIENT_GAS",
+            ethBalance: formatAmount(ethBalance, 18),
+            required: formatAmount(gas, 18),
+            action: `Send at least ${formatAmount(gas - ethBalance, 18)} ETH to ${from}, or wait for the automatic gas top-up`,
+          });
+        }
+      }
+
+      const payout = await repo.insertPayout(this.#ctx.db, scope, {
+        idempotencyKey: request.idempotencyKey,
+        tokenSymbol: token,
+        amount: request.amount,
+        destinationAddress: request.destinationAddress,
+        fromAddress: from,
+        walletType: "eoa",
+        description: request.description,
+        metadata: request.metadata,
+        createdAt: now,
+      });
+      if (!payout) {
+        // A concurrent request with the same idempotencyKey got there first.
+        const existing = await repo.findByIdempotencyKey(this.#ctx.db, scope, request.idempotencyKey ?? "");
+        if (!existing) throw new ApiError(500, "Payout failed");
+        return this.#duplicate(principal, existing);
+      }
+
+      let outcome: Awaited<ReturnType<PayoutChannel["send"]>>;
+      this.#inFlight.add(payout.id);
+      try {
+        const key = await this.#workspaces.signingKey(principal.workspaceId, from);
+        outcome = await channel.send(
+          payout.id,
+          key,
+          from,
+          request.destinationAddress as Hex,
+          token,
+          request.amount,
+        );
+      } catch (err) {
+        this.#ctx.log.error({ err, payoutId: payout.id }, "payout send failed");
+        outcome = {
+          txHash: "",
+          status: "reverted",
+          error: (err as Error).message.split("\n")[0] ?? "send failed",
+        };
+      } finally {
+        this.#inFlight.delete(payout.id);
+      }
+      if (outcome.status === "pending") {
+        // Broadcast but not mined in time: the reconciler finishes it; the caller sees it in flight.
+        return {
+          status: 202,
+          body: { payout: { ...toPayoutView(payout), txHash: outcome.txHash }, timestamp: now.toISOString() },
+        };
+      }
+      return outcome.status === "success"
+        ? this.#complete(scope, payout, outcome.txHash)
+        : this.#fail(scope, payout, outcome.txHash || null, outcome.error ?? "transfer failed");
+    });
+  }
+
+  async #complete(
+    scope: { workspaceId: string; environment: Environment },
+    payout: repo.PayoutRow,
+    txHash: string,
+  ) {
+    const at = this.#ctx.now();
+    const row = await this.#ctx.db.transaction().execute(async (trx) => {
+      const done = await repo.finishPayout(trx, payout.id, { status: "completed", txHash, error: null, at });
+      if (!done) return undefined;
+      await repo.lockBreaker(trx, scope);
+      await repo.writeBreaker(trx, scope, recordSuccess());
+      await this.#event(trx, done, "payout.completed", {});
+      return done;
+    });
+    const final = row ?? payout;
+    return {
+      status: 200,
+      body: { payout: { ...toPayoutView(final), txHash, status: "completed" }, timestamp: at.toISOString() },
+    };
+  }
+
+  async #fail(
+    scope: { workspaceId: string; environment: Environment },
+    payout: repo.PayoutRow,
+    txHash: string | null,
+    detail: string,
+  ): Promise<never> {
+    const at = this.#ctx.now();
+    const result = await this.#ctx.db.transaction().execute(async (trx) => {
+      const done = await repo.finishPayout(trx, payout.id, { status: "failed", txHash, error: detail, at });
+      const state = await repo.lockBreaker(trx, scope);
+      const failure = recordFailure(state, detail, at);
+      await repo.writeBreaker(trx, scope, failure.state);
+      if (done)
+        await this.#event(trx, done, "payout.failed", {
+          error: detail,
+          failStreak: failure.state.failStreak,
+        });
+      return failure;
+    });
+    if (result.tripped) {
+      await this.#notifyPaused(scope, result.state);
+      throw new ApiError(503, "Payouts paused by the circuit breaker", {
+        code: "CIRCUIT_BREAKER_OPEN",
+        circuitBreaker: true,
+        detail,
+        failStreak: result.state.failStreak,
+        remainingBeforePause: 0,
+        pausedAt: result.state.pausedAt?.toISOString() ?? null,
+        resumeAction: RESUME_ACTION,
+      });
+    }
+    throw new ApiError(500, "Payout failed", {
+      code: "PAYOUT_FAILED",
+      detail,
+      failStreak: result.state.failStreak,
+      remainingBeforePause: result.remainingBeforePause,
+      circuitBreaker: false,
+    });
+  }
+
+  async #duplicate(
+    principal: KeyPrincipal,
+    existing: repo.PayoutRow,
+  ): Promise<{ status: number; body: Record<string, unknown> }> {
+    let row = existing;
+    const deadline = Date.now() + WAIT_FOR_ORIGINAL_MS;
+    while (row.status === "processing" && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+      row = (await repo.findByIdempotencyKey(this.#ctx.db, principal, existing.idempotency_key ?? "")) ?? row;
+    }
+    if (row.status === "completed") {
+      return {
+        status: 200,
+        body: {
+          payout: {
+            txHash: row.tx_hash,
+            status: "completed",
+            note: "Duplicate idempotencyKey; original result returned",
+          },
+        },
+      };
+    }
+    if (row.status === "processing") throw conflict("A payout with this idempotencyKey is still in progress");
+    throw conflict("idempotencyKey already used by a payout that failed", {
+      payout: { ...toPayoutView(row), error: row.error },
+    });
+  }
+
+  #pausedError(state: BreakerState): ApiError {
+    return new ApiError(503, "Payouts are paused for this workspace by the circuit breaker", {
+      code: "CIRCUIT_BREAKER_OPEN",
+      circuitBreaker: true,
+      failStreak: state.failStreak,
+      pausedAt: state.pausedAt?.toISOString() ?? null,
+      resumeAction: RESUME_ACTION,
+    });
+  }
+
+  async #notifyPaused(
+    scope: { workspaceId: string; environment: Environment },
+    state: BreakerState,
+  ): Promise<void> {
+    try {
+      const workspace = await this.#workspaces.get(scope.workspaceId);
+      if (!workspace.adminEmail) {
+        this.#ctx.log.warn(
+          { workspaceId: scope.workspaceId },
+          "payouts paused; the workspace has no adminEmail to notify",
+        );
+        return;
+      }
+      await this.#mailer.send({
+        to: workspace.adminEmail,
+        subject: `Payouts paused for ${workspace.name} (${scope.environment})`,
+        text: [
+          `Payouts of workspace "${workspace.name}" (${scope.workspaceId}) in ${scope.environment} were paused at ${state.pausedAt?.toISOString()}`,
+          `after ${PAUSE_AFTER_FAILURES} consecutive failed payouts.`,
+          "",
+          `Last failure: ${state.reason ?? "unknown"}`,
+          "",
+          "Payouts resume automatically 30 minutes after the pause, or at once with",
+          `POST /api/v1/workspaces/${scope.workspaceId}/resume using a ${scope.environment} API key.`,
+        ].join("\n"),
+      });
+    } catch (err) {
+      this.#ctx.log.error(
+        { err, workspaceId: scope.workspaceId },
+        "could not send the circuit-breaker e-mail",
+      );
+    }
+  }
+
+  async #event(
+    trx: Kysely<DatabaseSchema>,
+    row: repo.PayoutRow,
+    type: string,
+    extra: Record<string, unknown>,
+  ) {
+    await recordEvents(trx, [
+      {
+        workspaceId: row.workspace_id,
+        environment: row.environment as Environment,
+        type,
+        payload: { ...toPayoutView(row), ...extra },
+      },
+    ]);
+  }
+
+  /**
+   * Finishes payouts left `processing` by a stopped process, from what the chain says about their
+   * recorded transaction (the sender has already rebroadcast any that were never mined). A payout
+   * with no recorded transaction was never sent: it fails without counting toward the breaker.
+   */
+  async reconcile(environment: Environment): Promise<number> {
+    const open = await repo.processingPayouts(this.#ctx.db, environment, this.#ctx.now());
+    let finished = 0;
+    for (const payout of open) {
+      if (this.#inFlight.has(payout.id)) continue;
+      const tx = await this.#ctx.db
+        .selectFrom("chain_transactions")
+        .select(["tx_hash", "status", "error"])
+        .where("payout_id", "=", payout.id)
+        .executeTakeFirst();
+      const scope = { workspaceId: payout.workspace_id, environment };
+      if (tx?.status === "signed") continue; // still waiting for its receipt
+      if (tx?.status === "mined") {
+        await this.#complete(scope, payout, tx.tx_hash);
+      } else if (tx?.status === "failed") {
+        await this.#fail(scope, payout, tx.tx_hash, tx.error ?? "transaction reverted").catch(
+          () => undefined,
+        );
+      } else {
+        await repo.finishPayout(this.#ctx.db, payout.id, {
+          status: "failed",
+          txHash: null,
+          error: "not sent: the process stopped before broadcasting",
+          at: this.#ctx.now(),
+        });
+      }
+      finished++;
+    }
+    return finished;
+  }
+
+  async history(principal: KeyPrincipal, page: { limit: number; offset: number }) {
+    const { rows, total } = await repo.listCompleted(this.#ctx.db, principal, page);
+    return {
+      payouts: rows.map((row) => ({
+        txHash: row.tx_hash,
+        type: row.token_symbol === "ETH" ? "ETH" : "ERC20",
+        details: {
+          amount: formatAmount(BigInt(row.amount), TOKEN_DECIMALS[row.token_symbol as ChainToken]),
+          tokenSymbol: row.token_symbol,
+          destinationAddress: row.destination_address,
+          ...(row.description ? { description: row.description } : {}),
+        },
+        createdAt: row.created_at.toISOString(),
+      })),
+      total,
+      limit: page.limit,
+      offset: page.offset,
+    };
+  }
+
+  async resumePayouts(principal: KeyPrincipal) {
+    const scope = { workspaceId: principal.workspaceId, environment: principal.environment };
+    const outcome = await this.#ctx.db.transaction().execute(async (trx) => {
+      const state = await repo.lockBreaker(trx, scope);
+      const resumed = resume(state);
+      await repo.writeBreaker(trx, scope, resumed.state);
+      return resumed;
+    });
+    const workspace = await this.#workspaces.profile(principal.workspaceId);
+    return {
+      resumed: outcome.resumed,
+      workspace: workspace.name,
+      previousStreak: outcome.previousStreak,
+      previousReason: outcome.previousReason ?? "",
+    };
+  }
+
+  async state(principal: KeyPrincipal) {
+    const state = await repo.readBreaker(this.#ctx.db, principal);
+    return {
+      status: state.status,
+      failStreak: state.failStreak,
+      pausedAt: state.pausedAt?.toISOString() ?? null,
+      reason: state.reason,
+    };
+  }
+}

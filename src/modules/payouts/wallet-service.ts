@@ -1,0 +1,127 @@
+import { sql } from "kysely";
+import type { ChainToken, Hex } from "../../chain/network.ts";
+import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
+import type { Environment } from "../../config.ts";
+import type { AppContext } from "../../context.ts";
+import {
+  CRYPTO_TOKENS,
+  formatAmount,
+  parsePositiveAmount,
+  TOKEN_DECIMALS,
+  type TokenSymbol,
+} from "../../domain/money.ts";
+import type { KeyPrincipal } from "../../platform/http/auth.ts";
+import { badRequest, forbidden } from "../../platform/http/errors.ts";
+import type { WorkspacesService } from "../workspaces/service.ts";
+import type { PayoutChannel } from "./channels.ts";
+
+// The workspace wallet's money: balances of the EOA (and smart wallet) for every token of the
+// environment, aggregated stats, and the sandbox faucet.
+
+export class WalletService {
+  readonly #ctx: AppContext;
+  readonly #workspaces: WorkspacesService;
+  readonly #channels: Partial<Record<Environment, PayoutChannel>>;
+  readonly #ledger: SimulatedLedger;
+
+  constructor(
+    ctx: AppContext,
+    workspaces: WorkspacesService,
+    channels: Partial<Record<Environment, PayoutChannel>>,
+    ledger: SimulatedLedger,
+  ) {
+    this.#ctx = ctx;
+    this.#workspaces = workspaces;
+    this.#channels = channels;
+    this.#ledger = ledger;
+  }
+
+  async balances(principal: KeyPrincipal) {
+    const workspace = await this.#workspaces.profile(principal.workspaceId);
+    const channel = this.#channels[principal.environment];
+    const read = async (address: string | null) => {
+      if (!address) return null;
+      const balances: Record<string, string> = {};
+      if (channel) {
+        const values = await Promise.all(CRYPTO_TOKENS.map((t) => channel.balance(address as Hex, t)));
+        CRYPTO_TOKENS.forEach((t, i) => {
+          balances[t] = formatAmount(values[i] ?? 0n, TOKEN_DECIMALS[t]);
+        });
+      }
+      return { address, balances };
+    };
+    const [eoa, smartWallet] = await Promise.all([
+      read(workspace.eoaAddress),
+      read(workspace.smartWalletAddress),
+    ]);
+    return { environment: principal.environment, eoa, smartWallet };
+  }
+
+  async faucet(principal: KeyPrincipal, body: unknown) {
+    if (principal.environment !== "sandbox")
+      throw forbidden("The faucet exists only in the sandbox: use a svc_test_ key");
+    const input = (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
+    const token = input.tokenSymbol;
+    if (typeof token !== "string" || !(CRYPTO_TOKENS as readonly string[]).includes(token)) {
+      throw badRequest("Invalid token symbol");
+    }
+    const amount = parsePositiveAmount(input.amount, TOKEN_DECIMALS[token as TokenSymbol]);
+    if (amount === null) throw badRequest("Amount must be a positive number");
+    const walletType = input.walletType ?? "eoa";
+    if (walletType !== "eoa" && walletType !== "smart_wallet")
+      throw badRequest("Invalid walletType: use eoa or smart_wallet");
+    const workspace = await this.#workspaces.profile(principal.workspaceId);
+    const address = walletType === "smart_wallet" ? workspace.smartWalletAddress : workspace.eoaAddress;
+    if (!address)
+      throw badRequest(
+        "No smart wallet for this workspace: create one with POST /api/v1/workspaces/{id}/smart-wallet",
+      );
+    const balance = await this.#ledger.credit(
+      address,
+      token as ChainToken,
+      amount,
+      `faucet:${crypto.randomUUID()}`,
+    );
+    return {
+      tokenSymbol: token,
+      walletType,
+      address,
+      balance: formatAmount(balance, TOKEN_DECIMALS[token as TokenSymbol]),
+    };
+  }
+
+  async stats(principal: KeyPrincipal) {
+    const payments = await sql<{
+      status: string;
+      token_symbol: string;
+      count: string | number;
+      volume: string;
+    }>`
+      SELECT status, token_symbol, count(*) AS count, coalesce(sum(gross_amount), 0)::text AS volume
+      FROM payments WHERE workspace_id = ${principal.workspaceId} AND environment = ${principal.environment}
+      GROUP BY status, token_symbol ORDER BY status, token_symbol
+    `.execute(this.#ctx.db);
+    const payouts = await sql<{
+      status: string;
+      token_symbol: string;
+      count: string | number;
+      volume: string;
+    }>`
+      SELECT status, token_symbol, count(*) AS count, coalesce(sum(amount), 0)::text AS volume
+      FROM payouts WHERE workspace_id = ${principal.workspaceId} AND environment = ${principal.environment}
+      GROUP BY status, token_symbol ORDER BY status, token_symbol
+    `.execute(this.#ctx.db);
+    const shape = (rows: typeof payments.rows) =>
+      rows.map((r) => ({
+        status: r.status,
+        tokenSymbol: r.token_symbol,
+        count: Number(r.count),
+        volume: formatAmount(BigInt(r.volume), TOKEN_DECIMALS[r.token_symbol as TokenSymbol]),
+      }));
+    return {
+      environment: principal.environment,
+      payments: shape(payments.rows),
+      payouts: shape(payouts.rows),
+    };
+  }
+}
