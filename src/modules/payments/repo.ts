@@ -4,6 +4,7 @@ import type { PaymentStatus } from "../../domain/payment-state.ts";
 import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
 
 export interface NewPayment {
+  status: PaymentStatus;
   workspaceId: string;
   environment: Environment;
   paymentMethod: "crypto" | "card";
@@ -29,7 +30,7 @@ export async function insertPayment(db: Kysely<DatabaseSchema>, p: NewPayment): 
     .values({
       workspace_id: p.workspaceId,
       environment: p.environment,
-      status: "pending",
+      status: p.status,
       payment_method: p.paymentMethod,
       payment_provider: p.paymentProvider,
       token_symbol: p.tokenSymbol,

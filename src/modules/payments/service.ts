@@ -15,10 +15,11 @@ import {
 import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
 import { badRequest, conflict, notFound, serviceUnavailable } from "../../platform/http/errors.ts";
+import { recordEvents } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import * as chainRepo from "./chain-repo.ts";
 import * as repo from "./repo.ts";
-import { applyTransition, emitPaymentEvent } from "./transitions.ts";
+import { applyTransition } from "./transitions.ts";
 import { type PaymentView, toPaymentView } from "./view.ts";
 
 // Payment use cases (parts 4.1–4.5). Each runs in one transaction that writes the state change
@@ -119,7 +120,12 @@ export class PaymentsService {
           throw conflict("A request with this Idempotency-Key is in progress");
       }
 
-      let row = await repo.insertPayment(trx, {
+      // Sandbox: both rails complete at once (D5). The row is written in its final state and both
+      // events in one statement; `payment.created` still shows the payment as created, pending (D13).
+      // Live crypto payments wait for the chain watcher.
+      const completed = live ? null : transition("pending", "sandbox_completed");
+      const row = await repo.insertPayment(trx, {
+        status: completed?.ok ? completed.to : "pending",
         workspaceId: principal.workspaceId,
         environment: principal.environment,
         paymentMethod: request.paymentMethod,
@@ -138,22 +144,22 @@ export class PaymentsService {
         expiresAt: new Date(now.getTime() + request.expiresInMinutes * 60_000),
         createdAt: now,
       });
-      await emitPaymentEvent(trx, row, "payment.created");
-
-      // Sandbox: both rails complete at once (D5); the created event still shows `pending` (D13).
-      // Live crypto payments wait for the chain watcher.
-      if (!live) {
-        row = await applyTransition(trx, row, "sandbox_completed", now);
-        // The net amount lands in the workspace's sandbox wallet, so the merchant can pay it out.
-        if (request.paymentMethod === "crypto" && receivingAddress) {
-          await this.#ledger.credit(
-            receivingAddress,
-            request.tokenSymbol as ChainToken,
-            request.net,
-            `payment:${row.id}`,
-            trx,
-          );
-        }
+      const created = toPaymentView(row);
+      await recordEvents(trx, [
+        { ...eventScope(row), type: "payment.created", payload: { ...created, status: "pending" } },
+        ...(completed?.ok && completed.event
+          ? [{ ...eventScope(row), type: completed.event, payload: { ...created } }]
+          : []),
+      ]);
+      // The net amount lands in the workspace's sandbox wallet, so the merchant can pay it out.
+      if (completed?.ok && request.paymentMethod === "crypto" && receivingAddress) {
+        await this.#ledger.credit(
+          receivingAddress,
+          request.tokenSymbol as ChainToken,
+          request.net,
+          `payment:${row.id}`,
+          trx,
+        );
       }
 
       const view = toPaymentView(row);
@@ -240,4 +246,8 @@ export class PaymentsService {
     if (!row) throw notFound("Payment not found");
     return row;
   }
+}
+
+function eventScope(row: PaymentRow): { workspaceId: string; environment: Environment } {
+  return { workspaceId: row.workspace_id, environment: row.environment as Environment };
 }

@@ -69,3 +69,25 @@ export async function findWallets(db: Kysely<DatabaseSchema>, workspaceId: strin
     createdAt: row.created_at,
   }));
 }
+
+/** The workspace with the addresses of its EOA and smart wallet, in one round trip. */
+export async function findProfile(db: Kysely<DatabaseSchema>, id: string) {
+  return db
+    .selectFrom("workspaces as w")
+    .leftJoin("workspace_wallets as e", (join) =>
+      join.onRef("e.workspace_id", "=", "w.id").on("e.kind", "=", "eoa"),
+    )
+    .leftJoin("workspace_wallets as s", (join) =>
+      join.onRef("s.workspace_id", "=", "w.id").on("s.kind", "=", "smart_wallet"),
+    )
+    .select([
+      "w.id",
+      "w.name",
+      "w.settlement_address",
+      "w.default_wallet_type",
+      "e.address as eoa_address",
+      "s.address as smart_wallet_address",
+    ])
+    .where("w.id", "=", id)
+    .executeTakeFirst();
+}

@@ -130,17 +130,17 @@ export class WorkspacesService {
     return rows.map((r) => r.address);
   }
 
+  /** One query: payments read this on every create. */
   async profile(id: string): Promise<WorkspaceProfile> {
-    const row = UUID.test(id) ? await repo.findWorkspace(this.#ctx.db, id) : undefined;
+    const row = UUID.test(id) ? await repo.findProfile(this.#ctx.db, id) : undefined;
     if (!row) throw notFound("Workspace not found");
-    const wallets = await repo.findWallets(this.#ctx.db, id);
     return {
       id: row.id,
       name: row.name,
       settlementAddress: row.settlement_address,
       defaultWalletType: row.default_wallet_type === "smart_wallet" ? "smart_wallet" : "workspace",
-      eoaAddress: wallets.find((w) => w.kind === "eoa")?.address ?? null,
-      smartWalletAddress: wallets.find((w) => w.kind === "smart_wallet")?.address ?? null,
+      eoaAddress: row.eoa_address,
+      smartWalletAddress: row.smart_wallet_address,
     };
   }
 }
