@@ -2,7 +2,7 @@ import { privateKeyToAccount } from "viem/accounts";
 import type { App } from "./app.ts";
 import { ChainWatcher } from "./modules/payments/chain-watcher.ts";
 import { expireDuePayments } from "./modules/payments/expiry.ts";
-import { topUpGas } from "./modules/payments/gas-top-up.ts";
+import { topUpGas, topUpWallet } from "./modules/payments/gas-top-up.ts";
 import { Settlement } from "./modules/payments/settlement.ts";
 import { type DispatcherOptions, WebhookDispatcher } from "./modules/webhooks/dispatcher.ts";
 import { PeriodicJob } from "./platform/jobs/periodic-job.ts";
@@ -42,7 +42,17 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
       ? [privateKeyToAccount(config.gasFunderKey as `0x${string}`).address]
       : [];
     const watcher = new ChainWatcher(ctx.db, network, ctx.log, ctx.now, funder);
-    const settlement = new Settlement(ctx.db, network, sender, app.services.workspaces, ctx.log, ctx.now);
+    const topUp = (address: `0x${string}`, needed: bigint) =>
+      topUpWallet(network, config, sender, address, needed, ctx.log);
+    const settlement = new Settlement(
+      ctx.db,
+      network,
+      sender,
+      app.services.workspaces,
+      ctx.log,
+      ctx.now,
+      topUp,
+    );
     jobs.push(
       new PeriodicJob(ctx.db, ctx.log, {
         name: `chain.${network.environment}`,

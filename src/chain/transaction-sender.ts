@@ -21,6 +21,25 @@ export interface SentTransfer {
   status: ReceiptStatus;
   token: ChainToken;
   purpose: string;
+  /** Why it failed, when the node refused it outright. */
+  error: string | null;
+}
+
+/** A JSON-RPC error object from the node (as opposed to a timeout or a refused connection). */
+function isNodeAnswer(err: unknown): boolean {
+  for (
+    let e = err as { name?: string; code?: unknown; cause?: unknown } | undefined;
+    e;
+    e = e.cause as typeof e
+  ) {
+    if (e.name === "RpcRequestError" || (typeof e.code === "number" && e.code < 0)) return true;
+  }
+  return false;
+}
+
+function errorText(err: unknown): string {
+  const e = err as { details?: string; shortMessage?: string; message?: string };
+  return (e.details || e.shortMessage || e.message || "rejected").split("\n")[0]?.slice(0, 300) ?? "rejected";
 }
 
 const RECEIPT_TIMEOUT_MS = 60_000;
@@ -41,12 +60,41 @@ export class TransactionSender {
   async send(privateKey: Hex, from: Hex, transfers: OutgoingTransfer[]): Promise<SentTransfer[]> {
     return this.#walletQueue.run(from.toLowerCase(), async () => {
       const recorded = await this.#signAndRecord(privateKey, from, transfers);
-      for (const tx of recorded) await this.#network.broadcast(tx.raw);
+      const rejected = new Map<Hex, string>();
+      for (const tx of recorded) {
+        try {
+          await this.#network.broadcast(tx.raw);
+        } catch (err) {
+          // Some nodes answer an error for a transaction they still mine (a revert under
+          // automine); only the receipt tells. No receipt after an answer from the node means it
+          // refused the bytes: never rebroadcast those. No answer at all (network) stays open.
+          const status = await this.#network.waitForReceipt(tx.hash, 2_000).catch(() => "not_found" as const);
+          if (status !== "not_found") continue;
+          if (isNodeAnswer(err)) rejected.set(tx.hash, errorText(err));
+          else
+            this.#log.warn(
+              { err, txHash: tx.hash },
+              "broadcast failed; the transaction stays open for reconcile",
+            );
+        }
+      }
       const results: SentTransfer[] = [];
       for (const tx of recorded) {
+        const refusal = rejected.get(tx.hash);
+        if (refusal !== undefined) {
+          await this.#settle(tx.hash, "reverted", `rejected by the node: ${refusal}`);
+          results.push({
+            txHash: tx.hash,
+            status: "reverted",
+            token: tx.token,
+            purpose: tx.purpose,
+            error: refusal,
+          });
+          continue;
+        }
         const status = await this.#network.waitForReceipt(tx.hash, RECEIPT_TIMEOUT_MS);
         await this.#settle(tx.hash, status);
-        results.push({ txHash: tx.hash, status, token: tx.token, purpose: tx.purpose });
+        results.push({ txHash: tx.hash, status, token: tx.token, purpose: tx.purpose, error: null });
       }
       return results;
     });
@@ -117,13 +165,13 @@ export class TransactionSender {
     });
   }
 
-  async #settle(txHash: Hex, status: ReceiptStatus): Promise<void> {
+  async #settle(txHash: Hex, status: ReceiptStatus, error = "transaction reverted"): Promise<void> {
     if (status === "not_found") return; // still open: the next reconcile looks again
     await this.#db
       .updateTable("chain_transactions")
       .set({
         status: status === "success" ? "mined" : "failed",
-        error: status === "reverted" ? "transaction reverted" : null,
+        error: status === "reverted" ? error : null,
         mined_at: new Date(),
       })
       .where("tx_hash", "=", txHash)

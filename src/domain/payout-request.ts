@@ -29,7 +29,9 @@ const absent = (value: unknown) => value === undefined || value === null || valu
 export function validatePayoutRequest(body: unknown): Validated<PayoutRequest> {
   const fail = (message: string) => ({ ok: false as const, message });
   if (!isPlainObject(body)) return fail(PAYOUT_MESSAGES.notAnObject);
-  if (absent(body.tokenSymbol) || absent(body.amount) || absent(body.destinationAddress)) {
+  // An empty amount is malformed, not missing (D13); an empty token or address is missing.
+  const amountMissing = body.amount === undefined || body.amount === null;
+  if (absent(body.tokenSymbol) || amountMissing || absent(body.destinationAddress)) {
     return fail(PAYOUT_MESSAGES.required);
   }
   if (!isCryptoToken(body.tokenSymbol)) return fail(PAYOUT_MESSAGES.invalidToken);

@@ -1,4 +1,6 @@
+import { randomUUID } from "node:crypto";
 import type { InjectOptions, LightMyRequestResponse } from "fastify";
+import pg from "pg";
 import { type App, buildApp } from "../../src/app.ts";
 import { type Config, loadConfig } from "../../src/config.ts";
 import { type Database, migrate, openDatabase } from "../../src/platform/db/database.ts";
@@ -32,8 +34,10 @@ export async function startTestApp(
     ...env,
   });
   // Passing the database of a stopped app simulates a process restart on the same data.
+  const owned = options.database ? undefined : await freshDatabaseUrl();
   const database =
-    options.database ?? (await openDatabase({ databaseUrl: process.env.DATABASE_URL, poolSize: 20 }));
+    options.database ??
+    (await openDatabase({ databaseUrl: owned?.url ?? process.env.DATABASE_URL, poolSize: 20 }));
   await migrate(database.db);
   let fixedNow: Date | undefined;
   const app = await buildApp({
@@ -54,7 +58,41 @@ export async function startTestApp(
     request: (options) => app.http.inject(options),
     close: async (keepDatabase = false) => {
       await app.http.close();
-      if (!keepDatabase) await database.close();
+      if (keepDatabase) return;
+      await database.close();
+      await owned?.drop();
+    },
+  };
+}
+
+/**
+ * On PostgreSQL every app gets a database of its own, as PGlite's in-memory one is: background
+ * jobs keep per-environment state (chain cursor, job leases) that test files running in parallel
+ * against different devnets must not share.
+ */
+async function freshDatabaseUrl(): Promise<{ url: string; drop(): Promise<void> } | undefined> {
+  const base = process.env.DATABASE_URL;
+  if (!base) return undefined;
+  const name = `test_${randomUUID().replaceAll("-", "")}`;
+  const admin = new pg.Client({ connectionString: base });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(base);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const client = new pg.Client({ connectionString: base });
+      await client.connect();
+      try {
+        await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      } finally {
+        await client.end();
+      }
     },
   };
 }

@@ -45,3 +45,31 @@ export async function topUpGas(
   }
   return sent.filter((s) => s.status === "success").length;
 }
+
+/**
+ * Tops up one wallet right away so that it holds at least `needed` wei (settlement calls this
+ * instead of failing a payment whose wallet the periodic job has not funded yet). Returns false
+ * when no gas funder is configured or the top-up did not succeed.
+ */
+export async function topUpWallet(
+  network: Network,
+  config: NetworkConfig,
+  sender: TransactionSender,
+  address: Hex,
+  needed: bigint,
+  log: FastifyBaseLogger,
+): Promise<boolean> {
+  if (!config.gasFunderKey) return false;
+  const funderKey = config.gasFunderKey as Hex;
+  const balance = await network.balance(address, "ETH");
+  if (balance >= needed) return true;
+  const target = needed > config.gasTopUpTarget ? needed : config.gasTopUpTarget;
+  const [sent] = await sender.send(funderKey, privateKeyToAccount(funderKey).address, [
+    { token: "ETH", to: address, amount: target - balance, purpose: "gas_topup" },
+  ]);
+  log.info(
+    { to: address, amountWei: (target - balance).toString(), txHash: sent?.txHash, status: sent?.status },
+    "gas top-up",
+  );
+  return sent?.status === "success";
+}

@@ -21,7 +21,9 @@ export class Settlement {
   readonly #workspaces: WorkspacesService;
   readonly #log: FastifyBaseLogger;
   readonly #now: () => Date;
+  readonly #topUp: (address: Hex, neededWei: bigint) => Promise<boolean>;
 
+  /** `topUp` funds a receiving wallet with gas on demand (false when it cannot). */
   constructor(
     db: Db,
     network: Network,
@@ -29,7 +31,9 @@ export class Settlement {
     workspaces: WorkspacesService,
     log: FastifyBaseLogger,
     now: () => Date,
+    topUp: (address: Hex, neededWei: bigint) => Promise<boolean> = async () => false,
   ) {
+    this.#topUp = topUp;
     this.#db = db;
     this.#network = network;
     this.#sender = sender;
@@ -105,9 +109,11 @@ export class Settlement {
       this.#network.transferGasCost(token),
     ]);
     const gasNeeded = gasPerTransfer * BigInt(transfers.length);
-    if (tokenBalance < gross)
+    const ethNeeded = gasNeeded + (token === "ETH" ? gross : 0n);
+    if (tokenBalance < gross) {
       return this.#fail(payment, `insufficient ${token} balance in the receiving wallet`);
-    if (ethBalance < gasNeeded + (token === "ETH" ? gross : 0n)) {
+    }
+    if (ethBalance < ethNeeded && !(await this.#topUp(from, ethNeeded))) {
       return this.#fail(payment, "insufficient ETH for gas in the receiving wallet");
     }
 

@@ -85,8 +85,9 @@ export class NetworkChannel implements PayoutChannel {
     const [sent] = await this.#sender.send(key, from, [{ token, to, amount, purpose: "payout", payoutId }]);
     if (!sent) throw new Error("sender returned no transaction");
     if (sent.status === "success") return { txHash: sent.txHash, status: "success", error: null };
-    if (sent.status === "reverted")
-      return { txHash: sent.txHash, status: "reverted", error: "transaction reverted" };
+    if (sent.status === "reverted") {
+      return { txHash: sent.txHash, status: "reverted", error: sent.error ?? "transaction reverted" };
+    }
     return { txHash: sent.txHash, status: "pending", error: null };
   }
 }

@@ -1,0 +1,567 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import {
+  type Address,
+  createPublicClient,
+  createWalletClient,
+  erc20Abi,
+  type Hex,
+  http,
+  parseEther,
+  parseUnits,
+} from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { type Devnet, startDevnet } from "../src/devnet/chain.ts";
+import { openDatabase, pgliteDirFor } from "../src/platform/db/database.ts";
+import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
+import { liveNetworkEnv } from "./support/devnet-env.ts";
+
+// Live payouts on a real local chain (interface 4.10, 7; decisions D6, D13): a workspace EOA funded
+// by the devnet payer sends USDC and ETH with exact amounts, gas pre-checks, on-chain reverts count
+// toward the circuit breaker, one wallet's concurrent payouts use consecutive nonces, and a payout
+// in flight when the process is killed -9 ends completed exactly once after a restart.
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const ADMIN = "payouts-live-admin-secret-0123456789";
+const TX_HASH = /^0x[0-9a-f]{64}$/;
+const DECIMAL = /^[0-9]+\.[0-9]{2,}$/;
+
+const randomAddress = () => privateKeyToAccount(generatePrivateKey()).address;
+const sameAddress = (a: string | null | undefined, b: string) => a?.toLowerCase() === b.toLowerCase();
+type Json = Record<string, unknown>;
+
+let devnet: Devnet;
+let t: TestApp;
+let payer: ReturnType<typeof createWalletClient>;
+let chain: ReturnType<typeof createPublicClient>;
+
+async function rpc(method: string, params: unknown[]): Promise<unknown> {
+  const res = await fetch(devnet.rpcUrl, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
+    signal: AbortSignal.timeout(10_000),
+  });
+  const body = (await res.json()) as { result?: unknown; error?: { message: string } };
+  if (body.error) throw new Error(`${method}: ${body.error.message}`);
+  return body.result;
+}
+
+/** The devnet's defaults: a block on every transaction and one every second. */
+async function restoreMining(): Promise<void> {
+  await rpc("evm_setAutomine", [true]);
+  await rpc("evm_setIntervalMining", [1000]);
+}
+
+beforeAll(async () => {
+  devnet = await startDevnet();
+  t = await startTestApp(liveNetworkEnv(devnet));
+  payer = createWalletClient({
+    account: privateKeyToAccount(devnet.accounts.payer.privateKey),
+    chain: devnet.chain,
+    transport: http(devnet.rpcUrl),
+  });
+  chain = createPublicClient({ chain: devnet.chain, transport: http(devnet.rpcUrl), pollingInterval: 50 });
+}, 120_000);
+
+afterAll(async () => {
+  if (devnet) await restoreMining().catch(() => undefined);
+  await t?.close();
+  await devnet?.stop();
+});
+
+async function fund(address: string, amounts: { USDC?: string; ETH?: string }) {
+  if (amounts.USDC) {
+    const hash = await payer.writeContract({
+      address: devnet.tokens.USDC,
+      abi: erc20Abi,
+      functionName: "transfer",
+      args: [address as Address, parseUnits(amounts.USDC, 6)],
+      chain: devnet.chain,
+      account: payer.account ?? null,
+    });
+    expect((await chain.waitForTransactionReceipt({ hash })).status).toBe("success");
+  }
+  if (amounts.ETH) {
+    const hash = await payer.sendTransaction({
+      to: address as Address,
+      value: parseEther(amounts.ETH),
+      chain: devnet.chain,
+      account: payer.account ?? null,
+    });
+    expect((await chain.waitForTransactionReceipt({ hash })).status).toBe("success");
+  }
+}
+
+const usdcBalance = (address: string) =>
+  chain.readContract({
+    address: devnet.tokens.USDC,
+    abi: erc20Abi,
+    functionName: "balanceOf",
+    args: [address as Address],
+  });
+const ethBalance = (address: string) => chain.getBalance({ address: address as Address });
+const sentCount = (address: string) => chain.getTransactionCount({ address: address as Address });
+
+const payout = (ws: CreatedWorkspace, body: Json) =>
+  t.request({ method: "POST", url: "/api/v1/payouts", headers: bearer(ws.liveKey), payload: body });
+
+function chainTransactionsFrom(address: string, db = t.database.db) {
+  return db
+    .selectFrom("chain_transactions")
+    .select(["tx_hash", "nonce", "status", "purpose", "payout_id", "to_address", "amount"])
+    .where((eb) => eb(eb.fn("lower", ["from_address"]), "=", address.toLowerCase()))
+    .orderBy("nonce")
+    .execute();
+}
+
+function outbox(ws: CreatedWorkspace, type: string) {
+  return t.database.db
+    .selectFrom("outbox_events")
+    .select(["payload", "environment"])
+    .where("workspace_id", "=", ws.id)
+    .where("event_type", "=", type)
+    .orderBy("id")
+    .execute();
+}
+
+describe("live payouts on the devnet", () => {
+  it("sends USDC: exact balances, a success receipt, payout.completed", async () => {
+    const ws = await createWorkspace(t);
+    await fund(ws.eoaAddress, { USDC: "100", ETH: "0.1" });
+    const destination = randomAddress();
+    const res = await payout(ws, {
+      tokenSymbol: "USDC",
+      amount: "10",
+      destinationAddress: destination,
+      description: "live refund",
+      metadata: { order: "A-1" },
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    const body = res.json();
+    expect(body.timestamp).toEqual(expect.any(String));
+    expect(body.payout).toMatchObject({
+      txHash: expect.stringMatching(TX_HASH),
+      amount: "10.00",
+      tokenSymbol: "USDC",
+      destinationAddress: destination,
+      fromAddress: ws.eoaAddress,
+      environment: "live",
+      status: "completed",
+      description: "live refund",
+      metadata: { order: "A-1" },
+    });
+
+    const receipt = await chain.getTransactionReceipt({ hash: body.payout.txHash });
+    expect(receipt.status).toBe("success");
+    expect(sameAddress(receipt.from, ws.eoaAddress)).toBe(true);
+    expect(sameAddress(receipt.to, devnet.tokens.USDC)).toBe(true);
+    expect(await usdcBalance(destination)).toBe(parseUnits("10", 6));
+    expect(await usdcBalance(ws.eoaAddress)).toBe(parseUnits("90", 6));
+
+    const balance = await t.request({
+      method: "GET",
+      url: "/api/v1/wallet/balance",
+      headers: bearer(ws.liveKey),
+    });
+    expect(balance.statusCode, balance.body).toBe(200);
+    expect(balance.json()).toMatchObject({
+      environment: "live",
+      eoa: { address: ws.eoaAddress, balances: { USDC: "90.00", ADAO: "0.00" } },
+      smartWallet: null,
+    });
+
+    const recorded = await chainTransactionsFrom(ws.eoaAddress);
+    expect(recorded).toHaveLength(1);
+    expect(recorded[0]).toMatchObject({ tx_hash: body.payout.txHash, status: "mined", purpose: "payout" });
+    const completed = await outbox(ws, "payout.completed");
+    expect(completed).toHaveLength(1);
+    expect(completed[0]?.payload).toMatchObject({
+      txHash: body.payout.txHash,
+      amount: "10.00",
+      environment: "live",
+      status: "completed",
+    });
+    const history = await t.request({ method: "GET", url: "/api/v1/payouts", headers: bearer(ws.liveKey) });
+    expect(history.json()).toMatchObject({
+      total: 1,
+      payouts: [
+        { txHash: body.payout.txHash, type: "ERC20", details: { amount: "10.00", tokenSymbol: "USDC" } },
+      ],
+    });
+  });
+
+  it("sends ETH: the destination receives exactly the amount", async () => {
+    const ws = await createWorkspace(t);
+    await fund(ws.eoaAddress, { ETH: "1" });
+    const destination = randomAddress();
+    const res = await payout(ws, { tokenSymbol: "ETH", amount: "0.25", destinationAddress: destination });
+    expect(res.statusCode, res.body).toBe(200);
+    const txHash = res.json().payout.txHash;
+    expect(res.json().payout).toMatchObject({ amount: "0.25", tokenSymbol: "ETH", status: "completed" });
+    const receipt = await chain.getTransactionReceipt({ hash: txHash });
+    expect(receipt.status).toBe("success");
+    expect(await ethBalance(destination)).toBe(parseEther("0.25"));
+    const gasPaid = receipt.gasUsed * receipt.effectiveGasPrice;
+    expect(await ethBalance(ws.eoaAddress)).toBe(parseEther("1") - parseEther("0.25") - gasPaid);
+  });
+
+  it("an ERC-20 payout from an EOA without ETH → 400 INSUFFICIENT_GAS, and no transaction", async () => {
+    const ws = await createWorkspace(t);
+    await fund(ws.eoaAddress, { USDC: "50" });
+    expect(await ethBalance(ws.eoaAddress)).toBe(0n);
+    const destination = randomAddress();
+    const res = await payout(ws, { tokenSymbol: "USDC", amount: "10", destinationAddress: destination });
+    expect(res.statusCode, res.body).toBe(400);
+    const body = res.json();
+    expect(body).toEqual({
+      error: "Insufficient ETH for gas",
+      code: "INSUFFICIENT_GAS",
+      ethBalance: "0.00",
+      required: expect.stringMatching(DECIMAL),
+      action: expect.any(String),
+    });
+    expect(Number(body.required)).toBeGreaterThan(0);
+    expect(body.action.length).toBeGreaterThan(0);
+
+    expect(await sentCount(ws.eoaAddress)).toBe(0);
+    expect(await chainTransactionsFrom(ws.eoaAddress)).toEqual([]);
+    expect(await usdcBalance(destination)).toBe(0n);
+    expect(await usdcBalance(ws.eoaAddress)).toBe(parseUnits("50", 6));
+    // A gas pre-check is not a failed transfer (D13).
+    const state = await t.request({
+      method: "GET",
+      url: `/api/v1/workspaces/${ws.id}/payout-state`,
+      headers: bearer(ws.liveKey),
+    });
+    expect(state.json()).toMatchObject({ status: "active", failStreak: 0 });
+    expect(await outbox(ws, "payout.failed")).toEqual([]);
+  });
+
+  it("an ETH payout to a contract that reverts counts as a failure: 500 PAYOUT_FAILED, payout.failed", async () => {
+    const ws = await createWorkspace(t);
+    await fund(ws.eoaAddress, { ETH: "1" });
+    const contract = devnet.tokens.USDC; // an ERC-20 without a payable fallback
+    const contractBefore = await ethBalance(contract);
+    const res = await payout(ws, { tokenSymbol: "ETH", amount: "0.1", destinationAddress: contract });
+    expect(res.statusCode, res.body).toBe(500);
+    expect(res.json()).toEqual({
+      error: "Payout failed",
+      code: "PAYOUT_FAILED",
+      detail: expect.any(String),
+      failStreak: 1,
+      remainingBeforePause: 2,
+      circuitBreaker: false,
+    });
+    expect(await ethBalance(contract)).toBe(contractBefore);
+
+    // One transaction was sent, and it was mined with a reverted receipt.
+    const recorded = await chainTransactionsFrom(ws.eoaAddress);
+    expect(recorded).toHaveLength(1);
+    const txHash = recorded[0]?.tx_hash as Hex;
+    const receipt = await chain.getTransactionReceipt({ hash: txHash });
+    expect(receipt.status).toBe("reverted");
+    expect(await sentCount(ws.eoaAddress)).toBe(1);
+
+    const failed = await outbox(ws, "payout.failed");
+    expect(failed).toHaveLength(1);
+    expect(failed[0]?.environment).toBe("live");
+    expect(failed[0]?.payload).toMatchObject({
+      amount: "0.10",
+      tokenSymbol: "ETH",
+      destinationAddress: contract,
+      fromAddress: ws.eoaAddress,
+      environment: "live",
+      status: "failed",
+      error: expect.any(String),
+      failStreak: 1,
+    });
+    expect(await outbox(ws, "payout.completed")).toEqual([]);
+    const state = await t.request({
+      method: "GET",
+      url: `/api/v1/workspaces/${ws.id}/payout-state`,
+      headers: bearer(ws.liveKey),
+    });
+    expect(state.json()).toMatchObject({ status: "active", failStreak: 1 });
+    const history = await t.request({ method: "GET", url: "/api/v1/payouts", headers: bearer(ws.liveKey) });
+    expect(history.json()).toMatchObject({ payouts: [], total: 0 });
+    // Part 6: the payout.failed data carries the txHash of the transaction that failed on chain.
+    expect(failed[0]?.payload.txHash).toBe(txHash);
+  });
+
+  it("20 concurrent payouts from one wallet all succeed, with consecutive nonces", async () => {
+    const ws = await createWorkspace(t);
+    await fund(ws.eoaAddress, { USDC: "1000", ETH: "1" });
+    const jobs = Array.from({ length: 20 }, (_, i) => ({
+      destination: randomAddress(),
+      amount: `${i + 1}.5`,
+    }));
+    const responses = await Promise.all(
+      jobs.map((job) =>
+        payout(ws, { tokenSymbol: "USDC", amount: job.amount, destinationAddress: job.destination }),
+      ),
+    );
+    for (const res of responses) expect(res.statusCode, res.body).toBe(200);
+    const hashes = responses.map((r) => r.json().payout.txHash as string);
+    expect(new Set(hashes).size).toBe(20);
+    for (const [i, job] of jobs.entries()) {
+      expect(await usdcBalance(job.destination), job.amount).toBe(parseUnits(job.amount, 6));
+      const receipt = await chain.getTransactionReceipt({ hash: hashes[i] as Hex });
+      expect(receipt.status).toBe("success");
+    }
+    const total = jobs.reduce((sum, job) => sum + parseUnits(job.amount, 6), 0n);
+    expect(await usdcBalance(ws.eoaAddress)).toBe(parseUnits("1000", 6) - total);
+
+    const recorded = await chainTransactionsFrom(ws.eoaAddress);
+    expect(recorded).toHaveLength(20);
+    expect(recorded.map((r) => Number(r.nonce))).toEqual(Array.from({ length: 20 }, (_, i) => i));
+    expect(recorded.every((r) => r.status === "mined" && r.purpose === "payout")).toBe(true);
+    expect(recorded.map((r) => r.tx_hash).sort()).toEqual([...hashes].sort());
+    expect(await sentCount(ws.eoaAddress)).toBe(20);
+  }, 180_000);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Crash safety with the real process
+
+const children = new Set<ChildProcess>();
+const tempDirs: string[] = [];
+
+function baseEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const name of Object.keys(env)) {
+    if (
+      /^(DATABASE_URL|MASTER_KEY|REDIS_URL|NETWORK_ENV_FILE|PUBLIC_BASE_URL|ROLE|SMTP_URL|ADMIN_SECRET|PORT|HOST|DATA_DIR|LOG_LEVEL)$/.test(
+        name,
+      ) ||
+      name.startsWith("RATE_LIMIT_") ||
+      name.startsWith("SANDBOX_") ||
+      name.startsWith("LIVE_")
+    ) {
+      delete env[name];
+    }
+  }
+  return env;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      if (address === null || typeof address === "string") {
+        server.close();
+        reject(new Error("no port"));
+        return;
+      }
+      server.close(() => resolve(address.port));
+    });
+  });
+}
+
+interface Server {
+  child: ChildProcess;
+  baseUrl: string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  stderr: () => string;
+}
+
+async function startServer(dataDir: string): Promise<Server> {
+  const port = await freePort();
+  const child = spawn(process.execPath, ["src/main.ts"], {
+    cwd: ROOT,
+    env: {
+      ...baseEnv(),
+      ...liveNetworkEnv(devnet),
+      PORT: String(port),
+      HOST: "127.0.0.1",
+      DATA_DIR: dataDir,
+      ADMIN_SECRET: ADMIN,
+      LOG_LEVEL: "warn",
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  children.add(child);
+  let err = "";
+  child.stdout?.resume();
+  child.stderr?.on("data", (chunk: Buffer) => {
+    err = (err + chunk.toString("utf8")).slice(-20_000);
+  });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.on("exit", (code, signal) => {
+      children.delete(child);
+      resolve({ code, signal });
+    });
+  });
+  let exit: unknown;
+  void exited.then((e) => {
+    exit = e;
+  });
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    if (exit) throw new Error(`server exited early: ${JSON.stringify(exit)}\nstderr: ${err}`);
+    try {
+      const res = await fetch(`${baseUrl}/health`, { signal: AbortSignal.timeout(2_000) });
+      if (res.status === 200) return { child, baseUrl, exited, stderr: () => err };
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  child.kill("SIGKILL");
+  throw new Error(`server did not answer /health in time\nstderr: ${err}`);
+}
+
+async function api(server: Server, method: string, path: string, token: string, body?: unknown) {
+  const res = await fetch(`${server.baseUrl}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(body === undefined ? {} : { "content-type": "application/json" }),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+    signal: AbortSignal.timeout(15_000),
+  });
+  return { status: res.status, json: (await res.json()) as Json };
+}
+
+async function killChild(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  await new Promise<void>((resolve) => {
+    child.once("exit", () => resolve());
+    child.kill(signal);
+  });
+}
+
+/** Transactions from `address` waiting in the node's pool (the pending block). */
+async function pendingFrom(address: string): Promise<Array<{ hash: Hex; nonce: Hex }>> {
+  const block = (await rpc("eth_getBlockByNumber", ["pending", true])) as {
+    transactions: Array<{ hash: Hex; from: string; nonce: Hex }>;
+  } | null;
+  return (block?.transactions ?? []).filter((tx) => sameAddress(tx.from, address));
+}
+
+describe("live payout crash safety (real process, kill -9)", () => {
+  afterEach(async () => {
+    await restoreMining();
+    for (const child of [...children]) await killChild(child, "SIGKILL");
+  });
+
+  afterAll(() => {
+    for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("a payout in flight when the process is killed ends completed exactly once after a restart", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "payouts-live-crash-"));
+    tempDirs.push(dataDir);
+    const first = await startServer(dataDir);
+    const created = await api(first, "POST", "/api/v1/workspaces", ADMIN, {
+      name: "Crash Co",
+      settlementAddress: randomAddress(),
+    });
+    expect(created.status, JSON.stringify(created.json)).toBe(201);
+    const workspace = created.json.workspace as { id: string; eoa: { address: string } };
+    const liveKey = (created.json.apiKeys as { live: { key: string } }).live.key;
+    const eoa = workspace.eoa.address;
+    await fund(eoa, { USDC: "100", ETH: "1" });
+    const destination = randomAddress();
+
+    // No more blocks: the payout is signed, recorded and broadcast, then waits for its receipt.
+    await rpc("evm_setAutomine", [false]);
+    await rpc("evm_setIntervalMining", [0]);
+    const hanging = fetch(`${first.baseUrl}/api/v1/payouts`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${liveKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ tokenSymbol: "USDC", amount: "10", destinationAddress: destination }),
+    }).then(
+      (res) => ({ status: res.status }),
+      (err: Error) => ({ error: err.message }),
+    );
+
+    let pending: Array<{ hash: Hex; nonce: Hex }> = [];
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline && pending.length === 0) {
+      pending = await pendingFrom(eoa);
+      if (pending.length === 0) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(pending, `stderr: ${first.stderr()}`).toHaveLength(1);
+    const txHash = pending[0]?.hash as Hex;
+
+    await killChild(first.child, "SIGKILL");
+    expect(await first.exited).toEqual({ code: null, signal: "SIGKILL" });
+    // The request never got an answer.
+    expect(await hanging).toHaveProperty("error");
+    expect(await chain.getTransactionCount({ address: eoa as Address })).toBe(0);
+
+    await restoreMining();
+    const second = await startServer(dataDir);
+    let page: Json = {};
+    const until = Date.now() + 60_000;
+    while (Date.now() < until) {
+      const res = await api(second, "GET", "/api/v1/payouts", liveKey);
+      expect(res.status).toBe(200);
+      page = res.json;
+      if (page.total === 1) break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    expect(page, `stderr: ${second.stderr()}`).toMatchObject({
+      total: 1,
+      payouts: [
+        {
+          txHash,
+          type: "ERC20",
+          details: { amount: "10.00", tokenSymbol: "USDC", destinationAddress: destination },
+        },
+      ],
+    });
+    // A few more blocks and reconcile rounds: nothing is sent a second time.
+    await new Promise((r) => setTimeout(r, 2_500));
+    expect(await usdcBalance(destination)).toBe(parseUnits("10", 6));
+    expect(await usdcBalance(eoa)).toBe(parseUnits("90", 6));
+    expect(await chain.getTransactionCount({ address: eoa as Address })).toBe(1);
+    expect((await chain.getTransactionReceipt({ hash: txHash })).status).toBe("success");
+    const again = await api(second, "GET", "/api/v1/payouts", liveKey);
+    expect(again.json).toMatchObject({ total: 1 });
+
+    // The database, read once the process has stopped: one payout, one chain transaction.
+    await killChild(second.child, "SIGTERM");
+    expect(await second.exited, `stderr: ${second.stderr()}`).toEqual({ code: 0, signal: null });
+    const database = await openDatabase({ pgliteDir: pgliteDirFor(dataDir) });
+    try {
+      const payouts = await database.db
+        .selectFrom("payouts")
+        .select(["id", "status", "tx_hash"])
+        .where("workspace_id", "=", workspace.id)
+        .execute();
+      expect(payouts).toEqual([{ id: expect.any(String), status: "completed", tx_hash: txHash }]);
+      const sent = await chainTransactionsFrom(eoa, database.db);
+      expect(sent).toEqual([
+        expect.objectContaining({
+          tx_hash: txHash,
+          status: "mined",
+          purpose: "payout",
+          payout_id: payouts[0]?.id,
+          amount: "10000000",
+        }),
+      ]);
+      const completed = await database.db
+        .selectFrom("outbox_events")
+        .select("payload")
+        .where("workspace_id", "=", workspace.id)
+        .where("event_type", "=", "payout.completed")
+        .execute();
+      expect(completed).toHaveLength(1);
+      expect(completed[0]?.payload).toMatchObject({ txHash, status: "completed", amount: "10.00" });
+    } finally {
+      await database.close();
+    }
+  }, 240_000);
+});
