@@ -8,6 +8,9 @@ import { SimulatedLedger } from "./chain/simulated/ledger.ts";
 import { TransactionSender } from "./chain/transaction-sender.ts";
 import { type Config, ENVIRONMENTS, type Environment } from "./config.ts";
 import type { AppContext } from "./context.ts";
+import { CardProvider } from "./modules/card/provider.ts";
+import { cardWebhookRoutes } from "./modules/card/routes.ts";
+import { type CardProviders, CardWebhooks } from "./modules/card/service.ts";
 import { keysRoutes } from "./modules/keys/routes.ts";
 import { KeysService } from "./modules/keys/service.ts";
 import { paymentsRoutes } from "./modules/payments/routes.ts";
@@ -93,7 +96,13 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   const workspaces = new WorkspacesService(ctx);
   const keys = new KeysService(ctx);
   const ledger = new SimulatedLedger(deps.db);
-  const payments = new PaymentsService(ctx, workspaces, ledger);
+  const cardProviders: CardProviders = {};
+  for (const environment of ENVIRONMENTS) {
+    const card = deps.config.card[environment];
+    if (card) cardProviders[environment] = new CardProvider(card, deps.config.card.apiBase);
+  }
+  const payments = new PaymentsService(ctx, workspaces, ledger, cardProviders);
+  const cardWebhooks = new CardWebhooks(ctx, cardProviders);
   const webhooks = new WebhooksService(ctx);
   // Sandbox moves money on the simulated ledger unless a sandbox network (testnet) is configured.
   const channels: Partial<Record<Environment, PayoutChannel>> = { sandbox: new LedgerChannel(ledger) };
@@ -159,6 +168,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   await http.register(paymentsRoutes(payments));
   await http.register(webhooksRoutes(webhooks));
   await http.register(payoutsRoutes(payouts, wallet));
+  await http.register(cardWebhookRoutes(cardWebhooks));
 
   return { http, ctx, services: { workspaces, keys, payments, webhooks, payouts, wallet, ledger } };
 }

@@ -23,6 +23,12 @@ export interface NetworkConfig {
   pollIntervalMs: number;
 }
 
+/** The hosted card checkout provider (Stripe Checkout API) of one environment. */
+export interface CardProviderConfig {
+  secretKey: string;
+  webhookSecret: string | undefined;
+}
+
 export interface Config {
   port: number;
   host: string;
@@ -40,6 +46,12 @@ export interface Config {
   /** Lets live webhooks use plain http and private addresses (local development, D7). */
   webhookAllowPrivate: boolean;
   networks: { sandbox: NetworkConfig | undefined; live: NetworkConfig | undefined };
+  card: {
+    sandbox: CardProviderConfig | undefined;
+    live: CardProviderConfig | undefined;
+    /** A self-hosted Stripe-compatible endpoint (tests point it at a local fake provider). */
+    apiBase: string | undefined;
+  };
 }
 
 export class ConfigError extends Error {
@@ -85,6 +97,23 @@ function url(env: Env, name: string, protocols: string[]): string | undefined {
     throw new ConfigError(`${name} must use ${protocols.join(" or ")}`);
   }
   return value;
+}
+
+function card(env: Env, suffix: "SANDBOX" | "LIVE"): CardProviderConfig | undefined {
+  const secretKey = optional(env, `CARD_SECRET_KEY_${suffix}`);
+  const webhookSecret = optional(env, `CARD_WEBHOOK_SECRET_${suffix}`);
+  if (!secretKey) {
+    if (webhookSecret)
+      throw new ConfigError(`CARD_WEBHOOK_SECRET_${suffix} is set without CARD_SECRET_KEY_${suffix}`);
+    return undefined;
+  }
+  if (!/^(sk|rk)_(test|live)_[0-9A-Za-z_]+$/.test(secretKey)) {
+    throw new ConfigError(`CARD_SECRET_KEY_${suffix} must be a provider secret key (sk_test_… / sk_live_…)`);
+  }
+  if (webhookSecret !== undefined && !webhookSecret.startsWith("whsec_")) {
+    throw new ConfigError(`CARD_WEBHOOK_SECRET_${suffix} must be a webhook signing secret (whsec_…)`);
+  }
+  return { secretKey, webhookSecret };
 }
 
 function network(env: Env, environment: Environment): NetworkConfig | undefined {
@@ -184,5 +213,10 @@ export function loadConfig(rawEnv: Env = process.env): Config {
     smtpUrl: url(env, "SMTP_URL", ["smtp:", "smtps:"]),
     webhookAllowPrivate: boolean(env, "WEBHOOK_ALLOW_PRIVATE"),
     networks: { sandbox: network(env, "sandbox"), live: network(env, "live") },
+    card: {
+      sandbox: card(env, "SANDBOX"),
+      live: card(env, "LIVE"),
+      apiBase: url(env, "CARD_API_BASE", ["http:", "https:"]),
+    },
   };
 }

@@ -4,6 +4,8 @@ import type { PaymentStatus } from "../../domain/payment-state.ts";
 import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
 
 export interface NewPayment {
+  /** Set when the caller chose the id before the row exists (the card rail names it to the provider). */
+  id?: string;
   status: PaymentStatus;
   workspaceId: string;
   environment: Environment;
@@ -22,12 +24,17 @@ export interface NewPayment {
   cancelUrl: string | null;
   expiresAt: Date;
   createdAt: Date;
+  cardCheckoutSessionId?: string | null;
+  checkoutUrl?: string | null;
 }
 
 export async function insertPayment(db: Kysely<DatabaseSchema>, p: NewPayment): Promise<PaymentRow> {
   return db
     .insertInto("payments")
     .values({
+      ...(p.id ? { id: p.id } : {}),
+      card_checkout_session_id: p.cardCheckoutSessionId ?? null,
+      checkout_url: p.checkoutUrl ?? null,
       workspace_id: p.workspaceId,
       environment: p.environment,
       status: p.status,

@@ -36,6 +36,9 @@ export const PaymentSchema = Type.Object(
     payerAddress: Nullable(Type.String()),
     settlementTxHashes: Nullable(Type.Object({ net: Nullable(Type.String()), fee: Nullable(Type.String()) })),
     failureReason: Nullable(Type.String()),
+    checkoutUrl: Nullable(Type.String()),
+    cardCheckoutSessionId: Nullable(Type.String()),
+    lastPaymentError: Nullable(Type.Record(Type.String(), Type.Unknown())),
   },
   { additionalProperties: true },
 );

@@ -1,3 +1,4 @@
+import { createHash, randomUUID } from "node:crypto";
 import type { Kysely } from "kysely";
 import type { ChainToken } from "../../chain/network.ts";
 import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
@@ -9,12 +10,14 @@ import { isVerified, type PaymentStatus, transition } from "../../domain/payment
 import {
   claimIdempotencyKey,
   type IdempotencyScope,
+  peekIdempotencyKey,
   requestFingerprint,
   storeIdempotentResponse,
 } from "../../platform/db/idempotency.ts";
 import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
 import { badRequest, conflict, notFound, serviceUnavailable } from "../../platform/http/errors.ts";
+import { type CardProviders, providerUnavailable } from "../card/service.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import * as chainRepo from "./chain-repo.ts";
@@ -47,11 +50,18 @@ export class PaymentsService {
   readonly #workspaces: WorkspacesService;
 
   readonly #ledger: SimulatedLedger;
+  readonly #card: CardProviders;
 
-  constructor(ctx: AppContext, workspaces: WorkspacesService, ledger: SimulatedLedger) {
+  constructor(
+    ctx: AppContext,
+    workspaces: WorkspacesService,
+    ledger: SimulatedLedger,
+    card: CardProviders = {},
+  ) {
     this.#ctx = ctx;
     this.#workspaces = workspaces;
     this.#ledger = ledger;
+    this.#card = card;
   }
 
   async create(
@@ -74,7 +84,8 @@ export class PaymentsService {
     if (live && request.paymentMethod === "crypto" && !this.#ctx.networks.live) {
       throw serviceUnavailable("Live network is not configured"); // nothing is faked (D3)
     }
-    if (live && request.paymentMethod === "card") {
+    const cardProvider = live && request.paymentMethod === "card" ? this.#card.live : undefined;
+    if (live && request.paymentMethod === "card" && !cardProvider) {
       throw serviceUnavailable("Card payments are not configured for live");
     }
 
@@ -101,6 +112,36 @@ export class PaymentsService {
     const fingerprint = requestFingerprint(body);
     const now = this.#ctx.now();
 
+    // Live card: the provider's session is created first, naming a payment id chosen here, and the
+    // payment row is written with it afterwards, so no row ever points at no session. With an
+    // Idempotency-Key the id derives from it, so a retry sends the provider identical parameters
+    // (and our key) and gets the same session back.
+    let paymentId: string | undefined;
+    let checkout: { id: string; url: string } | undefined;
+    // A key already answered is replayed (or refused) by the transaction below, without a new session.
+    const answeredBefore = cardProvider && scope ? await peekIdempotencyKey(this.#ctx.db, scope) : false;
+    if (cardProvider && !answeredBefore) {
+      paymentId = scope
+        ? deterministicUuid(`${scope.workspaceId}:${scope.environment}:${scope.key}`)
+        : randomUUID();
+      const base = `${this.#ctx.config.publicBaseUrl}/pay/${paymentId}`;
+      try {
+        checkout = await cardProvider.createCheckout({
+          paymentId,
+          amountCents: request.gross,
+          description: request.description,
+          successUrl: request.returnUrl ?? base,
+          cancelUrl: request.cancelUrl ?? base,
+          expiresAt: new Date(now.getTime() + request.expiresInMinutes * 60_000),
+          idempotencyKey: scope?.key,
+          now,
+        });
+      } catch (err) {
+        this.#ctx.log.warn({ err }, "card provider refused a checkout session");
+        throw providerUnavailable((err as Error).message);
+      }
+    }
+
     return this.#ctx.db.transaction().execute(async (trx) => {
       if (scope) {
         const claim = await claimIdempotencyKey(trx, scope, fingerprint);
@@ -124,7 +165,11 @@ export class PaymentsService {
       // events in one statement; `payment.created` still shows the payment as created, pending (D13).
       // Live crypto payments wait for the chain watcher.
       const completed = live ? null : transition("pending", "sandbox_completed");
+      if (cardProvider && !checkout) throw conflict("A request with this Idempotency-Key is in progress");
       const row = await repo.insertPayment(trx, {
+        id: paymentId,
+        cardCheckoutSessionId: checkout?.id ?? null,
+        checkoutUrl: checkout?.url ?? null,
         status: completed?.ok ? completed.to : "pending",
         workspaceId: principal.workspaceId,
         environment: principal.environment,
@@ -168,6 +213,7 @@ export class PaymentsService {
         paymentMethod: request.paymentMethod,
         paymentProvider: view.paymentProvider,
         ...(request.paymentMethod === "crypto" && receivingAddress ? { receivingAddress } : {}),
+        ...(checkout ? { checkoutUrl: checkout.url, cardCheckoutSessionId: checkout.id } : {}),
         paymentUrl: `${this.#ctx.config.publicBaseUrl}/pay/${row.id}`,
       };
       if (scope) await storeIdempotentResponse(trx, scope, row.id, 201, responseBody);
@@ -202,6 +248,21 @@ export class PaymentsService {
 
   async cancel(principal: KeyPrincipal, id: string): Promise<PaymentView> {
     const now = this.#ctx.now();
+    // A pending card payment's checkout is expired at the provider first: if the payer has
+    // already paid, the payment cannot be cancelled (its completed event will forward it).
+    const current = await this.#load(this.#ctx.db, principal, id);
+    const provider = this.#card[principal.environment];
+    if (current.status === "pending" && current.card_checkout_session_id && provider) {
+      let status: string;
+      try {
+        status = await provider.expireCheckout(current.card_checkout_session_id);
+      } catch (err) {
+        throw providerUnavailable((err as Error).message);
+      }
+      if (status === "complete")
+        throw badRequest("Payment cannot be cancelled", { status: "pending", checkout: "complete" });
+      if (status !== "expired") throw providerUnavailable(`the checkout session is still ${status}`);
+    }
     return this.#ctx.db.transaction().execute(async (trx) => {
       const row = await this.#load(trx, principal, id, true);
       const decided = transition(row.status as PaymentStatus, "cancel_requested");
@@ -250,4 +311,10 @@ export class PaymentsService {
 
 function eventScope(row: PaymentRow): { workspaceId: string; environment: Environment } {
   return { workspaceId: row.workspace_id, environment: row.environment as Environment };
+}
+
+/** A UUID-shaped id derived from a string (same input, same id). */
+function deterministicUuid(input: string): string {
+  const hex = createHash("sha256").update(input).digest("hex");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-5${hex.slice(13, 16)}-a${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
 }

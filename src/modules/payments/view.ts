@@ -33,6 +33,10 @@ export interface PaymentView {
   /** Settlement transactions once forwarded: net to the merchant, fee to the treasury. */
   settlementTxHashes: { net: string | null; fee: string | null } | null;
   failureReason: string | null;
+  /** Card rail: the provider's hosted checkout, and the last declined attempt (the payer may retry). */
+  checkoutUrl: string | null;
+  cardCheckoutSessionId: string | null;
+  lastPaymentError: Record<string, unknown> | null;
 }
 
 export function toPaymentView(row: PaymentRow): PaymentView {
@@ -64,5 +68,8 @@ export function toPaymentView(row: PaymentRow): PaymentView {
         ? { net: row.settlement_net_tx_hash ?? null, fee: row.settlement_fee_tx_hash ?? null }
         : null,
     failureReason: row.failure_reason ?? null,
+    checkoutUrl: row.checkout_url,
+    cardCheckoutSessionId: row.card_checkout_session_id,
+    lastPaymentError: row.last_payment_error ?? null,
   };
 }

@@ -9,6 +9,7 @@ import * as foundation from "./migrations/001_foundation.ts";
 import * as webhooks from "./migrations/002_webhooks.ts";
 import * as cryptoRail from "./migrations/003_crypto_rail.ts";
 import * as payouts from "./migrations/004_payouts.ts";
+import * as cardEvents from "./migrations/005_card_events.ts";
 import type { DatabaseSchema } from "./schema.ts";
 
 export type Db = Kysely<DatabaseSchema>;
@@ -20,6 +21,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "002_webhooks": webhooks,
   "003_crypto_rail": cryptoRail,
   "004_payouts": payouts,
+  "005_card_events": cardEvents,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

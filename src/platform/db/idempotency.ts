@@ -95,3 +95,25 @@ export async function storeIdempotentResponse(
     .where("key", "=", scope.key)
     .execute();
 }
+
+/**
+ * Whether a finished request with this key exists (read-only, no claim): lets a caller that must
+ * call a third party before its transaction answer a replay or a conflict without calling it.
+ */
+export async function peekIdempotencyKey(
+  db: Kysely<DatabaseSchema>,
+  scope: IdempotencyScope,
+  retentionHours = 24,
+): Promise<boolean> {
+  const row = await db
+    .selectFrom("idempotency_keys")
+    .select("key")
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment)
+    .where("scope", "=", scope.scope)
+    .where("key", "=", scope.key)
+    .where("response_status", "is not", null)
+    .where(sql<boolean>`created_at >= now() - make_interval(hours => ${retentionHours})`)
+    .executeTakeFirst();
+  return row !== undefined;
+}

@@ -219,6 +219,15 @@ export interface LedgerTransactionsTable {
   created_at: Generated<Date>;
 }
 
+export interface CardEventsTable {
+  event_id: string;
+  environment: string;
+  event_type: string;
+  payment_id: string | null;
+  outcome: string;
+  received_at: Generated<Date>;
+}
+
 export interface DatabaseSchema {
   workspaces: WorkspacesTable;
   workspace_wallets: WorkspaceWalletsTable;
@@ -236,6 +245,7 @@ export interface DatabaseSchema {
   payout_breakers: PayoutBreakersTable;
   ledger_balances: LedgerBalancesTable;
   ledger_transactions: LedgerTransactionsTable;
+  card_events: CardEventsTable;
 }
 
 export type PaymentRow = Selectable<PaymentsTable>;

@@ -1,0 +1,137 @@
+import type Stripe from "stripe";
+import type { Environment } from "../../config.ts";
+import type { AppContext } from "../../context.ts";
+import { type PaymentStatus, type PaymentTrigger, transition } from "../../domain/payment-state.ts";
+import type { PaymentRow } from "../../platform/db/schema.ts";
+import { ApiError, badRequest } from "../../platform/http/errors.ts";
+import { applyTransition } from "../payments/transitions.ts";
+import type { CardProvider } from "./provider.ts";
+
+// Inbound card-provider webhooks (part 4.9, D5): verify the signature with the environment's
+// signing secret (the environment is the event's livemode), de-duplicate by event id in the
+// same transaction as the payment change, and map the provider's events onto our lifecycle.
+
+export type CardProviders = Partial<Record<Environment, CardProvider>>;
+
+const EVENT_TRIGGERS: Record<string, PaymentTrigger> = {
+  "checkout.session.completed": "card_checkout_completed",
+  "checkout.session.expired": "card_checkout_expired",
+};
+
+export class CardWebhooks {
+  readonly #ctx: AppContext;
+  readonly #providers: CardProviders;
+
+  constructor(ctx: AppContext, providers: CardProviders) {
+    this.#ctx = ctx;
+    this.#providers = providers;
+  }
+
+  async receive(
+    rawBody: Buffer,
+    signature: string | undefined,
+  ): Promise<{ received: true; duplicate?: true }> {
+    if (!signature) throw badRequest("Invalid signature");
+    let livemode: unknown;
+    try {
+      livemode = (JSON.parse(rawBody.toString("utf8")) as { livemode?: unknown }).livemode;
+    } catch {
+      throw badRequest("Invalid signature");
+    }
+    const environment: Environment = livemode === true ? "live" : "sandbox";
+    const provider = this.#providers[environment];
+    if (!provider?.webhooksConfigured) throw badRequest("Card webhooks are not configured");
+    let event: Stripe.Event;
+    try {
+      event = provider.verifyEvent(rawBody, signature);
+    } catch {
+      throw badRequest("Invalid signature");
+    }
+
+    return this.#ctx.db.transaction().execute(async (trx) => {
+      const payment = await this.#findPayment(trx, environment, event);
+      const claimed = await trx
+        .insertInto("card_events")
+        .values({
+          event_id: event.id,
+          environment,
+          event_type: event.type,
+          payment_id: payment?.id ?? null,
+          outcome: "received",
+        })
+        .onConflict((oc) => oc.column("event_id").doNothing())
+        .returning("event_id")
+        .executeTakeFirst();
+      if (!claimed) return { received: true, duplicate: true } as const;
+
+      const outcome = payment ? await this.#apply(trx, payment, event) : "unknown payment";
+      if (!payment)
+        this.#ctx.log.warn({ eventId: event.id, type: event.type }, "card event for no known payment");
+      await trx.updateTable("card_events").set({ outcome }).where("event_id", "=", event.id).execute();
+      return { received: true } as const;
+    });
+  }
+
+  async #findPayment(
+    trx: AppContext["db"],
+    environment: Environment,
+    event: Stripe.Event,
+  ): Promise<PaymentRow | undefined> {
+    const object = event.data.object as {
+      object?: string;
+      id?: string;
+      metadata?: Record<string, string> | null;
+    };
+    let query = trx
+      .selectFrom("payments")
+      .selectAll()
+      .where("environment", "=", environment)
+      .where("payment_method", "=", "card");
+    if (object.object === "checkout.session" && object.id) {
+      query = query.where("card_checkout_session_id", "=", object.id);
+    } else {
+      const paymentId = object.metadata?.paymentId;
+      if (!paymentId || !/^[0-9a-f-]{36}$/i.test(paymentId)) return undefined;
+      query = query.where("id", "=", paymentId);
+    }
+    return query.forUpdate().executeTakeFirst();
+  }
+
+  async #apply(trx: AppContext["db"], payment: PaymentRow, event: Stripe.Event): Promise<string> {
+    const now = this.#ctx.now();
+    const trigger = EVENT_TRIGGERS[event.type];
+    if (trigger) {
+      // Out of order (completed after expired, a replay after cancel): a final payment never moves.
+      if (!transition(payment.status as PaymentStatus, trigger).ok)
+        return `ignored: payment is ${payment.status}`;
+      await applyTransition(trx, payment, trigger, now);
+      return "applied";
+    }
+    if (event.type === "payment_intent.payment_failed") {
+      // The payer may retry inside the same checkout: the payment stays pending (D5).
+      const intent = event.data.object as Stripe.PaymentIntent;
+      const error = intent.last_payment_error;
+      await trx
+        .updateTable("payments")
+        .set({
+          last_payment_error: JSON.stringify({
+            code: error?.code ?? null,
+            declineCode: error?.decline_code ?? null,
+            message: error?.message ?? "payment failed",
+            type: error?.type ?? null,
+            at: now.toISOString(),
+          }),
+          updated_at: now,
+        })
+        .where("id", "=", payment.id)
+        .execute();
+      return "recorded last payment error";
+    }
+    return `ignored: ${event.type} is not handled`;
+  }
+}
+
+/** Raised by payments when the provider cannot be reached or refuses: a clear 502. */
+export function providerUnavailable(detail: string): ApiError {
+  return new ApiError(502, "Card provider error", { detail });
+}
