@@ -11,6 +11,7 @@ import type { AppContext } from "./context.ts";
 import { CardProvider } from "./modules/card/provider.ts";
 import { cardWebhookRoutes } from "./modules/card/routes.ts";
 import { type CardProviders, CardWebhooks } from "./modules/card/service.ts";
+import { hostedPageRoutes } from "./modules/hosted-page/routes.ts";
 import { keysRoutes } from "./modules/keys/routes.ts";
 import { KeysService } from "./modules/keys/service.ts";
 import { paymentsRoutes } from "./modules/payments/routes.ts";
@@ -169,6 +170,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   await http.register(webhooksRoutes(webhooks));
   await http.register(payoutsRoutes(payouts, wallet));
   await http.register(cardWebhookRoutes(cardWebhooks));
+  await http.register(hostedPageRoutes(ctx));
 
   return { http, ctx, services: { workspaces, keys, payments, webhooks, payouts, wallet, ledger } };
 }

@@ -1,0 +1,62 @@
+import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
+import type { PaymentRow } from "../../platform/db/schema.ts";
+
+// What the hosted page may show a payer: never metadata, keys or anything of the workspace
+// beyond this payment's own public facts.
+
+export interface PublicPayment {
+  id: string;
+  status: string;
+  paymentMethod: "crypto" | "card";
+  environment: "sandbox" | "live";
+  amount: string;
+  tokenSymbol: string;
+  description: string | null;
+  receivingAddress: string | null;
+  checkoutUrl: string | null;
+  returnUrl: string | null;
+  expiresAt: string;
+  /** EIP-681 payment request for wallets (crypto, live with a network). */
+  paymentUri: string | null;
+  network: { name: string; chainId: number } | null;
+}
+
+export interface NetworkFacts {
+  chainId: number;
+  tokenAddress: (symbol: string) => string | null;
+}
+
+const HTTP_URL = /^https?:\/\//i;
+
+export function toPublicPayment(row: PaymentRow, network: NetworkFacts | null): PublicPayment {
+  const decimals = TOKEN_DECIMALS[row.token_symbol as TokenSymbol];
+  const units = BigInt(row.gross_amount);
+  let paymentUri: string | null = null;
+  if (row.payment_method === "crypto" && network && row.receiving_address) {
+    if (row.token_symbol === "ETH") {
+      paymentUri = `ethereum:${row.receiving_address}@${network.chainId}?value=${units}`;
+    } else {
+      const token = network.tokenAddress(row.token_symbol);
+      if (token)
+        paymentUri = `ethereum:${token}@${network.chainId}/transfer?address=${row.receiving_address}&uint256=${units}`;
+    }
+  }
+  return {
+    id: row.id,
+    status: row.status,
+    paymentMethod: row.payment_method === "card" ? "card" : "crypto",
+    environment: row.environment === "live" ? "live" : "sandbox",
+    amount: formatAmount(units, decimals),
+    tokenSymbol: row.token_symbol,
+    description: row.description,
+    receivingAddress: row.payment_method === "crypto" ? row.receiving_address : null,
+    checkoutUrl: row.checkout_url && HTTP_URL.test(row.checkout_url) ? row.checkout_url : null,
+    // Only http(s) return URLs ever reach the page (a javascript: URL would run in the payer's browser).
+    returnUrl: row.return_url && HTTP_URL.test(row.return_url) ? row.return_url : null,
+    expiresAt: row.expires_at.toISOString(),
+    paymentUri,
+    network: network
+      ? { name: network.chainId === 8453 ? "Base" : `Chain ${network.chainId}`, chainId: network.chainId }
+      : null,
+  };
+}

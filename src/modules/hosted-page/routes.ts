@@ -1,0 +1,99 @@
+import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import type { FastifyPluginAsync, FastifyReply } from "fastify";
+import QRCode from "qrcode";
+import type { AppContext } from "../../context.ts";
+import { type NetworkFacts, type PublicPayment, toPublicPayment } from "./public-payment.ts";
+import { renderNotFoundPage, renderPaymentPage } from "./render.ts";
+
+// {base_url}/pay/<payment_id>: public (no API key), for both rails. Strict CSP with a nonce for
+// our one script, no framing, no referrer; assets served by us, nothing from other origins.
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const ASSETS = {
+  "page.js": {
+    type: "text/javascript; charset=utf-8",
+    body: readFileSync(new URL("./assets/page.js", import.meta.url)),
+  },
+  "page.css": {
+    type: "text/css; charset=utf-8",
+    body: readFileSync(new URL("./assets/page.css", import.meta.url)),
+  },
+};
+
+function securityHeaders(reply: FastifyReply, nonce?: string): void {
+  reply
+    .header(
+      "content-security-policy",
+      [
+        "default-src 'none'",
+        `script-src 'self'${nonce ? ` 'nonce-${nonce}'` : ""}`,
+        "style-src 'self'",
+        "img-src 'self' data:",
+        "connect-src 'self'",
+        "base-uri 'none'",
+        "form-action 'none'",
+        "frame-ancestors 'none'",
+      ].join("; "),
+    )
+    .header("x-frame-options", "DENY")
+    .header("referrer-policy", "no-referrer")
+    .header("x-content-type-options", "nosniff");
+}
+
+export const hostedPageRoutes =
+  (ctx: AppContext): FastifyPluginAsync =>
+  async (app) => {
+    const networkFacts = (environment: string): NetworkFacts | null => {
+      const config = environment === "live" ? ctx.config.networks.live : ctx.config.networks.sandbox;
+      if (!config) return null;
+      const tokens: Record<string, string | undefined> = config.tokens;
+      return { chainId: config.chainId, tokenAddress: (symbol) => tokens[symbol] ?? null };
+    };
+
+    const load = async (id: string): Promise<PublicPayment | null> => {
+      if (!UUID.test(id)) return null;
+      const row = await ctx.db.selectFrom("payments").selectAll().where("id", "=", id).executeTakeFirst();
+      return row ? toPublicPayment(row, networkFacts(row.environment)) : null;
+    };
+
+    app.get<{ Params: { id: string } }>(
+      "/pay/:id",
+      { config: { auth: "none" }, schema: { hide: true } },
+      async (request, reply) => {
+        const payment = await load(request.params.id);
+        const nonce = randomBytes(16).toString("base64");
+        securityHeaders(reply, nonce);
+        reply.header("cache-control", "no-store").type("text/html; charset=utf-8");
+        if (!payment) return reply.status(404).send(renderNotFoundPage());
+        const qrSvg = payment.paymentUri
+          ? await QRCode.toString(payment.paymentUri, { type: "svg", margin: 1, errorCorrectionLevel: "M" })
+          : null;
+        return reply.send(renderPaymentPage(payment, { nonce, qrSvg }));
+      },
+    );
+
+    app.get<{ Params: { id: string } }>(
+      "/pay/:id/status",
+      { config: { auth: "none" }, schema: { hide: true } },
+      async (request, reply) => {
+        const payment = await load(request.params.id);
+        securityHeaders(reply);
+        reply.header("cache-control", "no-store");
+        if (!payment) return reply.status(404).send({ error: "Payment not found" });
+        // Only what the page itself shows.
+        return { id: payment.id, status: payment.status, expiresAt: payment.expiresAt };
+      },
+    );
+
+    app.get<{ Params: { file: string } }>(
+      "/pay/assets/:file",
+      { config: { auth: "none" }, schema: { hide: true } },
+      async (request, reply) => {
+        const asset = ASSETS[request.params.file as keyof typeof ASSETS];
+        securityHeaders(reply);
+        if (!asset) return reply.status(404).send({ error: "Not found" });
+        return reply.header("cache-control", "public, max-age=3600").type(asset.type).send(asset.body);
+      },
+    );
+  };
