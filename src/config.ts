@@ -21,6 +21,15 @@ export interface NetworkConfig {
   gasTopUpThreshold: bigint;
   gasTopUpTarget: bigint;
   pollIntervalMs: number;
+  /** ERC-4337 (D11): present when a bundler is configured for this network. */
+  accountAbstraction:
+    | {
+        bundlerUrl: string;
+        paymasterAddress: string;
+        entryPointAddress: string;
+        accountFactoryAddress: string;
+      }
+    | undefined;
 }
 
 /** The hosted card checkout provider (Stripe Checkout API) of one environment. */
@@ -116,6 +125,30 @@ function card(env: Env, suffix: "SANDBOX" | "LIVE"): CardProviderConfig | undefi
   return { secretKey, webhookSecret };
 }
 
+const CANONICAL_ENTRYPOINT_V08 = "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108";
+const SIMPLE_ACCOUNT_FACTORY_V08 = "0x13E9ed32155810FDbd067D4522C492D6f68E5944";
+
+function accountAbstraction(
+  env: Env,
+  p: string,
+  address: (name: string, required: boolean) => string | undefined,
+): NetworkConfig["accountAbstraction"] {
+  const bundlerUrl = url(env, `${p}_BUNDLER_URL`, ["http:", "https:"]);
+  if (!bundlerUrl) return undefined;
+  const paymasterAddress = address("PAYMASTER_ADDRESS", false);
+  if (!paymasterAddress) {
+    throw new ConfigError(
+      `${p}_PAYMASTER_ADDRESS is required when ${p}_BUNDLER_URL is set (smart wallet gas is sponsored)`,
+    );
+  }
+  return {
+    bundlerUrl,
+    paymasterAddress,
+    entryPointAddress: address("ENTRYPOINT_ADDRESS", false) ?? CANONICAL_ENTRYPOINT_V08,
+    accountFactoryAddress: address("ACCOUNT_FACTORY_ADDRESS", false) ?? SIMPLE_ACCOUNT_FACTORY_V08,
+  };
+}
+
 function network(env: Env, environment: Environment): NetworkConfig | undefined {
   const p = environment.toUpperCase();
   const rpcUrl = url(env, `${p}_RPC_URL`, ["http:", "https:", "ws:", "wss:"]);
@@ -156,6 +189,7 @@ function network(env: Env, environment: Environment): NetworkConfig | undefined 
     gasTopUpThreshold: wei("GAS_TOPUP_THRESHOLD_WEI", 2_000_000_000_000_000n),
     gasTopUpTarget: wei("GAS_TOPUP_TARGET_WEI", 10_000_000_000_000_000n),
     pollIntervalMs: integer(env, `${p}_POLL_INTERVAL_MS`, 1000, 50, 60_000),
+    accountAbstraction: accountAbstraction(env, p, address),
   };
 }
 

@@ -188,13 +188,13 @@ function outbox(ws: CreatedWorkspace, type: string, app: TestApp = t) {
 }
 
 async function ledgerBalance(address: string, token: string, app: TestApp = t): Promise<bigint> {
-  const row = await app.database.db
-    .selectFrom("ledger_balances")
-    .select("balance")
+  const rows = await app.database.db
+    .selectFrom("ledger_entries")
+    .select("amount")
     .where("address", "=", address.toLowerCase())
     .where("token_symbol", "=", token)
-    .executeTakeFirst();
-  return row ? BigInt(row.balance) : 0n;
+    .execute();
+  return rows.reduce((sum, row) => sum + BigInt(row.amount), 0n);
 }
 
 const failing = (amount = "1") => ({ tokenSymbol: "USDC", amount, destinationAddress: FAILURE_ADDRESS });

@@ -22,7 +22,12 @@ const require = createRequire(import.meta.url);
 const ROOT = join(here, "..", "..");
 const CACHE_DIR = join(ROOT, "node_modules", ".cache", "payments-devnet");
 const CONTRACTS_DIR = join(here, "contracts");
-const OPENZEPPELIN_DIR = dirname(require.resolve("@openzeppelin/contracts/package.json"));
+/** Solidity libraries the sources may import from, by import prefix (npm packages, no remappings). */
+const LIBRARIES = ["@openzeppelin/contracts", "@account-abstraction/contracts"].map((pkg) => ({
+  prefix: `${pkg}/`,
+  dir: dirname(require.resolve(`${pkg}/package.json`)),
+  version: (require(`${pkg}/package.json`) as { version: string }).version,
+}));
 
 const SETTINGS = {
   optimizer: { enabled: true, runs: 200 },
@@ -37,13 +42,22 @@ export function testTokenArtifact(): Promise<Artifact> {
   return compileContract("TestToken.sol", "TestToken");
 }
 
+/**
+ * The SponsoringPaymaster artifact (devnet only): an ERC-4337 v0.8 paymaster with
+ * constructor(entryPoint) that sponsors every user operation.
+ */
+export function sponsoringPaymasterArtifact(): Promise<Artifact> {
+  return compileContract("SponsoringPaymaster.sol", "SponsoringPaymaster");
+}
+
 /** Compiles `file` (relative to src/devnet/contracts) and returns contract `name` from it. */
 export async function compileContract(file: string, name: string): Promise<Artifact> {
   const source = await readFile(join(CONTRACTS_DIR, file), "utf8");
   const solcVersion = (require("solc/package.json") as { version: string }).version;
-  const ozVersion = (require("@openzeppelin/contracts/package.json") as { version: string }).version;
+  // Imported sources are covered by their package's version.
+  const libraries = LIBRARIES.map((l) => `${l.prefix}${l.version}`);
   const key = createHash("sha256")
-    .update(JSON.stringify({ file, name, source, solcVersion, ozVersion, SETTINGS }))
+    .update(JSON.stringify({ file, name, source, solcVersion, libraries, SETTINGS }))
     .digest("hex")
     .slice(0, 16);
 
@@ -72,10 +86,11 @@ async function runSolc(file: string, source: string, name: string): Promise<Arti
     settings: SETTINGS,
   };
   const findImports = (path: string): { contents: string } | { error: string } => {
-    const prefix = "@openzeppelin/contracts/";
-    if (!path.startsWith(prefix) || path.includes("..")) return { error: `Import not allowed: ${path}` };
+    // solc hands over normalised paths: a library's relative imports arrive with its prefix.
+    const library = LIBRARIES.find((l) => path.startsWith(l.prefix));
+    if (!library || path.includes("..")) return { error: `Import not allowed: ${path}` };
     try {
-      return { contents: readFileSync(join(OPENZEPPELIN_DIR, path.slice(prefix.length)), "utf8") };
+      return { contents: readFileSync(join(library.dir, path.slice(library.prefix.length)), "utf8") };
     } catch {
       return { error: `Import not found: ${path}` };
     }

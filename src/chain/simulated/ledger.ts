@@ -3,11 +3,12 @@ import { keccak256, stringToHex } from "viem";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 import type { ChainToken, Hex } from "../network.ts";
 
-// The sandbox's simulated ledger (D3): balances per address and token in our own database,
-// transfers that debit and credit atomically, transaction hashes of the real format derived
-// from a caller's unique reference (the same payout always gets the same hash), and a
-// documented magic destination that makes a transfer fail like an on-chain revert, so the
-// circuit breaker can be exercised without a chain. A product feature, not a test double.
+// The sandbox's simulated ledger (D3): append-only entries per address and token in our own
+// database (a balance is their sum, so credits never wait on each other), transfers that debit
+// and credit atomically, transaction hashes of the real format derived from a caller's unique
+// reference (the same payout always gets the same hash), and a documented magic destination
+// that makes a transfer fail like an on-chain revert, so the circuit breaker can be exercised
+// without a chain. A product feature, not a test double.
 
 /** Payouts to this address fail in the sandbox (an on-chain revert). */
 export const SANDBOX_FAILURE_ADDRESS = "0x000000000000000000000000000000000000dEaD";
@@ -40,15 +41,15 @@ export class SimulatedLedger {
 
   async balance(address: string, token: ChainToken, db: Db = this.#db): Promise<bigint> {
     const row = await db
-      .selectFrom("ledger_balances")
-      .select("balance")
+      .selectFrom("ledger_entries")
+      .select(sql<string>`coalesce(sum(amount), 0)::text`.as("balance"))
       .where("address", "=", address.toLowerCase())
       .where("token_symbol", "=", token)
       .executeTakeFirst();
-    return row ? BigInt(row.balance) : 0n;
+    return BigInt(row?.balance ?? "0");
   }
 
-  /** Adds funds (faucet, sandbox payments received); returns the new balance. */
+  /** Adds funds (faucet, sandbox payments received), in one statement; returns the new balance. */
   async credit(
     address: string,
     token: ChainToken,
@@ -56,70 +57,61 @@ export class SimulatedLedger {
     reference: string,
     db: Db = this.#db,
   ): Promise<bigint> {
-    const balance = await this.#add(db, address, token, amount);
-    await db
-      .insertInto("ledger_transactions")
-      .values({
-        tx_hash: sandboxTxHash(reference),
-        from_address: null,
-        to_address: address.toLowerCase(),
-        token_symbol: token,
-        amount: amount.toString(),
-        status: "success",
-        memo: reference,
-      })
-      .execute();
-    return balance;
+    const txHash = sandboxTxHash(reference);
+    const holder = address.toLowerCase();
+    await sql`
+      WITH tx AS (
+        INSERT INTO ledger_transactions (tx_hash, from_address, to_address, token_symbol, amount, status, memo)
+        VALUES (${txHash}, NULL, ${holder}, ${token}, ${amount.toString()}::numeric, 'success', ${reference})
+      )
+      INSERT INTO ledger_entries (address, token_symbol, amount, tx_hash)
+      VALUES (${holder}, ${token}, ${amount.toString()}::numeric, ${txHash})
+    `.execute(db);
+    return this.balance(holder, token, db);
   }
 
   async transfer(transfer: LedgerTransfer): Promise<LedgerResult> {
     const txHash = sandboxTxHash(transfer.reference);
+    const from = transfer.from.toLowerCase();
+    const to = transfer.to.toLowerCase();
     return this.#db.transaction().execute(async (trx) => {
       const record = (status: "success" | "reverted") =>
         trx
           .insertInto("ledger_transactions")
           .values({
             tx_hash: txHash,
-            from_address: transfer.from.toLowerCase(),
-            to_address: transfer.to.toLowerCase(),
+            from_address: from,
+            to_address: to,
             token_symbol: transfer.token,
             amount: transfer.amount.toString(),
             status,
             memo: transfer.reference,
           })
           .execute();
-      if (transfer.to.toLowerCase() === SANDBOX_FAILURE_ADDRESS.toLowerCase()) {
+      if (to === SANDBOX_FAILURE_ADDRESS.toLowerCase()) {
         await record("reverted");
         return { txHash, status: "reverted", error: "execution reverted (sandbox failure address)" } as const;
       }
-      const debited = await trx
-        .updateTable("ledger_balances")
-        .set({ balance: sql`balance - ${transfer.amount.toString()}::numeric` })
-        .where("address", "=", transfer.from.toLowerCase())
-        .where("token_symbol", "=", transfer.token)
-        .where(sql<boolean>`balance >= ${transfer.amount.toString()}::numeric`)
-        .executeTakeFirst();
-      if (debited.numUpdatedRows === 0n) {
+      // Debits of one wallet and token take turns (credits never wait): check, then spend.
+      await sql`SELECT pg_advisory_xact_lock(hashtext(${`ledger:${from}:${transfer.token}`}))`.execute(trx);
+      if ((await this.balance(from, transfer.token, trx)) < transfer.amount) {
         await record("reverted");
         return { txHash, status: "reverted", error: "insufficient balance" } as const;
       }
-      await this.#add(trx, transfer.to, transfer.token, transfer.amount);
+      await trx
+        .insertInto("ledger_entries")
+        .values([
+          {
+            address: from,
+            token_symbol: transfer.token,
+            amount: (-transfer.amount).toString(),
+            tx_hash: txHash,
+          },
+          { address: to, token_symbol: transfer.token, amount: transfer.amount.toString(), tx_hash: txHash },
+        ])
+        .execute();
       await record("success");
       return { txHash, status: "success" } as const;
     });
-  }
-
-  async #add(db: Db, address: string, token: ChainToken, amount: bigint): Promise<bigint> {
-    const row = await db
-      .insertInto("ledger_balances")
-      .values({ address: address.toLowerCase(), token_symbol: token, balance: amount.toString() })
-      .onConflict((oc) =>
-        oc
-          .columns(["address", "token_symbol"])
-          .doUpdateSet({ balance: sql`ledger_balances.balance + excluded.balance` }),
-      )
-      .returning("balance")
-      .executeTakeFirstOrThrow();
-    return BigInt(row.balance);
   }
 }

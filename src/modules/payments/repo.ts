@@ -66,14 +66,15 @@ export async function findPayment(
   id: string,
   forUpdate = false,
 ): Promise<PaymentRow | undefined> {
-  let query = db
-    .selectFrom("payments")
-    .selectAll()
-    .where("id", "=", id)
-    .where("workspace_id", "=", scope.workspaceId)
-    .where("environment", "=", scope.environment);
+  // By primary key only, then the tenant check: the plan stays a primary-key lookup even on a
+  // table without statistics (PGlite never analyzes), where PostgreSQL would otherwise pick a
+  // list index and scan the whole workspace.
+  let query = db.selectFrom("payments").selectAll().where("id", "=", id);
   if (forUpdate) query = query.forUpdate();
-  return query.executeTakeFirst();
+  const row = await query.executeTakeFirst();
+  return row && row.workspace_id === scope.workspaceId && row.environment === scope.environment
+    ? row
+    : undefined;
 }
 
 /** Moves a payment only if it is still in the status the caller decided from. */

@@ -10,6 +10,7 @@ import * as webhooks from "./migrations/002_webhooks.ts";
 import * as cryptoRail from "./migrations/003_crypto_rail.ts";
 import * as payouts from "./migrations/004_payouts.ts";
 import * as cardEvents from "./migrations/005_card_events.ts";
+import * as ledgerEntries from "./migrations/006_ledger_entries.ts";
 import type { DatabaseSchema } from "./schema.ts";
 
 export type Db = Kysely<DatabaseSchema>;
@@ -22,6 +23,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "003_crypto_rail": cryptoRail,
   "004_payouts": payouts,
   "005_card_events": cardEvents,
+  "006_ledger_entries": ledgerEntries,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

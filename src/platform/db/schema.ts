@@ -202,10 +202,14 @@ export interface PayoutBreakersTable {
   reason: string | null;
 }
 
-export interface LedgerBalancesTable {
+export interface LedgerEntriesTable {
+  id: Generated<string>;
   address: string;
   token_symbol: string;
-  balance: Units;
+  /** Signed: credits positive, debits negative. */
+  amount: Units;
+  tx_hash: string;
+  created_at: Generated<Date>;
 }
 
 export interface LedgerTransactionsTable {
@@ -243,7 +247,7 @@ export interface DatabaseSchema {
   job_leases: JobLeasesTable;
   payouts: PayoutsTable;
   payout_breakers: PayoutBreakersTable;
-  ledger_balances: LedgerBalancesTable;
+  ledger_entries: LedgerEntriesTable;
   ledger_transactions: LedgerTransactionsTable;
   card_events: CardEventsTable;
 }

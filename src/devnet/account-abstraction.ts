@@ -1,0 +1,331 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import {
+  type Abi,
+  type Address,
+  concat,
+  encodeAbiParameters,
+  getAddress,
+  getContractAddress,
+  type Hex,
+  parseAbi,
+  parseEther,
+  parseTransaction,
+} from "viem";
+import { type Devnet, freePort, type NodeExit, rpc, withDeployer } from "./chain.ts";
+import { sponsoringPaymasterArtifact } from "./compile.ts";
+
+// The ERC-4337 stack of the devnet (D11, D14): EntryPoint v0.8 at its canonical address, the
+// SimpleAccountFactory that permissionless expects for v0.8, a paymaster that sponsors every user
+// operation, and a Pimlico Alto bundler run as a child process against the devnet's chain.
+
+/** Arachnid's deterministic CREATE2 deployer (the "0x4e59…" proxy every chain shares). */
+export const CREATE2_DEPLOYER: Address = "0x4e59b44847b379578588920cA78FbF26c0B4956C";
+/**
+ * Its standard presigned, chain-id-less deployment transaction (nonce 0, gas 100000 at 100 gwei,
+ * signed by a key nobody holds). Alto ships a copy of it that is corrupted (some "0" replaced by
+ * "V"), so the devnet deploys the proxy itself before Alto starts.
+ */
+const CREATE2_DEPLOYER_TX: Hex =
+  "0xf8a58085174876e800830186a08080b853604580600e600039806000f350fe7fffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffe03601600081602082378035828234f58015156039578182fd5b8082525050506014600cf31ba02222222222222222222222222222222222222222222222222222222222222222a02222222222222222222222222222222222222222222222222222222222222222";
+const CREATE2_DEPLOYER_SIGNER: Address = "0x3fAB184622Dc19b6109349B94811493BF2a45362";
+
+/** EntryPoint v0.8. Alto recognises v0.8 by this address's 0x433708 prefix only. */
+export const ENTRYPOINT_V08: Address = "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108";
+/** The official CREATE2 salt that puts EntryPoint v0.8 on {@link ENTRYPOINT_V08}. */
+const ENTRYPOINT_V08_SALT: Hex = "0x0a59dbff790c23c976a548690c27297883cc66b4c67024f9117b0238995e35e9";
+/** SimpleAccountFactory(EntryPoint v0.8) at CREATE2 salt 0: permissionless's default for v0.8. */
+export const SIMPLE_ACCOUNT_FACTORY_V08: Address = "0x13E9ed32155810FDbd067D4522C492D6f68E5944";
+const ZERO_SALT: Hex = `0x${"00".repeat(32)}`;
+
+const PAYMASTER_ABI = parseAbi([
+  "function deposit() payable",
+  "function getDeposit() view returns (uint256)",
+]);
+
+const here = dirname(fileURLToPath(import.meta.url));
+const require = createRequire(import.meta.url);
+const AA_ARTIFACTS = join(
+  dirname(require.resolve("@account-abstraction/contracts/package.json")),
+  "artifacts",
+);
+const ALTO_CLI = join(dirname(require.resolve("@pimlico/alto/package.json")), "esm", "cli", "alto.js");
+
+export interface AccountAbstraction {
+  entryPoint: Address;
+  accountFactory: Address;
+  /** The devnet's SponsoringPaymaster, with a deposit at the EntryPoint. */
+  paymaster: Address;
+}
+
+export interface DeployAccountAbstractionOptions {
+  /** ETH deposited at the EntryPoint for the paymaster, in wei. Default 100 ETH. */
+  paymasterDeposit?: bigint;
+}
+
+/**
+ * Deploys the ERC-4337 contracts with the devnet's deployer account: the CREATE2 deployer, the
+ * EntryPoint v0.8 and the SimpleAccountFactory (each skipped when already on chain, and checked to
+ * land on its canonical address), then a new SponsoringPaymaster with a deposit.
+ */
+export async function deployAccountAbstraction(
+  devnet: Devnet,
+  options: DeployAccountAbstractionOptions = {},
+): Promise<AccountAbstraction> {
+  const paymasterArtifact = sponsoringPaymasterArtifact(); // compiles (or loads the cache) meanwhile
+  paymasterArtifact.catch(() => {}); // awaited below; avoid an unhandled rejection meanwhile
+  const [entryPointArtifact, factoryArtifact] = await Promise.all([
+    loadArtifact("EntryPoint"),
+    loadArtifact("SimpleAccountFactory"),
+  ]);
+
+  return withDeployer(devnet, async ({ publicClient, deployer }) => {
+    const hasCode = async (address: Address) => ((await publicClient.getCode({ address })) ?? "0x") !== "0x";
+    const confirm = async (hash: Hex, what: string) => {
+      const receipt = await publicClient.waitForTransactionReceipt({ hash });
+      if (receipt.status !== "success") throw new Error(`${what} failed (tx ${hash})`);
+      return receipt;
+    };
+
+    // 1. The CREATE2 deployer: fund the presigned transaction's signer, then broadcast it.
+    if (!(await hasCode(CREATE2_DEPLOYER))) {
+      const tx = parseTransaction(CREATE2_DEPLOYER_TX);
+      const cost = (tx.gas ?? 0n) * (tx.gasPrice ?? 0n);
+      const balance = await publicClient.getBalance({ address: CREATE2_DEPLOYER_SIGNER });
+      if (balance < cost) {
+        await confirm(
+          await deployer.sendTransaction({ to: CREATE2_DEPLOYER_SIGNER, value: cost - balance }),
+          "Funding the CREATE2 deployer's signer",
+        );
+      }
+      await confirm(
+        await publicClient.sendRawTransaction({ serializedTransaction: CREATE2_DEPLOYER_TX }),
+        "Deploying the CREATE2 deployer",
+      );
+      if (!(await hasCode(CREATE2_DEPLOYER))) throw new Error("The CREATE2 deployer has no code");
+    }
+
+    const create2 = async (salt: Hex, initCode: Hex, expected: Address, what: string) => {
+      const address = getContractAddress({ opcode: "CREATE2", from: CREATE2_DEPLOYER, salt, bytecode: initCode });
+      if (address !== expected) {
+        throw new Error(`${what} would land on ${address}, not on ${expected}: wrong bytecode or salt`);
+      }
+      if (await hasCode(address)) return address;
+      // The proxy takes salt ++ init code as calldata and reverts if CREATE2 fails.
+      await confirm(
+        await deployer.sendTransaction({ to: CREATE2_DEPLOYER, data: concat([salt, initCode]) }),
+        `Deploying ${what}`,
+      );
+      if (!(await hasCode(address))) throw new Error(`${what} has no code at ${address}`);
+      return address;
+    };
+
+    // 2. EntryPoint v0.8 at its canonical address.
+    const entryPoint = await create2(
+      ENTRYPOINT_V08_SALT,
+      entryPointArtifact.bytecode,
+      ENTRYPOINT_V08,
+      "EntryPoint v0.8",
+    );
+    // 3. SimpleAccountFactory(entryPoint) at its canonical address.
+    const accountFactory = await create2(
+      ZERO_SALT,
+      concat([factoryArtifact.bytecode, encodeAbiParameters([{ type: "address" }], [entryPoint])]),
+      SIMPLE_ACCOUNT_FACTORY_V08,
+      "SimpleAccountFactory",
+    );
+
+    // 4. The sponsoring paymaster (its constructor checks the EntryPoint's interface) and its deposit.
+    const artifact = await paymasterArtifact;
+    const deployed = await confirm(
+      await deployer.deployContract({ abi: artifact.abi, bytecode: artifact.bytecode, args: [entryPoint] }),
+      "Deploying the SponsoringPaymaster",
+    );
+    if (!deployed.contractAddress) throw new Error("Deploying the SponsoringPaymaster gave no address");
+    const paymaster = getAddress(deployed.contractAddress);
+    const amount = options.paymasterDeposit ?? parseEther("100");
+    if (amount > 0n) {
+      await confirm(
+        await deployer.writeContract({
+          address: paymaster,
+          abi: PAYMASTER_ABI,
+          functionName: "deposit",
+          value: amount,
+        }),
+        "Depositing for the paymaster",
+      );
+    }
+    const deposit = await publicClient.readContract({
+      address: paymaster,
+      abi: PAYMASTER_ABI,
+      functionName: "getDeposit",
+    });
+    if (deposit !== amount) throw new Error(`The paymaster's deposit is ${deposit} wei, not ${amount}`);
+    return { entryPoint, accountFactory, paymaster };
+  });
+}
+
+async function loadArtifact(name: string): Promise<{ abi: Abi; bytecode: Hex }> {
+  const parsed = JSON.parse(await readFile(join(AA_ARTIFACTS, `${name}.json`), "utf8")) as {
+    abi: Abi;
+    bytecode: Hex;
+  };
+  if (!/^0x[0-9a-fA-F]+$/.test(parsed.bytecode)) throw new Error(`No bytecode in the ${name} artifact`);
+  return parsed;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The bundler (Pimlico Alto)
+
+export interface BundlerOptions {
+  /** The chain's JSON-RPC URL. */
+  rpcUrl: string;
+  /** The EntryPoint the bundler serves (v0.8, canonical address). */
+  entryPoint: Address;
+  /** Port to listen on (Alto always binds 0.0.0.0); a free one when omitted. */
+  port?: number;
+  /** Key of the account that sends the bundles (funded, used by nothing else). */
+  executorKey: Hex;
+  /** Key of the account that deploys Alto's simulation contracts (funded, distinct). */
+  utilityKey: Hex;
+  /** How long to wait for the bundler to answer. Default 30 s. */
+  startTimeoutMs?: number;
+  /** Receives Alto's stdout/stderr (JSON log lines, warnings and up). Dropped when omitted. */
+  onOutput?: (text: string) => void;
+}
+
+export interface Bundler {
+  /** http://127.0.0.1:<port> */
+  url: string;
+  /** Process id of the Alto process. */
+  pid: number;
+  /** Milliseconds from spawn to the first eth_supportedEntryPoints answer listing the EntryPoint. */
+  startMs: number;
+  /** Resolves when the Alto process has exited, for whatever reason. */
+  exited: Promise<NodeExit>;
+  /** SIGTERM, SIGKILL after 5 s; resolves once Alto has exited. Idempotent. */
+  stop(): Promise<void>;
+}
+
+class PortInUseError extends Error {}
+
+/** Starts Alto as a child process and resolves once it answers `eth_supportedEntryPoints`. */
+export async function startBundler(options: BundlerOptions): Promise<Bundler> {
+  // With no port given, a port found free may be taken before Alto binds it: try again.
+  for (let attempt = 1; ; attempt++) {
+    const port = options.port ?? (await freePort("0.0.0.0"));
+    try {
+      return await launchAlto(port, options);
+    } catch (err) {
+      if (options.port !== undefined || attempt >= 3 || !(err instanceof PortInUseError)) throw err;
+    }
+  }
+}
+
+async function launchAlto(port: number, options: BundlerOptions): Promise<Bundler> {
+  const started = performance.now();
+  // The config holds private keys: a private directory, removed when Alto stops. Alto also runs
+  // there, so that it does not load the project's .env (it calls dotenv).
+  const dir = await mkdtemp(join(tmpdir(), "devnet-alto-"));
+  const configFile = join(dir, "alto.config.json");
+  const config = {
+    entrypoints: options.entryPoint,
+    "rpc-url": options.rpcUrl,
+    port,
+    "executor-private-keys": options.executorKey,
+    "utility-private-key": options.utilityKey,
+    // Hardhat has no JS tracer: with safe mode on, sends fail with "JS Tracer is not enabled".
+    "safe-mode": false,
+    "deploy-simulations-contract": true,
+    // The default bundle interval lets latency drift to ~800 ms under load.
+    "max-bundle-interval": 100,
+    // "info" logs whole RPC payloads.
+    "log-level": "warn",
+  };
+  await writeFile(configFile, JSON.stringify(config, null, 2), { mode: 0o600 });
+
+  // ALTO_* variables would override the config file (yargs .env("ALTO")); SENTRY_DSN would report.
+  const env: NodeJS.ProcessEnv = { FORCE_COLOR: "0", NO_COLOR: "1" };
+  for (const [name, value] of Object.entries(process.env)) {
+    if (!name.startsWith("ALTO_") && name !== "SENTRY_DSN" && name !== "DOTENV_CONFIG_PATH") env[name] = value;
+  }
+  // Run Alto's CLI directly with this Node (not through npx) so that the PID is the bundler's.
+  const child: ChildProcess = spawn(process.execPath, [ALTO_CLI, "--config", configFile], {
+    cwd: dir,
+    stdio: ["ignore", "pipe", "pipe"],
+    env,
+  });
+  const exited = new Promise<NodeExit>((resolve) => {
+    child.once("exit", (code, signal) => resolve({ code, signal }));
+  });
+  let tail = "";
+  const onData = (chunk: Buffer) => {
+    const text = chunk.toString("utf8");
+    tail = (tail + text).slice(-4000);
+    options.onOutput?.(text);
+  };
+  child.stdout?.on("data", onData);
+  child.stderr?.on("data", onData);
+  let spawnError: Error | undefined;
+  child.once("error", (err) => {
+    spawnError = err;
+  });
+  // Never leave an orphaned bundler behind if this process exits without calling stop().
+  const killOnExit = () => {
+    child.kill("SIGKILL");
+  };
+  process.once("exit", killOnExit);
+
+  let stopping: Promise<void> | undefined;
+  const stop = (): Promise<void> => {
+    stopping ??= (async () => {
+      process.off("exit", killOnExit);
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill("SIGTERM");
+        const force = setTimeout(() => child.kill("SIGKILL"), 5000);
+        await exited;
+        clearTimeout(force);
+      }
+      await rm(dir, { recursive: true, force: true });
+    })();
+    return stopping;
+  };
+
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    const deadline = Date.now() + (options.startTimeoutMs ?? 30_000);
+    let exitedEarly = false;
+    void exited.then(() => {
+      exitedEarly = true;
+    });
+    for (;;) {
+      if (spawnError) throw new Error(`Cannot start Alto: ${spawnError.message}`);
+      if (exitedEarly) {
+        const message = `Alto exited before answering (code ${child.exitCode}, signal ${child.signalCode}):\n${tail.trim()}`;
+        throw /EADDRINUSE|address already in use/i.test(tail) ? new PortInUseError(message) : new Error(message);
+      }
+      const supported = await rpc(url, "eth_supportedEntryPoints", [], 500).catch(() => undefined);
+      if (
+        Array.isArray(supported) &&
+        supported.some((a) => typeof a === "string" && a.toLowerCase() === options.entryPoint.toLowerCase())
+      ) {
+        return {
+          url,
+          pid: child.pid as number,
+          startMs: Math.round(performance.now() - started),
+          exited,
+          stop,
+        };
+      }
+      if (Date.now() > deadline) throw new Error(`Alto did not answer on ${url} in time:\n${tail.trim()}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
