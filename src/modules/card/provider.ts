@@ -78,7 +78,7 @@ export class CardProvider {
           cancel_url: request.cancelUrl,
           expires_at: Math.floor(request.now.getTime() / 1000) + expiresIn,
         },
-        request.idempotencyKey ? { idempotencyKey: `payment-${request.idempotencyKey}` } : undefined,
+        request.idempotencyKey ? { idempotencyKey: request.idempotencyKey } : undefined,
       );
       if (!session.url) throw new CardProviderError("the provider returned a session without a checkout URL");
       return { id: session.id, url: session.url };

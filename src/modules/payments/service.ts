@@ -28,6 +28,8 @@ import { type PaymentView, toPaymentView } from "./view.ts";
 // Payment use cases (parts 4.1–4.5). Each runs in one transaction that writes the state change
 // and its outbox events together.
 
+/** The provider's shortest checkout lifetime (30 min) plus a minute of margin. */
+const MIN_CARD_EXPIRY_MINUTES = 31;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export interface CreatePaymentResponse {
@@ -85,6 +87,11 @@ export class PaymentsService {
       throw serviceUnavailable("Live network is not configured"); // nothing is faked (D3)
     }
     const cardProvider = live && request.paymentMethod === "card" ? this.#card.live : undefined;
+    if (cardProvider && request.expiresInMinutes < MIN_CARD_EXPIRY_MINUTES) {
+      // The provider keeps a checkout open for at least 30 minutes; a payment that expired sooner
+      // could still be paid there, with nothing left to forward it.
+      throw badRequest(`expiresInMinutes must be at least ${MIN_CARD_EXPIRY_MINUTES} for card payments`);
+    }
     if (live && request.paymentMethod === "card" && !cardProvider) {
       throw serviceUnavailable("Card payments are not configured for live");
     }
@@ -133,7 +140,8 @@ export class PaymentsService {
           successUrl: request.returnUrl ?? base,
           cancelUrl: request.cancelUrl ?? base,
           expiresAt: new Date(now.getTime() + request.expiresInMinutes * 60_000),
-          idempotencyKey: scope?.key,
+          // Scoped like ours (D5): per workspace and environment, though all share one provider account.
+          idempotencyKey: scope ? providerIdempotencyKey(scope) : undefined,
           now,
         });
       } catch (err) {
@@ -317,4 +325,10 @@ function eventScope(row: PaymentRow): { workspaceId: string; environment: Enviro
 function deterministicUuid(input: string): string {
   const hex = createHash("sha256").update(input).digest("hex");
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-5${hex.slice(13, 16)}-a${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+}
+
+/** The merchant's key, scoped to its workspace and environment, within the provider's 255 characters. */
+function providerIdempotencyKey(scope: IdempotencyScope): string {
+  const readable = `${scope.workspaceId}:${scope.environment}:${scope.key}`;
+  return readable.length <= 240 ? readable : createHash("sha256").update(readable).digest("hex");
 }

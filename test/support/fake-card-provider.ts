@@ -1,0 +1,446 @@
+import { randomBytes } from "node:crypto";
+import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import Stripe from "stripe";
+
+// A local stand-in for the hosted card checkout provider (the Stripe Checkout API), on 127.0.0.1.
+// The service reaches it through the official `stripe` SDK (CARD_API_BASE → host/port/protocol),
+// so what is recorded here is exactly what the SDK put on the wire: form-encoded bodies, the
+// Idempotency-Key and Stripe-Version headers. It implements the three Checkout Session calls the
+// service makes, keeps idempotent results per account (secret key), and builds inbound events
+// signed with the SDK's own test helper.
+
+export const SESSION_MIN_SECONDS = 30 * 60;
+export const SESSION_MAX_SECONDS = 24 * 60 * 60;
+
+type Json = Record<string, unknown>;
+
+export interface RecordedRequest {
+  method: string;
+  /** Path without the query string, e.g. `/v1/checkout/sessions/cs_test_…/expire`. */
+  path: string;
+  query: Record<string, string>;
+  /** The form-encoded body as sent, flat keys: `line_items[0][price_data][unit_amount]`. */
+  form: Record<string, string>;
+  headers: IncomingHttpHeaders;
+  idempotencyKey: string | undefined;
+  stripeVersion: string | undefined;
+  /** The secret key from `Authorization: Bearer …`. */
+  secretKey: string | undefined;
+  status: number;
+  at: number;
+}
+
+export interface CheckoutSessionObject {
+  id: string;
+  object: "checkout.session";
+  url: string | null;
+  status: "open" | "complete" | "expired";
+  payment_status: "unpaid" | "paid" | "no_payment_required";
+  mode: string;
+  client_reference_id: string | null;
+  metadata: Record<string, string>;
+  amount_subtotal: number | null;
+  amount_total: number | null;
+  currency: string | null;
+  created: number;
+  expires_at: number;
+  success_url: string | null;
+  cancel_url: string | null;
+  payment_intent: string | null;
+  livemode: boolean;
+}
+
+export interface CardEvent {
+  id: string;
+  object: "event";
+  api_version: string;
+  created: number;
+  type: string;
+  livemode: boolean;
+  pending_webhooks: number;
+  request: { id: string | null; idempotency_key: string | null };
+  data: { object: Json };
+}
+
+export interface SignedDelivery {
+  event: CardEvent;
+  /** The exact bytes to POST. */
+  payload: string;
+  /** The `Stripe-Signature` header value (`t=…,v1=…`). */
+  header: string;
+}
+
+export interface LastPaymentError {
+  code?: string;
+  decline_code?: string;
+  message?: string;
+  type?: string;
+}
+
+const API_VERSION = "2026-05-27.dahlia";
+
+function randomId(prefix: string, length = 24): string {
+  const alphabet = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  const bytes = randomBytes(length);
+  let out = prefix;
+  for (const b of bytes) out += alphabet[b % alphabet.length];
+  return out;
+}
+
+function stripeError(res: ServerResponse, status: number, type: string, message: string, extra: Json = {}) {
+  send(res, status, { error: { type, message, ...extra } });
+}
+
+function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    "content-type": "application/json",
+    "content-length": String(Buffer.byteLength(text)),
+    "request-id": randomId("req_", 14),
+    ...headers,
+  });
+  res.end(text);
+}
+
+export class FakeCardProvider {
+  readonly requests: RecordedRequest[] = [];
+  readonly sessions = new Map<string, CheckoutSessionObject>();
+  /** Idempotent results per account: `${secretKey}\n${key}` → the parameters and the answer. */
+  readonly #idempotency = new Map<string, { form: string; status: number; body: unknown }>();
+  #failCreates = 0;
+  #server: Server | undefined;
+  /** The SDK's webhook helpers (signing), the same code the service verifies with. */
+  readonly #webhooks = new Stripe("sk_test_fake_provider_signing").webhooks;
+
+  get url(): string {
+    const address = this.#server?.address() as AddressInfo | undefined;
+    if (!address) throw new Error("fake card provider not started");
+    return `http://127.0.0.1:${address.port}`;
+  }
+
+  async start(): Promise<void> {
+    this.#server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        try {
+          this.#handle(req.method ?? "GET", req.url ?? "/", req.headers, Buffer.concat(chunks), res);
+        } catch (err) {
+          stripeError(res, 500, "api_error", `fake provider crashed: ${(err as Error).message}`);
+        }
+      });
+    });
+    await new Promise<void>((resolve) => this.#server?.listen(0, "127.0.0.1", resolve));
+  }
+
+  async stop(): Promise<void> {
+    const server = this.#server;
+    this.#server = undefined;
+    if (!server) return;
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+
+  /** The next `times` session creations answer 500 `api_error` (`Infinity`: until told otherwise; 0: stop). */
+  failNextCreate(times = 1): void {
+    this.#failCreates = times;
+  }
+
+  /** Requests of one kind: `create`, `expire`, `retrieve`. */
+  calls(kind: "create" | "expire" | "retrieve", sessionId?: string): RecordedRequest[] {
+    return this.requests.filter((r) => {
+      if (kind === "create") return r.method === "POST" && r.path === "/v1/checkout/sessions";
+      const m = /^\/v1\/checkout\/sessions\/([^/]+)(\/expire)?$/.exec(r.path);
+      if (!m || (sessionId !== undefined && decodeURIComponent(m[1] ?? "") !== sessionId)) return false;
+      return kind === "expire" ? r.method === "POST" && m[2] === "/expire" : r.method === "GET" && !m[2];
+    });
+  }
+
+  session(id: string): CheckoutSessionObject {
+    const session = this.sessions.get(id);
+    if (!session) throw new Error(`fake card provider: no session ${id}`);
+    return session;
+  }
+
+  /** The payer paid: the session becomes complete (as the provider would, before it sends the event). */
+  complete(id: string): CheckoutSessionObject {
+    const session = this.session(id);
+    if (session.status !== "open") throw new Error(`fake card provider: session ${id} is ${session.status}`);
+    session.status = "complete";
+    session.payment_status = "paid";
+    session.payment_intent = randomId("pi_");
+    return session;
+  }
+
+  /** The session ran out at the provider (the provider's own expiry). */
+  expire(id: string): CheckoutSessionObject {
+    const session = this.session(id);
+    if (session.status !== "open") throw new Error(`fake card provider: session ${id} is ${session.status}`);
+    session.status = "expired";
+    session.url = null;
+    return session;
+  }
+
+  // ---- inbound events -------------------------------------------------------------------------
+
+  /** An event of any type with a unique `evt_…` id (snapshot payload: data.object is the object). */
+  event(type: string, object: Json, options: { livemode: boolean; created?: number }): CardEvent {
+    return {
+      id: randomId("evt_"),
+      object: "event",
+      api_version: API_VERSION,
+      created: options.created ?? Math.floor(Date.now() / 1000),
+      type,
+      livemode: options.livemode,
+      pending_webhooks: 1,
+      request: { id: null, idempotency_key: null },
+      data: { object: { ...object, livemode: options.livemode } },
+    };
+  }
+
+  /** `checkout.session.completed` for a session of this fake (marked complete if still open), or any session object. */
+  checkoutCompleted(session: string | CheckoutSessionObject, options: { livemode: boolean }): CardEvent {
+    let object: CheckoutSessionObject;
+    if (typeof session === "string") {
+      object = this.session(session);
+      if (object.status === "open") this.complete(session);
+    } else {
+      object = { ...session, status: "complete", payment_status: "paid" };
+    }
+    return this.event("checkout.session.completed", { ...object }, options);
+  }
+
+  /** `checkout.session.expired` for a session of this fake (marked expired if still open), or any session object. */
+  checkoutExpired(session: string | CheckoutSessionObject, options: { livemode: boolean }): CardEvent {
+    let object: CheckoutSessionObject;
+    if (typeof session === "string") {
+      object = this.session(session);
+      if (object.status === "open") this.expire(session);
+    } else {
+      object = { ...session, status: "expired", url: null };
+    }
+    return this.event("checkout.session.expired", { ...object }, options);
+  }
+
+  /** `payment_intent.payment_failed`: a PaymentIntent carrying `metadata.paymentId` and the decline. */
+  paymentFailed(
+    paymentId: string,
+    options: { livemode: boolean; amount?: number; error?: LastPaymentError },
+  ): CardEvent {
+    const error: LastPaymentError = options.error ?? {
+      code: "card_declined",
+      decline_code: "insufficient_funds",
+      message: "Your card has insufficient funds.",
+      type: "card_error",
+    };
+    const intent = {
+      id: randomId("pi_"),
+      object: "payment_intent",
+      amount: options.amount ?? 1000,
+      currency: "usd",
+      status: "requires_payment_method",
+      metadata: { paymentId },
+      last_payment_error: error,
+      created: Math.floor(Date.now() / 1000),
+    };
+    return this.event("payment_intent.payment_failed", intent, options);
+  }
+
+  /** An unattached session object (the provider knows it; the service does not). */
+  foreignSession(overrides: Partial<CheckoutSessionObject> = {}): CheckoutSessionObject {
+    const now = Math.floor(Date.now() / 1000);
+    const id = randomId("cs_test_", 58);
+    return {
+      id,
+      object: "checkout.session",
+      url: `https://checkout.fake-card.test/c/pay/${id}`,
+      status: "open",
+      payment_status: "unpaid",
+      mode: "payment",
+      client_reference_id: null,
+      metadata: {},
+      amount_subtotal: 1000,
+      amount_total: 1000,
+      currency: "usd",
+      created: now,
+      expires_at: now + 3600,
+      success_url: "https://merchant.example/ok",
+      cancel_url: null,
+      payment_intent: null,
+      livemode: false,
+      ...overrides,
+    };
+  }
+
+  /** Serializes and signs an event with the SDK's `webhooks.generateTestHeaderString`. */
+  sign(event: CardEvent, secret: string, options: { timestamp?: number } = {}): SignedDelivery {
+    const payload = JSON.stringify(event, null, 2);
+    const header = this.#webhooks.generateTestHeaderString({
+      payload,
+      secret,
+      ...(options.timestamp !== undefined ? { timestamp: options.timestamp } : {}),
+    });
+    return { event, payload, header };
+  }
+
+  // ---- the API ---------------------------------------------------------------------------------
+
+  #handle(method: string, rawUrl: string, headers: IncomingHttpHeaders, body: Buffer, res: ServerResponse) {
+    const url = new URL(rawUrl, "http://fake.invalid");
+    const form = Object.fromEntries(new URLSearchParams(body.toString("utf8")));
+    const auth = headers.authorization;
+    const secretKey = typeof auth === "string" && auth.startsWith("Bearer ") ? auth.slice(7) : undefined;
+    const header = (name: string) => {
+      const v = headers[name];
+      return Array.isArray(v) ? v[0] : v;
+    };
+    const record: RecordedRequest = {
+      method,
+      path: url.pathname,
+      query: Object.fromEntries(url.searchParams),
+      form,
+      headers,
+      idempotencyKey: header("idempotency-key"),
+      stripeVersion: header("stripe-version"),
+      secretKey,
+      status: 0,
+      at: Date.now(),
+    };
+    this.requests.push(record);
+    const reply = (status: number, payload: unknown, extra: Record<string, string> = {}) => {
+      record.status = status;
+      send(res, status, payload, extra);
+    };
+    const fail = (status: number, type: string, message: string, extra: Json = {}) =>
+      reply(status, { error: { type, message, ...extra } });
+
+    if (!secretKey || !/^(sk|rk)_(test|live)_/.test(secretKey)) {
+      return fail(401, "invalid_request_error", "Invalid API Key provided");
+    }
+
+    if (method === "POST" && url.pathname === "/v1/checkout/sessions") {
+      return this.#create(record, secretKey, reply, fail);
+    }
+    const match = /^\/v1\/checkout\/sessions\/([^/]+)(\/expire)?$/.exec(url.pathname);
+    if (match) {
+      const id = decodeURIComponent(match[1] ?? "");
+      const session = this.sessions.get(id);
+      if (!session) {
+        return fail(404, "invalid_request_error", `No such checkout.session: '${id}'`, {
+          code: "resource_missing",
+          param: "session",
+        });
+      }
+      if (method === "POST" && match[2]) {
+        if (session.status !== "open") {
+          return fail(
+            400,
+            "invalid_request_error",
+            `Only Checkout Sessions with a status in ["open"] can be expired. This Checkout Session has a status of "${session.status}".`,
+          );
+        }
+        session.status = "expired";
+        session.url = null;
+        return reply(200, session);
+      }
+      if (method === "GET" && !match[2]) return reply(200, session);
+    }
+    return fail(404, "invalid_request_error", `Unrecognized request URL (${method}: ${url.pathname}).`);
+  }
+
+  #create(
+    record: RecordedRequest,
+    secretKey: string,
+    reply: (status: number, payload: unknown, extra?: Record<string, string>) => void,
+    fail: (status: number, type: string, message: string, extra?: Json) => void,
+  ) {
+    const { form } = record;
+    const fingerprint = JSON.stringify(Object.entries(form).sort(([a], [b]) => (a < b ? -1 : 1)));
+    const idemKey = record.idempotencyKey ? `${secretKey}\n${record.idempotencyKey}` : undefined;
+    if (idemKey) {
+      const before = this.#idempotency.get(idemKey);
+      if (before) {
+        if (before.form !== fingerprint) {
+          return fail(
+            400,
+            "idempotency_error",
+            `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${record.idempotencyKey}' if you meant to execute a different request.`,
+          );
+        }
+        return reply(before.status, before.body, { "idempotent-replayed": "true" });
+      }
+    }
+    if (this.#failCreates > 0) {
+      this.#failCreates -= 1;
+      // Not stored under the idempotency key: the retry reaches the fake again.
+      return fail(500, "api_error", "An unknown error occurred on the fake card provider.");
+    }
+
+    const now = Math.floor(Date.now() / 1000);
+    if (form.mode !== "payment")
+      return fail(400, "invalid_request_error", "Missing or invalid mode", { param: "mode" });
+    const unitAmount = Number(form["line_items[0][price_data][unit_amount]"]);
+    const quantity = Number(form["line_items[0][quantity]"] ?? "1");
+    const currency = form["line_items[0][price_data][currency]"];
+    if (!Number.isInteger(unitAmount) || unitAmount < 0 || !currency) {
+      return fail(400, "invalid_request_error", "Invalid line_items[0][price_data]", { param: "line_items" });
+    }
+    if (currency === "usd" && unitAmount * quantity < 50) {
+      return fail(
+        400,
+        "invalid_request_error",
+        "The Checkout Session's total amount due must add up to at least $0.50 usd",
+        {
+          code: "amount_too_small",
+        },
+      );
+    }
+    let expiresAt = now + SESSION_MAX_SECONDS;
+    if (form.expires_at !== undefined) {
+      expiresAt = Number(form.expires_at);
+      if (
+        !Number.isInteger(expiresAt) ||
+        expiresAt < now + SESSION_MIN_SECONDS ||
+        expiresAt > now + SESSION_MAX_SECONDS
+      ) {
+        return fail(
+          400,
+          "invalid_request_error",
+          "The `expires_at` timestamp must be between 30 minutes and 24 hours from Checkout Session creation.",
+          { param: "expires_at" },
+        );
+      }
+    }
+    const metadata: Record<string, string> = {};
+    for (const [k, v] of Object.entries(form)) {
+      const m = /^metadata\[(.+)\]$/.exec(k);
+      if (m?.[1]) metadata[m[1]] = v;
+    }
+    const livemode = secretKey.includes("_live_");
+    const id = randomId(livemode ? "cs_live_" : "cs_test_", 58);
+    const session: CheckoutSessionObject = {
+      id,
+      object: "checkout.session",
+      url: `https://checkout.fake-card.test/c/pay/${id}`,
+      status: "open",
+      payment_status: "unpaid",
+      mode: "payment",
+      client_reference_id: form.client_reference_id ?? null,
+      metadata,
+      amount_subtotal: unitAmount * quantity,
+      amount_total: unitAmount * quantity,
+      currency,
+      created: now,
+      expires_at: expiresAt,
+      success_url: form.success_url ?? null,
+      cancel_url: form.cancel_url ?? null,
+      payment_intent: null,
+      livemode,
+    };
+    this.sessions.set(id, session);
+    // The stored answer is a snapshot: a replay returns the session as it was created.
+    if (idemKey) this.#idempotency.set(idemKey, { form: fingerprint, status: 200, body: { ...session } });
+    return reply(200, session);
+  }
+}
