@@ -1,9 +1,11 @@
+import cookie from "@fastify/cookie";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
 import { sql } from "kysely";
 import { EvmNetwork } from "./chain/evm/evm-network.ts";
+import { SmartAccounts } from "./chain/evm/smart-accounts.ts";
 import { SimulatedLedger } from "./chain/simulated/ledger.ts";
 import { TransactionSender } from "./chain/transaction-sender.ts";
 import { type Config, ENVIRONMENTS, type Environment } from "./config.ts";
@@ -11,15 +13,23 @@ import type { AppContext } from "./context.ts";
 import { CardProvider } from "./modules/card/provider.ts";
 import { cardWebhookRoutes } from "./modules/card/routes.ts";
 import { type CardProviders, CardWebhooks } from "./modules/card/service.ts";
+import { SESSION_COOKIE, SessionsService } from "./modules/dashboard/sessions.ts";
 import { hostedPageRoutes } from "./modules/hosted-page/routes.ts";
 import { keysRoutes } from "./modules/keys/routes.ts";
 import { KeysService } from "./modules/keys/service.ts";
 import { paymentsRoutes } from "./modules/payments/routes.ts";
 import { PaymentsService } from "./modules/payments/service.ts";
-import { LedgerChannel, NetworkChannel, type PayoutChannel } from "./modules/payouts/channels.ts";
+import {
+  LedgerChannel,
+  NetworkChannel,
+  type PayoutChannel,
+  SmartWalletChannel,
+} from "./modules/payouts/channels.ts";
 import { payoutsRoutes } from "./modules/payouts/routes.ts";
 import { PayoutsService } from "./modules/payouts/service.ts";
 import { WalletService } from "./modules/payouts/wallet-service.ts";
+import { smartWalletRoutes } from "./modules/smart-wallets/routes.ts";
+import { SmartWalletsService } from "./modules/smart-wallets/service.ts";
 import { webhooksRoutes } from "./modules/webhooks/routes.ts";
 import { WebhooksService } from "./modules/webhooks/service.ts";
 import { workspacesRoutes } from "./modules/workspaces/routes.ts";
@@ -55,6 +65,8 @@ export interface App {
     payouts: PayoutsService;
     wallet: WalletService;
     ledger: SimulatedLedger;
+    sessions: SessionsService;
+    smartWallets: SmartWalletsService;
   };
 }
 
@@ -105,6 +117,13 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   const payments = new PaymentsService(ctx, workspaces, ledger, cardProviders);
   const cardWebhooks = new CardWebhooks(ctx, cardProviders);
   const webhooks = new WebhooksService(ctx);
+  const sessions = new SessionsService(ctx);
+  // Smart wallet addresses come from the live network's account factory (else the sandbox's).
+  const aaNetwork = [deps.config.networks.live, deps.config.networks.sandbox].find(
+    (n) => n?.accountAbstraction,
+  );
+  const smartAccounts = aaNetwork ? new SmartAccounts(aaNetwork) : undefined;
+  const smartWallets = new SmartWalletsService(ctx, workspaces, smartAccounts);
   // Sandbox moves money on the simulated ledger unless a sandbox network (testnet) is configured.
   const channels: Partial<Record<Environment, PayoutChannel>> = { sandbox: new LedgerChannel(ledger) };
   for (const environment of ENVIRONMENTS) {
@@ -114,7 +133,31 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   }
   const mailer = deps.mailer ?? createMailer({ smtpUrl: deps.config.smtpUrl, dataDir: deps.config.dataDir });
   http.addHook("onClose", async () => mailer.close());
-  const payouts = new PayoutsService(ctx, workspaces, channels, mailer);
+  // Smart wallet payouts: user operations where a bundler is configured, else the sandbox ledger.
+  const smartChannels: Partial<Record<Environment, PayoutChannel>> = { sandbox: new LedgerChannel(ledger) };
+  const smartAccountsByEnv: Partial<Record<Environment, SmartAccounts>> = {};
+  for (const environment of ENVIRONMENTS) {
+    const network = networks[environment];
+    const config = deps.config.networks[environment];
+    if (network && config?.accountAbstraction) {
+      smartAccountsByEnv[environment] = new SmartAccounts(config);
+      smartChannels[environment] = new SmartWalletChannel(network, smartAccountsByEnv[environment]);
+    } else if (network) {
+      delete smartChannels[environment];
+    }
+  }
+  const payouts = new PayoutsService(
+    ctx,
+    workspaces,
+    channels,
+    mailer,
+    smartChannels,
+    async (environment, prepared) => {
+      const accounts = smartAccountsByEnv[environment];
+      if (!accounts) return { status: "pending", userOpHash: prepared.userOpHash };
+      return accounts.send(prepared);
+    },
+  );
   const wallet = new WalletService(ctx, workspaces, channels, ledger);
 
   registerErrorHandling(http);
@@ -150,7 +193,13 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     await docs.register(swaggerUi, { routePrefix: "/docs", uiConfig: { deepLinking: true } });
   });
 
-  registerAuth(http, { adminSecret: deps.config.adminSecret, resolveKey: (key) => keys.resolve(key) });
+  await http.register(cookie);
+  registerAuth(http, {
+    adminSecret: deps.config.adminSecret,
+    resolveKey: (key) => keys.resolve(key),
+    sessionCookie: SESSION_COOKIE,
+    resolveSession: (token) => sessions.resolve(token),
+  });
   await registerRateLimit(http, { ...deps.config.rateLimit, redisUrl: deps.config.redisUrl });
 
   http.get("/health", { config: { auth: "none" }, schema: { hide: true } }, async () => ({ status: "ok" }));
@@ -171,8 +220,13 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   await http.register(payoutsRoutes(payouts, wallet));
   await http.register(cardWebhookRoutes(cardWebhooks));
   await http.register(hostedPageRoutes(ctx));
+  await http.register(smartWalletRoutes(smartWallets));
 
-  return { http, ctx, services: { workspaces, keys, payments, webhooks, payouts, wallet, ledger } };
+  return {
+    http,
+    ctx,
+    services: { workspaces, keys, payments, webhooks, payouts, wallet, ledger, sessions, smartWallets },
+  };
 }
 
 /**

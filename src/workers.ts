@@ -1,5 +1,6 @@
 import { privateKeyToAccount } from "viem/accounts";
 import type { App } from "./app.ts";
+import { SmartAccounts } from "./chain/evm/smart-accounts.ts";
 import { ChainWatcher } from "./modules/payments/chain-watcher.ts";
 import { expireDuePayments } from "./modules/payments/expiry.ts";
 import { topUpGas, topUpWallet } from "./modules/payments/gas-top-up.ts";
@@ -52,6 +53,7 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
       ctx.log,
       ctx.now,
       topUp,
+      config.accountAbstraction ? new SmartAccounts(config) : undefined,
     );
     jobs.push(
       new PeriodicJob(ctx.db, ctx.log, {

@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from "fastify";
-import type { Hex, Network } from "../../chain/network.ts";
+import type { PreparedOperation, SmartAccounts } from "../../chain/evm/smart-accounts.ts";
+import type { ChainToken, Hex, Network } from "../../chain/network.ts";
 import type { TransactionSender } from "../../chain/transaction-sender.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
@@ -22,6 +23,7 @@ export class Settlement {
   readonly #log: FastifyBaseLogger;
   readonly #now: () => Date;
   readonly #topUp: (address: Hex, neededWei: bigint) => Promise<boolean>;
+  readonly #smartAccounts: SmartAccounts | undefined;
 
   /** `topUp` funds a receiving wallet with gas on demand (false when it cannot). */
   constructor(
@@ -32,7 +34,9 @@ export class Settlement {
     log: FastifyBaseLogger,
     now: () => Date,
     topUp: (address: Hex, neededWei: bigint) => Promise<boolean> = async () => false,
+    smartAccounts?: SmartAccounts,
   ) {
+    this.#smartAccounts = smartAccounts;
     this.#topUp = topUp;
     this.#db = db;
     this.#network = network;
@@ -102,6 +106,7 @@ export class Settlement {
           ]
         : []),
     ];
+    if (payment.wallet_type === "smart_wallet") return this.#settleFromSmartWallet(payment, transfers);
 
     const [tokenBalance, ethBalance, gasPerTransfer] = await Promise.all([
       this.#network.balance(from, token),
@@ -133,6 +138,51 @@ export class Settlement {
       payment,
       sent.map((s) => ({ purpose: s.purpose, tx_hash: s.txHash })),
     );
+  }
+
+  /**
+   * A payment received on the smart wallet settles as ONE user operation (net + fee batched),
+   * gas sponsored by the paymaster; the signed operation is recorded on the payment before it is
+   * sent, and a restart sends that same operation again.
+   */
+  async #settleFromSmartWallet(
+    payment: PaymentRow,
+    transfers: Array<{ token: ChainToken; to: Hex; amount: bigint }>,
+  ) {
+    if (!this.#smartAccounts)
+      return this.#fail(payment, "smart wallets are not configured on this network (no bundler)");
+    let prepared: PreparedOperation;
+    if (payment.settlement_user_operation && payment.settlement_user_op_hash) {
+      prepared = {
+        userOpHash: payment.settlement_user_op_hash as Hex,
+        serialized: payment.settlement_user_operation,
+      };
+    } else {
+      const from = payment.receiving_address as Hex;
+      const token = payment.token_symbol as ChainToken;
+      if ((await this.#network.balance(from, token)) < BigInt(payment.gross_amount)) {
+        return this.#fail(payment, `insufficient ${token} balance in the smart wallet`);
+      }
+      const owner = (await this.#workspaces.profile(payment.workspace_id)).eoaAddress as Hex;
+      const key = await this.#workspaces.signingKey(payment.workspace_id, owner);
+      try {
+        prepared = await this.#smartAccounts.prepare(key, transfers);
+      } catch (err) {
+        return this.#fail(payment, `bundler or paymaster failure: ${(err as Error).message.split("\n")[0]}`);
+      }
+      await this.#db
+        .updateTable("payments")
+        .set({ settlement_user_op_hash: prepared.userOpHash, settlement_user_operation: prepared.serialized })
+        .where("id", "=", payment.id)
+        .execute();
+    }
+    const outcome = await this.#smartAccounts.send(prepared);
+    if (outcome.status === "pending") return; // the next tick sends it again
+    if (outcome.status === "reverted") return this.#fail(payment, outcome.error);
+    return this.#forward(payment, [
+      { purpose: "settlement_net", tx_hash: outcome.txHash },
+      { purpose: "settlement_fee", tx_hash: outcome.txHash },
+    ]);
   }
 
   async #forward(payment: PaymentRow, txs: Array<{ purpose: string; tx_hash: string }>): Promise<void> {

@@ -1,3 +1,4 @@
+import type { SmartAccounts } from "../../chain/evm/smart-accounts.ts";
 import type { ChainToken, Hex, Network } from "../../chain/network.ts";
 import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
 import type { TransactionSender } from "../../chain/transaction-sender.ts";
@@ -7,6 +8,7 @@ import type { TransactionSender } from "../../chain/transaction-sender.ts";
 
 export interface SendOutcome {
   txHash: string;
+  userOpHash?: string;
   status: "success" | "reverted" | "pending";
   error: string | null;
 }
@@ -15,6 +17,7 @@ export interface PayoutChannel {
   balance(address: Hex, token: ChainToken): Promise<bigint>;
   /** For the EOA path: ETH needed for gas of one transfer, or null when gas is not a concern. */
   gasRequired(token: ChainToken): Promise<bigint | null>;
+  /** `record` is called with a user operation's hash and signed body before it is sent (smart wallets). */
   send(
     payoutId: string,
     privateKey: Hex,
@@ -22,6 +25,7 @@ export interface PayoutChannel {
     to: Hex,
     token: ChainToken,
     amount: bigint,
+    record?: (userOpHash: string, operation: string) => Promise<void>,
   ): Promise<SendOutcome>;
 }
 
@@ -89,5 +93,62 @@ export class NetworkChannel implements PayoutChannel {
       return { txHash: sent.txHash, status: "reverted", error: sent.error ?? "transaction reverted" };
     }
     return { txHash: sent.txHash, status: "pending", error: null };
+  }
+}
+
+/**
+ * Live smart wallet payouts: one user operation from the workspace's SimpleAccount, signed by its
+ * EOA, gas paid by the paymaster, recorded (hash and signed body) before it goes to the bundler.
+ */
+export class SmartWalletChannel implements PayoutChannel {
+  readonly #network: Network;
+  readonly #accounts: SmartAccounts;
+
+  constructor(network: Network, accounts: SmartAccounts) {
+    this.#network = network;
+    this.#accounts = accounts;
+  }
+
+  balance(address: Hex, token: ChainToken): Promise<bigint> {
+    return this.#network.balance(address, token);
+  }
+
+  async gasRequired(): Promise<bigint | null> {
+    return null; // sponsored by the paymaster
+  }
+
+  async send(
+    _payoutId: string,
+    ownerKey: Hex,
+    _from: Hex,
+    to: Hex,
+    token: ChainToken,
+    amount: bigint,
+    record?: (userOpHash: string, operation: string) => Promise<void>,
+  ): Promise<SendOutcome> {
+    let prepared: Awaited<ReturnType<SmartAccounts["prepare"]>>;
+    try {
+      prepared = await this.#accounts.prepare(ownerKey, [{ token, to, amount }]);
+    } catch (err) {
+      return {
+        txHash: "",
+        status: "reverted",
+        error: `bundler or paymaster failure: ${(err as Error).message.split("\n")[0]}`,
+      };
+    }
+    await record?.(prepared.userOpHash, prepared.serialized);
+    const outcome = await this.#accounts.send(prepared);
+    if (outcome.status === "success") {
+      return { txHash: outcome.txHash, userOpHash: outcome.userOpHash, status: "success", error: null };
+    }
+    if (outcome.status === "reverted") {
+      return {
+        txHash: outcome.txHash ?? "",
+        userOpHash: outcome.userOpHash,
+        status: "reverted",
+        error: outcome.error,
+      };
+    }
+    return { txHash: "", userOpHash: outcome.userOpHash, status: "pending", error: null };
   }
 }

@@ -155,3 +155,17 @@ export async function writeBreaker(db: Db, scope: Scope, state: BreakerState): P
     .where("environment", "=", scope.environment)
     .execute();
 }
+
+/** The signed user operation of a smart wallet payout, recorded before it is sent. */
+export async function recordUserOperation(
+  db: Db,
+  id: string,
+  userOpHash: string,
+  operation: string,
+): Promise<void> {
+  await db
+    .updateTable("payouts")
+    .set({ user_op_hash: userOpHash, user_operation: operation })
+    .where("id", "=", id)
+    .execute();
+}

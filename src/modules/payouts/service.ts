@@ -1,4 +1,5 @@
 import type { Kysely } from "kysely";
+import type { OperationOutcome, PreparedOperation } from "../../chain/evm/smart-accounts.ts";
 import type { ChainToken, Hex } from "../../chain/network.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
@@ -33,6 +34,7 @@ const WAIT_FOR_ORIGINAL_MS = 60_000;
 
 export interface PayoutView {
   txHash: string | null;
+  userOpHash?: string;
   amount: string;
   tokenSymbol: string;
   destinationAddress: string;
@@ -54,6 +56,8 @@ export function toPayoutView(row: repo.PayoutRow): PayoutView {
     status: row.status,
     description: row.description,
     metadata: row.metadata,
+    // Smart wallet payouts: txHash is the bundle transaction that carried the operation (D13).
+    ...(row.user_op_hash ? { userOpHash: row.user_op_hash } : {}),
   };
 }
 
@@ -61,6 +65,10 @@ export class PayoutsService {
   readonly #ctx: AppContext;
   readonly #workspaces: WorkspacesService;
   readonly #channels: Partial<Record<Environment, PayoutChannel>>;
+  readonly #smartChannels: Partial<Record<Environment, PayoutChannel>>;
+  readonly #resend:
+    | ((environment: Environment, prepared: PreparedOperation) => Promise<OperationOutcome>)
+    | undefined;
   readonly #mailer: Mailer;
   readonly #queue = new KeyedQueue();
   /** Payouts this process is sending right now; the reconciler leaves them alone. */
@@ -71,7 +79,11 @@ export class PayoutsService {
     workspaces: WorkspacesService,
     channels: Partial<Record<Environment, PayoutChannel>>,
     mailer: Mailer,
+    smartChannels: Partial<Record<Environment, PayoutChannel>> = {},
+    resend?: (environment: Environment, prepared: PreparedOperation) => Promise<OperationOutcome>,
   ) {
+    this.#smartChannels = smartChannels;
+    this.#resend = resend;
     this.#ctx = ctx;
     this.#workspaces = workspaces;
     this.#channels = channels;
@@ -85,13 +97,7 @@ export class PayoutsService {
     const validated = validatePayoutRequest(body);
     if (!validated.ok) throw badRequest(validated.message);
     const request = validated.value;
-    const channel = this.#channels[principal.environment];
-    if (!channel) throw serviceUnavailable("Live network is not configured");
-    if (request.walletType === "smart_wallet") {
-      throw badRequest(
-        "No smart wallet for this workspace: create one with POST /api/v1/workspaces/{id}/smart-wallet",
-      );
-    }
+    if (!this.#channels[principal.environment]) throw serviceUnavailable("Live network is not configured");
 
     if (request.idempotencyKey) {
       const existing = await repo.findByIdempotencyKey(this.#ctx.db, principal, request.idempotencyKey);
@@ -114,7 +120,24 @@ export class PayoutsService {
 
       const workspace = await this.#workspaces.profile(principal.workspaceId);
       if (!workspace.eoaAddress) throw badRequest("No workspace wallet found. Provision a wallet first.");
-      const from = workspace.eoaAddress as Hex;
+      const walletType =
+        request.walletType ?? (workspace.defaultWalletType === "smart_wallet" ? "smart_wallet" : "eoa");
+      const channel =
+        walletType === "smart_wallet"
+          ? this.#smartChannels[principal.environment]
+          : this.#channels[principal.environment];
+      if (!channel) {
+        throw serviceUnavailable(`Smart wallets are not configured for ${principal.environment}: no bundler`);
+      }
+      if (walletType === "smart_wallet" && !workspace.smartWalletAddress) {
+        throw badRequest(
+          "No smart wallet for this workspace: create one with POST /api/v1/workspaces/{id}/smart-wallet",
+        );
+      }
+      const owner = workspace.eoaAddress as Hex;
+      const from = (
+        walletType === "smart_wallet" ? workspace.smartWalletAddress : workspace.eoaAddress
+      ) as Hex;
       const token = request.tokenSymbol;
       const decimals = TOKEN_DECIMALS[token];
 
@@ -144,7 +167,7 @@ export class PayoutsService {
         amount: request.amount,
         destinationAddress: request.destinationAddress,
         fromAddress: from,
-        walletType: "eoa",
+        walletType,
         description: request.description,
         metadata: request.metadata,
         createdAt: now,
@@ -159,7 +182,7 @@ export class PayoutsService {
       let outcome: Awaited<ReturnType<PayoutChannel["send"]>>;
       this.#inFlight.add(payout.id);
       try {
-        const key = await this.#workspaces.signingKey(principal.workspaceId, from);
+        const key = await this.#workspaces.signingKey(principal.workspaceId, owner);
         outcome = await channel.send(
           payout.id,
           key,
@@ -167,6 +190,7 @@ export class PayoutsService {
           request.destinationAddress as Hex,
           token,
           request.amount,
+          (userOpHash, operation) => repo.recordUserOperation(this.#ctx.db, payout.id, userOpHash, operation),
         );
       } catch (err) {
         this.#ctx.log.error({ err, payoutId: payout.id }, "payout send failed");
@@ -356,6 +380,19 @@ export class PayoutsService {
         .where("payout_id", "=", payout.id)
         .executeTakeFirst();
       const scope = { workspaceId: payout.workspace_id, environment };
+      if (payout.user_operation && this.#resend) {
+        // A smart wallet payout: send the recorded operation again (a no-op if it was included).
+        const outcome = await this.#resend(environment, {
+          userOpHash: payout.user_op_hash as Hex,
+          serialized: payout.user_operation,
+        });
+        if (outcome.status === "success") await this.#complete(scope, payout, outcome.txHash);
+        else if (outcome.status === "reverted") {
+          await this.#fail(scope, payout, outcome.txHash, outcome.error).catch(() => undefined);
+        }
+        finished += outcome.status === "pending" ? 0 : 1;
+        continue;
+      }
       if (tx?.status === "signed") continue; // still waiting for its receipt
       if (tx?.status === "mined") {
         await this.#complete(scope, payout, tx.tx_hash);

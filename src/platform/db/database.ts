@@ -11,6 +11,7 @@ import * as cryptoRail from "./migrations/003_crypto_rail.ts";
 import * as payouts from "./migrations/004_payouts.ts";
 import * as cardEvents from "./migrations/005_card_events.ts";
 import * as ledgerEntries from "./migrations/006_ledger_entries.ts";
+import * as smartWallets from "./migrations/007_smart_wallets.ts";
 import type { DatabaseSchema } from "./schema.ts";
 
 export type Db = Kysely<DatabaseSchema>;
@@ -24,6 +25,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "004_payouts": payouts,
   "005_card_events": cardEvents,
   "006_ledger_entries": ledgerEntries,
+  "007_smart_wallets": smartWallets,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

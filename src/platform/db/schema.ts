@@ -74,6 +74,8 @@ export interface PaymentsTable {
   settlement_fee_tx_hash: ColumnType<string | null, string | null | undefined, string | null>;
   forwarded_at: NullableTimestamp;
   failure_reason: ColumnType<string | null, string | null | undefined, string | null>;
+  settlement_user_op_hash: ColumnType<string | null, string | null | undefined, string | null>;
+  settlement_user_operation: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface IdempotencyKeysTable {
@@ -188,6 +190,7 @@ export interface PayoutsTable {
   metadata: Json<Record<string, string>>;
   tx_hash: string | null;
   user_op_hash: string | null;
+  user_operation: ColumnType<string | null, string | null | undefined, string | null>;
   error: string | null;
   created_at: Generated<Date>;
   completed_at: NullableTimestamp;
@@ -232,6 +235,14 @@ export interface CardEventsTable {
   received_at: Generated<Date>;
 }
 
+export interface DashboardSessionsTable {
+  id_hash: string;
+  workspace_id: string;
+  csrf_token: string;
+  created_at: Generated<Date>;
+  expires_at: Date;
+}
+
 export interface DatabaseSchema {
   workspaces: WorkspacesTable;
   workspace_wallets: WorkspaceWalletsTable;
@@ -250,6 +261,7 @@ export interface DatabaseSchema {
   ledger_entries: LedgerEntriesTable;
   ledger_transactions: LedgerTransactionsTable;
   card_events: CardEventsTable;
+  dashboard_sessions: DashboardSessionsTable;
 }
 
 export type PaymentRow = Selectable<PaymentsTable>;

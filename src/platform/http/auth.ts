@@ -1,3 +1,4 @@
+import type {} from "@fastify/cookie";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { Environment } from "../../config.ts";
 import { constantTimeEqual } from "../secrets/hashing.ts";
@@ -7,11 +8,14 @@ import { ApiError, forbidden, unauthorized } from "./errors.ts";
 // or the operator's admin secret. Each route says which it accepts in `config.auth`; the key
 // lookup itself belongs to the keys module and is handed in as `resolveKey`.
 
-export type AuthMode = "none" | "key" | "admin" | "key-or-admin";
+export type AuthMode = "none" | "key" | "admin" | "key-or-admin" | "session";
 
 export type Principal =
   | { kind: "key"; keyId: string; workspaceId: string; environment: Environment }
-  | { kind: "admin" };
+  | { kind: "admin" }
+  | { kind: "session"; workspaceId: string; sessionId: string };
+
+export type SessionResolution = { workspaceId: string; csrfToken: string; sessionId: string } | null;
 
 export type KeyPrincipal = Extract<Principal, { kind: "key" }>;
 
@@ -34,6 +38,25 @@ const KEY_PATTERN = /^svc_(test|live)_[0-9A-Za-z]{32,}$/;
 export interface AuthOptions {
   adminSecret: string | undefined;
   resolveKey: (key: string) => Promise<KeyResolution>;
+  /** Dashboard sessions: the cookie's token → its workspace and CSRF token. */
+  sessionCookie: string;
+  resolveSession: (token: string) => Promise<SessionResolution>;
+}
+
+const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
+
+/** Browser session auth (D12): a valid session cookie, and the CSRF token on state changes. */
+async function authenticateSession(request: FastifyRequest, options: AuthOptions): Promise<Principal> {
+  const token = request.cookies?.[options.sessionCookie];
+  const session = token ? await options.resolveSession(token) : null;
+  if (!session) throw unauthorized("Sign in to the dashboard first");
+  if (!SAFE_METHODS.has(request.method)) {
+    const header = request.headers["x-csrf-token"];
+    const given = Array.isArray(header) ? header[0] : header;
+    if (!given || !constantTimeEqual(given, session.csrfToken))
+      throw forbidden("Missing or invalid CSRF token");
+  }
+  return { kind: "session", workspaceId: session.workspaceId, sessionId: session.sessionId };
 }
 
 export function registerAuth(app: FastifyInstance, options: AuthOptions): void {
@@ -42,7 +65,10 @@ export function registerAuth(app: FastifyInstance, options: AuthOptions): void {
     if (request.is404) return;
     const mode = request.routeOptions.config.auth ?? "key";
     if (mode === "none") return;
-    request.principal = await authenticate(request, mode, options);
+    request.principal =
+      mode === "session"
+        ? await authenticateSession(request, options)
+        : await authenticate(request, mode, options);
   });
 }
 

@@ -1,0 +1,180 @@
+import { toSimpleSmartAccount } from "permissionless/accounts";
+import { createPublicClient, defineChain, encodeFunctionData, erc20Abi, http, type PublicClient } from "viem";
+import {
+  createBundlerClient,
+  entryPoint08Address,
+  getUserOperationHash,
+  type UserOperation,
+} from "viem/account-abstraction";
+import { privateKeyToAccount } from "viem/accounts";
+import type { NetworkConfig } from "../../config.ts";
+import type { ChainToken, Hex } from "../network.ts";
+
+// ERC-4337 smart wallets (D11): SimpleAccount (EntryPoint v0.8) owned by the workspace EOA, gas
+// sponsored by the paymaster, operations sent through the bundler. The address is counterfactual:
+// it is known (and can receive funds) before the first operation deploys the account.
+
+export interface SmartCall {
+  token: ChainToken;
+  to: Hex;
+  amount: bigint;
+}
+
+export interface PreparedOperation {
+  userOpHash: Hex;
+  /** Everything needed to send exactly this signed operation again after a restart. */
+  serialized: string;
+}
+
+export type OperationOutcome =
+  | { status: "success"; userOpHash: Hex; txHash: Hex }
+  | { status: "reverted"; userOpHash: Hex; txHash: Hex | null; error: string }
+  | { status: "pending"; userOpHash: Hex };
+
+const RECEIPT_TIMEOUT_MS = 60_000;
+
+export class SmartAccounts {
+  readonly #client: PublicClient;
+  readonly #aa: NonNullable<NetworkConfig["accountAbstraction"]>;
+  readonly #tokens: Record<string, string | undefined>;
+  readonly #bundler;
+
+  constructor(config: NetworkConfig) {
+    if (!config.accountAbstraction) throw new Error("no bundler configured");
+    this.#aa = config.accountAbstraction;
+    this.#tokens = config.tokens;
+    const chain = defineChain({
+      id: config.chainId,
+      name: `${config.environment} network`,
+      nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
+      rpcUrls: { default: { http: [config.rpcUrl] } },
+    });
+    this.#client = createPublicClient({ chain, transport: http(config.rpcUrl) }) as PublicClient;
+    this.#bundler = createBundlerClient({
+      client: this.#client,
+      transport: http(this.#aa.bundlerUrl, { timeout: 20_000 }),
+      pollingInterval: 100,
+    });
+  }
+
+  async #account(ownerKey: Hex) {
+    return toSimpleSmartAccount({
+      client: this.#client,
+      owner: privateKeyToAccount(ownerKey),
+      entryPoint: { address: (this.#aa.entryPointAddress ?? entryPoint08Address) as Hex, version: "0.8" },
+      factoryAddress: this.#aa.accountFactoryAddress as Hex,
+    });
+  }
+
+  /** The counterfactual address of the account the EOA owns (no transaction needed). */
+  async address(ownerKey: Hex): Promise<Hex> {
+    return (await this.#account(ownerKey)).address;
+  }
+
+  #callsOf(calls: SmartCall[]) {
+    return calls.map((call) => {
+      if (call.token === "ETH") return { to: call.to, value: call.amount, data: "0x" as Hex };
+      const token = this.#tokens[call.token];
+      if (!token) throw new Error(`${call.token} is not configured on this network`);
+      return {
+        to: token as Hex,
+        value: 0n,
+        data: encodeFunctionData({ abi: erc20Abi, functionName: "transfer", args: [call.to, call.amount] }),
+      };
+    });
+  }
+
+  /** Prepares and signs one operation (several calls = one batch), without sending it. */
+  async prepare(ownerKey: Hex, calls: SmartCall[]): Promise<PreparedOperation> {
+    const account = await this.#account(ownerKey);
+    const prepared = await this.#bundler.prepareUserOperation({
+      account,
+      calls: this.#callsOf(calls),
+      paymaster: this.#aa.paymasterAddress as Hex,
+    } as never);
+    const signature = await account.signUserOperation(prepared as UserOperation);
+    const signed = { ...(prepared as object), signature } as UserOperation;
+    const userOpHash = getUserOperationHash({
+      userOperation: signed,
+      entryPointAddress: account.entryPoint.address,
+      entryPointVersion: "0.8",
+      chainId: this.#client.chain?.id ?? 0,
+    });
+    return {
+      userOpHash,
+      serialized: JSON.stringify(signed, (_k, v) => (typeof v === "bigint" ? `${v}n` : v)),
+    };
+  }
+
+  /** Sends a prepared operation (again, after a restart: the same signed bytes) and waits for it. */
+  async send(prepared: PreparedOperation): Promise<OperationOutcome> {
+    const operation = JSON.parse(prepared.serialized, (_k, v) =>
+      typeof v === "string" && /^[0-9]+n$/.test(v) ? BigInt(v.slice(0, -1)) : v,
+    ) as UserOperation;
+    try {
+      await this.#bundler.request({
+        method: "eth_sendUserOperation",
+        params: [serializeForRpc(operation), this.#aa.entryPointAddress as Hex],
+      } as never);
+    } catch (err) {
+      const existing = await this.receipt(prepared.userOpHash);
+      if (existing.status !== "pending") return existing;
+      return {
+        status: "reverted",
+        userOpHash: prepared.userOpHash,
+        txHash: null,
+        error: bundlerMessage(err),
+      };
+    }
+    try {
+      const receipt = await this.#bundler.waitForUserOperationReceipt({
+        hash: prepared.userOpHash,
+        timeout: RECEIPT_TIMEOUT_MS,
+      });
+      return receipt.success
+        ? { status: "success", userOpHash: prepared.userOpHash, txHash: receipt.receipt.transactionHash }
+        : {
+            status: "reverted",
+            userOpHash: prepared.userOpHash,
+            txHash: receipt.receipt.transactionHash,
+            error: receipt.reason ?? "user operation reverted",
+          };
+    } catch {
+      return { status: "pending", userOpHash: prepared.userOpHash };
+    }
+  }
+
+  async receipt(userOpHash: Hex): Promise<OperationOutcome> {
+    try {
+      const receipt = await this.#bundler.getUserOperationReceipt({ hash: userOpHash });
+      return receipt.success
+        ? { status: "success", userOpHash, txHash: receipt.receipt.transactionHash }
+        : {
+            status: "reverted",
+            userOpHash,
+            txHash: receipt.receipt.transactionHash,
+            error: receipt.reason ?? "reverted",
+          };
+    } catch {
+      return { status: "pending", userOpHash };
+    }
+  }
+}
+
+/** The JSON-RPC form of a v0.8 user operation: numbers as hex quantities. */
+function serializeForRpc(op: UserOperation): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(op)) {
+    if (value === undefined) continue;
+    out[key] = typeof value === "bigint" ? `0x${value.toString(16)}` : value;
+  }
+  return out;
+}
+
+function bundlerMessage(err: unknown): string {
+  const e = err as { details?: string; shortMessage?: string; message?: string };
+  return `bundler refused the operation: ${(e.details || e.shortMessage || e.message || "unknown error").split("\n")[0]}`.slice(
+    0,
+    300,
+  );
+}
