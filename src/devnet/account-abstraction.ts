@@ -16,7 +16,7 @@ import {
   parseEther,
   parseTransaction,
 } from "viem";
-import { type Devnet, freePort, type NodeExit, rpc, withDeployer } from "./chain.ts";
+import { type DeployerClients, type Devnet, freePort, type NodeExit, rpc, withDeployer } from "./chain.ts";
 import { sponsoringPaymasterArtifact } from "./compile.ts";
 
 // The ERC-4337 stack of the devnet (D11, D14): EntryPoint v0.8 at its canonical address, the
@@ -53,7 +53,10 @@ const AA_ARTIFACTS = join(
   dirname(require.resolve("@account-abstraction/contracts/package.json")),
   "artifacts",
 );
-const ALTO_CLI = join(dirname(require.resolve("@pimlico/alto/package.json")), "esm", "cli", "alto.js");
+const NODE_MODULES = join(here, "..", "..", "node_modules");
+// Alto's package "exports" hide both its package.json and its CLI: address the file directly.
+const ALTO_CLI = join(NODE_MODULES, "@pimlico", "alto", "esm", "cli", "alto.js");
+const NODE_COMPILE_CACHE_DIR = join(NODE_MODULES, ".cache", "payments-devnet", "node-compile-cache");
 
 export interface AccountAbstraction {
   entryPoint: Address;
@@ -72,101 +75,131 @@ export interface DeployAccountAbstractionOptions {
  * EntryPoint v0.8 and the SimpleAccountFactory (each skipped when already on chain, and checked to
  * land on its canonical address), then a new SponsoringPaymaster with a deposit.
  */
-export async function deployAccountAbstraction(
+export function deployAccountAbstraction(
   devnet: Devnet,
   options: DeployAccountAbstractionOptions = {},
 ): Promise<AccountAbstraction> {
+  return withDeployer(devnet, async (clients) => {
+    const entryPoint = await deployEntryPoint(clients);
+    return { entryPoint, ...(await deployAccountContracts(clients, entryPoint, options)) };
+  });
+}
+
+/**
+ * Step one of {@link deployAccountAbstraction}, all a bundler needs to start: the CREATE2 deployer
+ * and EntryPoint v0.8. The caller serialises the deployer's transactions.
+ */
+async function deployEntryPoint(clients: DeployerClients): Promise<Address> {
+  const { publicClient, deployer } = clients;
+  // 1. The CREATE2 deployer: fund the presigned transaction's signer, then broadcast it.
+  if (!(await hasCode(clients, CREATE2_DEPLOYER))) {
+    const tx = parseTransaction(CREATE2_DEPLOYER_TX);
+    const cost = (tx.gas ?? 0n) * (tx.gasPrice ?? 0n);
+    const balance = await publicClient.getBalance({ address: CREATE2_DEPLOYER_SIGNER });
+    if (balance < cost) {
+      await confirm(
+        clients,
+        await deployer.sendTransaction({ to: CREATE2_DEPLOYER_SIGNER, value: cost - balance }),
+        "Funding the CREATE2 deployer's signer",
+      );
+    }
+    await confirm(
+      clients,
+      await publicClient.sendRawTransaction({ serializedTransaction: CREATE2_DEPLOYER_TX }),
+      "Deploying the CREATE2 deployer",
+    );
+    if (!(await hasCode(clients, CREATE2_DEPLOYER))) throw new Error("The CREATE2 deployer has no code");
+  }
+  // 2. EntryPoint v0.8 at its canonical address.
+  const artifact = await loadArtifact("EntryPoint");
+  return create2(clients, ENTRYPOINT_V08_SALT, artifact.bytecode, ENTRYPOINT_V08, "EntryPoint v0.8");
+}
+
+/**
+ * Step two of {@link deployAccountAbstraction}: the SimpleAccountFactory and the paymaster with its
+ * deposit. The caller serialises the deployer's transactions.
+ */
+async function deployAccountContracts(
+  clients: DeployerClients,
+  entryPoint: Address,
+  options: DeployAccountAbstractionOptions = {},
+): Promise<Omit<AccountAbstraction, "entryPoint">> {
+  const { publicClient, deployer } = clients;
   const paymasterArtifact = sponsoringPaymasterArtifact(); // compiles (or loads the cache) meanwhile
   paymasterArtifact.catch(() => {}); // awaited below; avoid an unhandled rejection meanwhile
-  const [entryPointArtifact, factoryArtifact] = await Promise.all([
-    loadArtifact("EntryPoint"),
-    loadArtifact("SimpleAccountFactory"),
-  ]);
 
-  return withDeployer(devnet, async ({ publicClient, deployer }) => {
-    const hasCode = async (address: Address) => ((await publicClient.getCode({ address })) ?? "0x") !== "0x";
-    const confirm = async (hash: Hex, what: string) => {
-      const receipt = await publicClient.waitForTransactionReceipt({ hash });
-      if (receipt.status !== "success") throw new Error(`${what} failed (tx ${hash})`);
-      return receipt;
-    };
+  // 3. SimpleAccountFactory(entryPoint) at its canonical address.
+  const factoryArtifact = await loadArtifact("SimpleAccountFactory");
+  const accountFactory = await create2(
+    clients,
+    ZERO_SALT,
+    concat([factoryArtifact.bytecode, encodeAbiParameters([{ type: "address" }], [entryPoint])]),
+    SIMPLE_ACCOUNT_FACTORY_V08,
+    "SimpleAccountFactory",
+  );
 
-    // 1. The CREATE2 deployer: fund the presigned transaction's signer, then broadcast it.
-    if (!(await hasCode(CREATE2_DEPLOYER))) {
-      const tx = parseTransaction(CREATE2_DEPLOYER_TX);
-      const cost = (tx.gas ?? 0n) * (tx.gasPrice ?? 0n);
-      const balance = await publicClient.getBalance({ address: CREATE2_DEPLOYER_SIGNER });
-      if (balance < cost) {
-        await confirm(
-          await deployer.sendTransaction({ to: CREATE2_DEPLOYER_SIGNER, value: cost - balance }),
-          "Funding the CREATE2 deployer's signer",
-        );
-      }
-      await confirm(
-        await publicClient.sendRawTransaction({ serializedTransaction: CREATE2_DEPLOYER_TX }),
-        "Deploying the CREATE2 deployer",
-      );
-      if (!(await hasCode(CREATE2_DEPLOYER))) throw new Error("The CREATE2 deployer has no code");
-    }
-
-    const create2 = async (salt: Hex, initCode: Hex, expected: Address, what: string) => {
-      const address = getContractAddress({ opcode: "CREATE2", from: CREATE2_DEPLOYER, salt, bytecode: initCode });
-      if (address !== expected) {
-        throw new Error(`${what} would land on ${address}, not on ${expected}: wrong bytecode or salt`);
-      }
-      if (await hasCode(address)) return address;
-      // The proxy takes salt ++ init code as calldata and reverts if CREATE2 fails.
-      await confirm(
-        await deployer.sendTransaction({ to: CREATE2_DEPLOYER, data: concat([salt, initCode]) }),
-        `Deploying ${what}`,
-      );
-      if (!(await hasCode(address))) throw new Error(`${what} has no code at ${address}`);
-      return address;
-    };
-
-    // 2. EntryPoint v0.8 at its canonical address.
-    const entryPoint = await create2(
-      ENTRYPOINT_V08_SALT,
-      entryPointArtifact.bytecode,
-      ENTRYPOINT_V08,
-      "EntryPoint v0.8",
+  // 4. The sponsoring paymaster (its constructor checks the EntryPoint's interface) and its deposit.
+  const artifact = await paymasterArtifact;
+  const deployed = await confirm(
+    clients,
+    await deployer.deployContract({ abi: artifact.abi, bytecode: artifact.bytecode, args: [entryPoint] }),
+    "Deploying the SponsoringPaymaster",
+  );
+  if (!deployed.contractAddress) throw new Error("Deploying the SponsoringPaymaster gave no address");
+  const paymaster = getAddress(deployed.contractAddress);
+  const amount = options.paymasterDeposit ?? parseEther("100");
+  if (amount > 0n) {
+    await confirm(
+      clients,
+      await deployer.writeContract({
+        address: paymaster,
+        abi: PAYMASTER_ABI,
+        functionName: "deposit",
+        value: amount,
+      }),
+      "Depositing for the paymaster",
     );
-    // 3. SimpleAccountFactory(entryPoint) at its canonical address.
-    const accountFactory = await create2(
-      ZERO_SALT,
-      concat([factoryArtifact.bytecode, encodeAbiParameters([{ type: "address" }], [entryPoint])]),
-      SIMPLE_ACCOUNT_FACTORY_V08,
-      "SimpleAccountFactory",
-    );
-
-    // 4. The sponsoring paymaster (its constructor checks the EntryPoint's interface) and its deposit.
-    const artifact = await paymasterArtifact;
-    const deployed = await confirm(
-      await deployer.deployContract({ abi: artifact.abi, bytecode: artifact.bytecode, args: [entryPoint] }),
-      "Deploying the SponsoringPaymaster",
-    );
-    if (!deployed.contractAddress) throw new Error("Deploying the SponsoringPaymaster gave no address");
-    const paymaster = getAddress(deployed.contractAddress);
-    const amount = options.paymasterDeposit ?? parseEther("100");
-    if (amount > 0n) {
-      await confirm(
-        await deployer.writeContract({
-          address: paymaster,
-          abi: PAYMASTER_ABI,
-          functionName: "deposit",
-          value: amount,
-        }),
-        "Depositing for the paymaster",
-      );
-    }
-    const deposit = await publicClient.readContract({
-      address: paymaster,
-      abi: PAYMASTER_ABI,
-      functionName: "getDeposit",
-    });
-    if (deposit !== amount) throw new Error(`The paymaster's deposit is ${deposit} wei, not ${amount}`);
-    return { entryPoint, accountFactory, paymaster };
+  }
+  const deposit = await publicClient.readContract({
+    address: paymaster,
+    abi: PAYMASTER_ABI,
+    functionName: "getDeposit",
   });
+  if (deposit !== amount) throw new Error(`The paymaster's deposit is ${deposit} wei, not ${amount}`);
+  return { accountFactory, paymaster };
+}
+
+/** Deploys `initCode` through the CREATE2 deployer unless `expected` already has code. */
+async function create2(
+  clients: DeployerClients,
+  salt: Hex,
+  initCode: Hex,
+  expected: Address,
+  what: string,
+): Promise<Address> {
+  const address = getContractAddress({ opcode: "CREATE2", from: CREATE2_DEPLOYER, salt, bytecode: initCode });
+  if (address !== expected) {
+    throw new Error(`${what} would land on ${address}, not on ${expected}: wrong bytecode or salt`);
+  }
+  if (await hasCode(clients, address)) return address;
+  // The proxy takes salt ++ init code as calldata and reverts if CREATE2 fails.
+  await confirm(
+    clients,
+    await clients.deployer.sendTransaction({ to: CREATE2_DEPLOYER, data: concat([salt, initCode]) }),
+    `Deploying ${what}`,
+  );
+  if (!(await hasCode(clients, address))) throw new Error(`${what} has no code at ${address}`);
+  return address;
+}
+
+async function hasCode({ publicClient }: DeployerClients, address: Address): Promise<boolean> {
+  return ((await publicClient.getCode({ address })) ?? "0x") !== "0x";
+}
+
+async function confirm({ publicClient }: DeployerClients, hash: Hex, what: string) {
+  const receipt = await publicClient.waitForTransactionReceipt({ hash });
+  if (receipt.status !== "success") throw new Error(`${what} failed (tx ${hash})`);
+  return receipt;
 }
 
 async function loadArtifact(name: string): Promise<{ abi: Abi; bytecode: Hex }> {
@@ -194,7 +227,7 @@ export interface BundlerOptions {
   utilityKey: Hex;
   /** How long to wait for the bundler to answer. Default 30 s. */
   startTimeoutMs?: number;
-  /** Receives Alto's stdout/stderr (JSON log lines, warnings and up). Dropped when omitted. */
+  /** Receives Alto's stdout/stderr (its log, warnings and up). Dropped when omitted. */
   onOutput?: (text: string) => void;
 }
 
@@ -245,13 +278,23 @@ async function launchAlto(port: number, options: BundlerOptions): Promise<Bundle
     "max-bundle-interval": 100,
     // "info" logs whole RPC payloads.
     "log-level": "warn",
+    // viem first tries eth_fillTransaction, which Hardhat lacks, then falls back: Alto's wallet
+    // client would log that as an ERROR on the first bundle. Bundle failures still show up in the
+    // executor's own log lines and in the user operations' status.
+    "wallet-client-log-level": "fatal",
   };
   await writeFile(configFile, JSON.stringify(config, null, 2), { mode: 0o600 });
 
   // ALTO_* variables would override the config file (yargs .env("ALTO")); SENTRY_DSN would report.
-  const env: NodeJS.ProcessEnv = { FORCE_COLOR: "0", NO_COLOR: "1" };
+  const env: NodeJS.ProcessEnv = {
+    FORCE_COLOR: "0",
+    NO_COLOR: "1",
+    // Loading Alto's modules costs ~2 s of CPU; Node's on-disk compile cache takes a part off.
+    NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE ?? NODE_COMPILE_CACHE_DIR,
+  };
   for (const [name, value] of Object.entries(process.env)) {
-    if (!name.startsWith("ALTO_") && name !== "SENTRY_DSN" && name !== "DOTENV_CONFIG_PATH") env[name] = value;
+    if (!name.startsWith("ALTO_") && name !== "SENTRY_DSN" && name !== "DOTENV_CONFIG_PATH")
+      env[name] ??= value;
   }
   // Run Alto's CLI directly with this Node (not through npx) so that the PID is the bundler's.
   const child: ChildProcess = spawn(process.execPath, [ALTO_CLI, "--config", configFile], {
@@ -306,7 +349,9 @@ async function launchAlto(port: number, options: BundlerOptions): Promise<Bundle
       if (spawnError) throw new Error(`Cannot start Alto: ${spawnError.message}`);
       if (exitedEarly) {
         const message = `Alto exited before answering (code ${child.exitCode}, signal ${child.signalCode}):\n${tail.trim()}`;
-        throw /EADDRINUSE|address already in use/i.test(tail) ? new PortInUseError(message) : new Error(message);
+        throw /EADDRINUSE|address already in use/i.test(tail)
+          ? new PortInUseError(message)
+          : new Error(message);
       }
       const supported = await rpc(url, "eth_supportedEntryPoints", [], 500).catch(() => undefined);
       if (

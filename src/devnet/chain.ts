@@ -19,11 +19,14 @@ import {
   type WalletClient,
 } from "viem";
 import { type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
+import { type Bundler, deployAccountAbstraction, startBundler } from "./account-abstraction.ts";
 import { testTokenArtifact } from "./compile.ts";
 
 // A local EVM chain for development and tests (D3, D13, D14): a Hardhat 3 node (EDR) run as a
 // child process on 127.0.0.1, mining a block every second and on each transaction, with the
-// service's test tokens deployed and a payer account holding plenty of each.
+// service's test tokens deployed and a payer account holding plenty of each; optionally the
+// ERC-4337 stack too (D11): EntryPoint v0.8, SimpleAccountFactory, a sponsoring paymaster and an
+// Alto bundler (src/devnet/account-abstraction.ts).
 
 export type TokenSymbol = "USDC" | "ADAO" | "DAI";
 
@@ -40,8 +43,8 @@ export interface DevnetAccount {
 
 /**
  * The first well-known accounts of Hardhat's default mnemonic ("test test … junk"), each funded
- * with 10000 ETH at genesis. #0–#3 are used below; #4 and #5 are left for the bundler's executor
- * and utility keys so that the payer stays an account of its own (D13).
+ * with 10000 ETH at genesis. #0–#3 are used below; #4 and #5 are the bundler's executor and
+ * utility keys, so that the payer stays an account of its own (D13).
  */
 export const WELL_KNOWN_ACCOUNTS: readonly DevnetAccount[] = [
   {
@@ -88,6 +91,31 @@ export interface DevnetOptions {
   startTimeoutMs?: number;
   /** Receives the node's stdout/stderr (it logs every RPC call). Dropped when omitted. */
   onOutput?: (text: string) => void;
+  /**
+   * Also deploy the ERC-4337 contracts and start an Alto bundler (on a free port, bound to
+   * 0.0.0.0) using accounts #4 and #5; see {@link Devnet.aa}. Default false.
+   */
+  accountAbstraction?: boolean;
+  /** The bundler's port (Alto binds it on 0.0.0.0); a free one when omitted. */
+  bundlerPort?: number;
+  /** Receives the bundler's stdout/stderr (Alto's log, warnings and up). Dropped when omitted. */
+  onBundlerOutput?: (text: string) => void;
+}
+
+/** The ERC-4337 stack of a devnet started with `accountAbstraction: true`. */
+export interface DevnetAccountAbstraction {
+  /** EntryPoint v0.8, canonical address. */
+  entryPoint: Address;
+  /** SimpleAccountFactory for that EntryPoint, permissionless's default address for v0.8. */
+  accountFactory: Address;
+  /** A paymaster that sponsors every user operation (devnet only), funded at the EntryPoint. */
+  paymaster: Address;
+  /** The Alto bundler's JSON-RPC URL (http://127.0.0.1:<port>). */
+  bundlerUrl: string;
+  /** Process id of the Alto bundler. */
+  bundlerPid: number;
+  /** Resolves when the bundler process has exited, for whatever reason. */
+  bundlerExited: Promise<NodeExit>;
 }
 
 export interface Devnet {
@@ -103,11 +131,19 @@ export interface Devnet {
     gasFunder: DevnetAccount;
     payer: DevnetAccount;
   };
-  /** Milliseconds from spawn to the first eth_chainId answer, and for deploying and minting. */
-  timings: { nodeStartMs: number; deployMs: number };
+  /** Present when started with `accountAbstraction: true`. */
+  aa?: DevnetAccountAbstraction;
+  /**
+   * Milliseconds from spawn to the first eth_chainId answer, for deploying and minting the tokens,
+   * and (with account abstraction) for deploying its contracts and until the bundler answers.
+   */
+  timings: { nodeStartMs: number; deployMs: number; aaDeployMs?: number; bundlerStartMs?: number };
   /** Resolves when the node process has exited, for whatever reason. */
   exited: Promise<NodeExit>;
-  /** Kills the node (SIGTERM, SIGKILL after 5 s) and resolves once it has exited. Idempotent. */
+  /**
+   * Stops the bundler if any, then the node (each SIGTERM, SIGKILL after 5 s), and resolves once
+   * both have exited. Idempotent.
+   */
   stop(): Promise<void>;
 }
 
@@ -116,9 +152,13 @@ export interface NodeExit {
   signal: NodeJS.Signals | null;
 }
 
-interface Internals {
+/** The deployer's clients, for helpers that send deployer transactions through {@link withDeployer}. */
+export interface DeployerClients {
   publicClient: PublicClient;
   deployer: WalletClient<Transport, Chain, PrivateKeyAccount>;
+}
+
+interface Internals extends DeployerClients {
   /** Deployer transactions are serialised so that concurrent helpers never race for a nonce. */
   queue: Promise<unknown>;
 }
@@ -146,7 +186,16 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
   }
 
   const { child, exited, rpcUrl, chainId, nodeStartMs } = node;
-  const stop = once(node.stop);
+  const stopNode = node.stop;
+  let bundler: Bundler | undefined;
+  const stop = once(async () => {
+    // The bundler first: it would keep calling a node that is gone.
+    try {
+      await bundler?.stop();
+    } finally {
+      await stopNode();
+    }
+  });
   try {
     if (blockTimeMs > 0) {
       await rpc(rpcUrl, "evm_setAutomine", [true]);
@@ -227,6 +276,28 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
       stop,
     };
     internals.set(devnet, { publicClient, deployer, queue: Promise.resolve() });
+
+    if (options.accountAbstraction) {
+      const aaStart = performance.now();
+      const contracts = await deployAccountAbstraction(devnet);
+      const aaDeployMs = Math.round(performance.now() - aaStart);
+      bundler = await startBundler({
+        rpcUrl,
+        entryPoint: contracts.entryPoint,
+        port: options.bundlerPort,
+        executorKey: wellKnown(4).privateKey,
+        utilityKey: wellKnown(5).privateKey,
+        startTimeoutMs: options.startTimeoutMs,
+        onOutput: options.onBundlerOutput,
+      });
+      devnet.aa = {
+        ...contracts,
+        bundlerUrl: bundler.url,
+        bundlerPid: bundler.pid,
+        bundlerExited: bundler.exited,
+      };
+      devnet.timings = { ...devnet.timings, aaDeployMs, bundlerStartMs: bundler.startMs };
+    }
     return devnet;
   } catch (err) {
     await stop();
@@ -277,7 +348,11 @@ export async function mine(devnet: Devnet, blocks = 1): Promise<void> {
   await rpc(devnet.rpcUrl, "hardhat_mine", [`0x${blocks.toString(16)}`]);
 }
 
-function withDeployer<T>(devnet: Devnet, task: (i: Internals) => Promise<T>): Promise<T> {
+/**
+ * Runs `task` with the deployer's clients once the deployer transactions already queued are done,
+ * so that concurrent helpers never race for a nonce.
+ */
+export function withDeployer<T>(devnet: Devnet, task: (clients: DeployerClients) => Promise<T>): Promise<T> {
   const state = internals.get(devnet);
   if (!state) throw new Error("Not a devnet returned by startDevnet()");
   const result = state.queue.then(() => task(state));
@@ -381,7 +456,12 @@ async function launchNode(port: number, options: DevnetOptions): Promise<Running
 }
 
 /** A minimal JSON-RPC call (the node's evm_* and hardhat_* methods are not in viem's types). */
-async function rpc(url: string, method: string, params: unknown[], timeoutMs = 10_000): Promise<unknown> {
+export async function rpc(
+  url: string,
+  method: string,
+  params: unknown[],
+  timeoutMs = 10_000,
+): Promise<unknown> {
   const response = await fetch(url, {
     method: "POST",
     headers: { "content-type": "application/json" },
@@ -393,11 +473,12 @@ async function rpc(url: string, method: string, params: unknown[], timeoutMs = 1
   return body.result;
 }
 
-function freePort(): Promise<number> {
+/** A port that is free on `host` right now (it may be taken before the caller binds it). */
+export function freePort(host = "127.0.0.1"): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
+    server.listen(0, host, () => {
       const address = server.address();
       server.close(() => {
         if (address && typeof address === "object") resolve(address.port);

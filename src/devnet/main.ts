@@ -2,13 +2,16 @@ import { mkdir, rename, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { type Devnet, startDevnet } from "./chain.ts";
 
-// `npm run devnet`: a local chain standing in for the live network (D3, D14). Starts the Hardhat
-// node on DEVNET_PORT (default 8545) with the test tokens deployed, writes DATA_DIR/devnet.env
-// once the chain answers, and stays in the foreground until Ctrl-C or SIGTERM, which stop the node
-// (nothing else is removed: the env file stays for the next run to overwrite).
+// `npm run devnet`: a local chain standing in for the live network (D3, D11, D14). Starts the
+// Hardhat node on DEVNET_PORT (default 8545) with the test tokens and the ERC-4337 contracts
+// deployed, and an Alto bundler on DEVNET_BUNDLER_PORT (default: a free port; Alto binds 0.0.0.0),
+// writes DATA_DIR/devnet.env once the chain and the bundler answer, and stays in the foreground
+// until Ctrl-C or SIGTERM, which stop both (nothing else is removed: the env file stays for the next
+// run to overwrite).
 
 function envFileText(devnet: Devnet): string {
-  const { tokens, accounts } = devnet;
+  const { tokens, accounts, aa } = devnet;
+  if (!aa) throw new Error("The devnet was started without its ERC-4337 stack");
   const lines = [
     "# Written by `npm run devnet`: a local chain standing in for the live network.",
     `# Load it with NETWORK_ENV_FILE=<this file> npm start (variables already set win).`,
@@ -20,19 +23,32 @@ function envFileText(devnet: Devnet): string {
     `LIVE_TREASURY_ADDRESS=${accounts.treasury.address}`,
     "LIVE_CONFIRMATIONS=2",
     `LIVE_GAS_FUNDER_KEY=${accounts.gasFunder.privateKey}`,
+    "# ERC-4337 (D11): the bundler, a paymaster sponsoring every user operation (devnet only),",
+    "# EntryPoint v0.8 and the SimpleAccountFactory.",
+    `LIVE_BUNDLER_URL=${aa.bundlerUrl}`,
+    `LIVE_PAYMASTER_ADDRESS=${aa.paymaster}`,
+    `LIVE_ENTRYPOINT_ADDRESS=${aa.entryPoint}`,
+    `LIVE_ACCOUNT_FACTORY_ADDRESS=${aa.accountFactory}`,
     "# A funded account holding every test token, for demos and tests (not used by the service).",
     `DEVNET_PAYER_KEY=${accounts.payer.privateKey}`,
   ];
   return `${lines.join("\n")}\n`;
 }
 
-async function main(): Promise<void> {
-  const rawPort = process.env.DEVNET_PORT ?? "8545";
-  const port = Number(rawPort);
-  if (!/^[0-9]+$/.test(rawPort) || port < 1 || port > 65535) {
-    process.stderr.write(`DEVNET_PORT must be a port number (1-65535), got "${rawPort}"\n`);
+function portFromEnv(name: string, fallback: string | undefined): number | undefined {
+  const raw = process.env[name] || fallback;
+  if (raw === undefined) return undefined;
+  const port = Number(raw);
+  if (!/^[0-9]+$/.test(raw) || port < 1 || port > 65535) {
+    process.stderr.write(`${name} must be a port number (1-65535), got "${raw}"\n`);
     process.exit(2);
   }
+  return port;
+}
+
+async function main(): Promise<void> {
+  const port = portFromEnv("DEVNET_PORT", "8545") as number;
+  const bundlerPort = portFromEnv("DEVNET_BUNDLER_PORT", undefined);
   const dataDir = resolve(process.env.DATA_DIR || "./data");
   const envFile = join(dataDir, "devnet.env");
   const verbose = process.env.DEVNET_VERBOSE === "1";
@@ -46,7 +62,7 @@ async function main(): Promise<void> {
       return;
     }
     stopping = true;
-    if (!devnet) return; // still starting: stopped right after start-up below
+    if (!devnet) return; // still starting: stopped right after start-up below (or failed)
     process.stdout.write(`\n${signal}: stopping the devnet…\n`);
     await devnet.stop();
     process.stdout.write("Devnet stopped.\n");
@@ -58,7 +74,11 @@ async function main(): Promise<void> {
   process.stdout.write(`Starting the devnet on 127.0.0.1:${port}…\n`);
   devnet = await startDevnet({
     port,
+    accountAbstraction: true,
+    bundlerPort,
     onOutput: verbose ? (text) => process.stdout.write(text) : undefined,
+    // Alto logs at "warn" and up only: always worth seeing.
+    onBundlerOutput: (text) => process.stderr.write(text),
   });
   if (stopping) {
     await devnet.stop();
@@ -69,9 +89,20 @@ async function main(): Promise<void> {
     process.stderr.write(`The Hardhat node exited unexpectedly (code ${code}, signal ${signal}).\n`);
     process.exit(1);
   });
+  const aa = devnet.aa;
+  if (!aa) throw new Error("The devnet started without its ERC-4337 stack");
+  void aa.bundlerExited.then(async ({ code, signal }) => {
+    if (stopping) return;
+    stopping = true;
+    process.stderr.write(
+      `The bundler exited unexpectedly (code ${code}, signal ${signal}); stopping the node.\n`,
+    );
+    await devnet?.stop();
+    process.exit(1);
+  });
 
-  // Written only now that the chain answers and the tokens exist (D13); tmp + rename so that a
-  // reader never sees half a file.
+  // Written only now that the chain answers, the contracts exist and the bundler answers (D13);
+  // tmp + rename so that a reader never sees half a file.
   await mkdir(dataDir, { recursive: true });
   const tmp = `${envFile}.${process.pid}.tmp`;
   await writeFile(tmp, envFileText(devnet), { mode: 0o600 });
@@ -80,7 +111,8 @@ async function main(): Promise<void> {
   const { tokens, accounts, timings } = devnet;
   process.stdout.write(
     [
-      `Devnet ready: ${devnet.rpcUrl} (chain id ${devnet.chainId}), node up in ${timings.nodeStartMs} ms, tokens deployed in ${timings.deployMs} ms.`,
+      `Devnet ready: ${devnet.rpcUrl} (chain id ${devnet.chainId}), node up in ${timings.nodeStartMs} ms, tokens deployed in ${timings.deployMs} ms,`,
+      `ERC-4337 contracts in ${timings.aaDeployMs} ms, bundler up in ${timings.bundlerStartMs} ms.`,
       "A block is mined every second and on each transaction.",
       "",
       `  USDC  ${tokens.USDC}  (6 decimals)`,
@@ -90,6 +122,11 @@ async function main(): Promise<void> {
       `  treasury    ${accounts.treasury.address}`,
       `  gas funder  ${accounts.gasFunder.address}`,
       `  payer       ${accounts.payer.address}  (holds every test token; key in DEVNET_PAYER_KEY)`,
+      "",
+      `  bundler     ${aa.bundlerUrl}  (Alto, listening on all interfaces)`,
+      `  EntryPoint  ${aa.entryPoint}  (v0.8)`,
+      `  factory     ${aa.accountFactory}  (SimpleAccountFactory)`,
+      `  paymaster   ${aa.paymaster}  (sponsors every user operation: devnet only)`,
       "",
       `Env file: ${envFile}`,
       "Start the service against it with:",
