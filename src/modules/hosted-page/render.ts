@@ -62,6 +62,7 @@ export function renderPaymentPage(
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
+<link rel="icon" href="data:,">
 <title>${e(title)}</title>
 <link rel="stylesheet" href="/pay/assets/page.css">
 </head>
