@@ -10,6 +10,8 @@ import { SimulatedLedger } from "./chain/simulated/ledger.ts";
 import { TransactionSender } from "./chain/transaction-sender.ts";
 import { type Config, ENVIRONMENTS, type Environment } from "./config.ts";
 import type { AppContext } from "./context.ts";
+import { agentsAndWalletsRoutes } from "./modules/agents/routes.ts";
+import { AgentsService } from "./modules/agents/service.ts";
 import { CardProvider } from "./modules/card/provider.ts";
 import { cardWebhookRoutes } from "./modules/card/routes.ts";
 import { type CardProviders, CardWebhooks } from "./modules/card/service.ts";
@@ -30,6 +32,7 @@ import { PayoutsService } from "./modules/payouts/service.ts";
 import { WalletService } from "./modules/payouts/wallet-service.ts";
 import { smartWalletRoutes } from "./modules/smart-wallets/routes.ts";
 import { SmartWalletsService } from "./modules/smart-wallets/service.ts";
+import { WalletsService } from "./modules/wallets/service.ts";
 import { webhooksRoutes } from "./modules/webhooks/routes.ts";
 import { WebhooksService } from "./modules/webhooks/service.ts";
 import { workspacesRoutes } from "./modules/workspaces/routes.ts";
@@ -67,6 +70,8 @@ export interface App {
     ledger: SimulatedLedger;
     sessions: SessionsService;
     smartWallets: SmartWalletsService;
+    agents: AgentsService;
+    agentWallets: WalletsService;
   };
 }
 
@@ -118,6 +123,8 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   const cardWebhooks = new CardWebhooks(ctx, cardProviders);
   const webhooks = new WebhooksService(ctx);
   const sessions = new SessionsService(ctx);
+  const agents = new AgentsService(ctx);
+  const agentWallets = new WalletsService(ctx, agents, ledger);
   // Smart wallet addresses come from the live network's account factory (else the sandbox's).
   const aaNetwork = [deps.config.networks.live, deps.config.networks.sandbox].find(
     (n) => n?.accountAbstraction,
@@ -221,11 +228,24 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   await http.register(cardWebhookRoutes(cardWebhooks));
   await http.register(hostedPageRoutes(ctx));
   await http.register(smartWalletRoutes(smartWallets));
+  await http.register(agentsAndWalletsRoutes(agents, agentWallets));
 
   return {
     http,
     ctx,
-    services: { workspaces, keys, payments, webhooks, payouts, wallet, ledger, sessions, smartWallets },
+    services: {
+      workspaces,
+      keys,
+      payments,
+      webhooks,
+      payouts,
+      wallet,
+      ledger,
+      sessions,
+      smartWallets,
+      agents,
+      agentWallets,
+    },
   };
 }
 

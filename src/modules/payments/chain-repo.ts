@@ -43,6 +43,24 @@ export async function receivingAddresses(db: Db): Promise<Array<{ address: strin
   return rows.map((r) => ({ address: r.address, workspaceId: r.workspace_id }));
 }
 
+/** Agent and user wallets of an environment, whose balance changes become wallet.balance.updated. */
+export async function agentWalletAddresses(
+  db: Db,
+  environment: Environment,
+): Promise<Array<{ id: string; address: string; workspaceId: string; currencies: string[] }>> {
+  const rows = await db
+    .selectFrom("agent_wallets")
+    .select(["id", "address", "workspace_id", "currencies"])
+    .where("environment", "=", environment)
+    .execute();
+  return rows.map((r) => ({
+    id: r.id,
+    address: r.address,
+    workspaceId: r.workspace_id,
+    currencies: r.currencies,
+  }));
+}
+
 export async function transferAlreadyRecorded(
   db: Db,
   environment: Environment,

@@ -1,8 +1,10 @@
 import type { FastifyBaseLogger } from "fastify";
 import type { Hex, IncomingTransfer, Network } from "../../chain/network.ts";
 import type { Environment } from "../../config.ts";
+import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
+import { recordEvents } from "../webhooks/outbox.ts";
 import * as chainRepo from "./chain-repo.ts";
 import { applyTransition } from "./transitions.ts";
 
@@ -74,7 +76,9 @@ export class ChainWatcher {
 
     const wallets = await chainRepo.receivingAddresses(this.#db);
     const owner = new Map(wallets.map((w) => [w.address.toLowerCase(), w.workspaceId]));
-    const addresses = wallets.map((w) => w.address as Hex);
+    const agentWallets = await chainRepo.agentWalletAddresses(this.#db, this.#environment);
+    const agentWallet = new Map(agentWallets.map((w) => [w.address.toLowerCase(), w]));
+    const addresses = [...wallets, ...agentWallets].map((w) => w.address as Hex);
     const last =
       headNumber < cursor.block + MAX_BLOCKS_PER_TICK ? headNumber : cursor.block + MAX_BLOCKS_PER_TICK;
     let from = cursor.block + 1n;
@@ -90,8 +94,11 @@ export class ChainWatcher {
         a.blockNumber === b.blockNumber ? a.logIndex - b.logIndex : a.blockNumber < b.blockNumber ? -1 : 1,
       );
       await this.#db.transaction().execute(async (trx) => {
-        for (const transfer of transfers)
-          await this.#apply(trx, transfer, owner.get(transfer.to.toLowerCase()) ?? null);
+        for (const transfer of transfers) {
+          const wallet = agentWallet.get(transfer.to.toLowerCase());
+          if (wallet) await this.#walletBalanceChanged(trx, wallet, transfer);
+          else await this.#apply(trx, transfer, owner.get(transfer.to.toLowerCase()) ?? null);
+        }
         await chainRepo.writeCursor(trx, this.#environment, toBlock.number, toBlock.hash);
       });
       from = to + 1n;
@@ -119,6 +126,34 @@ export class ChainWatcher {
       payer_address: transfer.from,
       detected_at: now,
     });
+  }
+
+  /** A transfer into an agent or user wallet: wallet.balance.updated with the balances around it. */
+  async #walletBalanceChanged(
+    trx: Db,
+    wallet: { id: string; address: string; workspaceId: string; currencies: string[] },
+    transfer: IncomingTransfer,
+  ): Promise<void> {
+    if (!wallet.currencies.includes(transfer.token)) return;
+    // The cursor commits with this event, so a block is reported once (a reorg rescan may repeat it:
+    // deliveries are at least once anyway).
+    const balance = await this.#network.balance(wallet.address as Hex, transfer.token);
+    const decimals = TOKEN_DECIMALS[transfer.token as TokenSymbol];
+    await recordEvents(trx, [
+      {
+        workspaceId: wallet.workspaceId,
+        environment: this.#environment,
+        type: "wallet.balance.updated",
+        payload: {
+          walletId: wallet.id,
+          address: wallet.address,
+          currency: transfer.token,
+          balance: formatAmount(balance, decimals),
+          previousBalance: formatAmount(balance - transfer.amount, decimals),
+          updatedAt: this.#now().toISOString(),
+        },
+      },
+    ]);
   }
 
   async #confirm(headNumber: bigint): Promise<void> {

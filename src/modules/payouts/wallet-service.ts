@@ -11,7 +11,8 @@ import {
   type TokenSymbol,
 } from "../../domain/money.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
-import { badRequest, forbidden } from "../../platform/http/errors.ts";
+import { badRequest, forbidden, notFound } from "../../platform/http/errors.ts";
+import { recordEvents } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import type { PayoutChannel } from "./channels.ts";
 
@@ -61,6 +62,7 @@ export class WalletService {
     if (principal.environment !== "sandbox")
       throw forbidden("The faucet exists only in the sandbox: use a svc_test_ key");
     const input = (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
+    if (input.walletId !== undefined) return this.#faucetToAgentWallet(principal, input);
     const token = input.tokenSymbol;
     if (typeof token !== "string" || !(CRYPTO_TOKENS as readonly string[]).includes(token)) {
       throw badRequest("Invalid token symbol");
@@ -87,6 +89,63 @@ export class WalletService {
       walletType,
       address,
       balance: formatAmount(balance, TOKEN_DECIMALS[token as TokenSymbol]),
+    };
+  }
+
+  /**
+   * The faucet also credits an agent or user wallet (`walletId`): its balance change is reported
+   * as wallet.balance.updated, written with the credit in one transaction.
+   */
+  async #faucetToAgentWallet(principal: KeyPrincipal, input: Record<string, unknown>) {
+    const token = input.tokenSymbol;
+    if (token !== "ETH" && token !== "USDC" && token !== "DAI") throw badRequest("Invalid token symbol");
+    const decimals = TOKEN_DECIMALS[token];
+    const amount = parsePositiveAmount(input.amount, decimals);
+    if (amount === null) throw badRequest("Amount must be a positive number");
+    const walletId = input.walletId;
+    const wallet =
+      typeof walletId === "string" && /^[0-9a-f-]{36}$/i.test(walletId)
+        ? await this.#ctx.db
+            .selectFrom("agent_wallets")
+            .select(["id", "address", "currencies"])
+            .where("id", "=", walletId)
+            .where("workspace_id", "=", principal.workspaceId)
+            .where("environment", "=", principal.environment)
+            .executeTakeFirst()
+        : undefined;
+    if (!wallet) throw notFound("Wallet not found");
+    if (!wallet.currencies.includes(token)) throw badRequest(`This wallet does not hold ${token}`);
+    const balance = await this.#ctx.db.transaction().execute(async (trx) => {
+      const previous = await this.#ledger.balance(wallet.address, token, trx);
+      const next = await this.#ledger.credit(
+        wallet.address,
+        token,
+        amount,
+        `faucet:${crypto.randomUUID()}`,
+        trx,
+      );
+      await recordEvents(trx, [
+        {
+          workspaceId: principal.workspaceId,
+          environment: principal.environment,
+          type: "wallet.balance.updated",
+          payload: {
+            walletId: wallet.id,
+            address: wallet.address,
+            currency: token,
+            balance: formatAmount(next, decimals),
+            previousBalance: formatAmount(previous, decimals),
+            updatedAt: this.#ctx.now().toISOString(),
+          },
+        },
+      ]);
+      return next;
+    });
+    return {
+      tokenSymbol: token,
+      walletId: wallet.id,
+      address: wallet.address,
+      balance: formatAmount(balance, decimals),
     };
   }
 

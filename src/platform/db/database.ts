@@ -1,6 +1,7 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
+import { pg_trgm } from "@electric-sql/pglite/contrib/pg_trgm";
 import { Kysely, PostgresDialect } from "kysely";
 import { type Migration, type MigrationProvider, Migrator } from "kysely/migration";
 import { PGliteDialect } from "kysely-pglite-dialect";
@@ -12,6 +13,7 @@ import * as payouts from "./migrations/004_payouts.ts";
 import * as cardEvents from "./migrations/005_card_events.ts";
 import * as ledgerEntries from "./migrations/006_ledger_entries.ts";
 import * as smartWallets from "./migrations/007_smart_wallets.ts";
+import * as agents from "./migrations/008_agents_and_wallets.ts";
 import type { DatabaseSchema } from "./schema.ts";
 
 export type Db = Kysely<DatabaseSchema>;
@@ -26,6 +28,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "005_card_events": cardEvents,
   "006_ledger_entries": ledgerEntries,
   "007_smart_wallets": smartWallets,
+  "008_agents_and_wallets": agents,
 };
 
 class StaticMigrationProvider implements MigrationProvider {
@@ -59,9 +62,9 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   let client: PGlite;
   if (options.pgliteDir) {
     mkdirSync(options.pgliteDir, { recursive: true });
-    client = new PGlite(options.pgliteDir);
+    client = new PGlite(options.pgliteDir, { extensions: { pg_trgm } });
   } else {
-    client = new PGlite();
+    client = new PGlite({ extensions: { pg_trgm } });
   }
   await client.waitReady;
   const db = new Kysely<DatabaseSchema>({ dialect: new PGliteDialect(client) });

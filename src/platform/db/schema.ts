@@ -243,6 +243,30 @@ export interface DashboardSessionsTable {
   expires_at: Date;
 }
 
+export interface AgentsTable {
+  id: Generated<string>;
+  workspace_id: string;
+  environment: string;
+  name: string;
+  description: string | null;
+  metadata: Json<Record<string, unknown>>;
+  created_at: Generated<Date>;
+  updated_at: NullableTimestamp;
+  deleted_at: NullableTimestamp;
+}
+
+export interface AgentWalletsTable {
+  id: Generated<string>;
+  workspace_id: string;
+  environment: string;
+  owner_id: string;
+  type: string;
+  address: string;
+  encrypted_private_key: string;
+  currencies: Json<string[]>;
+  created_at: Generated<Date>;
+}
+
 export interface DatabaseSchema {
   workspaces: WorkspacesTable;
   workspace_wallets: WorkspaceWalletsTable;
@@ -262,6 +286,8 @@ export interface DatabaseSchema {
   ledger_transactions: LedgerTransactionsTable;
   card_events: CardEventsTable;
   dashboard_sessions: DashboardSessionsTable;
+  agents: AgentsTable;
+  agent_wallets: AgentWalletsTable;
 }
 
 export type PaymentRow = Selectable<PaymentsTable>;

@@ -15,7 +15,20 @@ const FRAMEWORK_ERRORS: Record<string, { status: number; message: (err: FastifyE
   FST_ERR_CTP_INVALID_TYPE: { status: 415, message: () => "Unsupported Content-Type: send application/json" },
 };
 
+/** The agents and wallets families answer errors as {success: false, error} (D8). */
+const WRAPPED = /^\/api\/(agents|wallets)(\/|\?|$)/;
+
 export function registerErrorHandling(app: FastifyInstance): void {
+  app.addHook("onSend", async (request, reply, payload) => {
+    if (reply.statusCode < 400 || !WRAPPED.test(request.url) || typeof payload !== "string") return payload;
+    try {
+      const body = JSON.parse(payload) as Record<string, unknown>;
+      if (body.success === false) return payload;
+      return JSON.stringify({ success: false, ...body });
+    } catch {
+      return payload;
+    }
+  });
   app.setErrorHandler((err: FastifyError | ApiError, request, reply) => {
     if (err instanceof ApiError) {
       for (const [name, value] of Object.entries(err.headers)) reply.header(name, value);

@@ -1,0 +1,205 @@
+import { sql } from "kysely";
+import type { Environment } from "../../config.ts";
+import type { AppContext } from "../../context.ts";
+import { descriptionProblem, isPlainObject } from "../../domain/validation.ts";
+import type { KeyPrincipal } from "../../platform/http/auth.ts";
+import { badRequest, notFound } from "../../platform/http/errors.ts";
+import { recordEvents } from "../webhooks/outbox.ts";
+
+// Agent records (part 4.16, D8): per workspace and environment; every change writes its event
+// (agent.created / agent.updated / agent.deleted) in the same transaction.
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const MAX_METADATA_BYTES = 16 * 1024;
+
+export interface AgentView {
+  agentId: string;
+  name: string;
+  description: string | null;
+  metadata: Record<string, unknown>;
+  createdAt: string;
+  updatedAt?: string;
+}
+
+type AgentRow = {
+  id: string;
+  name: string;
+  description: string | null;
+  metadata: Record<string, unknown>;
+  created_at: Date;
+  updated_at: Date | null;
+};
+
+function toView(row: AgentRow): AgentView {
+  return {
+    agentId: row.id,
+    name: row.name,
+    description: row.description,
+    metadata: row.metadata,
+    createdAt: row.created_at.toISOString(),
+    ...(row.updated_at ? { updatedAt: row.updated_at.toISOString() } : {}),
+  };
+}
+
+function validateFields(body: Record<string, unknown>, requireName: boolean) {
+  const out: { name?: string; description?: string | null; metadata?: Record<string, unknown> } = {};
+  if (body.name !== undefined || requireName) {
+    if (typeof body.name !== "string" || body.name.trim().length === 0 || body.name.length > 200) {
+      throw badRequest("name is required and must be 1 to 200 characters");
+    }
+    out.name = body.name.trim();
+  }
+  if (body.description !== undefined) {
+    if (body.description !== null) {
+      const problem = descriptionProblem(body.description);
+      if (problem) throw badRequest(problem);
+    }
+    out.description = body.description as string | null;
+  }
+  if (body.metadata !== undefined) {
+    if (!isPlainObject(body.metadata)) throw badRequest("metadata must be an object");
+    if (JSON.stringify(body.metadata).length > MAX_METADATA_BYTES)
+      throw badRequest("metadata must be at most 16 KiB of JSON");
+    out.metadata = body.metadata;
+  }
+  return out;
+}
+
+export class AgentsService {
+  readonly #ctx: AppContext;
+
+  constructor(ctx: AppContext) {
+    this.#ctx = ctx;
+  }
+
+  async create(principal: KeyPrincipal, body: unknown): Promise<AgentView> {
+    if (!isPlainObject(body)) throw badRequest("Request body must be a JSON object");
+    const fields = validateFields(body, true);
+    return this.#ctx.db.transaction().execute(async (trx) => {
+      const row = await trx
+        .insertInto("agents")
+        .values({
+          workspace_id: principal.workspaceId,
+          environment: principal.environment,
+          name: fields.name as string,
+          description: fields.description ?? null,
+          metadata: JSON.stringify(fields.metadata ?? {}),
+          created_at: this.#ctx.now(),
+        })
+        .returning(["id", "name", "description", "metadata", "created_at", "updated_at"])
+        .executeTakeFirstOrThrow();
+      const view = toView(row);
+      await recordEvents(trx, [{ ...scope(principal), type: "agent.created", payload: { ...view } }]);
+      return view;
+    });
+  }
+
+  async get(principal: KeyPrincipal, id: string): Promise<AgentView> {
+    const row = await this.#find(this.#ctx.db, principal, id);
+    if (!row) throw notFound("Agent not found");
+    return toView(row);
+  }
+
+  /** An agent of the workspace and environment exists (wallet ownership check). */
+  async exists(principal: KeyPrincipal, id: string): Promise<boolean> {
+    return (await this.#find(this.#ctx.db, principal, id)) !== undefined;
+  }
+
+  async list(principal: KeyPrincipal, query: { page: number; limit: number; search?: string | undefined }) {
+    let base = this.#ctx.db
+      .selectFrom("agents")
+      .where("workspace_id", "=", principal.workspaceId)
+      .where("environment", "=", principal.environment)
+      .where("deleted_at", "is", null);
+    if (query.search) {
+      const pattern = `%${query.search.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+      base = base.where(sql<boolean>`lower(name || ' ' || coalesce(description, '')) LIKE ${pattern}`);
+    }
+    const [rows, count] = await Promise.all([
+      base
+        .select(["id", "name", "description", "metadata", "created_at", "updated_at"])
+        .orderBy("created_at", "desc")
+        .orderBy("id", "desc")
+        .limit(query.limit)
+        .offset((query.page - 1) * query.limit)
+        .execute(),
+      base.select((eb) => eb.fn.countAll().as("total")).executeTakeFirstOrThrow(),
+    ]);
+    const total = Number(count.total);
+    return {
+      items: rows.map(toView),
+      pagination: { total, page: query.page, limit: query.limit, totalPages: Math.ceil(total / query.limit) },
+    };
+  }
+
+  async update(principal: KeyPrincipal, id: string, body: unknown): Promise<AgentView> {
+    if (!isPlainObject(body)) throw badRequest("Request body must be a JSON object");
+    const fields = validateFields(body, false);
+    const now = this.#ctx.now();
+    return this.#ctx.db.transaction().execute(async (trx) => {
+      const current = await this.#find(trx, principal, id, true);
+      if (!current) throw notFound("Agent not found");
+      const row = await trx
+        .updateTable("agents")
+        .set({
+          ...(fields.name !== undefined ? { name: fields.name } : {}),
+          ...(fields.description !== undefined ? { description: fields.description } : {}),
+          ...(fields.metadata !== undefined ? { metadata: JSON.stringify(fields.metadata) } : {}),
+          updated_at: now,
+        })
+        .where("id", "=", current.id)
+        .returning(["id", "name", "description", "metadata", "created_at", "updated_at"])
+        .executeTakeFirstOrThrow();
+      const view = toView(row);
+      // Body of part 6: {event, data: {agentId, name, description, metadata, updatedAt}}.
+      await recordEvents(trx, [
+        {
+          ...scope(principal),
+          type: "agent.updated",
+          payload: {
+            agentId: view.agentId,
+            name: view.name,
+            description: view.description,
+            metadata: view.metadata,
+            updatedAt: view.updatedAt,
+          },
+        },
+      ]);
+      return view;
+    });
+  }
+
+  async remove(principal: KeyPrincipal, id: string): Promise<{ agentId: string; deleted: true }> {
+    const now = this.#ctx.now();
+    return this.#ctx.db.transaction().execute(async (trx) => {
+      const current = await this.#find(trx, principal, id, true);
+      if (!current) throw notFound("Agent not found");
+      await trx.updateTable("agents").set({ deleted_at: now }).where("id", "=", current.id).execute();
+      await recordEvents(trx, [
+        {
+          ...scope(principal),
+          type: "agent.deleted",
+          payload: { agentId: current.id, deletedAt: now.toISOString() },
+        },
+      ]);
+      return { agentId: current.id, deleted: true as const };
+    });
+  }
+
+  async #find(db: AppContext["db"], principal: KeyPrincipal, id: string, forUpdate = false) {
+    if (!UUID.test(id)) return undefined;
+    let query = db
+      .selectFrom("agents")
+      .select(["id", "name", "description", "metadata", "created_at", "updated_at"])
+      .where("id", "=", id)
+      .where("workspace_id", "=", principal.workspaceId)
+      .where("environment", "=", principal.environment)
+      .where("deleted_at", "is", null);
+    if (forUpdate) query = query.forUpdate();
+    return query.executeTakeFirst();
+  }
+}
+
+function scope(principal: KeyPrincipal): { workspaceId: string; environment: Environment } {
+  return { workspaceId: principal.workspaceId, environment: principal.environment };
+}

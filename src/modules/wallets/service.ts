@@ -1,0 +1,217 @@
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import type { ChainToken, Hex } from "../../chain/network.ts";
+import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
+import type { Environment } from "../../config.ts";
+import type { AppContext } from "../../context.ts";
+import { formatAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
+import { isPlainObject } from "../../domain/validation.ts";
+import type { KeyPrincipal } from "../../platform/http/auth.ts";
+import { badRequest, notFound } from "../../platform/http/errors.ts";
+import type { AgentsService } from "../agents/service.ts";
+import { recordEvents } from "../webhooks/outbox.ts";
+
+// Wallet records of agents and users (part 4.17, D8): each is a real key held by the service
+// (encrypted at rest) with a real address; balances come from the environment's network (the
+// simulated ledger in the sandbox), a page of wallets read in one batched round trip.
+
+export const WALLET_CURRENCIES = ["ETH", "USDC", "DAI"] as const;
+type Currency = (typeof WALLET_CURRENCIES)[number];
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+interface WalletRow {
+  id: string;
+  owner_id: string;
+  type: string;
+  address: string;
+  currencies: string[];
+  created_at: Date;
+}
+
+export interface BalanceReader {
+  balance(address: Hex, token: ChainToken): Promise<bigint>;
+}
+
+const isCurrency = (value: unknown): value is Currency =>
+  typeof value === "string" && (WALLET_CURRENCIES as readonly string[]).includes(value);
+
+export class WalletsService {
+  readonly #ctx: AppContext;
+  readonly #agents: AgentsService;
+  readonly #ledger: SimulatedLedger;
+
+  constructor(ctx: AppContext, agents: AgentsService, ledger: SimulatedLedger) {
+    this.#ctx = ctx;
+    this.#agents = agents;
+    this.#ledger = ledger;
+  }
+
+  #reader(environment: Environment): BalanceReader {
+    const network = this.#ctx.networks[environment];
+    if (network) return network;
+    if (environment === "sandbox")
+      return { balance: (address, token) => this.#ledger.balance(address, token) };
+    return {
+      balance: async () => {
+        throw badRequest("Live network is not configured: balances are unavailable");
+      },
+    };
+  }
+
+  async create(principal: KeyPrincipal, body: unknown) {
+    if (!isPlainObject(body)) throw badRequest("Request body must be a JSON object");
+    const { ownerId, type, currencies } = body;
+    if (typeof ownerId !== "string" || ownerId.length === 0 || ownerId.length > 200) {
+      throw badRequest("ownerId is required (1 to 200 characters)");
+    }
+    if (type !== "agent" && type !== "user") throw badRequest("type must be agent or user");
+    if (!Array.isArray(currencies) || currencies.length === 0 || !currencies.every(isCurrency)) {
+      throw badRequest("currencies must be a non-empty array of ETH, USDC, DAI");
+    }
+    if (new Set(currencies).size !== currencies.length) throw badRequest("currencies must not repeat");
+    if (type === "agent" && !(await this.#agents.exists(principal, ownerId))) {
+      throw badRequest("ownerId must be an agent of this workspace");
+    }
+    const privateKey = generatePrivateKey();
+    const address = privateKeyToAccount(privateKey).address;
+    return this.#ctx.db.transaction().execute(async (trx) => {
+      const row = await trx
+        .insertInto("agent_wallets")
+        .values({
+          workspace_id: principal.workspaceId,
+          environment: principal.environment,
+          owner_id: ownerId,
+          type,
+          address,
+          encrypted_private_key: this.#ctx.secrets.encrypt(privateKey),
+          currencies: JSON.stringify(currencies),
+          created_at: this.#ctx.now(),
+        })
+        .returning(["id", "owner_id", "type", "address", "currencies", "created_at"])
+        .executeTakeFirstOrThrow();
+      const view = toView(row);
+      await recordEvents(trx, [{ ...scope(principal), type: "wallet.created", payload: { ...view } }]);
+      return view;
+    });
+  }
+
+  async get(principal: KeyPrincipal, id: string) {
+    const row = await this.#find(principal, id);
+    const [withBalances] = await this.#withBalances(principal.environment, [row]);
+    return withBalances;
+  }
+
+  async list(
+    principal: KeyPrincipal,
+    query: {
+      page: number;
+      limit: number;
+      ownerId?: string | undefined;
+      type?: string | undefined;
+      currency?: string | undefined;
+    },
+  ) {
+    if (query.type !== undefined && query.type !== "agent" && query.type !== "user")
+      throw badRequest("type must be agent or user");
+    if (query.currency !== undefined && !isCurrency(query.currency))
+      throw badRequest("currency must be ETH, USDC or DAI");
+    let base = this.#ctx.db
+      .selectFrom("agent_wallets")
+      .where("workspace_id", "=", principal.workspaceId)
+      .where("environment", "=", principal.environment);
+    if (query.ownerId) base = base.where("owner_id", "=", query.ownerId);
+    if (query.type) base = base.where("type", "=", query.type);
+    if (query.currency) base = base.where("currencies", "@>", JSON.stringify([query.currency]) as never);
+    const [rows, count] = await Promise.all([
+      base
+        .select(["id", "owner_id", "type", "address", "currencies", "created_at"])
+        .orderBy("created_at", "desc")
+        .orderBy("id", "desc")
+        .limit(query.limit)
+        .offset((query.page - 1) * query.limit)
+        .execute(),
+      base.select((eb) => eb.fn.countAll().as("total")).executeTakeFirstOrThrow(),
+    ]);
+    const total = Number(count.total);
+    return {
+      items: await this.#withBalances(principal.environment, rows),
+      pagination: { total, page: query.page, limit: query.limit, totalPages: Math.ceil(total / query.limit) },
+    };
+  }
+
+  async balance(principal: KeyPrincipal, id: string, currency: string) {
+    const row = await this.#find(principal, id);
+    if (!isCurrency(currency)) throw badRequest("currency must be ETH, USDC or DAI");
+    if (!row.currencies.includes(currency)) throw badRequest(`This wallet does not hold ${currency}`);
+    const units = await this.#reader(principal.environment).balance(row.address as Hex, currency);
+    return {
+      walletId: row.id,
+      currency,
+      balance: formatAmount(units, TOKEN_DECIMALS[currency]),
+      updatedAt: this.#ctx.now().toISOString(),
+    };
+  }
+
+  async addCurrency(principal: KeyPrincipal, id: string, body: unknown) {
+    const currency = isPlainObject(body) ? body.currency : undefined;
+    if (!isCurrency(currency)) throw badRequest("currency must be ETH, USDC or DAI");
+    const row = await this.#find(principal, id);
+    if (row.currencies.includes(currency)) return this.get(principal, id); // unchanged, no event (D13)
+    await this.#ctx.db.transaction().execute(async (trx) => {
+      const updated = await trx
+        .updateTable("agent_wallets")
+        .set({ currencies: JSON.stringify([...row.currencies, currency]) })
+        .where("id", "=", row.id)
+        .returning(["id", "owner_id", "type", "address", "currencies", "created_at"])
+        .executeTakeFirstOrThrow();
+      await recordEvents(trx, [
+        { ...scope(principal), type: "wallet.currency.added", payload: { ...toView(updated), currency } },
+      ]);
+    });
+    return this.get(principal, id);
+  }
+
+  async #find(principal: KeyPrincipal, id: string): Promise<WalletRow> {
+    const row = UUID.test(id)
+      ? await this.#ctx.db
+          .selectFrom("agent_wallets")
+          .select(["id", "owner_id", "type", "address", "currencies", "created_at"])
+          .where("id", "=", id)
+          .where("workspace_id", "=", principal.workspaceId)
+          .where("environment", "=", principal.environment)
+          .executeTakeFirst()
+      : undefined;
+    if (!row) throw notFound("Wallet not found");
+    return row;
+  }
+
+  /** All balances of a page in one go: the reads run concurrently over one batched connection. */
+  async #withBalances(environment: Environment, rows: WalletRow[]) {
+    const reader = this.#reader(environment);
+    const pairs = rows.flatMap((row) =>
+      row.currencies.map((currency) => ({ row, currency: currency as Currency })),
+    );
+    const values = await Promise.all(pairs.map((p) => reader.balance(p.row.address as Hex, p.currency)));
+    return rows.map((row) => {
+      const balances: Record<string, string> = {};
+      pairs.forEach((p, i) => {
+        if (p.row === row) balances[p.currency] = formatAmount(values[i] ?? 0n, TOKEN_DECIMALS[p.currency]);
+      });
+      return { ...toView(row), balances };
+    });
+  }
+}
+
+function toView(row: WalletRow) {
+  return {
+    walletId: row.id,
+    address: row.address,
+    ownerId: row.owner_id,
+    type: row.type,
+    currencies: row.currencies,
+    createdAt: row.created_at.toISOString(),
+  };
+}
+
+function scope(principal: KeyPrincipal): { workspaceId: string; environment: Environment } {
+  return { workspaceId: principal.workspaceId, environment: principal.environment };
+}
