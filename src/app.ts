@@ -141,7 +141,9 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   const mailer = deps.mailer ?? createMailer({ smtpUrl: deps.config.smtpUrl, dataDir: deps.config.dataDir });
   http.addHook("onClose", async () => mailer.close());
   // Smart wallet payouts: user operations where a bundler is configured, else the sandbox ledger.
-  const smartChannels: Partial<Record<Environment, PayoutChannel>> = { sandbox: new LedgerChannel(ledger) };
+  const smartChannels: Partial<Record<Environment, PayoutChannel>> = {
+    sandbox: new LedgerChannel(ledger, { smartWallet: true }),
+  };
   const smartAccountsByEnv: Partial<Record<Environment, SmartAccounts>> = {};
   for (const environment of ENVIRONMENTS) {
     const network = networks[environment];

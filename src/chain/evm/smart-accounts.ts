@@ -92,8 +92,11 @@ export class SmartAccounts {
       calls: this.#callsOf(calls),
       paymaster: this.#aa.paymasterAddress as Hex,
     } as never);
-    const signature = await account.signUserOperation(prepared as UserOperation);
-    const signed = { ...(prepared as object), signature } as UserOperation;
+    // viem hands back the operation together with the account object; only the operation's own
+    // fields go to the bundler (and into the database).
+    const { account: _account, ...fields } = prepared as unknown as Record<string, unknown>;
+    const signature = await account.signUserOperation(fields as unknown as UserOperation);
+    const signed = { ...fields, signature } as unknown as UserOperation;
     const userOpHash = getUserOperationHash({
       userOperation: signed,
       entryPointAddress: account.entryPoint.address,

@@ -1,6 +1,6 @@
 import type { SmartAccounts } from "../../chain/evm/smart-accounts.ts";
 import type { ChainToken, Hex, Network } from "../../chain/network.ts";
-import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
+import { type SimulatedLedger, sandboxTxHash } from "../../chain/simulated/ledger.ts";
 import type { TransactionSender } from "../../chain/transaction-sender.ts";
 
 // Where a payout's money moves: the sandbox's simulated ledger, or a live network through the
@@ -31,9 +31,12 @@ export interface PayoutChannel {
 
 export class LedgerChannel implements PayoutChannel {
   readonly #ledger: SimulatedLedger;
+  readonly #smartWallet: boolean;
 
-  constructor(ledger: SimulatedLedger) {
+  /** `smartWallet`: the sandbox twin of a user-operation payout, which also reports a userOpHash. */
+  constructor(ledger: SimulatedLedger, options: { smartWallet?: boolean } = {}) {
     this.#ledger = ledger;
+    this.#smartWallet = options.smartWallet ?? false;
   }
 
   balance(address: Hex, token: ChainToken): Promise<bigint> {
@@ -51,10 +54,14 @@ export class LedgerChannel implements PayoutChannel {
     to: Hex,
     token: ChainToken,
     amount: bigint,
+    record?: (userOpHash: string, operation: string) => Promise<void>,
   ): Promise<SendOutcome> {
     const result = await this.#ledger.transfer({ from, to, token, amount, reference: `payout:${payoutId}` });
+    const userOpHash = this.#smartWallet ? sandboxTxHash(`user-operation:${payoutId}`) : undefined;
+    if (userOpHash) await record?.(userOpHash, "");
     return {
       txHash: result.txHash,
+      ...(userOpHash ? { userOpHash } : {}),
       status: result.status,
       error: result.status === "reverted" ? result.error : null,
     };

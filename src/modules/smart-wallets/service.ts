@@ -98,6 +98,7 @@ export class SmartWalletsService {
     if (value !== "workspace" && value !== "smart_wallet") {
       throw badRequest("defaultWalletType must be workspace or smart_wallet");
     }
+    if (!UUID.test(workspaceId)) throw notFound("Workspace not found");
     if (value === "smart_wallet") {
       const state = await this.get(workspaceId);
       if (!state.smartWallet) throw badRequest("No smart wallet for this workspace: create one first");

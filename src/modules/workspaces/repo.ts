@@ -2,6 +2,7 @@ import type { Kysely } from "kysely";
 import type { DatabaseSchema, WorkspaceRow } from "../../platform/db/schema.ts";
 
 export interface WalletRecord {
+  id: string;
   kind: "eoa" | "smart_wallet";
   address: string;
   createdAt: Date;
@@ -45,9 +46,14 @@ export async function insertWallet(
       address: values.address,
       encrypted_private_key: values.encryptedPrivateKey,
     })
-    .returning(["kind", "address", "created_at"])
+    .returning(["id", "kind", "address", "created_at"])
     .executeTakeFirstOrThrow();
-  return { kind: row.kind as WalletRecord["kind"], address: row.address, createdAt: row.created_at };
+  return {
+    id: row.id,
+    kind: row.kind as WalletRecord["kind"],
+    address: row.address,
+    createdAt: row.created_at,
+  };
 }
 
 export async function findWorkspace(
@@ -60,10 +66,11 @@ export async function findWorkspace(
 export async function findWallets(db: Kysely<DatabaseSchema>, workspaceId: string): Promise<WalletRecord[]> {
   const rows = await db
     .selectFrom("workspace_wallets")
-    .select(["kind", "address", "created_at"])
+    .select(["id", "kind", "address", "created_at"])
     .where("workspace_id", "=", workspaceId)
     .execute();
   return rows.map((row) => ({
+    id: row.id,
     kind: row.kind as WalletRecord["kind"],
     address: row.address,
     createdAt: row.created_at,

@@ -163,7 +163,7 @@ function toView(
     smartWallet: smart
       ? {
           address: smart.address,
-          walletId: smart.address,
+          walletId: smart.id,
           createdAt: smart.createdAt.toISOString(),
           ownerAddress: eoa.address,
           type: "smart_wallet",

@@ -1,0 +1,563 @@
+import {
+  type Address,
+  createPublicClient,
+  createWalletClient,
+  erc20Abi,
+  type Hex,
+  http,
+  type PublicClient,
+  parseAbi,
+  parseEther,
+  parseUnits,
+} from "viem";
+import { type BundlerClient, createBundlerClient } from "viem/account-abstraction";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { type Devnet, freePort, mintToken, startDevnet } from "../src/devnet/chain.ts";
+import { createWorkers, type Workers } from "../src/workers.ts";
+import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
+import { liveNetworkEnv } from "./support/devnet-env.ts";
+
+// Smart wallets (ERC-4337) on a real local chain with EntryPoint v0.8, a SimpleAccountFactory, a
+// sponsoring paymaster and an Alto bundler (interface 4.1, 4.10, 4.13, 4.18, 7; decisions D11, D13):
+// the counterfactual address the service reports is the factory's, it receives a live payment
+// that settles as ONE user operation, and payouts from it need no ETH for gas (txHash + userOpHash).
+
+const TX_HASH = /^0x[0-9a-f]{64}$/;
+const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+const FACTORY_ABI = parseAbi(["function getAddress(address owner, uint256 salt) view returns (address)"]);
+const ACCOUNT_ABI = parseAbi(["function owner() view returns (address)"]);
+const PAYMASTER_ABI = parseAbi(["function getDeposit() view returns (uint256)"]);
+
+type Json = Record<string, unknown>;
+
+const randomAddress = () => privateKeyToAccount(generatePrivateKey()).address;
+const same = (a: string | null | undefined, b: string) => a?.toLowerCase() === b.toLowerCase();
+
+let devnet: Devnet;
+let aa: NonNullable<Devnet["aa"]>;
+let env: Record<string, string>;
+let t: TestApp;
+let chain: PublicClient;
+let bundler: BundlerClient;
+let payer: ReturnType<typeof createWalletClient>;
+let workers: Workers | undefined;
+/** Apps started by one test, closed (keeping the shared database) after it. */
+const extraApps: TestApp[] = [];
+
+beforeAll(async () => {
+  devnet = await startDevnet({ accountAbstraction: true });
+  if (!devnet.aa) throw new Error("startDevnet({ accountAbstraction: true }) returned no aa");
+  aa = devnet.aa;
+  env = liveNetworkEnv(devnet, {
+    LIVE_BUNDLER_URL: aa.bundlerUrl,
+    LIVE_PAYMASTER_ADDRESS: aa.paymaster,
+    LIVE_ENTRYPOINT_ADDRESS: aa.entryPoint,
+    LIVE_ACCOUNT_FACTORY_ADDRESS: aa.accountFactory,
+  });
+  t = await startTestApp(env);
+  chain = createPublicClient({
+    chain: devnet.chain,
+    transport: http(devnet.rpcUrl),
+    pollingInterval: 50,
+  }) as PublicClient;
+  bundler = createBundlerClient({ client: chain, transport: http(aa.bundlerUrl), pollingInterval: 100 });
+  payer = createWalletClient({
+    account: privateKeyToAccount(devnet.accounts.payer.privateKey),
+    chain: devnet.chain,
+    transport: http(devnet.rpcUrl),
+  });
+}, 120_000);
+
+afterEach(async () => {
+  await workers?.stop();
+  workers = undefined;
+  for (const app of extraApps.splice(0)) await app.close(true);
+});
+
+afterAll(async () => {
+  await workers?.stop();
+  await t?.close();
+  await devnet?.stop();
+});
+
+function startWorkers(app: TestApp = t) {
+  workers = createWorkers(app.app, { dispatcher: { pollIntervalMs: 50 } });
+  workers.start();
+  return workers;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Chain helpers
+
+const usdcBalance = (address: string) =>
+  chain.readContract({
+    address: devnet.tokens.USDC,
+    abi: erc20Abi,
+    functionName: "balanceOf",
+    args: [address as Address],
+  });
+const ethBalance = (address: string) => chain.getBalance({ address: address as Address });
+const paymasterDeposit = () =>
+  chain.readContract({ address: aa.paymaster, abi: PAYMASTER_ABI, functionName: "getDeposit" });
+
+async function payUsdc(to: string, amount: string) {
+  const hash = await payer.writeContract({
+    address: devnet.tokens.USDC,
+    abi: erc20Abi,
+    functionName: "transfer",
+    args: [to as Address, parseUnits(amount, 6)],
+    chain: devnet.chain,
+    account: payer.account ?? null,
+  });
+  expect((await chain.waitForTransactionReceipt({ hash })).status).toBe("success");
+}
+
+async function sendEth(to: string, amount: string) {
+  const hash = await payer.sendTransaction({
+    to: to as Address,
+    value: parseEther(amount),
+    chain: devnet.chain,
+    account: payer.account ?? null,
+  });
+  expect((await chain.waitForTransactionReceipt({ hash })).status).toBe("success");
+}
+
+/** The transaction carried exactly this user operation of this sender, and it succeeded. */
+async function expectCarriedUserOperation(txHash: string, userOpHash: string | undefined, sender: string) {
+  const receipt = await chain.getTransactionReceipt({ hash: txHash as Hex });
+  expect(receipt.status).toBe("success");
+  expect(same(receipt.to, aa.entryPoint)).toBe(true); // handleOps, sent by the bundler
+  if (userOpHash) {
+    const op = await bundler.getUserOperationReceipt({ hash: userOpHash as Hex });
+    expect(op.success).toBe(true);
+    expect(op.receipt.transactionHash).toBe(txHash);
+    expect(same(op.sender, sender)).toBe(true);
+    expect(same(op.paymaster, aa.paymaster)).toBe(true);
+  }
+  return receipt;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Service helpers
+
+async function createSmartWallet(ws: CreatedWorkspace, app: TestApp = t, payload?: Json) {
+  const res = await app.request({
+    method: "POST",
+    url: `/api/v1/workspaces/${ws.id}/smart-wallet`,
+    headers: bearer(ws.liveKey),
+    ...(payload ? { payload } : {}),
+  });
+  expect([200, 201], res.body).toContain(res.statusCode);
+  return { status: res.statusCode, body: res.json() };
+}
+
+async function smartWalletOf(ws: CreatedWorkspace): Promise<Address> {
+  const created = await createSmartWallet(ws);
+  return created.body.smartWallet.address as Address;
+}
+
+const payout = (ws: CreatedWorkspace, body: Json, app: TestApp = t) =>
+  app.request({ method: "POST", url: "/api/v1/payouts", headers: bearer(ws.liveKey), payload: body });
+
+async function payoutState(ws: CreatedWorkspace, app: TestApp = t) {
+  const res = await app.request({
+    method: "GET",
+    url: `/api/v1/workspaces/${ws.id}/payout-state`,
+    headers: bearer(ws.liveKey),
+  });
+  expect(res.statusCode, res.body).toBe(200);
+  return res.json();
+}
+
+function outbox(ws: CreatedWorkspace, type: string) {
+  return t.database.db
+    .selectFrom("outbox_events")
+    .select(["payload"])
+    .where("workspace_id", "=", ws.id)
+    .where("environment", "=", "live")
+    .where("event_type", "=", type)
+    .orderBy("id")
+    .execute();
+}
+
+async function waitForStatus(key: string, id: string, status: string, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  let last = "";
+  let payment: Json | undefined;
+  while (Date.now() < deadline) {
+    const res = await t.request({ method: "GET", url: `/api/v1/payments/${id}`, headers: bearer(key) });
+    payment = res.json().payment;
+    if (!payment) throw new Error(`GET payment answered ${res.statusCode} ${res.body}`);
+    last = String(payment.status);
+    if (last === status) return payment;
+    if (last === "failed" && status !== "failed") {
+      throw new Error(`payment ${id} failed: ${JSON.stringify(payment.failureReason)}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`payment ${id} stayed ${last}, expected ${status}`);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe("live smart wallet address", () => {
+  it("is the factory's counterfactual SimpleAccount address of the EOA, stable across calls", async () => {
+    const ws = await createWorkspace(t);
+    const first = await createSmartWallet(ws);
+    expect(first.status).toBe(201);
+    expect(first.body).toMatchObject({
+      success: true,
+      workspaceId: ws.id,
+      smartWallet: { address: expect.stringMatching(ADDRESS), ownerAddress: ws.eoaAddress },
+      defaultWalletType: "workspace",
+    });
+    const address = first.body.smartWallet.address as Address;
+    const expected = await chain.readContract({
+      address: aa.accountFactory,
+      abi: FACTORY_ABI,
+      functionName: "getAddress",
+      args: [ws.eoaAddress as Address, 0n],
+    });
+    expect(same(address, expected)).toBe(true);
+    // Counterfactual: nothing deployed yet, nothing held.
+    expect(await chain.getCode({ address })).toBeUndefined();
+    expect(await ethBalance(address)).toBe(0n);
+
+    const second = await createSmartWallet(ws);
+    expect(second.body.smartWallet).toEqual(first.body.smartWallet);
+    const viaTest = await t.request({
+      method: "GET",
+      url: `/api/v1/workspaces/${ws.id}/smart-wallet`,
+      headers: bearer(ws.testKey),
+    });
+    expect(viaTest.json().smartWallet).toMatchObject({ address, walletId: first.body.smartWallet.walletId });
+  });
+
+  it("is the same after a restart of the app on the same database", async () => {
+    const ws = await createWorkspace(t);
+    const before = await createSmartWallet(ws);
+    const restarted = await startTestApp(env, { database: t.database });
+    extraApps.push(restarted);
+    const get = await restarted.request({
+      method: "GET",
+      url: `/api/v1/workspaces/${ws.id}/smart-wallet`,
+      headers: bearer(ws.liveKey),
+    });
+    expect(get.statusCode, get.body).toBe(200);
+    expect(get.json().smartWallet).toMatchObject({
+      address: before.body.smartWallet.address,
+      walletId: before.body.smartWallet.walletId,
+    });
+    const again = await createSmartWallet(ws, restarted);
+    expect(again.body.smartWallet).toEqual(before.body.smartWallet);
+    const rows = await t.database.db
+      .selectFrom("workspace_wallets")
+      .select("id")
+      .where("workspace_id", "=", ws.id)
+      .where("kind", "=", "smart_wallet")
+      .execute();
+    expect(rows).toHaveLength(1);
+  });
+
+  it("a workspace created on the restarted app gets the factory address too, and the first app sees it", async () => {
+    const restarted = await startTestApp(env, { database: t.database });
+    extraApps.push(restarted);
+    const ws = await createWorkspace(restarted);
+    const created = await createSmartWallet(ws, restarted);
+    const expected = await chain.readContract({
+      address: aa.accountFactory,
+      abi: FACTORY_ABI,
+      functionName: "getAddress",
+      args: [ws.eoaAddress as Address, 0n],
+    });
+    expect(same(created.body.smartWallet.address, expected)).toBe(true);
+    const onFirst = await createSmartWallet(ws);
+    expect(onFirst.body.smartWallet).toEqual(created.body.smartWallet);
+  });
+});
+
+describe("a live USDC payment received on the smart wallet", () => {
+  it("is forwarded by one sponsored user operation: exact merchant and treasury balances, no ETH used", async () => {
+    const ws = await createWorkspace(t);
+    const smart = await smartWalletOf(ws);
+    const merchant = randomAddress();
+    const treasury = devnet.accounts.treasury.address;
+    const treasuryBefore = await usdcBalance(treasury);
+    const depositBefore = await paymasterDeposit();
+
+    const res = await t.request({
+      method: "POST",
+      url: "/api/v1/payments",
+      headers: bearer(ws.liveKey),
+      payload: { tokenSymbol: "USDC", amount: "100", merchantWallet: merchant, walletType: "smart_wallet" },
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    const created = res.json();
+    expect(created.receivingAddress).toBe(smart);
+    expect(created.payment.status).toBe("pending");
+
+    startWorkers();
+    await payUsdc(smart, "100");
+    const forwarded = await waitForStatus(ws.liveKey, created.payment.id, "forwarded");
+
+    expect(await usdcBalance(merchant)).toBe(parseUnits("98.5", 6));
+    expect((await usdcBalance(treasury)) - treasuryBefore).toBe(parseUnits("1.5", 6));
+    expect(await usdcBalance(smart)).toBe(0n);
+    // Gas was sponsored: the smart wallet never held or spent ETH; the paymaster paid.
+    expect(await ethBalance(smart)).toBe(0n);
+    expect(await paymasterDeposit()).toBeLessThan(depositBefore);
+    // The first operation deployed the account, owned by the workspace EOA.
+    expect((await chain.getCode({ address: smart }))?.length ?? 0).toBeGreaterThan(2);
+    const owner = await chain.readContract({ address: smart, abi: ACCOUNT_ABI, functionName: "owner" });
+    expect(same(owner, ws.eoaAddress)).toBe(true);
+
+    // One user operation carried both transfers: net and fee share one transaction.
+    const hashes = forwarded.settlementTxHashes as { net: string; fee: string };
+    expect(hashes.net).toMatch(TX_HASH);
+    expect(hashes.fee).toBe(hashes.net);
+    const receipt = await expectCarriedUserOperation(hashes.net, undefined, smart);
+    const usdcTransfers = receipt.logs.filter((log) => same(log.address, devnet.tokens.USDC));
+    expect(usdcTransfers).toHaveLength(2);
+    // Nothing was sent from the EOA for this settlement.
+    expect(await chain.getTransactionCount({ address: ws.eoaAddress as Address })).toBe(0);
+
+    const events = await t.database.db
+      .selectFrom("outbox_events")
+      .select("event_type")
+      .where("workspace_id", "=", ws.id)
+      .where("environment", "=", "live")
+      .where("event_type", "like", "payment.%")
+      .orderBy("id")
+      .execute();
+    expect(events.map((e) => e.event_type)).toEqual([
+      "payment.created",
+      "payment.detected",
+      "payment.confirmed",
+      "payment.forwarded",
+    ]);
+  });
+
+  it("with the default set to smart_wallet, a payment without walletType is received and settled there", async () => {
+    const ws = await createWorkspace(t);
+    const created = await createSmartWallet(ws, t, { setDefault: true });
+    expect(created.body.defaultWalletType).toBe("smart_wallet");
+    const smart = created.body.smartWallet.address as Address;
+    const merchant = randomAddress();
+    const res = await t.request({
+      method: "POST",
+      url: "/api/v1/payments",
+      headers: bearer(ws.liveKey),
+      payload: { tokenSymbol: "USDC", amount: "20", merchantWallet: merchant },
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    expect(res.json().receivingAddress).toBe(smart);
+    startWorkers();
+    await payUsdc(smart, "20");
+    const forwarded = await waitForStatus(ws.liveKey, res.json().payment.id, "forwarded");
+    expect(await usdcBalance(merchant)).toBe(parseUnits("19.7", 6));
+    expect(await ethBalance(smart)).toBe(0n);
+    const hashes = forwarded.settlementTxHashes as { net: string; fee: string };
+    expect(hashes.fee).toBe(hashes.net);
+  });
+});
+
+describe("live payouts from the smart wallet (gas sponsored)", () => {
+  it("sends USDC with no ETH in the smart wallet: 200 with txHash and userOpHash, exact balances", async () => {
+    const ws = await createWorkspace(t);
+    const smart = await smartWalletOf(ws);
+    await mintToken(devnet, "USDC", smart, "100");
+    expect(await ethBalance(smart)).toBe(0n);
+    expect(await ethBalance(ws.eoaAddress)).toBe(0n);
+    const destination = randomAddress();
+    const depositBefore = await paymasterDeposit();
+
+    const res = await payout(ws, {
+      tokenSymbol: "USDC",
+      amount: "12.5",
+      destinationAddress: destination,
+      walletType: "smart_wallet",
+      description: "smart payout",
+      metadata: { ref: "SW-1" },
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    const body = res.json();
+    expect(body.payout).toMatchObject({
+      txHash: expect.stringMatching(TX_HASH),
+      userOpHash: expect.stringMatching(TX_HASH),
+      amount: "12.50",
+      tokenSymbol: "USDC",
+      destinationAddress: destination,
+      fromAddress: smart,
+      environment: "live",
+      status: "completed",
+      description: "smart payout",
+      metadata: { ref: "SW-1" },
+    });
+    expect(body.payout.userOpHash).not.toBe(body.payout.txHash);
+    await expectCarriedUserOperation(body.payout.txHash, body.payout.userOpHash, smart);
+
+    expect(await usdcBalance(destination)).toBe(parseUnits("12.5", 6));
+    expect(await usdcBalance(smart)).toBe(parseUnits("87.5", 6));
+    expect(await ethBalance(smart)).toBe(0n);
+    expect(await ethBalance(ws.eoaAddress)).toBe(0n); // the EOA paid nothing either
+    expect(await paymasterDeposit()).toBeLessThan(depositBefore);
+
+    const completed = await outbox(ws, "payout.completed");
+    expect(completed).toHaveLength(1);
+    expect(completed[0]?.payload).toMatchObject({
+      txHash: body.payout.txHash,
+      fromAddress: smart,
+      amount: "12.50",
+      status: "completed",
+    });
+    const balance = await t.request({
+      method: "GET",
+      url: "/api/v1/wallet/balance",
+      headers: bearer(ws.liveKey),
+    });
+    expect(balance.json()).toMatchObject({
+      environment: "live",
+      smartWallet: { address: smart, balances: { USDC: "87.50", ETH: "0.00" } },
+    });
+    expect(await payoutState(ws)).toMatchObject({ status: "active", failStreak: 0 });
+  });
+
+  it("sends ETH: the destination gets exactly the amount and the smart wallet loses exactly it", async () => {
+    const ws = await createWorkspace(t);
+    const smart = await smartWalletOf(ws);
+    await sendEth(smart, "0.5");
+    const destination = randomAddress();
+    const res = await payout(ws, {
+      tokenSymbol: "ETH",
+      amount: "0.2",
+      destinationAddress: destination,
+      walletType: "smart_wallet",
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    const body = res.json();
+    expect(body.payout).toMatchObject({
+      txHash: expect.stringMatching(TX_HASH),
+      userOpHash: expect.stringMatching(TX_HASH),
+      amount: "0.20",
+      tokenSymbol: "ETH",
+      fromAddress: smart,
+      status: "completed",
+    });
+    await expectCarriedUserOperation(body.payout.txHash, body.payout.userOpHash, smart);
+    expect(await ethBalance(destination)).toBe(parseEther("0.2"));
+    expect(await ethBalance(smart)).toBe(parseEther("0.3")); // no gas taken from it
+  });
+
+  it("two payouts in a row (deployed account, next nonce) both succeed", async () => {
+    const ws = await createWorkspace(t);
+    const smart = await smartWalletOf(ws);
+    await mintToken(devnet, "USDC", smart, "10");
+    const destination = randomAddress();
+    const hashes: string[] = [];
+    for (const amount of ["1", "2"]) {
+      const res = await payout(ws, {
+        tokenSymbol: "USDC",
+        amount,
+        destinationAddress: destination,
+        walletType: "smart_wallet",
+      });
+      expect(res.statusCode, res.body).toBe(200);
+      hashes.push(res.json().payout.userOpHash);
+    }
+    expect(new Set(hashes).size).toBe(2);
+    expect(await usdcBalance(destination)).toBe(parseUnits("3", 6));
+    expect(await usdcBalance(smart)).toBe(parseUnits("7", 6));
+    expect(await ethBalance(smart)).toBe(0n);
+  });
+
+  it("the default wallet type smart_wallet makes a payout without walletType come from the smart wallet", async () => {
+    const ws = await createWorkspace(t);
+    const created = await createSmartWallet(ws, t, { setDefault: true });
+    const smart = created.body.smartWallet.address as Address;
+    await mintToken(devnet, "USDC", smart, "5");
+    const destination = randomAddress();
+    const res = await payout(ws, { tokenSymbol: "USDC", amount: "4", destinationAddress: destination });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().payout).toMatchObject({
+      fromAddress: smart,
+      userOpHash: expect.stringMatching(TX_HASH),
+    });
+    expect(await usdcBalance(destination)).toBe(parseUnits("4", 6));
+    expect(await ethBalance(smart)).toBe(0n);
+  });
+
+  it("insufficient balance → 400 with the smart wallet's figures, no operation sent, breaker untouched", async () => {
+    const ws = await createWorkspace(t);
+    const smart = await smartWalletOf(ws);
+    await mintToken(devnet, "USDC", smart, "3");
+    const destination = randomAddress();
+    const res = await payout(ws, {
+      tokenSymbol: "USDC",
+      amount: "10",
+      destinationAddress: destination,
+      walletType: "smart_wallet",
+    });
+    expect(res.statusCode, res.body).toBe(400);
+    expect(res.json()).toEqual({
+      error: "Insufficient balance",
+      available: "3.00",
+      requested: "10.00",
+      tokenSymbol: "USDC",
+    });
+    expect(await usdcBalance(smart)).toBe(parseUnits("3", 6));
+    expect(await usdcBalance(destination)).toBe(0n);
+    expect(await chain.getCode({ address: smart })).toBeUndefined(); // no operation deployed it
+    expect(await payoutState(ws)).toMatchObject({ status: "active", failStreak: 0 });
+    expect(await outbox(ws, "payout.failed")).toEqual([]);
+  });
+
+  it("a bundler that is down → 500 PAYOUT_FAILED naming the bundler, counted by the breaker", async () => {
+    const closedPort = await freePort();
+    const down = await startTestApp(
+      { ...env, LIVE_BUNDLER_URL: `http://127.0.0.1:${closedPort}` },
+      {
+        database: t.database,
+      },
+    );
+    extraApps.push(down);
+    const ws = await createWorkspace(down);
+    const created = await createSmartWallet(ws, down);
+    const smart = created.body.smartWallet.address as Address;
+    await mintToken(devnet, "USDC", smart, "50");
+    const destination = randomAddress();
+
+    const res = await payout(
+      ws,
+      { tokenSymbol: "USDC", amount: "5", destinationAddress: destination, walletType: "smart_wallet" },
+      down,
+    );
+    expect(res.statusCode, res.body).toBe(500);
+    const body = res.json();
+    expect(body).toMatchObject({
+      error: "Payout failed",
+      code: "PAYOUT_FAILED",
+      detail: expect.stringMatching(/bundler/i),
+      failStreak: 1,
+      remainingBeforePause: 2,
+      circuitBreaker: false,
+    });
+    expect(await usdcBalance(smart)).toBe(parseUnits("50", 6));
+    expect(await usdcBalance(destination)).toBe(0n);
+    expect(await payoutState(ws, down)).toMatchObject({ status: "active", failStreak: 1 });
+    const failed = await outbox(ws, "payout.failed");
+    expect(failed).toHaveLength(1);
+    expect(failed[0]?.payload).toMatchObject({ failStreak: 1, fromAddress: smart });
+
+    // The same workspace through the app whose bundler is up: the payout succeeds and resets the streak.
+    const ok = await payout(ws, {
+      tokenSymbol: "USDC",
+      amount: "5",
+      destinationAddress: destination,
+      walletType: "smart_wallet",
+    });
+    expect(ok.statusCode, ok.body).toBe(200);
+    expect(await usdcBalance(destination)).toBe(parseUnits("5", 6));
+    expect(await payoutState(ws)).toMatchObject({ status: "active", failStreak: 0 });
+  });
+});
