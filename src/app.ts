@@ -119,7 +119,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     const card = deps.config.card[environment];
     if (card) cardProviders[environment] = new CardProvider(card, deps.config.card.apiBase);
   }
-  const payments = new PaymentsService(ctx, workspaces, ledger, cardProviders);
+  const payments = new PaymentsService(ctx, workspaces, cardProviders);
   const cardWebhooks = new CardWebhooks(ctx, cardProviders);
   const webhooks = new WebhooksService(ctx);
   const sessions = new SessionsService(ctx);

@@ -1,4 +1,4 @@
-import { type Kysely, sql } from "kysely";
+import { type Kysely, type RawBuilder, sql } from "kysely";
 import { keccak256, stringToHex } from "viem";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 import type { ChainToken, Hex } from "../network.ts";
@@ -49,6 +49,26 @@ export class SimulatedLedger {
     return BigInt(row?.balance ?? "0");
   }
 
+  /** A credit as two CTEs (`ledger_tx`, `ledger_entry`) of a caller's larger statement. */
+  static creditCtes(
+    address: string,
+    token: ChainToken,
+    amount: bigint,
+    reference: string,
+  ): RawBuilder<unknown> {
+    const txHash = sandboxTxHash(reference);
+    const holder = address.toLowerCase();
+    return sql`
+      ledger_tx AS (
+        INSERT INTO ledger_transactions (tx_hash, from_address, to_address, token_symbol, amount, status, memo)
+        VALUES (${txHash}, NULL, ${holder}, ${token}, ${amount.toString()}::numeric, 'success', ${reference})
+      ),
+      ledger_entry AS (
+        INSERT INTO ledger_entries (address, token_symbol, amount, tx_hash)
+        VALUES (${holder}, ${token}, ${amount.toString()}::numeric, ${txHash})
+      )`;
+  }
+
   /** Adds funds (faucet, sandbox payments received), in one statement; returns the new balance. */
   async credit(
     address: string,
@@ -57,17 +77,8 @@ export class SimulatedLedger {
     reference: string,
     db: Db = this.#db,
   ): Promise<bigint> {
-    const txHash = sandboxTxHash(reference);
-    const holder = address.toLowerCase();
-    await sql`
-      WITH tx AS (
-        INSERT INTO ledger_transactions (tx_hash, from_address, to_address, token_symbol, amount, status, memo)
-        VALUES (${txHash}, NULL, ${holder}, ${token}, ${amount.toString()}::numeric, 'success', ${reference})
-      )
-      INSERT INTO ledger_entries (address, token_symbol, amount, tx_hash)
-      VALUES (${holder}, ${token}, ${amount.toString()}::numeric, ${txHash})
-    `.execute(db);
-    return this.balance(holder, token, db);
+    await sql`WITH ${SimulatedLedger.creditCtes(address, token, amount, reference)} SELECT 1`.execute(db);
+    return this.balance(address, token, db);
   }
 
   async transfer(transfer: LedgerTransfer): Promise<LedgerResult> {

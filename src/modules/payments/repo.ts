@@ -28,35 +28,77 @@ export interface NewPayment {
   checkoutUrl?: string | null;
 }
 
-export async function insertPayment(db: Kysely<DatabaseSchema>, p: NewPayment): Promise<PaymentRow> {
-  return db
-    .insertInto("payments")
-    .values({
-      ...(p.id ? { id: p.id } : {}),
-      card_checkout_session_id: p.cardCheckoutSessionId ?? null,
-      checkout_url: p.checkoutUrl ?? null,
-      workspace_id: p.workspaceId,
-      environment: p.environment,
-      status: p.status,
-      payment_method: p.paymentMethod,
-      payment_provider: p.paymentProvider,
-      token_symbol: p.tokenSymbol,
-      gross_amount: p.gross.toString(),
-      fee_amount: p.fee.toString(),
-      net_amount: p.net.toString(),
-      merchant_wallet: p.merchantWallet,
-      wallet_type: p.walletType,
-      receiving_address: p.receivingAddress,
-      description: p.description,
-      metadata: JSON.stringify(p.metadata),
-      return_url: p.returnUrl,
-      cancel_url: p.cancelUrl,
-      expires_at: p.expiresAt,
-      created_at: p.createdAt,
-      updated_at: p.createdAt,
-    })
-    .returningAll()
-    .executeTakeFirstOrThrow();
+/**
+ * The row a new payment will have, built here so that its API view (and the events carrying it)
+ * can be written in the same single statement as the row itself.
+ */
+export function newPaymentRow(p: NewPayment & { id: string }): PaymentRow {
+  return {
+    id: p.id,
+    workspace_id: p.workspaceId,
+    environment: p.environment,
+    status: p.status,
+    payment_method: p.paymentMethod,
+    payment_provider: p.paymentProvider,
+    token_symbol: p.tokenSymbol,
+    gross_amount: p.gross.toString(),
+    fee_amount: p.fee.toString(),
+    net_amount: p.net.toString(),
+    merchant_wallet: p.merchantWallet,
+    wallet_type: p.walletType,
+    receiving_address: p.receivingAddress,
+    description: p.description,
+    metadata: p.metadata,
+    return_url: p.returnUrl,
+    cancel_url: p.cancelUrl,
+    expires_at: p.expiresAt,
+    card_checkout_session_id: p.cardCheckoutSessionId ?? null,
+    checkout_url: p.checkoutUrl ?? null,
+    last_payment_error: null,
+    created_at: p.createdAt,
+    updated_at: p.createdAt,
+    detected_tx_hash: null,
+    detected_log_index: null,
+    detected_block: null,
+    detected_block_hash: null,
+    payer_address: null,
+    detected_at: null,
+    confirmed_at: null,
+    settlement_net_tx_hash: null,
+    settlement_fee_tx_hash: null,
+    forwarded_at: null,
+    failure_reason: null,
+    settlement_user_op_hash: null,
+    settlement_user_operation: null,
+  };
+}
+
+/** The INSERT of a row built by newPaymentRow, as a query to run or to embed in a larger statement. */
+export function insertPaymentQuery(db: Kysely<DatabaseSchema>, row: PaymentRow) {
+  return db.insertInto("payments").values({
+    id: row.id,
+    workspace_id: row.workspace_id,
+    environment: row.environment,
+    status: row.status,
+    payment_method: row.payment_method,
+    payment_provider: row.payment_provider,
+    token_symbol: row.token_symbol,
+    gross_amount: row.gross_amount,
+    fee_amount: row.fee_amount,
+    net_amount: row.net_amount,
+    merchant_wallet: row.merchant_wallet,
+    wallet_type: row.wallet_type,
+    receiving_address: row.receiving_address,
+    description: row.description,
+    metadata: JSON.stringify(row.metadata),
+    return_url: row.return_url,
+    cancel_url: row.cancel_url,
+    expires_at: row.expires_at,
+    card_checkout_session_id: row.card_checkout_session_id,
+    checkout_url: row.checkout_url,
+    created_at: row.created_at,
+    updated_at: row.updated_at,
+  });
 }
 
 /** Reads a payment of the workspace and environment; `forUpdate` locks it for a transition. */

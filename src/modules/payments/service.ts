@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from "node:crypto";
-import type { Kysely } from "kysely";
+import { type Kysely, sql } from "kysely";
 import type { ChainToken } from "../../chain/network.ts";
-import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
+import { SimulatedLedger } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
@@ -18,7 +18,7 @@ import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
 import { badRequest, conflict, notFound, serviceUnavailable } from "../../platform/http/errors.ts";
 import { type CardProviders, providerUnavailable } from "../card/service.ts";
-import { recordEvents } from "../webhooks/outbox.ts";
+import { outboxCtes } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import * as chainRepo from "./chain-repo.ts";
 import * as repo from "./repo.ts";
@@ -51,18 +51,11 @@ export class PaymentsService {
   readonly #ctx: AppContext;
   readonly #workspaces: WorkspacesService;
 
-  readonly #ledger: SimulatedLedger;
   readonly #card: CardProviders;
 
-  constructor(
-    ctx: AppContext,
-    workspaces: WorkspacesService,
-    ledger: SimulatedLedger,
-    card: CardProviders = {},
-  ) {
+  constructor(ctx: AppContext, workspaces: WorkspacesService, card: CardProviders = {}) {
     this.#ctx = ctx;
     this.#workspaces = workspaces;
-    this.#ledger = ledger;
     this.#card = card;
   }
 
@@ -150,81 +143,90 @@ export class PaymentsService {
       }
     }
 
-    return this.#ctx.db.transaction().execute(async (trx) => {
-      if (scope) {
-        const claim = await claimIdempotencyKey(trx, scope, fingerprint);
-        if (claim.kind === "replay") {
-          // Stored by this same code path below, so its shape is the response's.
-          return { body: claim.body as CreatePaymentResponse, replayed: true };
-        }
-        if (claim.kind === "mismatch") {
-          const existing = claim.resourceId
-            ? await repo.findPayment(trx, principal, claim.resourceId)
-            : undefined;
-          throw conflict("Idempotency key already used", {
-            payment: existing ? toPaymentView(existing) : null,
-          });
-        }
-        if (claim.kind === "in_progress")
-          throw conflict("A request with this Idempotency-Key is in progress");
-      }
-
-      // Sandbox: both rails complete at once (D5). The row is written in its final state and both
-      // events in one statement; `payment.created` still shows the payment as created, pending (D13).
-      // Live crypto payments wait for the chain watcher.
-      const completed = live ? null : transition("pending", "sandbox_completed");
-      if (cardProvider && !checkout) throw conflict("A request with this Idempotency-Key is in progress");
-      const row = await repo.insertPayment(trx, {
-        id: paymentId,
-        cardCheckoutSessionId: checkout?.id ?? null,
-        checkoutUrl: checkout?.url ?? null,
-        status: completed?.ok ? completed.to : "pending",
-        workspaceId: principal.workspaceId,
-        environment: principal.environment,
-        paymentMethod: request.paymentMethod,
-        paymentProvider: request.paymentMethod === "card" ? "card" : "onchain",
-        tokenSymbol: request.tokenSymbol,
-        gross: request.gross,
-        fee: request.fee,
-        net: request.net,
-        merchantWallet: request.merchantWallet,
-        walletType,
-        receivingAddress: request.paymentMethod === "crypto" ? receivingAddress : null,
-        description: request.description,
-        metadata: request.metadata,
-        returnUrl: request.returnUrl,
-        cancelUrl: request.cancelUrl,
-        expiresAt: new Date(now.getTime() + request.expiresInMinutes * 60_000),
-        createdAt: now,
-      });
-      const created = toPaymentView(row);
-      await recordEvents(trx, [
-        { ...eventScope(row), type: "payment.created", payload: { ...created, status: "pending" } },
-        ...(completed?.ok && completed.event
-          ? [{ ...eventScope(row), type: completed.event, payload: { ...created } }]
-          : []),
-      ]);
+    // Sandbox: both rails complete at once (D5). The row is written in its final state, with both
+    // events, the ledger credit and the webhook deliveries, in ONE statement; `payment.created`
+    // still shows the payment as created, pending (D13). Live payments wait for the chain/provider.
+    const completed = live ? null : transition("pending", "sandbox_completed");
+    const row = repo.newPaymentRow({
+      id: paymentId ?? randomUUID(),
+      cardCheckoutSessionId: checkout?.id ?? null,
+      checkoutUrl: checkout?.url ?? null,
+      status: completed?.ok ? completed.to : "pending",
+      workspaceId: principal.workspaceId,
+      environment: principal.environment,
+      paymentMethod: request.paymentMethod,
+      paymentProvider: request.paymentMethod === "card" ? "card" : "onchain",
+      tokenSymbol: request.tokenSymbol,
+      gross: request.gross,
+      fee: request.fee,
+      net: request.net,
+      merchantWallet: request.merchantWallet,
+      walletType,
+      receivingAddress: request.paymentMethod === "crypto" ? receivingAddress : null,
+      description: request.description,
+      metadata: request.metadata,
+      returnUrl: request.returnUrl,
+      cancelUrl: request.cancelUrl,
+      expiresAt: new Date(now.getTime() + request.expiresInMinutes * 60_000),
+      createdAt: now,
+    });
+    const view = toPaymentView(row);
+    const responseBody: CreatePaymentResponse = {
+      payment: view,
+      paymentMethod: request.paymentMethod,
+      paymentProvider: view.paymentProvider,
+      ...(request.paymentMethod === "crypto" && receivingAddress ? { receivingAddress } : {}),
+      ...(checkout ? { checkoutUrl: checkout.url, cardCheckoutSessionId: checkout.id } : {}),
+      paymentUrl: `${this.#ctx.config.publicBaseUrl}/pay/${row.id}`,
+    };
+    const write = async (db: Kysely<DatabaseSchema>) => {
+      const ctes = [
+        sql`payment_row AS (${repo.insertPaymentQuery(db, row)})`,
+        outboxCtes([
+          { ...eventScope(row), type: "payment.created", payload: { ...view, status: "pending" } },
+          ...(completed?.ok && completed.event
+            ? [{ ...eventScope(row), type: completed.event, payload: { ...view } }]
+            : []),
+        ]),
+      ];
       // The net amount lands in the workspace's sandbox wallet, so the merchant can pay it out.
       if (completed?.ok && request.paymentMethod === "crypto" && receivingAddress) {
-        await this.#ledger.credit(
-          receivingAddress,
-          request.tokenSymbol as ChainToken,
-          request.net,
-          `payment:${row.id}`,
-          trx,
+        ctes.push(
+          SimulatedLedger.creditCtes(
+            receivingAddress,
+            request.tokenSymbol as ChainToken,
+            request.net,
+            `payment:${row.id}`,
+          ),
         );
       }
+      await sql`WITH ${sql.join(ctes)} SELECT 1`.execute(db);
+    };
 
-      const view = toPaymentView(row);
-      const responseBody: CreatePaymentResponse = {
-        payment: view,
-        paymentMethod: request.paymentMethod,
-        paymentProvider: view.paymentProvider,
-        ...(request.paymentMethod === "crypto" && receivingAddress ? { receivingAddress } : {}),
-        ...(checkout ? { checkoutUrl: checkout.url, cardCheckoutSessionId: checkout.id } : {}),
-        paymentUrl: `${this.#ctx.config.publicBaseUrl}/pay/${row.id}`,
-      };
-      if (scope) await storeIdempotentResponse(trx, scope, row.id, 201, responseBody);
+    if (!scope) {
+      if (cardProvider && !checkout) throw conflict("A request with this Idempotency-Key is in progress");
+      await write(this.#ctx.db); // one statement: atomic without a transaction
+      return { body: responseBody, replayed: false };
+    }
+
+    return this.#ctx.db.transaction().execute(async (trx) => {
+      const claim = await claimIdempotencyKey(trx, scope, fingerprint);
+      if (claim.kind === "replay") {
+        // Stored by this same code path below, so its shape is the response's.
+        return { body: claim.body as CreatePaymentResponse, replayed: true };
+      }
+      if (claim.kind === "mismatch") {
+        const existing = claim.resourceId
+          ? await repo.findPayment(trx, principal, claim.resourceId)
+          : undefined;
+        throw conflict("Idempotency key already used", {
+          payment: existing ? toPaymentView(existing) : null,
+        });
+      }
+      if (claim.kind === "in_progress") throw conflict("A request with this Idempotency-Key is in progress");
+      if (cardProvider && !checkout) throw conflict("A request with this Idempotency-Key is in progress");
+      await write(trx);
+      await storeIdempotentResponse(trx, scope, row.id, 201, responseBody);
       return { body: responseBody, replayed: false };
     });
   }

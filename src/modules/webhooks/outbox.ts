@@ -1,4 +1,4 @@
-import { type Kysely, sql } from "kysely";
+import { type Kysely, type RawBuilder, sql } from "kysely";
 import type { Environment } from "../../config.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 
@@ -15,23 +15,32 @@ export interface OutboxEvent {
   payload: Record<string, unknown>;
 }
 
-export async function recordEvents(trx: Kysely<DatabaseSchema>, events: OutboxEvent[]): Promise<void> {
-  if (events.length === 0) return;
+/**
+ * The outbox rows and their deliveries as two CTEs (`outbox_rows`, `outbox_deliveries`) of a
+ * larger statement, so a caller can write its own change and its events in ONE statement.
+ */
+export function outboxCtes(events: OutboxEvent[]): RawBuilder<unknown> {
   const rows = events.map(
     (e) => sql`(${e.workspaceId}::uuid, ${e.environment}, ${e.type}, ${JSON.stringify(e.payload)}::jsonb)`,
   );
-  await sql`
-    WITH inserted AS (
+  return sql`
+    outbox_rows AS (
       INSERT INTO outbox_events (workspace_id, environment, event_type, payload)
       VALUES ${sql.join(rows)}
       RETURNING id, workspace_id, environment, event_type
-    )
-    INSERT INTO webhook_deliveries (endpoint_id, outbox_event_id, event_type)
-    SELECT e.id, i.id, i.event_type
-    FROM inserted i
-    JOIN webhook_endpoints e
-      ON e.workspace_id = i.workspace_id AND e.environment = i.environment
-     AND e.active AND e.deleted_at IS NULL
-     AND (jsonb_exists(e.events, i.event_type) OR jsonb_exists(e.events, '*'))
-  `.execute(trx);
+    ),
+    outbox_deliveries AS (
+      INSERT INTO webhook_deliveries (endpoint_id, outbox_event_id, event_type)
+      SELECT e.id, i.id, i.event_type
+      FROM outbox_rows i
+      JOIN webhook_endpoints e
+        ON e.workspace_id = i.workspace_id AND e.environment = i.environment
+       AND e.active AND e.deleted_at IS NULL
+       AND (jsonb_exists(e.events, i.event_type) OR jsonb_exists(e.events, '*'))
+    )`;
+}
+
+export async function recordEvents(trx: Kysely<DatabaseSchema>, events: OutboxEvent[]): Promise<void> {
+  if (events.length === 0) return;
+  await sql`WITH ${outboxCtes(events)} SELECT 1`.execute(trx);
 }
