@@ -8,8 +8,15 @@ import type { PaymentsService } from "./service.ts";
 
 const Status = Type.Enum(PAYMENT_STATUSES);
 const Environment = Type.Enum(ENVIRONMENTS);
-const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) =>
-  Type.Union([schema, Type.Null()]);
+// Nullable fields as `type: [T, "null"]` rather than anyOf: the response serializer handles a
+// type list directly, where anyOf makes it validate each branch on every response.
+const NullableString = () => Type.Unsafe<string | null>({ type: ["string", "null"] });
+const NullableObject = <T>(properties?: Record<string, unknown>) =>
+  Type.Unsafe<T | null>({
+    type: ["object", "null"],
+    additionalProperties: true,
+    ...(properties ? { properties } : {}),
+  });
 
 export const PaymentSchema = Type.Object(
   {
@@ -21,24 +28,27 @@ export const PaymentSchema = Type.Object(
     grossAmount: Type.String({ examples: ["100.00"] }),
     feeAmount: Type.String({ examples: ["1.50"] }),
     netAmount: Type.String({ examples: ["98.50"] }),
-    merchantWallet: Nullable(Type.String()),
+    merchantWallet: NullableString(),
     walletType: Type.Union([Type.Literal("eoa"), Type.Literal("smart_wallet")]),
-    receivingAddress: Nullable(Type.String()),
+    receivingAddress: NullableString(),
     environment: Environment,
-    description: Nullable(Type.String()),
+    description: NullableString(),
     metadata: Type.Record(Type.String(), Type.String()),
-    returnUrl: Nullable(Type.String()),
-    cancelUrl: Nullable(Type.String()),
+    returnUrl: NullableString(),
+    cancelUrl: NullableString(),
     expiresAt: Type.String({ format: "date-time" }),
     createdAt: Type.String({ format: "date-time" }),
     updatedAt: Type.String({ format: "date-time" }),
-    txHash: Nullable(Type.String()),
-    payerAddress: Nullable(Type.String()),
-    settlementTxHashes: Nullable(Type.Object({ net: Nullable(Type.String()), fee: Nullable(Type.String()) })),
-    failureReason: Nullable(Type.String()),
-    checkoutUrl: Nullable(Type.String()),
-    cardCheckoutSessionId: Nullable(Type.String()),
-    lastPaymentError: Nullable(Type.Record(Type.String(), Type.Unknown())),
+    txHash: NullableString(),
+    payerAddress: NullableString(),
+    settlementTxHashes: NullableObject<{ net: string | null; fee: string | null }>({
+      net: { type: ["string", "null"] },
+      fee: { type: ["string", "null"] },
+    }),
+    failureReason: NullableString(),
+    checkoutUrl: NullableString(),
+    cardCheckoutSessionId: NullableString(),
+    lastPaymentError: NullableObject<Record<string, unknown>>(),
   },
   { additionalProperties: true },
 );
