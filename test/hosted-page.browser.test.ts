@@ -1,5 +1,4 @@
-import { randomUUID } from "node:crypto";
-import { mkdirSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
 import { createServer as createHttpServer } from "node:http";
 import { type AddressInfo, createServer } from "node:net";
 import { type Browser, type BrowserContext, chromium, type Page, type Request } from "playwright-core";
@@ -50,7 +49,13 @@ interface OpenedPage {
   html: string;
 }
 
-describe("hosted payment page in Chromium", () => {
+// CI installs Debian's Chromium (.ci/run) and always runs this suite; on a machine without it the
+// suite is skipped with a notice rather than failing `npm test`.
+const HAS_CHROMIUM = existsSync(CHROMIUM);
+if (!HAS_CHROMIUM)
+  console.warn(`hosted page browser tests skipped: ${CHROMIUM} is not installed (apt-get install chromium)`);
+
+describe.skipIf(!HAS_CHROMIUM)("hosted payment page in Chromium", () => {
   let devnet: Devnet;
   let t: TestApp;
   let workers: Workers;
