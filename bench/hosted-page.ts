@@ -1,0 +1,223 @@
+import { createServer } from "node:net";
+import { resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { gzipSync } from "node:zlib";
+import QRCode from "qrcode";
+import { toPublicPayment } from "../src/modules/hosted-page/public-payment.ts";
+import { renderPaymentPage } from "../src/modules/hosted-page/render.ts";
+import { bearer, createWorkspace, startTestApp, type TestApp } from "../test/support/app.ts";
+
+// Server render time of the hosted payment page GET /pay/<id>, in process (`app.http.inject`, so
+// no socket): a pending live crypto payment (with its QR code) and a forwarded one, 2,000 requests
+// each after a warm-up, p50/p99; and the page weight (HTML + CSS + JS). The live network is
+// configured with dummy, well-formed LIVE_* values and an RPC URL nothing listens on: the page
+// never calls the chain. Database: in-memory PGlite (startTestApp without DATABASE_URL).
+// Goals: render < 5 ms at p50; weight < 100 KB.
+//
+// `node bench/hosted-page.ts` prints a markdown table. BENCH_PAGE_REQUESTS overrides 2,000.
+
+const GOALS = { renderP50Ms: 5, weightBytes: 100 * 1024 };
+const WARMUP = 300;
+
+const log = (message: string) => process.stderr.write(`[bench:hosted-page] ${message}\n`);
+
+export interface LatencySummary {
+  p50: number;
+  p99: number;
+  mean: number;
+}
+
+function summarize(values: number[]): LatencySummary {
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (p: number) =>
+    sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN;
+  return { p50: at(50), p99: at(99), mean: sorted.reduce((a, b) => a + b, 0) / Math.max(1, sorted.length) };
+}
+
+/** A port nothing listens on (taken and released at once): the dummy RPC URL. */
+async function unusedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
+  const address = server.address();
+  await new Promise<void>((done) => server.close(() => done()));
+  if (address === null || typeof address === "string") throw new Error("no port");
+  return address.port;
+}
+
+export interface PageScenario {
+  name: string;
+  requests: number;
+  latency: LatencySummary;
+  htmlBytes: number;
+  htmlGzipBytes: number;
+  /** HTML + page.css + page.js. */
+  weightBytes: number;
+}
+
+export interface HostedPageFigures {
+  scenarios: PageScenario[];
+  cssBytes: number;
+  jsBytes: number;
+  /** Parts of the pending page's cost, measured alone (same payment): ms per call. */
+  parts: { qrSvg: LatencySummary; renderHtml: LatencySummary; dbLoad: LatencySummary };
+  goals: { text: string; met: boolean }[];
+}
+
+async function measurePage(t: TestApp, url: string, requests: number): Promise<number[]> {
+  const times: number[] = [];
+  for (let i = 0; i < WARMUP + requests; i++) {
+    const begin = performance.now();
+    const res = await t.app.http.inject({ method: "GET", url });
+    const elapsed = performance.now() - begin;
+    if (res.statusCode !== 200) throw new Error(`GET ${url}: ${res.statusCode} ${res.body.slice(0, 300)}`);
+    if (i >= WARMUP) times.push(elapsed);
+  }
+  return times;
+}
+
+export async function benchHostedPage(): Promise<HostedPageFigures> {
+  const requests = Number(process.env.BENCH_PAGE_REQUESTS ?? "2000");
+  const port = await unusedPort();
+  const t = await startTestApp({
+    LIVE_RPC_URL: `http://127.0.0.1:${port}`,
+    LIVE_CHAIN_ID: "8453",
+    LIVE_USDC_ADDRESS: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+    LIVE_ADAO_ADDRESS: "0x3333333333333333333333333333333333333333",
+    LIVE_TREASURY_ADDRESS: "0x4444444444444444444444444444444444444444",
+    RATE_LIMIT_LIVE: "100000",
+  });
+  try {
+    const ws = await createWorkspace(t);
+    const create = async (description: string) => {
+      const res = await t.request({
+        method: "POST",
+        url: "/api/v1/payments",
+        headers: bearer(ws.liveKey),
+        payload: {
+          tokenSymbol: "USDC",
+          amount: "125.50",
+          description,
+          returnUrl: "https://shop.example/orders/A-1",
+        },
+      });
+      if (res.statusCode !== 201)
+        throw new Error(`live payment creation failed: ${res.statusCode} ${res.body}`);
+      return res.json().payment.id as string;
+    };
+    const pendingId = await create("Order A-1: 3 items");
+    const forwardedId = await create("Order A-2: 1 item");
+    await t.database.db
+      .updateTable("payments")
+      .set({ status: "forwarded" })
+      .where("id", "=", forwardedId)
+      .execute();
+
+    const [css, js] = await Promise.all(
+      ["page.css", "page.js"].map((file) => t.app.http.inject({ method: "GET", url: `/pay/assets/${file}` })),
+    );
+    const cssBytes = css?.rawPayload.length ?? 0;
+    const jsBytes = js?.rawPayload.length ?? 0;
+
+    const scenarios: PageScenario[] = [];
+    for (const [name, id, expect] of [
+      ["pending live crypto payment (with QR)", pendingId, "<svg"],
+      ["forwarded payment", forwardedId, "Payment complete"],
+    ] as const) {
+      const page = await t.app.http.inject({ method: "GET", url: `/pay/${id}` });
+      if (!page.body.includes(expect)) throw new Error(`the ${name} page lacks "${expect}"`);
+      log(`${name}: ${WARMUP} warm-up + ${requests} requests`);
+      const times = await measurePage(t, `/pay/${id}`, requests);
+      const html = page.rawPayload.length;
+      scenarios.push({
+        name,
+        requests,
+        latency: summarize(times),
+        htmlBytes: html,
+        htmlGzipBytes: gzipSync(page.rawPayload).length,
+        weightBytes: html + cssBytes + jsBytes,
+      });
+    }
+
+    // Where the pending page's time goes: the row load, the QR code, the HTML template.
+    const row = await t.database.db
+      .selectFrom("payments")
+      .selectAll()
+      .where("id", "=", pendingId)
+      .executeTakeFirstOrThrow();
+    const live = t.config.networks.live;
+    if (!live) throw new Error("no live network configured");
+    const tokens: Record<string, string | undefined> = live.tokens;
+    const publicPayment = toPublicPayment(row, {
+      chainId: live.chainId,
+      tokenAddress: (symbol) => tokens[symbol] ?? null,
+    });
+    if (!publicPayment.paymentUri) throw new Error("the pending payment has no payment URI");
+    const time = async (fn: () => unknown) => {
+      const times: number[] = [];
+      for (let i = 0; i < 200 + requests; i++) {
+        const begin = performance.now();
+        await fn();
+        if (i >= 200) times.push(performance.now() - begin);
+      }
+      return summarize(times);
+    };
+    const uri = publicPayment.paymentUri;
+    const qr = await QRCode.toString(uri, { type: "svg", margin: 1, errorCorrectionLevel: "M" });
+    const parts = {
+      dbLoad: await time(() =>
+        t.database.db.selectFrom("payments").selectAll().where("id", "=", pendingId).executeTakeFirst(),
+      ),
+      qrSvg: await time(() => QRCode.toString(uri, { type: "svg", margin: 1, errorCorrectionLevel: "M" })),
+      renderHtml: await time(() =>
+        renderPaymentPage(publicPayment, { nonce: "bm9uY2Vub25jZW5vbmNlMQ==", qrSvg: qr }),
+      ),
+    };
+
+    const heaviest = Math.max(...scenarios.map((s) => s.weightBytes));
+    const goals = [
+      ...scenarios.map((s) => ({
+        text: `${s.name}: render p50 < ${GOALS.renderP50Ms} ms: ${s.latency.p50.toFixed(2)} ms`,
+        met: s.latency.p50 < GOALS.renderP50Ms,
+      })),
+      {
+        text: `page weight < 100 KB: ${(heaviest / 1024).toFixed(1)} KB (heaviest page)`,
+        met: heaviest < GOALS.weightBytes,
+      },
+    ];
+    return { scenarios, cssBytes, jsBytes, parts, goals };
+  } finally {
+    await t.close();
+  }
+}
+
+export function renderHostedPageTable(f: HostedPageFigures): string {
+  const ms = (n: number) => n.toFixed(2);
+  const kb = (n: number) => (n / 1024).toFixed(1);
+  const rows = [
+    "| Page | Requests | p50 ms | p99 ms | HTML KB (gzip) | HTML + CSS + JS KB | Goal | Met |",
+    "| :-- | --: | --: | --: | --: | --: | :-- | :-- |",
+    ...f.scenarios.map(
+      (s, i) =>
+        `| ${s.name} | ${s.requests.toLocaleString("en-US")} | ${ms(s.latency.p50)} | ${ms(s.latency.p99)} | ${kb(s.htmlBytes)} (${kb(s.htmlGzipBytes)}) | ${kb(s.weightBytes)} | p50 < 5 ms, < 100 KB | ${f.goals[i]?.met && s.weightBytes < GOALS.weightBytes ? "met" : "missed"} |`,
+    ),
+    "",
+    `CSS ${f.cssBytes} B, JS ${f.jsBytes} B (served by us, cache-control 1 h). Pending page parts alone, p50 / p99 ms: row load ${ms(f.parts.dbLoad.p50)} / ${ms(f.parts.dbLoad.p99)}, QR SVG ${ms(f.parts.qrSvg.p50)} / ${ms(f.parts.qrSvg.p99)}, HTML template ${ms(f.parts.renderHtml.p50)} / ${ms(f.parts.renderHtml.p99)}.`,
+    "",
+    ...f.goals.map((g) => `- [${g.met ? "x" : " "}] ${g.text} — **${g.met ? "met" : "missed"}**`),
+  ];
+  return rows.join("\n");
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  let code = 0;
+  try {
+    const figures = await benchHostedPage();
+    process.stdout.write(
+      `\n${renderHostedPageTable(figures)}\n\nIn-process inject (no socket), in-memory PGlite; other processes share this 2-core machine.\n`,
+    );
+  } catch (err) {
+    log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    code = 1;
+  }
+  process.exit(code);
+}

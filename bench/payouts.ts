@@ -1,0 +1,503 @@
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import autocannon from "autocannon";
+import {
+  type Address,
+  createPublicClient,
+  createWalletClient,
+  erc20Abi,
+  http,
+  parseEther,
+  parseUnits,
+} from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { freePort, startDevnet } from "../src/devnet/chain.ts";
+import { bearer, createWorkspace, startTestApp } from "../test/support/app.ts";
+import { liveNetworkEnv } from "../test/support/devnet-env.ts";
+
+// Payout throughput.
+// (a) Sandbox: `POST /api/v1/payouts` against the service run as a child process (`node src/main.ts`)
+//     on a throw-away PostgreSQL (scripts/local-postgres.sh), 50 workspaces funded through the
+//     sandbox faucet, autocannon cycling over their 50 keys. Goal ≥ 1,000 payouts/s at 32 connections.
+// (b) Live: 100 concurrent payouts from ONE workspace EOA on a devnet with automine only (a block per
+//     transaction, no interval mining), in-process app. Goal ≥ 50 payouts/s. Next to it, the node's
+//     own figure: the devnet payer sends 100 USDC transfers itself, one after another in nonce order.
+//
+// `node bench/payouts.ts` prints a markdown table. Environment: BENCH_PAYOUTS_DURATION (measured
+// seconds of (a), default 10), BENCH_PAYOUTS_WARMUP (default 2), BENCH_PAYOUTS_CONNECTIONS (default 32).
+
+const execFileAsync = promisify(execFile);
+const ROOT = resolve(import.meta.dirname, "..");
+const PG_SCRIPT = join(ROOT, "scripts", "local-postgres.sh");
+const HOST = "127.0.0.1";
+const DESTINATION = "0x2222222222222222222222222222222222222222";
+const SETTLEMENT_ADDRESS = "0x1111111111111111111111111111111111111111";
+const GOALS = { sandboxPayoutsPerSecond: 1_000, livePayoutsPerSecond: 50 };
+
+const log = (message: string) => process.stderr.write(`[bench:payouts] ${message}\n`);
+const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
+
+// ---------------------------------------------------------------------------------------------
+// Cleanup: every started thing registers its undo step, run in reverse order exactly once.
+
+const cleanups: { name: string; run: () => Promise<void> }[] = [];
+
+function defer(name: string, fn: () => Promise<void>): () => Promise<void> {
+  let running: Promise<void> | undefined;
+  const entry = { name, run: () => (running ??= fn()) };
+  cleanups.push(entry);
+  return async () => {
+    const index = cleanups.indexOf(entry);
+    if (index >= 0) cleanups.splice(index, 1);
+    await entry.run();
+  };
+}
+
+async function cleanupAll(): Promise<void> {
+  for (let entry = cleanups.pop(); entry; entry = cleanups.pop()) {
+    try {
+      await entry.run();
+    } catch (err) {
+      log(`cleanup of ${entry.name} failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+export interface LatencySummary {
+  p50: number;
+  p99: number;
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[index] ?? Number.NaN;
+}
+
+function summarize(values: number[]): LatencySummary {
+  const sorted = [...values].sort((a, b) => a - b);
+  return { p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
+}
+
+function envInt(name: string, fallback: number): number {
+  const raw = process.env[name]?.trim();
+  if (!raw) return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive whole number`);
+  return value;
+}
+
+async function postJson(url: string, body: unknown, headers: Record<string, string>) {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(30_000),
+  });
+  const text = await res.text();
+  let json: unknown = text;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    // keep the text
+  }
+  return { status: res.status, json };
+}
+
+function dig(value: unknown, ...path: string[]): unknown {
+  let current = value;
+  for (const key of path) {
+    if (typeof current !== "object" || current === null) return undefined;
+    current = (current as Record<string, unknown>)[key];
+  }
+  return current;
+}
+
+async function startPostgres(): Promise<string> {
+  const pgDir = mkdtempSync(join(tmpdir(), "bench-payouts-pg-"));
+  const port = await freePort();
+  defer("PostgreSQL server", async () => {
+    await execFileAsync("bash", [PG_SCRIPT, "stop", pgDir]).catch(() => undefined);
+    rmSync(pgDir, { recursive: true, force: true });
+  });
+  log(`starting PostgreSQL in ${pgDir} on port ${port}`);
+  const { stdout } = await execFileAsync("bash", [PG_SCRIPT, "start", pgDir, String(port)]);
+  const url = stdout.trim().split("\n").pop()?.trim();
+  if (!url?.startsWith("postgres")) throw new Error(`unexpected output of local-postgres.sh: ${stdout}`);
+  return url;
+}
+
+interface Service {
+  base: string;
+  proc: ChildProcess;
+  tail: string[];
+}
+
+async function startService(databaseUrl: string, adminSecret: string): Promise<Service> {
+  const port = await freePort();
+  const dataDir = mkdtempSync(join(tmpdir(), "bench-payouts-data-"));
+  defer("service data folder", async () => rmSync(dataDir, { recursive: true, force: true }));
+  const env: Record<string, string> = {};
+  for (const name of ["PATH", "HOME", "TMPDIR", "LANG", "TZ"]) {
+    const value = process.env[name];
+    if (value !== undefined) env[name] = value;
+  }
+  Object.assign(env, {
+    PORT: String(port),
+    HOST,
+    DATA_DIR: dataDir,
+    ADMIN_SECRET: adminSecret,
+    RATE_LIMIT_SANDBOX: "10000000",
+    LOG_LEVEL: "warn",
+    DATABASE_URL: databaseUrl,
+  });
+  const proc = spawn(process.execPath, ["src/main.ts"], {
+    cwd: ROOT,
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const exited = new Promise<void>((done) => proc.once("exit", () => done()));
+  const alive = () => proc.exitCode === null && proc.signalCode === null;
+  defer("service", async () => {
+    if (!alive()) return;
+    proc.kill("SIGTERM");
+    const graceful = await Promise.race([exited.then(() => true), sleep(20_000).then(() => false)]);
+    if (!graceful && alive()) {
+      proc.kill("SIGKILL");
+      await exited;
+    }
+  });
+  const tail: string[] = [];
+  const keep = (chunk: Buffer) => {
+    for (const line of chunk.toString("utf8").split("\n")) {
+      if (line.trim() === "") continue;
+      tail.push(line.slice(0, 2000));
+      if (tail.length > 20) tail.shift();
+    }
+  };
+  proc.stdout?.on("data", keep);
+  proc.stderr?.on("data", keep);
+  const base = `http://${HOST}:${port}`;
+  const deadline = Date.now() + 90_000;
+  for (;;) {
+    if (!alive()) throw new Error(`the service exited; its last output:\n${tail.join("\n")}`);
+    try {
+      const res = await fetch(`${base}/health`, { signal: AbortSignal.timeout(2_000) });
+      if (res.ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error("the service was not ready within 90 s");
+    await sleep(200);
+  }
+  return { base, proc, tail };
+}
+
+// ---------------------------------------------------------------------------------------------
+// (a) Sandbox
+
+export interface SandboxFigures {
+  connections: number;
+  workspaces: number;
+  seconds: number;
+  /** Mean of autocannon's per-second samples. */
+  requestsPerSecond: number;
+  /** 2xx answers over the measured window / its length. */
+  payoutsPerSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  requests: number;
+  failed: number;
+  serviceLogLines: string[];
+}
+
+async function sandboxScenario(databaseUrl: string): Promise<SandboxFigures> {
+  const connections = envInt("BENCH_PAYOUTS_CONNECTIONS", 32);
+  const seconds = envInt("BENCH_PAYOUTS_DURATION", 10);
+  const warmup = Number(process.env.BENCH_PAYOUTS_WARMUP ?? "2");
+  const workspaces = 50;
+  const adminSecret = randomBytes(24).toString("hex");
+  const service = await startService(databaseUrl, adminSecret);
+
+  log(`creating and funding ${workspaces} sandbox workspaces`);
+  const keys: string[] = [];
+  for (let i = 0; i < workspaces; i++) {
+    const created = await postJson(
+      `${service.base}/api/v1/workspaces`,
+      { name: `Payout bench ${i}`, settlementAddress: SETTLEMENT_ADDRESS },
+      { authorization: `Bearer ${adminSecret}` },
+    );
+    const key = dig(created.json, "apiKeys", "test", "key");
+    if (created.status !== 201 || typeof key !== "string")
+      throw new Error(`workspace creation failed: ${created.status} ${JSON.stringify(created.json)}`);
+    const funded = await postJson(
+      `${service.base}/api/v1/sandbox/faucet`,
+      { tokenSymbol: "USDC", amount: "1000000" },
+      { authorization: `Bearer ${key}` },
+    );
+    if (funded.status >= 300)
+      throw new Error(`faucet failed: ${funded.status} ${JSON.stringify(funded.json)}`);
+    keys.push(key);
+  }
+  const body = JSON.stringify({ tokenSymbol: "USDC", amount: "0.01", destinationAddress: DESTINATION });
+  const probe = await postJson(`${service.base}/api/v1/payouts`, JSON.parse(body), {
+    authorization: `Bearer ${keys[0]}`,
+  });
+  if (probe.status !== 200)
+    throw new Error(`sandbox payout failed: ${probe.status} ${JSON.stringify(probe.json)}`);
+
+  let next = 0;
+  const run = (duration: number) =>
+    autocannon({
+      url: service.base,
+      connections,
+      pipelining: 1,
+      duration,
+      timeout: 30,
+      requests: [
+        {
+          method: "POST",
+          path: "/api/v1/payouts",
+          setupRequest: (request) => {
+            const key = keys[next++ % keys.length];
+            return {
+              ...request,
+              headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+              body,
+            };
+          },
+        },
+      ],
+    });
+  if (warmup > 0) {
+    log(`warm-up ${warmup} s`);
+    await run(warmup);
+  }
+  log(`measuring ${seconds} s at ${connections} connections`);
+  const result = await run(seconds);
+  const failed = result.non2xx + result.errors + result.timeouts;
+  log(
+    `sandbox: ${(result["2xx"] / result.duration).toFixed(0)} payouts/s, p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, ${failed} failed`,
+  );
+  return {
+    connections,
+    workspaces,
+    seconds,
+    requestsPerSecond: result.requests.average,
+    payoutsPerSecond: result["2xx"] / result.duration,
+    p50Ms: result.latency.p50,
+    p99Ms: result.latency.p99,
+    requests: result.requests.total,
+    failed,
+    serviceLogLines: [...service.tail],
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// (b) Live, one wallet, automine
+
+export interface LiveFigures {
+  payouts: number;
+  succeeded: number;
+  wallMs: number;
+  payoutsPerSecond: number;
+  latency: LatencySummary;
+  /** The node alone: the payer sends the same number of USDC transfers, one after another in nonce order. */
+  nodeTransfersPerSecond: number;
+  nodeWallMs: number;
+  database: string;
+}
+
+async function liveScenario(databaseUrl: string | undefined): Promise<LiveFigures> {
+  const count = 100;
+  log("starting the devnet (automine only)");
+  const devnet = await startDevnet({ blockTimeMs: 0 });
+  defer("devnet", () => devnet.stop());
+  // startTestApp creates a database of its own on the server of DATABASE_URL, PGlite without it.
+  const previous = process.env.DATABASE_URL;
+  if (databaseUrl) process.env.DATABASE_URL = databaseUrl;
+  const t = await startTestApp(liveNetworkEnv(devnet)).finally(() => {
+    if (previous === undefined) delete process.env.DATABASE_URL;
+    else process.env.DATABASE_URL = previous;
+  });
+  defer("in-process app", () => t.close());
+
+  const payer = createWalletClient({
+    account: privateKeyToAccount(devnet.accounts.payer.privateKey),
+    chain: devnet.chain,
+    transport: http(devnet.rpcUrl),
+  });
+  const chain = createPublicClient({
+    chain: devnet.chain,
+    transport: http(devnet.rpcUrl),
+    pollingInterval: 50,
+  });
+  const ws = await createWorkspace(t);
+  const fundUsdc = await payer.writeContract({
+    address: devnet.tokens.USDC,
+    abi: erc20Abi,
+    functionName: "transfer",
+    args: [ws.eoaAddress as Address, parseUnits("1000", 6)],
+  });
+  await chain.waitForTransactionReceipt({ hash: fundUsdc });
+  const fundEth = await payer.sendTransaction({ to: ws.eoaAddress as Address, value: parseEther("5") });
+  await chain.waitForTransactionReceipt({ hash: fundEth });
+
+  const payout = () =>
+    t.request({
+      method: "POST",
+      url: "/api/v1/payouts",
+      headers: bearer(ws.liveKey),
+      payload: { tokenSymbol: "USDC", amount: "0.01", destinationAddress: DESTINATION },
+    });
+  for (let i = 0; i < 2; i++) {
+    const warm = await payout();
+    if (warm.statusCode !== 200) throw new Error(`live payout failed: ${warm.statusCode} ${warm.body}`);
+  }
+
+  log(`${count} concurrent live payouts from one wallet`);
+  const latencies: number[] = [];
+  const started = performance.now();
+  const responses = await Promise.all(
+    Array.from({ length: count }, async () => {
+      const begin = performance.now();
+      const res = await payout();
+      latencies.push(performance.now() - begin);
+      return res;
+    }),
+  );
+  const wallMs = performance.now() - started;
+  log(`live: ${count} payouts in ${wallMs.toFixed(0)} ms = ${((count / wallMs) * 1000).toFixed(1)}/s`);
+  const succeeded = responses.filter(
+    (r) => r.statusCode === 200 && r.json().payout?.status === "completed",
+  ).length;
+  if (succeeded < count) {
+    const bad = responses.find((r) => r.statusCode !== 200);
+    if (bad) log(`a failed payout: ${bad.statusCode} ${bad.body.slice(0, 500)}`);
+  }
+
+  // The node's own figure: the same count of USDC transfers from the payer, nonces assigned up
+  // front. With automine the node refuses a nonce above the next expected one ("transactions
+  // can't be queued when automining"), so one account's transactions must reach it in order: each
+  // is sent once the previous one has been accepted (and mined), as a single wallet must.
+  log(`${count} USDC transfers from one account sent directly to the node, in nonce order`);
+  const first = await chain.getTransactionCount({ address: payer.account.address, blockTag: "pending" });
+  const gas = await chain.estimateContractGas({
+    address: devnet.tokens.USDC,
+    abi: erc20Abi,
+    functionName: "transfer",
+    args: [privateKeyToAccount(generatePrivateKey()).address, 10_000n],
+    account: payer.account,
+  });
+  const nodeStarted = performance.now();
+  const hashes: `0x${string}`[] = [];
+  for (let i = 0; i < count; i++) {
+    hashes.push(
+      await payer.writeContract({
+        address: devnet.tokens.USDC,
+        abi: erc20Abi,
+        functionName: "transfer",
+        args: [DESTINATION, 10_000n],
+        nonce: first + i,
+        gas: gas * 2n,
+      }),
+    );
+  }
+  await Promise.all(hashes.map((hash) => chain.waitForTransactionReceipt({ hash, pollingInterval: 50 })));
+  const nodeWallMs = performance.now() - nodeStarted;
+
+  return {
+    payouts: count,
+    succeeded,
+    wallMs,
+    payoutsPerSecond: (succeeded / wallMs) * 1000,
+    latency: summarize(latencies),
+    nodeTransfersPerSecond: (count / nodeWallMs) * 1000,
+    nodeWallMs,
+    database: databaseUrl ? "PostgreSQL (throw-away server)" : "PGlite in memory",
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+export interface PayoutBenchFigures {
+  sandbox: SandboxFigures;
+  live: LiveFigures;
+  goals: { text: string; met: boolean }[];
+}
+
+export async function benchPayouts(): Promise<PayoutBenchFigures> {
+  try {
+    const databaseUrl = await startPostgres();
+    const sandbox = await sandboxScenario(databaseUrl);
+    const live = await liveScenario(databaseUrl);
+    const goals = [
+      {
+        text: `sandbox ≥ ${GOALS.sandboxPayoutsPerSecond.toLocaleString("en-US")} payouts/s at ${sandbox.connections} connections: ${Math.round(sandbox.payoutsPerSecond).toLocaleString("en-US")}`,
+        met: sandbox.payoutsPerSecond >= GOALS.sandboxPayoutsPerSecond && sandbox.failed === 0,
+      },
+      {
+        text: `live ≥ ${GOALS.livePayoutsPerSecond} payouts/s from one wallet: ${live.payoutsPerSecond.toFixed(1)}`,
+        met: live.payoutsPerSecond >= GOALS.livePayoutsPerSecond && live.succeeded === live.payouts,
+      },
+    ];
+    return { sandbox, live, goals };
+  } finally {
+    await cleanupAll();
+  }
+}
+
+export function renderPayoutTable(f: PayoutBenchFigures): string {
+  const fmt = (n: number, digits = 0) => n.toLocaleString("en-US", { maximumFractionDigits: digits });
+  const rows = [
+    "| Scenario | Payouts/s | p50 ms | p99 ms | Payouts | Failed | Goal | Met |",
+    "| :-- | --: | --: | --: | --: | --: | :-- | :-- |",
+    `| Sandbox, ${f.sandbox.connections} connections, ${f.sandbox.workspaces} workspaces, ${f.sandbox.seconds} s (child process, PostgreSQL) | ${fmt(f.sandbox.payoutsPerSecond)} | ${fmt(f.sandbox.p50Ms, 2)} | ${fmt(f.sandbox.p99Ms, 2)} | ${fmt(f.sandbox.requests)} | ${f.sandbox.failed} | ≥ 1,000/s | ${f.goals[0]?.met ? "met" : "missed"} |`,
+    `| Live, ${f.live.payouts} concurrent from one EOA, automine (in-process, ${f.live.database}) | ${fmt(f.live.payoutsPerSecond, 1)} | ${fmt(f.live.latency.p50, 0)} | ${fmt(f.live.latency.p99, 0)} | ${f.live.payouts} | ${f.live.payouts - f.live.succeeded} | ≥ 50/s | ${f.goals[1]?.met ? "met" : "missed"} |`,
+    `| Node alone: ${f.live.payouts} USDC transfers from one account, sent in nonce order | ${fmt(f.live.nodeTransfersPerSecond, 1)} | | | ${f.live.payouts} | | (reference) | |`,
+  ];
+  const goals = f.goals.map((g) => `- [${g.met ? "x" : " "}] ${g.text} — **${g.met ? "met" : "missed"}**`);
+  return [
+    ...rows,
+    "",
+    `Live wall time ${fmt(f.live.wallMs)} ms for ${f.live.payouts} payouts; the node alone took ${fmt(f.live.nodeWallMs)} ms.`,
+    "",
+    ...goals,
+  ].join("\n");
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
+    process.on(signal, () => {
+      log(`${signal}: cleaning up…`);
+      void cleanupAll().finally(() => process.exit(130));
+    });
+  }
+  let code = 0;
+  try {
+    const figures = await benchPayouts();
+    if (figures.sandbox.serviceLogLines.length > 0)
+      log(
+        `the service logged at warn or above; last lines:\n${figures.sandbox.serviceLogLines.slice(-5).join("\n")}`,
+      );
+    process.stdout.write(`\n${renderPayoutTable(figures)}\n\n${machineNote()}\n`);
+  } catch (err) {
+    log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    code = 1;
+  } finally {
+    await cleanupAll();
+  }
+  process.exit(code);
+}
+
+function machineNote(): string {
+  return "Other processes share this 2-core machine; load generator, service, PostgreSQL and the devnet all run on it.";
+}

@@ -1,0 +1,190 @@
+import { resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import {
+  type Address,
+  createPublicClient,
+  createWalletClient,
+  erc20Abi,
+  http,
+  parseEther,
+  parseUnits,
+} from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import { type Devnet, mintToken, startDevnet } from "../src/devnet/chain.ts";
+import { bearer, createWorkspace, startTestApp, type TestApp } from "../test/support/app.ts";
+import { liveNetworkEnv } from "../test/support/devnet-env.ts";
+
+// Time from payout request to response, EOA vs smart wallet (ERC-4337: user operation through the
+// Alto bundler, gas sponsored by the devnet paymaster), on a devnet started with
+// `accountAbstraction: true` (defaults: automine plus a block every second), in-process app
+// (`startTestApp`, in-memory PGlite unless DATABASE_URL is set). 50 sequential payouts each, after
+// a warm-up (the first smart wallet payout also deploys the account: reported on its own).
+// Goal: smart wallet p50 within 2× of the EOA path.
+//
+// `node bench/smart-wallet-payouts.ts` prints a markdown table. BENCH_SW_PAYOUTS overrides 50.
+
+const DESTINATION = "0x2222222222222222222222222222222222222222";
+const GOAL_RATIO = 2;
+
+const log = (message: string) => process.stderr.write(`[bench:smart-wallet] ${message}\n`);
+
+export interface LatencySummary {
+  p50: number;
+  p99: number;
+  mean: number;
+  min: number;
+  max: number;
+}
+
+function summarize(values: number[]): LatencySummary {
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (p: number) =>
+    sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN;
+  return {
+    p50: at(50),
+    p99: at(99),
+    mean: sorted.reduce((a, b) => a + b, 0) / Math.max(1, sorted.length),
+    min: sorted[0] ?? Number.NaN,
+    max: sorted[sorted.length - 1] ?? Number.NaN,
+  };
+}
+
+export interface SmartWalletPayoutFigures {
+  payouts: number;
+  eoa: LatencySummary;
+  smartWallet: LatencySummary;
+  /** The first smart wallet payout, which deploys the account (initCode) in its user operation. */
+  firstSmartWalletMs: number;
+  ratioP50: number;
+  goal: { text: string; met: boolean };
+}
+
+export async function benchSmartWalletPayouts(): Promise<SmartWalletPayoutFigures> {
+  const count = Number(process.env.BENCH_SW_PAYOUTS ?? "50");
+  let devnet: Devnet | undefined;
+  let t: TestApp | undefined;
+  try {
+    log("starting the devnet with the ERC-4337 stack");
+    devnet = await startDevnet({ accountAbstraction: true });
+    const aa = devnet.aa;
+    if (!aa) throw new Error("startDevnet({ accountAbstraction: true }) returned no aa");
+    t = await startTestApp(
+      liveNetworkEnv(devnet, {
+        LIVE_BUNDLER_URL: aa.bundlerUrl,
+        LIVE_PAYMASTER_ADDRESS: aa.paymaster,
+        LIVE_ENTRYPOINT_ADDRESS: aa.entryPoint,
+        LIVE_ACCOUNT_FACTORY_ADDRESS: aa.accountFactory,
+      }),
+    );
+    const app = t;
+    const ws = await createWorkspace(app);
+    const created = await app.request({
+      method: "POST",
+      url: `/api/v1/workspaces/${ws.id}/smart-wallet`,
+      headers: bearer(ws.liveKey),
+    });
+    if (created.statusCode !== 200 && created.statusCode !== 201)
+      throw new Error(`smart wallet creation failed: ${created.statusCode} ${created.body}`);
+    const smart = created.json().smartWallet.address as Address;
+
+    // Funding: USDC and ETH (gas) for the EOA from the payer; USDC minted to the smart wallet,
+    // which needs no ETH (the paymaster sponsors its gas).
+    const payer = createWalletClient({
+      account: privateKeyToAccount(devnet.accounts.payer.privateKey),
+      chain: devnet.chain,
+      transport: http(devnet.rpcUrl),
+    });
+    const chain = createPublicClient({
+      chain: devnet.chain,
+      transport: http(devnet.rpcUrl),
+      pollingInterval: 50,
+    });
+    await chain.waitForTransactionReceipt({
+      hash: await payer.writeContract({
+        address: devnet.tokens.USDC,
+        abi: erc20Abi,
+        functionName: "transfer",
+        args: [ws.eoaAddress as Address, parseUnits("1000", 6)],
+      }),
+    });
+    await chain.waitForTransactionReceipt({
+      hash: await payer.sendTransaction({ to: ws.eoaAddress as Address, value: parseEther("5") }),
+    });
+    await mintToken(devnet, "USDC", smart, "1000");
+
+    const payout = async (walletType: "eoa" | "smart_wallet") => {
+      const begin = performance.now();
+      const res = await app.request({
+        method: "POST",
+        url: "/api/v1/payouts",
+        headers: bearer(ws.liveKey),
+        payload: { tokenSymbol: "USDC", amount: "0.01", destinationAddress: DESTINATION, walletType },
+      });
+      const elapsed = performance.now() - begin;
+      if (res.statusCode !== 200 || res.json().payout?.status !== "completed")
+        throw new Error(`${walletType} payout failed: ${res.statusCode} ${res.body.slice(0, 500)}`);
+      return elapsed;
+    };
+
+    log("warm-up (the first smart wallet payout deploys the account)");
+    const firstSmartWalletMs = await payout("smart_wallet");
+    for (let i = 0; i < 3; i++) {
+      await payout("eoa");
+      await payout("smart_wallet");
+    }
+    log(`${count} sequential EOA payouts`);
+    const eoaTimes: number[] = [];
+    for (let i = 0; i < count; i++) eoaTimes.push(await payout("eoa"));
+    log(`${count} sequential smart wallet payouts`);
+    const smartTimes: number[] = [];
+    for (let i = 0; i < count; i++) smartTimes.push(await payout("smart_wallet"));
+
+    const eoa = summarize(eoaTimes);
+    const smartWallet = summarize(smartTimes);
+    const ratioP50 = smartWallet.p50 / eoa.p50;
+    return {
+      payouts: count,
+      eoa,
+      smartWallet,
+      firstSmartWalletMs,
+      ratioP50,
+      goal: {
+        text: `smart wallet p50 within ${GOAL_RATIO}× of the EOA: ${smartWallet.p50.toFixed(0)} ms vs ${eoa.p50.toFixed(0)} ms = ${ratioP50.toFixed(2)}×`,
+        met: ratioP50 <= GOAL_RATIO,
+      },
+    };
+  } finally {
+    await t?.close();
+    await devnet?.stop();
+  }
+}
+
+export function renderSmartWalletTable(f: SmartWalletPayoutFigures): string {
+  const ms = (n: number) => n.toFixed(0);
+  const row = (name: string, s: LatencySummary) =>
+    `| ${name} | ${f.payouts} | ${ms(s.p50)} | ${ms(s.p99)} | ${ms(s.mean)} | ${ms(s.min)} | ${ms(s.max)} |`;
+  return [
+    "| Payout from | Payouts (sequential) | p50 ms | p99 ms | mean ms | min ms | max ms |",
+    "| :-- | --: | --: | --: | --: | --: | --: |",
+    row("EOA (signed transaction)", f.eoa),
+    row("Smart wallet (user operation, sponsored)", f.smartWallet),
+    "",
+    `First smart wallet payout (deploys the account): ${ms(f.firstSmartWalletMs)} ms. Smart wallet / EOA at p50: ${f.ratioP50.toFixed(2)}× (goal ≤ ${GOAL_RATIO}×).`,
+    "",
+    `- [${f.goal.met ? "x" : " "}] ${f.goal.text} — **${f.goal.met ? "met" : "missed"}**`,
+  ].join("\n");
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  let code = 0;
+  try {
+    const figures = await benchSmartWalletPayouts();
+    process.stdout.write(
+      `\n${renderSmartWalletTable(figures)}\n\nDevnet (Hardhat node + Alto bundler), app and database on one 2-core machine shared with other processes.\n`,
+    );
+  } catch (err) {
+    log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    code = 1;
+  }
+  process.exit(code);
+}
