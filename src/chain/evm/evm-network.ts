@@ -247,7 +247,7 @@ export class EvmNetwork implements Network {
       const receipt = await this.#client.waitForTransactionReceipt({
         hash: txHash,
         timeout: timeoutMs,
-        pollingInterval: 250,
+        pollingInterval: 50,
       });
       return receipt.status === "success" ? "success" : "reverted";
     } catch (err) {

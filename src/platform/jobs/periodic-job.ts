@@ -56,10 +56,13 @@ export class PeriodicJob {
   #schedule(delay: number): void {
     if (this.#stopped) return;
     this.#timer = setTimeout(() => {
+      const started = Date.now();
       this.#running = this.runOnce()
         .then(() => undefined)
         .catch((err: unknown) => this.#log.error({ err, job: this.#opts.name }, "periodic job failed"))
-        .finally(() => this.#schedule(this.#opts.intervalMs));
+        // The interval runs from tick start to tick start (a tick's own time is not added on top),
+        // so the chain watcher looks at a new block within one polling interval.
+        .finally(() => this.#schedule(Math.max(0, this.#opts.intervalMs - (Date.now() - started))));
     }, delay);
   }
 
