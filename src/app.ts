@@ -164,7 +164,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     async (environment, prepared) => {
       const accounts = smartAccountsByEnv[environment];
       if (!accounts) return { status: "pending", userOpHash: prepared.userOpHash };
-      return accounts.send(prepared);
+      return accounts.send(prepared, { resend: true });
     },
   );
   const wallet = new WalletService(ctx, workspaces, channels, ledger);

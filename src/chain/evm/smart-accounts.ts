@@ -110,7 +110,13 @@ export class SmartAccounts {
   }
 
   /** Sends a prepared operation (again, after a restart: the same signed bytes) and waits for it. */
-  async send(prepared: PreparedOperation): Promise<OperationOutcome> {
+  /**
+   * `resend`: the operation was recorded (and maybe sent) before a restart. A bundler may refuse
+   * a duplicate it still holds; that is no evidence of failure, so a resend that is refused and
+   * has no receipt yet stays pending (the next reconcile looks again) instead of failing a payout
+   * whose money may still move.
+   */
+  async send(prepared: PreparedOperation, options: { resend?: boolean } = {}): Promise<OperationOutcome> {
     const operation = JSON.parse(prepared.serialized, (_k, v) =>
       typeof v === "string" && /^[0-9]+n$/.test(v) ? BigInt(v.slice(0, -1)) : v,
     ) as UserOperation;
@@ -121,7 +127,7 @@ export class SmartAccounts {
       } as never);
     } catch (err) {
       const existing = await this.receipt(prepared.userOpHash);
-      if (existing.status !== "pending") return existing;
+      if (existing.status !== "pending" || options.resend) return existing;
       return {
         status: "reverted",
         userOpHash: prepared.userOpHash,

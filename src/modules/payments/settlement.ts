@@ -176,7 +176,8 @@ export class Settlement {
         .where("id", "=", payment.id)
         .execute();
     }
-    const outcome = await this.#smartAccounts.send(prepared);
+    const resend = Boolean(payment.settlement_user_operation);
+    const outcome = await this.#smartAccounts.send(prepared, { resend });
     if (outcome.status === "pending") return; // the next tick sends it again
     if (outcome.status === "reverted") return this.#fail(payment, outcome.error);
     return this.#forward(payment, [
