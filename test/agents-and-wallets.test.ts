@@ -367,6 +367,13 @@ describe("wallets", () => {
       amount: "12.5",
     });
     expect(faucet.status, faucet.body).toBe(200);
+    // A malformed walletId of UUID length is a 404, never a database error.
+    const malformed = await call(ws.testKey, "POST", "/api/v1/sandbox/faucet", {
+      walletId: "-".repeat(36),
+      tokenSymbol: "USDC",
+      amount: "1",
+    });
+    expect(malformed.status, malformed.body).toBe(404);
     const res = await call(ws.testKey, "GET", `/api/wallets/${wallet.walletId}/balance/USDC`);
     expect(res.status, res.body).toBe(200);
     expect(res.json.success).toBe(true);

@@ -615,6 +615,11 @@ describe("POST /api/webhooks/card — de-duplication and ordering", () => {
     expect(unknownPayment.statusCode, unknownPayment.body).toBe(200);
     expect(unknownPayment.json()).toEqual({ received: true });
 
+    // A malformed id of UUID length (36 dashes) is acknowledged too, never a database error.
+    const malformedId = await deliver(fake.paymentFailed("-".repeat(36), { livemode: true }));
+    expect(malformedId.statusCode, malformedId.body).toBe(200);
+    expect(malformedId.json()).toEqual({ received: true });
+
     // Neither touched the payment that exists.
     const read = await getPayment(ws.liveKey, card.id);
     expect(read.status).toBe("pending");

@@ -66,10 +66,6 @@ export function transition(from: PaymentStatus, trigger: PaymentTrigger): Transi
   return { ok: true, from, to: rule.to, event: rule.event };
 }
 
-export function isPaymentStatus(value: unknown): value is PaymentStatus {
-  return typeof value === "string" && (PAYMENT_STATUSES as readonly string[]).includes(value);
-}
-
 /** `verify` answers true only for a fully settled payment (D5). */
 export function isVerified(status: PaymentStatus): boolean {
   return status === "forwarded";

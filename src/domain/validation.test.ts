@@ -5,6 +5,7 @@ import {
   httpUrlProblem,
   isAddress,
   isPlainObject,
+  isUuid,
   MAX_DESCRIPTION,
   MAX_METADATA_KEY,
   MAX_METADATA_KEYS,
@@ -22,6 +23,23 @@ describe("limits (D10)", () => {
     expect(MAX_METADATA_VALUE).toBe(500);
     expect(MAX_DESCRIPTION).toBe(1000);
     expect(MAX_URL).toBe(2048);
+  });
+});
+
+describe("isUuid", () => {
+  it("accepts UUIDs in either case and nothing else", () => {
+    expect(isUuid("5cd6d67c-e173-44e5-b4b7-06bd88c57066")).toBe(true);
+    expect(isUuid("5CD6D67C-E173-44E5-B4B7-06BD88C57066")).toBe(true);
+    for (const value of [
+      "-".repeat(36),
+      "5cd6d67c-e173-44e5-b4b7-06bd88c5706",
+      "5cd6d67ce17344e5b4b706bd88c57066xxxx",
+      "",
+      42,
+      null,
+    ]) {
+      expect(isUuid(value), String(value)).toBe(false);
+    }
   });
 });
 

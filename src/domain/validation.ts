@@ -2,6 +2,7 @@
 // Stripe's, bounded descriptions and URLs, 0x addresses.
 
 export const ADDRESS_PATTERN = /^0x[0-9a-fA-F]{40}$/;
+const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const MAX_DESCRIPTION = 1000;
 export const MAX_URL = 2048;
 export const MAX_METADATA_KEYS = 50;
@@ -10,6 +11,11 @@ export const MAX_METADATA_VALUE = 500;
 
 export function isAddress(value: unknown): value is string {
   return typeof value === "string" && ADDRESS_PATTERN.test(value);
+}
+
+/** Ids in paths and bodies are checked before they reach a uuid column (else the database errors). */
+export function isUuid(value: unknown): value is string {
+  return typeof value === "string" && UUID_PATTERN.test(value);
 }
 
 export function isPlainObject(value: unknown): value is Record<string, unknown> {

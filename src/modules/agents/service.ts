@@ -1,7 +1,7 @@
 import { sql } from "kysely";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
-import { descriptionProblem, isPlainObject } from "../../domain/validation.ts";
+import { descriptionProblem, isPlainObject, isUuid } from "../../domain/validation.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
 import { badRequest, notFound } from "../../platform/http/errors.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
@@ -9,7 +9,6 @@ import { recordEvents } from "../webhooks/outbox.ts";
 // Agent records (part 4.16, D8): per workspace and environment; every change writes its event
 // (agent.created / agent.updated / agent.deleted) in the same transaction.
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const MAX_METADATA_BYTES = 16 * 1024;
 
 export interface AgentView {
@@ -187,7 +186,7 @@ export class AgentsService {
   }
 
   async #find(db: AppContext["db"], principal: KeyPrincipal, id: string, forUpdate = false) {
-    if (!UUID.test(id)) return undefined;
+    if (!isUuid(id)) return undefined;
     let query = db
       .selectFrom("agents")
       .select(["id", "name", "description", "metadata", "created_at", "updated_at"])

@@ -2,6 +2,7 @@ import type Stripe from "stripe";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { type PaymentStatus, type PaymentTrigger, transition } from "../../domain/payment-state.ts";
+import { isUuid } from "../../domain/validation.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
 import { ApiError, badRequest } from "../../platform/http/errors.ts";
 import { applyTransition } from "../payments/transitions.ts";
@@ -91,7 +92,7 @@ export class CardWebhooks {
       query = query.where("card_checkout_session_id", "=", object.id);
     } else {
       const paymentId = object.metadata?.paymentId;
-      if (!paymentId || !/^[0-9a-f-]{36}$/i.test(paymentId)) return undefined;
+      if (!isUuid(paymentId)) return undefined;
       query = query.where("id", "=", paymentId);
     }
     return query.forUpdate().executeTakeFirst();

@@ -43,6 +43,7 @@ export class SessionsService {
     return { workspaceId: row.workspace_id, csrfToken: row.csrf_token, sessionId: row.id_hash };
   }
 
+  /** Logout: the session's token stops working at once. */
   async close(token: string): Promise<void> {
     await this.#ctx.db.deleteFrom("dashboard_sessions").where("id_hash", "=", hashApiKey(token)).execute();
   }

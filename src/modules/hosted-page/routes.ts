@@ -3,13 +3,13 @@ import { readFileSync } from "node:fs";
 import type { FastifyPluginAsync, FastifyReply } from "fastify";
 import QRCode from "qrcode";
 import type { AppContext } from "../../context.ts";
+import { isUuid } from "../../domain/validation.ts";
 import { type NetworkFacts, type PublicPayment, toPublicPayment } from "./public-payment.ts";
 import { renderNotFoundPage, renderPaymentPage } from "./render.ts";
 
 // {base_url}/pay/<payment_id>: public (no API key), for both rails. Strict CSP with a nonce for
 // our one script, no framing, no referrer; assets served by us, nothing from other origins.
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const ASSETS = {
   "page.js": {
     type: "text/javascript; charset=utf-8",
@@ -52,7 +52,7 @@ export const hostedPageRoutes =
     };
 
     const load = async (id: string): Promise<PublicPayment | null> => {
-      if (!UUID.test(id)) return null;
+      if (!isUuid(id)) return null;
       const row = await ctx.db.selectFrom("payments").selectAll().where("id", "=", id).executeTakeFirst();
       return row ? toPublicPayment(row, networkFacts(row.environment)) : null;
     };

@@ -1,6 +1,7 @@
 import type { Kysely } from "kysely";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
+import { isUuid } from "../../domain/validation.ts";
 import type { ApiKeyRow, DatabaseSchema } from "../../platform/db/schema.ts";
 import type { KeyResolution } from "../../platform/http/auth.ts";
 import { forbidden, notFound } from "../../platform/http/errors.ts";
@@ -14,7 +15,6 @@ const KEY_RANDOM_LENGTH = 40;
 const PREFIX_LENGTH = 12;
 /** last_used_at is informational: write it at most once a minute per key and instance. */
 const TOUCH_INTERVAL_MS = 60_000;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export interface IssuedKey {
   id: string;
@@ -122,7 +122,7 @@ export class KeysService {
 
   async revoke(workspaceId: string, environment: Environment, id: string): Promise<void> {
     const revoked =
-      UUID.test(id) && (await repo.revokeKey(this.#ctx.db, workspaceId, environment, id, this.#ctx.now()));
+      isUuid(id) && (await repo.revokeKey(this.#ctx.db, workspaceId, environment, id, this.#ctx.now()));
     if (!revoked) throw notFound("API key not found");
   }
 }

@@ -119,23 +119,6 @@ export async function findPayment(
     : undefined;
 }
 
-/** Moves a payment only if it is still in the status the caller decided from. */
-export async function updateStatus(
-  db: Kysely<DatabaseSchema>,
-  id: string,
-  from: PaymentStatus,
-  to: PaymentStatus,
-  at: Date,
-): Promise<PaymentRow | undefined> {
-  return db
-    .updateTable("payments")
-    .set({ status: to, updated_at: at })
-    .where("id", "=", id)
-    .where("status", "=", from)
-    .returningAll()
-    .executeTakeFirst();
-}
-
 export interface PaymentListFilter {
   workspaceId: string;
   environment: Environment;

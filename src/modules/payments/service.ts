@@ -7,6 +7,7 @@ import type { AppContext } from "../../context.ts";
 import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
 import { validatePaymentRequest } from "../../domain/payment-request.ts";
 import { isVerified, type PaymentStatus, transition } from "../../domain/payment-state.ts";
+import { isUuid } from "../../domain/validation.ts";
 import {
   claimIdempotencyKey,
   type IdempotencyScope,
@@ -30,7 +31,6 @@ import { type PaymentView, toPaymentView } from "./view.ts";
 
 /** The provider's shortest checkout lifetime (30 min) plus a minute of margin. */
 const MIN_CARD_EXPIRY_MINUTES = 31;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export interface CreatePaymentResponse {
   payment: PaymentView;
@@ -313,7 +313,7 @@ export class PaymentsService {
     id: string,
     forUpdate = false,
   ): Promise<PaymentRow> {
-    const row = UUID.test(id) ? await repo.findPayment(db, principal, id, forUpdate) : undefined;
+    const row = isUuid(id) ? await repo.findPayment(db, principal, id, forUpdate) : undefined;
     if (!row) throw notFound("Payment not found");
     return row;
   }

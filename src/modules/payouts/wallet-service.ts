@@ -10,6 +10,7 @@ import {
   TOKEN_DECIMALS,
   type TokenSymbol,
 } from "../../domain/money.ts";
+import { isUuid } from "../../domain/validation.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
 import { badRequest, forbidden, notFound } from "../../platform/http/errors.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
@@ -103,16 +104,15 @@ export class WalletService {
     const amount = parsePositiveAmount(input.amount, decimals);
     if (amount === null) throw badRequest("Amount must be a positive number");
     const walletId = input.walletId;
-    const wallet =
-      typeof walletId === "string" && /^[0-9a-f-]{36}$/i.test(walletId)
-        ? await this.#ctx.db
-            .selectFrom("agent_wallets")
-            .select(["id", "address", "currencies"])
-            .where("id", "=", walletId)
-            .where("workspace_id", "=", principal.workspaceId)
-            .where("environment", "=", principal.environment)
-            .executeTakeFirst()
-        : undefined;
+    const wallet = isUuid(walletId)
+      ? await this.#ctx.db
+          .selectFrom("agent_wallets")
+          .select(["id", "address", "currencies"])
+          .where("id", "=", walletId)
+          .where("workspace_id", "=", principal.workspaceId)
+          .where("environment", "=", principal.environment)
+          .executeTakeFirst()
+      : undefined;
     if (!wallet) throw notFound("Wallet not found");
     if (!wallet.currencies.includes(token)) throw badRequest(`This wallet does not hold ${token}`);
     const balance = await this.#ctx.db.transaction().execute(async (trx) => {

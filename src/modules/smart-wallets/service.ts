@@ -2,6 +2,7 @@ import { keccak256, stringToHex } from "viem";
 import type { SmartAccounts } from "../../chain/evm/smart-accounts.ts";
 import type { Hex } from "../../chain/network.ts";
 import type { AppContext } from "../../context.ts";
+import { isUuid } from "../../domain/validation.ts";
 import { badRequest, notFound } from "../../platform/http/errors.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 
@@ -10,7 +11,6 @@ import type { WorkspacesService } from "../workspaces/service.ts";
 // sandbox's, when only that has a bundler); with no bundler anywhere, the sandbox's simulated
 // ledger uses a deterministic address derived from the EOA. Stored once; creation is idempotent.
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export type DefaultWalletType = "workspace" | "smart_wallet";
 
 export interface SmartWalletRecord {
@@ -62,7 +62,7 @@ export class SmartWalletsService {
   }
 
   async get(workspaceId: string) {
-    if (!UUID.test(workspaceId)) throw notFound("Workspace not found");
+    if (!isUuid(workspaceId)) throw notFound("Workspace not found");
     const workspace = await this.#ctx.db
       .selectFrom("workspaces")
       .select(["id", "default_wallet_type"])
@@ -98,7 +98,7 @@ export class SmartWalletsService {
     if (value !== "workspace" && value !== "smart_wallet") {
       throw badRequest("defaultWalletType must be workspace or smart_wallet");
     }
-    if (!UUID.test(workspaceId)) throw notFound("Workspace not found");
+    if (!isUuid(workspaceId)) throw notFound("Workspace not found");
     if (value === "smart_wallet") {
       const state = await this.get(workspaceId);
       if (!state.smartWallet) throw badRequest("No smart wallet for this workspace: create one first");

@@ -4,7 +4,7 @@ import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { formatAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
-import { isPlainObject } from "../../domain/validation.ts";
+import { isPlainObject, isUuid } from "../../domain/validation.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
 import { badRequest, notFound } from "../../platform/http/errors.ts";
 import type { AgentsService } from "../agents/service.ts";
@@ -16,7 +16,6 @@ import { recordEvents } from "../webhooks/outbox.ts";
 
 export const WALLET_CURRENCIES = ["ETH", "USDC", "DAI"] as const;
 type Currency = (typeof WALLET_CURRENCIES)[number];
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 interface WalletRow {
   id: string;
@@ -171,7 +170,7 @@ export class WalletsService {
   }
 
   async #find(principal: KeyPrincipal, id: string): Promise<WalletRow> {
-    const row = UUID.test(id)
+    const row = isUuid(id)
       ? await this.#ctx.db
           .selectFrom("agent_wallets")
           .select(["id", "owner_id", "type", "address", "currencies", "created_at"])

@@ -77,11 +77,6 @@ export class WebhookDispatcher {
     await Promise.all([this.#guardedAgent.close(), this.#openAgent.close()]);
   }
 
-  /** Asks for a claim now instead of at the next poll (e.g. right after events were committed). */
-  poke(): void {
-    this.#wake?.();
-  }
-
   async #run(): Promise<void> {
     while (this.#running) {
       let claimed = 0;

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { isSubscribableEvent } from "../../domain/events.ts";
-import { MAX_URL } from "../../domain/validation.ts";
+import { isUuid, MAX_URL } from "../../domain/validation.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
 import { badRequest, notFound } from "../../platform/http/errors.ts";
 import { assertLiteralHostAllowed, BlockedDestinationError } from "../../platform/http/outbound-guard.ts";
@@ -10,8 +10,6 @@ import * as repo from "./repo.ts";
 
 // Webhook registrations (parts 4.6–4.8, D7) and their delivery log. Registrations belong to the
 // key's workspace and environment; the signing secret is shown once and stored encrypted.
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export interface WebhookView {
   id: number;
@@ -145,7 +143,7 @@ export class WebhooksService {
 
   async retry(principal: KeyPrincipal, id: string, deliveryId: string): Promise<DeliveryView> {
     const endpoint = await this.#endpoint(principal, id);
-    const row = UUID.test(deliveryId)
+    const row = isUuid(deliveryId)
       ? await repo.requeueDelivery(this.#ctx.db, endpoint.id, deliveryId, this.#ctx.now())
       : undefined;
     if (!row) throw notFound("Delivery not found");

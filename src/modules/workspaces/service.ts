@@ -1,6 +1,6 @@
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import type { AppContext } from "../../context.ts";
-import { isAddress } from "../../domain/validation.ts";
+import { isAddress, isUuid } from "../../domain/validation.ts";
 import { badRequest, notFound } from "../../platform/http/errors.ts";
 import { hashPassword } from "../../platform/secrets/hashing.ts";
 import { type IssuedKey, issueKey } from "../keys/service.ts";
@@ -9,7 +9,6 @@ import * as repo from "./repo.ts";
 // Workspaces (D2). Creating one provisions its EOA: a fresh secp256k1 key generated here and
 // stored only encrypted with the master key, plus one sandbox and one live API key.
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
 export interface CreateWorkspaceInput {
@@ -101,7 +100,7 @@ export class WorkspacesService {
   }
 
   async get(id: string): Promise<WorkspaceView> {
-    const row = UUID.test(id) ? await repo.findWorkspace(this.#ctx.db, id) : undefined;
+    const row = isUuid(id) ? await repo.findWorkspace(this.#ctx.db, id) : undefined;
     if (!row) throw notFound("Workspace not found");
     return toView(row, await repo.findWallets(this.#ctx.db, id));
   }
@@ -132,7 +131,7 @@ export class WorkspacesService {
 
   /** One query: payments read this on every create. */
   async profile(id: string): Promise<WorkspaceProfile> {
-    const row = UUID.test(id) ? await repo.findProfile(this.#ctx.db, id) : undefined;
+    const row = isUuid(id) ? await repo.findProfile(this.#ctx.db, id) : undefined;
     if (!row) throw notFound("Workspace not found");
     return {
       id: row.id,
