@@ -28,7 +28,24 @@ export interface NetworkFacts {
 
 const HTTP_URL = /^https?:\/\//i;
 
-export function toPublicPayment(row: PaymentRow, network: NetworkFacts | null): PublicPayment {
+/** The only columns the page reads: the load selects these and nothing else. */
+export const PUBLIC_PAYMENT_COLUMNS = [
+  "id",
+  "status",
+  "payment_method",
+  "environment",
+  "token_symbol",
+  "gross_amount",
+  "description",
+  "receiving_address",
+  "checkout_url",
+  "return_url",
+  "expires_at",
+] as const satisfies readonly (keyof PaymentRow)[];
+
+export type PublicPaymentRow = Pick<PaymentRow, (typeof PUBLIC_PAYMENT_COLUMNS)[number]>;
+
+export function toPublicPayment(row: PublicPaymentRow, network: NetworkFacts | null): PublicPayment {
   const decimals = TOKEN_DECIMALS[row.token_symbol as TokenSymbol];
   const units = BigInt(row.gross_amount);
   let paymentUri: string | null = null;

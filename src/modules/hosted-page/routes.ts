@@ -1,10 +1,16 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { FastifyPluginAsync, FastifyReply } from "fastify";
+import { LRUCache } from "lru-cache";
 import QRCode from "qrcode";
 import type { AppContext } from "../../context.ts";
 import { isUuid } from "../../domain/validation.ts";
-import { type NetworkFacts, type PublicPayment, toPublicPayment } from "./public-payment.ts";
+import {
+  type NetworkFacts,
+  PUBLIC_PAYMENT_COLUMNS,
+  type PublicPayment,
+  toPublicPayment,
+} from "./public-payment.ts";
 import { renderNotFoundPage, renderPaymentPage } from "./render.ts";
 
 // {base_url}/pay/<payment_id>: public (no API key), for both rails. Strict CSP with a nonce for
@@ -20,6 +26,19 @@ const ASSETS = {
     body: readFileSync(new URL("./assets/page.css", import.meta.url)),
   },
 };
+
+// A payment's URI never changes, and encoding it (segment optimisation plus the standard's mask
+// selection) costs ~2 ms: pages viewed again (reloads, several payers' tabs) reuse the SVG. Bounded:
+// ~4 KB per entry.
+const qrSvgCache = new LRUCache<string, string>({ max: 2_000 });
+
+async function qrSvgOf(paymentUri: string): Promise<string> {
+  const cached = qrSvgCache.get(paymentUri);
+  if (cached !== undefined) return cached;
+  const svg = await QRCode.toString(paymentUri, { type: "svg", margin: 1, errorCorrectionLevel: "M" });
+  qrSvgCache.set(paymentUri, svg);
+  return svg;
+}
 
 function securityHeaders(reply: FastifyReply, nonce?: string): void {
   reply
@@ -53,7 +72,11 @@ export const hostedPageRoutes =
 
     const load = async (id: string): Promise<PublicPayment | null> => {
       if (!isUuid(id)) return null;
-      const row = await ctx.db.selectFrom("payments").selectAll().where("id", "=", id).executeTakeFirst();
+      const row = await ctx.db
+        .selectFrom("payments")
+        .select(PUBLIC_PAYMENT_COLUMNS)
+        .where("id", "=", id)
+        .executeTakeFirst();
       return row ? toPublicPayment(row, networkFacts(row.environment)) : null;
     };
 
@@ -66,9 +89,7 @@ export const hostedPageRoutes =
         securityHeaders(reply, nonce);
         reply.header("cache-control", "no-store").type("text/html; charset=utf-8");
         if (!payment) return reply.status(404).send(renderNotFoundPage());
-        const qrSvg = payment.paymentUri
-          ? await QRCode.toString(payment.paymentUri, { type: "svg", margin: 1, errorCorrectionLevel: "M" })
-          : null;
+        const qrSvg = payment.paymentUri ? await qrSvgOf(payment.paymentUri) : null;
         return reply.send(renderPaymentPage(payment, { nonce, qrSvg }));
       },
     );
