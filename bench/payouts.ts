@@ -16,7 +16,7 @@ import {
   parseUnits,
 } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { freePort, startDevnet } from "../src/devnet/chain.ts";
+import { freePort, rpc, startDevnet } from "../src/devnet/chain.ts";
 import { bearer, createWorkspace, startTestApp } from "../test/support/app.ts";
 import { liveNetworkEnv } from "../test/support/devnet-env.ts";
 
@@ -27,6 +27,9 @@ import { liveNetworkEnv } from "../test/support/devnet-env.ts";
 // (b) Live: 100 concurrent payouts from ONE workspace EOA on a devnet with automine only (a block per
 //     transaction, no interval mining), in-process app. Goal ≥ 50 payouts/s. Next to it, the node's
 //     own figure: the devnet payer sends 100 USDC transfers itself, one after another in nonce order.
+// (c) Live with blocks every second and no automine (how a real chain behaves): the same 100
+//     payouts. One at a time, each waiting for its receipt, they would take 100 blocks; the
+//     wallet's nonce pipeline puts many in each block. No goal: it shows the pipeline.
 //
 // `node bench/payouts.ts` prints a markdown table. Environment: BENCH_PAYOUTS_DURATION (measured
 // seconds of (a), default 10), BENCH_PAYOUTS_WARMUP (default 2), BENCH_PAYOUTS_CONNECTIONS (default 32).
@@ -314,12 +317,21 @@ export interface LiveFigures {
   nodeTransfersPerSecond: number;
   nodeWallMs: number;
   database: string;
+  /** Blocks the payouts' transactions landed in. */
+  blocks: number;
 }
 
-async function liveScenario(databaseUrl: string | undefined): Promise<LiveFigures> {
+async function liveScenario(
+  databaseUrl: string | undefined,
+  mining: { automine: true } | { automine: false; blockTimeMs: number },
+): Promise<LiveFigures> {
   const count = 100;
-  log("starting the devnet (automine only)");
-  const devnet = await startDevnet({ blockTimeMs: 0 });
+  log(
+    mining.automine
+      ? "starting the devnet (automine only)"
+      : `starting the devnet (a block every ${mining.blockTimeMs} ms)`,
+  );
+  const devnet = await startDevnet({ blockTimeMs: mining.automine ? 0 : mining.blockTimeMs });
   defer("devnet", () => devnet.stop());
   // startTestApp creates a database of its own on the server of DATABASE_URL, PGlite without it.
   const previous = process.env.DATABASE_URL;
@@ -363,6 +375,7 @@ async function liveScenario(databaseUrl: string | undefined): Promise<LiveFigure
     if (warm.statusCode !== 200) throw new Error(`live payout failed: ${warm.statusCode} ${warm.body}`);
   }
 
+  if (!mining.automine) await rpc(devnet.rpcUrl, "evm_setAutomine", [false]);
   log(`${count} concurrent live payouts from one wallet`);
   const latencies: number[] = [];
   const started = performance.now();
@@ -382,6 +395,27 @@ async function liveScenario(databaseUrl: string | undefined): Promise<LiveFigure
   if (succeeded < count) {
     const bad = responses.find((r) => r.statusCode !== 200);
     if (bad) log(`a failed payout: ${bad.statusCode} ${bad.body.slice(0, 500)}`);
+  }
+  const blockNumbers = await Promise.all(
+    responses
+      .filter((r) => r.statusCode === 200)
+      .map(async (r) => (await chain.getTransactionReceipt({ hash: r.json().payout.txHash })).blockNumber),
+  );
+  const blocks = new Set(blockNumbers).size;
+  const database = databaseUrl ? "PostgreSQL (throw-away server)" : "PGlite in memory";
+  if (!mining.automine) {
+    const latency = summarize(latencies);
+    return {
+      payouts: count,
+      succeeded,
+      wallMs,
+      payoutsPerSecond: (succeeded / wallMs) * 1000,
+      latency,
+      nodeTransfersPerSecond: Number.NaN,
+      nodeWallMs: Number.NaN,
+      database,
+      blocks,
+    };
   }
 
   // The node's own figure: the same count of USDC transfers from the payer, nonces assigned up
@@ -422,7 +456,8 @@ async function liveScenario(databaseUrl: string | undefined): Promise<LiveFigure
     latency: summarize(latencies),
     nodeTransfersPerSecond: (count / nodeWallMs) * 1000,
     nodeWallMs,
-    database: databaseUrl ? "PostgreSQL (throw-away server)" : "PGlite in memory",
+    database,
+    blocks,
   };
 }
 
@@ -431,6 +466,7 @@ async function liveScenario(databaseUrl: string | undefined): Promise<LiveFigure
 export interface PayoutBenchFigures {
   sandbox: SandboxFigures;
   live: LiveFigures;
+  liveBlocks: LiveFigures;
   goals: { text: string; met: boolean }[];
 }
 
@@ -438,7 +474,8 @@ export async function benchPayouts(): Promise<PayoutBenchFigures> {
   try {
     const databaseUrl = await startPostgres();
     const sandbox = await sandboxScenario(databaseUrl);
-    const live = await liveScenario(databaseUrl);
+    const live = await liveScenario(databaseUrl, { automine: true });
+    const liveBlocks = await liveScenario(databaseUrl, { automine: false, blockTimeMs: 1000 });
     const goals = [
       {
         text: `sandbox ≥ ${GOALS.sandboxPayoutsPerSecond.toLocaleString("en-US")} payouts/s at ${sandbox.connections} connections: ${Math.round(sandbox.payoutsPerSecond).toLocaleString("en-US")}`,
@@ -449,7 +486,7 @@ export async function benchPayouts(): Promise<PayoutBenchFigures> {
         met: live.payoutsPerSecond >= GOALS.livePayoutsPerSecond && live.succeeded === live.payouts,
       },
     ];
-    return { sandbox, live, goals };
+    return { sandbox, live, liveBlocks, goals };
   } finally {
     await cleanupAll();
   }
@@ -463,6 +500,7 @@ export function renderPayoutTable(f: PayoutBenchFigures): string {
     `| Sandbox, ${f.sandbox.connections} connections, ${f.sandbox.workspaces} workspaces, ${f.sandbox.seconds} s (child process, PostgreSQL) | ${fmt(f.sandbox.payoutsPerSecond)} | ${fmt(f.sandbox.p50Ms, 2)} | ${fmt(f.sandbox.p99Ms, 2)} | ${fmt(f.sandbox.requests)} | ${f.sandbox.failed} | ≥ 1,000/s | ${f.goals[0]?.met ? "met" : "missed"} |`,
     `| Live, ${f.live.payouts} concurrent from one EOA, automine (in-process, ${f.live.database}) | ${fmt(f.live.payoutsPerSecond, 1)} | ${fmt(f.live.latency.p50, 0)} | ${fmt(f.live.latency.p99, 0)} | ${f.live.payouts} | ${f.live.payouts - f.live.succeeded} | ≥ 50/s | ${f.goals[1]?.met ? "met" : "missed"} |`,
     `| Node alone: ${f.live.payouts} USDC transfers from one account, sent in nonce order | ${fmt(f.live.nodeTransfersPerSecond, 1)} | | | ${f.live.payouts} | | (reference) | |`,
+    `| Live, ${f.liveBlocks.payouts} concurrent from one EOA, a block every second, no automine (in ${f.liveBlocks.blocks} blocks) | ${fmt(f.liveBlocks.payoutsPerSecond, 1)} | ${fmt(f.liveBlocks.latency.p50, 0)} | ${fmt(f.liveBlocks.latency.p99, 0)} | ${f.liveBlocks.payouts} | ${f.liveBlocks.payouts - f.liveBlocks.succeeded} | (pipeline; one at a time: ${f.liveBlocks.payouts} blocks) | |`,
   ];
   const goals = f.goals.map((g) => `- [${g.met ? "x" : " "}] ${g.text} — **${g.met ? "met" : "missed"}**`);
   return [

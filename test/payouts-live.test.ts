@@ -324,6 +324,82 @@ describe("live payouts on the devnet", () => {
     expect(recorded.map((r) => r.tx_hash).sort()).toEqual([...hashes].sort());
     expect(await sentCount(ws.eoaAddress)).toBe(20);
   }, 180_000);
+
+  it("one wallet's payouts are pipelined: each sent without waiting for the previous receipt, balances reserved meanwhile", async () => {
+    const ws = await createWorkspace(t);
+    await fund(ws.eoaAddress, { USDC: "100", ETH: "1" });
+    // No automine: the node mines one block a second, so a payout's receipt takes up to a second.
+    await rpc("evm_setAutomine", [false]);
+    try {
+      // Nine payouts of 12 from 100 USDC. Which request reaches the wallet's turn last is up to the
+      // scheduler; that one must be refused before it is sent, while the chain still shows 100 USDC
+      // (nothing is mined yet): only the reservations of the 8 in flight (96) refuse it.
+      const destinations = Array.from({ length: 9 }, () => randomAddress());
+      const responses = await Promise.all(
+        destinations.map((destination) =>
+          payout(ws, { tokenSymbol: "USDC", amount: "12", destinationAddress: destination }),
+        ),
+      );
+      const refused = responses.filter((r) => r.statusCode !== 200);
+      expect(refused.map((r) => r.json())).toEqual([
+        { error: "Insufficient balance", available: "4.00", requested: "12.00", tokenSymbol: "USDC" },
+      ]);
+      const paid = responses.filter((r) => r.statusCode === 200);
+      expect(paid).toHaveLength(8);
+      // Sent one after the other, each after the previous receipt, they would take 8 blocks.
+      const blocks = await Promise.all(
+        paid.map(
+          async (res) =>
+            (await chain.getTransactionReceipt({ hash: res.json().payout.txHash as Hex })).blockNumber,
+        ),
+      );
+      expect(new Set(blocks).size).toBeLessThanOrEqual(3);
+      for (const res of paid)
+        expect(await usdcBalance(res.json().payout.destinationAddress)).toBe(12_000_000n);
+      expect(await usdcBalance(ws.eoaAddress)).toBe(4_000_000n);
+      const recorded = await chainTransactionsFrom(ws.eoaAddress);
+      expect(recorded.map((r) => Number(r.nonce))).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+      expect(recorded.every((r) => r.status === "mined")).toBe(true);
+    } finally {
+      await restoreMining();
+    }
+  }, 120_000);
+
+  it("a transaction the node refuses frees its nonce: the wallet's next payout takes it and is mined", async () => {
+    const ws = await createWorkspace(t);
+    await fund(ws.eoaAddress, { USDC: "50", ETH: "1" });
+    await rpc("evm_setIntervalMining", [0]);
+    try {
+      // The next block's base fee far above what the fee estimate (from the latest block) offers:
+      // the automining node refuses the transaction instead of pooling it.
+      await rpc("hardhat_setNextBlockBaseFeePerGas", ["0x174876e8000"]); // 1,600 gwei
+      const first = await payout(ws, {
+        tokenSymbol: "USDC",
+        amount: "10",
+        destinationAddress: randomAddress(),
+      });
+      expect(first.statusCode, first.body).toBe(500);
+      expect(first.json()).toMatchObject({ code: "PAYOUT_FAILED", failStreak: 1 });
+      expect(first.json().detail).toMatch(/maxFeePerGas/);
+      const [refused] = await chainTransactionsFrom(ws.eoaAddress);
+      expect([Number(refused?.nonce), refused?.status]).toEqual([0, "rejected"]);
+      expect(await sentCount(ws.eoaAddress)).toBe(0);
+
+      await rpc("hardhat_setNextBlockBaseFeePerGas", ["0x3b9aca00"]); // 1 gwei
+      const destination = randomAddress();
+      const second = await payout(ws, { tokenSymbol: "USDC", amount: "10", destinationAddress: destination });
+      expect(second.statusCode, second.body).toBe(200);
+      expect(await usdcBalance(destination)).toBe(10_000_000n);
+      const recorded = await chainTransactionsFrom(ws.eoaAddress);
+      expect(recorded.map((r) => [Number(r.nonce), r.status])).toEqual([
+        [0, "rejected"],
+        [0, "mined"],
+      ]);
+      expect(await sentCount(ws.eoaAddress)).toBe(1);
+    } finally {
+      await restoreMining();
+    }
+  }, 60_000);
 });
 
 // ---------------------------------------------------------------------------------------------

@@ -8,12 +8,21 @@ import type { ChainToken, Hex, Network, ReceiptStatus, TransferRequest } from ".
 // nonce and written to chain_transactions BEFORE it is broadcast, so a crash can neither lose it
 // nor send a second one: on restart, `reconcile` finds it by hash and rebroadcasts the same bytes.
 // Nonces of one wallet are assigned under a per-wallet advisory lock (all instances), and in this
-// process one wallet sends one batch at a time.
+// process one wallet signs and broadcasts one batch at a time; receipts are awaited outside that
+// queue, so the wallet's next batch does not wait for the previous one to be mined.
 
 export interface OutgoingTransfer extends TransferRequest {
   purpose: string;
   paymentId?: string | null;
   payoutId?: string | null;
+}
+
+export interface SubmittedTransfer {
+  txHash: Hex;
+  token: ChainToken;
+  purpose: string;
+  /** Why the node refused it (it was never sent, its nonce is free again); null when broadcast. */
+  refusal: string | null;
 }
 
 export interface SentTransfer {
@@ -58,46 +67,80 @@ export class TransactionSender {
 
   /** Signs, records, broadcasts and waits for the receipts of `transfers`, in order. */
   async send(privateKey: Hex, from: Hex, transfers: OutgoingTransfer[]): Promise<SentTransfer[]> {
+    return this.receipts(await this.submit(privateKey, from, transfers));
+  }
+
+  /**
+   * Signs, records and broadcasts `transfers` (consecutive nonces), and resolves once the node
+   * has them, without waiting for their receipts: the wallet's next transactions can be signed
+   * while these are mined (a nonce pipeline). `receipts` then waits for the outcomes.
+   */
+  async submit(privateKey: Hex, from: Hex, transfers: OutgoingTransfer[]): Promise<SubmittedTransfer[]> {
     return this.#walletQueue.run(from.toLowerCase(), async () => {
       const recorded = await this.#signAndRecord(privateKey, from, transfers);
-      const rejected = new Map<Hex, string>();
+      const submitted: SubmittedTransfer[] = [];
       for (const tx of recorded) {
+        const sent = { txHash: tx.hash, token: tx.token, purpose: tx.purpose, refusal: null };
         try {
           await this.#network.broadcast(tx.raw);
+          submitted.push(sent);
         } catch (err) {
           // Some nodes answer an error for a transaction they still mine (a revert under
           // automine); only the receipt tells. No receipt after an answer from the node means it
-          // refused the bytes: never rebroadcast those. No answer at all (network) stays open.
+          // refused the bytes: never rebroadcast those, and free their nonce before the wallet's
+          // next transaction is signed. No answer at all (network) stays open for reconcile.
           const status = await this.#network.waitForReceipt(tx.hash, 2_000).catch(() => "not_found" as const);
-          if (status !== "not_found") continue;
-          if (isNodeAnswer(err)) rejected.set(tx.hash, errorText(err));
-          else
+          if (status === "not_found" && isNodeAnswer(err)) {
+            const refusal = errorText(err);
+            await this.#settle(tx.hash, "rejected", `rejected by the node: ${refusal}`);
+            submitted.push({ ...sent, refusal });
+            // Later transactions of this batch were signed with the nonces after it.
+            for (const later of recorded.slice(recorded.indexOf(tx) + 1)) {
+              await this.#settle(
+                later.hash,
+                "rejected",
+                "not sent: an earlier transaction of its batch was refused",
+              );
+              submitted.push({
+                txHash: later.hash,
+                token: later.token,
+                purpose: later.purpose,
+                refusal: "not sent: an earlier transaction of its batch was refused",
+              });
+            }
+            break;
+          }
+          if (status === "not_found")
             this.#log.warn(
               { err, txHash: tx.hash },
               "broadcast failed; the transaction stays open for reconcile",
             );
+          submitted.push(sent);
         }
       }
-      const results: SentTransfer[] = [];
-      for (const tx of recorded) {
-        const refusal = rejected.get(tx.hash);
-        if (refusal !== undefined) {
-          await this.#settle(tx.hash, "reverted", `rejected by the node: ${refusal}`);
-          results.push({
-            txHash: tx.hash,
-            status: "reverted",
-            token: tx.token,
-            purpose: tx.purpose,
-            error: refusal,
-          });
-          continue;
-        }
-        const status = await this.#network.waitForReceipt(tx.hash, RECEIPT_TIMEOUT_MS);
-        await this.#settle(tx.hash, status);
-        results.push({ txHash: tx.hash, status, token: tx.token, purpose: tx.purpose, error: null });
-      }
-      return results;
+      return submitted;
     });
+  }
+
+  /** Waits for the receipts of submitted transfers and records their outcome. */
+  async receipts(submitted: SubmittedTransfer[]): Promise<SentTransfer[]> {
+    const results: SentTransfer[] = [];
+    for (const tx of submitted) {
+      if (tx.refusal !== null) {
+        results.push({
+          txHash: tx.txHash,
+          status: "reverted",
+          token: tx.token,
+          purpose: tx.purpose,
+          error: tx.refusal,
+        });
+        continue;
+      }
+      const status = await this.#network.waitForReceipt(tx.txHash, RECEIPT_TIMEOUT_MS);
+      await this.#settle(tx.txHash, status);
+      results.push({ txHash: tx.txHash, status, token: tx.token, purpose: tx.purpose, error: null });
+    }
+    return results;
   }
 
   /**
@@ -127,6 +170,10 @@ export class TransactionSender {
   }
 
   async #signAndRecord(privateKey: Hex, from: Hex, transfers: OutgoingTransfer[]) {
+    // The node's count is read while the lock is taken: transactions of other instances are in
+    // chain_transactions (recorded before broadcast), which is read under the lock.
+    const pendingNonce = this.#network.pendingNonce(from);
+    pendingNonce.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
     return this.#db.transaction().execute(async (trx) => {
       await sql`SELECT pg_advisory_xact_lock(hashtext(${`wallet:${this.#network.environment}:${from.toLowerCase()}`}))`.execute(
         trx,
@@ -136,9 +183,10 @@ export class TransactionSender {
         .select((eb) => eb.fn.max("nonce").as("nonce"))
         .where("environment", "=", this.#network.environment)
         .where("from_address", "=", from)
+        .where("status", "<>", "rejected")
         .executeTakeFirst();
       const recordedNext = last?.nonce === null || last?.nonce === undefined ? 0 : Number(last.nonce) + 1;
-      let nonce = Math.max(recordedNext, await this.#network.pendingNonce(from));
+      let nonce = Math.max(recordedNext, await pendingNonce);
       const recorded = [];
       for (const transfer of transfers) {
         const signed = await this.#network.signTransfer(privateKey, transfer, nonce);
@@ -165,13 +213,17 @@ export class TransactionSender {
     });
   }
 
-  async #settle(txHash: Hex, status: ReceiptStatus, error = "transaction reverted"): Promise<void> {
+  async #settle(
+    txHash: Hex,
+    status: ReceiptStatus | "rejected",
+    error = "transaction reverted",
+  ): Promise<void> {
     if (status === "not_found") return; // still open: the next reconcile looks again
     await this.#db
       .updateTable("chain_transactions")
       .set({
-        status: status === "success" ? "mined" : "failed",
-        error: status === "reverted" ? error : null,
+        status: status === "success" ? "mined" : status === "rejected" ? "rejected" : "failed",
+        error: status === "success" ? null : error,
         mined_at: new Date(),
       })
       .where("tx_hash", "=", txHash)

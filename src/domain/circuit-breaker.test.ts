@@ -52,8 +52,12 @@ describe("circuit breaker", () => {
     expect(decideAttempt(INITIAL_BREAKER, t0)).toEqual({ allowed: true, autoResumed: false });
   });
 
-  it("resets the streak on success", () => {
-    expect(recordSuccess()).toEqual(INITIAL_BREAKER);
+  it("resets the streak on success; a success never lifts a pause", () => {
+    const failing = { status: "active" as const, failStreak: 2, pausedAt: null, reason: "x" };
+    expect(recordSuccess(failing)).toEqual(INITIAL_BREAKER);
+    expect(recordSuccess(INITIAL_BREAKER)).toEqual(INITIAL_BREAKER);
+    const paused = { status: "paused" as const, failStreak: 3, pausedAt: t0, reason: "x" };
+    expect(recordSuccess(paused)).toEqual(paused);
   });
 
   it("reports the previous streak and reason on resume, resumed only when paused", () => {

@@ -1,6 +1,6 @@
 // The payout circuit breaker of part 3 and D6, as pure functions over its state. Per workspace
 // and environment: 3 consecutive failed transfers pause payouts; 30 minutes after pausing, the
-// next attempt resumes them; a success resets the streak.
+// next attempt resumes them; a success resets the streak (of an active breaker).
 
 export const PAUSE_AFTER_FAILURES = 3;
 export const AUTO_RESUME_AFTER_MS = 30 * 60 * 1000;
@@ -55,8 +55,13 @@ export function recordFailure(state: BreakerState, reason: string, now: Date): F
   };
 }
 
-export function recordSuccess(): BreakerState {
-  return INITIAL_BREAKER;
+/**
+ * After a successful payout: an active breaker's streak starts again. A pause stays: a payout
+ * sent before the pause (one wallet's payouts overlap while they are mined) and mined after it
+ * does not lift it; only a resume or its 30 minutes do.
+ */
+export function recordSuccess(state: BreakerState): BreakerState {
+  return state.status === "active" ? INITIAL_BREAKER : state;
 }
 
 export interface ResumeOutcome {

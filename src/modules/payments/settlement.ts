@@ -72,7 +72,7 @@ export class Settlement {
       .execute();
     if (recorded.length > 0) {
       if (recorded.some((t) => t.status === "signed")) return; // reconcile() is still waiting on it
-      const failed = recorded.find((t) => t.status === "failed");
+      const failed = recorded.find((t) => t.status === "failed" || t.status === "rejected");
       if (failed)
         return this.#fail(
           payment,

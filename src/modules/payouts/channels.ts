@@ -13,12 +13,27 @@ export interface SendOutcome {
   error: string | null;
 }
 
+/** A payout handed to its channel: `outcome` resolves with how it ended. */
+export interface Submission {
+  outcome: Promise<SendOutcome>;
+}
+
+const settled = (outcome: SendOutcome): Submission => ({ outcome: Promise.resolve(outcome) });
+
 export interface PayoutChannel {
+  /** The sending wallet pays gas in ETH (checked before a payout, see `gasRequired`). */
+  readonly chargesGas: boolean;
+  /**
+   * A wallet's transfers can be sent one after the other without waiting for the previous one's
+   * outcome (nonce order, `submit` resolves once broadcast): the payout service may then start the
+   * wallet's next payout while this one is mined.
+   */
+  readonly pipelined: boolean;
   balance(address: Hex, token: ChainToken): Promise<bigint>;
   /** For the EOA path: ETH needed for gas of one transfer, or null when gas is not a concern. */
   gasRequired(token: ChainToken): Promise<bigint | null>;
   /** `record` is called with a user operation's hash and signed body before it is sent (smart wallets). */
-  send(
+  submit(
     payoutId: string,
     privateKey: Hex,
     from: Hex,
@@ -26,10 +41,13 @@ export interface PayoutChannel {
     token: ChainToken,
     amount: bigint,
     record?: (userOpHash: string, operation: string) => Promise<void>,
-  ): Promise<SendOutcome>;
+  ): Promise<Submission>;
 }
 
 export class LedgerChannel implements PayoutChannel {
+  readonly chargesGas = false;
+  // Instant and final: nothing to overlap, and the breaker sees each outcome before the next.
+  readonly pipelined = false;
   readonly #ledger: SimulatedLedger;
   readonly #smartWallet: boolean;
 
@@ -47,7 +65,7 @@ export class LedgerChannel implements PayoutChannel {
     return null; // the simulated ledger charges no gas
   }
 
-  async send(
+  async submit(
     payoutId: string,
     _key: Hex,
     from: Hex,
@@ -55,20 +73,22 @@ export class LedgerChannel implements PayoutChannel {
     token: ChainToken,
     amount: bigint,
     record?: (userOpHash: string, operation: string) => Promise<void>,
-  ): Promise<SendOutcome> {
+  ): Promise<Submission> {
     const result = await this.#ledger.transfer({ from, to, token, amount, reference: `payout:${payoutId}` });
     const userOpHash = this.#smartWallet ? sandboxTxHash(`user-operation:${payoutId}`) : undefined;
     if (userOpHash) await record?.(userOpHash, "");
-    return {
+    return settled({
       txHash: result.txHash,
       ...(userOpHash ? { userOpHash } : {}),
       status: result.status,
       error: result.status === "reverted" ? result.error : null,
-    };
+    });
   }
 }
 
 export class NetworkChannel implements PayoutChannel {
+  readonly chargesGas = true;
+  readonly pipelined = true;
   readonly #network: Network;
   readonly #sender: TransactionSender;
 
@@ -85,21 +105,26 @@ export class NetworkChannel implements PayoutChannel {
     return this.#network.transferGasCost(token);
   }
 
-  async send(
+  async submit(
     payoutId: string,
     key: Hex,
     from: Hex,
     to: Hex,
     token: ChainToken,
     amount: bigint,
-  ): Promise<SendOutcome> {
-    const [sent] = await this.#sender.send(key, from, [{ token, to, amount, purpose: "payout", payoutId }]);
-    if (!sent) throw new Error("sender returned no transaction");
-    if (sent.status === "success") return { txHash: sent.txHash, status: "success", error: null };
-    if (sent.status === "reverted") {
-      return { txHash: sent.txHash, status: "reverted", error: sent.error ?? "transaction reverted" };
-    }
-    return { txHash: sent.txHash, status: "pending", error: null };
+  ): Promise<Submission> {
+    const submitted = await this.#sender.submit(key, from, [
+      { token, to, amount, purpose: "payout", payoutId },
+    ]);
+    const outcome = this.#sender.receipts(submitted).then(([sent]): SendOutcome => {
+      if (!sent) throw new Error("sender returned no transaction");
+      if (sent.status === "success") return { txHash: sent.txHash, status: "success", error: null };
+      if (sent.status === "reverted") {
+        return { txHash: sent.txHash, status: "reverted", error: sent.error ?? "transaction reverted" };
+      }
+      return { txHash: sent.txHash, status: "pending", error: null };
+    });
+    return { outcome };
   }
 }
 
@@ -108,6 +133,9 @@ export class NetworkChannel implements PayoutChannel {
  * EOA, gas paid by the paymaster, recorded (hash and signed body) before it goes to the bundler.
  */
 export class SmartWalletChannel implements PayoutChannel {
+  readonly chargesGas = false;
+  // The operation's nonce comes from the EntryPoint when it is prepared: one at a time.
+  readonly pipelined = false;
   readonly #network: Network;
   readonly #accounts: SmartAccounts;
 
@@ -124,7 +152,19 @@ export class SmartWalletChannel implements PayoutChannel {
     return null; // sponsored by the paymaster
   }
 
-  async send(
+  async submit(
+    payoutId: string,
+    ownerKey: Hex,
+    from: Hex,
+    to: Hex,
+    token: ChainToken,
+    amount: bigint,
+    record?: (userOpHash: string, operation: string) => Promise<void>,
+  ): Promise<Submission> {
+    return settled(await this.#send(payoutId, ownerKey, from, to, token, amount, record));
+  }
+
+  async #send(
     _payoutId: string,
     ownerKey: Hex,
     _from: Hex,

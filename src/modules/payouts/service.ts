@@ -20,14 +20,26 @@ import { ApiError, badRequest, conflict, serviceUnavailable } from "../../platfo
 import type { Mailer } from "../../platform/mail/mailer.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
-import type { PayoutChannel } from "./channels.ts";
+import type { PayoutChannel, SendOutcome } from "./channels.ts";
+import { InFlightPayouts } from "./in-flight.ts";
 import * as repo from "./repo.ts";
 
 // Synchronous payouts (part 4.10, D6) guarded by the circuit breaker (part 3). One workspace
-// and environment pays out one payout at a time in this process (nonce order; the breaker sees
-// every outcome before the next attempt); different workspaces run in parallel. The payout row
+// and environment starts one payout at a time in this process, in nonce order; different
+// workspaces run in parallel. A live EOA payout holds that turn only until its transaction is
+// broadcast, then waits for its receipt while the next one is signed (a nonce pipeline), as long
+// as the breaker has seen no failure; after a failure each payout waits for the one before it,
+// so the breaker sees every outcome before the next attempt. The payout row
 // is written (processing) before anything is sent, and its transaction is recorded before
 // broadcast, so a crash can be reconciled and an idempotent repeat never sends twice.
+
+/**
+ * Payouts of one wallet broadcast and not yet mined, at most. Bounds how many can fail after the
+ * breaker's third failure: they were all sent before it was seen.
+ */
+const MAX_IN_FLIGHT_PER_WALLET = 16;
+
+type PayoutResponse = { status: number; body: Record<string, unknown> };
 
 const RESUME_ACTION = "POST /api/v1/workspaces/{id}/resume, or wait 30 minutes after pausedAt";
 const WAIT_FOR_ORIGINAL_MS = 60_000;
@@ -71,6 +83,8 @@ export class PayoutsService {
     | undefined;
   readonly #mailer: Mailer;
   readonly #queue = new KeyedQueue();
+  /** Broadcast payouts waiting for their receipts, per workspace and environment. */
+  readonly #pipeline = new InFlightPayouts();
   /** Payouts this process is sending right now; the reconciler leaves them alone. */
   readonly #inFlight = new Set<string>();
 
@@ -104,18 +118,22 @@ export class PayoutsService {
       if (existing) return this.#duplicate(principal, existing);
     }
 
-    return this.#queue.run(`${principal.workspaceId}:${principal.environment}`, async () => {
+    const scopeKey = `${principal.workspaceId}:${principal.environment}`;
+    // The queue's task hands back the payout's result wrapped, never as a bare promise: a promise
+    // returned from it would be adopted, and the wallet's turn would last until the receipt.
+    const queued = await this.#queue.run(scopeKey, async (): Promise<{ result: Promise<PayoutResponse> }> => {
       const scope = { workspaceId: principal.workspaceId, environment: principal.environment };
       const now = this.#ctx.now();
 
-      // The breaker decides first: while paused no balance is read and nothing is sent.
-      const breaker = await this.#ctx.db.transaction().execute(async (trx) => {
-        const state = await repo.lockBreaker(trx, scope);
-        const decision = decideAttempt(state, now);
-        if (decision.allowed && decision.autoResumed)
-          await repo.writeBreaker(trx, scope, resume(state).state);
-        return decision;
-      });
+      // The breaker decides first: while paused no balance is read and nothing is sent. After a
+      // failure, the payouts still in flight finish first (they may fail too), so that the
+      // breaker has counted every earlier outcome when it decides on this one.
+      await this.#pipeline.below(scopeKey, MAX_IN_FLIGHT_PER_WALLET);
+      let breaker = await this.#decide(scope, now);
+      if (breaker.allowed && breaker.failStreak > 0 && this.#pipeline.size(scopeKey) > 0) {
+        await this.#pipeline.drain(scopeKey);
+        breaker = await this.#decide(scope, now);
+      }
       if (!breaker.allowed) throw this.#pausedError(breaker.state);
 
       const workspace = await this.#workspaces.profile(principal.workspaceId);
@@ -141,26 +159,33 @@ export class PayoutsService {
       const token = request.tokenSymbol;
       const decimals = TOKEN_DECIMALS[token];
 
-      const [balance, gas] = await Promise.all([channel.balance(from, token), channel.gasRequired(token)]);
+      // What payouts in flight will still take is on the balance the chain reports.
+      const [chainBalance, gas, chainEth] = await Promise.all([
+        channel.balance(from, token),
+        channel.chargesGas ? channel.gasRequired(token) : null,
+        channel.chargesGas && token !== "ETH" ? channel.balance(from, "ETH") : null,
+      ]);
+      const balance = chainBalance - this.#pipeline.reserved(scopeKey, token);
       if (balance < request.amount) {
         throw badRequest("Insufficient balance", {
-          available: formatAmount(balance, decimals),
+          available: formatAmount(balance < 0n ? 0n : balance, decimals),
           requested: formatAmount(request.amount, decimals),
           tokenSymbol: token,
         });
       }
       if (gas !== null) {
-        const ethBalance = token === "ETH" ? balance - request.amount : await channel.balance(from, "ETH");
+        const ethBalance =
+          chainEth === null ? balance - request.amount : chainEth - this.#pipeline.reserved(scopeKey, "ETH");
         if (ethBalance < gas) {
+          const shown = ethBalance < 0n ? 0n : ethBalance;
           throw badRequest("Insufficient ETH for gas", {
             code: "INSUFFICIENT_GAS",
-            ethBalance: formatAmount(ethBalance, 18),
+            ethBalance: formatAmount(shown, 18),
             required: formatAmount(gas, 18),
-            action: `Send at least ${formatAmount(gas - ethBalance, 18)} ETH to ${from}, or wait for the automatic gas top-up`,
+            action: `Send at least ${formatAmount(gas - shown, 18)} ETH to ${from}, or wait for the automatic gas top-up`,
           });
         }
       }
-
       const payout = await repo.insertPayout(this.#ctx.db, scope, {
         idempotencyKey: request.idempotencyKey,
         tokenSymbol: token,
@@ -176,22 +201,55 @@ export class PayoutsService {
         // A concurrent request with the same idempotencyKey got there first.
         const existing = await repo.findByIdempotencyKey(this.#ctx.db, scope, request.idempotencyKey ?? "");
         if (!existing) throw new ApiError(500, "Payout failed");
-        return this.#duplicate(principal, existing);
+        return { result: this.#duplicate(principal, existing) };
       }
+      const sent = this.#send(scope, payout, channel, owner, now);
+      if (channel.pipelined && breaker.failStreak === 0) {
+        // The wallet's next payout may be checked and signed (the next nonce) while this one is
+        // signed, broadcast and mined: a nonce pipeline. What it will take from the wallet stays
+        // reserved until it is finished.
+        const amounts: Partial<Record<ChainToken, bigint>> = { [token]: request.amount };
+        if (gas !== null) amounts.ETH = (amounts.ETH ?? 0n) + gas;
+        this.#pipeline.add(scopeKey, { amounts, done: sent });
+        return { result: sent };
+      }
+      // After a failure (and where there is no receipt to wait for) the next payout waits for
+      // this one's outcome.
+      await sent.catch(() => undefined);
+      return { result: sent };
+    });
+    return queued.result;
+  }
 
-      let outcome: Awaited<ReturnType<PayoutChannel["send"]>>;
-      this.#inFlight.add(payout.id);
+  /** Signs and sends a recorded payout, waits for its outcome and records it. */
+  async #send(
+    scope: { workspaceId: string; environment: Environment },
+    payout: repo.PayoutRow,
+    channel: PayoutChannel,
+    owner: Hex,
+    now: Date,
+  ): Promise<PayoutResponse> {
+    this.#inFlight.add(payout.id);
+    try {
+      let outcome: SendOutcome;
       try {
-        const key = await this.#workspaces.signingKey(principal.workspaceId, owner);
-        outcome = await channel.send(
+        const key = await this.#workspaces.signingKey(scope.workspaceId, owner);
+        const submission = await channel.submit(
           payout.id,
           key,
-          from,
-          request.destinationAddress as Hex,
-          token,
-          request.amount,
+          payout.from_address as Hex,
+          payout.destination_address as Hex,
+          payout.token_symbol as ChainToken,
+          BigInt(payout.amount),
           (userOpHash, operation) => repo.recordUserOperation(this.#ctx.db, payout.id, userOpHash, operation),
         );
+        try {
+          outcome = await submission.outcome;
+        } catch (err) {
+          // Broadcast, outcome unknown: the reconciler finishes it from the chain.
+          this.#ctx.log.error({ err, payoutId: payout.id }, "waiting for the payout's receipt failed");
+          outcome = { txHash: "", status: "pending", error: null };
+        }
       } catch (err) {
         this.#ctx.log.error({ err, payoutId: payout.id }, "payout send failed");
         outcome = {
@@ -199,20 +257,48 @@ export class PayoutsService {
           status: "reverted",
           error: (err as Error).message.split("\n")[0] ?? "send failed",
         };
-      } finally {
-        this.#inFlight.delete(payout.id);
       }
-      if (outcome.status === "pending") {
-        // Broadcast but not mined in time: the reconciler finishes it; the caller sees it in flight.
-        return {
-          status: 202,
-          body: { payout: { ...toPayoutView(payout), txHash: outcome.txHash }, timestamp: now.toISOString() },
-        };
-      }
-      return outcome.status === "success"
-        ? this.#complete(scope, payout, outcome.txHash)
-        : this.#fail(scope, payout, outcome.txHash || null, outcome.error ?? "transfer failed");
+      return await this.#finish(scope, payout, outcome, now);
+    } finally {
+      this.#inFlight.delete(payout.id);
+    }
+  }
+
+  async #decide(
+    scope: { workspaceId: string; environment: Environment },
+    now: Date,
+  ): Promise<{ allowed: true; failStreak: number } | { allowed: false; state: BreakerState }> {
+    // A read decides for an active breaker (stage one of a workspace's payouts is serialized
+    // here, and failures are written under the breaker's lock); an auto-resume writes, locked.
+    const seen = await repo.readBreaker(this.#ctx.db, scope);
+    const first = decideAttempt(seen, now);
+    if (first.allowed && !first.autoResumed) return { allowed: true, failStreak: seen.failStreak };
+    if (!first.allowed) return first;
+    return this.#ctx.db.transaction().execute(async (trx) => {
+      const state = await repo.lockBreaker(trx, scope);
+      const decision = decideAttempt(state, now);
+      if (!decision.allowed) return decision;
+      if (decision.autoResumed) await repo.writeBreaker(trx, scope, resume(state).state);
+      return { allowed: true as const, failStreak: decision.autoResumed ? 0 : state.failStreak };
     });
+  }
+
+  #finish(
+    scope: { workspaceId: string; environment: Environment },
+    payout: repo.PayoutRow,
+    outcome: SendOutcome,
+    now: Date,
+  ): Promise<PayoutResponse> {
+    if (outcome.status === "pending") {
+      // Broadcast but not mined in time: the reconciler finishes it; the caller sees it in flight.
+      return Promise.resolve({
+        status: 202,
+        body: { payout: { ...toPayoutView(payout), txHash: outcome.txHash }, timestamp: now.toISOString() },
+      });
+    }
+    return outcome.status === "success"
+      ? this.#complete(scope, payout, outcome.txHash)
+      : this.#fail(scope, payout, outcome.txHash || null, outcome.error ?? "transfer failed");
   }
 
   async #complete(
@@ -224,8 +310,12 @@ export class PayoutsService {
     const row = await this.#ctx.db.transaction().execute(async (trx) => {
       const done = await repo.finishPayout(trx, payout.id, { status: "completed", txHash, error: null, at });
       if (!done) return undefined;
-      await repo.lockBreaker(trx, scope);
-      await repo.writeBreaker(trx, scope, recordSuccess());
+      // Most successes follow successes: only a streak to reset takes the breaker's lock.
+      const seen = await repo.readBreaker(trx, scope);
+      if (recordSuccess(seen) !== seen) {
+        const state = await repo.lockBreaker(trx, scope);
+        await repo.writeBreaker(trx, scope, recordSuccess(state));
+      }
       await this.#event(trx, done, "payout.completed", {});
       return done;
     });
@@ -396,7 +486,7 @@ export class PayoutsService {
       if (tx?.status === "signed") continue; // still waiting for its receipt
       if (tx?.status === "mined") {
         await this.#complete(scope, payout, tx.tx_hash);
-      } else if (tx?.status === "failed") {
+      } else if (tx?.status === "failed" || tx?.status === "rejected") {
         await this.#fail(scope, payout, tx.tx_hash, tx.error ?? "transaction reverted").catch(
           () => undefined,
         );

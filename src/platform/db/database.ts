@@ -14,6 +14,7 @@ import * as cardEvents from "./migrations/005_card_events.ts";
 import * as ledgerEntries from "./migrations/006_ledger_entries.ts";
 import * as smartWallets from "./migrations/007_smart_wallets.ts";
 import * as agents from "./migrations/008_agents_and_wallets.ts";
+import * as rejectedTransactions from "./migrations/010_rejected_transactions.ts";
 import type { DatabaseSchema } from "./schema.ts";
 
 export type Db = Kysely<DatabaseSchema>;
@@ -29,6 +30,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "006_ledger_entries": ledgerEntries,
   "007_smart_wallets": smartWallets,
   "008_agents_and_wallets": agents,
+  "010_rejected_transactions": rejectedTransactions,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -1,0 +1,61 @@
+import { describe, expect, it } from "vitest";
+import { InFlightPayouts } from "./in-flight.ts";
+
+function deferred() {
+  let resolve!: () => void;
+  let reject!: (err: Error) => void;
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+const settledWithin = async (promise: Promise<unknown>, ms = 20) =>
+  Promise.race([promise.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms))]);
+
+describe("InFlightPayouts", () => {
+  it("reserves each token's amounts per scope until the payout is done, failed or not", async () => {
+    const flight = new InFlightPayouts();
+    const a = deferred();
+    const b = deferred();
+    flight.add("ws1:live", { amounts: { USDC: 5n, ETH: 2n }, done: a.promise });
+    flight.add("ws1:live", { amounts: { USDC: 7n }, done: b.promise });
+    flight.add("ws2:live", { amounts: { USDC: 100n }, done: new Promise(() => {}) });
+    expect(flight.reserved("ws1:live", "USDC")).toBe(12n);
+    expect(flight.reserved("ws1:live", "ETH")).toBe(2n);
+    expect(flight.reserved("ws1:live", "ADAO")).toBe(0n);
+    expect(flight.reserved("ws1:sandbox", "USDC")).toBe(0n);
+    expect(flight.size("ws1:live")).toBe(2);
+
+    a.resolve();
+    await a.promise;
+    await Promise.resolve();
+    expect(flight.reserved("ws1:live", "USDC")).toBe(7n);
+    b.reject(new Error("reverted"));
+    await b.promise.catch(() => undefined);
+    await Promise.resolve();
+    expect(flight.size("ws1:live")).toBe(0);
+    expect(flight.reserved("ws1:live", "USDC")).toBe(0n);
+    expect(flight.size("ws2:live")).toBe(1);
+  });
+
+  it("below(limit) waits until fewer than limit are in flight; drain waits for all of them", async () => {
+    const flight = new InFlightPayouts();
+    const first = deferred();
+    const second = deferred();
+    flight.add("s", { amounts: {}, done: first.promise });
+    flight.add("s", { amounts: {}, done: second.promise });
+
+    expect(await settledWithin(flight.below("s", 3))).toBe(true);
+    const below2 = flight.below("s", 2);
+    const drained = flight.drain("s");
+    expect(await settledWithin(below2)).toBe(false);
+    first.reject(new Error("failed"));
+    expect(await settledWithin(below2)).toBe(true);
+    expect(await settledWithin(drained)).toBe(false);
+    second.resolve();
+    expect(await settledWithin(drained)).toBe(true);
+    expect(await settledWithin(flight.drain("nothing in flight"))).toBe(true);
+  });
+});
