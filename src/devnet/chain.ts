@@ -197,6 +197,9 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
     }
   });
   try {
+    // `hardhat node` logs (and decodes) every RPC call; nobody reads it unless onOutput is given,
+    // and on a simulation-heavy call (the bundler's) the logging costs more than the call.
+    if (!options.onOutput) await rpc(rpcUrl, "hardhat_setLoggingEnabled", [false]);
     if (blockTimeMs > 0) {
       await rpc(rpcUrl, "evm_setAutomine", [true]);
       await rpc(rpcUrl, "evm_setIntervalMining", [blockTimeMs]);

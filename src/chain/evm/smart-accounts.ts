@@ -1,3 +1,4 @@
+import { LRUCache } from "lru-cache";
 import { toSimpleSmartAccount } from "permissionless/accounts";
 import { createPublicClient, defineChain, encodeFunctionData, erc20Abi, http, type PublicClient } from "viem";
 import {
@@ -38,6 +39,8 @@ export class SmartAccounts {
   readonly #aa: NonNullable<NetworkConfig["accountAbstraction"]>;
   readonly #tokens: Record<string, string | undefined>;
   readonly #bundler;
+  /** Owner EOA → its smart account's address (fixed per factory, entry point and owner). */
+  readonly #addresses = new LRUCache<Hex, Hex>({ max: 10_000 });
 
   constructor(config: NetworkConfig) {
     if (!config.accountAbstraction) throw new Error("no bundler configured");
@@ -53,17 +56,24 @@ export class SmartAccounts {
     this.#bundler = createBundlerClient({
       client: this.#client,
       transport: http(this.#aa.bundlerUrl, { timeout: 20_000 }),
-      pollingInterval: 100,
+      // A payout's response waits for this receipt; one bundler call per 25 ms while it does.
+      pollingInterval: 25,
     });
   }
 
   async #account(ownerKey: Hex) {
-    return toSimpleSmartAccount({
+    const owner = privateKeyToAccount(ownerKey);
+    const account = await toSimpleSmartAccount({
       client: this.#client,
-      owner: privateKeyToAccount(ownerKey),
+      owner,
       entryPoint: { address: (this.#aa.entryPointAddress ?? entryPoint08Address) as Hex, version: "0.8" },
       factoryAddress: this.#aa.accountFactoryAddress as Hex,
+      // Without an address, every call asks the factory (an eth_call) for the counterfactual
+      // address, which for this network's factory and entry point depends on the owner alone.
+      address: this.#addresses.get(owner.address),
     });
+    this.#addresses.set(owner.address, account.address);
+    return account;
   }
 
   /** The counterfactual address of the account the EOA owns (no transaction needed). */
