@@ -35,7 +35,8 @@ export interface PayoutChannel {
   /** `record` is called with a user operation's hash and signed body before it is sent (smart wallets). */
   submit(
     payoutId: string,
-    privateKey: Hex,
+    /** The sending wallet's key (decrypted on demand: the simulated ledger never signs). */
+    signingKey: () => Promise<Hex>,
     from: Hex,
     to: Hex,
     token: ChainToken,
@@ -67,7 +68,7 @@ export class LedgerChannel implements PayoutChannel {
 
   async submit(
     payoutId: string,
-    _key: Hex,
+    _signingKey: () => Promise<Hex>,
     from: Hex,
     to: Hex,
     token: ChainToken,
@@ -107,13 +108,13 @@ export class NetworkChannel implements PayoutChannel {
 
   async submit(
     payoutId: string,
-    key: Hex,
+    signingKey: () => Promise<Hex>,
     from: Hex,
     to: Hex,
     token: ChainToken,
     amount: bigint,
   ): Promise<Submission> {
-    const submitted = await this.#sender.submit(key, from, [
+    const submitted = await this.#sender.submit(await signingKey(), from, [
       { token, to, amount, purpose: "payout", payoutId },
     ]);
     const outcome = this.#sender.receipts(submitted).then(([sent]): SendOutcome => {
@@ -154,14 +155,14 @@ export class SmartWalletChannel implements PayoutChannel {
 
   async submit(
     payoutId: string,
-    ownerKey: Hex,
+    signingKey: () => Promise<Hex>,
     from: Hex,
     to: Hex,
     token: ChainToken,
     amount: bigint,
     record?: (userOpHash: string, operation: string) => Promise<void>,
   ): Promise<Submission> {
-    return settled(await this.#send(payoutId, ownerKey, from, to, token, amount, record));
+    return settled(await this.#send(payoutId, await signingKey(), from, to, token, amount, record));
   }
 
   async #send(

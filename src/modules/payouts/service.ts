@@ -233,10 +233,9 @@ export class PayoutsService {
     try {
       let outcome: SendOutcome;
       try {
-        const key = await this.#workspaces.signingKey(scope.workspaceId, owner);
         const submission = await channel.submit(
           payout.id,
-          key,
+          () => this.#workspaces.signingKey(scope.workspaceId, owner),
           payout.from_address as Hex,
           payout.destination_address as Hex,
           payout.token_symbol as ChainToken,
