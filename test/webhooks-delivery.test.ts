@@ -3,6 +3,7 @@ import { lookup } from "node:dns/promises";
 import { hostname } from "node:os";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Environment } from "../src/config.ts";
+import { DISABLE_AFTER_MS } from "../src/domain/retry-schedule.ts";
 import { type DispatcherOptions, WebhookDispatcher } from "../src/modules/webhooks/dispatcher.ts";
 import { type OutboxEvent, recordEvents } from "../src/modules/webhooks/outbox.ts";
 import * as repo from "../src/modules/webhooks/repo.ts";
@@ -54,6 +55,15 @@ function header(r: ReceivedRequest, name: string): string {
 }
 
 const deliveryId = (r: ReceivedRequest) => header(r, "x-service-delivery");
+
+function forwardedEvents(workspaceId: string, count: number): OutboxEvent[] {
+  return Array.from({ length: count }, (_, i) => ({
+    workspaceId,
+    environment: "sandbox" as Environment,
+    type: "payment.forwarded",
+    payload: { id: `evt-${i}`, n: i },
+  }));
+}
 
 /** Everything one test app needs; each describe block owns one. */
 function harness(env: Record<string, string> = {}) {
@@ -495,6 +505,186 @@ describe("webhook delivery", () => {
     });
     await sleep(300);
     expect(receiver.received).toHaveLength(1);
+  });
+
+  it("does not send a delivery whose lease ran out while it waited for a slot to its host", async () => {
+    const receiver = await h.receiver();
+    const ws = await h.workspace();
+    const hook = await h.register(ws.testKey, receiver.url, ["payment.forwarded"]);
+    await h.record(forwardedEvents(ws.id, 2));
+    // The first request outlasts the claim's lease (the clock jumps past it while it is answered) …
+    receiver.respond = () => {
+      h.t.setNow(new Date(Date.now() + 120_000));
+      return { status: 200 };
+    };
+    const dispatcher = h.dispatcher({ perHostConcurrency: 1 });
+    expect(await dispatcher.runOnce()).toBe(2);
+    await dispatcher.drain();
+
+    // … so the second, queued behind it for the same host, is not sent under the lapsed claim.
+    expect(receiver.received).toHaveLength(1);
+    const log = await h.deliveries(ws.testKey, hook.id);
+    const sent = deliveryId(receiver.received[0] as ReceivedRequest);
+    expect(log.find((d) => d.id === sent)).toMatchObject({ status: "delivered", attempts: 1 });
+    const skipped = log.find((d) => d.id !== sent);
+    expect(skipped).toMatchObject({ status: "pending", attempts: 0 });
+
+    // It is due again, and the next claim sends it.
+    expect(await dispatcher.runOnce()).toBe(1);
+    await dispatcher.drain();
+    expect(receiver.received.map(deliveryId)).toEqual([sent, skipped?.id]);
+  });
+
+  describe("recording attempts in batches", () => {
+    async function claimAll(endpointId: number, leaseMs = 60_000): Promise<repo.ClaimedDelivery[]> {
+      const now = new Date();
+      const claimed = await repo.claimDueDeliveries(
+        h.t.database.db,
+        now,
+        new Date(now.getTime() + leaseMs),
+        100,
+      );
+      return claimed.filter((c) => c.endpointId === endpointId).sort((a, b) => a.id.localeCompare(b.id));
+    }
+
+    function attempt(
+      delivery: repo.ClaimedDelivery,
+      at: Date,
+      result: Partial<repo.AttemptRecord> = {},
+    ): repo.AttemptRecord {
+      return {
+        deliveryId: delivery.id,
+        endpointId: delivery.endpointId,
+        lease: delivery.lease,
+        at,
+        delivered: true,
+        responseCode: 200,
+        error: null,
+        nextAttemptAt: null,
+        ...result,
+      };
+    }
+
+    async function endpointRow(id: number) {
+      return h.t.database.db
+        .selectFrom("webhook_endpoints")
+        .select(["failing_since", "active", "disabled_reason"])
+        .where("id", "=", id)
+        .executeTakeFirstOrThrow();
+    }
+
+    it("records each outcome of a batch only under the lease it was claimed with", async () => {
+      const ws = await h.workspace();
+      const hook = await h.register(ws.testKey, "http://127.0.0.1:9/hook", ["payment.forwarded"]);
+      await h.record(forwardedEvents(ws.id, 3));
+      const [a, b, c] = (await claimAll(hook.id)) as [
+        repo.ClaimedDelivery,
+        repo.ClaimedDelivery,
+        repo.ClaimedDelivery,
+      ];
+      const at = new Date();
+      const failedAt = new Date(at.getTime() + 1);
+      const retryAt = new Date(at.getTime() + 5_000);
+
+      const recorded = await repo.recordAttempts(
+        h.t.database.db,
+        [
+          attempt(a, at),
+          // Its error text holds a NUL, which PostgreSQL text cannot: dropped, not failing the batch.
+          attempt(b, failedAt, {
+            delivered: false,
+            responseCode: 500,
+            error: "HTTP\u0000 500",
+            nextAttemptAt: retryAt,
+          }),
+          // A lease this dispatcher does not hold (another one's, or a lapsed one): not recorded.
+          attempt(c, at, { lease: new Date(c.lease.getTime() - 1) }),
+        ],
+        DISABLE_AFTER_MS,
+      );
+      expect(recorded).toEqual(new Set([a.id, b.id]));
+
+      const log = new Map((await h.deliveries(ws.testKey, hook.id)).map((d) => [d.id, d]));
+      expect(log.get(a.id)).toMatchObject({
+        status: "delivered",
+        attempts: 1,
+        lastResponseCode: 200,
+        deliveredAt: at.toISOString(),
+      });
+      expect(log.get(b.id)).toMatchObject({
+        status: "pending",
+        attempts: 1,
+        lastResponseCode: 500,
+        lastError: "HTTP 500",
+        nextAttemptAt: retryAt.toISOString(),
+      });
+      expect(log.get(c.id)).toMatchObject({ status: "pending", attempts: 0, lastResponseCode: null });
+      // The failure ended after the success: the registration has been failing since then.
+      expect(await endpointRow(hook.id)).toEqual({
+        failing_since: failedAt,
+        active: true,
+        disabled_reason: null,
+      });
+
+      // The claimer that holds c's lease still records it.
+      expect(await repo.recordAttempts(h.t.database.db, [attempt(c, at)], DISABLE_AFTER_MS)).toEqual(
+        new Set([c.id]),
+      );
+      expect(await endpointRow(hook.id)).toMatchObject({ failing_since: null, active: true });
+    });
+
+    it("records nothing of a batch that cannot be written; its deliveries are due again once the lease runs out", async () => {
+      const ws = await h.workspace();
+      const hook = await h.register(ws.testKey, "http://127.0.0.1:9/hook", ["payment.forwarded"]);
+      await h.record(forwardedEvents(ws.id, 2));
+      const [a, b] = (await claimAll(hook.id, 1_000)) as [repo.ClaimedDelivery, repo.ClaimedDelivery];
+      const at = new Date();
+
+      await expect(
+        repo.recordAttempts(
+          h.t.database.db,
+          [attempt(a, at), attempt(b, at), attempt({ ...a, id: "not-a-uuid" }, at)],
+          DISABLE_AFTER_MS,
+        ),
+      ).rejects.toThrow();
+      const log = await h.deliveries(ws.testKey, hook.id);
+      expect(log.map((d) => [d.status, d.attempts])).toEqual([
+        ["pending", 0],
+        ["pending", 0],
+      ]);
+
+      expect(await claimAll(hook.id)).toHaveLength(0);
+      await sleep(a.lease.getTime() - Date.now() + 50);
+      expect((await claimAll(hook.id)).map((d) => d.id)).toEqual([a.id, b.id]);
+    });
+
+    it("deactivates a registration failing for too long and stops what it still has queued", async () => {
+      const ws = await h.workspace();
+      const hook = await h.register(ws.testKey, "http://127.0.0.1:9/hook", ["payment.forwarded"]);
+      await h.t.database.db
+        .updateTable("webhook_endpoints")
+        .set({ failing_since: new Date(Date.now() - 6 * DAY) })
+        .where("id", "=", hook.id)
+        .execute();
+      await h.record(forwardedEvents(ws.id, 2));
+      const [a] = (await claimAll(hook.id)) as [repo.ClaimedDelivery];
+      const at = new Date();
+
+      await repo.recordAttempts(
+        h.t.database.db,
+        [attempt(a, at, { delivered: false, responseCode: 500, error: "HTTP 500", nextAttemptAt: at })],
+        DISABLE_AFTER_MS,
+      );
+      expect(await endpointRow(hook.id)).toMatchObject({
+        active: false,
+        disabled_reason: "failing continuously for 5 days",
+      });
+      const log = await h.deliveries(ws.testKey, hook.id);
+      expect(log.map((d) => [d.status, d.lastError])).toEqual([
+        ["failed", "registration deactivated"],
+        ["failed", "registration deactivated"],
+      ]);
+    });
   });
 
   it("resends a delivered delivery on request, with the same delivery id", async () => {

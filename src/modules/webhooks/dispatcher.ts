@@ -10,16 +10,19 @@ import {
 } from "../../domain/retry-schedule.ts";
 import { assertLiteralHostAllowed, guardedLookup } from "../../platform/http/outbound-guard.ts";
 import { signBody, signTimestamped } from "../../platform/secrets/signing.ts";
+import { AttemptRecorder } from "./recorder.ts";
 import * as repo from "./repo.ts";
 
 // Delivers webhook deliveries: claims due rows (SKIP LOCKED, with a lease), signs and POSTs each
-// with a keep-alive client, records the attempt and schedules the next one. Any number of
-// dispatchers, in one process or many, can run against one database: a claim is exclusive until
-// its lease runs out, and the lease is longer than the request timeout.
+// with a keep-alive client, records the attempt and schedules the next one; the attempts that end
+// together are recorded together (AttemptRecorder). Any number of dispatchers, in one process or
+// many, can run against one database: a claim is exclusive until its lease runs out, and the
+// lease is longer than the request timeout.
 
 export interface DispatcherOptions {
   pollIntervalMs?: number;
   batchSize?: number;
+  /** Deliveries claimed and not yet finished: sent (or waiting for their host) and recorded. */
   maxInFlight?: number;
   /** Concurrent requests to one host, so one slow merchant cannot take every slot. */
   perHostConcurrency?: number;
@@ -31,6 +34,13 @@ export interface DispatcherOptions {
 
 const USER_AGENT = "payments-service-webhooks/1.0";
 
+interface SendResult {
+  delivered: boolean;
+  responseCode: number | null;
+  error: string | null;
+  retryAfterMs: number | null;
+}
+
 export class WebhookDispatcher {
   readonly #ctx: AppContext;
   readonly #opts: Required<DispatcherOptions>;
@@ -38,6 +48,7 @@ export class WebhookDispatcher {
   readonly #openAgent: Agent;
   readonly #hostLimits = new Map<string, LimitFunction>();
   readonly #inFlight = new Set<Promise<void>>();
+  readonly #recorder: AttemptRecorder;
   #running = false;
   #timer: NodeJS.Timeout | undefined;
   #loop: Promise<void> | undefined;
@@ -59,6 +70,10 @@ export class WebhookDispatcher {
     // Live destinations connect only to public addresses, checked on the resolved address.
     this.#guardedAgent = new Agent({ ...common, connect: { lookup: guardedLookup } });
     this.#openAgent = new Agent(common);
+    this.#recorder = new AttemptRecorder(
+      (records) => repo.recordAttempts(ctx.db, records, DISABLE_AFTER_MS),
+      ctx.log,
+    );
   }
 
   start(): void {
@@ -105,8 +120,15 @@ export class WebhookDispatcher {
       new Date(now.getTime() + this.#opts.leaseMs),
       Math.min(free, this.#opts.batchSize),
     );
+    // A registration's secret is decrypted once per claimed batch, not once per delivery.
+    const secrets = new Map<number, string | null>();
     for (const delivery of claimed) {
-      const task = this.#limitFor(delivery.url)(() => this.#deliver(delivery)).finally(() => {
+      let secret = secrets.get(delivery.endpointId);
+      if (secret === undefined) {
+        secret = this.#decryptSecret(delivery.encryptedSecret);
+        secrets.set(delivery.endpointId, secret);
+      }
+      const task = this.#deliver(delivery, secret).finally(() => {
         this.#inFlight.delete(task);
         if (this.#inFlight.size === this.#opts.maxInFlight - 1) this.#wake?.();
       });
@@ -135,8 +157,18 @@ export class WebhookDispatcher {
     return limit;
   }
 
-  async #deliver(delivery: repo.ClaimedDelivery): Promise<void> {
-    const outcome = await this.#attempt(delivery);
+  #decryptSecret(encrypted: string): string | null {
+    try {
+      return this.#ctx.secrets.decrypt(encrypted);
+    } catch {
+      return null;
+    }
+  }
+
+  /** Sends one delivery and queues its outcome; resolves once the outcome is written (or given up). */
+  async #deliver(delivery: repo.ClaimedDelivery, secret: string | null): Promise<void> {
+    const outcome = await this.#limitFor(delivery.url)(() => this.#attempt(delivery, secret));
+    if (!outcome) return;
     const at = this.#ctx.now();
     let next: Date | null = null;
     if (!outcome.delivered) {
@@ -148,41 +180,24 @@ export class WebhookDispatcher {
       );
       next = delay === null ? null : new Date(at.getTime() + delay);
     }
-    try {
-      const recorded = await repo.recordAttempt(
-        this.#ctx.db,
-        delivery,
-        {
-          delivered: outcome.delivered,
-          responseCode: outcome.responseCode,
-          error: outcome.error,
-          nextAttemptAt: next,
-        },
-        at,
-        DISABLE_AFTER_MS,
-      );
-      if (!recorded)
-        this.#ctx.log.warn({ deliveryId: delivery.id }, "webhook delivery lease lost; outcome not recorded");
-    } catch (err) {
-      // The lease expires and the delivery is sent again: at least once, never lost.
-      this.#ctx.log.error({ err, deliveryId: delivery.id }, "webhook dispatcher: could not record attempt");
-    }
+    await this.#recorder.record({
+      deliveryId: delivery.id,
+      endpointId: delivery.endpointId,
+      lease: delivery.lease,
+      at,
+      delivered: outcome.delivered,
+      responseCode: outcome.responseCode,
+      error: outcome.error,
+      nextAttemptAt: next,
+    });
   }
 
-  async #attempt(delivery: repo.ClaimedDelivery): Promise<{
-    delivered: boolean;
-    responseCode: number | null;
-    error: string | null;
-    retryAfterMs: number | null;
-  }> {
-    const body = JSON.stringify(
-      deliveryBody(delivery.eventType, delivery.payload, delivery.id, delivery.createdAt),
-    );
-    const timestamp = Math.floor(this.#ctx.now().getTime() / 1000);
-    let secret: string;
-    try {
-      secret = this.#ctx.secrets.decrypt(delivery.encryptedSecret);
-    } catch {
+  /** One POST, or null when the claim's lease ran out before a slot to the host was free. */
+  async #attempt(delivery: repo.ClaimedDelivery, secret: string | null): Promise<SendResult | null> {
+    // Another dispatcher may have claimed it since: sending under the old claim would be a
+    // duplicate whose outcome could not be recorded. It is due again, like after a crash.
+    if (this.#ctx.now() >= delivery.lease) return null;
+    if (secret === null) {
       return {
         delivered: false,
         responseCode: null,
@@ -190,6 +205,10 @@ export class WebhookDispatcher {
         retryAfterMs: null,
       };
     }
+    const body = JSON.stringify(
+      deliveryBody(delivery.eventType, delivery.payload, delivery.id, delivery.createdAt),
+    );
+    const timestamp = Math.floor(this.#ctx.now().getTime() / 1000);
     const strict = delivery.environment === "live" && !this.#ctx.config.webhookAllowPrivate;
     try {
       const url = new URL(delivery.url);

@@ -5,6 +5,7 @@ import type {
   WebhookDeliveriesTable,
   WebhookEndpointsTable,
 } from "../../platform/db/schema.ts";
+import { applyAttempts } from "./health.ts";
 
 export type EndpointRow = Selectable<WebhookEndpointsTable>;
 export type DeliveryRow = Selectable<WebhookDeliveriesTable>;
@@ -138,34 +139,41 @@ export async function claimDueDeliveries(
   lease: Date,
   limit: number,
 ): Promise<ClaimedDelivery[]> {
-  const result = await sql<{
-    id: string;
-    event_type: string;
-    attempts: number;
-    created_at: Date;
-    locked_until: Date;
-    endpoint_id: number;
-    url: string;
-    environment: string;
-    encrypted_secret: string;
-    payload: Record<string, unknown>;
-  }>`
-    WITH due AS (
-      SELECT d.id FROM webhook_deliveries d
-      JOIN webhook_endpoints e ON e.id = d.endpoint_id AND e.active AND e.deleted_at IS NULL
-      WHERE d.status = 'pending' AND d.next_attempt_at <= ${now}
-        AND (d.locked_until IS NULL OR d.locked_until <= ${now})
-      ORDER BY d.next_attempt_at
-      LIMIT ${limit}
-      FOR UPDATE OF d SKIP LOCKED
-    )
-    UPDATE webhook_deliveries d
-    SET locked_until = ${lease}
-    FROM due, webhook_endpoints e, outbox_events o
-    WHERE d.id = due.id AND e.id = d.endpoint_id AND o.id = d.outbox_event_id
-    RETURNING d.id, d.event_type, d.attempts, d.created_at, d.locked_until, d.endpoint_id,
-              e.url, e.environment, e.encrypted_secret, o.payload
-  `.execute(db);
+  const result = await db.transaction().execute(async (trx) => {
+    // The claim must walk the due index in order and stop after `limit` rows. A queue table's
+    // statistics lag behind it (a backlog is often claimed before it is analyzed), and with
+    // estimates of a few rows the planner fetches and sorts every due row instead: milliseconds
+    // per claim with thousands due. With sorting ruled out, the ordered index walk is the plan.
+    await sql`SET LOCAL enable_sort = off`.execute(trx);
+    return sql<{
+      id: string;
+      event_type: string;
+      attempts: number;
+      created_at: Date;
+      locked_until: Date;
+      endpoint_id: number;
+      url: string;
+      environment: string;
+      encrypted_secret: string;
+      payload: Record<string, unknown>;
+    }>`
+      WITH due AS (
+        SELECT d.id FROM webhook_deliveries d
+        JOIN webhook_endpoints e ON e.id = d.endpoint_id AND e.active AND e.deleted_at IS NULL
+        WHERE d.status = 'pending' AND d.next_attempt_at <= ${now}
+          AND (d.locked_until IS NULL OR d.locked_until <= ${now})
+        ORDER BY d.next_attempt_at
+        LIMIT ${limit}
+        FOR UPDATE OF d SKIP LOCKED
+      )
+      UPDATE webhook_deliveries d
+      SET locked_until = ${lease}
+      FROM due, webhook_endpoints e, outbox_events o
+      WHERE d.id = due.id AND e.id = d.endpoint_id AND o.id = d.outbox_event_id
+      RETURNING d.id, d.event_type, d.attempts, d.created_at, d.locked_until, d.endpoint_id,
+                e.url, e.environment, e.encrypted_secret, o.payload
+    `.execute(trx);
+  });
   return result.rows.map((r) => ({
     id: r.id,
     eventType: r.event_type,
@@ -180,7 +188,14 @@ export async function claimDueDeliveries(
   }));
 }
 
-export interface AttemptOutcome {
+/** One ended attempt, to be recorded under the lease it was made with. */
+export interface AttemptRecord {
+  deliveryId: string;
+  endpointId: number;
+  /** The lease of the claim the attempt was made under: the fencing token. */
+  lease: Date;
+  /** When the attempt ended. */
+  at: Date;
   delivered: boolean;
   responseCode: number | null;
   error: string | null;
@@ -189,65 +204,108 @@ export interface AttemptOutcome {
 }
 
 /**
- * Records one attempt, only if this dispatcher still holds the lease it claimed with (a fencing
- * token): a dispatcher that was too slow cannot overwrite the outcome of the one that took over.
+ * Records a batch of attempts in one transaction and returns the ids of the deliveries whose
+ * outcome was recorded. An outcome is recorded only if its dispatcher still holds the lease it
+ * claimed with (a fencing token): a dispatcher that was too slow cannot overwrite the outcome of
+ * the one that took over. The registrations' health follows the recorded attempts only; one that
+ * has failed without a single success for too long is deactivated and what it has queued stops.
+ * If the transaction fails, none of the batch is recorded and every delivery in it keeps its
+ * lease until the lease runs out; then it is due again (at least once, never lost).
  */
-export async function recordAttempt(
+export async function recordAttempts(
   db: Kysely<DatabaseSchema>,
-  delivery: ClaimedDelivery,
-  outcome: AttemptOutcome,
-  at: Date,
+  records: readonly AttemptRecord[],
   disableAfterMs: number,
-): Promise<boolean> {
+): Promise<Set<string>> {
+  if (records.length === 0) return new Set();
   return db.transaction().execute(async (trx) => {
-    const updated = await trx
-      .updateTable("webhook_deliveries")
-      .set((eb) => ({
-        attempts: eb("attempts", "+", 1),
-        status: outcome.delivered ? "delivered" : outcome.nextAttemptAt ? "pending" : "failed",
-        next_attempt_at: outcome.nextAttemptAt ?? at,
-        locked_until: null,
-        last_response_code: outcome.responseCode,
-        last_error: outcome.error,
-        delivered_at: outcome.delivered ? at : null,
-      }))
-      .where("id", "=", delivery.id)
-      .where("locked_until", "=", delivery.lease)
-      .where("status", "=", "pending")
-      .executeTakeFirst();
-    if (updated.numUpdatedRows === 0n) return false;
+    // Registrations first, in id order, then deliveries: the order deleteEndpoint and other batches
+    // lock in, so concurrent batches cannot deadlock, and the health read here stays current until
+    // it is written back. NO KEY UPDATE, like a plain UPDATE: it does not wait for (nor block) the
+    // transactions inserting new deliveries for these registrations, which hold KEY SHARE locks.
+    const endpointIds = [...new Set(records.map((r) => r.endpointId))].sort((a, b) => a - b);
+    const endpoints = await sql<{ id: number; failing_since: Date | null; active: boolean }>`
+      SELECT id, failing_since, active FROM webhook_endpoints
+      WHERE id = ANY(${endpointIds}::integer[])
+      ORDER BY id
+      FOR NO KEY UPDATE
+    `.execute(trx);
 
-    if (outcome.delivered) {
-      await trx
-        .updateTable("webhook_endpoints")
-        .set({ failing_since: null })
-        .where("id", "=", delivery.endpointId)
-        .where("failing_since", "is not", null)
-        .execute();
-    } else {
-      // Deactivate a registration that has failed without a single success for too long, and
-      // stop what is queued for it.
-      const endpoint = await trx
-        .updateTable("webhook_endpoints")
-        .set((eb) => ({
-          failing_since: eb.fn.coalesce("failing_since", eb.val(at)),
-          active: sql<boolean>`CASE WHEN failing_since IS NOT NULL AND failing_since <= ${new Date(at.getTime() - disableAfterMs)} THEN false ELSE active END`,
-          disabled_reason: sql<
-            string | null
-          >`CASE WHEN failing_since IS NOT NULL AND failing_since <= ${new Date(at.getTime() - disableAfterMs)} THEN 'failing continuously for 5 days' ELSE disabled_reason END`,
-        }))
-        .where("id", "=", delivery.endpointId)
-        .returning("active")
-        .executeTakeFirst();
-      if (endpoint && !endpoint.active) {
-        await trx
-          .updateTable("webhook_deliveries")
-          .set({ status: "failed", last_error: "registration deactivated", locked_until: null })
-          .where("endpoint_id", "=", delivery.endpointId)
-          .where("status", "=", "pending")
-          .execute();
-      }
+    // One statement for the whole batch; the arrays are one column each, row i of each is record i.
+    // The lease is the fence: every write that takes a delivery out of 'pending' also clears its
+    // lease, and only a pending delivery is claimed, so a row still holding this claim's lease is
+    // pending. (Testing the status as well would let the planner read every pending row through
+    // the due index when its statistics lag; the ids go straight to the primary key.)
+    // An error text loses its NUL characters, which PostgreSQL text cannot hold: one such value
+    // would fail the whole batch, again at every retry of that delivery.
+    const ids = records.map((r) => r.deliveryId);
+    const updated = await sql<{ id: string }>`
+      UPDATE webhook_deliveries d
+      SET attempts = d.attempts + 1,
+          status = v.status,
+          next_attempt_at = v.next_attempt_at,
+          locked_until = NULL,
+          last_response_code = v.response_code,
+          last_error = v.error,
+          delivered_at = v.delivered_at
+      FROM unnest(
+        ${ids}::uuid[],
+        ${records.map((r) => r.lease)}::timestamptz[],
+        ${records.map((r) => (r.delivered ? "delivered" : r.nextAttemptAt ? "pending" : "failed"))}::text[],
+        ${records.map((r) => r.nextAttemptAt ?? r.at)}::timestamptz[],
+        ${records.map((r) => r.responseCode)}::integer[],
+        ${records.map((r) => r.error?.replaceAll("\0", "") ?? null)}::text[],
+        ${records.map((r) => (r.delivered ? r.at : null))}::timestamptz[]
+      ) AS v(id, lease, status, next_attempt_at, response_code, error, delivered_at)
+      WHERE d.id = ANY(${ids}::uuid[]) AND d.id = v.id AND d.locked_until = v.lease
+      RETURNING d.id
+    `.execute(trx);
+    const recorded = new Set(updated.rows.map((r) => r.id));
+    const byEndpoint = new Map<number, AttemptRecord[]>();
+    for (const r of records) {
+      if (!recorded.has(r.deliveryId)) continue;
+      const list = byEndpoint.get(r.endpointId);
+      if (list) list.push(r);
+      else byEndpoint.set(r.endpointId, [r]);
     }
-    return true;
+
+    const changes: Array<{ id: number; failingSince: Date | null; deactivated: boolean }> = [];
+    const stopped: number[] = [];
+    for (const endpoint of endpoints.rows) {
+      const attempts = byEndpoint.get(endpoint.id);
+      if (!attempts) continue;
+      const after = applyAttempts(
+        { failingSince: endpoint.failing_since, active: endpoint.active },
+        attempts,
+        disableAfterMs,
+      );
+      if (after.deactivated || after.failingSince?.getTime() !== endpoint.failing_since?.getTime()) {
+        changes.push({ id: endpoint.id, failingSince: after.failingSince, deactivated: after.deactivated });
+      }
+      if (after.stopPending) stopped.push(endpoint.id);
+    }
+    if (changes.length > 0) {
+      await sql`
+        UPDATE webhook_endpoints e
+        SET failing_since = v.failing_since,
+            active = e.active AND NOT v.deactivated,
+            disabled_reason = CASE WHEN v.deactivated THEN 'failing continuously for 5 days' ELSE e.disabled_reason END
+        FROM unnest(
+          ${changes.map((c) => c.id)}::integer[],
+          ${changes.map((c) => c.failingSince)}::timestamptz[],
+          ${changes.map((c) => c.deactivated)}::boolean[]
+        ) AS v(id, failing_since, deactivated)
+        WHERE e.id = v.id
+      `.execute(trx);
+    }
+    if (stopped.length > 0) {
+      await trx
+        .updateTable("webhook_deliveries")
+        .set({ status: "failed", last_error: "registration deactivated", locked_until: null })
+        .where("endpoint_id", "in", stopped)
+        .where("status", "=", "pending")
+        .execute();
+    }
+    return recorded;
   });
 }
