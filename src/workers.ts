@@ -42,7 +42,10 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
     const funder = config.gasFunderKey
       ? [privateKeyToAccount(config.gasFunderKey as `0x${string}`).address]
       : [];
-    const watcher = new ChainWatcher(ctx.db, network, ctx.log, ctx.now, funder);
+    const watcher = new ChainWatcher(ctx.db, network, ctx.log, ctx.now, {
+      ignoredSenders: funder,
+      pollIntervalMs: config.pollIntervalMs,
+    });
     const topUp = (address: `0x${string}`, needed: bigint) =>
       topUpWallet(network, config, sender, address, needed, ctx.log);
     const settlement = new Settlement(

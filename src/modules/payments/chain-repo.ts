@@ -1,10 +1,13 @@
 import { type Kysely, sql } from "kysely";
-import type { IncomingTransfer } from "../../chain/network.ts";
+import type { BlockRef, IncomingTransfer } from "../../chain/network.ts";
 import type { Environment } from "../../config.ts";
 import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
+import type { BatchTransition } from "./transitions.ts";
 
 // SQL of the live crypto rail: the watcher's cursor, matching transfers to payments, unmatched
-// transfers, and the payments in flight between detection and settlement.
+// transfers, and the payments in flight between detection and settlement. The watcher's writes
+// are set-based (a statement per block range, not per transfer): a backlog of thousands of
+// transfers costs a few statements, not a few round trips each.
 
 type Db = Kysely<DatabaseSchema>;
 
@@ -61,102 +64,226 @@ export async function agentWalletAddresses(
   }));
 }
 
-export async function transferAlreadyRecorded(
-  db: Db,
-  environment: Environment,
-  t: IncomingTransfer,
-): Promise<boolean> {
-  const [payment, unmatched] = await Promise.all([
-    db
-      .selectFrom("payments")
-      .select("id")
-      .where("environment", "=", environment)
-      .where("detected_tx_hash", "=", t.txHash)
-      .where("detected_log_index", "=", t.logIndex)
-      .executeTakeFirst(),
-    db
-      .selectFrom("unmatched_transfers")
-      .select("id")
-      .where("environment", "=", environment)
-      .where("tx_hash", "=", t.txHash)
-      .where("log_index", "=", t.logIndex)
-      .executeTakeFirst(),
-  ]);
-  return payment !== undefined || unmatched !== undefined;
+/** An incoming transfer with the workspace that owns its receiving address (null: none). */
+export interface ObservedTransfer extends IncomingTransfer {
+  workspaceId: string | null;
 }
 
-/** D5: token + exact amount to the receiving address, oldest pending (and not overdue) first. */
-export async function lockMatchingPayment(
-  db: Db,
+/** Per transfer of a matchTransfers call, in its order: the payment it detected, or null. */
+export interface MatchResult {
+  /** The transfer's index in the call's input. */
+  index: number;
+  payment: PaymentRow | null;
+}
+
+/**
+ * Accounts for the transfers of a block range in ONE statement (D5):
+ * 1. `claimed`: every transfer is inserted into observed_transfers, ON CONFLICT DO NOTHING. Only
+ *    the transfers this statement inserted go on, so one seen before (a rescan) is skipped, and
+ *    an instance racing on the same transfer waits for the other's commit and then skips it.
+ * 2. `fresh` numbers the claimed transfers of each (address, token, amount) group in chain order;
+ *    `candidates` takes, per group, as many of its oldest open payments as it has transfers
+ *    (pending, not overdue, FOR UPDATE SKIP LOCKED: a payment another transaction holds is left
+ *    to that transaction) and numbers them oldest first. The n-th transfer pairs with the n-th
+ *    payment, so each payment is matched at most once and each transfer to at most one payment.
+ * 3. `detected` moves the paired payments (compare-and-set on the rule's `from`); `unmatched`
+ *    records every claimed transfer that moved no payment.
+ * The result has a row per claimed transfer, in input order; the caller writes the events.
+ * `transfers` must be in chain order, without repeats.
+ */
+export async function matchTransfers(
+  trx: Db,
   environment: Environment,
-  t: IncomingTransfer,
+  transfers: readonly ObservedTransfer[],
+  rule: BatchTransition,
   now: Date,
-): Promise<PaymentRow | undefined> {
-  return db
-    .selectFrom("payments")
-    .selectAll()
-    .where("environment", "=", environment)
-    .where("status", "=", "pending")
-    .where("payment_method", "=", "crypto")
-    .where(sql`lower(receiving_address)`, "=", t.to.toLowerCase())
-    .where("token_symbol", "=", t.token)
-    .where("gross_amount", "=", t.amount.toString())
-    .where("expires_at", ">", now)
-    .orderBy("created_at", "asc")
-    .orderBy("id", "asc")
-    .limit(1)
-    .forUpdate()
-    .skipLocked()
-    .executeTakeFirst();
+  unmatchedReason: string,
+): Promise<MatchResult[]> {
+  if (transfers.length === 0) return [];
+  const column = <T>(pick: (t: ObservedTransfer) => T) => transfers.map(pick);
+  const result = await sql<PaymentRow & { transfer_index: number; matched: boolean }>`
+    WITH observed AS (
+      SELECT * FROM unnest(
+        ${column((t) => t.txHash)}::text[],
+        ${column((t) => t.logIndex)}::int[],
+        ${column((t) => t.blockNumber.toString())}::bigint[],
+        ${column((t) => t.blockHash)}::text[],
+        ${column((t) => t.token)}::text[],
+        ${column((t) => t.amount.toString())}::numeric[],
+        ${column((t) => t.from)}::text[],
+        ${column((t) => t.to)}::text[],
+        ${column((t) => t.workspaceId)}::uuid[]
+      ) WITH ORDINALITY AS o(tx_hash, log_index, block_number, block_hash, token_symbol, amount,
+                             from_address, to_address, workspace_id, position)
+    ),
+    claimed AS (
+      INSERT INTO observed_transfers (environment, tx_hash, log_index, block_number)
+      SELECT ${environment}, tx_hash, log_index, block_number FROM observed ORDER BY position
+      ON CONFLICT DO NOTHING
+      RETURNING tx_hash, log_index
+    ),
+    fresh AS (
+      SELECT o.*, lower(o.to_address) AS address,
+             row_number() OVER (PARTITION BY lower(o.to_address), o.token_symbol, o.amount
+                                ORDER BY o.position) AS rank
+      FROM observed o JOIN claimed c USING (tx_hash, log_index)
+    ),
+    wanted AS (
+      SELECT address, token_symbol, amount, count(*) AS n FROM fresh GROUP BY address, token_symbol, amount
+    ),
+    candidates AS (
+      SELECT w.address, w.token_symbol, w.amount, p.id,
+             row_number() OVER (PARTITION BY w.address, w.token_symbol, w.amount
+                                ORDER BY p.created_at, p.id) AS rank
+      FROM wanted w
+      CROSS JOIN LATERAL (
+        SELECT id, created_at FROM payments
+        WHERE environment = ${environment}
+          AND status = ${sql.lit(rule.from)}
+          AND payment_method = 'crypto'
+          AND lower(receiving_address) = w.address
+          AND token_symbol = w.token_symbol
+          AND gross_amount = w.amount
+          AND expires_at > ${now}
+        ORDER BY created_at, id
+        LIMIT w.n
+        FOR UPDATE SKIP LOCKED
+      ) p
+    ),
+    detected AS (
+      UPDATE payments p
+      SET status = ${sql.lit(rule.to)},
+          detected_tx_hash = f.tx_hash,
+          detected_log_index = f.log_index,
+          detected_block = f.block_number,
+          detected_block_hash = f.block_hash,
+          payer_address = f.from_address,
+          detected_at = ${now},
+          updated_at = ${now}
+      FROM fresh f
+      JOIN candidates c USING (address, token_symbol, amount, rank)
+      WHERE p.id = c.id AND p.status = ${sql.lit(rule.from)}
+      RETURNING p.*
+    ),
+    unmatched AS (
+      INSERT INTO unmatched_transfers (workspace_id, environment, token_symbol, amount, from_address,
+                                       to_address, tx_hash, log_index, block_number, reason)
+      SELECT f.workspace_id, ${environment}, f.token_symbol, f.amount, f.from_address,
+             f.to_address, f.tx_hash, f.log_index, f.block_number, ${unmatchedReason}
+      FROM fresh f
+      WHERE NOT EXISTS (
+        SELECT 1 FROM detected d WHERE d.detected_tx_hash = f.tx_hash AND d.detected_log_index = f.log_index
+      )
+      ON CONFLICT (environment, tx_hash, log_index) DO NOTHING
+    )
+    SELECT (f.position - 1)::int AS transfer_index, d.id IS NOT NULL AS matched, d.*
+    FROM fresh f
+    LEFT JOIN detected d ON d.detected_tx_hash = f.tx_hash AND d.detected_log_index = f.log_index
+    ORDER BY f.position
+  `.execute(trx);
+  return result.rows.map(({ transfer_index, matched, ...payment }) => ({
+    index: transfer_index,
+    payment: matched ? payment : null,
+  }));
 }
 
-export async function markDetected(
-  db: Db,
-  paymentId: string,
-  t: IncomingTransfer,
+/** A detection as the watcher checked it against the chain: still included at `block`. */
+export interface CheckedDetection {
+  paymentId: string;
+  txHash: string;
+  logIndex: number;
+  block: BlockRef;
+}
+
+const checkedColumns = (detections: readonly CheckedDetection[]) => sql`unnest(
+  ${detections.map((d) => d.paymentId)}::uuid[],
+  ${detections.map((d) => d.txHash)}::text[],
+  ${detections.map((d) => d.logIndex)}::int[],
+  ${detections.map((d) => d.block.number.toString())}::bigint[],
+  ${detections.map((d) => d.block.hash)}::text[]
+) AS c(payment_id, tx_hash, log_index, block_number, block_hash)`;
+
+/**
+ * Moves the payments of `detections` by `rule` (confirmations met) in one statement, recording the
+ * block their transfer is in now. Compare-and-set on status and on the detecting transfer: a row
+ * that changed since it was checked is left alone. Returns the rows moved, for their events.
+ */
+export async function confirmDetections(
+  trx: Db,
+  detections: readonly CheckedDetection[],
+  rule: BatchTransition,
   at: Date,
-): Promise<PaymentRow> {
-  return db
-    .updateTable("payments")
-    .set({
-      status: "detected",
-      detected_tx_hash: t.txHash,
-      detected_log_index: t.logIndex,
-      detected_block: t.blockNumber.toString(),
-      detected_block_hash: t.blockHash,
-      payer_address: t.from,
-      detected_at: at,
-      updated_at: at,
-    })
-    .where("id", "=", paymentId)
-    .where("status", "=", "pending")
-    .returningAll()
-    .executeTakeFirstOrThrow();
+): Promise<PaymentRow[]> {
+  if (detections.length === 0) return [];
+  const result = await sql<PaymentRow>`
+    UPDATE payments p
+    SET status = ${sql.lit(rule.to)},
+        detected_block = c.block_number,
+        detected_block_hash = c.block_hash,
+        confirmed_at = ${at},
+        updated_at = ${at}
+    FROM ${checkedColumns(detections)}
+    WHERE p.id = c.payment_id AND p.status = ${sql.lit(rule.from)}
+      AND p.detected_tx_hash = c.tx_hash AND p.detected_log_index = c.log_index
+    RETURNING p.*
+  `.execute(trx);
+  return result.rows;
 }
 
-export async function recordUnmatched(
-  db: Db,
+/** Records that the detecting transfers of still-unconfirmed payments now sit in other blocks. */
+export async function moveDetections(trx: Db, detections: readonly CheckedDetection[]): Promise<void> {
+  if (detections.length === 0) return;
+  await sql`
+    UPDATE payments p
+    SET detected_block = c.block_number, detected_block_hash = c.block_hash
+    FROM ${checkedColumns(detections)}
+    WHERE p.id = c.payment_id AND p.status = 'detected'
+      AND p.detected_tx_hash = c.tx_hash AND p.detected_log_index = c.log_index
+  `.execute(trx);
+}
+
+/**
+ * The detecting transfers left the chain: moves the payments by `rule` (back to waiting), forgets
+ * the detections and gives back the transfers' claims in observed_transfers, so a transfer that
+ * is mined again is matched again. Same compare-and-set as confirmDetections. Returns the rows moved.
+ */
+export async function revertDetections(
+  trx: Db,
   environment: Environment,
-  workspaceId: string | null,
-  t: IncomingTransfer,
-  reason: string,
-): Promise<void> {
-  await db
-    .insertInto("unmatched_transfers")
-    .values({
-      workspace_id: workspaceId,
-      environment,
-      token_symbol: t.token,
-      amount: t.amount.toString(),
-      from_address: t.from,
-      to_address: t.to,
-      tx_hash: t.txHash,
-      log_index: t.logIndex,
-      block_number: t.blockNumber.toString(),
-      reason,
-    })
-    .onConflict((oc) => oc.columns(["environment", "tx_hash", "log_index"]).doNothing())
-    .execute();
+  detections: ReadonlyArray<Omit<CheckedDetection, "block">>,
+  rule: BatchTransition,
+  at: Date,
+): Promise<PaymentRow[]> {
+  if (detections.length === 0) return [];
+  const result = await sql<PaymentRow>`
+    WITH reverted AS (
+      UPDATE payments p
+      SET status = ${sql.lit(rule.to)},
+          detected_tx_hash = NULL,
+          detected_log_index = NULL,
+          detected_block = NULL,
+          detected_block_hash = NULL,
+          payer_address = NULL,
+          detected_at = NULL,
+          updated_at = ${at}
+      FROM unnest(
+        ${detections.map((d) => d.paymentId)}::uuid[],
+        ${detections.map((d) => d.txHash)}::text[],
+        ${detections.map((d) => d.logIndex)}::int[]
+      ) AS r(payment_id, tx_hash, log_index)
+      WHERE p.id = r.payment_id AND p.status = ${sql.lit(rule.from)}
+        AND p.detected_tx_hash = r.tx_hash AND p.detected_log_index = r.log_index
+      RETURNING p.*, r.tx_hash AS released_tx_hash, r.log_index AS released_log_index
+    ),
+    released AS (
+      DELETE FROM observed_transfers o
+      USING reverted r
+      WHERE o.environment = ${environment}
+        AND o.tx_hash = r.released_tx_hash AND o.log_index = r.released_log_index
+    )
+    SELECT * FROM reverted
+  `.execute(trx);
+  return result.rows;
 }
 
 export async function paymentsInStatus(

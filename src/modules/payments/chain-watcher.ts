@@ -1,24 +1,50 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import type { FastifyBaseLogger } from "fastify";
-import type { Hex, IncomingTransfer, Network } from "../../chain/network.ts";
+import type { BlockRef, Hex, IncomingTransfer, Network } from "../../chain/network.ts";
 import type { Environment } from "../../config.ts";
 import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import * as chainRepo from "./chain-repo.ts";
-import { applyTransition } from "./transitions.ts";
+import { batchTransition, emitPaymentEvents } from "./transitions.ts";
 
 // Follows an environment's chain: scans new blocks for transfers to the service's receiving
 // addresses, matches them to pending payments (D5) → detected, and counts confirmations →
-// confirmed. The cursor and the matches of a block range commit together, so a restart resumes
-// exactly where it stopped. A reorg is noticed by the cursor's block hash; detections whose
-// transaction left the canonical chain go back to pending.
+// confirmed. Both are set-based: a block range's transfers are claimed, matched and recorded by one
+// statement (chainRepo.matchTransfers), a tick's confirmations by a few. The cursor and the
+// matches of a block range commit together, so a restart resumes exactly where it stopped. A reorg
+// is noticed by the cursor's block hash; detections whose transaction left the canonical chain go
+// back to pending.
 
 const MAX_BLOCKS_PER_SCAN = 200;
 const MAX_BLOCKS_PER_TICK = 5_000n;
 /** How far to step back when the chain under the cursor changed. */
 const REORG_REWIND = 64n;
 const UNMATCHED_REASON = "no pending payment for this token and amount at this address";
+/** Detected payments checked against the chain per tick. */
+const CONFIRM_BATCH = 500;
+/**
+ * Detection latency. The watcher runs in a periodic job that ticks start to start every polling
+ * interval (1 s by default), so a block seen only when a tick starts could wait a whole interval
+ * before its scan even begins. A tick therefore keeps following the head for most of the interval:
+ * it reads the head (one cheap call) every HEAD_POLL_MS and scans at once when it moved. With the
+ * default interval the head is read at 0, 250, 500 and 750 ms of each tick and at the next tick's
+ * start, so a transfer is detected within about 250 ms plus one scan.
+ * The watcher is given the job's interval and stops reading FOLLOW_MARGIN_MS before the next
+ * tick is due, so the next tick keeps its time as long as the rest of the tick (the last scan,
+ * confirmations, then the job's settlement) fits in what is left. A short interval (tests poll
+ * every 100 ms) leaves no room for a head read: one scan per tick. MAX_FOLLOW_MS keeps a long
+ * interval, chosen to save RPC calls, close to one scan per interval.
+ */
+const HEAD_POLL_MS = 250;
+/** Room for the scan a last head read may start; more than the jitter of a job's tick starts. */
+const FOLLOW_MARGIN_MS = 100;
+const MAX_FOLLOW_MS = 750;
+
+const DETECT = batchTransition("transfer_detected");
+const CONFIRM = batchTransition("confirmations_met");
+const REVERT = batchTransition("detection_reverted");
 
 export class ChainWatcher {
   readonly #db: Db;
@@ -27,16 +53,23 @@ export class ChainWatcher {
   readonly #now: () => Date;
   readonly #environment: Environment;
   readonly #ignoredSenders: Set<string>;
+  /** How long a tick keeps following the head (see HEAD_POLL_MS). */
+  readonly #followMs: number;
 
-  /** `ignoredSenders`: the service's own funding accounts (gas top-ups are not payments). */
+  /**
+   * `ignoredSenders`: the service's own funding accounts (gas top-ups are not payments).
+   * `pollIntervalMs`: the interval of the job that ticks this watcher; without it a tick scans
+   * once and does not follow the head.
+   */
   constructor(
     db: Db,
     network: Network,
     log: FastifyBaseLogger,
     now: () => Date,
-    ignoredSenders: readonly string[] = [],
+    options: { ignoredSenders?: readonly string[]; pollIntervalMs?: number } = {},
   ) {
-    this.#ignoredSenders = new Set(ignoredSenders.map((a) => a.toLowerCase()));
+    this.#ignoredSenders = new Set((options.ignoredSenders ?? []).map((a) => a.toLowerCase()));
+    this.#followMs = followTime(options.pollIntervalMs);
     this.#db = db;
     this.#network = network;
     this.#log = log;
@@ -44,15 +77,37 @@ export class ChainWatcher {
     this.#environment = network.environment;
   }
 
-  /** One pass: scan what is new, then move detected payments on or back. */
+  /**
+   * Scans what is new, again whenever the head moves while the tick follows it (HEAD_POLL_MS),
+   * then checks the detections against the chain once (each costs a receipt call), right before
+   * the job settles what this confirmed.
+   */
   async tick(): Promise<void> {
-    const head = await this.#network.head();
-    await this.#scan(head.number);
-    await this.#confirm(head.number);
+    const started = performance.now();
+    const followMs = this.#followMs;
+    let seen = await this.#network.head();
+    await this.#scan(seen.number);
+    // Head reads at fixed offsets from the tick's start, so they stay HEAD_POLL_MS apart however
+    // long a scan took (a slot a scan ran over is skipped).
+    for (let at = started + HEAD_POLL_MS; at <= started + followMs; at += HEAD_POLL_MS) {
+      const wait = at - performance.now();
+      if (wait < 0) continue;
+      await sleep(wait);
+      const head = await this.#network.head();
+      if (head.hash === seen.hash) continue;
+      seen = head;
+      await this.#scan(head.number);
+    }
+    await this.#confirm(seen.number);
   }
 
   async #scan(headNumber: bigint): Promise<void> {
-    let cursor = await chainRepo.readCursor(this.#db, this.#environment);
+    const [stored, wallets, agentWallets] = await Promise.all([
+      chainRepo.readCursor(this.#db, this.#environment),
+      chainRepo.receivingAddresses(this.#db),
+      chainRepo.agentWalletAddresses(this.#db, this.#environment),
+    ]);
+    let cursor = stored;
     if (!cursor) {
       // First start: watch from the current head on (older history was before this service).
       const start = headNumber > 0n ? headNumber - 1n : 0n;
@@ -74,9 +129,7 @@ export class ChainWatcher {
       cursor = { block: rewound.number, hash: rewound.hash };
     }
 
-    const wallets = await chainRepo.receivingAddresses(this.#db);
     const owner = new Map(wallets.map((w) => [w.address.toLowerCase(), w.workspaceId]));
-    const agentWallets = await chainRepo.agentWalletAddresses(this.#db, this.#environment);
     const agentWallet = new Map(agentWallets.map((w) => [w.address.toLowerCase(), w]));
     const addresses = [...wallets, ...agentWallets].map((w) => w.address as Hex);
     const last =
@@ -90,50 +143,48 @@ export class ChainWatcher {
         this.#network.block(to),
       ]);
       if (!toBlock) return;
-      transfers.sort((a, b) =>
-        a.blockNumber === b.blockNumber ? a.logIndex - b.logIndex : a.blockNumber < b.blockNumber ? -1 : 1,
-      );
+      const forPayments: chainRepo.ObservedTransfer[] = [];
+      const forWallets: Array<[AgentWallet, IncomingTransfer]> = [];
+      for (const transfer of inChainOrder(transfers)) {
+        const address = transfer.to.toLowerCase();
+        const wallet = agentWallet.get(address);
+        if (wallet) forWallets.push([wallet, transfer]);
+        else if (!this.#ignoredSenders.has(transfer.from.toLowerCase()))
+          forPayments.push({ ...transfer, workspaceId: owner.get(address) ?? null });
+      }
       await this.#db.transaction().execute(async (trx) => {
-        for (const transfer of transfers) {
-          const wallet = agentWallet.get(transfer.to.toLowerCase());
-          if (wallet) await this.#walletBalanceChanged(trx, wallet, transfer);
-          else await this.#apply(trx, transfer, owner.get(transfer.to.toLowerCase()) ?? null);
-        }
+        for (const [wallet, transfer] of forWallets) await this.#walletBalanceChanged(trx, wallet, transfer);
+        await this.#detect(trx, forPayments);
         await chainRepo.writeCursor(trx, this.#environment, toBlock.number, toBlock.hash);
       });
       from = to + 1n;
     }
   }
 
-  async #apply(trx: Db, transfer: IncomingTransfer, workspaceId: string | null): Promise<void> {
-    if (this.#ignoredSenders.has(transfer.from.toLowerCase())) return;
-    if (await chainRepo.transferAlreadyRecorded(trx, this.#environment, transfer)) return;
-    const now = this.#now();
-    const payment = await chainRepo.lockMatchingPayment(trx, this.#environment, transfer, now);
-    if (!payment) {
-      await chainRepo.recordUnmatched(trx, this.#environment, workspaceId, transfer, UNMATCHED_REASON);
+  /** Claims and matches a block range's transfers; records the detections' events with them. */
+  async #detect(trx: Db, transfers: chainRepo.ObservedTransfer[]): Promise<void> {
+    const results = await chainRepo.matchTransfers(
+      trx,
+      this.#environment,
+      transfers,
+      DETECT,
+      this.#now(),
+      UNMATCHED_REASON,
+    );
+    const detected = results.flatMap((r) => (r.payment ? [r.payment] : []));
+    if (DETECT.event) await emitPaymentEvents(trx, detected, DETECT.event);
+    for (const { index, payment } of results) {
+      if (payment) continue;
+      const transfer = transfers[index] as chainRepo.ObservedTransfer;
       this.#log.info(
         { txHash: transfer.txHash, token: transfer.token, to: transfer.to },
         "unmatched transfer recorded",
       );
-      return;
     }
-    await applyTransition(trx, payment, "transfer_detected", now, {
-      detected_tx_hash: transfer.txHash,
-      detected_log_index: transfer.logIndex,
-      detected_block: transfer.blockNumber.toString(),
-      detected_block_hash: transfer.blockHash,
-      payer_address: transfer.from,
-      detected_at: now,
-    });
   }
 
   /** A transfer into an agent or user wallet: wallet.balance.updated with the balances around it. */
-  async #walletBalanceChanged(
-    trx: Db,
-    wallet: { id: string; address: string; workspaceId: string; currencies: string[] },
-    transfer: IncomingTransfer,
-  ): Promise<void> {
+  async #walletBalanceChanged(trx: Db, wallet: AgentWallet, transfer: IncomingTransfer): Promise<void> {
     if (!wallet.currencies.includes(transfer.token)) return;
     // The cursor commits with this event, so a block is reported once (a reorg rescan may repeat it:
     // deliveries are at least once anyway).
@@ -156,47 +207,93 @@ export class ChainWatcher {
     ]);
   }
 
+  /** Checks detected payments against the chain: confirmed, moved to another block, or reverted. */
   async #confirm(headNumber: bigint): Promise<void> {
-    const detected = await chainRepo.paymentsInStatus(this.#db, this.#environment, "detected", 500);
-    for (const payment of detected) {
-      const included = await this.#network.transactionBlock(payment.detected_tx_hash as Hex);
-      await this.#db.transaction().execute(async (trx) => {
-        const now = this.#now();
-        if (!included) {
-          await this.#revert(trx, payment, now);
-          return;
-        }
-        const confirmations = headNumber - included.number + 1n;
-        if (confirmations >= BigInt(this.#network.confirmations)) {
-          await applyTransition(trx, payment, "confirmations_met", now, {
-            detected_block: included.number.toString(),
-            detected_block_hash: included.hash,
-            confirmed_at: now,
-          });
-        } else if (included.hash !== payment.detected_block_hash) {
-          await trx
-            .updateTable("payments")
-            .set({ detected_block: included.number.toString(), detected_block_hash: included.hash })
-            .where("id", "=", payment.id)
-            .execute();
-        }
-      });
-    }
-  }
-
-  /** The detecting transaction left the chain: wait for funds again, forget the detection. */
-  async #revert(trx: Db, payment: PaymentRow, now: Date): Promise<void> {
-    this.#log.warn(
-      { paymentId: payment.id, txHash: payment.detected_tx_hash },
-      "detection reverted by a reorg",
+    const detected = await chainRepo.paymentsInStatus(
+      this.#db,
+      this.#environment,
+      CONFIRM.from,
+      CONFIRM_BATCH,
     );
-    await applyTransition(trx, payment, "detection_reverted", now, {
-      detected_tx_hash: null,
-      detected_log_index: null,
-      detected_block: null,
-      detected_block_hash: null,
-      payer_address: null,
-      detected_at: null,
+    if (detected.length === 0) return;
+    // One batched round trip for all receipts (the client batches concurrent calls).
+    const included = await Promise.all(
+      detected.map((p) => this.#network.transactionBlock(p.detected_tx_hash as Hex)),
+    );
+    const plan = planConfirmations(detected, included, headNumber, this.#network.confirmations);
+    if (plan.confirm.length + plan.move.length + plan.revert.length === 0) return;
+    await this.#db.transaction().execute(async (trx) => {
+      const now = this.#now();
+      const confirmed = await chainRepo.confirmDetections(trx, plan.confirm, CONFIRM, now);
+      if (CONFIRM.event) await emitPaymentEvents(trx, confirmed, CONFIRM.event);
+      await chainRepo.moveDetections(trx, plan.move);
+      const reverted = await chainRepo.revertDetections(trx, this.#environment, plan.revert, REVERT, now);
+      if (REVERT.event) await emitPaymentEvents(trx, reverted, REVERT.event);
+      const revertedTx = new Map(plan.revert.map((d) => [d.paymentId, d.txHash]));
+      for (const row of reverted)
+        this.#log.warn(
+          { paymentId: row.id, txHash: revertedTx.get(row.id) },
+          "detection reverted by a reorg",
+        );
     });
   }
+}
+
+type AgentWallet = Awaited<ReturnType<typeof chainRepo.agentWalletAddresses>>[number];
+
+/** How long a tick of a job ticking every `intervalMs` follows the head. */
+export function followTime(intervalMs: number | undefined): number {
+  if (intervalMs === undefined) return 0;
+  return Math.max(0, Math.min(MAX_FOLLOW_MS, intervalMs - FOLLOW_MARGIN_MS));
+}
+
+/** Chain order (block, then log index; a block's native transfers first), each transfer once. */
+export function inChainOrder(transfers: readonly IncomingTransfer[]): IncomingTransfer[] {
+  const seen = new Set<string>();
+  const unique = transfers.filter((t) => {
+    const key = `${t.txHash}:${t.logIndex}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+  // Stable: native transfers (all log index -1) keep their transaction order within a block.
+  return unique.sort((a, b) =>
+    a.blockNumber === b.blockNumber ? a.logIndex - b.logIndex : a.blockNumber < b.blockNumber ? -1 : 1,
+  );
+}
+
+export interface ConfirmationPlan {
+  /** Enough confirmations: → confirmed, at the block the transfer is in now. */
+  confirm: chainRepo.CheckedDetection[];
+  /** Still waiting, but the transfer is now in another block (a reorg re-included it). */
+  move: chainRepo.CheckedDetection[];
+  /** The transfer is no longer in the chain: → pending again. */
+  revert: Array<Omit<chainRepo.CheckedDetection, "block">>;
+}
+
+/**
+ * What the chain says about each detected payment: `included[i]` is the block now holding the
+ * transaction of `detected[i]` (null: in no block); a transfer in block b has head − b + 1
+ * confirmations.
+ */
+export function planConfirmations(
+  detected: readonly PaymentRow[],
+  included: ReadonlyArray<BlockRef | null>,
+  headNumber: bigint,
+  required: number,
+): ConfirmationPlan {
+  const plan: ConfirmationPlan = { confirm: [], move: [], revert: [] };
+  detected.forEach((payment, i) => {
+    if (payment.detected_tx_hash === null || payment.detected_log_index === null) return;
+    const detection = {
+      paymentId: payment.id,
+      txHash: payment.detected_tx_hash,
+      logIndex: payment.detected_log_index,
+    };
+    const block = included[i];
+    if (!block) plan.revert.push(detection);
+    else if (headNumber - block.number + 1n >= BigInt(required)) plan.confirm.push({ ...detection, block });
+    else if (block.hash !== payment.detected_block_hash) plan.move.push({ ...detection, block });
+  });
+  return plan;
 }

@@ -1,13 +1,21 @@
 import type { Kysely, Updateable } from "kysely";
 import type { Environment } from "../../config.ts";
-import { type PaymentStatus, type PaymentTrigger, transition } from "../../domain/payment-state.ts";
+import {
+  type PaymentEventType,
+  type PaymentStatus,
+  type PaymentTrigger,
+  TRANSITIONS,
+  transition,
+} from "../../domain/payment-state.ts";
 import type { DatabaseSchema, PaymentRow, PaymentsTable } from "../../platform/db/schema.ts";
 import { ApiError } from "../../platform/http/errors.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import { toPaymentView } from "./view.ts";
 
 // The one way a payment changes status: the domain table decides, the row moves only if it is
-// still where the decision started (compare-and-set), and the event is written with it.
+// still where the decision started (compare-and-set), and the event is written with it. One row:
+// applyTransition; many rows in one statement (the chain watcher): batchTransition gives the
+// statement its rule and emitPaymentEvents writes the events of the rows it moved.
 
 export class TransitionRefused extends ApiError {
   constructor(status: string, trigger: PaymentTrigger) {
@@ -32,21 +40,49 @@ export async function applyTransition(
     .returningAll()
     .executeTakeFirst();
   if (!updated) throw new ApiError(409, "Payment changed concurrently; retry");
-  if (decided.event) await emitPaymentEvent(trx, updated, decided.event);
+  if (decided.event) await emitPaymentEvents(trx, [updated], decided.event);
   return updated;
 }
 
-export async function emitPaymentEvent(
+/** A trigger's rule, for a statement that moves many payments at once. */
+export interface BatchTransition {
+  /** The statement's compare-and-set: it only touches rows still in this status. */
+  from: PaymentStatus;
+  to: PaymentStatus;
+  /** Emitted (emitPaymentEvents) for every row the statement moved, in the same transaction. */
+  event: PaymentEventType | null;
+}
+
+/**
+ * The same table decides for set-based statements (the chain watcher's): the statement filters on
+ * `from`, sets `to`, and returns the rows it moved for their events. A batch starts from exactly
+ * one status so that its filter is a plain equality the partial indexes on status can serve.
+ */
+export function batchTransition(trigger: PaymentTrigger): BatchTransition {
+  const rule = TRANSITIONS[trigger];
+  const [from, ...others] = rule.from;
+  if (from === undefined || others.length > 0)
+    throw new Error(`${trigger} does not start from exactly one status`);
+  return { from, to: rule.to, event: rule.event };
+}
+
+/** Events are written this many per statement (each takes 4 bind parameters of the 65,535). */
+const EVENTS_PER_STATEMENT = 1_000;
+
+export async function emitPaymentEvents(
   trx: Kysely<DatabaseSchema>,
-  row: PaymentRow,
+  rows: readonly PaymentRow[],
   type: string,
 ): Promise<void> {
-  await recordEvents(trx, [
-    {
-      workspaceId: row.workspace_id,
-      environment: row.environment as Environment,
-      type,
-      payload: toPaymentView(row) as unknown as Record<string, unknown>,
-    },
-  ]);
+  for (let i = 0; i < rows.length; i += EVENTS_PER_STATEMENT) {
+    await recordEvents(
+      trx,
+      rows.slice(i, i + EVENTS_PER_STATEMENT).map((row) => ({
+        workspaceId: row.workspace_id,
+        environment: row.environment as Environment,
+        type,
+        payload: toPaymentView(row) as unknown as Record<string, unknown>,
+      })),
+    );
+  }
 }

@@ -15,13 +15,14 @@ import * as ledgerEntries from "./migrations/006_ledger_entries.ts";
 import * as smartWallets from "./migrations/007_smart_wallets.ts";
 import * as agents from "./migrations/008_agents_and_wallets.ts";
 import * as rejectedTransactions from "./migrations/010_rejected_transactions.ts";
+import * as observedTransfers from "./migrations/011_observed_transfers.ts";
 import type { DatabaseSchema } from "./schema.ts";
 
 export type Db = Kysely<DatabaseSchema>;
 
 // Migrations are listed here rather than read from a folder so that the same list runs from
 // `node src/main.ts`, the CLI and vitest without a file-system loader.
-const MIGRATIONS: Record<string, Migration> = {
+export const MIGRATIONS: Record<string, Migration> = {
   "001_foundation": foundation,
   "002_webhooks": webhooks,
   "003_crypto_rail": cryptoRail,
@@ -31,6 +32,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "007_smart_wallets": smartWallets,
   "008_agents_and_wallets": agents,
   "010_rejected_transactions": rejectedTransactions,
+  "011_observed_transfers": observedTransfers,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -150,6 +150,15 @@ export interface UnmatchedTransfersTable {
   created_at: Generated<Date>;
 }
 
+/** The chain watcher's claim on a transfer it has accounted for (migration 011). */
+export interface ObservedTransfersTable {
+  environment: string;
+  tx_hash: string;
+  log_index: number;
+  block_number: ColumnType<string, string | bigint, string | bigint>;
+  created_at: Generated<Date>;
+}
+
 export interface ChainTransactionsTable {
   id: Generated<string>;
   environment: string;
@@ -278,6 +287,7 @@ export interface DatabaseSchema {
   webhook_deliveries: WebhookDeliveriesTable;
   chain_cursors: ChainCursorsTable;
   unmatched_transfers: UnmatchedTransfersTable;
+  observed_transfers: ObservedTransfersTable;
   chain_transactions: ChainTransactionsTable;
   job_leases: JobLeasesTable;
   payouts: PayoutsTable;
