@@ -305,8 +305,10 @@ describe("webhook delivery", () => {
       ReceivedRequest,
     ];
     expect(deliveryId(second)).toBe(deliveryId(first));
-    // The first attempt was given up after the 300 ms timeout, then the 100 ms delay passed.
-    expect(second.receivedAt - first.receivedAt).toBeGreaterThanOrEqual(350);
+    // The first attempt was given up after the 300 ms timeout, then the delay (100 ms ±20%)
+    // passed. The timeout runs from before the receiver saw the request and timers may fire a
+    // little early on a busy machine (339 ms was seen once), so the bound is the timeout alone.
+    expect(second.receivedAt - first.receivedAt).toBeGreaterThanOrEqual(290);
     expect(second.receivedAt - first.receivedAt).toBeLessThan(3_000);
 
     const [delivery] = await until("two attempts in the log", async () => {
