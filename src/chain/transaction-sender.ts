@@ -52,6 +52,7 @@ function errorText(err: unknown): string {
 }
 
 const RECEIPT_TIMEOUT_MS = 60_000;
+const NOT_SENT_AFTER_REFUSAL = "not sent: an earlier transaction of its batch was refused";
 
 export class TransactionSender {
   readonly #db: Db;
@@ -96,16 +97,12 @@ export class TransactionSender {
             submitted.push({ ...sent, refusal });
             // Later transactions of this batch were signed with the nonces after it.
             for (const later of recorded.slice(recorded.indexOf(tx) + 1)) {
-              await this.#settle(
-                later.hash,
-                "rejected",
-                "not sent: an earlier transaction of its batch was refused",
-              );
+              await this.#settle(later.hash, "rejected", NOT_SENT_AFTER_REFUSAL);
               submitted.push({
                 txHash: later.hash,
                 token: later.token,
                 purpose: later.purpose,
-                refusal: "not sent: an earlier transaction of its batch was refused",
+                refusal: NOT_SENT_AFTER_REFUSAL,
               });
             }
             break;

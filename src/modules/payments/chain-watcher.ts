@@ -84,12 +84,11 @@ export class ChainWatcher {
    */
   async tick(): Promise<void> {
     const started = performance.now();
-    const followMs = this.#followMs;
     let seen = await this.#network.head();
     await this.#scan(seen.number);
     // Head reads at fixed offsets from the tick's start, so they stay HEAD_POLL_MS apart however
     // long a scan took (a slot a scan ran over is skipped).
-    for (let at = started + HEAD_POLL_MS; at <= started + followMs; at += HEAD_POLL_MS) {
+    for (let at = started + HEAD_POLL_MS; at <= started + this.#followMs; at += HEAD_POLL_MS) {
       const wait = at - performance.now();
       if (wait < 0) continue;
       await sleep(wait);

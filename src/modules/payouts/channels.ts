@@ -21,8 +21,6 @@ export interface Submission {
 const settled = (outcome: SendOutcome): Submission => ({ outcome: Promise.resolve(outcome) });
 
 export interface PayoutChannel {
-  /** The sending wallet pays gas in ETH (checked before a payout, see `gasRequired`). */
-  readonly chargesGas: boolean;
   /**
    * A wallet's transfers can be sent one after the other without waiting for the previous one's
    * outcome (nonce order, `submit` resolves once broadcast): the payout service may then start the
@@ -30,8 +28,8 @@ export interface PayoutChannel {
    */
   readonly pipelined: boolean;
   balance(address: Hex, token: ChainToken): Promise<bigint>;
-  /** For the EOA path: ETH needed for gas of one transfer, or null when gas is not a concern. */
-  gasRequired(token: ChainToken): Promise<bigint | null>;
+  /** Where the sending wallet pays gas (the EOA path): ETH needed for one transfer's gas. */
+  gasRequired?(token: ChainToken): Promise<bigint>;
   /** `record` is called with a user operation's hash and signed body before it is sent (smart wallets). */
   submit(
     payoutId: string,
@@ -46,7 +44,6 @@ export interface PayoutChannel {
 }
 
 export class LedgerChannel implements PayoutChannel {
-  readonly chargesGas = false;
   // Instant and final: nothing to overlap, and the breaker sees each outcome before the next.
   readonly pipelined = false;
   readonly #ledger: SimulatedLedger;
@@ -60,10 +57,6 @@ export class LedgerChannel implements PayoutChannel {
 
   balance(address: Hex, token: ChainToken): Promise<bigint> {
     return this.#ledger.balance(address, token);
-  }
-
-  async gasRequired(): Promise<bigint | null> {
-    return null; // the simulated ledger charges no gas
   }
 
   async submit(
@@ -88,7 +81,6 @@ export class LedgerChannel implements PayoutChannel {
 }
 
 export class NetworkChannel implements PayoutChannel {
-  readonly chargesGas = true;
   readonly pipelined = true;
   readonly #network: Network;
   readonly #sender: TransactionSender;
@@ -102,7 +94,7 @@ export class NetworkChannel implements PayoutChannel {
     return this.#network.balance(address, token);
   }
 
-  gasRequired(token: ChainToken): Promise<bigint | null> {
+  gasRequired(token: ChainToken): Promise<bigint> {
     return this.#network.transferGasCost(token);
   }
 
@@ -134,7 +126,6 @@ export class NetworkChannel implements PayoutChannel {
  * EOA, gas paid by the paymaster, recorded (hash and signed body) before it goes to the bundler.
  */
 export class SmartWalletChannel implements PayoutChannel {
-  readonly chargesGas = false;
   // The operation's nonce comes from the EntryPoint when it is prepared: one at a time.
   readonly pipelined = false;
   readonly #network: Network;
@@ -149,26 +140,20 @@ export class SmartWalletChannel implements PayoutChannel {
     return this.#network.balance(address, token);
   }
 
-  async gasRequired(): Promise<bigint | null> {
-    return null; // sponsored by the paymaster
-  }
-
   async submit(
-    payoutId: string,
+    _payoutId: string,
     signingKey: () => Promise<Hex>,
-    from: Hex,
+    _from: Hex,
     to: Hex,
     token: ChainToken,
     amount: bigint,
     record?: (userOpHash: string, operation: string) => Promise<void>,
   ): Promise<Submission> {
-    return settled(await this.#send(payoutId, await signingKey(), from, to, token, amount, record));
+    return settled(await this.#send(await signingKey(), to, token, amount, record));
   }
 
   async #send(
-    _payoutId: string,
     ownerKey: Hex,
-    _from: Hex,
     to: Hex,
     token: ChainToken,
     amount: bigint,

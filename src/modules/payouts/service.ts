@@ -104,10 +104,7 @@ export class PayoutsService {
     this.#mailer = mailer;
   }
 
-  async create(
-    principal: KeyPrincipal,
-    body: unknown,
-  ): Promise<{ status: number; body: Record<string, unknown> }> {
+  async create(principal: KeyPrincipal, body: unknown): Promise<PayoutResponse> {
     const validated = validatePayoutRequest(body);
     if (!validated.ok) throw badRequest(validated.message);
     const request = validated.value;
@@ -162,8 +159,8 @@ export class PayoutsService {
       // What payouts in flight will still take is on the balance the chain reports.
       const [chainBalance, gas, chainEth] = await Promise.all([
         channel.balance(from, token),
-        channel.chargesGas ? channel.gasRequired(token) : null,
-        channel.chargesGas && token !== "ETH" ? channel.balance(from, "ETH") : null,
+        channel.gasRequired ? channel.gasRequired(token) : null,
+        channel.gasRequired && token !== "ETH" ? channel.balance(from, "ETH") : null,
       ]);
       const balance = chainBalance - this.#pipeline.reserved(scopeKey, token);
       if (balance < request.amount) {
@@ -365,10 +362,7 @@ export class PayoutsService {
     });
   }
 
-  async #duplicate(
-    principal: KeyPrincipal,
-    existing: repo.PayoutRow,
-  ): Promise<{ status: number; body: Record<string, unknown> }> {
+  async #duplicate(principal: KeyPrincipal, existing: repo.PayoutRow): Promise<PayoutResponse> {
     let row = existing;
     const deadline = Date.now() + WAIT_FOR_ORIGINAL_MS;
     while (row.status === "processing" && Date.now() < deadline) {
