@@ -103,6 +103,9 @@ class ScriptedChain implements Network {
     return 0n;
   }
 
+  accountAt(): never {
+    throw new Error("not used by the watcher");
+  }
   pendingNonce(): Promise<number> {
     throw new Error("not used by the watcher");
   }

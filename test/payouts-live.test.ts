@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
+import { createServer as createHttpServer } from "node:http";
+import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -128,6 +129,46 @@ function outbox(ws: CreatedWorkspace, type: string) {
     .where("event_type", "=", type)
     .orderBy("id")
     .execute();
+}
+
+/**
+ * A JSON-RPC endpoint in front of the devnet that answers null (not found) for the receipt and
+ * the transaction of held hashes (every hash while `holdAll`), as a lagging node would.
+ */
+async function startReceiptHoldingProxy(target: string) {
+  const held = new Set<string>();
+  const proxy = { held, holdAll: false, url: "", close: async () => {} };
+  const lookups = new Set(["eth_getTransactionReceipt", "eth_getTransactionByHash"]);
+  const server = createHttpServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const body = Buffer.concat(chunks).toString();
+    const calls = ([] as { id: unknown; method: string; params?: unknown[] }[]).concat(JSON.parse(body));
+    const upstream = await fetch(target, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body,
+    });
+    const answer = (await upstream.json()) as
+      | { id: unknown; result?: unknown }
+      | { id: unknown; result?: unknown }[];
+    for (const reply of Array.isArray(answer) ? answer : [answer]) {
+      const call = calls.find((c) => c.id === reply.id);
+      const hash = String(call?.params?.[0] ?? "").toLowerCase();
+      if (call && lookups.has(call.method) && (proxy.holdAll || held.has(hash))) {
+        reply.result = null;
+      }
+    }
+    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(answer));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  proxy.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  proxy.close = () =>
+    new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    });
+  return proxy;
 }
 
 describe("live payouts on the devnet", () => {
@@ -362,6 +403,58 @@ describe("live payouts on the devnet", () => {
       expect(recorded.every((r) => r.status === "mined")).toBe(true);
     } finally {
       await restoreMining();
+    }
+  }, 120_000);
+
+  it("a payout mined before the service has seen its receipt is not subtracted twice from the balance", async () => {
+    // The node's RPC answers "no receipt yet" for the first payout although its block is mined,
+    // as a node behind on its index would. Meanwhile the chain balance already shows it spent: the
+    // next payout's check must not also subtract it as in flight.
+    const rpcProxy = await startReceiptHoldingProxy(devnet.rpcUrl);
+    const app = await startTestApp(liveNetworkEnv(devnet, { LIVE_RPC_URL: rpcProxy.url }));
+    try {
+      const ws = await createWorkspace(app);
+      await fund(ws.eoaAddress, { USDC: "100", ETH: "1" });
+      rpcProxy.holdAll = true;
+      const first = app.request({
+        method: "POST",
+        url: "/api/v1/payouts",
+        headers: bearer(ws.liveKey),
+        payload: { tokenSymbol: "USDC", amount: "60", destinationAddress: randomAddress() },
+      });
+      let firstHash: Hex | undefined;
+      while (!firstHash) {
+        firstHash = (await chainTransactionsFrom(ws.eoaAddress, app.database.db))[0]?.tx_hash as Hex;
+        if (!firstHash) await new Promise((r) => setTimeout(r, 10));
+      }
+      expect((await chain.waitForTransactionReceipt({ hash: firstHash })).status).toBe("success");
+      expect(await usdcBalance(ws.eoaAddress)).toBe(40_000_000n);
+      rpcProxy.held.add(firstHash);
+      rpcProxy.holdAll = false;
+
+      const second = await app.request({
+        method: "POST",
+        url: "/api/v1/payouts",
+        headers: bearer(ws.liveKey),
+        payload: { tokenSymbol: "USDC", amount: "40", destinationAddress: randomAddress() },
+      });
+      expect(second.statusCode, second.body).toBe(200);
+      // The first payout was still waiting for its receipt meanwhile.
+      expect(await Promise.race([first.then(() => "answered"), Promise.resolve("waiting")])).toBe("waiting");
+
+      rpcProxy.held.clear();
+      const firstResponse = await first;
+      expect(firstResponse.statusCode, firstResponse.body).toBe(200);
+      expect(firstResponse.json().payout.txHash).toBe(firstHash);
+      expect(await usdcBalance(ws.eoaAddress)).toBe(0n);
+      const recorded = await chainTransactionsFrom(ws.eoaAddress, app.database.db);
+      expect(recorded.map((r) => [Number(r.nonce), r.status])).toEqual([
+        [0, "mined"],
+        [1, "mined"],
+      ]);
+    } finally {
+      await app.close();
+      await rpcProxy.close();
     }
   }, 120_000);
 

@@ -35,6 +35,14 @@ export interface SignedTransaction {
   nonce: number;
 }
 
+/** An account as of one block: reading balances and the nonce at one block keeps them consistent. */
+export interface AccountState {
+  block: bigint;
+  balances: Partial<Record<ChainToken, bigint>>;
+  /** Transactions of the account mined up to `block` (its nonce there). */
+  minedNonce: number;
+}
+
 export type ReceiptStatus = "success" | "reverted" | "not_found";
 
 export interface Network {
@@ -55,6 +63,8 @@ export interface Network {
   /** Whether a transaction is (still) in the canonical chain, and at which block. */
   transactionBlock(txHash: Hex): Promise<BlockRef | null>;
   balance(address: Hex, token: ChainToken): Promise<bigint>;
+  /** Balances of `tokens` and the mined nonce of `address`, all read at the latest block. */
+  accountAt(address: Hex, tokens: readonly ChainToken[]): Promise<AccountState>;
   /** Next nonce of an account including its pending transactions. */
   pendingNonce(address: Hex): Promise<number>;
   /** Signs without sending, so the caller can record the transaction before broadcast. */

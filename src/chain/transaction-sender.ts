@@ -19,6 +19,7 @@ export interface OutgoingTransfer extends TransferRequest {
 
 export interface SubmittedTransfer {
   txHash: Hex;
+  nonce: number;
   token: ChainToken;
   purpose: string;
   /** Why the node refused it (it was never sent, its nonce is free again); null when broadcast. */
@@ -81,7 +82,13 @@ export class TransactionSender {
       const recorded = await this.#signAndRecord(privateKey, from, transfers);
       const submitted: SubmittedTransfer[] = [];
       for (const tx of recorded) {
-        const sent = { txHash: tx.hash, token: tx.token, purpose: tx.purpose, refusal: null };
+        const sent = {
+          txHash: tx.hash,
+          nonce: tx.nonce,
+          token: tx.token,
+          purpose: tx.purpose,
+          refusal: null,
+        };
         try {
           await this.#network.broadcast(tx.raw);
           submitted.push(sent);
@@ -100,6 +107,7 @@ export class TransactionSender {
               await this.#settle(later.hash, "rejected", NOT_SENT_AFTER_REFUSAL);
               submitted.push({
                 txHash: later.hash,
+                nonce: later.nonce,
                 token: later.token,
                 purpose: later.purpose,
                 refusal: NOT_SENT_AFTER_REFUSAL,

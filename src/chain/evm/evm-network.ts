@@ -13,6 +13,7 @@ import {
 import { privateKeyToAccount } from "viem/accounts";
 import type { NetworkConfig } from "../../config.ts";
 import type {
+  AccountState,
   BlockRef,
   ChainToken,
   Hex,
@@ -165,8 +166,8 @@ export class EvmNetwork implements Network {
     }
   }
 
-  async balance(address: Hex, token: ChainToken): Promise<bigint> {
-    if (token === "ETH") return this.#client.getBalance({ address });
+  async balance(address: Hex, token: ChainToken, blockNumber?: bigint): Promise<bigint> {
+    if (token === "ETH") return this.#client.getBalance({ address, blockNumber });
     const tokenAddress = this.#tokenAddress.get(token);
     if (!tokenAddress) throw new Error(`${token} is not configured on the ${this.environment} network`);
     return this.#client.readContract({
@@ -174,7 +175,20 @@ export class EvmNetwork implements Network {
       abi: erc20Abi,
       functionName: "balanceOf",
       args: [address],
+      blockNumber,
     });
+  }
+
+  async accountAt(address: Hex, tokens: readonly ChainToken[]): Promise<AccountState> {
+    // The block is pinned first: "latest" read twice may be two different blocks.
+    const block = await this.#client.getBlockNumber({ cacheTime: 0 });
+    const [minedNonce, ...values] = await Promise.all([
+      this.#client.getTransactionCount({ address, blockNumber: block }),
+      ...tokens.map((token) => this.balance(address, token, block)),
+    ]);
+    const balances: AccountState["balances"] = {};
+    for (const [i, token] of tokens.entries()) balances[token] = values[i] as bigint;
+    return { block, balances, minedNonce: minedNonce as number };
   }
 
   async pendingNonce(address: Hex): Promise<number> {

@@ -15,7 +15,22 @@ export interface SendOutcome {
 
 /** A payout handed to its channel: `outcome` resolves with how it ended. */
 export interface Submission {
+  /** The nonce of its transaction, where the channel sends one from the wallet itself. */
+  nonce?: number;
   outcome: Promise<SendOutcome>;
+}
+
+/** A wallet's balances, with its mined nonce where they were read at one block of a network. */
+export interface WalletFunds {
+  balances: Partial<Record<ChainToken, bigint>>;
+  minedNonce: number | null;
+}
+
+async function balancesOf(channel: PayoutChannel, address: Hex, tokens: readonly ChainToken[]) {
+  const values = await Promise.all(tokens.map((token) => channel.balance(address, token)));
+  const funds: WalletFunds = { balances: {}, minedNonce: null };
+  for (const [i, token] of tokens.entries()) funds.balances[token] = values[i];
+  return funds;
 }
 
 const settled = (outcome: SendOutcome): Submission => ({ outcome: Promise.resolve(outcome) });
@@ -28,6 +43,8 @@ export interface PayoutChannel {
    */
   readonly pipelined: boolean;
   balance(address: Hex, token: ChainToken): Promise<bigint>;
+  /** Balances of `tokens` for a payout's checks (with the mined nonce, on a pipelined channel). */
+  funds(address: Hex, tokens: readonly ChainToken[]): Promise<WalletFunds>;
   /** Where the sending wallet pays gas (the EOA path): ETH needed for one transfer's gas. */
   gasRequired?(token: ChainToken): Promise<bigint>;
   /** `record` is called with a user operation's hash and signed body before it is sent (smart wallets). */
@@ -57,6 +74,10 @@ export class LedgerChannel implements PayoutChannel {
 
   balance(address: Hex, token: ChainToken): Promise<bigint> {
     return this.#ledger.balance(address, token);
+  }
+
+  funds(address: Hex, tokens: readonly ChainToken[]): Promise<WalletFunds> {
+    return balancesOf(this, address, tokens);
   }
 
   async submit(
@@ -94,6 +115,13 @@ export class NetworkChannel implements PayoutChannel {
     return this.#network.balance(address, token);
   }
 
+  async funds(address: Hex, tokens: readonly ChainToken[]): Promise<WalletFunds> {
+    // One block for balances and nonce: the payout service tells by the nonce which of the
+    // wallet's transactions in flight that balance already paid for.
+    const state = await this.#network.accountAt(address, tokens);
+    return { balances: state.balances, minedNonce: state.minedNonce };
+  }
+
   gasRequired(token: ChainToken): Promise<bigint> {
     return this.#network.transferGasCost(token);
   }
@@ -117,7 +145,7 @@ export class NetworkChannel implements PayoutChannel {
       }
       return { txHash: sent.txHash, status: "pending", error: null };
     });
-    return { outcome };
+    return { nonce: submitted[0]?.nonce, outcome };
   }
 }
 
@@ -138,6 +166,10 @@ export class SmartWalletChannel implements PayoutChannel {
 
   balance(address: Hex, token: ChainToken): Promise<bigint> {
     return this.#network.balance(address, token);
+  }
+
+  funds(address: Hex, tokens: readonly ChainToken[]): Promise<WalletFunds> {
+    return balancesOf(this, address, tokens);
   }
 
   async submit(

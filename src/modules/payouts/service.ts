@@ -21,7 +21,7 @@ import type { Mailer } from "../../platform/mail/mailer.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import type { PayoutChannel, SendOutcome } from "./channels.ts";
-import { InFlightPayouts } from "./in-flight.ts";
+import { type InFlightPayout, InFlightPayouts, stillToTake } from "./in-flight.ts";
 import * as repo from "./repo.ts";
 
 // Synchronous payouts (part 4.10, D6) guarded by the circuit breaker (part 3). One workspace
@@ -156,13 +156,15 @@ export class PayoutsService {
       const token = request.tokenSymbol;
       const decimals = TOKEN_DECIMALS[token];
 
-      // What payouts in flight will still take is on the balance the chain reports.
-      const [chainBalance, gas, chainEth] = await Promise.all([
-        channel.balance(from, token),
+      // Payouts in flight are on the balance the chain reports until their transactions are
+      // mined; the snapshot is taken before the balance is read (InFlightPayouts.snapshot).
+      const inFlight = this.#pipeline.snapshot(scopeKey);
+      const gasInEth = channel.gasRequired !== undefined && token !== "ETH";
+      const [funds, gas] = await Promise.all([
+        channel.funds(from, gasInEth ? [token, "ETH"] : [token]),
         channel.gasRequired ? channel.gasRequired(token) : null,
-        channel.gasRequired && token !== "ETH" ? channel.balance(from, "ETH") : null,
       ]);
-      const balance = chainBalance - this.#pipeline.reserved(scopeKey, token);
+      const balance = (funds.balances[token] ?? 0n) - stillToTake(inFlight, token, funds.minedNonce);
       if (balance < request.amount) {
         throw badRequest("Insufficient balance", {
           available: formatAmount(balance < 0n ? 0n : balance, decimals),
@@ -171,8 +173,9 @@ export class PayoutsService {
         });
       }
       if (gas !== null) {
-        const ethBalance =
-          chainEth === null ? balance - request.amount : chainEth - this.#pipeline.reserved(scopeKey, "ETH");
+        const ethBalance = gasInEth
+          ? (funds.balances.ETH ?? 0n) - stillToTake(inFlight, "ETH", funds.minedNonce)
+          : balance - request.amount;
         if (ethBalance < gas) {
           const shown = ethBalance < 0n ? 0n : ethBalance;
           throw badRequest("Insufficient ETH for gas", {
@@ -200,14 +203,19 @@ export class PayoutsService {
         if (!existing) throw new ApiError(500, "Payout failed");
         return { result: this.#duplicate(principal, existing) };
       }
-      const sent = this.#send(scope, payout, channel, owner, now);
+      let reservation: InFlightPayout | undefined;
+      // The callback runs after `submit` resolves, so after `reservation` is set below.
+      const sent = this.#send(scope, payout, channel, owner, now, (nonce) => {
+        if (reservation) reservation.nonce = nonce;
+      });
       if (channel.pipelined && breaker.failStreak === 0) {
         // The wallet's next payout may be checked and signed (the next nonce) while this one is
         // signed, broadcast and mined: a nonce pipeline. What it will take from the wallet stays
-        // reserved until it is finished.
+        // reserved until its transaction is mined.
         const amounts: Partial<Record<ChainToken, bigint>> = { [token]: request.amount };
         if (gas !== null) amounts.ETH = (amounts.ETH ?? 0n) + gas;
-        this.#pipeline.add(scopeKey, { amounts, done: sent });
+        reservation = { amounts, done: sent };
+        this.#pipeline.add(scopeKey, reservation);
         return { result: sent };
       }
       // After a failure (and where there is no receipt to wait for) the next payout waits for
@@ -225,6 +233,8 @@ export class PayoutsService {
     channel: PayoutChannel,
     owner: Hex,
     now: Date,
+    /** Told the nonce of the payout's transaction once it is broadcast. */
+    onBroadcast?: (nonce: number | undefined) => void,
   ): Promise<PayoutResponse> {
     this.#inFlight.add(payout.id);
     try {
@@ -239,6 +249,7 @@ export class PayoutsService {
           BigInt(payout.amount),
           (userOpHash, operation) => repo.recordUserOperation(this.#ctx.db, payout.id, userOpHash, operation),
         );
+        onBroadcast?.(submission.nonce);
         try {
           outcome = await submission.outcome;
         } catch (err) {
