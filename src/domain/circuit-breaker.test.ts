@@ -60,6 +60,16 @@ describe("circuit breaker", () => {
     expect(recordSuccess(paused)).toEqual(paused);
   });
 
+  it("returns the same state when a success changes nothing, so the caller writes nothing", () => {
+    const fresh = { status: "active" as const, failStreak: 0, pausedAt: null, reason: null };
+    expect(recordSuccess(fresh)).toBe(fresh);
+    const paused = { status: "paused" as const, failStreak: 3, pausedAt: t0, reason: "x" };
+    expect(recordSuccess(paused)).toBe(paused);
+    const resumedWithReason = { status: "active" as const, failStreak: 0, pausedAt: null, reason: "x" };
+    expect(recordSuccess(resumedWithReason)).not.toBe(resumedWithReason);
+    expect(recordSuccess(resumedWithReason)).toEqual(INITIAL_BREAKER);
+  });
+
   it("reports the previous streak and reason on resume, resumed only when paused", () => {
     const paused = { status: "paused" as const, failStreak: 3, pausedAt: t0, reason: "x" };
     expect(resume(paused)).toEqual({

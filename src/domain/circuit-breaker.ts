@@ -58,10 +58,13 @@ export function recordFailure(state: BreakerState, reason: string, now: Date): F
 /**
  * After a successful payout: an active breaker's streak starts again. A pause stays: a payout
  * sent before the pause (one wallet's payouts overlap while they are mined) and mined after it
- * does not lift it; only a resume or its 30 minutes do.
+ * does not lift it; only a resume or its 30 minutes do. Returns `state` itself when the success
+ * changes nothing (most successes follow successes), so a caller can skip writing it.
  */
 export function recordSuccess(state: BreakerState): BreakerState {
-  return state.status === "active" ? INITIAL_BREAKER : state;
+  if (state.status !== "active") return state;
+  const reset = state.failStreak === 0 && state.pausedAt === null && state.reason === null;
+  return reset ? state : INITIAL_BREAKER;
 }
 
 export interface ResumeOutcome {
