@@ -1,3 +1,4 @@
+import { LRUCache } from "lru-cache";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import type { AppContext } from "../../context.ts";
 import { isAddress, isUuid } from "../../domain/validation.ts";
@@ -66,6 +67,11 @@ function validateInput(input: CreateWorkspaceInput): void {
 
 export class WorkspacesService {
   readonly #ctx: AppContext;
+  /**
+   * Encrypted EOA keys by workspace. A workspace's EOA row is written once and never changed, so
+   * the ciphertext can be kept; it is decrypted for each use, and the plain key is never kept.
+   */
+  readonly #encryptedKeys = new LRUCache<string, { address: string; encrypted: string }>({ max: 10_000 });
 
   constructor(ctx: AppContext) {
     this.#ctx = ctx;
@@ -107,16 +113,23 @@ export class WorkspacesService {
 
   /** The decrypted key of a service-held workspace wallet, for signing settlements and payouts. */
   async signingKey(workspaceId: string, address: string): Promise<`0x${string}`> {
-    const row = await this.#ctx.db
-      .selectFrom("workspace_wallets")
-      .select(["encrypted_private_key", "address"])
-      .where("workspace_id", "=", workspaceId)
-      .where("kind", "=", "eoa")
-      .executeTakeFirst();
-    if (!row?.encrypted_private_key || row.address.toLowerCase() !== address.toLowerCase()) {
+    let held = this.#encryptedKeys.get(workspaceId);
+    if (!held) {
+      const row = await this.#ctx.db
+        .selectFrom("workspace_wallets")
+        .select(["encrypted_private_key", "address"])
+        .where("workspace_id", "=", workspaceId)
+        .where("kind", "=", "eoa")
+        .executeTakeFirst();
+      if (row?.encrypted_private_key) {
+        held = { address: row.address, encrypted: row.encrypted_private_key };
+        this.#encryptedKeys.set(workspaceId, held);
+      }
+    }
+    if (!held || held.address.toLowerCase() !== address.toLowerCase()) {
       throw new Error(`no signing key held for ${address}`);
     }
-    return this.#ctx.secrets.decrypt(row.encrypted_private_key) as `0x${string}`;
+    return this.#ctx.secrets.decrypt(held.encrypted) as `0x${string}`;
   }
 
   /** EOAs of every workspace, for the gas top-up job. */
