@@ -16,6 +16,7 @@ import * as smartWallets from "./migrations/007_smart_wallets.ts";
 import * as agents from "./migrations/008_agents_and_wallets.ts";
 import * as rejectedTransactions from "./migrations/010_rejected_transactions.ts";
 import * as observedTransfers from "./migrations/011_observed_transfers.ts";
+import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
 
 export type Db = Kysely<DatabaseSchema>;
@@ -57,7 +58,11 @@ export interface Database {
 
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
   if (options.databaseUrl) {
-    const pool = new pg.Pool({ connectionString: options.databaseUrl, max: options.poolSize ?? 10 });
+    const pool = new pg.Pool({
+      connectionString: options.databaseUrl,
+      max: options.poolSize ?? 10,
+      Client: PreparingClient,
+    });
     // An idle client that errors (server restart) must not crash the process; the pool replaces it.
     pool.on("error", () => {});
     const db = new Kysely<DatabaseSchema>({ dialect: new PostgresDialect({ pool }) });

@@ -1,0 +1,68 @@
+import { LRUCache } from "lru-cache";
+import pg from "pg";
+
+// A pg client that runs the statements the service repeats as named prepared statements, as
+// postgres.js does by default. Kysely sends one SQL text per query shape with the values as
+// parameters, so the same few hundred texts recur; unnamed, PostgreSQL parses, analyses and plans
+// each one on every execution, which cost more server CPU than executing them (the payment
+// create statement is five inserts in one CTE). Named, a connection parses it once and can keep
+// its plan.
+//
+// Bounds: a text is prepared only from its second use (one-off texts, such as a VALUES list of an
+// unusual length, never are), and a connection holds at most MAX_PREPARED_PER_CONNECTION of
+// them; past that it runs texts unnamed.
+//
+// A prepared SELECT * fails with "cached plan must not change result type" once a migration of
+// another instance changes the table. Outside a transaction the statement is prepared again under
+// a new name and run once more; inside one the error reaches the caller, as any error there does.
+
+export const MAX_PREPARED_PER_CONNECTION = 200;
+const SEEN_TEXTS = 5_000;
+
+/** Statement texts seen by this process: their number (for names) and whether they recurred. */
+const texts = new LRUCache<string, { id: number; repeated: boolean }>({ max: SEEN_TEXTS });
+let nextId = 0;
+
+function statementId(text: string): number | undefined {
+  const seen = texts.get(text);
+  if (!seen) {
+    texts.set(text, { id: nextId++, repeated: false });
+    return undefined;
+  }
+  seen.repeated = true;
+  return seen.id;
+}
+
+function isChangedResultType(err: unknown): boolean {
+  const e = err as { code?: string; message?: string } | undefined;
+  return e?.code === "0A000" && /cached plan must not change result type/.test(e.message ?? "");
+}
+
+type QueryResult = pg.QueryResult<pg.QueryResultRow>;
+
+export class PreparingClient extends pg.Client {
+  /** Statement ids this connection has prepared. */
+  readonly #prepared = new Set<number>();
+  /** Bumped when a prepared statement went stale: every name changes, so each is prepared anew. */
+  #generation = 0;
+
+  // Kysely calls query(text, values) and awaits the promise; every other form goes to pg as is.
+  // biome-ignore lint/suspicious/noExplicitAny: pg's query has a dozen overloads; this one forwards them.
+  override query(config: any, values?: any, callback?: any): any {
+    if (typeof config !== "string" || !Array.isArray(values) || callback !== undefined) {
+      return super.query(config, values, callback);
+    }
+    const id = statementId(config);
+    const prepare =
+      id !== undefined && (this.#prepared.has(id) || this.#prepared.size < MAX_PREPARED_PER_CONNECTION);
+    if (!prepare) return super.query(config, values) as Promise<QueryResult>;
+    this.#prepared.add(id);
+    const run = () =>
+      super.query({ name: `s${id}_${this.#generation}`, text: config, values }) as Promise<QueryResult>;
+    return run().catch((err: unknown) => {
+      if (!isChangedResultType(err) || this.getTransactionStatus() !== "I") throw err;
+      this.#generation++;
+      return run();
+    });
+  }
+}
