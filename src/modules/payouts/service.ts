@@ -126,6 +126,9 @@ export class PayoutsService {
       // failure, the payouts still in flight finish first (they may fail too), so that the
       // breaker has counted every earlier outcome when it decides on this one.
       await this.#pipeline.below(scopeKey, MAX_IN_FLIGHT_PER_WALLET);
+      // The workspace is read meanwhile (a read; nothing is decided on it while paused).
+      const profile = this.#workspaces.profile(principal.workspaceId);
+      profile.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
       let breaker = await this.#decide(scope, now);
       if (breaker.allowed && breaker.failStreak > 0 && this.#pipeline.size(scopeKey) > 0) {
         await this.#pipeline.drain(scopeKey);
@@ -133,7 +136,7 @@ export class PayoutsService {
       }
       if (!breaker.allowed) throw this.#pausedError(breaker.state);
 
-      const workspace = await this.#workspaces.profile(principal.workspaceId);
+      const workspace = await profile;
       if (!workspace.eoaAddress) throw badRequest("No workspace wallet found. Provision a wallet first.");
       const walletType =
         request.walletType ?? (workspace.defaultWalletType === "smart_wallet" ? "smart_wallet" : "eoa");
