@@ -10,6 +10,7 @@ export async function openRuntime(config: Config): Promise<{ database: Database;
     : loadOrCreateMasterKeyFile(join(config.dataDir, "master.key"));
   const database = await openDatabase({
     databaseUrl: config.databaseUrl,
+    preparedStatements: config.databasePreparedStatements,
     pgliteDir: config.databaseUrl ? undefined : pgliteDirFor(config.dataDir),
   });
   try {

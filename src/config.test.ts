@@ -12,8 +12,14 @@ describe("loadConfig", () => {
     expect(config.publicBaseUrl).toBe("http://localhost:3000");
     expect(config.adminSecret).toBeUndefined();
     expect(config.databaseUrl).toBeUndefined();
+    expect(config.databasePreparedStatements).toBe(true);
     expect(config.rateLimit).toEqual({ windowMs: 60_000, sandbox: 100, live: 1000 });
     expect(config.dataDir.endsWith("/data")).toBe(true);
+  });
+
+  it("turns prepared statements off with DATABASE_PREPARED_STATEMENTS=false", () => {
+    expect(loadConfig({ DATABASE_PREPARED_STATEMENTS: "false" }).databasePreparedStatements).toBe(false);
+    expect(loadConfig({ DATABASE_PREPARED_STATEMENTS: "true" }).databasePreparedStatements).toBe(true);
   });
 
   it("derives the base URL from PORT and strips a trailing slash", () => {
@@ -31,6 +37,7 @@ describe("loadConfig", () => {
     [{ ACCOUNT_SETTLEMENT_ADDRESS: "0x123" }, /ACCOUNT_SETTLEMENT_ADDRESS/],
     [{ ROLE: "everything" }, /ROLE/],
     [{ PUBLIC_BASE_URL: "ftp://x" }, /PUBLIC_BASE_URL/],
+    [{ DATABASE_PREPARED_STATEMENTS: "sometimes" }, /DATABASE_PREPARED_STATEMENTS/],
   ])("rejects %j with a message naming the variable", (env, pattern) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(pattern);

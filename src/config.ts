@@ -43,6 +43,8 @@ export interface Config {
   host: string;
   dataDir: string;
   databaseUrl: string | undefined;
+  /** Repeated statements run as named prepared statements on PostgreSQL (off behind old PgBouncers). */
+  databasePreparedStatements: boolean;
   adminSecret: string | undefined;
   publicBaseUrl: string;
   masterKey: string | undefined;
@@ -81,9 +83,10 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   return value;
 }
 
-function boolean(env: Env, name: string): boolean {
+function boolean(env: Env, name: string, fallback = false): boolean {
   const raw = optional(env, name);
-  if (raw === undefined || raw === "false" || raw === "0") return false;
+  if (raw === undefined) return fallback;
+  if (raw === "false" || raw === "0") return false;
   if (raw === "true" || raw === "1") return true;
   throw new ConfigError(`${name} must be true or false, got "${raw}"`);
 }
@@ -232,6 +235,7 @@ export function loadConfig(rawEnv: Env = process.env): Config {
     host: optional(env, "HOST") ?? "0.0.0.0",
     dataDir: resolve(optional(env, "DATA_DIR") ?? "./data"),
     databaseUrl: url(env, "DATABASE_URL", ["postgres:", "postgresql:"]),
+    databasePreparedStatements: boolean(env, "DATABASE_PREPARED_STATEMENTS", true),
     adminSecret,
     publicBaseUrl,
     masterKey: optional(env, "MASTER_KEY"),

@@ -1,6 +1,8 @@
 import { randomBytes } from "node:crypto";
+import { sql } from "kysely";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openDatabase } from "../src/platform/db/database.ts";
 import { MAX_PREPARED_PER_CONNECTION, PreparingClient } from "../src/platform/db/preparing-client.ts";
 
 // The PostgreSQL client that prepares repeated statements (src/platform/db/preparing-client.ts),
@@ -94,4 +96,26 @@ describe.skipIf(!url)("PreparingClient on PostgreSQL", () => {
     const after = await client.query(text, [2]);
     expect(after.rows).toEqual([{ id: 2, label: "two", note: "added", extra: 7 }]);
   });
+
+  it.each([
+    [undefined, 1],
+    [false, 0],
+  ])(
+    "openDatabase with preparedStatements %s: the pool's connection holds %i prepared",
+    async (preparedStatements, count) => {
+      const database = await openDatabase({ databaseUrl: url, poolSize: 1, preparedStatements });
+      try {
+        const marker = `pool_${String(preparedStatements)}_${table}`;
+        for (let i = 0; i < 3; i++)
+          await sql`SELECT ${i}::int AS n, ${marker}::text AS m`.execute(database.db);
+        const held = await sql<{ n: number }>`
+        SELECT count(*)::int AS n FROM pg_prepared_statements WHERE statement LIKE '%::int AS n, $2::text AS m'`.execute(
+          database.db,
+        );
+        expect(held.rows[0]?.n).toBe(count);
+      } finally {
+        await database.close();
+      }
+    },
+  );
 });

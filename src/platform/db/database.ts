@@ -48,6 +48,8 @@ export interface DatabaseOptions {
   /** Folder of the embedded database; absent → in memory (tests). */
   pgliteDir?: string | undefined;
   poolSize?: number;
+  /** PostgreSQL: run repeated statements as named prepared statements (default true). */
+  preparedStatements?: boolean;
 }
 
 export interface Database {
@@ -61,7 +63,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     const pool = new pg.Pool({
       connectionString: options.databaseUrl,
       max: options.poolSize ?? 10,
-      Client: PreparingClient,
+      Client: options.preparedStatements === false ? pg.Client : PreparingClient,
     });
     // An idle client that errors (server restart) must not crash the process; the pool replaces it.
     pool.on("error", () => {});
