@@ -407,6 +407,7 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
     expect(completed).toHaveLength(1);
     expect(completed[0]?.payload).toMatchObject({
       txHash: body.payout.txHash,
+      userOpHash: body.payout.userOpHash,
       fromAddress: smart,
       amount: "12.50",
       status: "completed",

@@ -1,7 +1,8 @@
-import type { Kysely, Selectable } from "kysely";
+import { type Kysely, type Selectable, sql } from "kysely";
 import type { Environment } from "../../config.ts";
 import type { BreakerState } from "../../domain/circuit-breaker.ts";
 import type { DatabaseSchema, PayoutsTable } from "../../platform/db/schema.ts";
+import { outboxCtesFrom } from "../webhooks/outbox.ts";
 
 export type PayoutRow = Selectable<PayoutsTable>;
 type Db = Kysely<DatabaseSchema>;
@@ -71,6 +72,73 @@ export async function finishPayout(
     .executeTakeFirst();
 }
 
+/**
+ * Marks a processing payout completed and writes its `payout.completed` event, in one statement.
+ * `payload` is the event's data as the caller has it; txHash, status and userOpHash are taken from
+ * the updated row. Returns that row (undefined, and no event, when the payout was no longer
+ * processing) with the workspace's breaker as it stood.
+ */
+export async function completePayout(
+  db: Db,
+  id: string,
+  outcome: { txHash: string; at: Date },
+  payload: Record<string, unknown>,
+): Promise<{ row: PayoutRow | undefined; breaker: BreakerState }> {
+  const event = sql`
+    SELECT done.workspace_id, done.environment, 'payout.completed',
+           ${JSON.stringify(payload)}::jsonb
+             || jsonb_build_object('txHash', done.tx_hash, 'status', done.status)
+             || CASE WHEN done.user_op_hash IS NULL THEN '{}'::jsonb
+                     ELSE jsonb_build_object('userOpHash', done.user_op_hash) END
+    FROM done`;
+  const result = await sql<PayoutRow & BreakerColumns>`
+    WITH done AS (
+      UPDATE payouts
+      SET status = 'completed', tx_hash = ${outcome.txHash}, error = NULL, completed_at = ${outcome.at}
+      WHERE id = ${id} AND status = 'processing'
+      RETURNING *
+    ),
+    ${outboxCtesFrom(event)}
+    SELECT done.*, b.status AS breaker_status, b.fail_streak AS breaker_fail_streak,
+           b.paused_at AS breaker_paused_at, b.reason AS breaker_reason
+    FROM done
+    LEFT JOIN payout_breakers b ON b.workspace_id = done.workspace_id AND b.environment = done.environment`.execute(
+    db,
+  );
+  const found = result.rows[0];
+  if (!found) return { row: undefined, breaker: toBreakerState(undefined) };
+  const { breaker_status, breaker_fail_streak, breaker_paused_at, breaker_reason, ...row } = found;
+  const breaker =
+    breaker_status === null
+      ? toBreakerState(undefined)
+      : toBreakerState({
+          status: breaker_status,
+          fail_streak: breaker_fail_streak ?? 0,
+          paused_at: breaker_paused_at,
+          reason: breaker_reason,
+        });
+  return { row, breaker };
+}
+
+interface BreakerColumns {
+  breaker_status: string | null;
+  breaker_fail_streak: number | null;
+  breaker_paused_at: Date | null;
+  breaker_reason: string | null;
+}
+
+function toBreakerState(
+  row: { status: string; fail_streak: number; paused_at: Date | null; reason: string | null } | undefined,
+): BreakerState {
+  if (!row) return { status: "active", failStreak: 0, pausedAt: null, reason: null };
+  return {
+    status: row.status === "paused" ? "paused" : "active",
+    failStreak: row.fail_streak,
+    pausedAt: row.paused_at,
+    reason: row.reason,
+  };
+}
+
 export async function listCompleted(db: Db, scope: Scope, page: { limit: number; offset: number }) {
   const base = db
     .selectFrom("payouts")
@@ -118,12 +186,7 @@ export async function lockBreaker(db: Db, scope: Scope): Promise<BreakerState> {
     .where("environment", "=", scope.environment)
     .forUpdate()
     .executeTakeFirstOrThrow();
-  return {
-    status: row.status === "paused" ? "paused" : "active",
-    failStreak: row.fail_streak,
-    pausedAt: row.paused_at,
-    reason: row.reason,
-  };
+  return toBreakerState(row);
 }
 
 export async function readBreaker(db: Db, scope: Scope): Promise<BreakerState> {
@@ -133,13 +196,7 @@ export async function readBreaker(db: Db, scope: Scope): Promise<BreakerState> {
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment)
     .executeTakeFirst();
-  if (!row) return { status: "active", failStreak: 0, pausedAt: null, reason: null };
-  return {
-    status: row.status === "paused" ? "paused" : "active",
-    failStreak: row.fail_streak,
-    pausedAt: row.paused_at,
-    reason: row.reason,
-  };
+  return toBreakerState(row);
 }
 
 export async function writeBreaker(db: Db, scope: Scope, state: BreakerState): Promise<void> {

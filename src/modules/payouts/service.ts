@@ -317,18 +317,21 @@ export class PayoutsService {
     txHash: string,
   ) {
     const at = this.#ctx.now();
-    const row = await this.#ctx.db.transaction().execute(async (trx) => {
-      const done = await repo.finishPayout(trx, payout.id, { status: "completed", txHash, error: null, at });
-      if (!done) return undefined;
-      // Most successes follow successes: only a streak to reset takes the breaker's lock.
-      const seen = await repo.readBreaker(trx, scope);
-      if (recordSuccess(seen) !== seen) {
+    // The payout and its event in one statement. Most successes follow successes: only a streak
+    // to reset (a failure came first) takes the breaker's lock, right after; a crash between the
+    // two leaves that streak as it was, which the next success resets.
+    const { row, breaker } = await repo.completePayout(
+      this.#ctx.db,
+      payout.id,
+      { txHash, at },
+      { ...toPayoutView(payout) },
+    );
+    if (row && recordSuccess(breaker) !== breaker) {
+      await this.#ctx.db.transaction().execute(async (trx) => {
         const state = await repo.lockBreaker(trx, scope);
         await repo.writeBreaker(trx, scope, recordSuccess(state));
-      }
-      await this.#event(trx, done, "payout.completed", {});
-      return done;
-    });
+      });
+    }
     const final = row ?? payout;
     return {
       status: 200,

@@ -23,10 +23,19 @@ export function outboxCtes(events: OutboxEvent[]): RawBuilder<unknown> {
   const rows = events.map(
     (e) => sql`(${e.workspaceId}::uuid, ${e.environment}, ${e.type}, ${JSON.stringify(e.payload)}::jsonb)`,
   );
+  return outboxCtesFrom(sql`VALUES ${sql.join(rows)}`);
+}
+
+/**
+ * Like `outboxCtes`, for events that a query of the caller's statement produces: `source` yields
+ * (workspace_id, environment, event_type, payload) rows, for instance from the RETURNING of the
+ * change they record, so that no event is written when the change touched nothing.
+ */
+export function outboxCtesFrom(source: RawBuilder<unknown>): RawBuilder<unknown> {
   return sql`
     outbox_rows AS (
       INSERT INTO outbox_events (workspace_id, environment, event_type, payload)
-      VALUES ${sql.join(rows)}
+      ${source}
       RETURNING id, workspace_id, environment, event_type
     ),
     outbox_deliveries AS (
