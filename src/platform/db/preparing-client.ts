@@ -19,18 +19,15 @@ import pg from "pg";
 export const MAX_PREPARED_PER_CONNECTION = 200;
 const SEEN_TEXTS = 5_000;
 
-/** Statement texts seen by this process: their number (for names) and whether they recurred. */
-const texts = new LRUCache<string, { id: number; repeated: boolean }>({ max: SEEN_TEXTS });
+/** Statement texts seen by this process, with their number (for names). */
+const texts = new LRUCache<string, number>({ max: SEEN_TEXTS });
 let nextId = 0;
 
+/** The text's number from its second use on; undefined the first time it is seen. */
 function statementId(text: string): number | undefined {
-  const seen = texts.get(text);
-  if (!seen) {
-    texts.set(text, { id: nextId++, repeated: false });
-    return undefined;
-  }
-  seen.repeated = true;
-  return seen.id;
+  const id = texts.get(text);
+  if (id === undefined) texts.set(text, nextId++);
+  return id;
 }
 
 function isChangedResultType(err: unknown): boolean {
