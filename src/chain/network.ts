@@ -37,9 +37,8 @@ export interface SignedTransaction {
 
 /** An account as of one block: reading balances and the nonce at one block keeps them consistent. */
 export interface AccountState {
-  block: bigint;
   balances: Partial<Record<ChainToken, bigint>>;
-  /** Transactions of the account mined up to `block` (its nonce there). */
+  /** Transactions of the account mined up to that block (its nonce there). */
   minedNonce: number;
 }
 

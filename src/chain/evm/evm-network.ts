@@ -188,7 +188,7 @@ export class EvmNetwork implements Network {
     ]);
     const balances: AccountState["balances"] = {};
     for (const [i, token] of tokens.entries()) balances[token] = values[i] as bigint;
-    return { block, balances, minedNonce: minedNonce as number };
+    return { balances, minedNonce: minedNonce as number };
   }
 
   async pendingNonce(address: Hex): Promise<number> {

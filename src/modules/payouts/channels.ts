@@ -118,8 +118,7 @@ export class NetworkChannel implements PayoutChannel {
   async funds(address: Hex, tokens: readonly ChainToken[]): Promise<WalletFunds> {
     // One block for balances and nonce: the payout service tells by the nonce which of the
     // wallet's transactions in flight that balance already paid for.
-    const state = await this.#network.accountAt(address, tokens);
-    return { balances: state.balances, minedNonce: state.minedNonce };
+    return this.#network.accountAt(address, tokens);
   }
 
   gasRequired(token: ChainToken): Promise<bigint> {

@@ -108,18 +108,21 @@ export async function completePayout(
   const found = result.rows[0];
   if (!found) return { row: undefined, breaker: toBreakerState(undefined) };
   const { breaker_status, breaker_fail_streak, breaker_paused_at, breaker_reason, ...row } = found;
-  const breaker =
+  // No breaker row yet (LEFT JOIN): the columns are all null, and the breaker is the initial one.
+  const breaker = toBreakerState(
     breaker_status === null
-      ? toBreakerState(undefined)
-      : toBreakerState({
+      ? undefined
+      : {
           status: breaker_status,
           fail_streak: breaker_fail_streak ?? 0,
           paused_at: breaker_paused_at,
           reason: breaker_reason,
-        });
+        },
+  );
   return { row, breaker };
 }
 
+/** The breaker's columns as completePayout's LEFT JOIN returns them. */
 interface BreakerColumns {
   breaker_status: string | null;
   breaker_fail_streak: number | null;
