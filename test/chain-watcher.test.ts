@@ -9,6 +9,7 @@ import {
   followTime,
   inChainOrder,
   planConfirmations,
+  transferOrdinals,
 } from "../src/modules/payments/chain-watcher.ts";
 import * as repo from "../src/modules/payments/repo.ts";
 import { batchTransition } from "../src/modules/payments/transitions.ts";
@@ -336,7 +337,7 @@ describe("chain watcher: set-based matching", () => {
       matchTransfers(
         trx,
         "live",
-        transfers.map((x) => ({ ...x, workspaceId })),
+        transfers.map((x, i) => ({ ...x, workspaceId, ordinal: transferOrdinals(transfers)[i] ?? 0 })),
         DETECT,
         new Date(),
         "unmatched",
@@ -474,6 +475,79 @@ describe("chain watcher: set-based matching", () => {
     expect(await unmatched()).toEqual([]);
   });
 
+  it("a reorg that re-includes a detecting transaction at another log index does not count it again", async () => {
+    const w = await started();
+    // Two pending payments of the same amount: a transfer counted twice would detect both.
+    const first = await pending(USDC(31));
+    const second = await pending(USDC(31));
+    const [paid, stray] = chain.mine([
+      { to: address, amount: USDC(31) },
+      { to: address, amount: USDC(32) },
+    ]);
+    if (!paid || !stray) throw new Error("not mined");
+    await w.tick();
+    expect((await payment(first)).status).toBe("detected");
+    expect((await unmatched()).map((u) => u.tx_hash)).toEqual([stray.txHash]);
+
+    // The reorg puts both transactions into a later block behind another transaction's logs.
+    chain.reorg(1);
+    const moved = chain.include([
+      { ...stray, logIndex: 4 },
+      { ...paid, logIndex: 7 },
+    ]);
+    await w.tick();
+
+    const detected = await payment(first);
+    expect(detected.status).toBe("detected");
+    expect(detected.detected_block_hash).toBe(moved.hash);
+    expect((await payment(second)).status).toBe("pending");
+    expect(await events("payment.detected")).toHaveLength(1);
+    expect((await unmatched()).map((u) => u.tx_hash)).toEqual([stray.txHash]);
+
+    chain.mine([]);
+    chain.mine([]);
+    await w.tick();
+    expect((await payment(first)).status).toBe("confirmed");
+    expect((await payment(second)).status).toBe("pending");
+  });
+
+  it("two transfers of one transaction to one address count as two, and once each after a reorg", async () => {
+    const w = await started();
+    const ids = [await pending(USDC(33)), await pending(USDC(33)), await pending(USDC(33))];
+    const txHash = hex(32);
+    const [a, b] = chain.mine([
+      { to: address, amount: USDC(33) },
+      { to: address, amount: USDC(33) },
+    ]);
+    if (!a || !b) throw new Error("not mined");
+    // One transaction (a batch payment) with two Transfer logs to the same address.
+    const block = chain.blocks.at(-1) as ScriptedBlock;
+    block.transfers = [
+      { ...a, txHash },
+      { ...b, txHash },
+    ];
+    await w.tick();
+    expect((await Promise.all(ids.map(payment))).map((p) => p.status)).toEqual([
+      "detected",
+      "detected",
+      "pending",
+    ]);
+
+    chain.reorg(1);
+    chain.include([
+      { ...a, txHash, logIndex: 10 },
+      { ...b, txHash, logIndex: 11 },
+    ]);
+    await w.tick();
+    expect((await Promise.all(ids.map(payment))).map((p) => p.status)).toEqual([
+      "detected",
+      "detected",
+      "pending",
+    ]);
+    expect(await events("payment.detected")).toHaveLength(2);
+    expect(await unmatched()).toEqual([]);
+  });
+
   it("follows the head during a tick: a block mined mid-tick is detected before the tick ends", async () => {
     // A watcher ticked by a job every 800 ms: each tick follows the head for 700 ms.
     const w = new ChainWatcher(t.database.db, chain, t.app.ctx.log, () => new Date(), {
@@ -511,6 +585,27 @@ describe("chain watcher: pure steps", () => {
     const eth = transfer(2n, -1);
     const c = transfer(2n, 0);
     expect(inChainOrder([a, b, eth, c, { ...a }, b])).toEqual([b, eth, c, a]);
+  });
+
+  it("numbers each transaction's transfers per token and recipient, from 0", () => {
+    const tx = hex(32);
+    const other = hex(32);
+    const at = (logIndex: number, to: Hex, token: "USDC" | "ADAO" = "USDC", txHash = tx) => ({
+      ...transfer(1n, logIndex, txHash),
+      to,
+      token,
+    });
+    const [x, y] = [hex(20), hex(20)];
+    expect(
+      transferOrdinals([
+        at(0, x),
+        at(1, y),
+        at(2, x),
+        at(3, x, "ADAO"),
+        at(4, x, "USDC", other),
+        at(5, x.toUpperCase() as Hex),
+      ]),
+    ).toEqual([0, 0, 1, 0, 0, 2]);
   });
 
   it("follows the head until shortly before the next tick is due", () => {
@@ -582,6 +677,100 @@ describe("migration 011 on a database with history", () => {
         { tx_hash: detectedTx, log_index: 3, block_number: "17" },
         { tx_hash: unmatchedTx, log_index: -1, block_number: "18" },
       ]);
+    } finally {
+      await close();
+    }
+  });
+});
+
+describe("migration 012 on a database with history", () => {
+  it("keys the claims by transaction, token, recipient and place in the transaction", async () => {
+    const { db, close } = await openDatabase({});
+    try {
+      const migrator = (upTo: string) =>
+        new Migrator({
+          db,
+          provider: {
+            getMigrations: async () =>
+              Object.fromEntries(Object.entries(MIGRATIONS).filter(([name]) => name <= upTo)),
+          },
+        });
+      expect((await migrator("011_observed_transfers").migrateToLatest()).error).toBeUndefined();
+      const detectedTx = hex(32);
+      const batchTx = hex(32);
+      const receiving = `0x${"Ab".repeat(20)}`;
+      await sql`
+        WITH ws AS (INSERT INTO workspaces (name) VALUES ('before the upgrade') RETURNING id),
+        paid AS (
+          INSERT INTO payments (workspace_id, environment, status, payment_method, payment_provider,
+                                token_symbol, gross_amount, fee_amount, net_amount, wallet_type,
+                                receiving_address, expires_at, detected_tx_hash, detected_log_index,
+                                detected_block)
+          SELECT id, 'live', 'forwarded', 'crypto', 'onchain', 'USDC', 5, 0, 5, 'eoa', ${receiving},
+                 now(), ${detectedTx}, 3, 17
+          FROM ws
+        )
+        INSERT INTO unmatched_transfers (workspace_id, environment, token_symbol, amount, from_address,
+                                         to_address, tx_hash, log_index, block_number, reason)
+        SELECT id, 'live', 'USDC', amount, ${PAYER}, ${receiving}, ${batchTx}, log_index, 18, 'no match'
+        FROM ws, (VALUES (6, 9), (7, 4)) AS v(amount, log_index)
+      `.execute(db);
+      await sql`
+        INSERT INTO observed_transfers (environment, tx_hash, log_index, block_number)
+        VALUES ('live', ${detectedTx}, 3, 17), ('live', ${batchTx}, 9, 18), ('live', ${batchTx}, 4, 18)
+      `.execute(db);
+
+      expect((await migrator("012_transfer_identity").migrateToLatest()).error).toBeUndefined();
+      const claims = await sql`
+        SELECT tx_hash, token_symbol, to_address, ordinal, log_index FROM observed_transfers
+        ORDER BY block_number, ordinal
+      `.execute(db);
+      expect(claims.rows).toEqual([
+        {
+          tx_hash: detectedTx,
+          token_symbol: "USDC",
+          to_address: receiving.toLowerCase(),
+          ordinal: 0,
+          log_index: 3,
+        },
+        {
+          tx_hash: batchTx,
+          token_symbol: "USDC",
+          to_address: receiving.toLowerCase(),
+          ordinal: 0,
+          log_index: 4,
+        },
+        {
+          tx_hash: batchTx,
+          token_symbol: "USDC",
+          to_address: receiving.toLowerCase(),
+          ordinal: 1,
+          log_index: 9,
+        },
+      ]);
+      // The same transfer presented again at another log index (a reorg) is not claimed again.
+      const again = await matchTransfers(
+        db as never,
+        "live",
+        [
+          {
+            token: "USDC",
+            from: PAYER,
+            to: receiving as Hex,
+            amount: 5n,
+            txHash: detectedTx as Hex,
+            logIndex: 12,
+            blockNumber: 20n,
+            blockHash: hex(32),
+            workspaceId: null,
+            ordinal: 0,
+          },
+        ],
+        batchTransition("transfer_detected"),
+        new Date(),
+        "unmatched",
+      );
+      expect(again).toEqual([]);
     } finally {
       await close();
     }

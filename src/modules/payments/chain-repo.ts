@@ -67,6 +67,11 @@ export async function agentWalletAddresses(
 /** An incoming transfer with the workspace that owns its receiving address (null: none). */
 export interface ObservedTransfer extends IncomingTransfer {
   workspaceId: string | null;
+  /**
+   * The n-th (from 0) transfer of its token to its recipient within its transaction. With the
+   * transaction it identifies the transfer across reorgs, which can change the log index.
+   */
+  ordinal: number;
 }
 
 /** Per transfer of a matchTransfers call, in its order: the payment it detected, or null. */
@@ -79,8 +84,9 @@ export interface MatchResult {
 /**
  * Accounts for the transfers of a block range in ONE statement (D5):
  * 1. `claimed`: every transfer is inserted into observed_transfers, ON CONFLICT DO NOTHING. Only
- *    the transfers this statement inserted go on, so one seen before (a rescan) is skipped, and
- *    an instance racing on the same transfer waits for the other's commit and then skips it.
+ *    the transfers this statement inserted go on, so one seen before (a rescan, or a reorg that
+ *    re-included its transaction at another log index) is skipped, and an instance racing on the
+ *    same transfer waits for the other's commit and then skips it.
  * 2. `fresh` numbers the claimed transfers of each (address, token, amount) group in chain order;
  *    `candidates` takes, per group, as many of its oldest open payments as it has transfers
  *    (pending, not overdue, FOR UPDATE SKIP LOCKED: a payment another transaction holds is left
@@ -112,13 +118,16 @@ export async function matchTransfers(
         ${column((t) => t.amount.toString())}::numeric[],
         ${column((t) => t.from)}::text[],
         ${column((t) => t.to)}::text[],
-        ${column((t) => t.workspaceId)}::uuid[]
+        ${column((t) => t.workspaceId)}::uuid[],
+        ${column((t) => t.ordinal)}::int[]
       ) WITH ORDINALITY AS o(tx_hash, log_index, block_number, block_hash, token_symbol, amount,
-                             from_address, to_address, workspace_id, position)
+                             from_address, to_address, workspace_id, ordinal, position)
     ),
     claimed AS (
-      INSERT INTO observed_transfers (environment, tx_hash, log_index, block_number)
-      SELECT ${environment}, tx_hash, log_index, block_number FROM observed ORDER BY position
+      INSERT INTO observed_transfers (environment, tx_hash, token_symbol, to_address, ordinal,
+                                      log_index, block_number)
+      SELECT ${environment}, tx_hash, token_symbol, lower(to_address), ordinal, log_index, block_number
+      FROM observed ORDER BY position
       ON CONFLICT DO NOTHING
       RETURNING tx_hash, log_index
     ),
@@ -174,7 +183,6 @@ export async function matchTransfers(
       WHERE NOT EXISTS (
         SELECT 1 FROM detected d WHERE d.detected_tx_hash = f.tx_hash AND d.detected_log_index = f.log_index
       )
-      ON CONFLICT (environment, tx_hash, log_index) DO NOTHING
     )
     SELECT (f.position - 1)::int AS transfer_index, d.id IS NOT NULL AS matched, d.*
     FROM fresh f

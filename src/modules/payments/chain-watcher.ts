@@ -144,13 +144,19 @@ export class ChainWatcher {
       if (!toBlock) return;
       const forPayments: chainRepo.ObservedTransfer[] = [];
       const forWallets: Array<[AgentWallet, IncomingTransfer]> = [];
-      for (const transfer of inChainOrder(transfers)) {
+      const ordered = inChainOrder(transfers);
+      const ordinals = transferOrdinals(ordered);
+      ordered.forEach((transfer, i) => {
         const address = transfer.to.toLowerCase();
         const wallet = agentWallet.get(address);
         if (wallet) forWallets.push([wallet, transfer]);
         else if (!this.#ignoredSenders.has(transfer.from.toLowerCase()))
-          forPayments.push({ ...transfer, workspaceId: owner.get(address) ?? null });
-      }
+          forPayments.push({
+            ...transfer,
+            workspaceId: owner.get(address) ?? null,
+            ordinal: ordinals[i] ?? 0,
+          });
+      });
       await this.#db.transaction().execute(async (trx) => {
         for (const [wallet, transfer] of forWallets) await this.#walletBalanceChanged(trx, wallet, transfer);
         await this.#detect(trx, forPayments);
@@ -259,6 +265,22 @@ export function inChainOrder(transfers: readonly IncomingTransfer[]): IncomingTr
   return unique.sort((a, b) =>
     a.blockNumber === b.blockNumber ? a.logIndex - b.logIndex : a.blockNumber < b.blockNumber ? -1 : 1,
   );
+}
+
+/**
+ * Each transfer's place within its transaction: the n-th (from 0) transfer of its token to its
+ * recipient there. A reorg that re-includes the transaction in another block, or at another
+ * position, changes the transfers' log indexes but not this, so (transaction, token, recipient,
+ * ordinal) identifies a transfer across rescans. `transfers` in chain order, without repeats.
+ */
+export function transferOrdinals(transfers: readonly IncomingTransfer[]): number[] {
+  const counts = new Map<string, number>();
+  return transfers.map((t) => {
+    const key = `${t.txHash.toLowerCase()} ${t.token} ${t.to.toLowerCase()}`;
+    const ordinal = counts.get(key) ?? 0;
+    counts.set(key, ordinal + 1);
+    return ordinal;
+  });
 }
 
 export interface ConfirmationPlan {

@@ -16,6 +16,7 @@ import * as smartWallets from "./migrations/007_smart_wallets.ts";
 import * as agents from "./migrations/008_agents_and_wallets.ts";
 import * as rejectedTransactions from "./migrations/010_rejected_transactions.ts";
 import * as observedTransfers from "./migrations/011_observed_transfers.ts";
+import * as transferIdentity from "./migrations/012_transfer_identity.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
 
@@ -34,6 +35,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "008_agents_and_wallets": agents,
   "010_rejected_transactions": rejectedTransactions,
   "011_observed_transfers": observedTransfers,
+  "012_transfer_identity": transferIdentity,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

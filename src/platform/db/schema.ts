@@ -154,8 +154,14 @@ export interface UnmatchedTransfersTable {
 export interface ObservedTransfersTable {
   environment: string;
   tx_hash: string;
+  /** Block-level log index where the transfer was first seen (-1: native ETH). */
   log_index: number;
   block_number: ColumnType<string, string | bigint, string | bigint>;
+  token_symbol: string;
+  /** Lower-case recipient. */
+  to_address: string;
+  /** The n-th transfer of this token to this recipient within the transaction (from 0). */
+  ordinal: number;
   created_at: Generated<Date>;
 }
 
