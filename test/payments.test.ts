@@ -803,6 +803,48 @@ describe("GET /api/v1/payments/{id}", () => {
     expect(res.json()).toEqual({ error: MSG.notFound });
   });
 
+  it("keeps tenants apart when concurrent requests share their key and payment lookups", async () => {
+    const workspaces = await Promise.all([createWorkspace(t), createWorkspace(t), createWorkspace(t)]);
+    const payments = await Promise.all(
+      workspaces.map(
+        async (ws) => (await createOk(ws.testKey, { tokenSymbol: "USDC", amount: "3" })).payment as Json,
+      ),
+    );
+    const revoked = await createWorkspace(t);
+    const revokedPayment = (await createOk(revoked.testKey, { tokenSymbol: "USDC", amount: "3" }))
+      .payment as Json;
+    const keyId = (await get(revoked.testKey, "/api/v1/keys")).json().apiKeys[0].id;
+    expect(
+      (await t.request({ method: "DELETE", url: `/api/v1/keys/${keyId}`, headers: bearer(revoked.testKey) }))
+        .statusCode,
+    ).toBe(200);
+
+    // Every key reads every payment (own: 200, others': 404), all at once, some ids in upper case.
+    const reads = workspaces.flatMap((ws, reader) =>
+      payments.map((payment, owner) => ({
+        reader,
+        owner,
+        request: get(
+          ws.testKey,
+          `/api/v1/payments/${owner === 2 ? String(payment.id).toUpperCase() : payment.id}`,
+        ),
+      })),
+    );
+    const revokedRead = get(revoked.testKey, `/api/v1/payments/${revokedPayment.id}`);
+    const answers = await Promise.all(reads.map((r) => r.request));
+    reads.forEach(({ reader, owner }, i) => {
+      const res = answers[i];
+      if (reader === owner) {
+        expect(res?.statusCode).toBe(200);
+        expect(res?.json()).toEqual({ payment: payments[owner] });
+      } else {
+        expect(res?.statusCode).toBe(404);
+        expect(res?.json()).toEqual({ error: MSG.notFound });
+      }
+    });
+    expect((await revokedRead).statusCode).toBe(401);
+  });
+
   it("answers 404 when the same workspace's live key reads a sandbox payment (and the reverse)", async () => {
     const ws = await createWorkspace(t);
     const created = await createOk(ws.testKey, { tokenSymbol: "USDC", amount: "7" });

@@ -1,4 +1,4 @@
-import type { Kysely } from "kysely";
+import { type Kysely, sql } from "kysely";
 import type { Environment } from "../../config.ts";
 import type { ApiKeyRow, DatabaseSchema } from "../../platform/db/schema.ts";
 
@@ -25,11 +25,17 @@ export async function insertKey(
     .executeTakeFirstOrThrow();
 }
 
-export async function findKeyByHash(
+/** The keys with these hashes, by hash (one statement whatever the number of hashes). */
+export async function findKeysByHashes(
   db: Kysely<DatabaseSchema>,
-  keyHash: string,
-): Promise<ApiKeyRow | undefined> {
-  return db.selectFrom("api_keys").selectAll().where("key_hash", "=", keyHash).executeTakeFirst();
+  keyHashes: readonly string[],
+): Promise<Map<string, ApiKeyRow>> {
+  const rows = await db
+    .selectFrom("api_keys")
+    .selectAll()
+    .where(sql<boolean>`key_hash = any(${[...keyHashes]}::text[])`)
+    .execute();
+  return new Map(rows.map((row) => [row.key_hash, row]));
 }
 
 export async function listKeys(

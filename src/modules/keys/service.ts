@@ -2,6 +2,7 @@ import type { Kysely } from "kysely";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { isUuid } from "../../domain/validation.ts";
+import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
 import type { ApiKeyRow, DatabaseSchema } from "../../platform/db/schema.ts";
 import type { KeyResolution } from "../../platform/http/auth.ts";
 import { forbidden, notFound } from "../../platform/http/errors.ts";
@@ -68,17 +69,20 @@ export function toApiKeyView(row: ApiKeyRow) {
 export class KeysService {
   readonly #ctx: AppContext;
   readonly #touched = new Map<string, number>();
+  readonly #byHash;
 
   constructor(ctx: AppContext) {
     this.#ctx = ctx;
+    this.#byHash = coalescedLookup((hashes: readonly string[]) => repo.findKeysByHashes(ctx.db, hashes));
   }
 
   /**
    * Looked up on every request, never cached: a revocation must take effect at once on every
-   * instance (D2). The key's prefix must agree with the environment it was issued for.
+   * instance (D2). Requests arriving together share one query. The key's prefix must agree with
+   * the environment it was issued for.
    */
   async resolve(key: string): Promise<KeyResolution> {
-    const row = await repo.findKeyByHash(this.#ctx.db, hashApiKey(key));
+    const row = await this.#byHash(hashApiKey(key));
     if (!row || !key.startsWith(keyPrefixFor(row.environment as Environment))) return { status: "unknown" };
     if (row.revoked_at) return { status: "revoked" };
     this.#touch(row.id);

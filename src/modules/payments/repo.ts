@@ -1,4 +1,4 @@
-import type { Kysely } from "kysely";
+import { type Kysely, sql } from "kysely";
 import type { Environment } from "../../config.ts";
 import type { PaymentStatus } from "../../domain/payment-state.ts";
 import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
@@ -113,7 +113,27 @@ export async function findPayment(
   // list index and scan the whole workspace.
   let query = db.selectFrom("payments").selectAll().where("id", "=", id);
   if (forUpdate) query = query.forUpdate();
-  const row = await query.executeTakeFirst();
+  return visibleTo(await query.executeTakeFirst(), scope);
+}
+
+/** The payments with these ids, by id, of any tenant: pass each through `visibleTo`. */
+export async function findPaymentsByIds(
+  db: Kysely<DatabaseSchema>,
+  ids: readonly string[],
+): Promise<Map<string, PaymentRow>> {
+  const rows = await db
+    .selectFrom("payments")
+    .selectAll()
+    .where(sql<boolean>`id = any(${[...ids]}::uuid[])`)
+    .execute();
+  return new Map(rows.map((row) => [row.id, row]));
+}
+
+/** The row if it belongs to the caller's workspace and environment (tenant isolation). */
+export function visibleTo(
+  row: PaymentRow | undefined,
+  scope: { workspaceId: string; environment: Environment },
+): PaymentRow | undefined {
   return row && row.workspace_id === scope.workspaceId && row.environment === scope.environment
     ? row
     : undefined;

@@ -8,6 +8,7 @@ import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/mon
 import { validatePaymentRequest } from "../../domain/payment-request.ts";
 import { isVerified, type PaymentStatus, transition } from "../../domain/payment-state.ts";
 import { isUuid } from "../../domain/validation.ts";
+import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
 import {
   claimIdempotencyKey,
   type IdempotencyScope,
@@ -52,11 +53,13 @@ export class PaymentsService {
   readonly #workspaces: WorkspacesService;
 
   readonly #card: CardProviders;
+  readonly #byId: (id: string) => Promise<PaymentRow | undefined>;
 
   constructor(ctx: AppContext, workspaces: WorkspacesService, card: CardProviders = {}) {
     this.#ctx = ctx;
     this.#workspaces = workspaces;
     this.#card = card;
+    this.#byId = coalescedLookup((ids: readonly string[]) => repo.findPaymentsByIds(ctx.db, ids));
   }
 
   async create(
@@ -253,7 +256,10 @@ export class PaymentsService {
   }
 
   async get(principal: KeyPrincipal, id: string): Promise<PaymentView> {
-    return toPaymentView(await this.#load(this.#ctx.db, principal, id));
+    // Outside a transaction: GETs arriving together share one query (by id; tenant checked here).
+    const row = isUuid(id) ? repo.visibleTo(await this.#byId(id.toLowerCase()), principal) : undefined;
+    if (!row) throw notFound("Payment not found");
+    return toPaymentView(row);
   }
 
   async cancel(principal: KeyPrincipal, id: string): Promise<PaymentView> {

@@ -1,4 +1,4 @@
-import type { Kysely } from "kysely";
+import { type Kysely, sql } from "kysely";
 import type { DatabaseSchema, WorkspaceRow } from "../../platform/db/schema.ts";
 
 export interface WalletRecord {
@@ -78,8 +78,9 @@ export async function findWallets(db: Kysely<DatabaseSchema>, workspaceId: strin
 }
 
 /** The workspace with the addresses of its EOA and smart wallet, in one round trip. */
-export async function findProfile(db: Kysely<DatabaseSchema>, id: string) {
-  return db
+/** The profiles of these workspaces, by id (one statement whatever the number of ids). */
+export async function findProfiles(db: Kysely<DatabaseSchema>, ids: readonly string[]) {
+  const rows = await db
     .selectFrom("workspaces as w")
     .leftJoin("workspace_wallets as e", (join) =>
       join.onRef("e.workspace_id", "=", "w.id").on("e.kind", "=", "eoa"),
@@ -95,6 +96,7 @@ export async function findProfile(db: Kysely<DatabaseSchema>, id: string) {
       "e.address as eoa_address",
       "s.address as smart_wallet_address",
     ])
-    .where("w.id", "=", id)
-    .executeTakeFirst();
+    .where(sql<boolean>`w.id = any(${[...ids]}::uuid[])`)
+    .execute();
+  return new Map(rows.map((row) => [row.id, row]));
 }

@@ -2,6 +2,7 @@ import { LRUCache } from "lru-cache";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import type { AppContext } from "../../context.ts";
 import { isAddress, isUuid } from "../../domain/validation.ts";
+import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
 import { badRequest, notFound } from "../../platform/http/errors.ts";
 import { hashPassword } from "../../platform/secrets/hashing.ts";
 import { type IssuedKey, issueKey } from "../keys/service.ts";
@@ -72,9 +73,12 @@ export class WorkspacesService {
    * the ciphertext can be kept; it is decrypted for each use, and the plain key is never kept.
    */
   readonly #encryptedKeys = new LRUCache<string, { address: string; encrypted: string }>({ max: 10_000 });
+  /** Profiles are read on most requests (payments, payouts): requests arriving together share a query. */
+  readonly #profiles;
 
   constructor(ctx: AppContext) {
     this.#ctx = ctx;
+    this.#profiles = coalescedLookup((ids: readonly string[]) => repo.findProfiles(ctx.db, ids));
   }
 
   async create(
@@ -144,7 +148,8 @@ export class WorkspacesService {
 
   /** One query: payments read this on every create. */
   async profile(id: string): Promise<WorkspaceProfile> {
-    const row = isUuid(id) ? await repo.findProfile(this.#ctx.db, id) : undefined;
+    // Keyed by the database's spelling of a UUID (lower case).
+    const row = isUuid(id) ? await this.#profiles(id.toLowerCase()) : undefined;
     if (!row) throw notFound("Workspace not found");
     return {
       id: row.id,
