@@ -394,20 +394,44 @@ interface Target {
   method: "GET" | "POST";
   headers: Record<string, string>;
   body?: string;
+  /** Requests go round these paths (and their headers) instead of repeating `url`'s. */
+  cycle?: Array<{ path: string; headers: Record<string, string> }>;
 }
 
 function load(target: Target, seconds: number): Promise<autocannon.Result> {
+  const cycle = target.cycle;
+  let next = 0;
   return autocannon({
     url: target.url,
     method: target.method,
     headers: target.headers,
     ...(target.body === undefined ? {} : { body: target.body }),
+    ...(cycle && cycle.length > 0
+      ? {
+          requests: [
+            {
+              setupRequest: (request) => {
+                const item = cycle[next++ % cycle.length] as (typeof cycle)[number];
+                return { ...request, path: item.path, headers: { ...request.headers, ...item.headers } };
+              },
+            },
+          ],
+        }
+      : {}),
     connections: settings.connections,
     pipelining: 1,
     duration: seconds,
     timeout: 30,
   });
 }
+
+/**
+ * The GETs read this many different payments, of GET_WORKSPACES workspaces (each its own key),
+ * in turn: concurrent requests for one row with one key would flatter a server that coalesces
+ * concurrent lookups (the service does).
+ */
+const GET_ROWS = 256;
+const GET_WORKSPACES = 8;
 
 interface Measurement {
   db: DbKind;
@@ -607,13 +631,17 @@ async function runBaseline(setup: DbSetup): Promise<ServerRun> {
   try {
     const base = `http://${HOST}:${port}`;
     const health = await waitForHealth(child, `${base}/health`);
-    const created = await postJson(`${base}/baseline/payments`, JSON.parse(CREATE_BODY), {});
-    const id = dig(created.json, "payment", "id");
-    if (created.status !== 201 || typeof id !== "string") {
-      throw new Error(`baseline create failed: ${created.status} ${JSON.stringify(created.json)}`);
-    }
     // Same request bytes as the service's (the baseline ignores the header).
     const authorization = `Bearer svc_test_${"x".repeat(40)}`;
+    const cycle: NonNullable<Target["cycle"]> = [];
+    for (let i = 0; i < GET_ROWS; i++) {
+      const created = await postJson(`${base}/baseline/payments`, JSON.parse(CREATE_BODY), {});
+      const id = dig(created.json, "payment", "id");
+      if (created.status !== 201 || typeof id !== "string") {
+        throw new Error(`baseline create failed: ${created.status} ${JSON.stringify(created.json)}`);
+      }
+      cycle.push({ path: `/baseline/payments/${id}`, headers: { authorization } });
+    }
     const measurements = [
       await measure(setup, "baseline", "create", child, {
         url: `${base}/baseline/payments`,
@@ -623,9 +651,10 @@ async function runBaseline(setup: DbSetup): Promise<ServerRun> {
       }),
       await analyzeThen(setup, () =>
         measure(setup, "baseline", "get", child, {
-          url: `${base}/baseline/payments/${id}`,
+          url: base,
           method: "GET",
-          headers: { authorization },
+          headers: {},
+          cycle,
         }),
       ),
     ];
@@ -666,20 +695,29 @@ async function runService(setup: DbSetup): Promise<ServerRun> {
   try {
     const base = `http://${HOST}:${port}`;
     await waitForHealth(child, `${base}/health`);
-    const workspace = await postJson(
-      `${base}/api/v1/workspaces`,
-      { name: "Benchmark", settlementAddress: SETTLEMENT_ADDRESS },
-      { authorization: `Bearer ${adminSecret}` },
-    );
-    const key = dig(workspace.json, "apiKeys", "test", "key");
-    if (workspace.status !== 201 || typeof key !== "string") {
-      throw new Error(`workspace creation failed: ${workspace.status} ${JSON.stringify(workspace.json)}`);
+    const keys: string[] = [];
+    for (let w = 0; w < GET_WORKSPACES; w++) {
+      const workspace = await postJson(
+        `${base}/api/v1/workspaces`,
+        { name: `Benchmark ${w}`, settlementAddress: SETTLEMENT_ADDRESS },
+        { authorization: `Bearer ${adminSecret}` },
+      );
+      const key = dig(workspace.json, "apiKeys", "test", "key");
+      if (workspace.status !== 201 || typeof key !== "string") {
+        throw new Error(`workspace creation failed: ${workspace.status} ${JSON.stringify(workspace.json)}`);
+      }
+      keys.push(key);
     }
-    const authorization = `Bearer ${key}`;
-    const created = await postJson(`${base}/api/v1/payments`, JSON.parse(CREATE_BODY), { authorization });
-    const id = dig(created.json, "payment", "id");
-    if (created.status !== 201 || typeof id !== "string") {
-      throw new Error(`payment creation failed: ${created.status} ${JSON.stringify(created.json)}`);
+    const authorization = `Bearer ${keys[0]}`;
+    const cycle: NonNullable<Target["cycle"]> = [];
+    for (let i = 0; i < GET_ROWS; i++) {
+      const headers = { authorization: `Bearer ${keys[i % keys.length]}` };
+      const created = await postJson(`${base}/api/v1/payments`, JSON.parse(CREATE_BODY), headers);
+      const id = dig(created.json, "payment", "id");
+      if (created.status !== 201 || typeof id !== "string") {
+        throw new Error(`payment creation failed: ${created.status} ${JSON.stringify(created.json)}`);
+      }
+      cycle.push({ path: `/api/v1/payments/${id}`, headers });
     }
     const measurements = [
       await measure(setup, "service", "create", child, {
@@ -687,12 +725,15 @@ async function runService(setup: DbSetup): Promise<ServerRun> {
         method: "POST",
         headers: { "content-type": "application/json", authorization },
         body: CREATE_BODY,
+        // Round the workspaces' keys, as for the GETs.
+        cycle: keys.map((key) => ({ path: "/api/v1/payments", headers: { authorization: `Bearer ${key}` } })),
       }),
       await analyzeThen(setup, () =>
         measure(setup, "service", "get", child, {
-          url: `${base}/api/v1/payments/${id}`,
+          url: base,
           method: "GET",
-          headers: { authorization },
+          headers: {},
+          cycle,
         }),
       ),
     ];
@@ -915,7 +956,7 @@ function render(
     `- PostgreSQL: ${pg ? `${pg.baseline.serverVersion ?? "unknown"} (Debian package, scripts/local-postgres.sh, durable defaults: fsync on)` : "not run"}`,
     `- PGlite: ${pglite ? `@electric-sql/pglite ${pgliteVersion} (PostgreSQL ${pglite.baseline.serverVersion ?? "unknown"}), file-backed in DATA_DIR` : "not run"}`,
     `- Load: autocannon ${readPackageVersion("autocannon")} as a library in the runner process (same machine), ${settings.connections} connections, no pipelining, ${settings.warmup} s warm-up then ${settings.duration} s measured per scenario`,
-    `- Service: \`node src/main.ts\`, LOG_LEVEL=warn, RATE_LIMIT_SANDBOX=${RATE_LIMIT_SANDBOX} (limiter active), pool of ${POOL_SIZE}; sandbox key, body \`${CREATE_BODY}\`; GET reads one payment`,
+    `- Service: \`node src/main.ts\`, LOG_LEVEL=warn, RATE_LIMIT_SANDBOX=${RATE_LIMIT_SANDBOX} (limiter active), pool of ${POOL_SIZE}; sandbox keys of ${GET_WORKSPACES} workspaces in turn, body \`${CREATE_BODY}\`; GETs go round ${GET_ROWS} payments of those workspaces, each with its workspace's key`,
     `- Baseline: \`bench/baseline-server.ts\`, bare Fastify, one INSERT … RETURNING / one SELECT by primary key into \`bench_baseline\` of the same database (pg Pool of ${POOL_SIZE}; PGlite directly)`,
     "",
     ...tables,
@@ -925,7 +966,7 @@ function render(
     "- Req/s is autocannon's mean of per-second samples; p50/p99 are its latency percentiles over the measured window (the warm-up is discarded).",
     `- Peak RSS is the server process's VmHWM from /proc/<pid>/status, ${peakResetWorks ? "reset (clear_refs 5) at the start of each scenario, so it is that scenario's peak including its warm-up" : "over the process lifetime (resetting it was not permitted)"}. Whole-lifetime peaks: ${lifetime.join("; ")}.`,
     "- Order per database: baseline (create, GET), then the service (create, GET), each server in its own process, started fresh. Failed counts non-2xx answers, connection errors and timeouts.",
-    `- GET reads one row created just before; ${settings.analyze ? "on PostgreSQL the runner runs ANALYZE between create and GET, as autovacuum would within a minute (without statistics the planner reads the service's payment through payments_list_status instead of the primary key). PGlite runs no autovacuum and the runner cannot reach the server's embedded database, so its tables stay unanalyzed." : "no ANALYZE was run (BENCH_ANALYZE=0): the tables may have no planner statistics."}`,
+    `- GETs go round ${GET_ROWS} rows created just before (the service's: ${GET_WORKSPACES} workspaces, each request with the key of the payment's workspace), so that concurrent requests ask for different rows; ${settings.analyze ? "on PostgreSQL the runner runs ANALYZE between create and GET, as autovacuum would within a minute (without statistics the planner reads the service's payment through payments_list_status instead of the primary key). PGlite runs no autovacuum and the runner cannot reach the server's embedded database, so its tables stay unanalyzed." : "no ANALYZE was run (BENCH_ANALYZE=0): the tables may have no planner statistics."}`,
     "- Server CPU ms/req is the server process's user + system CPU time over the measured window divided by the requests completed; DB CPU ms/req is the same for all processes of the PostgreSQL server (PGlite runs inside the server process, so its cost is in the server's figure).",
     `- Before each scenario the runner waits (up to ${settings.quietWait} s) for the machine to be under ${fmtPct(QUIET_BUSY)} busy. Other load is the CPU that processes outside the benchmark (not the runner, the server or PostgreSQL) took during the measured window, in cores; above ${DISTURBED_CORES} the scenario is measured again (up to ${settings.attempts} tries, the least disturbed kept) and a row still above is marked ⚠ as suspect.${disturbed ? " **This run has disturbed rows.**" : ""}`,
     "- The load generator shares the 2 cores with the server and the database, so absolute figures are lower than on separate machines; the ratios are what the goals compare.",
