@@ -417,6 +417,35 @@ describe("outbox events", () => {
     expect(Object.keys(forwarded?.payload ?? {}).some((k) => k.includes("_"))).toBe(false);
   });
 
+  it("writes concurrent creates of several workspaces, sharing statements, each with its own events and credit", async () => {
+    const workspaces = [await createWorkspace(t), await createWorkspace(t)];
+    const amounts = ["1", "2", "3", "4", "5", "6", "7", "8", "9", "10"];
+    const created = await Promise.all(
+      amounts.flatMap((amount) =>
+        workspaces.map(async (ws) => ({
+          ws,
+          body: await createOk(ws.testKey, { tokenSymbol: "USDC", amount }),
+        })),
+      ),
+    );
+    for (const ws of workspaces) {
+      const mine = created.filter((c) => c.ws === ws).map((c) => c.body.payment as Json);
+      expect(mine.map((p) => p.grossAmount).sort()).toEqual(amounts.map((a) => `${a}.00`).sort());
+      expect((await paymentRows(ws.id)).map((r) => r.id).sort()).toEqual(mine.map((p) => p.id).sort());
+      // Each payment: payment.created (pending) before payment.forwarded, with its own payload.
+      const events = await outboxRows(ws.id);
+      expect(events).toHaveLength(2 * amounts.length);
+      for (const payment of mine) {
+        const own = events.filter((e) => (e.payload as Json).id === payment.id);
+        expect(own.map((e) => e.event_type)).toEqual(["payment.created", "payment.forwarded"]);
+        expect(own[1]?.payload).toEqual(payment);
+      }
+      // The nets (98.5% of 1 + … + 10 = 55 USDC) landed in the workspace's sandbox wallet.
+      const balance = await get(ws.testKey, "/api/v1/wallet/balance");
+      expect(balance.json().eoa.balances.USDC).toBe("54.175");
+    }
+  });
+
   it("writes exactly one payment.cancelled row after a cancel", async () => {
     const ws = await createWorkspace(t);
     const id = await insertPayment(ws);

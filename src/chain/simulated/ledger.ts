@@ -24,6 +24,14 @@ export interface LedgerTransfer {
   reference: string;
 }
 
+export interface LedgerCredit {
+  address: string;
+  token: ChainToken;
+  amount: bigint;
+  /** Unique per credit; the hash is derived from it. */
+  reference: string;
+}
+
 export type LedgerResult =
   | { txHash: Hex; status: "success" }
   | { txHash: Hex; status: "reverted"; error: string };
@@ -56,16 +64,31 @@ export class SimulatedLedger {
     amount: bigint,
     reference: string,
   ): RawBuilder<unknown> {
-    const txHash = sandboxTxHash(reference);
-    const holder = address.toLowerCase();
+    return SimulatedLedger.creditsCtes([{ address, token, amount, reference }]);
+  }
+
+  /** Several credits (at least one) as the two CTEs of `creditCtes`. */
+  static creditsCtes(credits: readonly LedgerCredit[]): RawBuilder<unknown> {
+    const rows = credits.map((c) => ({
+      txHash: sandboxTxHash(c.reference),
+      holder: c.address.toLowerCase(),
+      token: c.token,
+      amount: c.amount.toString(),
+      reference: c.reference,
+    }));
     return sql`
       ledger_tx AS (
         INSERT INTO ledger_transactions (tx_hash, from_address, to_address, token_symbol, amount, status, memo)
-        VALUES (${txHash}, NULL, ${holder}, ${token}, ${amount.toString()}::numeric, 'success', ${reference})
+        VALUES ${sql.join(
+          rows.map(
+            (r) =>
+              sql`(${r.txHash}, NULL, ${r.holder}, ${r.token}, ${r.amount}::numeric, 'success', ${r.reference})`,
+          ),
+        )}
       ),
       ledger_entry AS (
         INSERT INTO ledger_entries (address, token_symbol, amount, tx_hash)
-        VALUES (${holder}, ${token}, ${amount.toString()}::numeric, ${txHash})
+        VALUES ${sql.join(rows.map((r) => sql`(${r.holder}, ${r.token}, ${r.amount}::numeric, ${r.txHash})`))}
       )`;
   }
 

@@ -73,9 +73,13 @@ export function newPaymentRow(p: NewPayment & { id: string }): PaymentRow {
   };
 }
 
-/** The INSERT of a row built by newPaymentRow, as a query to run or to embed in a larger statement. */
-export function insertPaymentQuery(db: Kysely<DatabaseSchema>, row: PaymentRow) {
-  return db.insertInto("payments").values({
+/** The INSERT of rows built by newPaymentRow, as a query to run or to embed in a larger statement. */
+export function insertPaymentsQuery(db: Kysely<DatabaseSchema>, rows: readonly PaymentRow[]) {
+  return db.insertInto("payments").values(rows.map(insertValues));
+}
+
+function insertValues(row: PaymentRow) {
+  return {
     id: row.id,
     workspace_id: row.workspace_id,
     environment: row.environment,
@@ -98,7 +102,7 @@ export function insertPaymentQuery(db: Kysely<DatabaseSchema>, row: PaymentRow) 
     checkout_url: row.checkout_url,
     created_at: row.created_at,
     updated_at: row.updated_at,
-  });
+  };
 }
 
 /** Reads a payment of the workspace and environment; `forUpdate` locks it for a transition. */

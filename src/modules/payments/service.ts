@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from "node:crypto";
 import { type Kysely, sql } from "kysely";
 import type { ChainToken } from "../../chain/network.ts";
-import { SimulatedLedger } from "../../chain/simulated/ledger.ts";
+import { type LedgerCredit, SimulatedLedger } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
@@ -9,6 +9,7 @@ import { validatePaymentRequest } from "../../domain/payment-request.ts";
 import { isVerified, type PaymentStatus, transition } from "../../domain/payment-state.ts";
 import { isUuid } from "../../domain/validation.ts";
 import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
+import { coalescedWrite } from "../../platform/db/coalesced-write.ts";
 import {
   claimIdempotencyKey,
   type IdempotencyScope,
@@ -20,7 +21,7 @@ import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
 import { badRequest, conflict, notFound, serviceUnavailable } from "../../platform/http/errors.ts";
 import { type CardProviders, providerUnavailable } from "../card/service.ts";
-import { outboxCtes } from "../webhooks/outbox.ts";
+import { type OutboxEvent, outboxCtes } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import * as chainRepo from "./chain-repo.ts";
 import * as repo from "./repo.ts";
@@ -54,12 +55,14 @@ export class PaymentsService {
 
   readonly #card: CardProviders;
   readonly #byId: (id: string) => Promise<PaymentRow | undefined>;
+  readonly #writeNew: (write: NewPaymentWrite) => Promise<void>;
 
   constructor(ctx: AppContext, workspaces: WorkspacesService, card: CardProviders = {}) {
     this.#ctx = ctx;
     this.#workspaces = workspaces;
     this.#card = card;
     this.#byId = coalescedLookup((ids: readonly string[]) => repo.findPaymentsByIds(ctx.db, ids));
+    this.#writeNew = coalescedWrite((writes: readonly NewPaymentWrite[]) => writeNewPayments(ctx.db, writes));
   }
 
   async create(
@@ -182,33 +185,30 @@ export class PaymentsService {
       ...(checkout ? { checkoutUrl: checkout.url, cardCheckoutSessionId: checkout.id } : {}),
       paymentUrl: `${this.#ctx.config.publicBaseUrl}/pay/${row.id}`,
     };
-    const write = async (db: Kysely<DatabaseSchema>) => {
-      const ctes = [
-        sql`payment_row AS (${repo.insertPaymentQuery(db, row)})`,
-        outboxCtes([
-          { ...eventScope(row), type: "payment.created", payload: { ...view, status: "pending" } },
-          ...(completed?.ok && completed.event
-            ? [{ ...eventScope(row), type: completed.event, payload: { ...view } }]
-            : []),
-        ]),
-      ];
+    const write: NewPaymentWrite = {
+      row,
+      events: [
+        { ...eventScope(row), type: "payment.created", payload: { ...view, status: "pending" } },
+        ...(completed?.ok && completed.event
+          ? [{ ...eventScope(row), type: completed.event, payload: { ...view } }]
+          : []),
+      ],
       // The net amount lands in the workspace's sandbox wallet, so the merchant can pay it out.
-      if (completed?.ok && request.paymentMethod === "crypto" && receivingAddress) {
-        ctes.push(
-          SimulatedLedger.creditCtes(
-            receivingAddress,
-            request.tokenSymbol as ChainToken,
-            request.net,
-            `payment:${row.id}`,
-          ),
-        );
-      }
-      await sql`WITH ${sql.join(ctes)} SELECT 1`.execute(db);
+      credit:
+        completed?.ok && request.paymentMethod === "crypto" && receivingAddress
+          ? {
+              address: receivingAddress,
+              token: request.tokenSymbol as ChainToken,
+              amount: request.net,
+              reference: `payment:${row.id}`,
+            }
+          : null,
     };
 
     if (!scope) {
       if (cardProvider && !checkout) throw conflict("A request with this Idempotency-Key is in progress");
-      await write(this.#ctx.db); // one statement: atomic without a transaction
+      // One statement, shared with the creates that arrived together: atomic without a transaction.
+      await this.#writeNew(write);
       return { body: responseBody, replayed: false };
     }
 
@@ -228,7 +228,7 @@ export class PaymentsService {
       }
       if (claim.kind === "in_progress") throw conflict("A request with this Idempotency-Key is in progress");
       if (cardProvider && !checkout) throw conflict("A request with this Idempotency-Key is in progress");
-      await write(trx);
+      await writeNewPayments(trx, [write]);
       await storeIdempotentResponse(trx, scope, row.id, 201, responseBody);
       return { body: responseBody, replayed: false };
     });
@@ -323,6 +323,33 @@ export class PaymentsService {
     if (!row) throw notFound("Payment not found");
     return row;
   }
+}
+
+/** A new payment as written: its row, its events and (sandbox crypto) the ledger credit. */
+interface NewPaymentWrite {
+  row: PaymentRow;
+  events: OutboxEvent[];
+  credit: LedgerCredit | null;
+}
+
+/**
+ * Writes new payments (at least one), each with its events, webhook deliveries and credit, in
+ * ONE statement: rows of several payments go into the same INSERTs. Events keep their order.
+ */
+async function writeNewPayments(
+  db: Kysely<DatabaseSchema>,
+  writes: readonly NewPaymentWrite[],
+): Promise<void> {
+  const credits = writes.flatMap((w) => (w.credit ? [w.credit] : []));
+  const ctes = [
+    sql`payment_row AS (${repo.insertPaymentsQuery(
+      db,
+      writes.map((w) => w.row),
+    )})`,
+    outboxCtes(writes.flatMap((w) => w.events)),
+    ...(credits.length > 0 ? [SimulatedLedger.creditsCtes(credits)] : []),
+  ];
+  await sql`WITH ${sql.join(ctes)} SELECT 1`.execute(db);
 }
 
 function eventScope(row: PaymentRow): { workspaceId: string; environment: Environment } {
