@@ -1,5 +1,7 @@
+import DataLoader from "dataloader";
 import { type Kysely, type RawBuilder, sql } from "kysely";
 import { keccak256, stringToHex } from "viem";
+import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 import type { ChainToken, Hex } from "../network.ts";
 
@@ -40,11 +42,44 @@ export function sandboxTxHash(reference: string): Hex {
   return keccak256(stringToHex(`sandbox:${reference}`));
 }
 
+const FAILURE_ADDRESS = SANDBOX_FAILURE_ADDRESS.toLowerCase();
+const MAX_BATCH = 256;
+type Outcome = "success" | "insufficient" | "failure_address";
+
 export class SimulatedLedger {
   readonly #db: Db;
+  /** Transfers asked for together (one round of I/O) are made by one transaction. */
+  readonly #transfers: DataLoader<LedgerTransfer, LedgerResult>;
+  /** Balance reads asked for together are one query (not in a caller's transaction). */
+  readonly #balances: (key: string) => Promise<bigint | undefined>;
 
   constructor(db: Db) {
     this.#db = db;
+    this.#transfers = new DataLoader((batch) => this.#transferBatch(batch), {
+      cache: false,
+      maxBatchSize: MAX_BATCH,
+      batchScheduleFn: (dispatch) => setImmediate(dispatch),
+    });
+    this.#balances = coalescedLookup((keys: readonly string[]) => this.#readBalances(keys));
+  }
+
+  /** The balance now, read together with the other balances asked for in this round of I/O. */
+  async currentBalance(address: string, token: ChainToken): Promise<bigint> {
+    return (await this.#balances(`${address.toLowerCase()} ${token}`)) ?? 0n;
+  }
+
+  async #readBalances(keys: readonly string[]): Promise<Map<string, bigint>> {
+    // Distinct: a wallet asked for twice must not be joined (and summed) twice.
+    const pairs = [...new Set(keys)].map((key) => key.split(" ") as [string, string]);
+    // A sum per wallet through the (address, token_symbol) index: a join would let the planner
+    // hash the whole table (a busy destination has many entries).
+    const rows = await sql<{ address: string; token_symbol: string; balance: string }>`
+      SELECT w.address, w.token_symbol,
+             (SELECT coalesce(sum(e.amount), 0) FROM ledger_entries e
+              WHERE e.address = w.address AND e.token_symbol = w.token_symbol)::text AS balance
+      FROM unnest(${pairs.map((p) => p[0])}::text[], ${pairs.map((p) => p[1])}::text[]) AS w(address, token_symbol)
+    `.execute(this.#db);
+    return new Map(rows.rows.map((r) => [`${r.address} ${r.token_symbol}`, BigInt(r.balance)]));
   }
 
   async balance(address: string, token: ChainToken, db: Db = this.#db): Promise<bigint> {
@@ -104,48 +139,137 @@ export class SimulatedLedger {
     return this.balance(address, token, db);
   }
 
-  async transfer(transfer: LedgerTransfer): Promise<LedgerResult> {
-    const txHash = sandboxTxHash(transfer.reference);
-    const from = transfer.from.toLowerCase();
-    const to = transfer.to.toLowerCase();
-    return this.#db.transaction().execute(async (trx) => {
-      const record = (status: "success" | "reverted") =>
-        trx
-          .insertInto("ledger_transactions")
-          .values({
-            tx_hash: txHash,
-            from_address: from,
-            to_address: to,
-            token_symbol: transfer.token,
-            amount: transfer.amount.toString(),
-            status,
-            memo: transfer.reference,
-          })
-          .execute();
-      if (to === SANDBOX_FAILURE_ADDRESS.toLowerCase()) {
-        await record("reverted");
-        return { txHash, status: "reverted", error: "execution reverted (sandbox failure address)" } as const;
+  /**
+   * Debits `from` and credits `to` atomically, or records a reverted transfer (insufficient
+   * balance, or the failure address). Transfers asked for together share one transaction.
+   */
+  transfer(transfer: LedgerTransfer): Promise<LedgerResult> {
+    return this.#transfers.load(transfer);
+  }
+
+  /**
+   * A batch of transfers, in rounds in which each wallet and token debits at most once (so a
+   * round's balance checks cannot overlap). A failed round is made again one transfer at a time:
+   * the transaction wrote nothing, and a transfer that cannot be made fails alone.
+   */
+  async #transferBatch(batch: readonly LedgerTransfer[]): Promise<Array<LedgerResult | Error>> {
+    const results: Array<LedgerResult | Error> = new Array(batch.length);
+    let waiting = batch.map((transfer, index) => ({ transfer, index }));
+    while (waiting.length > 0) {
+      const debits = new Set<string>();
+      const round: typeof waiting = [];
+      const later: typeof waiting = [];
+      for (const item of waiting) {
+        const key = debitLock(item.transfer);
+        if (debits.has(key)) later.push(item);
+        else {
+          debits.add(key);
+          round.push(item);
+        }
       }
-      // Debits of one wallet and token take turns (credits never wait): check, then spend.
-      await sql`SELECT pg_advisory_xact_lock(hashtext(${`ledger:${from}:${transfer.token}`}))`.execute(trx);
-      if ((await this.balance(from, transfer.token, trx)) < transfer.amount) {
-        await record("reverted");
-        return { txHash, status: "reverted", error: "insufficient balance" } as const;
+      try {
+        const outcomes = await this.#transferRound(round.map((item) => item.transfer));
+        round.forEach((item, i) => {
+          results[item.index] = outcomes[i] as LedgerResult;
+        });
+      } catch (err) {
+        if (round.length === 1) results[(round[0] as (typeof round)[number]).index] = asError(err);
+        else
+          await Promise.all(
+            round.map(async (item) => {
+              results[item.index] = await this.#transferRound([item.transfer]).then(
+                (r) => r[0] as LedgerResult,
+                asError,
+              );
+            }),
+          );
       }
-      await trx
-        .insertInto("ledger_entries")
-        .values([
-          {
-            address: from,
-            token_symbol: transfer.token,
-            amount: (-transfer.amount).toString(),
-            tx_hash: txHash,
-          },
-          { address: to, token_symbol: transfer.token, amount: transfer.amount.toString(), tx_hash: txHash },
-        ])
-        .execute();
-      await record("success");
-      return { txHash, status: "success" } as const;
+      waiting = later;
+    }
+    return results;
+  }
+
+  /** One transaction: locks the debited wallets, checks their balances and writes, in one statement. */
+  async #transferRound(transfers: readonly LedgerTransfer[]): Promise<LedgerResult[]> {
+    const rows = transfers.map((t) => ({
+      txHash: sandboxTxHash(t.reference),
+      from: t.from.toLowerCase(),
+      to: t.to.toLowerCase(),
+      token: t.token,
+      amount: t.amount.toString(),
+      reference: t.reference,
+      failing: t.to.toLowerCase() === FAILURE_ADDRESS,
+    }));
+    const locks = [
+      ...new Set(transfers.filter((t) => t.to.toLowerCase() !== FAILURE_ADDRESS).map(debitLock)),
+    ].sort();
+    const column = <T>(pick: (r: (typeof rows)[number]) => T) => rows.map(pick);
+    const decided = await this.#db.transaction().execute(async (trx) => {
+      // Debits of one wallet and token take turns (credits never wait): lock, then check and
+      // spend. Locks are taken in one order, so two batches never wait on each other in a circle.
+      if (locks.length > 0)
+        await sql`SELECT pg_advisory_xact_lock(hashtext(k)) FROM (SELECT unnest(${locks}::text[]) AS k ORDER BY 1) AS sorted`.execute(
+          trx,
+        );
+      // A statement after the locks: its snapshot sees every debit committed before them.
+      const result = await sql<{ outcome: Outcome }>`
+        WITH req AS (
+          SELECT * FROM unnest(
+            ${column((r) => r.txHash)}::text[], ${column((r) => r.from)}::text[], ${column((r) => r.to)}::text[],
+            ${column((r) => r.token)}::text[], ${column((r) => r.amount)}::numeric[],
+            ${column((r) => r.reference)}::text[], ${column((r) => r.failing)}::boolean[]
+          ) WITH ORDINALITY AS r(tx_hash, from_address, to_address, token_symbol, amount, memo, failing, pos)
+        ),
+        funds AS (
+          SELECT w.from_address AS address, w.token_symbol,
+                 (SELECT coalesce(sum(e.amount), 0) FROM ledger_entries e
+                  WHERE e.address = w.from_address AND e.token_symbol = w.token_symbol) AS balance
+          FROM (SELECT DISTINCT from_address, token_symbol FROM req WHERE NOT failing) w
+        ),
+        decided AS (
+          SELECT r.*, CASE WHEN r.failing THEN 'failure_address'
+                           WHEN coalesce(f.balance, 0) >= r.amount THEN 'success'
+                           ELSE 'insufficient' END AS outcome
+          FROM req r
+          LEFT JOIN funds f ON f.address = r.from_address AND f.token_symbol = r.token_symbol
+        ),
+        entries AS (
+          INSERT INTO ledger_entries (address, token_symbol, amount, tx_hash)
+          SELECT x.address, d.token_symbol, x.amount, d.tx_hash
+          FROM decided d
+          CROSS JOIN LATERAL (VALUES (d.from_address, -d.amount), (d.to_address, d.amount)) AS x(address, amount)
+          WHERE d.outcome = 'success'
+        ),
+        recorded AS (
+          INSERT INTO ledger_transactions (tx_hash, from_address, to_address, token_symbol, amount, status, memo)
+          SELECT tx_hash, from_address, to_address, token_symbol, amount,
+                 CASE WHEN outcome = 'success' THEN 'success' ELSE 'reverted' END, memo
+          FROM decided ORDER BY pos
+        )
+        SELECT outcome FROM decided ORDER BY pos
+      `.execute(trx);
+      return result.rows;
+    });
+    return decided.map(({ outcome }, i) => {
+      const txHash = (rows[i] as (typeof rows)[number]).txHash;
+      if (outcome === "success") return { txHash, status: "success" } as const;
+      return {
+        txHash,
+        status: "reverted",
+        error:
+          outcome === "failure_address"
+            ? "execution reverted (sandbox failure address)"
+            : "insufficient balance",
+      } as const;
     });
   }
+}
+
+/** The advisory lock that serializes a wallet's debits of one token. */
+function debitLock(transfer: LedgerTransfer): string {
+  return `ledger:${transfer.from.toLowerCase()}:${transfer.token}`;
+}
+
+function asError(err: unknown): Error {
+  return err instanceof Error ? err : new Error(String(err));
 }

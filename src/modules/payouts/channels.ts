@@ -73,7 +73,7 @@ export class LedgerChannel implements PayoutChannel {
   }
 
   balance(address: Hex, token: ChainToken): Promise<bigint> {
-    return this.#ledger.balance(address, token);
+    return this.#ledger.currentBalance(address, token);
   }
 
   funds(address: Hex, tokens: readonly ChainToken[]): Promise<WalletFunds> {

@@ -192,6 +192,22 @@ export async function lockBreaker(db: Db, scope: Scope): Promise<BreakerState> {
   return toBreakerState(row);
 }
 
+/** The breakers of these workspaces and environments (keys `workspaceId environment`), by key. */
+export async function readBreakers(db: Db, keys: readonly string[]): Promise<Map<string, BreakerState>> {
+  const scopes = keys.map((key) => key.split(" ") as [string, string]);
+  const rows = await db
+    .selectFrom("payout_breakers")
+    .selectAll()
+    .where(
+      sql<boolean>`(workspace_id, environment) IN (SELECT * FROM unnest(${scopes.map((s) => s[0])}::uuid[], ${scopes.map((s) => s[1])}::text[]))`,
+    )
+    .execute();
+  return new Map(rows.map((row) => [`${row.workspace_id} ${row.environment}`, toBreakerState(row)]));
+}
+
+/** The initial breaker of a workspace and environment that has none stored yet. */
+export const INITIAL_BREAKER: BreakerState = toBreakerState(undefined);
+
 export async function readBreaker(db: Db, scope: Scope): Promise<BreakerState> {
   const row = await db
     .selectFrom("payout_breakers")

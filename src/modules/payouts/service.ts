@@ -14,6 +14,7 @@ import {
 import { formatAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
 import { validatePayoutRequest } from "../../domain/payout-request.ts";
 import { KeyedQueue } from "../../platform/concurrency/keyed-queue.ts";
+import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
 import { ApiError, badRequest, conflict, serviceUnavailable } from "../../platform/http/errors.ts";
@@ -87,6 +88,8 @@ export class PayoutsService {
   readonly #pipeline = new InFlightPayouts();
   /** Payouts this process is sending right now; the reconciler leaves them alone. */
   readonly #inFlight = new Set<string>();
+  /** Breaker reads of payouts arriving together share one query. */
+  readonly #breakers: (key: string) => Promise<BreakerState | undefined>;
 
   constructor(
     ctx: AppContext,
@@ -102,6 +105,7 @@ export class PayoutsService {
     this.#workspaces = workspaces;
     this.#channels = channels;
     this.#mailer = mailer;
+    this.#breakers = coalescedLookup((keys: readonly string[]) => repo.readBreakers(ctx.db, keys));
   }
 
   async create(principal: KeyPrincipal, body: unknown): Promise<PayoutResponse> {
@@ -280,7 +284,7 @@ export class PayoutsService {
   ): Promise<{ allowed: true; failStreak: number } | { allowed: false; state: BreakerState }> {
     // A read decides for an active breaker (stage one of a workspace's payouts is serialized
     // here, and failures are written under the breaker's lock); an auto-resume writes, locked.
-    const seen = await repo.readBreaker(this.#ctx.db, scope);
+    const seen = (await this.#breakers(`${scope.workspaceId} ${scope.environment}`)) ?? repo.INITIAL_BREAKER;
     const first = decideAttempt(seen, now);
     if (first.allowed && !first.autoResumed) return { allowed: true, failStreak: seen.failStreak };
     if (!first.allowed) return first;
