@@ -37,10 +37,12 @@ import { webhooksRoutes } from "./modules/webhooks/routes.ts";
 import { WebhooksService } from "./modules/webhooks/service.ts";
 import { workspacesRoutes } from "./modules/workspaces/routes.ts";
 import { WorkspacesService } from "./modules/workspaces/service.ts";
+import { InFlight } from "./platform/concurrency/in-flight.ts";
 import type { Db } from "./platform/db/database.ts";
 import { registerAuth } from "./platform/http/auth.ts";
 import { registerErrorHandling } from "./platform/http/error-handler.ts";
 import { ApiError } from "./platform/http/errors.ts";
+import { registerGracefulClose } from "./platform/http/graceful-close.ts";
 import { registerRateLimit } from "./platform/http/rate-limit.ts";
 import { registerValidation } from "./platform/http/validation.ts";
 import { createMailer, type Mailer } from "./platform/mail/mailer.ts";
@@ -93,6 +95,8 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
       void (reply as FastifyReply).code(400).type("application/json").send({ error: "Malformed URL" });
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
+  const inFlight = new InFlight();
+  registerGracefulClose(http, inFlight);
 
   const networks: AppContext["networks"] = {};
   const senders: AppContext["senders"] = {};
@@ -110,6 +114,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     networks,
     senders,
     now: deps.now ?? (() => new Date()),
+    inFlight,
   };
   const workspaces = new WorkspacesService(ctx);
   const keys = new KeysService(ctx);

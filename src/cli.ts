@@ -3,6 +3,7 @@ import pino from "pino";
 import { openRuntime } from "./bootstrap.ts";
 import { ConfigError, loadConfig } from "./config.ts";
 import { WorkspacesService } from "./modules/workspaces/service.ts";
+import { InFlight } from "./platform/concurrency/in-flight.ts";
 import { ApiError } from "./platform/http/errors.ts";
 
 // `npm run cli -- workspace create --name NAME [--email E] [--settlement-address 0x…] [--password P]`
@@ -43,6 +44,7 @@ async function main(argv: string[]): Promise<number> {
       networks: {},
       senders: {},
       now: () => new Date(),
+      inFlight: new InFlight(),
     });
     const created = await service.create({
       name: values.name,

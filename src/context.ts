@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from "fastify";
 import type { Network } from "./chain/network.ts";
 import type { TransactionSender } from "./chain/transaction-sender.ts";
 import type { Config, Environment } from "./config.ts";
+import type { InFlight } from "./platform/concurrency/in-flight.ts";
 import type { Db } from "./platform/db/database.ts";
 import type { SecretBox } from "./platform/secrets/encryption.ts";
 
@@ -17,4 +18,6 @@ export interface AppContext {
   senders: Partial<Record<Environment, TransactionSender>>;
   /** Injectable clock: tests move time instead of sleeping. */
   now: () => Date;
+  /** Requests being answered and writes nobody awaits: shutdown waits for them (graceful-close.ts). */
+  inFlight: InFlight;
 }

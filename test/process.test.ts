@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
-import { createServer } from "node:net";
+import { connect, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -322,6 +322,126 @@ describe("the service process", () => {
 
       const secondExit = await stopServer(second);
       expect(secondExit, `stderr: ${second.stderr()}`).toEqual({ code: 0, signal: null });
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    "on SIGTERM lets running requests finish, also those whose client hung up, before closing the database",
+    async () => {
+      const dataDir = freshDataDir();
+      // Info logs say when each request has reached the service ("incoming request").
+      const info = { LOG_LEVEL: "info" };
+      const first = await startServer(dataDir, info);
+      const created = await api<CreatedWorkspaceJson>(first, "POST", "/api/v1/workspaces", ADMIN, {
+        name: "Shutdown Co",
+      });
+      expect(created.status).toBe(201);
+      const testKey = created.json.apiKeys.test.key;
+      const funded = await api(first, "POST", "/api/v1/sandbox/faucet", testKey, {
+        tokenSymbol: "USDC",
+        amount: "1000",
+      });
+      expect(funded.status).toBe(200);
+
+      // Sandbox payouts use the database for several statements each.
+      const payoutBody = (i: number) => ({
+        tokenSymbol: "USDC",
+        amount: "1",
+        destinationAddress: MERCHANT,
+        idempotencyKey: `shutdown-${i}`,
+      });
+      const send = (server: Server, i: number, signal: AbortSignal) =>
+        fetch(`${server.baseUrl}/api/v1/payouts`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${testKey}`, "content-type": "application/json" },
+          body: JSON.stringify(payoutBody(i)),
+          signal,
+        });
+      const untilArrived = async (server: Server, count: number) => {
+        const arrived = () => server.stdout().split("incoming request").length - 1;
+        const deadline = Date.now() + 15_000;
+        while (arrived() < count && Date.now() < deadline) {
+          await new Promise((resolve) => setTimeout(resolve, 2));
+        }
+        expect(arrived()).toBeGreaterThanOrEqual(count);
+      };
+      const expectCleanStop = async (server: Server) => {
+        const exit = await waitForExit(server, 30_000);
+        expect(exit, `log: ${server.stdout().slice(-4000)}`).toEqual({ code: 0, signal: null });
+        expect(server.stderr()).toBe("");
+        expect(server.stdout()).toContain('"msg":"stopped"');
+        // Nothing failed on a database closed under a running request (pino: 50 = error).
+        expect(server.stdout()).not.toMatch(/"level":(50|60)|destroyed|closed/);
+      };
+
+      // 1. Every client resets its connection while its payout runs (as a killed client does), and
+      // the process is told to stop: no connection is left to wait for, yet the database must stay
+      // open until the last handler is done.
+      const arrivedBefore = first.stdout().split("incoming request").length - 1;
+      const port = Number(new URL(first.baseUrl).port);
+      const sockets = await Promise.all(
+        Array.from(
+          { length: 30 },
+          (_, i) =>
+            new Promise<Socket>((resolve, reject) => {
+              const body = JSON.stringify(payoutBody(i));
+              const socket = connect(port, "127.0.0.1", () => {
+                socket.write(
+                  `POST /api/v1/payouts HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${testKey}\r\n` +
+                    `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+                );
+                resolve(socket);
+              });
+              socket.on("error", reject);
+            }),
+        ),
+      );
+      await untilArrived(first, arrivedBefore + 30);
+      for (const socket of sockets) socket.resetAndDestroy();
+      first.child.kill("SIGTERM");
+      await expectCleanStop(first);
+
+      // 2. Clients that wait get their answers, and their keep-alive connections do not hold the
+      // process open: answers given while stopping say `Connection: close`.
+      const second = await startServer(dataDir, info);
+      const awaited = Array.from({ length: 20 }, (_, i) =>
+        send(second, 30 + i, AbortSignal.timeout(30_000)).then(async (res) => ({
+          status: res.status,
+          connection: res.headers.get("connection"),
+          body: (await res.json()) as unknown,
+        })),
+      );
+      await untilArrived(second, 20);
+      second.child.kill("SIGTERM");
+      const answers = await Promise.all(awaited);
+      for (const answer of answers)
+        expect(answer, JSON.stringify(answer.body)).toMatchObject({ status: 200 });
+      expect(answers.filter((answer) => answer.connection === "close").length).toBeGreaterThan(0);
+      await expectCleanStop(second);
+
+      // Every payout that reached the service before SIGTERM completed, the hung-up ones too; and
+      // repeating each key now sends nothing more: exactly 50 USDC left the wallet.
+      const third = await startServer(dataDir);
+      const completed = await api<{ payouts: unknown[] }>(third, "GET", "/api/v1/payouts?limit=100", testKey);
+      expect(completed.json.payouts).toHaveLength(50);
+      for (let i = 0; i < 50; i++) {
+        const repeat = await api<{ payout: { status: string } }>(
+          third,
+          "POST",
+          "/api/v1/payouts",
+          testKey,
+          payoutBody(i),
+        );
+        expect(repeat.status, JSON.stringify(repeat.json)).toBe(200);
+        expect(repeat.json.payout.status).toBe("completed");
+      }
+      const history = await api<{ payouts: unknown[] }>(third, "GET", "/api/v1/payouts?limit=100", testKey);
+      expect(history.json.payouts).toHaveLength(50);
+      const balance = await api(third, "GET", "/api/v1/wallet/balance", testKey);
+      expect(JSON.stringify(balance.json)).toContain('"950');
+      const thirdExit = await stopServer(third);
+      expect(thirdExit, `stderr: ${third.stderr()}`).toEqual({ code: 0, signal: null });
     },
     TEST_TIMEOUT_MS,
   );

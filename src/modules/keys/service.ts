@@ -101,7 +101,8 @@ export class KeysService {
     const nowMs = this.#ctx.now().getTime();
     if (nowMs - (this.#touched.get(id) ?? 0) < TOUCH_INTERVAL_MS) return;
     this.#touched.set(id, nowMs);
-    repo.touchKey(this.#ctx.db, id, new Date(nowMs)).catch((err: unknown) => {
+    // Not awaited by the request, so counted on its own: shutdown waits for it.
+    this.#ctx.inFlight.track(repo.touchKey(this.#ctx.db, id, new Date(nowMs))).catch((err: unknown) => {
       this.#ctx.log.warn({ err, keyId: id }, "could not record key use");
     });
   }
