@@ -1,25 +1,60 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { InFlight } from "../concurrency/in-flight.ts";
+import { serviceUnavailable } from "./errors.ts";
 
 /**
  * Graceful shutdown for the HTTP side. Fastify's close stops accepting connections and waits for
- * open ones, but a request whose client hung up no longer holds a connection while its hooks and
- * handler go on using the database; and a keep-alive connection answered during shutdown would
- * stay open until its idle timeout. So every request is counted from its first hook until its
- * reply is being sent (onSend runs for hung-up clients too, onResponse does not), answers given
+ * open ones, but a request whose client reset its connection no longer holds one while its hooks
+ * and handler go on using the database; and a keep-alive connection answered during shutdown
+ * would stay open until its idle timeout. So every request is counted from its first hook until
+ * its reply is being sent (onSend runs for gone clients too, onResponse does not), answers given
  * while closing carry `Connection: close`, and close waits for the count to reach zero before the
  * server and every onClose hook (mailer, Redis) close.
+ *
+ * One exception keeps the count honest: a request whose connection closes before its body has
+ * been read never gets that body, and Fastify waits for it without end (no answer, no onSend).
+ * It is not counted while its body is awaited once its connection is gone; if it does get past
+ * the body (a request without one), it is counted again, or refused once shutdown has begun.
  *
  * Register before the routes and before any other onRequest hook, so authentication is counted.
  */
 export function registerGracefulClose(http: FastifyInstance, inFlight: InFlight): void {
-  const releases = new WeakMap<FastifyRequest, () => void>();
+  interface Tracked {
+    release: () => void;
+    awaitingBody: boolean;
+    onGone?: () => void;
+  }
+  const tracked = new WeakMap<FastifyRequest, Tracked>();
   let closing = false;
+
   http.addHook("onRequest", async (request) => {
-    releases.set(request, inFlight.begin());
+    tracked.set(request, { release: inFlight.begin(), awaitingBody: false });
+  });
+  http.addHook("preParsing", async (request, reply) => {
+    const entry = tracked.get(request);
+    if (!entry) return;
+    entry.awaitingBody = true;
+    entry.onGone = () => {
+      if (entry.awaitingBody) entry.release();
+    };
+    // 'close' on the response before it is sent means the connection is gone.
+    if (reply.raw.destroyed) entry.release();
+    else reply.raw.once("close", entry.onGone);
+  });
+  http.addHook("preValidation", async (request, reply) => {
+    const entry = tracked.get(request);
+    if (!entry?.awaitingBody) return;
+    entry.awaitingBody = false;
+    if (entry.onGone) reply.raw.removeListener("close", entry.onGone);
+    if (!reply.raw.destroyed) return;
+    // Its client is gone and it may not have been counted meanwhile ('close' may not have been
+    // emitted yet: release is idempotent), so shutdown may be past waiting for it.
+    entry.release();
+    if (closing) throw serviceUnavailable("The service is shutting down");
+    entry.release = inFlight.begin();
   });
   http.addHook("onSend", async (request, reply, payload) => {
-    releases.get(request)?.();
+    tracked.get(request)?.release();
     if (closing) reply.header("connection", "close");
     return payload;
   });
