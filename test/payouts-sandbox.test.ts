@@ -837,6 +837,60 @@ describe("sandbox payout events (part 6)", () => {
     // Exactly one completed event: the failure emitted none.
     expect(await outbox(ws, "payout.completed")).toHaveLength(1);
   });
+
+  it("payouts of several workspaces sent together each get their own row, answer and event", async () => {
+    // Recorded and completed by shared statements: nothing of one may land on another.
+    const workspaces = await Promise.all([1, 2, 3, 4].map(() => newWorkspace()));
+    await Promise.all(workspaces.map((ws) => faucet(ws, "USDC", "100")));
+    const sent = workspaces.flatMap((ws, w) =>
+      [1, 2, 3].map((n) => ({
+        ws,
+        body: {
+          tokenSymbol: "USDC",
+          amount: `${w + 1}.${n}`,
+          destinationAddress: randomAddress(),
+          description: `ws ${w} payout ${n}`,
+          idempotencyKey: `together-${w}-${n}`,
+        },
+      })),
+    );
+    const answers = await Promise.all(sent.map(({ ws, body }) => payout(ws.testKey, body)));
+    for (const [i, answer] of answers.entries()) {
+      const { ws, body } = sent[i] as (typeof sent)[number];
+      expect(answer.statusCode, answer.body).toBe(200);
+      expect(answer.json().payout).toMatchObject({
+        amount: `${body.amount}0`,
+        destinationAddress: body.destinationAddress,
+        description: body.description,
+        fromAddress: ws.eoaAddress,
+        status: "completed",
+      });
+    }
+    for (const ws of workspaces) {
+      const mine = sent.filter((item) => item.ws === ws);
+      const rows = await payoutRows(ws);
+      expect(rows).toHaveLength(3);
+      expect(rows.every((row) => row.status === "completed")).toBe(true);
+      const events = await outbox(ws, "payout.completed");
+      expect(events.map((e) => (e.payload as Json).description).sort()).toEqual(
+        mine.map((item) => item.body.description).sort(),
+      );
+      for (const event of events) {
+        const payload = event.payload as Json;
+        const answer = answers[sent.findIndex((item) => item.body.description === payload.description)];
+        expect(payload.txHash).toBe(answer?.json().payout.txHash);
+        expect(payload.destinationAddress).toBe(
+          mine.find((item) => item.body.description === payload.description)?.body.destinationAddress,
+        );
+      }
+      // Amounts are "<w>.<n>" USDC: w whole USDC and n tenths, in 6-decimal units.
+      const paid = mine.reduce((sum, item) => {
+        const [whole, tenths] = item.body.amount.split(".");
+        return sum + BigInt(whole ?? "0") * 1_000_000n + BigInt(tenths ?? "0") * 100_000n;
+      }, 0n);
+      expect(await ledgerBalance(ws.eoaAddress, "USDC")).toBe(100_000_000n - paid);
+    }
+  });
 });
 
 describe("payout history and wallet stats", () => {

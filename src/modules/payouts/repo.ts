@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { type Kysely, type Selectable, sql } from "kysely";
 import type { Environment } from "../../config.ts";
 import type { BreakerState } from "../../domain/circuit-breaker.ts";
@@ -8,40 +9,53 @@ export type PayoutRow = Selectable<PayoutsTable>;
 type Db = Kysely<DatabaseSchema>;
 type Scope = { workspaceId: string; environment: Environment };
 
-export async function insertPayout(
+export interface NewPayout {
+  scope: Scope;
+  idempotencyKey: string | null;
+  tokenSymbol: string;
+  amount: bigint;
+  destinationAddress: string;
+  fromAddress: string;
+  walletType: string;
+  description: string | null;
+  metadata: Record<string, string>;
+  createdAt: Date;
+}
+
+/**
+ * Records payouts as processing, in one statement; answers each with its row, or undefined when a
+ * payout with its idempotency key already exists (the caller reads that one).
+ */
+export async function insertPayouts(
   db: Db,
-  scope: Scope,
-  values: {
-    idempotencyKey: string | null;
-    tokenSymbol: string;
-    amount: bigint;
-    destinationAddress: string;
-    fromAddress: string;
-    walletType: string;
-    description: string | null;
-    metadata: Record<string, string>;
-    createdAt: Date;
-  },
-): Promise<PayoutRow | undefined> {
-  return db
+  payouts: readonly NewPayout[],
+): Promise<Array<PayoutRow | undefined>> {
+  // Ids are chosen here so that each answer can be matched to its payout.
+  const ids = payouts.map(() => randomUUID());
+  const rows = await db
     .insertInto("payouts")
-    .values({
-      workspace_id: scope.workspaceId,
-      environment: scope.environment,
-      idempotency_key: values.idempotencyKey,
-      status: "processing",
-      token_symbol: values.tokenSymbol,
-      amount: values.amount.toString(),
-      destination_address: values.destinationAddress,
-      from_address: values.fromAddress,
-      wallet_type: values.walletType,
-      description: values.description,
-      metadata: JSON.stringify(values.metadata),
-      created_at: values.createdAt,
-    })
+    .values(
+      payouts.map((values, i) => ({
+        id: ids[i],
+        workspace_id: values.scope.workspaceId,
+        environment: values.scope.environment,
+        idempotency_key: values.idempotencyKey,
+        status: "processing",
+        token_symbol: values.tokenSymbol,
+        amount: values.amount.toString(),
+        destination_address: values.destinationAddress,
+        from_address: values.fromAddress,
+        wallet_type: values.walletType,
+        description: values.description,
+        metadata: JSON.stringify(values.metadata),
+        created_at: values.createdAt,
+      })),
+    )
     .onConflict((oc) => oc.columns(["workspace_id", "environment", "idempotency_key"]).doNothing())
     .returningAll()
-    .executeTakeFirst();
+    .execute();
+  const byId = new Map(rows.map((row) => [row.id, row]));
+  return ids.map((id) => byId.get(id as string));
 }
 
 export async function findByIdempotencyKey(
@@ -72,31 +86,44 @@ export async function finishPayout(
     .executeTakeFirst();
 }
 
+export interface PayoutCompletion {
+  id: string;
+  txHash: string;
+  at: Date;
+  /** The event's data as the caller has it; txHash, status and userOpHash come from the row. */
+  payload: Record<string, unknown>;
+}
+
 /**
- * Marks a processing payout completed and writes its `payout.completed` event, in one statement.
- * `payload` is the event's data as the caller has it; txHash, status and userOpHash are taken from
- * the updated row. Returns that row (undefined, and no event, when the payout was no longer
- * processing) with the workspace's breaker as it stood.
+ * Marks processing payouts completed and writes their `payout.completed` events, in one
+ * statement. Answers each with its updated row (undefined, and no event, when the payout was no
+ * longer processing) and its workspace's breaker as it stood.
  */
-export async function completePayout(
+export async function completePayouts(
   db: Db,
-  id: string,
-  outcome: { txHash: string; at: Date },
-  payload: Record<string, unknown>,
-): Promise<{ row: PayoutRow | undefined; breaker: BreakerState }> {
+  completions: readonly PayoutCompletion[],
+): Promise<Array<{ row: PayoutRow | undefined; breaker: BreakerState }>> {
   const event = sql`
     SELECT done.workspace_id, done.environment, 'payout.completed',
-           ${JSON.stringify(payload)}::jsonb
+           done.payload
              || jsonb_build_object('txHash', done.tx_hash, 'status', done.status)
              || CASE WHEN done.user_op_hash IS NULL THEN '{}'::jsonb
                      ELSE jsonb_build_object('userOpHash', done.user_op_hash) END
     FROM done`;
-  const result = await sql<PayoutRow & BreakerColumns>`
-    WITH done AS (
-      UPDATE payouts
-      SET status = 'completed', tx_hash = ${outcome.txHash}, error = NULL, completed_at = ${outcome.at}
-      WHERE id = ${id} AND status = 'processing'
-      RETURNING *
+  const result = await sql<PayoutRow & BreakerColumns & { payload: unknown }>`
+    WITH req AS (
+      SELECT * FROM unnest(
+        ${completions.map((c) => c.id)}::uuid[], ${completions.map((c) => c.txHash)}::text[],
+        ${completions.map((c) => c.at.toISOString())}::timestamptz[],
+        ${completions.map((c) => JSON.stringify(c.payload))}::jsonb[]
+      ) AS r(id, tx_hash, completed_at, payload)
+    ),
+    done AS (
+      UPDATE payouts p
+      SET status = 'completed', tx_hash = req.tx_hash, error = NULL, completed_at = req.completed_at
+      FROM req
+      WHERE p.id = req.id AND p.status = 'processing'
+      RETURNING p.*, req.payload
     ),
     ${outboxCtesFrom(event)}
     SELECT done.*, b.status AS breaker_status, b.fail_streak AS breaker_fail_streak,
@@ -105,24 +132,34 @@ export async function completePayout(
     LEFT JOIN payout_breakers b ON b.workspace_id = done.workspace_id AND b.environment = done.environment`.execute(
     db,
   );
-  const found = result.rows[0];
-  if (!found) return { row: undefined, breaker: toBreakerState(undefined) };
-  const { breaker_status, breaker_fail_streak, breaker_paused_at, breaker_reason, ...row } = found;
-  // No breaker row yet (LEFT JOIN): the columns are all null, and the breaker is the initial one.
-  const breaker = toBreakerState(
-    breaker_status === null
-      ? undefined
-      : {
-          status: breaker_status,
-          fail_streak: breaker_fail_streak ?? 0,
-          paused_at: breaker_paused_at,
-          reason: breaker_reason,
-        },
-  );
-  return { row, breaker };
+  const byId = new Map(result.rows.map((found) => [found.id, found]));
+  return completions.map((completion) => {
+    const found = byId.get(completion.id);
+    if (!found) return { row: undefined, breaker: toBreakerState(undefined) };
+    const {
+      breaker_status,
+      breaker_fail_streak,
+      breaker_paused_at,
+      breaker_reason,
+      payload: _payload,
+      ...row
+    } = found;
+    // No breaker row yet (LEFT JOIN): the columns are all null, and the breaker is the initial one.
+    const breaker = toBreakerState(
+      breaker_status === null
+        ? undefined
+        : {
+            status: breaker_status,
+            fail_streak: breaker_fail_streak ?? 0,
+            paused_at: breaker_paused_at,
+            reason: breaker_reason,
+          },
+    );
+    return { row, breaker };
+  });
 }
 
-/** The breaker's columns as completePayout's LEFT JOIN returns them. */
+/** The breaker's columns as completePayouts' LEFT JOIN returns them. */
 interface BreakerColumns {
   breaker_status: string | null;
   breaker_fail_streak: number | null;

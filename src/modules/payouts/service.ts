@@ -15,6 +15,7 @@ import { formatAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
 import { validatePayoutRequest } from "../../domain/payout-request.ts";
 import { KeyedQueue } from "../../platform/concurrency/keyed-queue.ts";
 import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
+import { coalescedCall } from "../../platform/db/coalesced-write.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
 import { ApiError, badRequest, conflict, serviceUnavailable } from "../../platform/http/errors.ts";
@@ -90,6 +91,11 @@ export class PayoutsService {
   readonly #inFlight = new Set<string>();
   /** Breaker reads of payouts arriving together share one query. */
   readonly #breakers: (key: string) => Promise<BreakerState | undefined>;
+  /** Payouts recorded together, and completions made together, share one statement each. */
+  readonly #insertPayout: (payout: repo.NewPayout) => Promise<repo.PayoutRow | undefined>;
+  readonly #completePayout: (
+    completion: repo.PayoutCompletion,
+  ) => Promise<{ row: repo.PayoutRow | undefined; breaker: BreakerState }>;
 
   constructor(
     ctx: AppContext,
@@ -106,6 +112,12 @@ export class PayoutsService {
     this.#channels = channels;
     this.#mailer = mailer;
     this.#breakers = coalescedLookup((keys: readonly string[]) => repo.readBreakers(ctx.db, keys));
+    this.#insertPayout = coalescedCall((payouts: readonly repo.NewPayout[]) =>
+      repo.insertPayouts(ctx.db, payouts),
+    );
+    this.#completePayout = coalescedCall((completions: readonly repo.PayoutCompletion[]) =>
+      repo.completePayouts(ctx.db, completions),
+    );
   }
 
   async create(principal: KeyPrincipal, body: unknown): Promise<PayoutResponse> {
@@ -193,7 +205,8 @@ export class PayoutsService {
           });
         }
       }
-      const payout = await repo.insertPayout(this.#ctx.db, scope, {
+      const payout = await this.#insertPayout({
+        scope,
         idempotencyKey: request.idempotencyKey,
         tokenSymbol: token,
         amount: request.amount,
@@ -321,15 +334,15 @@ export class PayoutsService {
     txHash: string,
   ) {
     const at = this.#ctx.now();
-    // The payout and its event in one statement. Most successes follow successes: only a streak
+    // The payout and its event in one statement (shared with the completions made together). Most successes follow successes: only a streak
     // to reset (a failure came first) takes the breaker's lock, right after; a crash between the
     // two leaves that streak as it was, which the next success resets.
-    const { row, breaker } = await repo.completePayout(
-      this.#ctx.db,
-      payout.id,
-      { txHash, at },
-      { ...toPayoutView(payout) },
-    );
+    const { row, breaker } = await this.#completePayout({
+      id: payout.id,
+      txHash,
+      at,
+      payload: { ...toPayoutView(payout) },
+    });
     if (row && recordSuccess(breaker) !== breaker) {
       await this.#ctx.db.transaction().execute(async (trx) => {
         const state = await repo.lockBreaker(trx, scope);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { coalescedWrite } from "./coalesced-write.ts";
+import { coalescedCall, coalescedWrite } from "./coalesced-write.ts";
 
 // Writes shared by concurrent requests: one statement per round of I/O; a failed batch is made
 // again one write at a time, so only the write that cannot be made fails.
@@ -40,5 +40,27 @@ describe("coalescedWrite", () => {
     const w = recordingWriter(new Set(["x"]));
     await expect(w.write("x")).rejects.toThrow("cannot write x");
     expect(w.statements).toEqual([["x"]]);
+  });
+});
+
+describe("coalescedCall", () => {
+  it("answers each write of a shared statement with its own answer, in order", async () => {
+    const statements: number[][] = [];
+    const double = coalescedCall(async (jobs: readonly number[]) => {
+      statements.push([...jobs]);
+      return jobs.map((job) => job * 2);
+    });
+    expect(await Promise.all([1, 2, 3].map((job) => double(job)))).toEqual([2, 4, 6]);
+    expect(statements).toEqual([[1, 2, 3]]);
+  });
+
+  it("treats a statement that answers the wrong number of writes as failed", async () => {
+    const statements: number[][] = [];
+    const short = coalescedCall(async (jobs: readonly number[]) => {
+      statements.push([...jobs]);
+      return jobs.length > 1 ? [0] : [jobs[0] ?? 0];
+    });
+    expect(await Promise.all([5, 6].map((job) => short(job)))).toEqual([5, 6]);
+    expect(statements).toEqual([[5, 6], [5], [6]]);
   });
 });

@@ -11,28 +11,44 @@ import DataLoader from "dataloader";
 
 const MAX_BATCH = 256;
 
-/** `write` makes a batch of writes (at least one) in one statement. */
-export function coalescedWrite<J>(write: (jobs: readonly J[]) => Promise<void>): (job: J) => Promise<void> {
-  const loader = new DataLoader<J, true>(
+/**
+ * `write` makes a batch of writes (at least one) in one statement and answers each, in order
+ * (one answer per job).
+ */
+export function coalescedCall<J, R>(
+  write: (jobs: readonly J[]) => Promise<readonly R[]>,
+): (job: J) => Promise<R> {
+  const answered = async (jobs: readonly J[]): Promise<readonly R[]> => {
+    const answers = await write(jobs);
+    if (answers.length !== jobs.length)
+      throw new Error(`${answers.length} answers for ${jobs.length} writes`);
+    return answers;
+  };
+  const loader = new DataLoader<J, R>(
     async (jobs) => {
       try {
-        await write(jobs);
-        return jobs.map(() => true as const);
+        return await answered(jobs);
       } catch (err) {
-        if (jobs.length === 1) return [err instanceof Error ? err : new Error(String(err))];
-        return Promise.all(
-          jobs.map((job) =>
-            write([job]).then(
-              () => true as const,
-              (e: unknown) => (e instanceof Error ? e : new Error(String(e))),
-            ),
-          ),
-        );
+        if (jobs.length === 1) return [asError(err)];
+        return Promise.all(jobs.map((job) => answered([job]).then((answers) => answers[0] as R, asError)));
       }
     },
     { cache: false, maxBatchSize: MAX_BATCH, batchScheduleFn: (dispatch) => setImmediate(dispatch) },
   );
+  return (job) => loader.load(job);
+}
+
+/** `write` makes a batch of writes (at least one) in one statement. */
+export function coalescedWrite<J>(write: (jobs: readonly J[]) => Promise<void>): (job: J) => Promise<void> {
+  const call = coalescedCall<J, true>(async (jobs) => {
+    await write(jobs);
+    return jobs.map(() => true as const);
+  });
   return async (job) => {
-    await loader.load(job);
+    await call(job);
   };
+}
+
+function asError(err: unknown): Error {
+  return err instanceof Error ? err : new Error(String(err));
 }
