@@ -31,31 +31,29 @@ export async function insertPayouts(
   payouts: readonly NewPayout[],
 ): Promise<Array<PayoutRow | undefined>> {
   // Ids are chosen here so that each answer can be matched to its payout.
-  const ids = payouts.map(() => randomUUID());
+  const values = payouts.map((payout) => ({
+    id: randomUUID(),
+    workspace_id: payout.scope.workspaceId,
+    environment: payout.scope.environment,
+    idempotency_key: payout.idempotencyKey,
+    status: "processing",
+    token_symbol: payout.tokenSymbol,
+    amount: payout.amount.toString(),
+    destination_address: payout.destinationAddress,
+    from_address: payout.fromAddress,
+    wallet_type: payout.walletType,
+    description: payout.description,
+    metadata: JSON.stringify(payout.metadata),
+    created_at: payout.createdAt,
+  }));
   const rows = await db
     .insertInto("payouts")
-    .values(
-      payouts.map((values, i) => ({
-        id: ids[i],
-        workspace_id: values.scope.workspaceId,
-        environment: values.scope.environment,
-        idempotency_key: values.idempotencyKey,
-        status: "processing",
-        token_symbol: values.tokenSymbol,
-        amount: values.amount.toString(),
-        destination_address: values.destinationAddress,
-        from_address: values.fromAddress,
-        wallet_type: values.walletType,
-        description: values.description,
-        metadata: JSON.stringify(values.metadata),
-        created_at: values.createdAt,
-      })),
-    )
+    .values(values)
     .onConflict((oc) => oc.columns(["workspace_id", "environment", "idempotency_key"]).doNothing())
     .returningAll()
     .execute();
   const byId = new Map(rows.map((row) => [row.id, row]));
-  return ids.map((id) => byId.get(id as string));
+  return values.map(({ id }) => byId.get(id));
 }
 
 export async function findByIdempotencyKey(

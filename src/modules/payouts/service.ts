@@ -334,9 +334,10 @@ export class PayoutsService {
     txHash: string,
   ) {
     const at = this.#ctx.now();
-    // The payout and its event in one statement (shared with the completions made together). Most successes follow successes: only a streak
-    // to reset (a failure came first) takes the breaker's lock, right after; a crash between the
-    // two leaves that streak as it was, which the next success resets.
+    // The payout and its event in one statement (shared with the completions made together).
+    // Most successes follow successes: only a streak to reset (a failure came first) takes the
+    // breaker's lock, right after; a crash between the two leaves that streak as it was, which
+    // the next success resets.
     const { row, breaker } = await this.#completePayout({
       id: payout.id,
       txHash,

@@ -21,31 +21,28 @@ import { serviceUnavailable } from "./errors.ts";
 export function registerGracefulClose(http: FastifyInstance, inFlight: InFlight): void {
   interface Tracked {
     release: () => void;
-    awaitingBody: boolean;
+    /** Set while the body is awaited: the connection's 'close' listener that stops counting. */
     onGone?: () => void;
   }
   const tracked = new WeakMap<FastifyRequest, Tracked>();
   let closing = false;
 
   http.addHook("onRequest", async (request) => {
-    tracked.set(request, { release: inFlight.begin(), awaitingBody: false });
+    tracked.set(request, { release: inFlight.begin() });
   });
   http.addHook("preParsing", async (request, reply) => {
     const entry = tracked.get(request);
     if (!entry) return;
-    entry.awaitingBody = true;
-    entry.onGone = () => {
-      if (entry.awaitingBody) entry.release();
-    };
     // 'close' on the response before it is sent means the connection is gone.
+    entry.onGone = () => entry.release();
     if (reply.raw.destroyed) entry.release();
     else reply.raw.once("close", entry.onGone);
   });
   http.addHook("preValidation", async (request, reply) => {
     const entry = tracked.get(request);
-    if (!entry?.awaitingBody) return;
-    entry.awaitingBody = false;
-    if (entry.onGone) reply.raw.removeListener("close", entry.onGone);
+    if (!entry?.onGone) return;
+    reply.raw.removeListener("close", entry.onGone);
+    entry.onGone = undefined;
     if (!reply.raw.destroyed) return;
     // Its client is gone and it may not have been counted meanwhile ('close' may not have been
     // emitted yet: release is idempotent), so shutdown may be past waiting for it.
