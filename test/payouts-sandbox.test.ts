@@ -422,6 +422,43 @@ describe("sandbox payouts: validation and pre-checks (part 7)", () => {
     expect(await outbox(ws, "payout.failed")).toEqual([]);
   });
 
+  it("concurrent payouts beyond the balance: those that fit complete, the rest get Insufficient balance and record nothing", async () => {
+    // The balance is checked where the money moves, under the wallet's debit lock: two app
+    // instances on one database race for the same wallet, and none of them overdraws it or
+    // counts a short balance as a failed transfer.
+    const other = await startTestApp({}, { database: t.database });
+    try {
+      const ws = await newWorkspace();
+      await faucet(ws, "USDC", "10");
+      const answers = await Promise.all(
+        Array.from({ length: 6 }, (_, i) =>
+          payout(ws.testKey, { ...valid(), amount: "3", description: `race ${i}` }, i % 2 === 0 ? t : other),
+        ),
+      );
+      const ok = answers.filter((a) => a.statusCode === 200);
+      const short = answers.filter((a) => a.statusCode !== 200);
+      expect(ok).toHaveLength(3);
+      expect(short.map((a) => [a.statusCode, a.json()])).toEqual([
+        [400, { error: MSG.insufficient, available: "1.00", requested: "3.00", tokenSymbol: "USDC" }],
+        [400, { error: MSG.insufficient, available: "1.00", requested: "3.00", tokenSymbol: "USDC" }],
+        [400, { error: MSG.insufficient, available: "1.00", requested: "3.00", tokenSymbol: "USDC" }],
+      ]);
+      expect(await ledgerBalance(ws.eoaAddress, "USDC")).toBe(1_000_000n);
+      const rows = await payoutRows(ws);
+      expect(rows.map((row) => row.status)).toEqual(["completed", "completed", "completed"]);
+      expect((await ledgerTransfersFrom(ws)).map((tx) => tx.status)).toEqual([
+        "success",
+        "success",
+        "success",
+      ]);
+      expect(await outbox(ws, "payout.completed")).toHaveLength(3);
+      expect(await outbox(ws, "payout.failed")).toEqual([]);
+      expect(await payoutState(ws)).toMatchObject({ status: "active", failStreak: 0 });
+    } finally {
+      await other.close(true);
+    }
+  });
+
   it("a workspace without a wallet answers the part 7 message", async () => {
     const ws = await newWorkspace();
     // Not reachable through the API (creating a workspace provisions its EOA): remove the record.

@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Hex } from "../src/chain/network.ts";
 import { SANDBOX_FAILURE_ADDRESS, SimulatedLedger, sandboxTxHash } from "../src/chain/simulated/ledger.ts";
@@ -103,6 +104,39 @@ describe("simulated ledger transfers", () => {
     expect((await ledger.balance(x, "USDC")) + (await ledger.balance(y, "USDC"))).toBe(100n);
     expect(await ledger.balance(x, "USDC")).toBeGreaterThanOrEqual(0n);
     expect(await ledger.balance(y, "USDC")).toBeGreaterThanOrEqual(0n);
+  });
+
+  it("a transfer that waits for a wallet's debit lock sees the debit committed meanwhile", async () => {
+    // A transfer is one statement, whose own snapshot predates the lock it waits for: the
+    // balance must be read after the lock is granted, or it would spend money already gone.
+    const [from, to] = [wallet(), wallet()];
+    await ledger.credit(from, "USDC", 10n, reference());
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let locked = () => {};
+    const lockTaken = new Promise<void>((resolve) => {
+      locked = resolve;
+    });
+    // Another instance's debit of 8, holding the wallet's debit lock until it commits.
+    const other = t.database.db.transaction().execute(async (trx) => {
+      await sql`SELECT pg_advisory_xact_lock(hashtext(${`ledger:${from.toLowerCase()}:USDC`}))`.execute(trx);
+      await sql`INSERT INTO ledger_entries (address, token_symbol, amount, tx_hash)
+                VALUES (${from.toLowerCase()}, 'USDC', -8, ${sandboxTxHash(reference())})`.execute(trx);
+      locked();
+      await held;
+    });
+    await lockTaken;
+    const transfer = ledger.transfer({ from, to, token: "USDC", amount: 5n, reference: reference() });
+    // On PostgreSQL the transfer's statement has started by now and waits for the lock.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    release();
+    await other;
+    const result = await transfer;
+    expect(result.status === "reverted" && result.error).toBe("insufficient balance");
+    expect(await ledger.balance(from, "USDC")).toBe(2n);
+    expect(await ledger.balance(to, "USDC")).toBe(0n);
   });
 
   it("reads balances asked for together in one query, each its own", async () => {

@@ -44,11 +44,11 @@ export function sandboxTxHash(reference: string): Hex {
 
 const FAILURE_ADDRESS = SANDBOX_FAILURE_ADDRESS.toLowerCase();
 const MAX_BATCH = 256;
-type Outcome = "success" | "insufficient" | "failure_address";
+export type TransferOutcome = "success" | "insufficient" | "failure_address";
 
 export class SimulatedLedger {
   readonly #db: Db;
-  /** Transfers asked for together (one round of I/O) are made by one transaction. */
+  /** Transfers asked for together (one round of I/O) are made by one statement. */
   readonly #transfers: DataLoader<LedgerTransfer, LedgerResult>;
   /** Balance reads asked for together are one query (not in a caller's transaction). */
   readonly #balances: (key: string) => Promise<bigint | undefined>;
@@ -141,46 +141,62 @@ export class SimulatedLedger {
 
   /**
    * Debits `from` and credits `to` atomically, or records a reverted transfer (insufficient
-   * balance, or the failure address). Transfers asked for together share one transaction.
+   * balance, or the failure address). Transfers asked for together share one statement.
    */
   transfer(transfer: LedgerTransfer): Promise<LedgerResult> {
     return this.#transfers.load(transfer);
   }
 
+  #transferBatch(batch: readonly LedgerTransfer[]): Promise<Array<LedgerResult | Error>> {
+    return SimulatedLedger.inDebitRounds(
+      batch,
+      (transfer) => transfer,
+      (round) => this.#transferRound(round),
+    );
+  }
+
   /**
-   * A batch of transfers, in rounds in which each wallet and token debits at most once (so a
-   * round's balance checks cannot overlap). A failed round is made again one transfer at a time:
-   * the transaction wrote nothing, and a transfer that cannot be made fails alone.
+   * Runs `batch` in rounds in which each wallet and token debits at most once (so that a round's
+   * balance checks cannot overlap), each round by one call of `run`. A failed round is run again
+   * one item at a time: its transaction wrote nothing, and an item that cannot be made fails
+   * alone. Answers each item, in order.
    */
-  async #transferBatch(batch: readonly LedgerTransfer[]): Promise<Array<LedgerResult | Error>> {
-    const results: Array<LedgerResult | Error> = new Array(batch.length);
-    let waiting = batch.map((transfer, index) => ({ transfer, index }));
+  static async inDebitRounds<T, R>(
+    batch: readonly T[],
+    transferOf: (item: T) => LedgerTransfer,
+    run: (round: readonly T[]) => Promise<readonly R[]>,
+  ): Promise<Array<R | Error>> {
+    const results: Array<R | Error> = new Array(batch.length);
+    let waiting = batch.map((item, index) => ({ item, index }));
     while (waiting.length > 0) {
       const debits = new Set<string>();
       const round: typeof waiting = [];
       const later: typeof waiting = [];
-      for (const item of waiting) {
-        const key = debitLock(item.transfer);
-        if (debits.has(key)) later.push(item);
+      for (const entry of waiting) {
+        const key = debitLock(transferOf(entry.item));
+        if (debits.has(key)) later.push(entry);
         else {
           debits.add(key);
-          round.push(item);
+          round.push(entry);
         }
       }
+      const answer = async (entries: typeof round) => {
+        const answers = await run(entries.map((entry) => entry.item));
+        if (answers.length !== entries.length)
+          throw new Error(`${answers.length} answers for ${entries.length} transfers`);
+        return answers;
+      };
       try {
-        const outcomes = await this.#transferRound(round.map((item) => item.transfer));
-        round.forEach((item, i) => {
-          results[item.index] = outcomes[i] as LedgerResult;
+        const outcomes = await answer(round);
+        round.forEach((entry, i) => {
+          results[entry.index] = outcomes[i] as R;
         });
       } catch (err) {
         if (round.length === 1) results[(round[0] as (typeof round)[number]).index] = asError(err);
         else
           await Promise.all(
-            round.map(async (item) => {
-              results[item.index] = await this.#transferRound([item.transfer]).then(
-                (r) => r[0] as LedgerResult,
-                asError,
-              );
+            round.map(async (entry) => {
+              results[entry.index] = await answer([entry]).then((r) => r[0] as R, asError);
             }),
           );
       }
@@ -189,8 +205,26 @@ export class SimulatedLedger {
     return results;
   }
 
-  /** One transaction: locks the debited wallets, checks their balances and writes, in one statement. */
+  /** One statement: locks the debited wallets, checks their balances and writes. */
   async #transferRound(transfers: readonly LedgerTransfer[]): Promise<LedgerResult[]> {
+    const result = await sql<{ outcome: TransferOutcome }>`
+      WITH ${SimulatedLedger.decisionCtes(transfers)},
+      ${SimulatedLedger.writeCtes("transfer_decided")}
+      SELECT outcome FROM transfer_decided ORDER BY pos
+    `.execute(this.#db);
+    return result.rows.map(({ outcome }, i) =>
+      SimulatedLedger.resultOf((transfers[i] as LedgerTransfer).reference, outcome),
+    );
+  }
+
+  /**
+   * The CTEs `transfer_req` (the transfers, `pos` numbering them from 1) and `transfer_decided`
+   * (each with the balance of its sending wallet and its `outcome`) of a caller's statement, whose
+   * transfers debit each wallet and token at most once (see inDebitRounds). The statement holds
+   * the debited wallets' locks until its transaction ends: its transaction should be that one
+   * statement.
+   */
+  static decisionCtes(transfers: readonly LedgerTransfer[]): RawBuilder<unknown> {
     const rows = transfers.map((t) => ({
       txHash: sandboxTxHash(t.reference),
       from: t.from.toLowerCase(),
@@ -200,68 +234,69 @@ export class SimulatedLedger {
       reference: t.reference,
       failing: t.to.toLowerCase() === FAILURE_ADDRESS,
     }));
-    const locks = [
-      ...new Set(transfers.filter((t) => t.to.toLowerCase() !== FAILURE_ADDRESS).map(debitLock)),
-    ].sort();
     const column = <T>(pick: (r: (typeof rows)[number]) => T) => rows.map(pick);
-    const decided = await this.#db.transaction().execute(async (trx) => {
-      // Debits of one wallet and token take turns (credits never wait): lock, then check and
-      // spend. Locks are taken in one order, so two batches never wait on each other in a circle.
-      if (locks.length > 0)
-        await sql`SELECT pg_advisory_xact_lock(hashtext(k)) FROM (SELECT unnest(${locks}::text[]) AS k ORDER BY 1) AS sorted`.execute(
-          trx,
-        );
-      // A statement after the locks: its snapshot sees every debit committed before them.
-      const result = await sql<{ outcome: Outcome }>`
-        WITH req AS (
-          SELECT * FROM unnest(
-            ${column((r) => r.txHash)}::text[], ${column((r) => r.from)}::text[], ${column((r) => r.to)}::text[],
-            ${column((r) => r.token)}::text[], ${column((r) => r.amount)}::numeric[],
-            ${column((r) => r.reference)}::text[], ${column((r) => r.failing)}::boolean[]
-          ) WITH ORDINALITY AS r(tx_hash, from_address, to_address, token_symbol, amount, memo, failing, pos)
-        ),
-        funds AS (
-          SELECT w.from_address AS address, w.token_symbol,
-                 (SELECT coalesce(sum(e.amount), 0) FROM ledger_entries e
-                  WHERE e.address = w.from_address AND e.token_symbol = w.token_symbol) AS balance
-          FROM (SELECT DISTINCT from_address, token_symbol FROM req WHERE NOT failing) w
-        ),
-        decided AS (
-          SELECT r.*, CASE WHEN r.failing THEN 'failure_address'
-                           WHEN coalesce(f.balance, 0) >= r.amount THEN 'success'
-                           ELSE 'insufficient' END AS outcome
-          FROM req r
-          LEFT JOIN funds f ON f.address = r.from_address AND f.token_symbol = r.token_symbol
-        ),
-        entries AS (
-          INSERT INTO ledger_entries (address, token_symbol, amount, tx_hash)
-          SELECT x.address, d.token_symbol, x.amount, d.tx_hash
-          FROM decided d
-          CROSS JOIN LATERAL (VALUES (d.from_address, -d.amount), (d.to_address, d.amount)) AS x(address, amount)
-          WHERE d.outcome = 'success'
-        ),
-        recorded AS (
-          INSERT INTO ledger_transactions (tx_hash, from_address, to_address, token_symbol, amount, status, memo)
-          SELECT tx_hash, from_address, to_address, token_symbol, amount,
-                 CASE WHEN outcome = 'success' THEN 'success' ELSE 'reverted' END, memo
-          FROM decided ORDER BY pos
-        )
-        SELECT outcome FROM decided ORDER BY pos
-      `.execute(trx);
-      return result.rows;
-    });
-    return decided.map(({ outcome }, i) => {
-      const txHash = (rows[i] as (typeof rows)[number]).txHash;
-      if (outcome === "success") return { txHash, status: "success" } as const;
-      return {
-        txHash,
-        status: "reverted",
-        error:
-          outcome === "failure_address"
-            ? "execution reverted (sandbox failure address)"
-            : "insufficient balance",
-      } as const;
-    });
+    return sql`
+      transfer_req AS (
+        SELECT * FROM unnest(
+          ${column((r) => r.txHash)}::text[], ${column((r) => r.from)}::text[], ${column((r) => r.to)}::text[],
+          ${column((r) => r.token)}::text[], ${column((r) => r.amount)}::numeric[],
+          ${column((r) => r.reference)}::text[], ${column((r) => r.failing)}::boolean[]
+        ) WITH ORDINALITY AS r(tx_hash, from_address, to_address, token_symbol, amount, memo, failing, pos)
+      ),
+      transfer_funds AS MATERIALIZED (
+        -- Debits of one wallet and token take turns (credits never wait): ledger_debit_balance
+        -- (migration 013) locks the wallet's debits, then reads its balance with a snapshot that
+        -- sees every debit committed before. Locks are taken in one order, so two statements
+        -- never wait on each other in a circle.
+        SELECT w.from_address AS address, w.token_symbol,
+               ledger_debit_balance(w.from_address, w.token_symbol) AS balance
+        FROM (SELECT DISTINCT from_address, token_symbol FROM transfer_req WHERE NOT failing
+              ORDER BY from_address, token_symbol) w
+      ),
+      transfer_decided AS (
+        SELECT r.*, coalesce(f.balance, 0) AS balance,
+               CASE WHEN r.failing THEN 'failure_address'
+                    WHEN coalesce(f.balance, 0) >= r.amount THEN 'success'
+                    ELSE 'insufficient' END AS outcome
+        FROM transfer_req r
+        LEFT JOIN transfer_funds f ON f.address = r.from_address AND f.token_symbol = r.token_symbol
+      )`;
+  }
+
+  /**
+   * The CTEs that write the transfers of `source` (a CTE with the columns of `transfer_decided`):
+   * entries for those that succeed, a transaction record (success or reverted) for each.
+   */
+  static writeCtes(source: string): RawBuilder<unknown> {
+    const from = sql.table(source);
+    return sql`
+      transfer_entries AS (
+        INSERT INTO ledger_entries (address, token_symbol, amount, tx_hash)
+        SELECT x.address, d.token_symbol, x.amount, d.tx_hash
+        FROM ${from} d
+        CROSS JOIN LATERAL (VALUES (d.from_address, -d.amount), (d.to_address, d.amount)) AS x(address, amount)
+        WHERE d.outcome = 'success'
+      ),
+      transfer_recorded AS (
+        INSERT INTO ledger_transactions (tx_hash, from_address, to_address, token_symbol, amount, status, memo)
+        SELECT tx_hash, from_address, to_address, token_symbol, amount,
+               CASE WHEN outcome = 'success' THEN 'success' ELSE 'reverted' END, memo
+        FROM ${from} ORDER BY pos
+      )`;
+  }
+
+  /** What a transfer's outcome (`transfer_decided.outcome`) means to its caller. */
+  static resultOf(reference: string, outcome: TransferOutcome): LedgerResult {
+    const txHash = sandboxTxHash(reference);
+    if (outcome === "success") return { txHash, status: "success" };
+    return {
+      txHash,
+      status: "reverted",
+      error:
+        outcome === "failure_address"
+          ? "execution reverted (sandbox failure address)"
+          : "insufficient balance",
+    };
   }
 }
 

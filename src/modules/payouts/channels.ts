@@ -1,6 +1,6 @@
 import type { SmartAccounts } from "../../chain/evm/smart-accounts.ts";
 import type { ChainToken, Hex, Network } from "../../chain/network.ts";
-import { type SimulatedLedger, sandboxTxHash } from "../../chain/simulated/ledger.ts";
+import { type LedgerTransfer, type SimulatedLedger, sandboxTxHash } from "../../chain/simulated/ledger.ts";
 import type { TransactionSender } from "../../chain/transaction-sender.ts";
 
 // Where a payout's money moves: the sandbox's simulated ledger, or a live network through the
@@ -26,7 +26,7 @@ export interface WalletFunds {
   minedNonce: number | null;
 }
 
-async function balancesOf(channel: PayoutChannel, address: Hex, tokens: readonly ChainToken[]) {
+async function balancesOf(channel: ChannelBase, address: Hex, tokens: readonly ChainToken[]) {
   const values = await Promise.all(tokens.map((token) => channel.balance(address, token)));
   const funds: WalletFunds = { balances: {}, minedNonce: null };
   for (const [i, token] of tokens.entries()) funds.balances[token] = values[i];
@@ -35,7 +35,7 @@ async function balancesOf(channel: PayoutChannel, address: Hex, tokens: readonly
 
 const settled = (outcome: SendOutcome): Submission => ({ outcome: Promise.resolve(outcome) });
 
-export interface PayoutChannel {
+interface ChannelBase {
   /**
    * A wallet's transfers can be sent one after the other without waiting for the previous one's
    * outcome (nonce order, `submit` resolves once broadcast): the payout service may then start the
@@ -45,12 +45,17 @@ export interface PayoutChannel {
   balance(address: Hex, token: ChainToken): Promise<bigint>;
   /** Balances of `tokens` for a payout's checks (with the mined nonce, on a pipelined channel). */
   funds(address: Hex, tokens: readonly ChainToken[]): Promise<WalletFunds>;
+}
+
+/** A channel that sends transactions or user operations to a network. */
+export interface SendingChannel extends ChannelBase {
+  readonly kind: "network";
   /** Where the sending wallet pays gas (the EOA path): ETH needed for one transfer's gas. */
   gasRequired?(token: ChainToken): Promise<bigint>;
   /** `record` is called with a user operation's hash and signed body before it is sent (smart wallets). */
   submit(
     payoutId: string,
-    /** The sending wallet's key (decrypted on demand: the simulated ledger never signs). */
+    /** The sending wallet's key (decrypted on demand). */
     signingKey: () => Promise<Hex>,
     from: Hex,
     to: Hex,
@@ -60,7 +65,15 @@ export interface PayoutChannel {
   ): Promise<Submission>;
 }
 
-export class LedgerChannel implements PayoutChannel {
+export type PayoutChannel = SendingChannel | LedgerChannel;
+
+/**
+ * The sandbox's simulated ledger (D3). Its transfers are rows of our own database, instant and
+ * final: the payout service records a payout, moves its money and completes it in one
+ * transaction (repo.recordSandboxPayouts) instead of sending anything.
+ */
+export class LedgerChannel implements ChannelBase {
+  readonly kind = "ledger";
   // Instant and final: nothing to overlap, and the breaker sees each outcome before the next.
   readonly pipelined = false;
   readonly #ledger: SimulatedLedger;
@@ -80,28 +93,23 @@ export class LedgerChannel implements PayoutChannel {
     return balancesOf(this, address, tokens);
   }
 
-  async submit(
+  /** A payout's ledger transfer (its tx hash derives from the payout id) and user operation twin. */
+  transferOf(
     payoutId: string,
-    _signingKey: () => Promise<Hex>,
     from: Hex,
     to: Hex,
     token: ChainToken,
     amount: bigint,
-    record?: (userOpHash: string, operation: string) => Promise<void>,
-  ): Promise<Submission> {
-    const result = await this.#ledger.transfer({ from, to, token, amount, reference: `payout:${payoutId}` });
-    const userOpHash = this.#smartWallet ? sandboxTxHash(`user-operation:${payoutId}`) : undefined;
-    if (userOpHash) await record?.(userOpHash, "");
-    return settled({
-      txHash: result.txHash,
-      ...(userOpHash ? { userOpHash } : {}),
-      status: result.status,
-      error: result.status === "reverted" ? result.error : null,
-    });
+  ): { transfer: LedgerTransfer; userOpHash: Hex | null } {
+    return {
+      transfer: { from, to, token, amount, reference: `payout:${payoutId}` },
+      userOpHash: this.#smartWallet ? sandboxTxHash(`user-operation:${payoutId}`) : null,
+    };
   }
 }
 
-export class NetworkChannel implements PayoutChannel {
+export class NetworkChannel implements SendingChannel {
+  readonly kind = "network";
   readonly pipelined = true;
   readonly #network: Network;
   readonly #sender: TransactionSender;
@@ -152,7 +160,8 @@ export class NetworkChannel implements PayoutChannel {
  * Live smart wallet payouts: one user operation from the workspace's SimpleAccount, signed by its
  * EOA, gas paid by the paymaster, recorded (hash and signed body) before it goes to the bundler.
  */
-export class SmartWalletChannel implements PayoutChannel {
+export class SmartWalletChannel implements SendingChannel {
+  readonly kind = "network";
   // The operation's nonce comes from the EntryPoint when it is prepared: one at a time.
   readonly pipelined = false;
   readonly #network: Network;

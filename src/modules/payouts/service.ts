@@ -1,6 +1,8 @@
+import { randomUUID } from "node:crypto";
 import type { Kysely } from "kysely";
 import type { OperationOutcome, PreparedOperation } from "../../chain/evm/smart-accounts.ts";
 import type { ChainToken, Hex } from "../../chain/network.ts";
+import { SimulatedLedger, sandboxTxHash } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import {
@@ -12,7 +14,7 @@ import {
   resume,
 } from "../../domain/circuit-breaker.ts";
 import { formatAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
-import { validatePayoutRequest } from "../../domain/payout-request.ts";
+import { type PayoutRequest, validatePayoutRequest } from "../../domain/payout-request.ts";
 import { KeyedQueue } from "../../platform/concurrency/keyed-queue.ts";
 import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
 import { coalescedCall } from "../../platform/db/coalesced-write.ts";
@@ -22,7 +24,7 @@ import { ApiError, badRequest, conflict, serviceUnavailable } from "../../platfo
 import type { Mailer } from "../../platform/mail/mailer.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
-import type { PayoutChannel, SendOutcome } from "./channels.ts";
+import type { LedgerChannel, PayoutChannel, SendingChannel, SendOutcome } from "./channels.ts";
 import { type InFlightPayout, InFlightPayouts, stillToTake } from "./in-flight.ts";
 import * as repo from "./repo.ts";
 
@@ -93,6 +95,8 @@ export class PayoutsService {
   readonly #breakers: (key: string) => Promise<BreakerState | undefined>;
   /** Payouts recorded together, and completions made together, share one statement each. */
   readonly #insertPayout: (payout: repo.NewPayout) => Promise<repo.PayoutRow | undefined>;
+  /** Sandbox payouts asked for together share one statement (see #payFromLedger). */
+  readonly #sandboxPayout: (payout: repo.SandboxPayout) => Promise<repo.SandboxPayoutResult | Error>;
   readonly #completePayout: (
     completion: repo.PayoutCompletion,
   ) => Promise<{ row: repo.PayoutRow | undefined; breaker: BreakerState }>;
@@ -114,6 +118,13 @@ export class PayoutsService {
     this.#breakers = coalescedLookup((keys: readonly string[]) => repo.readBreakers(ctx.db, keys));
     this.#insertPayout = coalescedCall((payouts: readonly repo.NewPayout[]) =>
       repo.insertPayouts(ctx.db, payouts),
+    );
+    this.#sandboxPayout = coalescedCall((payouts: readonly repo.SandboxPayout[]) =>
+      SimulatedLedger.inDebitRounds(
+        payouts,
+        (payout) => payout.transfer,
+        (round) => repo.recordSandboxPayouts(ctx.db, round),
+      ),
     );
     this.#completePayout = coalescedCall((completions: readonly repo.PayoutCompletion[]) =>
       repo.completePayouts(ctx.db, completions),
@@ -174,6 +185,13 @@ export class PayoutsService {
       ) as Hex;
       const token = request.tokenSymbol;
       const decimals = TOKEN_DECIMALS[token];
+
+      if (channel.kind === "ledger") {
+        // Sandbox: nothing to send; the balance is checked where the money moves.
+        const paid = this.#payFromLedger(principal, channel, from, walletType, request, now);
+        await paid.catch(() => undefined);
+        return { result: paid };
+      }
 
       // Payouts in flight are on the balance the chain reports until their transactions are
       // mined; the snapshot is taken before the balance is read (InFlightPayouts.snapshot).
@@ -246,11 +264,105 @@ export class PayoutsService {
     return queued.result;
   }
 
+  /**
+   * A sandbox payout: recorded, paid from the simulated ledger and completed (with its event) in
+   * one statement, shared with the sandbox payouts asked for in the same round of I/O.
+   */
+  async #payFromLedger(
+    principal: KeyPrincipal,
+    channel: LedgerChannel,
+    from: Hex,
+    walletType: string,
+    request: PayoutRequest,
+    now: Date,
+  ): Promise<PayoutResponse> {
+    const scope = { workspaceId: principal.workspaceId, environment: principal.environment };
+    const id = randomUUID();
+    const token = request.tokenSymbol;
+    const { transfer, userOpHash } = channel.transferOf(
+      id,
+      from,
+      request.destinationAddress as Hex,
+      token,
+      request.amount,
+    );
+    const completedAt = this.#ctx.now();
+    const fields = {
+      scope,
+      idempotencyKey: request.idempotencyKey,
+      tokenSymbol: token,
+      amount: request.amount,
+      destinationAddress: request.destinationAddress,
+      fromAddress: from,
+      walletType,
+      description: request.description,
+      metadata: request.metadata,
+      createdAt: now,
+    };
+    // The event's data: the payout as it stands once completed.
+    const completed: repo.PayoutRow = {
+      id,
+      workspace_id: scope.workspaceId,
+      environment: scope.environment,
+      idempotency_key: fields.idempotencyKey,
+      status: "completed",
+      token_symbol: token,
+      amount: request.amount.toString(),
+      destination_address: fields.destinationAddress,
+      from_address: from,
+      wallet_type: fields.walletType,
+      description: fields.description,
+      metadata: fields.metadata,
+      tx_hash: sandboxTxHash(transfer.reference),
+      user_op_hash: userOpHash,
+      user_operation: userOpHash ? "" : null,
+      error: null,
+      created_at: now,
+      completed_at: completedAt,
+    };
+    const result = await this.#sandboxPayout({
+      ...fields,
+      id,
+      transfer,
+      userOpHash,
+      completedAt,
+      payload: { ...toPayoutView(completed) },
+    });
+    if (result instanceof Error) throw result;
+    switch (result.outcome) {
+      case "insufficient": {
+        const decimals = TOKEN_DECIMALS[token];
+        throw badRequest("Insufficient balance", {
+          available: formatAmount(result.balance < 0n ? 0n : result.balance, decimals),
+          requested: formatAmount(request.amount, decimals),
+          tokenSymbol: token,
+        });
+      }
+      case "duplicate": {
+        // A concurrent request with the same idempotencyKey got there first.
+        const existing = await repo.findByIdempotencyKey(this.#ctx.db, scope, request.idempotencyKey ?? "");
+        if (!existing) throw new ApiError(500, "Payout failed");
+        return this.#duplicate(principal, existing);
+      }
+      case "failure_address": {
+        const reverted = SimulatedLedger.resultOf(transfer.reference, "failure_address");
+        return this.#fail(
+          scope,
+          result.row,
+          reverted.txHash,
+          "error" in reverted ? reverted.error : "reverted",
+        );
+      }
+      case "success":
+        return this.#completed(scope, result.row, result.breaker, completedAt);
+    }
+  }
+
   /** Signs and sends a recorded payout, waits for its outcome and records it. */
   async #send(
     scope: { workspaceId: string; environment: Environment },
     payout: repo.PayoutRow,
-    channel: PayoutChannel,
+    channel: SendingChannel,
     owner: Hex,
     now: Date,
     /** Told the nonce of the payout's transaction once it is broadcast. */
@@ -344,16 +456,37 @@ export class PayoutsService {
       at,
       payload: { ...toPayoutView(payout) },
     });
-    if (row && recordSuccess(breaker) !== breaker) {
+    if (!row) {
+      return {
+        status: 200,
+        body: {
+          payout: { ...toPayoutView(payout), txHash, status: "completed" },
+          timestamp: at.toISOString(),
+        },
+      };
+    }
+    return this.#completed(scope, row, breaker, at);
+  }
+
+  /** The answer for a completed payout; resets the breaker's streak where a failure came first. */
+  async #completed(
+    scope: { workspaceId: string; environment: Environment },
+    row: repo.PayoutRow,
+    breaker: BreakerState,
+    at: Date,
+  ): Promise<PayoutResponse> {
+    if (recordSuccess(breaker) !== breaker) {
       await this.#ctx.db.transaction().execute(async (trx) => {
         const state = await repo.lockBreaker(trx, scope);
         await repo.writeBreaker(trx, scope, recordSuccess(state));
       });
     }
-    const final = row ?? payout;
     return {
       status: 200,
-      body: { payout: { ...toPayoutView(final), txHash, status: "completed" }, timestamp: at.toISOString() },
+      body: {
+        payout: { ...toPayoutView(row), txHash: row.tx_hash, status: "completed" },
+        timestamp: at.toISOString(),
+      },
     };
   }
 

@@ -17,6 +17,7 @@ import * as agents from "./migrations/008_agents_and_wallets.ts";
 import * as rejectedTransactions from "./migrations/010_rejected_transactions.ts";
 import * as observedTransfers from "./migrations/011_observed_transfers.ts";
 import * as transferIdentity from "./migrations/012_transfer_identity.ts";
+import * as ledgerDebitBalance from "./migrations/013_ledger_debit_balance.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
 
@@ -36,6 +37,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "010_rejected_transactions": rejectedTransactions,
   "011_observed_transfers": observedTransfers,
   "012_transfer_identity": transferIdentity,
+  "013_ledger_debit_balance": ledgerDebitBalance,
 };
 
 class StaticMigrationProvider implements MigrationProvider {
