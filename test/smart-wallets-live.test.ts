@@ -1,3 +1,5 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import {
   type Address,
   createPublicClient,
@@ -470,6 +472,95 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
     expect(await usdcBalance(destination)).toBe(parseUnits("3", 6));
     expect(await usdcBalance(smart)).toBe(parseUnits("7", 6));
     expect(await ethBalance(smart)).toBe(0n);
+  });
+
+  it("an operation like the last one reuses its gas limits; one the bundler refuses is estimated and sent again, once", async () => {
+    // In front of the real bundler: a proxy that lists the methods called and can answer one
+    // eth_sendUserOperation with a JSON-RPC error, as a bundler refusing the operation would.
+    const methods: string[] = [];
+    let refuseNextSend = false;
+    const proxy = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (chunk: Buffer) => chunks.push(chunk));
+      req.on("end", async () => {
+        const body = Buffer.concat(chunks).toString("utf8");
+        const message = JSON.parse(body) as { id: number; method: string };
+        methods.push(message.method);
+        res.setHeader("content-type", "application/json");
+        if (message.method === "eth_sendUserOperation" && refuseNextSend) {
+          refuseNextSend = false;
+          const error = { code: -32602, message: "preVerificationGas is not enough, required: 2, got: 1" };
+          res.end(JSON.stringify({ jsonrpc: "2.0", id: message.id, error }));
+          return;
+        }
+        const answer = await fetch(aa.bundlerUrl, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body,
+        });
+        res.end(await answer.text());
+      });
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    try {
+      const app = await startTestApp(
+        { ...env, LIVE_BUNDLER_URL: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}` },
+        { database: t.database },
+      );
+      extraApps.push(app);
+      const ws = await createWorkspace(app);
+      const smart = (await createSmartWallet(ws, app)).body.smartWallet.address as Address;
+      await mintToken(devnet, "USDC", smart, "20");
+      const destination = randomAddress();
+      const send = async (amount: string) => {
+        methods.length = 0;
+        const res = await payout(
+          ws,
+          { tokenSymbol: "USDC", amount, destinationAddress: destination, walletType: "smart_wallet" },
+          app,
+        );
+        expect(res.statusCode, res.body).toBe(200);
+        const sent = methods.filter(
+          (m) => m === "eth_estimateUserOperationGas" || m === "eth_sendUserOperation",
+        );
+        return { payout: res.json().payout, sent };
+      };
+      const ESTIMATE = "eth_estimateUserOperationGas";
+      const SEND = "eth_sendUserOperation";
+
+      // The first deploys the account; the second is the first estimate of a deployed account.
+      expect((await send("1")).sent).toEqual([ESTIMATE, SEND]);
+      expect((await send("1")).sent).toEqual([ESTIMATE, SEND]);
+      // Known limits, the call's gas measured on the node: no estimate by the bundler.
+      expect((await send("1")).sent).toEqual([SEND]);
+      // Refused with known limits: estimated by the bundler, recorded and sent again.
+      refuseNextSend = true;
+      const retried = await send("2");
+      expect(retried.sent).toEqual([SEND, ESTIMATE, SEND]);
+      await expectCarriedUserOperation(retried.payout.txHash, retried.payout.userOpHash, smart);
+      const row = await t.database.db
+        .selectFrom("payouts")
+        .select(["status", "user_op_hash", "tx_hash"])
+        .where("workspace_id", "=", ws.id)
+        .where("amount", "=", "2000000")
+        .executeTakeFirstOrThrow();
+      expect(row).toEqual({
+        status: "completed",
+        user_op_hash: retried.payout.userOpHash,
+        tx_hash: retried.payout.txHash,
+      });
+      // The refused limits gave way to the bundler's new estimate, which the next one reuses.
+      expect((await send("1")).sent).toEqual([SEND]);
+      expect((await send("1")).sent).toEqual([SEND]);
+
+      // Money moved once per payout, none of it for gas.
+      expect(await usdcBalance(destination)).toBe(parseUnits("7", 6));
+      expect(await usdcBalance(smart)).toBe(parseUnits("13", 6));
+      expect(await ethBalance(smart)).toBe(0n);
+      expect(await payoutState(ws, app)).toMatchObject({ status: "active", failStreak: 0 });
+    } finally {
+      await new Promise((resolve) => proxy.close(resolve));
+    }
   });
 
   it("the default wallet type smart_wallet makes a payout without walletType come from the smart wallet", async () => {

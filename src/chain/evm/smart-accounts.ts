@@ -1,6 +1,15 @@
 import { LRUCache } from "lru-cache";
 import { toSimpleSmartAccount } from "permissionless/accounts";
-import { createPublicClient, defineChain, encodeFunctionData, erc20Abi, http, type PublicClient } from "viem";
+import {
+  BaseError,
+  createPublicClient,
+  defineChain,
+  encodeFunctionData,
+  erc20Abi,
+  http,
+  type PublicClient,
+  RpcRequestError,
+} from "viem";
 import {
   createBundlerClient,
   entryPoint08Address,
@@ -25,12 +34,34 @@ export interface PreparedOperation {
   userOpHash: Hex;
   /** Everything needed to send exactly this signed operation again after a restart. */
   serialized: string;
+  /**
+   * Where its gas limits came from: the bundler's estimate, or the account's last estimate with
+   * the call's gas measured on the node (see `prepare`). Absent for an operation read back.
+   */
+  gasFrom?: "bundler" | "known";
+  /** The kind of operation whose known limits it used; forgotten if the bundler refuses it. */
+  gasKind?: string;
 }
 
 export type OperationOutcome =
   | { status: "success"; userOpHash: Hex; txHash: Hex }
-  | { status: "reverted"; userOpHash: Hex; txHash: Hex | null; error: string }
+  | {
+      status: "reverted";
+      userOpHash: Hex;
+      txHash: Hex | null;
+      error: string;
+      /** The bundler answered the send with an error: the operation is not in its mempool. */
+      refused?: boolean;
+    }
   | { status: "pending"; userOpHash: Hex };
+
+/** The gas limits of an account's operation that do not depend on what its calls do. */
+interface GasProfile {
+  verificationGasLimit: bigint;
+  preVerificationGas: bigint;
+  paymasterVerificationGasLimit: bigint;
+  paymasterPostOpGasLimit: bigint;
+}
 
 const RECEIPT_TIMEOUT_MS = 60_000;
 
@@ -41,6 +72,11 @@ export class SmartAccounts {
   readonly #bundler;
   /** Owner EOA → its smart account's address (fixed per factory, entry point and owner). */
   readonly #addresses = new LRUCache<Hex, Hex>({ max: 10_000 });
+  /**
+   * A deployed account's last bundler estimate per kind of operation (the tokens of its calls).
+   * Kept a minute: on a rollup the pre-verification gas follows the price of L1 data.
+   */
+  readonly #gasProfiles = new LRUCache<string, GasProfile>({ max: 10_000, ttl: 60_000 });
 
   constructor(config: NetworkConfig) {
     if (!config.accountAbstraction) throw new Error("no bundler configured");
@@ -94,17 +130,60 @@ export class SmartAccounts {
     });
   }
 
-  /** Prepares and signs one operation (several calls = one batch), without sending it. */
-  async prepare(ownerKey: Hex, calls: SmartCall[]): Promise<PreparedOperation> {
+  /**
+   * Prepares and signs one operation (several calls = one batch), without sending it.
+   *
+   * The bundler's gas estimate is a binary search of simulations (most of an operation's
+   * preparation time). Only the call gas depends on what the calls do and on the chain's state;
+   * the other limits are the account's and the paymaster's own. So once a deployed account has
+   * had an operation of a kind estimated by the bundler, its next ones of that kind reuse those
+   * limits, and the call gas is measured by the node (`eth_estimateGas` of the calls, sent by the
+   * EntryPoint as it will be). That figure includes the transaction's intrinsic 21,000 gas, which
+   * the call frame does not spend: headroom below the 40,000 of unused call gas that EntryPoint
+   * v0.8 starts to charge for. Should the bundler refuse such an operation, its caller prepares
+   * it again with `estimate: "bundler"` (the refused one was never in the mempool, and both have
+   * the same nonce, so at most one of them can ever be included).
+   */
+  async prepare(
+    ownerKey: Hex,
+    calls: SmartCall[],
+    options: { estimate?: "bundler" } = {},
+  ): Promise<PreparedOperation> {
     const account = await this.#account(ownerKey);
+    const operationCalls = this.#callsOf(calls);
+    const kind = `${account.address} ${calls.map((call) => call.token).join(",")}`;
+    const known = options.estimate === "bundler" ? undefined : this.#gasProfiles.get(kind);
+    let gas: (GasProfile & { callGasLimit: bigint }) | undefined;
+    if (known) {
+      const callGasLimit = await this.#client
+        .estimateGas({
+          account: account.entryPoint.address,
+          to: account.address,
+          data: await account.encodeCalls(operationCalls),
+        })
+        // A call that would fail now: the bundler's estimate gives the reason.
+        .catch(() => undefined);
+      if (callGasLimit !== undefined) gas = { ...known, callGasLimit };
+    }
     const prepared = await this.#bundler.prepareUserOperation({
       account,
-      calls: this.#callsOf(calls),
+      calls: operationCalls,
       paymaster: this.#aa.paymasterAddress as Hex,
+      ...gas,
     } as never);
     // viem hands back the operation together with the account object; only the operation's own
     // fields go to the bundler (and into the database).
     const { account: _account, ...fields } = prepared as unknown as Record<string, unknown>;
+    const op = fields as unknown as UserOperation<"0.8">;
+    if (!gas && !op.factory && op.paymasterVerificationGasLimit !== undefined) {
+      // Deployed before this operation: its verification costs what the next ones' will.
+      this.#gasProfiles.set(kind, {
+        verificationGasLimit: op.verificationGasLimit,
+        preVerificationGas: op.preVerificationGas,
+        paymasterVerificationGasLimit: op.paymasterVerificationGasLimit,
+        paymasterPostOpGasLimit: op.paymasterPostOpGasLimit ?? 0n,
+      });
+    }
     const signature = await account.signUserOperation(fields as unknown as UserOperation);
     const signed = { ...fields, signature } as unknown as UserOperation;
     const userOpHash = getUserOperationHash({
@@ -116,6 +195,7 @@ export class SmartAccounts {
     return {
       userOpHash,
       serialized: JSON.stringify(signed, (_k, v) => (typeof v === "bigint" ? `${v}n` : v)),
+      ...(gas ? { gasFrom: "known" as const, gasKind: kind } : { gasFrom: "bundler" as const }),
     };
   }
 
@@ -138,11 +218,16 @@ export class SmartAccounts {
     } catch (err) {
       const existing = await this.receipt(prepared.userOpHash);
       if (existing.status !== "pending" || options.resend) return existing;
+      const refused = err instanceof BaseError && err.walk((e) => e instanceof RpcRequestError) !== null;
+      // Limits that were known may be what the bundler refuses: the next operation of this kind
+      // asks the bundler again.
+      if (refused && prepared.gasKind) this.#gasProfiles.delete(prepared.gasKind);
       return {
         status: "reverted",
         userOpHash: prepared.userOpHash,
         txHash: null,
         error: bundlerMessage(err),
+        refused,
       };
     }
     try {

@@ -166,7 +166,9 @@ export class Settlement {
       const owner = (await this.#workspaces.profile(payment.workspace_id)).eoaAddress as Hex;
       const key = await this.#workspaces.signingKey(payment.workspace_id, owner);
       try {
-        prepared = await this.#smartAccounts.prepare(key, transfers);
+        // Nobody waits on a settlement: the bundler's own estimate every time, and no second
+        // operation to record should the bundler refuse one with reused limits (SmartAccounts.prepare).
+        prepared = await this.#smartAccounts.prepare(key, transfers, { estimate: "bundler" });
       } catch (err) {
         return this.#fail(payment, `bundler or paymaster failure: ${(err as Error).message.split("\n")[0]}`);
       }

@@ -1,4 +1,4 @@
-import type { SmartAccounts } from "../../chain/evm/smart-accounts.ts";
+import type { PreparedOperation, SmartAccounts } from "../../chain/evm/smart-accounts.ts";
 import type { ChainToken, Hex, Network } from "../../chain/network.ts";
 import { type LedgerTransfer, type SimulatedLedger, sandboxTxHash } from "../../chain/simulated/ledger.ts";
 import type { TransactionSender } from "../../chain/transaction-sender.ts";
@@ -199,18 +199,33 @@ export class SmartWalletChannel implements SendingChannel {
     amount: bigint,
     record?: (userOpHash: string, operation: string) => Promise<void>,
   ): Promise<SendOutcome> {
-    let prepared: Awaited<ReturnType<SmartAccounts["prepare"]>>;
-    try {
-      prepared = await this.#accounts.prepare(ownerKey, [{ token, to, amount }]);
-    } catch (err) {
-      return {
-        txHash: "",
-        status: "reverted",
-        error: `bundler or paymaster failure: ${(err as Error).message.split("\n")[0]}`,
-      };
+    const calls = [{ token, to, amount }];
+    const prepareAndSend = async (options: { estimate?: "bundler" } = {}) => {
+      let prepared: PreparedOperation;
+      try {
+        prepared = await this.#accounts.prepare(ownerKey, calls, options);
+      } catch (err) {
+        return {
+          prepared: undefined,
+          failure: `bundler or paymaster failure: ${(err as Error).message.split("\n")[0]}`,
+        };
+      }
+      await record?.(prepared.userOpHash, prepared.serialized);
+      return { prepared, outcome: await this.#accounts.send(prepared) };
+    };
+    let attempt = await prepareAndSend();
+    if (
+      attempt.outcome?.status === "reverted" &&
+      attempt.outcome.refused &&
+      attempt.prepared?.gasFrom === "known"
+    ) {
+      // Refused with gas limits reused from an earlier operation: never in the bundler's mempool.
+      // Once more with the bundler's own estimate, recorded before it is sent; it takes the same
+      // nonce, so at most one of the two can ever be included.
+      attempt = await prepareAndSend({ estimate: "bundler" });
     }
-    await record?.(prepared.userOpHash, prepared.serialized);
-    const outcome = await this.#accounts.send(prepared);
+    const { outcome } = attempt;
+    if (!outcome) return { txHash: "", status: "reverted", error: attempt.failure ?? "bundler failure" };
     if (outcome.status === "success") {
       return { txHash: outcome.txHash, userOpHash: outcome.userOpHash, status: "success", error: null };
     }
