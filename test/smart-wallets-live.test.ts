@@ -15,7 +15,7 @@ import {
 import { type BundlerClient, createBundlerClient } from "viem/account-abstraction";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type Devnet, freePort, mintToken, startDevnet } from "../src/devnet/chain.ts";
+import { type Devnet, freePort, mintToken, rpc, startDevnet } from "../src/devnet/chain.ts";
 import { createWorkers, type Workers } from "../src/workers.ts";
 import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
 import { liveNetworkEnv } from "./support/devnet-env.ts";
@@ -558,6 +558,93 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
       expect(await usdcBalance(smart)).toBe(parseUnits("13", 6));
       expect(await ethBalance(smart)).toBe(0n);
       expect(await payoutState(ws, app)).toMatchObject({ status: "active", failStreak: 0 });
+    } finally {
+      await new Promise((resolve) => proxy.close(resolve));
+    }
+  });
+
+  it("a send the bundler got but never answered: 202 pending, not a failure; the reconciler completes it once", async () => {
+    // A proxy passes eth_sendUserOperation to the real bundler, then drops the connection before
+    // the answer (every time, viem's retries included). No blocks meanwhile: the bundle waits in
+    // the node's pool, so when the send gives up the operation has no receipt, yet it will be
+    // included. Failing the payout then (and letting the merchant retry) could pay twice.
+    let dropSends = true;
+    const proxy = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (chunk: Buffer) => chunks.push(chunk));
+      req.on("end", async () => {
+        const body = Buffer.concat(chunks).toString("utf8");
+        const answer = await fetch(aa.bundlerUrl, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body,
+        });
+        const text = await answer.text();
+        if ((JSON.parse(body) as { method: string }).method === "eth_sendUserOperation" && dropSends) {
+          req.socket.destroy();
+          return;
+        }
+        res.setHeader("content-type", "application/json");
+        res.end(text);
+      });
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    try {
+      const app = await startTestApp(
+        { ...env, LIVE_BUNDLER_URL: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}` },
+        { database: t.database },
+      );
+      extraApps.push(app);
+      const ws = await createWorkspace(app);
+      const smart = (await createSmartWallet(ws, app)).body.smartWallet.address as Address;
+      await mintToken(devnet, "USDC", smart, "10");
+      const destination = randomAddress();
+      await rpc(devnet.rpcUrl, "evm_setAutomine", [false]);
+      await rpc(devnet.rpcUrl, "evm_setIntervalMining", [0]);
+      let res: Awaited<ReturnType<typeof payout>>;
+      try {
+        res = await payout(
+          ws,
+          { tokenSymbol: "USDC", amount: "4", destinationAddress: destination, walletType: "smart_wallet" },
+          app,
+        );
+      } finally {
+        dropSends = false;
+        await rpc(devnet.rpcUrl, "evm_setAutomine", [true]);
+        await rpc(devnet.rpcUrl, "evm_setIntervalMining", [1000]);
+      }
+      expect(res.statusCode, res.body).toBe(202);
+      const pending = res.json().payout;
+      expect(pending).toMatchObject({
+        status: "processing",
+        txHash: null,
+        userOpHash: expect.stringMatching(TX_HASH),
+      });
+      expect(await payoutState(ws, app)).toMatchObject({ status: "active", failStreak: 0 });
+
+      // Blocks again: the bundle is mined. The reconciler sends the recorded operation again (the
+      // bundler refuses a duplicate; no evidence of failure) and finishes the payout from its receipt.
+      const included = await bundler.waitForUserOperationReceipt({
+        hash: pending.userOpHash,
+        timeout: 30_000,
+      });
+      expect(included.success).toBe(true);
+      expect(await app.app.services.payouts.reconcile("live")).toBe(1);
+      const row = await t.database.db
+        .selectFrom("payouts")
+        .select(["status", "user_op_hash", "tx_hash"])
+        .where("workspace_id", "=", ws.id)
+        .executeTakeFirstOrThrow();
+      expect(row).toEqual({
+        status: "completed",
+        user_op_hash: pending.userOpHash,
+        tx_hash: included.receipt.transactionHash,
+      });
+      expect(await usdcBalance(destination)).toBe(parseUnits("4", 6));
+      expect(await usdcBalance(smart)).toBe(parseUnits("6", 6));
+      expect(await payoutState(ws, app)).toMatchObject({ status: "active", failStreak: 0 });
+      expect(await outbox(ws, "payout.failed")).toEqual([]);
+      expect(await outbox(ws, "payout.completed")).toHaveLength(1);
     } finally {
       await new Promise((resolve) => proxy.close(resolve));
     }

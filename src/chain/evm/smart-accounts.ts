@@ -6,6 +6,7 @@ import {
   defineChain,
   encodeFunctionData,
   erc20Abi,
+  HttpRequestError,
   http,
   type PublicClient,
   RpcRequestError,
@@ -199,8 +200,11 @@ export class SmartAccounts {
     };
   }
 
-  /** Sends a prepared operation (again, after a restart: the same signed bytes) and waits for it. */
   /**
+   * Sends a prepared operation (again, after a restart: the same signed bytes) and waits for it.
+   * It fails only when the bundler refused it (a JSON-RPC error) or never got it (no connection,
+   * an HTTP 4xx); a send with no answer may still be included, so it is pending.
+   *
    * `resend`: the operation was recorded (and maybe sent) before a restart. A bundler may refuse
    * a duplicate it still holds; that is no evidence of failure, so a resend that is refused and
    * has no receipt yet stays pending (the next reconcile looks again) instead of failing a payout
@@ -219,6 +223,12 @@ export class SmartAccounts {
       const existing = await this.receipt(prepared.userOpHash);
       if (existing.status !== "pending" || options.resend) return existing;
       const refused = err instanceof BaseError && err.walk((e) => e instanceof RpcRequestError) !== null;
+      if (!refused && !neverReached(err)) {
+        // No answer (a timeout, a connection lost before the answer): the bundler may hold the
+        // operation and include it. Failing the payout could let a retry pay twice; it stays
+        // pending, and the reconciler sends the same signed operation again.
+        return { status: "pending", userOpHash: prepared.userOpHash };
+      }
       // Limits that were known may be what the bundler refuses: the next operation of this kind
       // asks the bundler again.
       if (refused && prepared.gasKind) this.#gasProfiles.delete(prepared.gasKind);
@@ -263,6 +273,27 @@ export class SmartAccounts {
       return { status: "pending", userOpHash };
     }
   }
+}
+
+/**
+ * The request never reached a bundler that could act on it: no connection (refused, or the host
+ * unknown), or an HTTP 4xx answer (a bundler or its gateway turning the request away).
+ */
+function neverReached(err: unknown): boolean {
+  const codes = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN"]);
+  let cause: unknown = err;
+  for (let depth = 0; cause && typeof cause === "object" && depth < 8; depth++) {
+    if (codes.has(String((cause as { code?: unknown }).code))) return true;
+    if (
+      cause instanceof HttpRequestError &&
+      cause.status !== undefined &&
+      cause.status >= 400 &&
+      cause.status < 500
+    )
+      return true;
+    cause = (cause as { cause?: unknown }).cause;
+  }
+  return false;
 }
 
 /** The JSON-RPC form of a v0.8 user operation: numbers as hex quantities. */

@@ -432,7 +432,14 @@ export class PayoutsService {
       // Broadcast but not mined in time: the reconciler finishes it; the caller sees it in flight.
       return Promise.resolve({
         status: 202,
-        body: { payout: { ...toPayoutView(payout), txHash: outcome.txHash }, timestamp: now.toISOString() },
+        body: {
+          payout: {
+            ...toPayoutView(payout),
+            txHash: outcome.txHash || null,
+            ...(outcome.userOpHash ? { userOpHash: outcome.userOpHash } : {}),
+          },
+          timestamp: now.toISOString(),
+        },
       });
     }
     return outcome.status === "success"
