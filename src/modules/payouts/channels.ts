@@ -43,13 +43,13 @@ interface ChannelBase {
    */
   readonly pipelined: boolean;
   balance(address: Hex, token: ChainToken): Promise<bigint>;
-  /** Balances of `tokens` for a payout's checks (with the mined nonce, on a pipelined channel). */
-  funds(address: Hex, tokens: readonly ChainToken[]): Promise<WalletFunds>;
 }
 
 /** A channel that sends transactions or user operations to a network. */
 export interface SendingChannel extends ChannelBase {
   readonly kind: "network";
+  /** Balances of `tokens` for a payout's checks (with the mined nonce, on a pipelined channel). */
+  funds(address: Hex, tokens: readonly ChainToken[]): Promise<WalletFunds>;
   /** Where the sending wallet pays gas (the EOA path): ETH needed for one transfer's gas. */
   gasRequired?(token: ChainToken): Promise<bigint>;
   /** `record` is called with a user operation's hash and signed body before it is sent (smart wallets). */
@@ -87,10 +87,6 @@ export class LedgerChannel implements ChannelBase {
 
   balance(address: Hex, token: ChainToken): Promise<bigint> {
     return this.#ledger.currentBalance(address, token);
-  }
-
-  funds(address: Hex, tokens: readonly ChainToken[]): Promise<WalletFunds> {
-    return balancesOf(this, address, tokens);
   }
 
   /** A payout's ledger transfer (its tx hash derives from the payout id) and user operation twin. */
