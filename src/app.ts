@@ -163,6 +163,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   const payouts = new PayoutsService(
     ctx,
     workspaces,
+    payments,
     channels,
     mailer,
     smartChannels,

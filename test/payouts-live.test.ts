@@ -18,7 +18,9 @@ import {
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type Devnet, startDevnet } from "../src/devnet/chain.ts";
+import { ChainWatcher } from "../src/modules/payments/chain-watcher.ts";
 import { openDatabase, pgliteDirFor } from "../src/platform/db/database.ts";
+import { createWorkers } from "../src/workers.ts";
 import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
 import { liveNetworkEnv } from "./support/devnet-env.ts";
 
@@ -733,4 +735,65 @@ describe("live payout crash safety (real process, kill -9)", () => {
       await database.close();
     }
   }, 240_000);
+});
+
+describe("payouts from a wallet that holds money of payments not settled yet", () => {
+  it("leaves a detected payment's money for its settlement, which then completes with exact amounts", async () => {
+    const ws = await createWorkspace(t);
+    await fund(ws.eoaAddress, { USDC: "10", ETH: "1" }); // the merchant's own money, and gas
+    const merchant = randomAddress();
+    const created = await t.request({
+      method: "POST",
+      url: "/api/v1/payments",
+      headers: bearer(ws.liveKey),
+      payload: { tokenSymbol: "USDC", amount: "100", merchantWallet: merchant },
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    const paymentId = created.json().payment.id as string;
+    await fund(ws.eoaAddress, { USDC: "100" }); // the payer pays it
+    expect(await usdcBalance(ws.eoaAddress)).toBe(parseUnits("110", 6));
+
+    // The real watcher detects it; nothing settles it yet.
+    const live = t.app.ctx.networks.live;
+    if (!live) throw new Error("no live network");
+    const watcher = new ChainWatcher(t.database.db, live, t.app.ctx.log, () => new Date());
+    const status = async () =>
+      (
+        await t.request({ method: "GET", url: `/api/v1/payments/${paymentId}`, headers: bearer(ws.liveKey) })
+      ).json().payment.status as string;
+    for (let i = 0; i < 50 && (await status()) === "pending"; i++) await watcher.tick();
+    expect(await status()).toBe("detected");
+
+    const tooMuch = await payout(ws, {
+      tokenSymbol: "USDC",
+      amount: "50",
+      destinationAddress: randomAddress(),
+    });
+    expect(tooMuch.statusCode, tooMuch.body).toBe(400);
+    expect(tooMuch.json()).toEqual({
+      error: "Insufficient balance",
+      available: "10.00",
+      requested: "50.00",
+      tokenSymbol: "USDC",
+    });
+    const own = await payout(ws, { tokenSymbol: "USDC", amount: "10", destinationAddress: randomAddress() });
+    expect(own.statusCode, own.body).toBe(200);
+    expect(own.json().payout.status).toBe("completed");
+
+    const treasury = devnet.accounts.treasury.address;
+    const treasuryBefore = await usdcBalance(treasury);
+    const workers = createWorkers(t.app);
+    workers.start();
+    try {
+      const deadline = Date.now() + 30_000;
+      while ((await status()) !== "forwarded" && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 100));
+      expect(await status()).toBe("forwarded");
+    } finally {
+      await workers.stop();
+    }
+    expect(await usdcBalance(merchant)).toBe(parseUnits("98.5", 6));
+    expect((await usdcBalance(treasury)) - treasuryBefore).toBe(parseUnits("1.5", 6));
+    expect(await usdcBalance(ws.eoaAddress)).toBe(0n);
+  }, 120_000);
 });

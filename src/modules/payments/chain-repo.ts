@@ -1,6 +1,7 @@
 import { type Kysely, sql } from "kysely";
 import type { BlockRef, IncomingTransfer } from "../../chain/network.ts";
 import type { Environment } from "../../config.ts";
+import type { UnsettledPayment } from "../../domain/unsettled-payments.ts";
 import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
 import type { BatchTransition } from "./transitions.ts";
 
@@ -308,6 +309,44 @@ export async function paymentsInStatus(
     .orderBy("created_at", "asc")
     .limit(limit)
     .execute();
+}
+
+/**
+ * The payments received on `address` and not settled yet (detected or confirmed), each with the
+ * settlement transfers recorded for it so far.
+ */
+export async function unsettledOn(
+  db: Db,
+  environment: Environment,
+  address: string,
+): Promise<UnsettledPayment[]> {
+  const rows = await db
+    .selectFrom("payments as p")
+    .leftJoin("chain_transactions as t", "t.payment_id", "p.id")
+    .select(["p.id", "p.token_symbol", "p.gross_amount", "t.amount", "t.nonce", "t.status"])
+    .where("p.environment", "=", environment)
+    .where("p.status", "in", ["detected", "confirmed"])
+    .where(sql<string>`lower(p.receiving_address)`, "=", address.toLowerCase())
+    .execute();
+  const payments = new Map<
+    string,
+    UnsettledPayment & { transfers: UnsettledPayment["transfers"][number][] }
+  >();
+  for (const row of rows) {
+    let payment = payments.get(row.id);
+    if (!payment) {
+      payment = { token: row.token_symbol, gross: BigInt(row.gross_amount), transfers: [] };
+      payments.set(row.id, payment);
+    }
+    if (row.amount !== null && row.nonce !== null && row.status !== null) {
+      payment.transfers.push({
+        amount: BigInt(row.amount),
+        nonce: Number(row.nonce),
+        status: row.status as "signed" | "mined" | "failed",
+      });
+    }
+  }
+  return [...payments.values()];
 }
 
 export async function listUnmatched(

@@ -7,6 +7,7 @@ import type { AppContext } from "../../context.ts";
 import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
 import { validatePaymentRequest } from "../../domain/payment-request.ts";
 import { isVerified, type PaymentStatus, transition } from "../../domain/payment-state.ts";
+import type { UnsettledPayment } from "../../domain/unsettled-payments.ts";
 import { isUuid } from "../../domain/validation.ts";
 import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
 import { coalescedWrite } from "../../platform/db/coalesced-write.ts";
@@ -253,6 +254,14 @@ export class PaymentsService {
       offset: query.offset,
     });
     return { payments: rows.map(toPaymentView), total };
+  }
+
+  /**
+   * The payments received on `address` that are not settled yet, with their recorded settlement
+   * transfers: a payout must leave their money on the wallet (domain/unsettled-payments.ts).
+   */
+  unsettledOn(environment: Environment, address: string): Promise<UnsettledPayment[]> {
+    return chainRepo.unsettledOn(this.#ctx.db, environment, address);
   }
 
   async get(principal: KeyPrincipal, id: string): Promise<PaymentView> {

@@ -15,6 +15,7 @@ import {
 } from "../../domain/circuit-breaker.ts";
 import { formatAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
 import { type PayoutRequest, validatePayoutRequest } from "../../domain/payout-request.ts";
+import { stillToSettle } from "../../domain/unsettled-payments.ts";
 import { KeyedQueue } from "../../platform/concurrency/keyed-queue.ts";
 import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
 import { coalescedCall } from "../../platform/db/coalesced-write.ts";
@@ -22,6 +23,7 @@ import type { DatabaseSchema } from "../../platform/db/schema.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
 import { ApiError, badRequest, conflict, serviceUnavailable } from "../../platform/http/errors.ts";
 import type { Mailer } from "../../platform/mail/mailer.ts";
+import type { PaymentsService } from "../payments/service.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import type { LedgerChannel, PayoutChannel, SendingChannel, SendOutcome } from "./channels.ts";
@@ -80,6 +82,7 @@ export function toPayoutView(row: repo.PayoutRow): PayoutView {
 export class PayoutsService {
   readonly #ctx: AppContext;
   readonly #workspaces: WorkspacesService;
+  readonly #payments: Pick<PaymentsService, "unsettledOn">;
   readonly #channels: Partial<Record<Environment, PayoutChannel>>;
   readonly #smartChannels: Partial<Record<Environment, PayoutChannel>>;
   readonly #resend:
@@ -104,6 +107,7 @@ export class PayoutsService {
   constructor(
     ctx: AppContext,
     workspaces: WorkspacesService,
+    payments: Pick<PaymentsService, "unsettledOn">,
     channels: Partial<Record<Environment, PayoutChannel>>,
     mailer: Mailer,
     smartChannels: Partial<Record<Environment, PayoutChannel>> = {},
@@ -113,6 +117,7 @@ export class PayoutsService {
     this.#resend = resend;
     this.#ctx = ctx;
     this.#workspaces = workspaces;
+    this.#payments = payments;
     this.#channels = channels;
     this.#mailer = mailer;
     this.#breakers = coalescedLookup((keys: readonly string[]) => repo.readBreakers(ctx.db, keys));
@@ -197,11 +202,19 @@ export class PayoutsService {
       // mined; the snapshot is taken before the balance is read (InFlightPayouts.snapshot).
       const inFlight = this.#pipeline.snapshot(scopeKey);
       const gasInEth = channel.gasRequired !== undefined && token !== "ETH";
+      const gasNeeded = channel.gasRequired ? channel.gasRequired(token) : null;
+      gasNeeded?.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
+      // So is the money of payments received on the wallet and not settled yet: it leaves for
+      // the merchant and the treasury. Read before the balance as well, so that a settlement
+      // mined meanwhile is at worst subtracted twice (a refusal), never not at all.
+      const unsettled = await this.#payments.unsettledOn(principal.environment, from);
       const [funds, gas] = await Promise.all([
         channel.funds(from, gasInEth ? [token, "ETH"] : [token]),
-        channel.gasRequired ? channel.gasRequired(token) : null,
+        gasNeeded,
       ]);
-      const balance = (funds.balances[token] ?? 0n) - stillToTake(inFlight, token, funds.minedNonce);
+      const stillToLeave = (of: ChainToken) =>
+        stillToTake(inFlight, of, funds.minedNonce) + stillToSettle(unsettled, of, funds.minedNonce);
+      const balance = (funds.balances[token] ?? 0n) - stillToLeave(token);
       if (balance < request.amount) {
         throw badRequest("Insufficient balance", {
           available: formatAmount(balance < 0n ? 0n : balance, decimals),
@@ -211,7 +224,7 @@ export class PayoutsService {
       }
       if (gas !== null) {
         const ethBalance = gasInEth
-          ? (funds.balances.ETH ?? 0n) - stillToTake(inFlight, "ETH", funds.minedNonce)
+          ? (funds.balances.ETH ?? 0n) - stillToLeave("ETH")
           : balance - request.amount;
         if (ethBalance < gas) {
           const shown = ethBalance < 0n ? 0n : ethBalance;
