@@ -116,7 +116,6 @@ export class PaymentsService {
           key: idempotencyKey,
         }
       : null;
-    const fingerprint = requestFingerprint(body);
     const now = this.#ctx.now();
 
     // Live card: the provider's session is created first, naming a payment id chosen here, and the
@@ -214,7 +213,7 @@ export class PaymentsService {
     }
 
     return this.#ctx.db.transaction().execute(async (trx) => {
-      const claim = await claimIdempotencyKey(trx, scope, fingerprint);
+      const claim = await claimIdempotencyKey(trx, scope, requestFingerprint(body));
       if (claim.kind === "replay") {
         // Stored by this same code path below, so its shape is the response's.
         return { body: claim.body as CreatePaymentResponse, replayed: true };
