@@ -4,12 +4,18 @@
 // where it is. Otherwise a payout could spend it, the settlement would fail for want of funds,
 // and the treasury's fee would be gone.
 
+export interface SettlementTransfer {
+  amount: bigint;
+  nonce: number;
+  status: "signed" | "mined" | "failed";
+}
+
 export interface UnsettledPayment {
   token: string;
   /** What the payment brought in; it all leaves again (net to the merchant, fee to the treasury). */
   gross: bigint;
   /** Its settlement transfers recorded so far, in the payment's token. */
-  transfers: ReadonlyArray<{ amount: bigint; nonce: number; status: "signed" | "mined" | "failed" }>;
+  transfers: SettlementTransfer[];
 }
 
 /**

@@ -1,7 +1,7 @@
 import { type Kysely, sql } from "kysely";
 import type { BlockRef, IncomingTransfer } from "../../chain/network.ts";
 import type { Environment } from "../../config.ts";
-import type { UnsettledPayment } from "../../domain/unsettled-payments.ts";
+import type { SettlementTransfer, UnsettledPayment } from "../../domain/unsettled-payments.ts";
 import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
 import type { BatchTransition } from "./transitions.ts";
 
@@ -328,10 +328,7 @@ export async function unsettledOn(
     .where("p.status", "in", ["detected", "confirmed"])
     .where(sql<string>`lower(p.receiving_address)`, "=", address.toLowerCase())
     .execute();
-  const payments = new Map<
-    string,
-    UnsettledPayment & { transfers: UnsettledPayment["transfers"][number][] }
-  >();
+  const payments = new Map<string, UnsettledPayment>();
   for (const row of rows) {
     let payment = payments.get(row.id);
     if (!payment) {
@@ -342,7 +339,7 @@ export async function unsettledOn(
       payment.transfers.push({
         amount: BigInt(row.amount),
         nonce: Number(row.nonce),
-        status: row.status as "signed" | "mined" | "failed",
+        status: row.status as SettlementTransfer["status"],
       });
     }
   }

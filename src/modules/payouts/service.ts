@@ -204,9 +204,9 @@ export class PayoutsService {
       const gasInEth = channel.gasRequired !== undefined && token !== "ETH";
       const gasNeeded = channel.gasRequired ? channel.gasRequired(token) : null;
       gasNeeded?.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
-      // So is the money of payments received on the wallet and not settled yet: it leaves for
-      // the merchant and the treasury. Read before the balance as well, so that a settlement
-      // mined meanwhile is at worst subtracted twice (a refusal), never not at all.
+      // The money of payments received on the wallet and not settled yet is on the balance too,
+      // and leaves for the merchant and the treasury. Read before the balance as well, so that a
+      // settlement mined meanwhile is at worst subtracted twice (a refusal), never not at all.
       const unsettled = await this.#payments.unsettledOn(principal.environment, from);
       const [funds, gas] = await Promise.all([
         channel.funds(from, gasInEth ? [token, "ETH"] : [token]),
