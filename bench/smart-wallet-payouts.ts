@@ -19,7 +19,9 @@ import { liveNetworkEnv } from "../test/support/devnet-env.ts";
 // `accountAbstraction: true` (defaults: automine plus a block every second), in-process app
 // (`startTestApp`, in-memory PGlite unless DATABASE_URL is set). 50 sequential payouts each, after
 // a warm-up (the first smart wallet payout also deploys the account: reported on its own).
-// Goal: smart wallet p50 within 2× of the EOA path.
+// Goal: smart wallet p50 within 2× of the EOA path. Smart wallet payouts are measured as
+// `npm run devnet` configures them (LIVE_BUNDLER_INSTANT_BUNDLING: the devnet's Alto bundles an
+// operation at once), then once more with the standard send that any bundler takes, for reference.
 //
 // `node bench/smart-wallet-payouts.ts` prints a markdown table. BENCH_SW_PAYOUTS overrides 50.
 
@@ -53,6 +55,8 @@ export interface SmartWalletPayoutFigures {
   payouts: number;
   eoa: LatencySummary;
   smartWallet: LatencySummary;
+  /** Smart wallet payouts sent with eth_sendUserOperation (a bundler without instant bundling). */
+  standardSend: LatencySummary;
   /** The first smart wallet payout, which deploys the account (initCode) in its user operation. */
   firstSmartWalletMs: number;
   ratioP50: number;
@@ -63,20 +67,23 @@ export async function benchSmartWalletPayouts(): Promise<SmartWalletPayoutFigure
   const count = Number(process.env.BENCH_SW_PAYOUTS ?? "50");
   let devnet: Devnet | undefined;
   let t: TestApp | undefined;
+  let standardApp: TestApp | undefined;
   try {
     log("starting the devnet with the ERC-4337 stack");
     devnet = await startDevnet({ accountAbstraction: true });
     const aa = devnet.aa;
     if (!aa) throw new Error("startDevnet({ accountAbstraction: true }) returned no aa");
-    t = await startTestApp(
-      liveNetworkEnv(devnet, {
-        LIVE_BUNDLER_URL: aa.bundlerUrl,
-        LIVE_PAYMASTER_ADDRESS: aa.paymaster,
-        LIVE_ENTRYPOINT_ADDRESS: aa.entryPoint,
-        LIVE_ACCOUNT_FACTORY_ADDRESS: aa.accountFactory,
-      }),
-    );
+    const env = liveNetworkEnv(devnet, {
+      LIVE_BUNDLER_URL: aa.bundlerUrl,
+      LIVE_PAYMASTER_ADDRESS: aa.paymaster,
+      LIVE_ENTRYPOINT_ADDRESS: aa.entryPoint,
+      LIVE_ACCOUNT_FACTORY_ADDRESS: aa.accountFactory,
+    });
+    // As `npm run devnet` configures it: the devnet's Alto bundles an operation when asked.
+    t = await startTestApp({ ...env, LIVE_BUNDLER_INSTANT_BUNDLING: "true" });
     const app = t;
+    // The same database and workspace, through a second app that sends as to any bundler.
+    standardApp = await startTestApp(env, { database: t.database });
     const ws = await createWorkspace(app);
     const created = await app.request({
       method: "POST",
@@ -112,9 +119,9 @@ export async function benchSmartWalletPayouts(): Promise<SmartWalletPayoutFigure
     });
     await mintToken(devnet, "USDC", smart, "1000");
 
-    const payout = async (walletType: "eoa" | "smart_wallet") => {
+    const payout = async (walletType: "eoa" | "smart_wallet", through: TestApp = app) => {
       const begin = performance.now();
-      const res = await app.request({
+      const res = await through.request({
         method: "POST",
         url: "/api/v1/payouts",
         headers: bearer(ws.liveKey),
@@ -138,6 +145,11 @@ export async function benchSmartWalletPayouts(): Promise<SmartWalletPayoutFigure
     log(`${count} sequential smart wallet payouts`);
     const smartTimes: number[] = [];
     for (let i = 0; i < count; i++) smartTimes.push(await payout("smart_wallet"));
+    log(`${count} sequential smart wallet payouts, standard send (eth_sendUserOperation)`);
+    const standard = standardApp;
+    await payout("smart_wallet", standard);
+    const standardTimes: number[] = [];
+    for (let i = 0; i < count; i++) standardTimes.push(await payout("smart_wallet", standard));
 
     const eoa = summarize(eoaTimes);
     const smartWallet = summarize(smartTimes);
@@ -146,6 +158,7 @@ export async function benchSmartWalletPayouts(): Promise<SmartWalletPayoutFigure
       payouts: count,
       eoa,
       smartWallet,
+      standardSend: summarize(standardTimes),
       firstSmartWalletMs,
       ratioP50,
       goal: {
@@ -154,6 +167,7 @@ export async function benchSmartWalletPayouts(): Promise<SmartWalletPayoutFigure
       },
     };
   } finally {
+    await standardApp?.close(true);
     await t?.close();
     await devnet?.stop();
   }
@@ -167,7 +181,8 @@ export function renderSmartWalletTable(f: SmartWalletPayoutFigures): string {
     "| Payout from | Payouts (sequential) | p50 ms | p99 ms | mean ms | min ms | max ms |",
     "| :-- | --: | --: | --: | --: | --: | --: |",
     row("EOA (signed transaction)", f.eoa),
-    row("Smart wallet (user operation, sponsored)", f.smartWallet),
+    row("Smart wallet (user operation, sponsored; instant bundling)", f.smartWallet),
+    row("Smart wallet, standard send (eth_sendUserOperation, receipt polled)", f.standardSend),
     "",
     `First smart wallet payout (deploys the account): ${ms(f.firstSmartWalletMs)} ms. Smart wallet / EOA at p50: ${f.ratioP50.toFixed(2)}× (goal ≤ ${GOAL_RATIO}×).`,
     "",

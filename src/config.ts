@@ -28,6 +28,11 @@ export interface NetworkConfig {
         paymasterAddress: string;
         entryPointAddress: string;
         accountFactoryAddress: string;
+        /**
+         * The bundler offers `pimlico_sendUserOperationNow` (Alto's instant bundling endpoint,
+         * Pimlico's hosted API): an operation is bundled at once and answered with its receipt.
+         */
+        instantBundling: boolean;
       }
     | undefined;
 }
@@ -149,6 +154,7 @@ function accountAbstraction(
     paymasterAddress,
     entryPointAddress: address("ENTRYPOINT_ADDRESS", false) ?? CANONICAL_ENTRYPOINT_V08,
     accountFactoryAddress: address("ACCOUNT_FACTORY_ADDRESS", false) ?? SIMPLE_ACCOUNT_FACTORY_V08,
+    instantBundling: boolean(env, `${p}_BUNDLER_INSTANT_BUNDLING`),
   };
 }
 

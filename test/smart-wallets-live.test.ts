@@ -740,3 +740,154 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
     expect(await payoutState(ws)).toMatchObject({ status: "active", failStreak: 0 });
   });
 });
+
+describe("live smart wallet payouts with instant bundling (pimlico_sendUserOperationNow)", () => {
+  /**
+   * An app whose bundler is a proxy in front of the devnet's Alto (which has the endpoint on),
+   * with LIVE_BUNDLER_INSTANT_BUNDLING=true. `answer` may answer a method itself.
+   */
+  async function instantApp(
+    answer: (method: string, params: unknown[]) => Promise<{ error: Json } | undefined> = async () =>
+      undefined,
+  ) {
+    const methods: string[] = [];
+    const proxy = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (chunk: Buffer) => chunks.push(chunk));
+      req.on("end", async () => {
+        const body = Buffer.concat(chunks).toString("utf8");
+        const message = JSON.parse(body) as { id: number; method: string; params: unknown[] };
+        methods.push(message.method);
+        res.setHeader("content-type", "application/json");
+        const own = await answer(message.method, message.params);
+        if (own) {
+          res.end(JSON.stringify({ jsonrpc: "2.0", id: message.id, error: own.error }));
+          return;
+        }
+        const upstream = await fetch(aa.bundlerUrl, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body,
+        });
+        res.end(await upstream.text());
+      });
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    const app = await startTestApp(
+      {
+        ...env,
+        LIVE_BUNDLER_URL: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
+        LIVE_BUNDLER_INSTANT_BUNDLING: "true",
+      },
+      { database: t.database },
+    );
+    extraApps.push(app);
+    proxies.push(proxy);
+    return { app, methods };
+  }
+  const proxies: ReturnType<typeof createServer>[] = [];
+  afterAll(async () => {
+    await Promise.all(proxies.map((proxy) => new Promise((resolve) => proxy.close(resolve))));
+  });
+
+  /** Alto's own JSON-RPC request, for the proxy to pass an operation on as another method. */
+  const altoRequest = (method: string, params: unknown[]) =>
+    fetch(aa.bundlerUrl, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
+    }).then((res) => res.json() as Promise<{ result?: unknown; error?: unknown }>);
+
+  it("bundles the operation at once: one call answers with the receipt, no receipt polling, exact balances", async () => {
+    const { app, methods } = await instantApp();
+    const ws = await createWorkspace(app);
+    const smart = (await createSmartWallet(ws, app)).body.smartWallet.address as Address;
+    await mintToken(devnet, "USDC", smart, "10");
+    const destination = randomAddress();
+    const depositBefore = await paymasterDeposit();
+
+    for (const amount of ["1", "2"]) {
+      methods.length = 0;
+      const res = await payout(
+        ws,
+        { tokenSymbol: "USDC", amount, destinationAddress: destination, walletType: "smart_wallet" },
+        app,
+      );
+      expect(res.statusCode, res.body).toBe(200);
+      const body = res.json().payout;
+      expect(body).toMatchObject({ status: "completed", fromAddress: smart });
+      await expectCarriedUserOperation(body.txHash, body.userOpHash, smart);
+      expect(methods).toContain("pimlico_sendUserOperationNow");
+      expect(methods).not.toContain("eth_sendUserOperation");
+      expect(methods).not.toContain("eth_getUserOperationReceipt");
+    }
+    expect(await usdcBalance(destination)).toBe(parseUnits("3", 6));
+    expect(await usdcBalance(smart)).toBe(parseUnits("7", 6));
+    expect(await ethBalance(smart)).toBe(0n);
+    expect(await paymasterDeposit()).toBeLessThan(depositBefore);
+    expect(await payoutState(ws, app)).toMatchObject({ status: "active", failStreak: 0 });
+  });
+
+  it("an error answer for an operation the bundler holds all the same: the payout completes, paid once", async () => {
+    // The proxy hands the operation to Alto's mempool, then answers the instant call with an
+    // error, as Alto does when a bundle could not be sent and its operations went back to the
+    // mempool. The standard send of the same operation that follows is refused as a duplicate
+    // (or finds it mined); failing the payout then could let a retry pay twice.
+    const { app, methods } = await instantApp(async (method, params) => {
+      if (method !== "pimlico_sendUserOperationNow") return undefined;
+      const queued = await altoRequest("eth_sendUserOperation", params);
+      expect(queued.error).toBeUndefined();
+      return { error: { code: -32602, message: "unhandled error during bundle submission" } };
+    });
+    const ws = await createWorkspace(app);
+    const smart = (await createSmartWallet(ws, app)).body.smartWallet.address as Address;
+    await mintToken(devnet, "USDC", smart, "10");
+    const destination = randomAddress();
+
+    const res = await payout(
+      ws,
+      { tokenSymbol: "USDC", amount: "4", destinationAddress: destination, walletType: "smart_wallet" },
+      app,
+    );
+    expect(res.statusCode, res.body).toBe(200);
+    const body = res.json().payout;
+    expect(body.status).toBe("completed");
+    await expectCarriedUserOperation(body.txHash, body.userOpHash, smart);
+    expect(methods.filter((m) => m === "pimlico_sendUserOperationNow")).toHaveLength(1);
+    expect(await usdcBalance(destination)).toBe(parseUnits("4", 6));
+    expect(await usdcBalance(smart)).toBe(parseUnits("6", 6));
+    expect(await payoutState(ws, app)).toMatchObject({ status: "active", failStreak: 0 });
+    expect(await outbox(ws, "payout.failed")).toEqual([]);
+  });
+
+  it("an operation the bundler refuses and does not hold: 500 PAYOUT_FAILED with its reason, counted", async () => {
+    const refusal = { code: -32500, message: "AA31 paymaster deposit too low" };
+    const { app, methods } = await instantApp(async (method) =>
+      method === "pimlico_sendUserOperationNow" || method === "eth_sendUserOperation"
+        ? { error: refusal }
+        : undefined,
+    );
+    const ws = await createWorkspace(app);
+    const smart = (await createSmartWallet(ws, app)).body.smartWallet.address as Address;
+    await mintToken(devnet, "USDC", smart, "10");
+    const destination = randomAddress();
+
+    const res = await payout(
+      ws,
+      { tokenSymbol: "USDC", amount: "3", destinationAddress: destination, walletType: "smart_wallet" },
+      app,
+    );
+    expect(res.statusCode, res.body).toBe(500);
+    expect(res.json()).toMatchObject({
+      code: "PAYOUT_FAILED",
+      detail: expect.stringContaining("AA31 paymaster deposit too low"),
+      failStreak: 1,
+    });
+    // Asked whether it held the operation before the payout was failed.
+    expect(methods).toContain("pimlico_getUserOperationStatus");
+    expect(await usdcBalance(smart)).toBe(parseUnits("10", 6));
+    expect(await usdcBalance(destination)).toBe(0n);
+    expect(await payoutState(ws, app)).toMatchObject({ status: "active", failStreak: 1 });
+    expect(await outbox(ws, "payout.failed")).toHaveLength(1);
+  });
+});

@@ -29,6 +29,8 @@ function envFileText(devnet: Devnet): string {
     `LIVE_PAYMASTER_ADDRESS=${aa.paymaster}`,
     `LIVE_ENTRYPOINT_ADDRESS=${aa.entryPoint}`,
     `LIVE_ACCOUNT_FACTORY_ADDRESS=${aa.accountFactory}`,
+    "# This Alto bundles an operation at once when asked (pimlico_sendUserOperationNow).",
+    "LIVE_BUNDLER_INSTANT_BUNDLING=true",
     "# A funded account holding every test token, for demos and tests (not used by the service).",
     `DEVNET_PAYER_KEY=${accounts.payer.privateKey}`,
   ];

@@ -65,6 +65,8 @@ interface GasProfile {
 }
 
 const RECEIPT_TIMEOUT_MS = 60_000;
+/** The bundler's statuses of an operation it holds: waiting in its mempool, or in a bundle sent. */
+const HELD_STATUSES = new Set(["not_submitted", "submitted", "included"]);
 
 export class SmartAccounts {
   readonly #client: PublicClient;
@@ -154,37 +156,50 @@ export class SmartAccounts {
     const operationCalls = this.#callsOf(calls);
     const kind = `${account.address} ${calls.map((call) => call.token).join(",")}`;
     const known = options.estimate === "bundler" ? undefined : this.#gasProfiles.get(kind);
-    let gas: (GasProfile & { callGasLimit: bigint }) | undefined;
+    const fill = (gas?: GasProfile & { callGasLimit: bigint }) =>
+      this.#bundler.prepareUserOperation({
+        account,
+        calls: operationCalls,
+        paymaster: this.#aa.paymasterAddress as Hex,
+        ...gas,
+      } as never) as unknown as Promise<Record<string, unknown>>;
+    let fields: Record<string, unknown> | undefined;
+    let gasFrom: "bundler" | "known" = "bundler";
     if (known) {
-      const callGasLimit = await this.#client
-        .estimateGas({
-          account: account.entryPoint.address,
-          to: account.address,
-          data: await account.encodeCalls(operationCalls),
-        })
-        // A call that would fail now: the bundler's estimate gives the reason.
-        .catch(() => undefined);
-      if (callGasLimit !== undefined) gas = { ...known, callGasLimit };
+      // With every gas limit given, the fill reads only the nonce and the fees, which do not
+      // depend on the call gas: it runs beside the measurement, and the measured figure is put in.
+      const [callGasLimit, filled] = await Promise.all([
+        this.#client
+          .estimateGas({
+            account: account.entryPoint.address,
+            to: account.address,
+            data: await account.encodeCalls(operationCalls),
+          })
+          // A call that would fail now: the bundler's estimate gives the reason.
+          .catch(() => undefined),
+        fill({ ...known, callGasLimit: 0n }),
+      ]);
+      if (callGasLimit !== undefined) {
+        fields = { ...filled, callGasLimit };
+        gasFrom = "known";
+      }
     }
-    const prepared = await this.#bundler.prepareUserOperation({
-      account,
-      calls: operationCalls,
-      paymaster: this.#aa.paymasterAddress as Hex,
-      ...gas,
-    } as never);
+    if (!fields) {
+      fields = await fill();
+      const op = fields as unknown as UserOperation<"0.8">;
+      if (!op.factory && op.paymasterVerificationGasLimit !== undefined) {
+        // Deployed before this operation: its verification costs what the next ones' will.
+        this.#gasProfiles.set(kind, {
+          verificationGasLimit: op.verificationGasLimit,
+          preVerificationGas: op.preVerificationGas,
+          paymasterVerificationGasLimit: op.paymasterVerificationGasLimit,
+          paymasterPostOpGasLimit: op.paymasterPostOpGasLimit ?? 0n,
+        });
+      }
+    }
     // viem hands back the operation together with the account object; only the operation's own
     // fields go to the bundler (and into the database).
-    const { account: _account, ...fields } = prepared as unknown as Record<string, unknown>;
-    const op = fields as unknown as UserOperation<"0.8">;
-    if (!gas && !op.factory && op.paymasterVerificationGasLimit !== undefined) {
-      // Deployed before this operation: its verification costs what the next ones' will.
-      this.#gasProfiles.set(kind, {
-        verificationGasLimit: op.verificationGasLimit,
-        preVerificationGas: op.preVerificationGas,
-        paymasterVerificationGasLimit: op.paymasterVerificationGasLimit,
-        paymasterPostOpGasLimit: op.paymasterPostOpGasLimit ?? 0n,
-      });
-    }
+    delete fields.account;
     const signature = await account.signUserOperation(fields as unknown as UserOperation);
     const signed = { ...fields, signature } as unknown as UserOperation;
     const userOpHash = getUserOperationHash({
@@ -196,7 +211,7 @@ export class SmartAccounts {
     return {
       userOpHash,
       serialized: JSON.stringify(signed, (_k, v) => (typeof v === "bigint" ? `${v}n` : v)),
-      ...(gas ? { gasFrom: "known" as const, gasKind: kind } : { gasFrom: "bundler" as const }),
+      ...(gasFrom === "known" ? { gasFrom, gasKind: kind } : { gasFrom }),
     };
   }
 
@@ -214,65 +229,110 @@ export class SmartAccounts {
     const operation = JSON.parse(prepared.serialized, (_k, v) =>
       typeof v === "string" && /^[0-9]+n$/.test(v) ? BigInt(v.slice(0, -1)) : v,
     ) as UserOperation;
+    const params = [serializeForRpc(operation), this.#aa.entryPointAddress as Hex];
+    let instantAnsweredError = false;
     try {
-      await this.#bundler.request({
-        method: "eth_sendUserOperation",
-        params: [serializeForRpc(operation), this.#aa.entryPointAddress as Hex],
-      } as never);
+      if (this.#aa.instantBundling && !options.resend) {
+        try {
+          // Not retried by the transport: an attempt without an answer may have been bundled.
+          const receipt = await this.#bundler.request(
+            { method: "pimlico_sendUserOperationNow", params } as never,
+            { retryCount: 0 },
+          );
+          return outcomeOf(prepared.userOpHash, receipt as unknown as RpcUserOperationReceipt);
+        } catch (err) {
+          if (!answeredWithError(err)) throw err;
+          // The bundler answered with an error, which says less than a refused send: it may have
+          // refused the operation before bundling it, dropped it when its simulation failed, or
+          // put it back in its mempool when the bundle could not be sent. The standard send of
+          // the same signed operation tells these apart (below).
+          instantAnsweredError = true;
+        }
+      }
+      await this.#bundler.request({ method: "eth_sendUserOperation", params } as never);
     } catch (err) {
       const existing = await this.receipt(prepared.userOpHash);
       if (existing.status !== "pending" || options.resend) return existing;
-      const refused = err instanceof BaseError && err.walk((e) => e instanceof RpcRequestError) !== null;
+      const refused = answeredWithError(err);
       if (!refused && !neverReached(err)) {
         // No answer (a timeout, a connection lost before the answer): the bundler may hold the
         // operation and include it. Failing the payout could let a retry pay twice; it stays
         // pending, and the reconciler sends the same signed operation again.
         return { status: "pending", userOpHash: prepared.userOpHash };
       }
-      // Limits that were known may be what the bundler refuses: the next operation of this kind
-      // asks the bundler again.
-      if (refused && prepared.gasKind) this.#gasProfiles.delete(prepared.gasKind);
-      return {
-        status: "reverted",
-        userOpHash: prepared.userOpHash,
-        txHash: null,
-        error: bundlerMessage(err),
-        refused,
-      };
+      // Refused after an instant bundling error: refused as a duplicate when the bundler holds it.
+      if (!(refused && instantAnsweredError && (await this.#holds(prepared.userOpHash)))) {
+        // Limits that were known may be what the bundler refuses: the next operation of this kind
+        // asks the bundler again.
+        if (refused && prepared.gasKind) this.#gasProfiles.delete(prepared.gasKind);
+        return {
+          status: "reverted",
+          userOpHash: prepared.userOpHash,
+          txHash: null,
+          error: bundlerMessage(err),
+          refused,
+        };
+      }
     }
     try {
       const receipt = await this.#bundler.waitForUserOperationReceipt({
         hash: prepared.userOpHash,
         timeout: RECEIPT_TIMEOUT_MS,
       });
-      return receipt.success
-        ? { status: "success", userOpHash: prepared.userOpHash, txHash: receipt.receipt.transactionHash }
-        : {
-            status: "reverted",
-            userOpHash: prepared.userOpHash,
-            txHash: receipt.receipt.transactionHash,
-            error: receipt.reason ?? "user operation reverted",
-          };
+      return outcomeOf(prepared.userOpHash, receipt);
     } catch {
       return { status: "pending", userOpHash: prepared.userOpHash };
     }
   }
 
+  /**
+   * Whether the bundler still holds the operation (in its mempool, or in a bundle it sent).
+   * `pimlico_getUserOperationStatus` is part of the same API as instant bundling.
+   */
+  async #holds(userOpHash: Hex): Promise<boolean> {
+    try {
+      const answer = (await this.#bundler.request({
+        method: "pimlico_getUserOperationStatus",
+        params: [userOpHash],
+      } as never)) as { status?: string } | null;
+      return answer?.status !== undefined && HELD_STATUSES.has(answer.status);
+    } catch {
+      // Unknown: as if held. The payout stays pending and the reconciler looks again, rather
+      // than failing a payout whose operation may still be included.
+      return true;
+    }
+  }
+
   async receipt(userOpHash: Hex): Promise<OperationOutcome> {
     try {
-      const receipt = await this.#bundler.getUserOperationReceipt({ hash: userOpHash });
-      return receipt.success
-        ? { status: "success", userOpHash, txHash: receipt.receipt.transactionHash }
-        : {
-            status: "reverted",
-            userOpHash,
-            txHash: receipt.receipt.transactionHash,
-            error: receipt.reason ?? "reverted",
-          };
+      return outcomeOf(userOpHash, await this.#bundler.getUserOperationReceipt({ hash: userOpHash }));
     } catch {
       return { status: "pending", userOpHash };
     }
   }
+}
+
+/** What viem's receipt and the JSON-RPC receipt (the instant bundling answer) both carry. */
+interface RpcUserOperationReceipt {
+  success: boolean;
+  reason?: string | undefined;
+  receipt: { transactionHash: Hex };
+}
+
+function outcomeOf(userOpHash: Hex, receipt: RpcUserOperationReceipt): OperationOutcome {
+  return receipt.success
+    ? { status: "success", userOpHash, txHash: receipt.receipt.transactionHash }
+    : {
+        status: "reverted",
+        userOpHash,
+        txHash: receipt.receipt.transactionHash,
+        error: receipt.reason || "user operation reverted",
+      };
+}
+
+/** The bundler answered, with a JSON-RPC error. */
+function answeredWithError(err: unknown): boolean {
+  return err instanceof BaseError && err.walk((e) => e instanceof RpcRequestError) !== null;
 }
 
 /**
