@@ -52,7 +52,21 @@ export interface SendingChannel extends ChannelBase {
   funds(address: Hex, tokens: readonly ChainToken[]): Promise<WalletFunds>;
   /** Where the sending wallet pays gas (the EOA path): ETH needed for one transfer's gas. */
   gasRequired?(token: ChainToken): Promise<bigint>;
-  /** `record` is called with a user operation's hash and signed body before it is sent (smart wallets). */
+  /**
+   * Starts preparing and signing a transfer while the payout's checks run (smart wallets: a
+   * user operation), to hand to `submit`. Nothing is sent or recorded: one prepared for a payout
+   * that is then refused is dropped.
+   */
+  prepare?(
+    signingKey: () => Promise<Hex>,
+    to: Hex,
+    token: ChainToken,
+    amount: bigint,
+  ): Promise<PreparedOperation>;
+  /**
+   * `record` is called with a user operation's hash and signed body before it is sent (smart
+   * wallets); `prepared` is what `prepare` started for this transfer.
+   */
   submit(
     payoutId: string,
     /** The sending wallet's key (decrypted on demand). */
@@ -62,6 +76,7 @@ export interface SendingChannel extends ChannelBase {
     token: ChainToken,
     amount: bigint,
     record?: (userOpHash: string, operation: string) => Promise<void>,
+    prepared?: Promise<PreparedOperation>,
   ): Promise<Submission>;
 }
 
@@ -176,6 +191,17 @@ export class SmartWalletChannel implements SendingChannel {
     return balancesOf(this, address, tokens);
   }
 
+  async prepare(
+    signingKey: () => Promise<Hex>,
+    to: Hex,
+    token: ChainToken,
+    amount: bigint,
+  ): Promise<PreparedOperation> {
+    // The wallet's payouts go one at a time (not pipelined), so the nonce read now is the one the
+    // operation will be sent with.
+    return this.#accounts.prepare(await signingKey(), [{ token, to, amount }]);
+  }
+
   async submit(
     _payoutId: string,
     signingKey: () => Promise<Hex>,
@@ -184,22 +210,26 @@ export class SmartWalletChannel implements SendingChannel {
     token: ChainToken,
     amount: bigint,
     record?: (userOpHash: string, operation: string) => Promise<void>,
+    prepared?: Promise<PreparedOperation>,
   ): Promise<Submission> {
-    return settled(await this.#send(await signingKey(), to, token, amount, record));
+    return settled(await this.#send(signingKey, to, token, amount, record, prepared));
   }
 
   async #send(
-    ownerKey: Hex,
+    signingKey: () => Promise<Hex>,
     to: Hex,
     token: ChainToken,
     amount: bigint,
     record?: (userOpHash: string, operation: string) => Promise<void>,
+    preparedAhead?: Promise<PreparedOperation>,
   ): Promise<SendOutcome> {
     const calls = [{ token, to, amount }];
     const prepareAndSend = async (options: { estimate?: "bundler" } = {}) => {
       let prepared: PreparedOperation;
       try {
-        prepared = await this.#accounts.prepare(ownerKey, calls, options);
+        prepared = await (options.estimate === undefined && preparedAhead
+          ? preparedAhead
+          : this.#accounts.prepare(await signingKey(), calls, options));
       } catch (err) {
         return {
           prepared: undefined,

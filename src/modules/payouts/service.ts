@@ -198,6 +198,15 @@ export class PayoutsService {
         return { result: paid };
       }
 
+      const signingKey = () => this.#workspaces.signingKey(scope.workspaceId, owner);
+      // Prepared while the balance is checked and the payout recorded; sent only after both.
+      const prepared = channel.prepare?.(
+        signingKey,
+        request.destinationAddress as Hex,
+        token,
+        request.amount,
+      );
+      prepared?.catch(() => undefined); // handed to submit, which reports its failure
       // Payouts in flight are on the balance the chain reports until their transactions are
       // mined; the snapshot is taken before the balance is read (InFlightPayouts.snapshot).
       const inFlight = this.#pipeline.snapshot(scopeKey);
@@ -256,7 +265,7 @@ export class PayoutsService {
       }
       let reservation: InFlightPayout | undefined;
       // The callback runs after `submit` resolves, so after `reservation` is set below.
-      const sent = this.#send(scope, payout, channel, owner, now, (nonce) => {
+      const sent = this.#send(scope, payout, channel, signingKey, now, prepared, (nonce) => {
         if (reservation) reservation.nonce = nonce;
       });
       if (channel.pipelined && breaker.failStreak === 0) {
@@ -376,8 +385,9 @@ export class PayoutsService {
     scope: { workspaceId: string; environment: Environment },
     payout: repo.PayoutRow,
     channel: SendingChannel,
-    owner: Hex,
+    signingKey: () => Promise<Hex>,
     now: Date,
+    prepared: Promise<PreparedOperation> | undefined,
     /** Told the nonce of the payout's transaction once it is broadcast. */
     onBroadcast?: (nonce: number | undefined) => void,
   ): Promise<PayoutResponse> {
@@ -387,12 +397,13 @@ export class PayoutsService {
       try {
         const submission = await channel.submit(
           payout.id,
-          () => this.#workspaces.signingKey(scope.workspaceId, owner),
+          signingKey,
           payout.from_address as Hex,
           payout.destination_address as Hex,
           payout.token_symbol as ChainToken,
           BigInt(payout.amount),
           (userOpHash, operation) => repo.recordUserOperation(this.#ctx.db, payout.id, userOpHash, operation),
+          prepared,
         );
         onBroadcast?.(submission.nonce);
         try {
