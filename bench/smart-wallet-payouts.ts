@@ -150,10 +150,9 @@ export async function benchSmartWalletPayouts(): Promise<SmartWalletPayoutFigure
       smartTimes.push(await payout("smart_wallet"));
     }
     log(`${count} sequential smart wallet payouts, standard send (eth_sendUserOperation)`);
-    const standard = standardApp;
-    await payout("smart_wallet", standard);
+    await payout("smart_wallet", standardApp);
     const standardTimes: number[] = [];
-    for (let i = 0; i < count; i++) standardTimes.push(await payout("smart_wallet", standard));
+    for (let i = 0; i < count; i++) standardTimes.push(await payout("smart_wallet", standardApp));
 
     const eoa = summarize(eoaTimes);
     const smartWallet = summarize(smartTimes);

@@ -203,6 +203,44 @@ async function waitForStatus(key: string, id: string, status: string, timeoutMs 
 
 // ---------------------------------------------------------------------------------------------
 
+/** Answers a request in the proxy's place (a JSON-RPC error), or passes it on (undefined). */
+type ProxyAnswer = (method: string, params: unknown[]) => Promise<{ error: Json } | undefined>;
+
+/**
+ * A JSON-RPC proxy in front of the devnet's Alto that lists the methods asked for; `answer` may
+ * answer a request itself instead of passing it on.
+ */
+async function bundlerProxy(answer: ProxyAnswer = async () => undefined) {
+  const methods: string[] = [];
+  const proxy = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", async () => {
+      const body = Buffer.concat(chunks).toString("utf8");
+      const message = JSON.parse(body) as { id: number; method: string; params: unknown[] };
+      methods.push(message.method);
+      res.setHeader("content-type", "application/json");
+      const own = await answer(message.method, message.params);
+      if (own) {
+        res.end(JSON.stringify({ jsonrpc: "2.0", id: message.id, error: own.error }));
+        return;
+      }
+      const upstream = await fetch(aa.bundlerUrl, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body,
+      });
+      res.end(await upstream.text());
+    });
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
+    methods,
+    close: () => new Promise<void>((resolve) => proxy.close(() => resolve())),
+  };
+}
+
 describe("live smart wallet address", () => {
   it("is the factory's counterfactual SimpleAccount address of the EOA, stable across calls", async () => {
     const ws = await createWorkspace(t);
@@ -477,36 +515,15 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
   it("an operation like the last one reuses its gas limits; one the bundler refuses is estimated and sent again, once", async () => {
     // In front of the real bundler: a proxy that lists the methods called and can answer one
     // eth_sendUserOperation with a JSON-RPC error, as a bundler refusing the operation would.
-    const methods: string[] = [];
     let refuseNextSend = false;
-    const proxy = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on("data", (chunk: Buffer) => chunks.push(chunk));
-      req.on("end", async () => {
-        const body = Buffer.concat(chunks).toString("utf8");
-        const message = JSON.parse(body) as { id: number; method: string };
-        methods.push(message.method);
-        res.setHeader("content-type", "application/json");
-        if (message.method === "eth_sendUserOperation" && refuseNextSend) {
-          refuseNextSend = false;
-          const error = { code: -32602, message: "preVerificationGas is not enough, required: 2, got: 1" };
-          res.end(JSON.stringify({ jsonrpc: "2.0", id: message.id, error }));
-          return;
-        }
-        const answer = await fetch(aa.bundlerUrl, {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body,
-        });
-        res.end(await answer.text());
-      });
+    const proxy = await bundlerProxy(async (method) => {
+      if (method !== "eth_sendUserOperation" || !refuseNextSend) return undefined;
+      refuseNextSend = false;
+      return { error: { code: -32602, message: "preVerificationGas is not enough, required: 2, got: 1" } };
     });
-    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    const methods = proxy.methods;
     try {
-      const app = await startTestApp(
-        { ...env, LIVE_BUNDLER_URL: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}` },
-        { database: t.database },
-      );
+      const app = await startTestApp({ ...env, LIVE_BUNDLER_URL: proxy.url }, { database: t.database });
       extraApps.push(app);
       const ws = await createWorkspace(app);
       const smart = (await createSmartWallet(ws, app)).body.smartWallet.address as Address;
@@ -559,7 +576,7 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
       expect(await ethBalance(smart)).toBe(0n);
       expect(await payoutState(ws, app)).toMatchObject({ status: "active", failStreak: 0 });
     } finally {
-      await new Promise((resolve) => proxy.close(resolve));
+      await proxy.close();
     }
   });
 
@@ -746,48 +763,19 @@ describe("live smart wallet payouts with instant bundling (pimlico_sendUserOpera
    * An app whose bundler is a proxy in front of the devnet's Alto (which has the endpoint on),
    * with LIVE_BUNDLER_INSTANT_BUNDLING=true. `answer` may answer a method itself.
    */
-  async function instantApp(
-    answer: (method: string, params: unknown[]) => Promise<{ error: Json } | undefined> = async () =>
-      undefined,
-  ) {
-    const methods: string[] = [];
-    const proxy = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on("data", (chunk: Buffer) => chunks.push(chunk));
-      req.on("end", async () => {
-        const body = Buffer.concat(chunks).toString("utf8");
-        const message = JSON.parse(body) as { id: number; method: string; params: unknown[] };
-        methods.push(message.method);
-        res.setHeader("content-type", "application/json");
-        const own = await answer(message.method, message.params);
-        if (own) {
-          res.end(JSON.stringify({ jsonrpc: "2.0", id: message.id, error: own.error }));
-          return;
-        }
-        const upstream = await fetch(aa.bundlerUrl, {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body,
-        });
-        res.end(await upstream.text());
-      });
-    });
-    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+  async function instantApp(answer?: ProxyAnswer) {
+    const proxy = await bundlerProxy(answer);
+    proxies.push(proxy);
     const app = await startTestApp(
-      {
-        ...env,
-        LIVE_BUNDLER_URL: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
-        LIVE_BUNDLER_INSTANT_BUNDLING: "true",
-      },
+      { ...env, LIVE_BUNDLER_URL: proxy.url, LIVE_BUNDLER_INSTANT_BUNDLING: "true" },
       { database: t.database },
     );
     extraApps.push(app);
-    proxies.push(proxy);
-    return { app, methods };
+    return { app, methods: proxy.methods };
   }
-  const proxies: ReturnType<typeof createServer>[] = [];
+  const proxies: { close(): Promise<void> }[] = [];
   afterAll(async () => {
-    await Promise.all(proxies.map((proxy) => new Promise((resolve) => proxy.close(resolve))));
+    await Promise.all(proxies.map((proxy) => proxy.close()));
   });
 
   /** Alto's own JSON-RPC request, for the proxy to pass an operation on as another method. */
