@@ -65,6 +65,16 @@ function forwardedEvents(workspaceId: string, count: number): OutboxEvent[] {
   }));
 }
 
+/**
+ * The time to claim with right after recording deliveries. The database stamps them due at its
+ * now(), in microseconds; a Date has milliseconds, so `new Date()` taken within the millisecond
+ * of the insert is earlier than the stamp and the claim would find nothing due yet (seen on a
+ * PostgreSQL server, where the insert and the claim can fall into one millisecond).
+ */
+function claimTime(): Date {
+  return new Date(Date.now() + 1);
+}
+
 /** Everything one test app needs; each describe block owns one. */
 function harness(env: Record<string, string> = {}) {
   const h = {
@@ -482,7 +492,7 @@ describe("webhook delivery", () => {
     await h.createPayment(ws.testKey);
 
     // A dispatcher claims with a 1 s lease and dies before sending.
-    const claimedAt = Date.now();
+    const claimedAt = claimTime().getTime();
     const claimed = await repo.claimDueDeliveries(
       h.t.database.db,
       new Date(claimedAt),
@@ -539,7 +549,7 @@ describe("webhook delivery", () => {
 
   describe("recording attempts in batches", () => {
     async function claimAll(endpointId: number, leaseMs = 60_000): Promise<repo.ClaimedDelivery[]> {
-      const now = new Date();
+      const now = claimTime();
       const claimed = await repo.claimDueDeliveries(
         h.t.database.db,
         now,
