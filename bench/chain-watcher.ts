@@ -73,7 +73,7 @@ async function insertPayments(t: TestApp, eoas: Array<{ id: string; address: Hex
       return row;
     });
     await db.transaction().execute(async (trx) => {
-      for (const row of rows) await repo.insertPaymentsQuery(trx, [row]).execute();
+      for (const row of rows) await repo.insertPaymentsQuery([row]).execute(trx);
     });
   }
   // Autovacuum would have analyzed a table this size; PGlite never does on its own.

@@ -183,7 +183,7 @@ describe("chain watcher: set-based matching", () => {
       expiresAt: options.expiresAt ?? new Date(Date.now() + 3_600_000),
       createdAt: new Date(created),
     });
-    await repo.insertPaymentsQuery(t.database.db, [row]).execute();
+    await repo.insertPaymentsQuery([row]).execute(t.database.db);
     return row.id;
   }
 

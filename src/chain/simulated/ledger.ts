@@ -92,7 +92,7 @@ export class SimulatedLedger {
     return BigInt(row?.balance ?? "0");
   }
 
-  /** A credit as two CTEs (`ledger_tx`, `ledger_entry`) of a caller's larger statement. */
+  /** A credit as CTEs (`ledger_credit`, `ledger_tx`, `ledger_entry`) of a caller's larger statement. */
   static creditCtes(
     address: string,
     token: ChainToken,
@@ -102,7 +102,7 @@ export class SimulatedLedger {
     return SimulatedLedger.creditsCtes([{ address, token, amount, reference }]);
   }
 
-  /** Several credits (at least one) as the two CTEs of `creditCtes`. */
+  /** Several credits (at least one) as the CTEs of `creditCtes`. */
   static creditsCtes(credits: readonly LedgerCredit[]): RawBuilder<unknown> {
     const rows = credits.map((c) => ({
       txHash: sandboxTxHash(c.reference),
@@ -111,19 +111,25 @@ export class SimulatedLedger {
       amount: c.amount.toString(),
       reference: c.reference,
     }));
+    // One array parameter per column: the same statement text for any number of credits.
+    const column = <T>(pick: (r: (typeof rows)[number]) => T) => rows.map(pick);
     return sql`
+      ledger_credit AS (
+        SELECT * FROM unnest(
+          ${column((r) => r.txHash)}::text[],
+          ${column((r) => r.holder)}::text[],
+          ${column((r) => r.token)}::text[],
+          ${column((r) => r.amount)}::numeric[],
+          ${column((r) => r.reference)}::text[]
+        ) AS c(tx_hash, holder, token_symbol, amount, reference)
+      ),
       ledger_tx AS (
         INSERT INTO ledger_transactions (tx_hash, from_address, to_address, token_symbol, amount, status, memo)
-        VALUES ${sql.join(
-          rows.map(
-            (r) =>
-              sql`(${r.txHash}, NULL, ${r.holder}, ${r.token}, ${r.amount}::numeric, 'success', ${r.reference})`,
-          ),
-        )}
+        SELECT tx_hash, NULL, holder, token_symbol, amount, 'success', reference FROM ledger_credit
       ),
       ledger_entry AS (
         INSERT INTO ledger_entries (address, token_symbol, amount, tx_hash)
-        VALUES ${sql.join(rows.map((r) => sql`(${r.holder}, ${r.token}, ${r.amount}::numeric, ${r.txHash})`))}
+        SELECT holder, token_symbol, amount, tx_hash FROM ledger_credit
       )`;
   }
 

@@ -1,4 +1,4 @@
-import { type Kysely, sql } from "kysely";
+import { type Kysely, type RawBuilder, sql } from "kysely";
 import type { Environment } from "../../config.ts";
 import type { PaymentStatus } from "../../domain/payment-state.ts";
 import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
@@ -73,36 +73,45 @@ export function newPaymentRow(p: NewPayment & { id: string }): PaymentRow {
   };
 }
 
-/** The INSERT of rows built by newPaymentRow, as a query to run or to embed in a larger statement. */
-export function insertPaymentsQuery(db: Kysely<DatabaseSchema>, rows: readonly PaymentRow[]) {
-  return db.insertInto("payments").values(rows.map(insertValues));
-}
-
-function insertValues(row: PaymentRow) {
-  return {
-    id: row.id,
-    workspace_id: row.workspace_id,
-    environment: row.environment,
-    status: row.status,
-    payment_method: row.payment_method,
-    payment_provider: row.payment_provider,
-    token_symbol: row.token_symbol,
-    gross_amount: row.gross_amount,
-    fee_amount: row.fee_amount,
-    net_amount: row.net_amount,
-    merchant_wallet: row.merchant_wallet,
-    wallet_type: row.wallet_type,
-    receiving_address: row.receiving_address,
-    description: row.description,
-    metadata: JSON.stringify(row.metadata),
-    return_url: row.return_url,
-    cancel_url: row.cancel_url,
-    expires_at: row.expires_at,
-    card_checkout_session_id: row.card_checkout_session_id,
-    checkout_url: row.checkout_url,
-    created_at: row.created_at,
-    updated_at: row.updated_at,
-  };
+/**
+ * The INSERT of rows built by newPaymentRow (at least one), as a query to run or to embed in a
+ * larger statement. Each column goes as ONE array parameter that unnest turns back into rows, so
+ * the statement text is the same for any number of rows: prepared once per connection and
+ * planned once, with 22 parameters to build and send instead of 22 per row (a VALUES list made a
+ * new text, and a new plan, for every batch size). Columns not named keep their defaults.
+ */
+export function insertPaymentsQuery(rows: readonly PaymentRow[]): RawBuilder<unknown> {
+  const column = <T>(pick: (r: PaymentRow) => T) => rows.map(pick);
+  return sql`
+    INSERT INTO payments (id, workspace_id, environment, status, payment_method, payment_provider,
+                          token_symbol, gross_amount, fee_amount, net_amount, merchant_wallet,
+                          wallet_type, receiving_address, description, metadata, return_url,
+                          cancel_url, expires_at, card_checkout_session_id, checkout_url,
+                          created_at, updated_at)
+    SELECT * FROM unnest(
+      ${column((r) => r.id)}::uuid[],
+      ${column((r) => r.workspace_id)}::uuid[],
+      ${column((r) => r.environment)}::text[],
+      ${column((r) => r.status)}::text[],
+      ${column((r) => r.payment_method)}::text[],
+      ${column((r) => r.payment_provider)}::text[],
+      ${column((r) => r.token_symbol)}::text[],
+      ${column((r) => String(r.gross_amount))}::numeric[],
+      ${column((r) => String(r.fee_amount))}::numeric[],
+      ${column((r) => String(r.net_amount))}::numeric[],
+      ${column((r) => r.merchant_wallet)}::text[],
+      ${column((r) => r.wallet_type)}::text[],
+      ${column((r) => r.receiving_address)}::text[],
+      ${column((r) => r.description)}::text[],
+      ${column((r) => JSON.stringify(r.metadata))}::jsonb[],
+      ${column((r) => r.return_url)}::text[],
+      ${column((r) => r.cancel_url)}::text[],
+      ${column((r) => r.expires_at.toISOString())}::timestamptz[],
+      ${column((r) => r.card_checkout_session_id)}::text[],
+      ${column((r) => r.checkout_url)}::text[],
+      ${column((r) => r.created_at.toISOString())}::timestamptz[],
+      ${column((r) => r.updated_at.toISOString())}::timestamptz[]
+    )`;
 }
 
 /** Reads a payment of the workspace and environment; `forUpdate` locks it for a transition. */

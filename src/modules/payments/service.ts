@@ -350,10 +350,7 @@ async function writeNewPayments(
 ): Promise<void> {
   const credits = writes.flatMap((w) => (w.credit ? [w.credit] : []));
   const ctes = [
-    sql`payment_row AS (${repo.insertPaymentsQuery(
-      db,
-      writes.map((w) => w.row),
-    )})`,
+    sql`payment_row AS (${repo.insertPaymentsQuery(writes.map((w) => w.row))})`,
     outboxCtes(writes.flatMap((w) => w.events)),
     ...(credits.length > 0 ? [SimulatedLedger.creditsCtes(credits)] : []),
   ];

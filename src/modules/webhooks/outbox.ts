@@ -20,10 +20,18 @@ export interface OutboxEvent {
  * larger statement, so a caller can write its own change and its events in ONE statement.
  */
 export function outboxCtes(events: OutboxEvent[]): RawBuilder<unknown> {
-  const rows = events.map(
-    (e) => sql`(${e.workspaceId}::uuid, ${e.environment}, ${e.type}, ${JSON.stringify(e.payload)}::jsonb)`,
-  );
-  return outboxCtesFrom(sql`VALUES ${sql.join(rows)}`);
+  // One array parameter per column: the same statement text for any number of events (see
+  // insertPaymentsQuery). Ids are given in the order of the list.
+  const column = <T>(pick: (e: OutboxEvent) => T) => events.map(pick);
+  return outboxCtesFrom(sql`
+    SELECT workspace_id, environment, event_type, payload
+    FROM unnest(
+      ${column((e) => e.workspaceId)}::uuid[],
+      ${column((e) => e.environment)}::text[],
+      ${column((e) => e.type)}::text[],
+      ${column((e) => JSON.stringify(e.payload))}::jsonb[]
+    ) WITH ORDINALITY AS e(workspace_id, environment, event_type, payload, position)
+    ORDER BY position`);
 }
 
 /**
