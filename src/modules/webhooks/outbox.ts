@@ -20,16 +20,18 @@ export interface OutboxEvent {
  * larger statement, so a caller can write its own change and its events in ONE statement.
  */
 export function outboxCtes(events: OutboxEvent[]): RawBuilder<unknown> {
-  // One array parameter per column: the same statement text for any number of events (see
-  // insertPaymentsQuery). Ids are given in the order of the list.
+  // One parameter per column, the same statement text for any number of events (see
+  // insertPaymentsQuery): arrays, and the payloads as ONE JSON array, which the driver sends as
+  // it is (inside a jsonb[] each payload's quotes would be escaped once more). Ids are given in
+  // the order of the list.
   const column = <T>(pick: (e: OutboxEvent) => T) => events.map(pick);
   return outboxCtesFrom(sql`
     SELECT workspace_id, environment, event_type, payload
-    FROM unnest(
-      ${column((e) => e.workspaceId)}::uuid[],
-      ${column((e) => e.environment)}::text[],
-      ${column((e) => e.type)}::text[],
-      ${column((e) => JSON.stringify(e.payload))}::jsonb[]
+    FROM ROWS FROM (
+      unnest(${column((e) => e.workspaceId)}::uuid[]),
+      unnest(${column((e) => e.environment)}::text[]),
+      unnest(${column((e) => e.type)}::text[]),
+      jsonb_array_elements(${JSON.stringify(column((e) => e.payload))}::jsonb)
     ) WITH ORDINALITY AS e(workspace_id, environment, event_type, payload, position)
     ORDER BY position`);
 }
