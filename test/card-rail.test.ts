@@ -1,5 +1,6 @@
-import { createHmac, timingSafeEqual } from "node:crypto";
+import { createHmac, randomUUID, timingSafeEqual } from "node:crypto";
 import type { LightMyRequestResponse } from "fastify";
+import { sql } from "kysely";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { expireDuePayments } from "../src/modules/payments/expiry.ts";
 import { WebhookDispatcher } from "../src/modules/webhooks/dispatcher.ts";
@@ -396,6 +397,30 @@ describe("POST /api/v1/payments — live card", () => {
     });
     expect(fake.requests.length).toBe(requestsBefore);
     expect(await outboxTypes(ws.id, "sandbox")).toEqual(["payment.created", "payment.forwarded"]);
+  });
+
+  it("keeps checkout session ids unique with an index that payments without a session stay out of", async () => {
+    const ws = await createWorkspace(t);
+    const card = await createLiveCard(ws);
+    const row = (await paymentRows(ws.id)).find((r) => r.id === card.id);
+    if (!row) throw new Error("card payment not written");
+    const db = t.database.db;
+
+    // A second payment naming the same session is refused by the database itself …
+    await expect(
+      db
+        .insertInto("payments")
+        .values({ ...row, id: randomUUID(), metadata: "{}", last_payment_error: null })
+        .execute(),
+    ).rejects.toThrow(/unique constraint "payments_card_checkout_session"/);
+    // … while any number of payments without one are written.
+    for (let i = 0; i < 3; i++)
+      expect((await createPayment(ws.testKey, { tokenSymbol: "USDC", amount: "1" })).statusCode).toBe(201);
+
+    const { rows } = await sql<{ predicate: string | null }>`
+      SELECT pg_get_expr(indpred, indrelid) AS predicate FROM pg_index
+      WHERE indexrelid = 'payments_card_checkout_session'::regclass AND indisunique`.execute(db);
+    expect(rows).toEqual([{ predicate: "(card_checkout_session_id IS NOT NULL)" }]);
   });
 });
 

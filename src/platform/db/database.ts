@@ -18,6 +18,7 @@ import * as rejectedTransactions from "./migrations/010_rejected_transactions.ts
 import * as observedTransfers from "./migrations/011_observed_transfers.ts";
 import * as transferIdentity from "./migrations/012_transfer_identity.ts";
 import * as ledgerDebitBalance from "./migrations/013_ledger_debit_balance.ts";
+import * as cardSessionPartialIndex from "./migrations/014_card_session_partial_index.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
 
@@ -38,6 +39,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "011_observed_transfers": observedTransfers,
   "012_transfer_identity": transferIdentity,
   "013_ledger_debit_balance": ledgerDebitBalance,
+  "014_card_session_partial_index": cardSessionPartialIndex,
 };
 
 class StaticMigrationProvider implements MigrationProvider {
