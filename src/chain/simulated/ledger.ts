@@ -110,23 +110,16 @@ export class SimulatedLedger {
 
   /** Several credits (at least one) as the CTEs of `creditCtes`. */
   static creditsCtes(credits: readonly LedgerCredit[]): RawBuilder<unknown> {
-    const rows = credits.map((c) => ({
-      txHash: sandboxTxHash(c.reference),
-      holder: c.address.toLowerCase(),
-      token: c.token,
-      amount: c.amount.toString(),
-      reference: c.reference,
-    }));
     // One array parameter per column: the same statement text for any number of credits.
-    const column = <T>(pick: (r: (typeof rows)[number]) => T) => rows.map(pick);
+    const column = <T>(pick: (c: LedgerCredit) => T) => credits.map(pick);
     return sql`
       ledger_credit AS (
         SELECT * FROM unnest(
-          ${column((r) => r.txHash)}::text[],
-          ${column((r) => r.holder)}::text[],
-          ${column((r) => r.token)}::text[],
-          ${column((r) => r.amount)}::numeric[],
-          ${column((r) => r.reference)}::text[]
+          ${column((c) => sandboxTxHash(c.reference))}::text[],
+          ${column((c) => c.address.toLowerCase())}::text[],
+          ${column((c) => c.token)}::text[],
+          ${column((c) => c.amount.toString())}::numeric[],
+          ${column((c) => c.reference)}::text[]
         ) AS c(tx_hash, holder, token_symbol, amount, reference)
       ),
       ledger_tx AS (
