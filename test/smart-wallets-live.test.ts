@@ -14,7 +14,8 @@ import {
 } from "viem";
 import { type BundlerClient, createBundlerClient } from "viem/account-abstraction";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { SmartAccounts } from "../src/chain/evm/smart-accounts.ts";
 import { type Devnet, freePort, mintToken, rpc, startDevnet } from "../src/devnet/chain.ts";
 import { createWorkers, type Workers } from "../src/workers.ts";
 import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
@@ -755,6 +756,45 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
     expect(ok.statusCode, ok.body).toBe(200);
     expect(await usdcBalance(destination)).toBe(parseUnits("5", 6));
     expect(await payoutState(ws)).toMatchObject({ status: "active", failStreak: 0 });
+  });
+});
+
+describe("operations of one smart account at the same time", () => {
+  it("prepared together and sent together, all are included: each has a nonce key of its own", async () => {
+    // As a settlement and a payout of one smart wallet, or payouts from two instances: with one
+    // shared nonce sequence both read the same nonce, and the bundler took only one of them.
+    const network = t.config.networks.live;
+    if (!network) throw new Error("no live network in the test config");
+    const accounts = new SmartAccounts(network);
+    const owner = generatePrivateKey();
+    const smart = await accounts.address(owner);
+    await mintToken(devnet, "USDC", smart, "10");
+    const [first, second, third] = [randomAddress(), randomAddress(), randomAddress()];
+    // The first operation deploys the account (two deploying at once could not both be included).
+    const deployed = await accounts.send(
+      await accounts.prepare(owner, [{ token: "USDC", to: first, amount: parseUnits("1", 6) }]),
+    );
+    expect(deployed.status).toBe("success");
+
+    // In one millisecond (viem's default nonce key is the time in milliseconds).
+    const now = vi.spyOn(Date, "now").mockReturnValue(Date.now());
+    const prepared = await Promise.all([
+      accounts.prepare(owner, [{ token: "USDC", to: second, amount: parseUnits("2", 6) }]),
+      accounts.prepare(owner, [{ token: "USDC", to: third, amount: parseUnits("3", 6) }]),
+    ]).finally(() => now.mockRestore());
+    const outcomes = await Promise.all(prepared.map((operation) => accounts.send(operation)));
+    expect(outcomes.map((outcome) => outcome.status)).toEqual(["success", "success"]);
+    for (const [index, outcome] of outcomes.entries()) {
+      await expectCarriedUserOperation(
+        outcome.status === "success" ? outcome.txHash : "",
+        prepared[index]?.userOpHash,
+        smart,
+      );
+    }
+    expect(await usdcBalance(second)).toBe(parseUnits("2", 6));
+    expect(await usdcBalance(third)).toBe(parseUnits("3", 6));
+    expect(await usdcBalance(smart)).toBe(parseUnits("4", 6));
+    expect(await ethBalance(smart)).toBe(0n);
   });
 });
 

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { LRUCache } from "lru-cache";
 import { toSimpleSmartAccount } from "permissionless/accounts";
 import {
@@ -42,6 +43,8 @@ export interface PreparedOperation {
   gasFrom?: "bundler" | "known";
   /** The kind of operation whose known limits it used; forgotten if the bundler refuses it. */
   gasKind?: string;
+  /** The operation's nonce key (see `prepare`). Absent for an operation read back. */
+  nonceKey?: bigint;
 }
 
 export type OperationOutcome =
@@ -65,6 +68,25 @@ interface GasProfile {
 }
 
 const RECEIPT_TIMEOUT_MS = 60_000;
+/**
+ * A nonce key of its own for one operation. ERC-4337 nonces are two-dimensional: a 192-bit key,
+ * each key with its own sequence, and the EntryPoint accepts sequence 0 of a key never used, so
+ * an operation on a key of its own waits for no other and can be included once. viem's default
+ * key is the time in milliseconds (plus a counter kept by the account object, which `#account`
+ * makes anew for every operation): two operations of one account prepared in the same
+ * millisecond (a payout beside a settlement, or two instances) took the same nonce, and the
+ * bundler took only one of them. 24 random bytes fill the key's 192 bits instead. Given the
+ * nonce, the fill also skips the EntryPoint's nonce read (an eth_call) of every operation.
+ */
+function freshNonceKey(): bigint {
+  return BigInt(`0x${randomBytes(24).toString("hex")}`);
+}
+
+/** Sequence 0 of the key: the nonce is the key in its upper 192 bits. */
+function firstNonceOf(nonceKey: bigint): bigint {
+  return nonceKey << 64n;
+}
+
 /** The bundler's statuses of an operation it holds: waiting in its mempool, or in a bundle sent. */
 const HELD_STATUSES = new Set(["not_submitted", "submitted", "included"]);
 
@@ -144,15 +166,18 @@ export class SmartAccounts {
    * EntryPoint as it will be). That figure includes the transaction's intrinsic 21,000 gas, which
    * the call frame does not spend: headroom below the 40,000 of unused call gas that EntryPoint
    * v0.8 starts to charge for. Should the bundler refuse such an operation, its caller prepares
-   * it again with `estimate: "bundler"` (the refused one was never in the mempool, and both have
-   * the same nonce, so at most one of them can ever be included).
+   * it again with `estimate: "bundler"` and the refused one's `nonceKey` (the refused one was never
+   * in the mempool, and both have the same nonce, so at most one of them can ever be included).
+   *
+   * Each operation has a nonce key of its own (`freshNonceKey`), unless `nonceKey` is given.
    */
   async prepare(
     ownerKey: Hex,
     calls: SmartCall[],
-    options: { estimate?: "bundler" } = {},
+    options: { estimate?: "bundler"; nonceKey?: bigint } = {},
   ): Promise<PreparedOperation> {
     const account = await this.#account(ownerKey);
+    const nonceKey = options.nonceKey ?? freshNonceKey();
     const operationCalls = this.#callsOf(calls);
     const kind = `${account.address} ${calls.map((call) => call.token).join(",")}`;
     const known = options.estimate === "bundler" ? undefined : this.#gasProfiles.get(kind);
@@ -161,12 +186,13 @@ export class SmartAccounts {
         account,
         calls: operationCalls,
         paymaster: this.#aa.paymasterAddress as Hex,
+        nonce: firstNonceOf(nonceKey),
         ...gas,
       } as never) as unknown as Promise<Record<string, unknown>>;
     let fields: Record<string, unknown> | undefined;
     let gasFrom: "bundler" | "known" = "bundler";
     if (known) {
-      // With every gas limit given, the fill reads only the nonce and the fees, which do not
+      // With every gas limit and the nonce given, the fill reads only the fees, which do not
       // depend on the call gas: it runs beside the measurement, and the measured figure is put in.
       const [callGasLimit, filled] = await Promise.all([
         this.#client
@@ -212,6 +238,7 @@ export class SmartAccounts {
       userOpHash,
       serialized: JSON.stringify(signed, (_k, v) => (typeof v === "bigint" ? `${v}n` : v)),
       ...(gasFrom === "known" ? { gasFrom, gasKind: kind } : { gasFrom }),
+      nonceKey,
     };
   }
 

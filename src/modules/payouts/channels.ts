@@ -173,7 +173,8 @@ export class NetworkChannel implements SendingChannel {
  */
 export class SmartWalletChannel implements SendingChannel {
   readonly kind = "network";
-  // The operation's nonce comes from the EntryPoint when it is prepared: one at a time.
+  // Not pipelined: each payout's outcome is known (and counted by the breaker) before the next
+  // one is sent. Nonces do not order them: each operation has a nonce key of its own.
   readonly pipelined = false;
   readonly #network: Network;
   readonly #accounts: SmartAccounts;
@@ -197,8 +198,6 @@ export class SmartWalletChannel implements SendingChannel {
     token: ChainToken,
     amount: bigint,
   ): Promise<PreparedOperation> {
-    // The wallet's payouts go one at a time (not pipelined), so the nonce read now is the one the
-    // operation will be sent with.
     return this.#accounts.prepare(await signingKey(), [{ token, to, amount }]);
   }
 
@@ -224,7 +223,7 @@ export class SmartWalletChannel implements SendingChannel {
     preparedAhead?: Promise<PreparedOperation>,
   ): Promise<SendOutcome> {
     const calls = [{ token, to, amount }];
-    const prepareAndSend = async (options: { estimate?: "bundler" } = {}) => {
+    const prepareAndSend = async (options: { estimate?: "bundler"; nonceKey?: bigint } = {}) => {
       let prepared: PreparedOperation;
       try {
         prepared = await (options.estimate === undefined && preparedAhead
@@ -247,8 +246,8 @@ export class SmartWalletChannel implements SendingChannel {
     ) {
       // Refused with gas limits reused from an earlier operation: never in the bundler's mempool.
       // Once more with the bundler's own estimate, recorded before it is sent; it takes the same
-      // nonce, so at most one of the two can ever be included.
-      attempt = await prepareAndSend({ estimate: "bundler" });
+      // nonce (key and sequence 0), so at most one of the two can ever be included.
+      attempt = await prepareAndSend({ estimate: "bundler", nonceKey: attempt.prepared.nonceKey });
     }
     const { outcome } = attempt;
     if (!outcome) return { txHash: "", status: "reverted", error: attempt.failure ?? "bundler failure" };
