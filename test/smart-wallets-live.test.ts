@@ -204,8 +204,11 @@ async function waitForStatus(key: string, id: string, status: string, timeoutMs 
 
 // ---------------------------------------------------------------------------------------------
 
-/** Answers a request in the proxy's place (a JSON-RPC error), or passes it on (undefined). */
-type ProxyAnswer = (method: string, params: unknown[]) => Promise<{ error: Json } | undefined>;
+/**
+ * Answers a request in the proxy's place (a JSON-RPC error), drops its connection without passing
+ * it on ("lose"), or passes it on (undefined).
+ */
+type ProxyAnswer = (method: string, params: unknown[]) => Promise<{ error: Json } | "lose" | undefined>;
 
 /**
  * A JSON-RPC proxy in front of the devnet's Alto that lists the methods asked for; `answer` may
@@ -222,6 +225,10 @@ async function bundlerProxy(answer: ProxyAnswer = async () => undefined) {
       methods.push(message.method);
       res.setHeader("content-type", "application/json");
       const own = await answer(message.method, message.params);
+      if (own === "lose") {
+        req.socket.destroy();
+        return;
+      }
       if (own) {
         res.end(JSON.stringify({ jsonrpc: "2.0", id: message.id, error: own.error }));
         return;
@@ -665,6 +672,74 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
       expect(await outbox(ws, "payout.completed")).toHaveLength(1);
     } finally {
       await new Promise((resolve) => proxy.close(resolve));
+    }
+  });
+
+  it("an operation the bundler lost: 202; its money is kept from the next payouts; the reconciler sends it again, paid once", async () => {
+    // The proxy drops the connection of every eth_sendUserOperation without passing it on: the
+    // bundler never holds the operation (as when a bundler restarts with its mempool lost).
+    let loseSends = true;
+    const proxy = await bundlerProxy(async (method) =>
+      method === "eth_sendUserOperation" && loseSends ? "lose" : undefined,
+    );
+    try {
+      const app = await startTestApp({ ...env, LIVE_BUNDLER_URL: proxy.url }, { database: t.database });
+      extraApps.push(app);
+      const ws = await createWorkspace(app);
+      const smart = (await createSmartWallet(ws, app)).body.smartWallet.address as Address;
+      await mintToken(devnet, "USDC", smart, "11");
+      const [firstTo, lostTo, laterTo] = [randomAddress(), randomAddress(), randomAddress()];
+      const smartPayout = (amount: string, destinationAddress: string) =>
+        payout(ws, { tokenSymbol: "USDC", amount, destinationAddress, walletType: "smart_wallet" }, app);
+      // The account is deployed by a first payout. (Operations prepared while it is not both carry
+      // its deployment, and only the first of them included can be: see docs/api.md.)
+      loseSends = false;
+      expect((await smartPayout("1", firstTo)).statusCode).toBe(200);
+      loseSends = true;
+
+      const lost = await smartPayout("4", lostTo);
+      expect(lost.statusCode, lost.body).toBe(202);
+      expect(lost.json().payout).toMatchObject({
+        status: "processing",
+        userOpHash: expect.stringMatching(TX_HASH),
+      });
+      loseSends = false;
+      expect(
+        await bundler.getUserOperation({ hash: lost.json().payout.userOpHash }).catch(() => null),
+      ).toBeNull();
+
+      // Its 4 USDC may still leave: 6 are available, not 10.
+      const tooMuch = await smartPayout("7", laterTo);
+      expect(tooMuch.statusCode, tooMuch.body).toBe(400);
+      expect(tooMuch.json()).toMatchObject({ error: "Insufficient balance", available: "6.00" });
+      const later = await smartPayout("5", laterTo);
+      expect(later.statusCode, later.body).toBe(200);
+      expect(await usdcBalance(laterTo)).toBe(parseUnits("5", 6));
+
+      // The later operation took no nonce of the lost one: sent again, it is included.
+      expect(await app.app.services.payouts.reconcile("live")).toBe(1);
+      const rows = await t.database.db
+        .selectFrom("payouts")
+        .select(["destination_address", "status", "tx_hash"])
+        .where("workspace_id", "=", ws.id)
+        .orderBy("created_at")
+        .execute();
+      expect(rows.map((row) => [row.destination_address, row.status])).toEqual([
+        [firstTo, "completed"],
+        [lostTo, "completed"],
+        [laterTo, "completed"],
+      ]);
+      await expectCarriedUserOperation(rows[1]?.tx_hash ?? "", lost.json().payout.userOpHash, smart);
+      expect(await usdcBalance(lostTo)).toBe(parseUnits("4", 6));
+      expect(await usdcBalance(smart)).toBe(parseUnits("1", 6));
+      expect(await ethBalance(smart)).toBe(0n);
+      expect(await outbox(ws, "payout.completed")).toHaveLength(3);
+      expect(await outbox(ws, "payout.failed")).toEqual([]);
+      expect(await payoutState(ws, app)).toMatchObject({ status: "active", failStreak: 0 });
+      // Nothing left to finish: a second pass sends nothing.
+      expect(await app.app.services.payouts.reconcile("live")).toBe(0);
+    } finally {
+      await proxy.close();
     }
   });
 

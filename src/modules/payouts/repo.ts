@@ -331,6 +331,26 @@ export async function processingPayouts(
     .execute();
 }
 
+/**
+ * What the payouts of a wallet still processing will take from it, per token symbol: sent, with
+ * an outcome not known yet (the index of processing payouts keeps this a short scan).
+ */
+export async function processingTotals(
+  db: Db,
+  environment: Environment,
+  fromAddress: string,
+): Promise<Map<string, bigint>> {
+  const rows = await db
+    .selectFrom("payouts")
+    .select(["token_symbol", sql<string>`sum(amount)::text`.as("total")])
+    .where("environment", "=", environment)
+    .where("status", "=", "processing")
+    .where("from_address", "=", fromAddress)
+    .groupBy("token_symbol")
+    .execute();
+  return new Map(rows.map((row) => [row.token_symbol, BigInt(row.total)]));
+}
+
 /** The breaker row, locked for the caller's transaction (created on first use). */
 export async function lockBreaker(db: Db, scope: Scope): Promise<BreakerState> {
   await db

@@ -216,13 +216,20 @@ export class PayoutsService {
       // The money of payments received on the wallet and not settled yet is on the balance too,
       // and leaves for the merchant and the treasury. Read before the balance as well, so that a
       // settlement mined meanwhile is at worst subtracted twice (a refusal), never not at all.
-      const unsettled = await this.#payments.unsettledOn(principal.environment, from);
+      // So is what earlier payouts not in a nonce pipeline (smart wallet payouts) may still take:
+      // one answered 202 (sent, its outcome unknown) can be included at any time.
+      const [unsettled, processing] = await Promise.all([
+        this.#payments.unsettledOn(principal.environment, from),
+        channel.pipelined ? undefined : repo.processingTotals(this.#ctx.db, principal.environment, from),
+      ]);
       const [funds, gas] = await Promise.all([
         channel.funds(from, gasInEth ? [token, "ETH"] : [token]),
         gasNeeded,
       ]);
       const stillToLeave = (of: ChainToken) =>
-        stillToTake(inFlight, of, funds.minedNonce) + stillToSettle(unsettled, of, funds.minedNonce);
+        stillToTake(inFlight, of, funds.minedNonce) +
+        stillToSettle(unsettled, of, funds.minedNonce) +
+        (processing?.get(of) ?? 0n);
       const balance = (funds.balances[token] ?? 0n) - stillToLeave(token);
       if (balance < request.amount) {
         throw badRequest("Insufficient balance", {
