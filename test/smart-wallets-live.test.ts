@@ -716,8 +716,8 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
       expect(later.statusCode, later.body).toBe(200);
       expect(await usdcBalance(laterTo)).toBe(parseUnits("5", 6));
 
-      // The later operation took no nonce of the lost one: sent again, it is included.
-      expect(await app.app.services.payouts.reconcile("live")).toBe(1);
+      // The reconciler sends the lost operation again, and it is included.
+      await app.app.services.payouts.reconcile("live");
       const rows = await t.database.db
         .selectFrom("payouts")
         .select(["destination_address", "status", "tx_hash"])
@@ -736,8 +736,66 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
       expect(await outbox(ws, "payout.completed")).toHaveLength(3);
       expect(await outbox(ws, "payout.failed")).toEqual([]);
       expect(await payoutState(ws, app)).toMatchObject({ status: "active", failStreak: 0 });
-      // Nothing left to finish: a second pass sends nothing.
-      expect(await app.app.services.payouts.reconcile("live")).toBe(0);
+      // Finished: a second pass changes nothing.
+      await app.app.services.payouts.reconcile("live");
+      expect(await outbox(ws, "payout.completed")).toHaveLength(3);
+      expect(await usdcBalance(lostTo)).toBe(parseUnits("4", 6));
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("a lost operation that would deploy the wallet, after another one deployed it: failed by the reconciler, its money free again", async () => {
+    // Both operations carry the wallet's deployment; the EntryPoint deploys an account once, so
+    // the lost one can never be included once the later one is.
+    let loseSends = true;
+    const proxy = await bundlerProxy(async (method) =>
+      method === "eth_sendUserOperation" && loseSends ? "lose" : undefined,
+    );
+    try {
+      const app = await startTestApp({ ...env, LIVE_BUNDLER_URL: proxy.url }, { database: t.database });
+      extraApps.push(app);
+      const ws = await createWorkspace(app);
+      const smart = (await createSmartWallet(ws, app)).body.smartWallet.address as Address;
+      await mintToken(devnet, "USDC", smart, "10");
+      const [lostTo, laterTo] = [randomAddress(), randomAddress()];
+      const smartPayout = (amount: string, destinationAddress: string) =>
+        payout(ws, { tokenSymbol: "USDC", amount, destinationAddress, walletType: "smart_wallet" }, app);
+
+      const lost = await smartPayout("4", lostTo);
+      expect(lost.statusCode, lost.body).toBe(202);
+      loseSends = false;
+      expect((await smartPayout("5", laterTo)).statusCode).toBe(200);
+      expect(await chain.getCode({ address: smart })).toBeDefined();
+      // Still kept for the lost one: 1 available.
+      expect((await smartPayout("5", laterTo)).json()).toMatchObject({
+        error: "Insufficient balance",
+        available: "1.00",
+      });
+
+      await app.app.services.payouts.reconcile("live");
+      const row = await t.database.db
+        .selectFrom("payouts")
+        .select(["status", "error", "tx_hash"])
+        .where("workspace_id", "=", ws.id)
+        .where("destination_address", "=", lostTo)
+        .executeTakeFirstOrThrow();
+      expect(row).toEqual({
+        status: "failed",
+        error: expect.stringMatching(/never included: it deploys the smart wallet/),
+        tx_hash: null,
+      });
+      const failed = await outbox(ws, "payout.failed");
+      expect(failed).toHaveLength(1);
+      expect(failed[0]?.payload).toMatchObject({ destinationAddress: lostTo, failStreak: 1 });
+      expect(await usdcBalance(lostTo)).toBe(0n);
+
+      // Its 4 USDC are free again: the wallet's whole balance (5) can be paid out.
+      const rest = await smartPayout("5", laterTo);
+      expect(rest.statusCode, rest.body).toBe(200);
+      expect(await usdcBalance(laterTo)).toBe(parseUnits("10", 6));
+      expect(await usdcBalance(smart)).toBe(0n);
+      expect(await ethBalance(smart)).toBe(0n);
     } finally {
       await proxy.close();
     }
@@ -843,13 +901,16 @@ describe("operations of one smart account at the same time", () => {
     const accounts = new SmartAccounts(network);
     const owner = generatePrivateKey();
     const smart = await accounts.address(owner);
-    await mintToken(devnet, "USDC", smart, "10");
+    await mintToken(devnet, "USDC", smart, "11");
     const [first, second, third] = [randomAddress(), randomAddress(), randomAddress()];
-    // The first operation deploys the account (two deploying at once could not both be included).
-    const deployed = await accounts.send(
-      await accounts.prepare(owner, [{ token: "USDC", to: first, amount: parseUnits("1", 6) }]),
-    );
-    expect(deployed.status).toBe("success");
+    // The first operation deploys the account (two deploying at once could not both be included);
+    // the second, the account's first as deployed, has its gas limits reused by the next ones.
+    for (const amount of ["1", "1"]) {
+      const sent = await accounts.send(
+        await accounts.prepare(owner, [{ token: "USDC", to: first, amount: parseUnits(amount, 6) }]),
+      );
+      expect(sent.status).toBe("success");
+    }
 
     // In one millisecond (viem's default nonce key is the time in milliseconds).
     const now = vi.spyOn(Date, "now").mockReturnValue(Date.now());
@@ -858,6 +919,7 @@ describe("operations of one smart account at the same time", () => {
       accounts.prepare(owner, [{ token: "USDC", to: third, amount: parseUnits("3", 6) }]),
     ]).finally(() => now.mockRestore());
     const outcomes = await Promise.all(prepared.map((operation) => accounts.send(operation)));
+    expect(prepared.map((operation) => operation.gasFrom)).toEqual(["known", "known"]);
     expect(outcomes.map((outcome) => outcome.status)).toEqual(["success", "success"]);
     for (const [index, outcome] of outcomes.entries()) {
       await expectCarriedUserOperation(

@@ -10,6 +10,7 @@ import {
   HttpRequestError,
   http,
   type PublicClient,
+  parseAbi,
   RpcRequestError,
 } from "viem";
 import {
@@ -192,8 +193,8 @@ export class SmartAccounts {
     let fields: Record<string, unknown> | undefined;
     let gasFrom: "bundler" | "known" = "bundler";
     if (known) {
-      // With every gas limit and the nonce given, the fill reads only the fees, which do not
-      // depend on the call gas: it runs beside the measurement, and the measured figure is put in.
+      // With every gas limit and the nonce given, the fill reads only the fees and whether the
+      // account is deployed, which do not depend on the call gas: it runs beside the measurement, and the measured figure is put in.
       const [callGasLimit, filled] = await Promise.all([
         this.#client
           .estimateGas({
@@ -253,9 +254,7 @@ export class SmartAccounts {
    * whose money may still move.
    */
   async send(prepared: PreparedOperation, options: { resend?: boolean } = {}): Promise<OperationOutcome> {
-    const operation = JSON.parse(prepared.serialized, (_k, v) =>
-      typeof v === "string" && /^[0-9]+n$/.test(v) ? BigInt(v.slice(0, -1)) : v,
-    ) as UserOperation;
+    const operation = operationOf(prepared.serialized);
     const params = [serializeForRpc(operation), this.#aa.entryPointAddress as Hex];
     let instantAnsweredError = false;
     try {
@@ -330,6 +329,27 @@ export class SmartAccounts {
     }
   }
 
+  /**
+   * Whether a recorded operation can still be included. One that deploys its account cannot once
+   * the account is deployed by another operation: the EntryPoint deploys an account once (AA10).
+   * The account's code is read first, then the nonce of the operation's key: a key still at the
+   * operation's own nonce after the account was deployed was never used, so neither this
+   * operation nor one with its key was included, and none ever can be. Anything else may be.
+   */
+  async canStillBeIncluded(serialized: string): Promise<boolean> {
+    const operation = operationOf(serialized) as UserOperation<"0.8">;
+    if (!operation.factory) return true;
+    const code = await this.#client.getCode({ address: operation.sender });
+    if (!code || code === "0x") return true;
+    const nonce = await this.#client.readContract({
+      address: (this.#aa.entryPointAddress ?? entryPoint08Address) as Hex,
+      abi: ENTRY_POINT_NONCE_ABI,
+      functionName: "getNonce",
+      args: [operation.sender, operation.nonce >> 64n],
+    });
+    return nonce !== operation.nonce;
+  }
+
   async receipt(userOpHash: Hex): Promise<OperationOutcome> {
     try {
       return outcomeOf(userOpHash, await this.#bundler.getUserOperationReceipt({ hash: userOpHash }));
@@ -355,6 +375,17 @@ function outcomeOf(userOpHash: Hex, receipt: RpcUserOperationReceipt): Operation
         txHash: receipt.receipt.transactionHash,
         error: receipt.reason || "user operation reverted",
       };
+}
+
+const ENTRY_POINT_NONCE_ABI = parseAbi([
+  "function getNonce(address sender, uint192 key) view returns (uint256)",
+]);
+
+/** A recorded operation read back: bigints were written as "123n". */
+function operationOf(serialized: string): UserOperation {
+  return JSON.parse(serialized, (_k, v) =>
+    typeof v === "string" && /^[0-9]+n$/.test(v) ? BigInt(v.slice(0, -1)) : v,
+  ) as UserOperation;
 }
 
 /** The bundler answered, with a JSON-RPC error. */

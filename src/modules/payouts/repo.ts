@@ -333,7 +333,7 @@ export async function processingPayouts(
 
 /**
  * What the payouts of a wallet still processing will take from it, per token symbol: sent, with
- * an outcome not known yet (the index of processing payouts keeps this a short scan).
+ * an outcome not known yet. It scans the environment's processing payouts (a partial index).
  */
 export async function processingTotals(
   db: Db,
@@ -345,7 +345,7 @@ export async function processingTotals(
     .select(["token_symbol", sql<string>`sum(amount)::text`.as("total")])
     .where("environment", "=", environment)
     .where("status", "=", "processing")
-    .where("from_address", "=", fromAddress)
+    .where(sql<string>`lower(from_address)`, "=", fromAddress.toLowerCase())
     .groupBy("token_symbol")
     .execute();
   return new Map(rows.map((row) => [row.token_symbol, BigInt(row.total)]));
