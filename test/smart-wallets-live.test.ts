@@ -675,27 +675,35 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
     }
   });
 
-  it("an operation the bundler lost: 202; its money is kept from the next payouts; the reconciler sends it again, paid once", async () => {
-    // The proxy drops the connection of every eth_sendUserOperation without passing it on: the
-    // bundler never holds the operation (as when a bundler restarts with its mempool lost).
-    let loseSends = true;
+  /**
+   * A workspace with a smart wallet holding `usdc`, on an app whose bundler is a proxy that, while
+   * `losing.sends` is true, drops the connection of every eth_sendUserOperation without passing it
+   * on: the bundler never holds the operation (as when a bundler restarts with its mempool lost).
+   */
+  async function walletBehindLosingBundler(usdc: string) {
+    const losing = { sends: true };
     const proxy = await bundlerProxy(async (method) =>
-      method === "eth_sendUserOperation" && loseSends ? "lose" : undefined,
+      method === "eth_sendUserOperation" && losing.sends ? "lose" : undefined,
     );
+    const app = await startTestApp({ ...env, LIVE_BUNDLER_URL: proxy.url }, { database: t.database });
+    extraApps.push(app);
+    const ws = await createWorkspace(app);
+    const smart = (await createSmartWallet(ws, app)).body.smartWallet.address as Address;
+    await mintToken(devnet, "USDC", smart, usdc);
+    const smartPayout = (amount: string, destinationAddress: string) =>
+      payout(ws, { tokenSymbol: "USDC", amount, destinationAddress, walletType: "smart_wallet" }, app);
+    return { losing, proxy, app, ws, smart, smartPayout };
+  }
+
+  it("an operation the bundler lost: 202; its money is kept from the next payouts; the reconciler sends it again, paid once", async () => {
+    const { losing, proxy, app, ws, smart, smartPayout } = await walletBehindLosingBundler("11");
     try {
-      const app = await startTestApp({ ...env, LIVE_BUNDLER_URL: proxy.url }, { database: t.database });
-      extraApps.push(app);
-      const ws = await createWorkspace(app);
-      const smart = (await createSmartWallet(ws, app)).body.smartWallet.address as Address;
-      await mintToken(devnet, "USDC", smart, "11");
       const [firstTo, lostTo, laterTo] = [randomAddress(), randomAddress(), randomAddress()];
-      const smartPayout = (amount: string, destinationAddress: string) =>
-        payout(ws, { tokenSymbol: "USDC", amount, destinationAddress, walletType: "smart_wallet" }, app);
       // The account is deployed by a first payout. (Operations prepared while it is not both carry
       // its deployment, and only the first of them included can be: see docs/api.md.)
-      loseSends = false;
+      losing.sends = false;
       expect((await smartPayout("1", firstTo)).statusCode).toBe(200);
-      loseSends = true;
+      losing.sends = true;
 
       const lost = await smartPayout("4", lostTo);
       expect(lost.statusCode, lost.body).toBe(202);
@@ -703,7 +711,7 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
         status: "processing",
         userOpHash: expect.stringMatching(TX_HASH),
       });
-      loseSends = false;
+      losing.sends = false;
       expect(
         await bundler.getUserOperation({ hash: lost.json().payout.userOpHash }).catch(() => null),
       ).toBeNull();
@@ -748,23 +756,13 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
   it("a lost operation that would deploy the wallet, after another one deployed it: failed by the reconciler, its money free again", async () => {
     // Both operations carry the wallet's deployment; the EntryPoint deploys an account once, so
     // the lost one can never be included once the later one is.
-    let loseSends = true;
-    const proxy = await bundlerProxy(async (method) =>
-      method === "eth_sendUserOperation" && loseSends ? "lose" : undefined,
-    );
+    const { losing, proxy, app, ws, smart, smartPayout } = await walletBehindLosingBundler("10");
     try {
-      const app = await startTestApp({ ...env, LIVE_BUNDLER_URL: proxy.url }, { database: t.database });
-      extraApps.push(app);
-      const ws = await createWorkspace(app);
-      const smart = (await createSmartWallet(ws, app)).body.smartWallet.address as Address;
-      await mintToken(devnet, "USDC", smart, "10");
       const [lostTo, laterTo] = [randomAddress(), randomAddress()];
-      const smartPayout = (amount: string, destinationAddress: string) =>
-        payout(ws, { tokenSymbol: "USDC", amount, destinationAddress, walletType: "smart_wallet" }, app);
 
       const lost = await smartPayout("4", lostTo);
       expect(lost.statusCode, lost.body).toBe(202);
-      loseSends = false;
+      losing.sends = false;
       expect((await smartPayout("5", laterTo)).statusCode).toBe(200);
       expect(await chain.getCode({ address: smart })).toBeDefined();
       // Still kept for the lost one: 1 available.
