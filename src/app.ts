@@ -170,19 +170,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     async (environment, prepared) => {
       const accounts = smartAccountsByEnv[environment];
       if (!accounts) return { status: "pending", userOpHash: prepared.userOpHash };
-      const outcome = await accounts.send(prepared, { resend: true });
-      // Sent again and still pending: an operation that can never be included fails its payout,
-      // which gives back the amount its balance checks keep for it.
-      if (outcome.status === "pending" && !(await accounts.canStillBeIncluded(prepared.serialized))) {
-        return {
-          status: "reverted",
-          userOpHash: prepared.userOpHash,
-          txHash: null,
-          error:
-            "user operation never included: it deploys the smart wallet, which another operation deployed first",
-        };
-      }
-      return outcome;
+      return accounts.sendAgain(prepared);
     },
   );
   const wallet = new WalletService(ctx, workspaces, channels, ledger);

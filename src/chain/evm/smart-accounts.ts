@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { LRUCache } from "lru-cache";
 import { toSimpleSmartAccount } from "permissionless/accounts";
+import { getAccountNonce } from "permissionless/actions";
 import {
   BaseError,
   createPublicClient,
@@ -10,7 +11,6 @@ import {
   HttpRequestError,
   http,
   type PublicClient,
-  parseAbi,
   RpcRequestError,
 } from "viem";
 import {
@@ -194,7 +194,8 @@ export class SmartAccounts {
     let gasFrom: "bundler" | "known" = "bundler";
     if (known) {
       // With every gas limit and the nonce given, the fill reads only the fees and whether the
-      // account is deployed, which do not depend on the call gas: it runs beside the measurement, and the measured figure is put in.
+      // account is deployed, which do not depend on the call gas: it runs beside the
+      // measurement, and the measured figure is put in.
       const [callGasLimit, filled] = await Promise.all([
         this.#client
           .estimateGas({
@@ -330,22 +331,38 @@ export class SmartAccounts {
   }
 
   /**
+   * Sends a recorded operation again (the reconciler's pass over a payout left pending). Still
+   * pending, it is reverted if it can never be included: that fails its payout, which gives back
+   * the amount the wallet's balance checks keep for it.
+   */
+  async sendAgain(prepared: PreparedOperation): Promise<OperationOutcome> {
+    const outcome = await this.send(prepared, { resend: true });
+    if (outcome.status !== "pending" || (await this.#canStillBeIncluded(prepared.serialized))) return outcome;
+    return {
+      status: "reverted",
+      userOpHash: prepared.userOpHash,
+      txHash: null,
+      error:
+        "user operation never included: it deploys the smart wallet, which another operation deployed first",
+    };
+  }
+
+  /**
    * Whether a recorded operation can still be included. One that deploys its account cannot once
    * the account is deployed by another operation: the EntryPoint deploys an account once (AA10).
    * The account's code is read first, then the nonce of the operation's key: a key still at the
    * operation's own nonce after the account was deployed was never used, so neither this
    * operation nor one with its key was included, and none ever can be. Anything else may be.
    */
-  async canStillBeIncluded(serialized: string): Promise<boolean> {
+  async #canStillBeIncluded(serialized: string): Promise<boolean> {
     const operation = operationOf(serialized) as UserOperation<"0.8">;
     if (!operation.factory) return true;
     const code = await this.#client.getCode({ address: operation.sender });
     if (!code || code === "0x") return true;
-    const nonce = await this.#client.readContract({
-      address: (this.#aa.entryPointAddress ?? entryPoint08Address) as Hex,
-      abi: ENTRY_POINT_NONCE_ABI,
-      functionName: "getNonce",
-      args: [operation.sender, operation.nonce >> 64n],
+    const nonce = await getAccountNonce(this.#client, {
+      address: operation.sender,
+      entryPointAddress: (this.#aa.entryPointAddress ?? entryPoint08Address) as Hex,
+      key: operation.nonce >> 64n,
     });
     return nonce !== operation.nonce;
   }
@@ -376,10 +393,6 @@ function outcomeOf(userOpHash: Hex, receipt: RpcUserOperationReceipt): Operation
         error: receipt.reason || "user operation reverted",
       };
 }
-
-const ENTRY_POINT_NONCE_ABI = parseAbi([
-  "function getNonce(address sender, uint192 key) view returns (uint256)",
-]);
 
 /** A recorded operation read back: bigints were written as "123n". */
 function operationOf(serialized: string): UserOperation {
