@@ -163,6 +163,16 @@ async function smartWalletOf(ws: CreatedWorkspace): Promise<Address> {
 const payout = (ws: CreatedWorkspace, body: Json, app: TestApp = t) =>
   app.request({ method: "POST", url: "/api/v1/payouts", headers: bearer(ws.liveKey), payload: body });
 
+/** A new workspace on `app` whose smart wallet holds `usdc`, and a USDC payout from that smart wallet. */
+async function fundedSmartWallet(app: TestApp, usdc: string) {
+  const ws = await createWorkspace(app);
+  const smart = (await createSmartWallet(ws, app)).body.smartWallet.address as Address;
+  await mintToken(devnet, "USDC", smart, usdc);
+  const smartPayout = (amount: string, destinationAddress: string) =>
+    payout(ws, { tokenSymbol: "USDC", amount, destinationAddress, walletType: "smart_wallet" }, app);
+  return { ws, smart, smartPayout };
+}
+
 async function payoutState(ws: CreatedWorkspace, app: TestApp = t) {
   const res = await app.request({
     method: "GET",
@@ -533,17 +543,11 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
     try {
       const app = await startTestApp({ ...env, LIVE_BUNDLER_URL: proxy.url }, { database: t.database });
       extraApps.push(app);
-      const ws = await createWorkspace(app);
-      const smart = (await createSmartWallet(ws, app)).body.smartWallet.address as Address;
-      await mintToken(devnet, "USDC", smart, "20");
+      const { ws, smart, smartPayout } = await fundedSmartWallet(app, "20");
       const destination = randomAddress();
       const send = async (amount: string) => {
         methods.length = 0;
-        const res = await payout(
-          ws,
-          { tokenSymbol: "USDC", amount, destinationAddress: destination, walletType: "smart_wallet" },
-          app,
-        );
+        const res = await smartPayout(amount, destination);
         expect(res.statusCode, res.body).toBe(200);
         const sent = methods.filter(
           (m) => m === "eth_estimateUserOperationGas" || m === "eth_sendUserOperation",
@@ -620,19 +624,13 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
         { database: t.database },
       );
       extraApps.push(app);
-      const ws = await createWorkspace(app);
-      const smart = (await createSmartWallet(ws, app)).body.smartWallet.address as Address;
-      await mintToken(devnet, "USDC", smart, "10");
+      const { ws, smart, smartPayout } = await fundedSmartWallet(app, "10");
       const destination = randomAddress();
       await rpc(devnet.rpcUrl, "evm_setAutomine", [false]);
       await rpc(devnet.rpcUrl, "evm_setIntervalMining", [0]);
       let res: Awaited<ReturnType<typeof payout>>;
       try {
-        res = await payout(
-          ws,
-          { tokenSymbol: "USDC", amount: "4", destinationAddress: destination, walletType: "smart_wallet" },
-          app,
-        );
+        res = await smartPayout("4", destination);
       } finally {
         dropSends = false;
         await rpc(devnet.rpcUrl, "evm_setAutomine", [true]);
@@ -687,12 +685,7 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
     );
     const app = await startTestApp({ ...env, LIVE_BUNDLER_URL: proxy.url }, { database: t.database });
     extraApps.push(app);
-    const ws = await createWorkspace(app);
-    const smart = (await createSmartWallet(ws, app)).body.smartWallet.address as Address;
-    await mintToken(devnet, "USDC", smart, usdc);
-    const smartPayout = (amount: string, destinationAddress: string) =>
-      payout(ws, { tokenSymbol: "USDC", amount, destinationAddress, walletType: "smart_wallet" }, app);
-    return { losing, proxy, app, ws, smart, smartPayout };
+    return { losing, proxy, app, ...(await fundedSmartWallet(app, usdc)) };
   }
 
   it("an operation the bundler lost: 202; its money is kept from the next payouts; the reconciler sends it again, paid once", async () => {
@@ -963,19 +956,13 @@ describe("live smart wallet payouts with instant bundling (pimlico_sendUserOpera
 
   it("bundles the operation at once: one call answers with the receipt, no receipt polling, exact balances", async () => {
     const { app, methods } = await instantApp();
-    const ws = await createWorkspace(app);
-    const smart = (await createSmartWallet(ws, app)).body.smartWallet.address as Address;
-    await mintToken(devnet, "USDC", smart, "10");
+    const { ws, smart, smartPayout } = await fundedSmartWallet(app, "10");
     const destination = randomAddress();
     const depositBefore = await paymasterDeposit();
 
     for (const amount of ["1", "2"]) {
       methods.length = 0;
-      const res = await payout(
-        ws,
-        { tokenSymbol: "USDC", amount, destinationAddress: destination, walletType: "smart_wallet" },
-        app,
-      );
+      const res = await smartPayout(amount, destination);
       expect(res.statusCode, res.body).toBe(200);
       const body = res.json().payout;
       expect(body).toMatchObject({ status: "completed", fromAddress: smart });
@@ -1002,16 +989,10 @@ describe("live smart wallet payouts with instant bundling (pimlico_sendUserOpera
       expect(queued.error).toBeUndefined();
       return { error: { code: -32602, message: "unhandled error during bundle submission" } };
     });
-    const ws = await createWorkspace(app);
-    const smart = (await createSmartWallet(ws, app)).body.smartWallet.address as Address;
-    await mintToken(devnet, "USDC", smart, "10");
+    const { ws, smart, smartPayout } = await fundedSmartWallet(app, "10");
     const destination = randomAddress();
 
-    const res = await payout(
-      ws,
-      { tokenSymbol: "USDC", amount: "4", destinationAddress: destination, walletType: "smart_wallet" },
-      app,
-    );
+    const res = await smartPayout("4", destination);
     expect(res.statusCode, res.body).toBe(200);
     const body = res.json().payout;
     expect(body.status).toBe("completed");
@@ -1030,16 +1011,10 @@ describe("live smart wallet payouts with instant bundling (pimlico_sendUserOpera
         ? { error: refusal }
         : undefined,
     );
-    const ws = await createWorkspace(app);
-    const smart = (await createSmartWallet(ws, app)).body.smartWallet.address as Address;
-    await mintToken(devnet, "USDC", smart, "10");
+    const { ws, smart, smartPayout } = await fundedSmartWallet(app, "10");
     const destination = randomAddress();
 
-    const res = await payout(
-      ws,
-      { tokenSymbol: "USDC", amount: "3", destinationAddress: destination, walletType: "smart_wallet" },
-      app,
-    );
+    const res = await smartPayout("3", destination);
     expect(res.statusCode, res.body).toBe(500);
     expect(res.json()).toMatchObject({
       code: "PAYOUT_FAILED",
