@@ -162,6 +162,8 @@ async function startService(databaseUrl: string, adminSecret: string): Promise<S
     RATE_LIMIT_SANDBOX: "10000000",
     LOG_LEVEL: "warn",
     DATABASE_URL: databaseUrl,
+    // A server database needs the key every instance shares (the service refuses to start without).
+    MASTER_KEY: randomBytes(32).toString("hex"),
   });
   const proc = spawn(process.execPath, ["src/main.ts"], {
     cwd: ROOT,

@@ -680,7 +680,10 @@ async function runService(setup: DbSetup): Promise<ServerRun> {
     ADMIN_SECRET: adminSecret,
     RATE_LIMIT_SANDBOX,
     LOG_LEVEL: "warn",
-    ...(setup.databaseUrl ? { DATABASE_URL: setup.databaseUrl } : {}),
+    // A server database needs the key every instance shares (the service refuses to start without).
+    ...(setup.databaseUrl
+      ? { DATABASE_URL: setup.databaseUrl, MASTER_KEY: randomBytes(32).toString("hex") }
+      : {}),
   };
   const args = ["src/main.ts"];
   if (settings.cpuProfDir) {

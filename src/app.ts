@@ -45,6 +45,7 @@ import { ApiError } from "./platform/http/errors.ts";
 import { registerGracefulClose } from "./platform/http/graceful-close.ts";
 import { registerRateLimit } from "./platform/http/rate-limit.ts";
 import { registerValidation } from "./platform/http/validation.ts";
+import { loggerOptions } from "./platform/log/scrub.ts";
 import { createMailer, type Mailer } from "./platform/mail/mailer.ts";
 import type { SecretBox } from "./platform/secrets/encryption.ts";
 
@@ -81,11 +82,9 @@ const ONE_MIB = 1024 * 1024;
 
 export async function buildApp(deps: AppDependencies): Promise<App> {
   const http = Fastify({
-    logger: deps.logger ?? {
-      level: deps.config.logLevel,
-      // Keys and secrets travel in headers and bodies: never log either.
-      redact: ["req.headers.authorization", "req.headers.cookie", "req.body"],
-    },
+    // Keys and secrets travel in headers and bodies, and RPC URLs often hold a provider's key:
+    // never log any of them (platform/log/scrub.ts).
+    logger: deps.logger ?? loggerOptions(deps.config),
     bodyLimit: ONE_MIB,
     // Requests waiting on a full database pool should not hang forever behind a load balancer.
     requestTimeout: 30_000,

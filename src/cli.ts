@@ -1,10 +1,11 @@
 import { parseArgs } from "node:util";
 import pino from "pino";
 import { openRuntime } from "./bootstrap.ts";
-import { ConfigError, loadConfig } from "./config.ts";
+import { type Config, ConfigError, loadConfig } from "./config.ts";
 import { WorkspacesService } from "./modules/workspaces/service.ts";
 import { InFlight } from "./platform/concurrency/in-flight.ts";
 import { ApiError } from "./platform/http/errors.ts";
+import { loggerOptions, urlScrubber } from "./platform/log/scrub.ts";
 
 // `npm run cli -- workspace create --name NAME [--email E] [--settlement-address 0x…] [--password P]`
 // prints the same JSON as POST /api/v1/workspaces, for a first user with no ADMIN_SECRET.
@@ -12,6 +13,9 @@ import { ApiError } from "./platform/http/errors.ts";
 
 const USAGE =
   "usage: npm run cli -- workspace create --name NAME [--email E] [--settlement-address 0x…] [--password P]";
+
+/** Set once the configuration is read, so that a failure's message hides its URLs' secrets. */
+let loadedConfig: Config | undefined;
 
 async function main(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({
@@ -34,13 +38,14 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   const config = loadConfig();
+  loadedConfig = config;
   const { database, secrets } = await openRuntime(config);
   try {
     const service = new WorkspacesService({
       config,
       db: database.db,
       secrets,
-      log: pino({ level: "warn" }),
+      log: pino({ ...loggerOptions(config), level: "warn" }),
       networks: {},
       senders: {},
       now: () => new Date(),
@@ -62,11 +67,12 @@ async function main(argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err: unknown) => {
+    const scrub = urlScrubber(loadedConfig);
     if (err instanceof ApiError || err instanceof ConfigError) {
-      process.stderr.write(`${err.message}\n`);
+      process.stderr.write(`${scrub(err.message)}\n`);
       process.exit(2);
     }
-    process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(`${scrub(err instanceof Error ? err.message : String(err))}\n`);
     process.exit(1);
   },
 );

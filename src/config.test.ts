@@ -38,9 +38,24 @@ describe("loadConfig", () => {
     [{ ROLE: "everything" }, /ROLE/],
     [{ PUBLIC_BASE_URL: "ftp://x" }, /PUBLIC_BASE_URL/],
     [{ DATABASE_PREPARED_STATEMENTS: "sometimes" }, /DATABASE_PREPARED_STATEMENTS/],
+    [{ MASTER_KEY: "abcd" }, /MASTER_KEY/],
   ])("rejects %j with a message naming the variable", (env, pattern) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(pattern);
+  });
+
+  it("requires MASTER_KEY with DATABASE_URL: instances sharing a server must share one key", () => {
+    const server = { DATABASE_URL: "postgres://svc@127.0.0.1:5432/payments" };
+    expect(() => loadConfig(server)).toThrow(ConfigError);
+    expect(() => loadConfig(server)).toThrow(/MASTER_KEY is required when DATABASE_URL is set/);
+    expect(() => loadConfig({ ...server, MASTER_KEY: "  " })).toThrow(/MASTER_KEY is required/);
+    const key = "ab".repeat(32);
+    expect(loadConfig({ ...server, MASTER_KEY: key })).toMatchObject({
+      databaseUrl: server.DATABASE_URL,
+      masterKey: key,
+    });
+    // The embedded database keeps its key file under DATA_DIR when MASTER_KEY is unset.
+    expect(loadConfig({}).masterKey).toBeUndefined();
   });
 
   it("loads NETWORK_ENV_FILE with variables already set winning", () => {

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { parseEnv } from "node:util";
+import { parseMasterKey } from "./platform/secrets/encryption.ts";
 
 // Every environment variable the service reads, parsed and validated in one place. A bad value
 // stops the start with a message naming the variable; nothing downstream reads process.env.
@@ -52,6 +53,7 @@ export interface Config {
   databasePreparedStatements: boolean;
   adminSecret: string | undefined;
   publicBaseUrl: string;
+  /** Always set with `databaseUrl`; unset → the embedded database's `DATA_DIR/master.key`. */
   masterKey: string | undefined;
   accountSettlementAddress: string | undefined;
   redisUrl: string | undefined;
@@ -112,6 +114,28 @@ function url(env: Env, name: string, protocols: string[]): string | undefined {
   }
   if (!protocols.includes(parsed.protocol)) {
     throw new ConfigError(`${name} must use ${protocols.join(" or ")}`);
+  }
+  return value;
+}
+
+/**
+ * Several instances share a server database, and each would otherwise make a key file of its own:
+ * secrets one of them writes would be unreadable to the others. A server database needs the key.
+ */
+function masterKey(env: Env, databaseUrl: string | undefined): string | undefined {
+  const value = optional(env, "MASTER_KEY");
+  if (value === undefined) {
+    if (databaseUrl !== undefined) {
+      throw new ConfigError(
+        "MASTER_KEY is required when DATABASE_URL is set: every instance on one database must use the same key (64 hex characters, e.g. from `openssl rand -hex 32`)",
+      );
+    }
+    return undefined;
+  }
+  try {
+    parseMasterKey(value);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
   }
   return value;
 }
@@ -233,6 +257,7 @@ export function loadConfig(rawEnv: Env = process.env): Config {
   if (role !== "all" && role !== "api" && role !== "worker") {
     throw new ConfigError(`ROLE must be all, api or worker, got "${role}"`);
   }
+  const databaseUrl = url(env, "DATABASE_URL", ["postgres:", "postgresql:"]);
   const publicBaseUrl = (
     url(env, "PUBLIC_BASE_URL", ["http:", "https:"]) ?? `http://localhost:${port}`
   ).replace(/\/+$/, "");
@@ -240,11 +265,11 @@ export function loadConfig(rawEnv: Env = process.env): Config {
     port,
     host: optional(env, "HOST") ?? "0.0.0.0",
     dataDir: resolve(optional(env, "DATA_DIR") ?? "./data"),
-    databaseUrl: url(env, "DATABASE_URL", ["postgres:", "postgresql:"]),
+    databaseUrl,
     databasePreparedStatements: boolean(env, "DATABASE_PREPARED_STATEMENTS", true),
     adminSecret,
     publicBaseUrl,
-    masterKey: optional(env, "MASTER_KEY"),
+    masterKey: masterKey(env, databaseUrl),
     accountSettlementAddress,
     redisUrl: url(env, "REDIS_URL", ["redis:", "rediss:"]),
     rateLimit: {

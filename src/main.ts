@@ -1,23 +1,18 @@
 import { buildApp } from "./app.ts";
 import { openRuntime } from "./bootstrap.ts";
-import { ConfigError, loadConfig } from "./config.ts";
+import { type Config, ConfigError, loadConfig } from "./config.ts";
+import { urlScrubber } from "./platform/log/scrub.ts";
 import { createWorkers } from "./workers.ts";
 
 // Process entry: config → database → app → listen; SIGTERM/SIGINT close the HTTP server first
 // (in-flight requests finish), then the database, so PGlite's files are flushed cleanly.
 
-async function main(): Promise<void> {
-  let config: ReturnType<typeof loadConfig>;
-  try {
-    config = loadConfig();
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`Configuration error: ${err.message}\n`);
-      process.exit(2);
-    }
-    throw err;
-  }
+/** Set once the configuration is read: the start-up failure line then hides its URLs' secrets too. */
+let loadedConfig: Config | undefined;
 
+async function main(): Promise<void> {
+  const config = loadConfig();
+  loadedConfig = config;
   const { database, secrets } = await openRuntime(config);
   const app = await buildApp({ config, db: database.db, secrets });
   const log = app.http.log;
@@ -56,7 +51,14 @@ async function main(): Promise<void> {
   );
 }
 
+// One line, no stack trace: a bad setting (also a MASTER_KEY that does not open this database's
+// secrets) exits 2, anything else 1. An RPC URL in the message keeps its host only.
 main().catch((err: unknown) => {
-  process.stderr.write(`Failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+  const scrub = urlScrubber(loadedConfig);
+  if (err instanceof ConfigError) {
+    process.stderr.write(`Configuration error: ${scrub(err.message)}\n`);
+    process.exit(2);
+  }
+  process.stderr.write(`Failed to start: ${scrub(err instanceof Error ? err.message : String(err))}\n`);
   process.exit(1);
 });

@@ -1,9 +1,11 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { connect, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import pg from "pg";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 
 // The real process (D1): `node src/main.ts` on the embedded database under DATA_DIR, graceful
@@ -485,6 +487,135 @@ describe("the service process", () => {
       expect(exit.code).not.toBe(0);
       expect(exit.code).not.toBeNull();
       expect(spawned.stderr()).toContain("PORT");
+    },
+    TEST_TIMEOUT_MS,
+  );
+});
+
+describe("the master key", () => {
+  it(
+    "refuses a start with another MASTER_KEY than the database's secrets were written with: one line, exit 2, server and CLI",
+    async () => {
+      const dataDir = freshDataDir();
+      const keyA = randomBytes(32).toString("hex");
+      const keyB = randomBytes(32).toString("base64");
+      const first = await startServer(dataDir, { MASTER_KEY: keyA });
+      const created = await api<CreatedWorkspaceJson>(first, "POST", "/api/v1/workspaces", ADMIN, {
+        name: "Keyed Co",
+      });
+      expect(created.status).toBe(201);
+      expect(await stopServer(first), `stderr: ${first.stderr()}`).toEqual({ code: 0, signal: null });
+      // MASTER_KEY given: no key file is made.
+      expect(existsSync(join(dataDir, "master.key"))).toBe(false);
+
+      const expected =
+        "Configuration error: MASTER_KEY does not match the key this database's secrets were encrypted with\n";
+      const wrong = run(["src/main.ts"], {
+        ...baseEnv(),
+        PORT: String(await freePort()),
+        HOST: "127.0.0.1",
+        DATA_DIR: dataDir,
+        ADMIN_SECRET: ADMIN,
+        LOG_LEVEL: "warn",
+        MASTER_KEY: keyB,
+      });
+      expect(await waitForExit(wrong, 60_000)).toEqual({ code: 2, signal: null });
+      expect(wrong.stderr()).toBe(expected);
+      expect(wrong.stdout()).toBe("");
+
+      const cli = run(["src/cli.ts", "workspace", "create", "--name", "Wrong Key Co"], {
+        ...baseEnv(),
+        DATA_DIR: dataDir,
+        LOG_LEVEL: "warn",
+        MASTER_KEY: keyB,
+      });
+      expect(await waitForExit(cli, 60_000)).toEqual({ code: 2, signal: null });
+      expect(cli.stderr()).toBe(expected.replace("Configuration error: ", ""));
+      expect(cli.stdout()).toBe("");
+
+      // The right key still starts and reads what it wrote.
+      const again = await startServer(dataDir, { MASTER_KEY: keyA });
+      const ws = await api<{ workspace: WorkspaceJson }>(
+        again,
+        "GET",
+        `/api/v1/workspaces/${created.json.workspace.id}`,
+        created.json.apiKeys.test.key,
+      );
+      expect(ws.status).toBe(200);
+      expect(await stopServer(again), `stderr: ${again.stderr()}`).toEqual({ code: 0, signal: null });
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it.skipIf(!process.env.DATABASE_URL)(
+    "on PostgreSQL: a second instance with another MASTER_KEY refuses while the first serves on; one with the same key joins",
+    async () => {
+      const base = process.env.DATABASE_URL as string;
+      const name = `test_${randomBytes(16).toString("hex")}`;
+      const admin = async (statement: string) => {
+        const client = new pg.Client({ connectionString: base });
+        await client.connect();
+        try {
+          await client.query(statement);
+        } finally {
+          await client.end();
+        }
+      };
+      await admin(`CREATE DATABASE ${name}`);
+      try {
+        const url = new URL(base);
+        url.pathname = `/${name}`;
+        const keyA = randomBytes(32).toString("hex");
+        const onServer = (key: string) => ({ DATABASE_URL: url.toString(), MASTER_KEY: key });
+        const first = await startServer(freshDataDir(), onServer(keyA));
+        const created = await api<CreatedWorkspaceJson>(first, "POST", "/api/v1/workspaces", ADMIN, {
+          name: "Shared Co",
+        });
+        expect(created.status).toBe(201);
+
+        const wrong = run(["src/main.ts"], {
+          ...baseEnv(),
+          PORT: String(await freePort()),
+          HOST: "127.0.0.1",
+          DATA_DIR: freshDataDir(),
+          LOG_LEVEL: "warn",
+          ...onServer(randomBytes(32).toString("hex")),
+        });
+        expect(await waitForExit(wrong, 60_000)).toEqual({ code: 2, signal: null });
+        expect(wrong.stderr()).toBe(
+          "Configuration error: MASTER_KEY does not match the key this database's secrets were encrypted with\n",
+        );
+
+        const second = await startServer(freshDataDir(), onServer(keyA));
+        for (const server of [first, second]) {
+          const read = await api(server, "GET", `/api/v1/workspaces/${created.json.workspace.id}`, ADMIN);
+          expect(read.status).toBe(200);
+        }
+        for (const server of [first, second]) expect((await stopServer(server)).code).toBe(0);
+      } finally {
+        await killAll();
+        await admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      }
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    "refuses DATABASE_URL without MASTER_KEY before connecting anywhere",
+    async () => {
+      const spawned = run(["src/main.ts"], {
+        ...baseEnv(),
+        PORT: String(await freePort()),
+        HOST: "127.0.0.1",
+        DATA_DIR: freshDataDir(),
+        LOG_LEVEL: "warn",
+        DATABASE_URL: "postgres://svc@127.0.0.1:9/payments",
+      });
+      expect(await waitForExit(spawned, 30_000)).toEqual({ code: 2, signal: null });
+      expect(spawned.stderr()).toMatch(
+        /^Configuration error: MASTER_KEY is required when DATABASE_URL is set/,
+      );
+      expect(spawned.stderr().trim().split("\n")).toHaveLength(1);
     },
     TEST_TIMEOUT_MS,
   );

@@ -19,6 +19,7 @@ import * as observedTransfers from "./migrations/011_observed_transfers.ts";
 import * as transferIdentity from "./migrations/012_transfer_identity.ts";
 import * as ledgerDebitBalance from "./migrations/013_ledger_debit_balance.ts";
 import * as cardSessionPartialIndex from "./migrations/014_card_session_partial_index.ts";
+import * as masterKeyCheck from "./migrations/015_master_key_check.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
 
@@ -40,6 +41,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "012_transfer_identity": transferIdentity,
   "013_ledger_debit_balance": ledgerDebitBalance,
   "014_card_session_partial_index": cardSessionPartialIndex,
+  "015_master_key_check": masterKeyCheck,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

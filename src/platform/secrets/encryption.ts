@@ -7,6 +7,9 @@ import { dirname } from "node:path";
 // key rotation without guessing formats later.
 
 const VERSION = "v1";
+const IV_BYTES = 12;
+/** GCM accepts tags as short as 4 bytes unless told the length: a short one is easy to forge. */
+const TAG_BYTES = 16;
 
 export class SecretBox {
   readonly #key: Buffer;
@@ -17,7 +20,7 @@ export class SecretBox {
   }
 
   encrypt(plaintext: string): string {
-    const iv = randomBytes(12);
+    const iv = randomBytes(IV_BYTES);
     const cipher = createCipheriv("aes-256-gcm", this.#key, iv);
     const body = Buffer.concat([cipher.update(plaintext, "utf8"), cipher.final()]);
     return `${VERSION}:${Buffer.concat([iv, cipher.getAuthTag(), body]).toString("base64")}`;
@@ -27,9 +30,12 @@ export class SecretBox {
     const [version, payload] = stored.split(":", 2);
     if (version !== VERSION || !payload) throw new Error("unknown secret format");
     const raw = Buffer.from(payload, "base64");
-    const decipher = createDecipheriv("aes-256-gcm", this.#key, raw.subarray(0, 12));
-    decipher.setAuthTag(raw.subarray(12, 28));
-    return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString("utf8");
+    const decipher = createDecipheriv("aes-256-gcm", this.#key, raw.subarray(0, IV_BYTES), {
+      authTagLength: TAG_BYTES,
+    });
+    decipher.setAuthTag(raw.subarray(IV_BYTES, IV_BYTES + TAG_BYTES));
+    const body = raw.subarray(IV_BYTES + TAG_BYTES);
+    return Buffer.concat([decipher.update(body), decipher.final()]).toString("utf8");
   }
 }
 

@@ -1,3 +1,4 @@
+import { createCipheriv, randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -23,6 +24,18 @@ describe("SecretBox", () => {
     raw[raw.length - 1] = (raw[raw.length - 1] ?? 0) ^ 1;
     expect(() => box.decrypt(`v1:${raw.toString("base64")}`)).toThrow();
     expect(() => new SecretBox(Buffer.alloc(32, 8)).decrypt(stored)).toThrow();
+  });
+
+  it("refuses a truncated authentication tag (GCM would otherwise accept a 4-byte tag)", () => {
+    // A forger only has to guess 32 bits for a 4-byte tag: a well-formed one for an empty secret.
+    const iv = randomBytes(12);
+    const cipher = createCipheriv("aes-256-gcm", Buffer.alloc(32, 7), iv, { authTagLength: 4 });
+    const body = Buffer.concat([cipher.update(""), cipher.final()]);
+    const stored = `v1:${Buffer.concat([iv, cipher.getAuthTag(), body]).toString("base64")}`;
+    expect(() => box.decrypt(stored)).toThrow();
+    // A full-length tag cut short is refused the same way.
+    const whole = Buffer.from(box.encrypt("").slice(3), "base64");
+    expect(() => box.decrypt(`v1:${whole.subarray(0, 20).toString("base64")}`)).toThrow();
   });
 
   it("parses hex and base64 master keys and rejects wrong lengths", () => {
