@@ -48,6 +48,7 @@ beforeAll(async () => {
 
 afterEach(() => {
   fake.failNextCreate(0);
+  fake.setNow(undefined);
   t?.setNow(undefined);
 });
 
@@ -305,6 +306,69 @@ describe("POST /api/v1/payments — live card", () => {
     expect(fake.session(rb.json().cardCheckoutSessionId).client_reference_id).toBe(rb.json().payment.id);
   });
 
+  it("pins the checkout to the card payment method, so a completed session is a paid one", async () => {
+    const ws = await createWorkspace(t);
+    const created = await createLiveCard(ws);
+    const [req] = createsFor(created.id);
+    const methodFields = Object.entries(req?.form ?? {}).filter(([k]) =>
+      k.startsWith("payment_method_types"),
+    );
+    expect(methodFields).toEqual([["payment_method_types[0]", "card"]]);
+    expect(fake.session(created.sessionId).payment_method_types).toEqual(["card"]);
+  });
+
+  it("creates a new payment and a new session when an Idempotency-Key comes back after 24 h", async () => {
+    const ws = await createWorkspace(t);
+    const key = `order-${randomUUID()}`;
+    const body = { paymentMethod: "card", tokenSymbol: "USD", amount: "15.00" };
+    const start = new Date();
+    const at = (hours: number) => {
+      const moved = new Date(start.getTime() + hours * 3_600_000);
+      t.setNow(moved);
+      fake.setNow(moved);
+    };
+    at(0);
+    const first = await createPayment(ws.liveKey, body, { "idempotency-key": key });
+    expect(first.statusCode, first.body).toBe(201);
+
+    // 23 h later: still the original answer, and the provider is not asked again.
+    at(23);
+    const createsBefore = fake.calls("create").length;
+    const within = await createPayment(ws.liveKey, body, { "idempotency-key": key });
+    expect(within.statusCode, within.body).toBe(201);
+    expect(within.headers["idempotent-replayed"]).toBe("true");
+    expect(within.json()).toEqual(first.json());
+    expect(fake.calls("create").length).toBe(createsBefore);
+
+    // 25 h later the key is free again: a new payment with a session of its own, not the old one.
+    at(25);
+    const later = await createPayment(ws.liveKey, body, { "idempotency-key": key });
+    expect(later.statusCode, later.body).toBe(201);
+    expect(later.headers["idempotent-replayed"]).toBeUndefined();
+    const laterId = later.json().payment.id as string;
+    expect(laterId).not.toBe(first.json().payment.id);
+    expect(later.json().cardCheckoutSessionId).not.toBe(first.json().cardCheckoutSessionId);
+    const [laterCreate] = createsFor(laterId);
+    const [firstCreate] = createsFor(first.json().payment.id);
+    expect(laterCreate?.status).toBe(200);
+    expect(laterCreate?.idempotencyKey).toBeTruthy();
+    expect(laterCreate?.idempotencyKey).not.toBe(firstCreate?.idempotencyKey);
+    expect(fake.session(later.json().cardCheckoutSessionId).client_reference_id).toBe(laterId);
+    expect((await paymentRows(ws.id)).map((r) => r.id).sort()).toEqual(
+      [first.json().payment.id, laterId].sort(),
+    );
+
+    // The key now answers with the new payment, and 25 h after that with a third one.
+    const replay = await createPayment(ws.liveKey, body, { "idempotency-key": key });
+    expect(replay.headers["idempotent-replayed"]).toBe("true");
+    expect(replay.json().payment.id).toBe(laterId);
+    at(50);
+    const third = await createPayment(ws.liveKey, body, { "idempotency-key": key });
+    expect(third.statusCode, third.body).toBe(201);
+    expect(third.headers["idempotent-replayed"]).toBeUndefined();
+    expect(new Set([first.json().payment.id, laterId, third.json().payment.id]).size).toBe(3);
+  });
+
   it("keeps the session's expires_at inside the provider's 30 min – 24 h window", async () => {
     const ws = await createWorkspace(t);
     // Under 31 minutes a live card payment is refused (its checkout would outlive it); see below.
@@ -497,6 +561,101 @@ describe("POST /api/webhooks/card — lifecycle", () => {
     expect(done.json()).toEqual({ received: true });
     expect((await getPayment(ws.liveKey, card.id)).status).toBe("forwarded");
     expect(await outboxTypes(ws.id)).toEqual(["payment.created", "payment.forwarded"]);
+  });
+});
+
+describe("POST /api/webhooks/card — delayed payment methods", () => {
+  async function outcomeOf(eventId: string): Promise<string | undefined> {
+    return (await cardEventRows(eventId))[0]?.outcome;
+  }
+
+  it("keeps a payment pending when its session completes unpaid, and forwards it on async_payment_succeeded", async () => {
+    const ws = await createWorkspace(t);
+    const card = await createLiveCard(ws);
+    const completed = fake.checkoutCompleted(card.sessionId, { livemode: true, paymentStatus: "unpaid" });
+    const res = await deliver(completed);
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json()).toEqual({ received: true });
+    expect((await getPayment(ws.liveKey, card.id)).status).toBe("pending");
+    expect(await outboxTypes(ws.id)).toEqual(["payment.created"]);
+    expect(await outcomeOf(completed.id)).toMatch(/unpaid/);
+
+    const succeeded = fake.asyncPaymentSucceeded(card.sessionId, { livemode: true });
+    const paid = await deliver(succeeded);
+    expect(paid.statusCode, paid.body).toBe(200);
+    expect(paid.json()).toEqual({ received: true });
+    const read = await getPayment(ws.liveKey, card.id);
+    expect(read.status).toBe("forwarded");
+    const rows = await outboxRows(ws.id);
+    expect(rows.map((r) => r.event_type)).toEqual(["payment.created", "payment.forwarded"]);
+    expect(rows[1]?.payload).toMatchObject({ id: card.id, status: "forwarded" });
+    expect(await outcomeOf(succeeded.id)).toBe("applied");
+
+    // Replayed, it is a duplicate and changes nothing.
+    expect((await deliver(succeeded)).json()).toEqual({ received: true, duplicate: true });
+    expect(await outboxTypes(ws.id)).toEqual(["payment.created", "payment.forwarded"]);
+  });
+
+  it("fails the payment with payment.failed and a reason on async_payment_failed; nothing moves it afterwards", async () => {
+    const ws = await createWorkspace(t);
+    const card = await createLiveCard(ws);
+    await deliver(fake.checkoutCompleted(card.sessionId, { livemode: true, paymentStatus: "unpaid" }));
+    const failed = fake.asyncPaymentFailed(card.sessionId, { livemode: true });
+    const res = await deliver(failed);
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json()).toEqual({ received: true });
+
+    const read = await getPayment(ws.liveKey, card.id);
+    expect(read.status).toBe("failed");
+    expect(read.failureReason).toMatch(/async_payment_failed/);
+    const rows = await outboxRows(ws.id);
+    expect(rows.map((r) => r.event_type)).toEqual(["payment.created", "payment.failed"]);
+    expect(rows[1]?.payload).toMatchObject({
+      id: card.id,
+      status: "failed",
+      failureReason: read.failureReason,
+    });
+    const verify = await t.request({
+      method: "POST",
+      url: "/api/v1/verify",
+      headers: bearer(ws.liveKey),
+      payload: { paymentId: card.id },
+    });
+    expect(verify.json().verified).toBe(false);
+
+    // A late success (another event id) finds a final payment.
+    const session = fake.session(card.sessionId);
+    const late = fake.asyncPaymentSucceeded({ ...session }, { livemode: true });
+    expect((await deliver(late)).json()).toEqual({ received: true });
+    expect(await outcomeOf(late.id)).toBe("ignored: payment is failed");
+    expect((await getPayment(ws.liveKey, card.id)).status).toBe("failed");
+    expect(await outboxTypes(ws.id)).toEqual(["payment.created", "payment.failed"]);
+  });
+
+  it("is safe out of order: success before the unpaid completion forwards once; async events after expiry change nothing", async () => {
+    const ws = await createWorkspace(t);
+    const card = await createLiveCard(ws);
+    const session = fake.session(card.sessionId);
+    const completed = fake.checkoutCompleted({ ...session }, { livemode: true, paymentStatus: "unpaid" });
+    const succeeded = fake.asyncPaymentSucceeded({ ...session }, { livemode: true });
+    expect((await deliver(succeeded)).json()).toEqual({ received: true });
+    expect((await deliver(completed)).json()).toEqual({ received: true });
+    expect((await getPayment(ws.liveKey, card.id)).status).toBe("forwarded");
+    expect(await outboxTypes(ws.id)).toEqual(["payment.created", "payment.forwarded"]);
+
+    const other = await createLiveCard(ws);
+    const otherSession = fake.session(other.sessionId);
+    await deliver(fake.checkoutExpired(other.sessionId, { livemode: true }));
+    for (const event of [
+      fake.asyncPaymentSucceeded({ ...otherSession }, { livemode: true }),
+      fake.asyncPaymentFailed({ ...otherSession }, { livemode: true }),
+    ]) {
+      expect((await deliver(event)).json()).toEqual({ received: true });
+      expect(await outcomeOf(event.id)).toBe("ignored: payment is expired");
+    }
+    const read = await getPayment(ws.liveKey, other.id);
+    expect(read.status).toBe("expired");
+    expect(read.failureReason).toBeNull();
   });
 });
 

@@ -270,6 +270,30 @@ describe("Idempotency-Key on POST /api/v1/payments", () => {
     expect(await paymentCount(ws)).toBe(3);
   });
 
+  it("measures the 24 hours on the service's clock: moved 25 h ahead, the key creates a new payment", async () => {
+    const ws = await createWorkspace(t);
+    const start = Date.now();
+    try {
+      const first = await create(ws.testKey, BODY, "clock-key");
+      expect(first.statusCode, first.body).toBe(201);
+
+      t.setNow(new Date(start + 23 * 3_600_000));
+      const within = await create(ws.testKey, BODY, "clock-key");
+      expect(within.headers["idempotent-replayed"]).toBe("true");
+      expect(within.json().payment.id).toBe(first.json().payment.id);
+
+      t.setNow(new Date(start + 25 * 3_600_000));
+      const later = await create(ws.testKey, BODY, "clock-key");
+      expect(later.statusCode, later.body).toBe(201);
+      expect(later.headers["idempotent-replayed"]).toBeUndefined();
+      expect(later.json().payment.id).not.toBe(first.json().payment.id);
+      expect(later.json().payment.createdAt).toBe(new Date(start + 25 * 3_600_000).toISOString());
+      expect(await paymentCount(ws)).toBe(2);
+    } finally {
+      t.setNow(undefined);
+    }
+  });
+
   it("creates a new payment for every request without a key", async () => {
     const ws = await createWorkspace(t);
     const a = await create(ws.testKey, BODY);

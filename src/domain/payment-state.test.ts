@@ -17,6 +17,8 @@ describe("payment transitions", () => {
     ["confirmed", "settlement_failed", "failed", "payment.failed"],
     ["pending", "sandbox_completed", "forwarded", "payment.forwarded"],
     ["pending", "card_checkout_completed", "forwarded", "payment.forwarded"],
+    ["pending", "card_async_payment_succeeded", "forwarded", "payment.forwarded"],
+    ["pending", "card_async_payment_failed", "failed", "payment.failed"],
     ["pending", "card_checkout_expired", "expired", "payment.expired"],
     ["pending", "expiry_elapsed", "expired", "payment.expired"],
     ["pending", "cancel_requested", "cancelled", "payment.cancelled"],
@@ -46,7 +48,7 @@ describe("payment transitions", () => {
         if (transition(status, trigger).ok) allowed++;
       }
     }
-    expect(allowed).toBe(10);
+    expect(allowed).toBe(12);
   });
 
   it("verifies only forwarded", () => {

@@ -30,6 +30,8 @@ export type PaymentTrigger =
   | "settlement_failed"
   | "sandbox_completed"
   | "card_checkout_completed"
+  | "card_async_payment_succeeded"
+  | "card_async_payment_failed"
   | "card_checkout_expired"
   | "expiry_elapsed"
   | "cancel_requested";
@@ -48,7 +50,11 @@ export const TRANSITIONS: Readonly<Record<PaymentTrigger, TransitionRule>> = {
   settlement_completed: { from: ["confirmed"], to: "forwarded", event: "payment.forwarded" },
   settlement_failed: { from: ["confirmed"], to: "failed", event: "payment.failed" },
   sandbox_completed: { from: ["pending"], to: "forwarded", event: "payment.forwarded" },
+  // Card: the checkout completed paid, or a delayed payment it completed unpaid arrived later.
   card_checkout_completed: { from: ["pending"], to: "forwarded", event: "payment.forwarded" },
+  card_async_payment_succeeded: { from: ["pending"], to: "forwarded", event: "payment.forwarded" },
+  // The delayed payment failed: the checkout is over, so nothing can pay this payment any more.
+  card_async_payment_failed: { from: ["pending"], to: "failed", event: "payment.failed" },
   card_checkout_expired: { from: ["pending"], to: "expired", event: "payment.expired" },
   expiry_elapsed: { from: ["pending"], to: "expired", event: "payment.expired" },
   cancel_requested: { from: ["pending"], to: "cancelled", event: "payment.cancelled" },

@@ -48,6 +48,8 @@ export interface CheckoutSessionObject {
   success_url: string | null;
   cancel_url: string | null;
   payment_intent: string | null;
+  /** As asked at creation (`payment_method_types[i]`); empty when the request named none. */
+  payment_method_types: string[];
   livemode: boolean;
 }
 
@@ -109,6 +111,8 @@ export class FakeCardProvider {
   /** Idempotent results per account: `${secretKey}\n${key}` → the parameters and the answer. */
   readonly #idempotency = new Map<string, { form: string; status: number; body: unknown }>();
   #failCreates = 0;
+  /** The provider's clock (epoch ms): tests that move the service's clock move this one too. */
+  #now: () => number = Date.now;
   #server: Server | undefined;
   /** The SDK's webhook helpers (signing), the same code the service verifies with. */
   readonly #webhooks = new Stripe("sk_test_fake_provider_signing").webhooks;
@@ -147,6 +151,11 @@ export class FakeCardProvider {
     this.#failCreates = times;
   }
 
+  /** Moves the provider's clock (session creation, expiry bounds); `undefined` restores real time. */
+  setNow(date: Date | undefined): void {
+    this.#now = date ? () => date.getTime() : Date.now;
+  }
+
   /** Requests of one kind: `create`, `expire`, `retrieve`. */
   calls(kind: "create" | "expire" | "retrieve", sessionId?: string): RecordedRequest[] {
     return this.requests.filter((r) => {
@@ -173,6 +182,19 @@ export class FakeCardProvider {
     return session;
   }
 
+  /**
+   * The payer finished the checkout with a delayed payment method (a bank debit): the session is
+   * complete but `unpaid` until `async_payment_succeeded` or `async_payment_failed`.
+   */
+  completeUnpaid(id: string): CheckoutSessionObject {
+    const session = this.session(id);
+    if (session.status !== "open") throw new Error(`fake card provider: session ${id} is ${session.status}`);
+    session.status = "complete";
+    session.payment_status = "unpaid";
+    session.payment_intent = randomId("pi_");
+    return session;
+  }
+
   /** The session ran out at the provider (the provider's own expiry). */
   expire(id: string): CheckoutSessionObject {
     const session = this.session(id);
@@ -190,7 +212,7 @@ export class FakeCardProvider {
       id: randomId("evt_"),
       object: "event",
       api_version: API_VERSION,
-      created: options.created ?? Math.floor(Date.now() / 1000),
+      created: options.created ?? Math.floor(this.#now() / 1000),
       type,
       livemode: options.livemode,
       pending_webhooks: 1,
@@ -199,16 +221,53 @@ export class FakeCardProvider {
     };
   }
 
-  /** `checkout.session.completed` for a session of this fake (marked complete if still open), or any session object. */
-  checkoutCompleted(session: string | CheckoutSessionObject, options: { livemode: boolean }): CardEvent {
+  /**
+   * `checkout.session.completed` for a session of this fake (marked complete if still open), or any
+   * session object; `paymentStatus: "unpaid"` completes it as a delayed payment method does.
+   */
+  checkoutCompleted(
+    session: string | CheckoutSessionObject,
+    options: { livemode: boolean; paymentStatus?: "paid" | "unpaid" },
+  ): CardEvent {
+    const paymentStatus = options.paymentStatus ?? "paid";
     let object: CheckoutSessionObject;
     if (typeof session === "string") {
       object = this.session(session);
-      if (object.status === "open") this.complete(session);
+      if (object.status === "open") {
+        if (paymentStatus === "paid") this.complete(session);
+        else this.completeUnpaid(session);
+      }
+    } else {
+      object = { ...session, status: "complete", payment_status: paymentStatus };
+    }
+    return this.event("checkout.session.completed", { ...object }, { livemode: options.livemode });
+  }
+
+  /** `checkout.session.async_payment_succeeded`: the delayed payment of a completed session arrived. */
+  asyncPaymentSucceeded(session: string | CheckoutSessionObject, options: { livemode: boolean }): CardEvent {
+    let object: CheckoutSessionObject;
+    if (typeof session === "string") {
+      object = this.session(session);
+      if (object.status !== "complete")
+        throw new Error(`fake card provider: session ${session} is ${object.status}`);
+      object.payment_status = "paid";
     } else {
       object = { ...session, status: "complete", payment_status: "paid" };
     }
-    return this.event("checkout.session.completed", { ...object }, options);
+    return this.event("checkout.session.async_payment_succeeded", { ...object }, options);
+  }
+
+  /** `checkout.session.async_payment_failed`: the delayed payment of a completed session failed. */
+  asyncPaymentFailed(session: string | CheckoutSessionObject, options: { livemode: boolean }): CardEvent {
+    let object: CheckoutSessionObject;
+    if (typeof session === "string") {
+      object = this.session(session);
+      if (object.status !== "complete")
+        throw new Error(`fake card provider: session ${session} is ${object.status}`);
+    } else {
+      object = { ...session, status: "complete", payment_status: "unpaid" };
+    }
+    return this.event("checkout.session.async_payment_failed", { ...object }, options);
   }
 
   /** `checkout.session.expired` for a session of this fake (marked expired if still open), or any session object. */
@@ -242,14 +301,14 @@ export class FakeCardProvider {
       status: "requires_payment_method",
       metadata: { paymentId },
       last_payment_error: error,
-      created: Math.floor(Date.now() / 1000),
+      created: Math.floor(this.#now() / 1000),
     };
     return this.event("payment_intent.payment_failed", intent, options);
   }
 
   /** An unattached session object (the provider knows it; the service does not). */
   foreignSession(overrides: Partial<CheckoutSessionObject> = {}): CheckoutSessionObject {
-    const now = Math.floor(Date.now() / 1000);
+    const now = Math.floor(this.#now() / 1000);
     const id = randomId("cs_test_", 58);
     return {
       id,
@@ -268,6 +327,7 @@ export class FakeCardProvider {
       success_url: "https://merchant.example/ok",
       cancel_url: null,
       payment_intent: null,
+      payment_method_types: ["card"],
       livemode: false,
       ...overrides,
     };
@@ -377,7 +437,7 @@ export class FakeCardProvider {
       return fail(500, "api_error", "An unknown error occurred on the fake card provider.");
     }
 
-    const now = Math.floor(Date.now() / 1000);
+    const now = Math.floor(this.#now() / 1000);
     if (form.mode !== "payment")
       return fail(400, "invalid_request_error", "Missing or invalid mode", { param: "mode" });
     const unitAmount = Number(form["line_items[0][price_data][unit_amount]"]);
@@ -413,9 +473,12 @@ export class FakeCardProvider {
       }
     }
     const metadata: Record<string, string> = {};
+    const paymentMethodTypes: string[] = [];
     for (const [k, v] of Object.entries(form)) {
       const m = /^metadata\[(.+)\]$/.exec(k);
       if (m?.[1]) metadata[m[1]] = v;
+      const t = /^payment_method_types\[(\d+)\]$/.exec(k);
+      if (t?.[1]) paymentMethodTypes[Number(t[1])] = v;
     }
     const livemode = secretKey.includes("_live_");
     const id = randomId(livemode ? "cs_live_" : "cs_test_", 58);
@@ -436,6 +499,7 @@ export class FakeCardProvider {
       success_url: form.success_url ?? null,
       cancel_url: form.cancel_url ?? null,
       payment_intent: null,
+      payment_method_types: paymentMethodTypes,
       livemode,
     };
     this.sessions.set(id, session);

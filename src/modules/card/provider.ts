@@ -9,6 +9,13 @@ export const CARD_API_VERSION = "2026-05-27.dahlia";
 const MIN_SESSION_SECONDS = 30 * 60 + 60;
 const MAX_SESSION_SECONDS = 24 * 60 * 60 - 60;
 
+/**
+ * Session parameters of the pinned API version. The SDK's types follow its own newest version,
+ * which dropped `payment_method_types` from session creation (2026-09-30.endive, in favour of
+ * `allowed_payment_method_types`); on 2026-05-27.dahlia it is the way to allow cards only.
+ */
+type PinnedSessionCreateParams = Stripe.Checkout.SessionCreateParams & { payment_method_types: ["card"] };
+
 export interface CheckoutRequest {
   paymentId: string;
   amountCents: bigint;
@@ -58,26 +65,30 @@ export class CardProvider {
     const seconds = Math.round((request.expiresAt.getTime() - request.now.getTime()) / 1000);
     const expiresIn = Math.min(MAX_SESSION_SECONDS, Math.max(MIN_SESSION_SECONDS, seconds));
     try {
-      const session = await this.#stripe.checkout.sessions.create(
-        {
-          mode: "payment",
-          client_reference_id: request.paymentId,
-          metadata: { paymentId: request.paymentId },
-          payment_intent_data: { metadata: { paymentId: request.paymentId } },
-          line_items: [
-            {
-              quantity: 1,
-              price_data: {
-                currency: "usd",
-                unit_amount: Number(request.amountCents),
-                product_data: { name: request.description ?? "Payment" },
-              },
+      const params: PinnedSessionCreateParams = {
+        mode: "payment",
+        // Cards only: a delayed method (bank debit) completes the session before it is paid, and
+        // its money could arrive after the payment has expired here (docs/card.md).
+        payment_method_types: ["card"],
+        client_reference_id: request.paymentId,
+        metadata: { paymentId: request.paymentId },
+        payment_intent_data: { metadata: { paymentId: request.paymentId } },
+        line_items: [
+          {
+            quantity: 1,
+            price_data: {
+              currency: "usd",
+              unit_amount: Number(request.amountCents),
+              product_data: { name: request.description ?? "Payment" },
             },
-          ],
-          success_url: request.successUrl,
-          cancel_url: request.cancelUrl,
-          expires_at: Math.floor(request.now.getTime() / 1000) + expiresIn,
-        },
+          },
+        ],
+        success_url: request.successUrl,
+        cancel_url: request.cancelUrl,
+        expires_at: Math.floor(request.now.getTime() / 1000) + expiresIn,
+      };
+      const session = await this.#stripe.checkout.sessions.create(
+        params,
         request.idempotencyKey ? { idempotencyKey: request.idempotencyKey } : undefined,
       );
       if (!session.url) throw new CardProviderError("the provider returned a session without a checkout URL");

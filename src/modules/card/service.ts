@@ -14,10 +14,21 @@ import type { CardProvider } from "./provider.ts";
 
 export type CardProviders = Partial<Record<Environment, CardProvider>>;
 
-const EVENT_TRIGGERS: Record<string, PaymentTrigger> = {
-  "checkout.session.completed": "card_checkout_completed",
-  "checkout.session.expired": "card_checkout_expired",
+/**
+ * Session events that move a payment. A session completes `unpaid` when the payer chose a delayed
+ * method (a bank debit): only a `paid` session forwards, and the delayed payment's outcome comes
+ * later as async_payment_succeeded / async_payment_failed. Sessions are created for cards only
+ * (provider.ts), so `unpaid` is not expected; it is handled all the same.
+ */
+const SESSION_TRIGGERS: Record<string, { trigger: PaymentTrigger; needsPaid: boolean }> = {
+  "checkout.session.completed": { trigger: "card_checkout_completed", needsPaid: true },
+  "checkout.session.async_payment_succeeded": { trigger: "card_async_payment_succeeded", needsPaid: true },
+  "checkout.session.async_payment_failed": { trigger: "card_async_payment_failed", needsPaid: false },
+  "checkout.session.expired": { trigger: "card_checkout_expired", needsPaid: false },
 };
+
+const ASYNC_FAILURE_REASON =
+  "The payer's delayed payment failed after the checkout completed (checkout.session.async_payment_failed)";
 
 export class CardWebhooks {
   readonly #ctx: AppContext;
@@ -100,12 +111,23 @@ export class CardWebhooks {
 
   async #apply(trx: AppContext["db"], payment: PaymentRow, event: Stripe.Event): Promise<string> {
     const now = this.#ctx.now();
-    const trigger = EVENT_TRIGGERS[event.type];
-    if (trigger) {
+    const rule = SESSION_TRIGGERS[event.type];
+    if (rule) {
+      const session = event.data.object as Stripe.Checkout.Session;
+      if (rule.needsPaid && session.payment_status !== "paid")
+        return `awaiting payment: payment_status is ${session.payment_status}`;
       // Out of order (completed after expired, a replay after cancel): a final payment never moves.
-      if (!transition(payment.status as PaymentStatus, trigger).ok)
+      if (!transition(payment.status as PaymentStatus, rule.trigger).ok) {
+        if (rule.needsPaid && payment.status !== "forwarded")
+          this.#ctx.log.warn(
+            { paymentId: payment.id, eventId: event.id, status: payment.status },
+            "card payment paid at the provider for a payment that is final here: refund it at the provider",
+          );
         return `ignored: payment is ${payment.status}`;
-      await applyTransition(trx, payment, trigger, now);
+      }
+      const changes =
+        rule.trigger === "card_async_payment_failed" ? { failure_reason: ASYNC_FAILURE_REASON } : {};
+      await applyTransition(trx, payment, rule.trigger, now, changes);
       return "applied";
     }
     if (event.type === "payment_intent.payment_failed") {

@@ -121,15 +121,15 @@ export class PaymentsService {
     // Live card: the provider's session is created first, naming a payment id chosen here, and the
     // payment row is written with it afterwards, so no row ever points at no session. With an
     // Idempotency-Key the id derives from it, so a retry sends the provider identical parameters
-    // (and our key) and gets the same session back.
+    // (and our key) and gets the same session back. A key used again after its 24 h derives from
+    // its lapsed use too: a new payment id and a new provider key, so a new session.
     let paymentId: string | undefined;
     let checkout: { id: string; url: string } | undefined;
     // A key already answered is replayed (or refused) by the transaction below, without a new session.
-    const answeredBefore = cardProvider && scope ? await peekIdempotencyKey(this.#ctx.db, scope) : false;
-    if (cardProvider && !answeredBefore) {
-      paymentId = scope
-        ? deterministicUuid(`${scope.workspaceId}:${scope.environment}:${scope.key}`)
-        : randomUUID();
+    const peeked = cardProvider && scope ? await peekIdempotencyKey(this.#ctx.db, scope, now) : undefined;
+    if (cardProvider && peeked?.kind !== "answered") {
+      const keyName = scope ? idempotentName(scope, peeked?.kind === "free" ? peeked.previous : null) : null;
+      paymentId = keyName ? deterministicUuid(keyName) : randomUUID();
       const base = `${this.#ctx.config.publicBaseUrl}/pay/${paymentId}`;
       try {
         checkout = await cardProvider.createCheckout({
@@ -140,7 +140,7 @@ export class PaymentsService {
           cancelUrl: request.cancelUrl ?? base,
           expiresAt: new Date(now.getTime() + request.expiresInMinutes * 60_000),
           // Scoped like ours (D5): per workspace and environment, though all share one provider account.
-          idempotencyKey: scope ? providerIdempotencyKey(scope) : undefined,
+          idempotencyKey: keyName ? providerIdempotencyKey(keyName) : undefined,
           now,
         });
       } catch (err) {
@@ -213,7 +213,7 @@ export class PaymentsService {
     }
 
     return this.#ctx.db.transaction().execute(async (trx) => {
-      const claim = await claimIdempotencyKey(trx, scope, requestFingerprint(body));
+      const claim = await claimIdempotencyKey(trx, scope, requestFingerprint(body), now);
       if (claim.kind === "replay") {
         // Stored by this same code path below, so its shape is the response's.
         return { body: claim.body as CreatePaymentResponse, replayed: true };
@@ -367,8 +367,16 @@ function deterministicUuid(input: string): string {
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-5${hex.slice(13, 16)}-a${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
 }
 
-/** The merchant's key, scoped to its workspace and environment, within the provider's 255 characters. */
-function providerIdempotencyKey(scope: IdempotencyScope): string {
-  const readable = `${scope.workspaceId}:${scope.environment}:${scope.key}`;
-  return readable.length <= 240 ? readable : createHash("sha256").update(readable).digest("hex");
+/**
+ * The merchant's key scoped to its workspace and environment, and to this use of it: `previous`
+ * names the key's lapsed earlier use (null for a first use, which keeps the original form).
+ */
+function idempotentName(scope: IdempotencyScope, previous: string | null): string {
+  const scoped = `${scope.workspaceId}:${scope.environment}:${scope.key}`;
+  return previous === null ? scoped : `${scoped}:after:${previous}`;
+}
+
+/** The provider's idempotency key, within its 255 characters. */
+function providerIdempotencyKey(name: string): string {
+  return name.length <= 240 ? name : createHash("sha256").update(name).digest("hex");
 }

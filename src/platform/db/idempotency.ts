@@ -1,12 +1,16 @@
 import { createHash } from "node:crypto";
-import { type Kysely, sql } from "kysely";
+import type { Kysely } from "kysely";
 import stringify from "safe-stable-stringify";
 import type { DatabaseSchema } from "./schema.ts";
 
 // Idempotency records, claimed inside the caller's transaction. A second request with the same
 // key blocks on the uncommitted row (PostgreSQL's unique index does the waiting) and, once the
 // first commits, sees its stored response; if the first rolled back, the second proceeds as new.
-// Records older than the retention window are reclaimed by the next request with that key.
+// Records older than the retention window are reclaimed by the next request with that key (they
+// are never deleted: the lapsed record is what tells a key's later use from its earlier one).
+// Ages are measured on the service's clock (`now`), as every other deadline is.
+
+const HOUR_MS = 3_600_000;
 
 export interface IdempotencyScope {
   workspaceId: string;
@@ -33,8 +37,10 @@ export async function claimIdempotencyKey(
   trx: Kysely<DatabaseSchema>,
   scope: IdempotencyScope,
   fingerprint: string,
+  now: Date,
   retentionHours = 24,
 ): Promise<IdempotencyClaim> {
+  const lapsedBefore = new Date(now.getTime() - retentionHours * HOUR_MS);
   const inserted = await trx
     .insertInto("idempotency_keys")
     .values({
@@ -43,7 +49,7 @@ export async function claimIdempotencyKey(
       scope: scope.scope,
       key: scope.key,
       request_hash: fingerprint,
-      created_at: sql<Date>`now()`,
+      created_at: now,
     })
     .onConflict((oc) =>
       oc
@@ -53,9 +59,9 @@ export async function claimIdempotencyKey(
           resource_id: null,
           response_status: null,
           response_body: null,
-          created_at: sql<Date>`now()`,
+          created_at: now,
         })
-        .where(sql<boolean>`idempotency_keys.created_at < now() - make_interval(hours => ${retentionHours})`),
+        .where("idempotency_keys.created_at", "<", lapsedBefore),
     )
     .returning("key")
     .executeTakeFirst();
@@ -96,24 +102,37 @@ export async function storeIdempotentResponse(
     .execute();
 }
 
+export type IdempotencyPeek =
+  /** A finished request inside the window: the claim will replay it or refuse. */
+  | { kind: "answered" }
+  /**
+   * Free for a new request. `previous` names the key's lapsed earlier use (its resource id), null
+   * for a first use: an id derived from the key must also derive from it, or the key's second
+   * life would get its first life's ids back (the same payment id, the provider's old session).
+   */
+  | { kind: "free"; previous: string | null };
+
 /**
- * Whether a finished request with this key exists (read-only, no claim): lets a caller that must
- * call a third party before its transaction answer a replay or a conflict without calling it.
+ * What the key's record says, read-only (no claim): lets a caller that must call a third party
+ * before its transaction answer a replay or a conflict without calling it, and derive ids that
+ * differ from those of the key's lapsed earlier use.
  */
 export async function peekIdempotencyKey(
   db: Kysely<DatabaseSchema>,
   scope: IdempotencyScope,
+  now: Date,
   retentionHours = 24,
-): Promise<boolean> {
+): Promise<IdempotencyPeek> {
   const row = await db
     .selectFrom("idempotency_keys")
-    .select("key")
+    .select(["resource_id", "response_status", "created_at"])
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment)
     .where("scope", "=", scope.scope)
     .where("key", "=", scope.key)
-    .where("response_status", "is not", null)
-    .where(sql<boolean>`created_at >= now() - make_interval(hours => ${retentionHours})`)
     .executeTakeFirst();
-  return row !== undefined;
+  if (!row) return { kind: "free", previous: null };
+  const lapsed = row.created_at.getTime() < now.getTime() - retentionHours * HOUR_MS;
+  if (!lapsed && row.response_status !== null) return { kind: "answered" };
+  return { kind: "free", previous: row.resource_id ?? row.created_at.toISOString() };
 }
