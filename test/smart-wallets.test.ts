@@ -46,8 +46,10 @@ function programmatic(method: "GET" | "POST" | "PATCH", workspaceId: string, tok
   return t.request(options);
 }
 
+/** With `setDefault: true` it needs the live key: a sandbox key never changes the default (D3). */
 async function createSmartWallet(ws: CreatedWorkspace, payload?: Json) {
-  const res = await programmatic("POST", ws.id, ws.testKey, payload);
+  const key = payload?.setDefault === true ? ws.liveKey : ws.testKey;
+  const res = await programmatic("POST", ws.id, key, payload);
   expect([200, 201], res.body).toContain(res.statusCode);
   return res.json() as {
     success: boolean;
@@ -57,8 +59,9 @@ async function createSmartWallet(ws: CreatedWorkspace, payload?: Json) {
   };
 }
 
+/** The default wallet type steers live payouts too: the live key sets it (D3). */
 async function setDefault(ws: CreatedWorkspace, value: string) {
-  const res = await programmatic("PATCH", ws.id, ws.testKey, { defaultWalletType: value });
+  const res = await programmatic("PATCH", ws.id, ws.liveKey, { defaultWalletType: value });
   expect(res.statusCode, res.body).toBe(200);
   return res.json();
 }
@@ -169,7 +172,7 @@ describe("POST /api/v1/workspaces/{id}/smart-wallet", () => {
 
   it("setDefault: true makes smart_wallet the default after creation", async () => {
     const ws = await newWorkspace();
-    const res = await programmatic("POST", ws.id, ws.testKey, { setDefault: true });
+    const res = await programmatic("POST", ws.id, ws.liveKey, { setDefault: true });
     expect(res.statusCode, res.body).toBe(201);
     expect(res.json()).toMatchObject({
       success: true,
@@ -274,7 +277,7 @@ describe("PATCH /api/v1/workspaces/{id}/smart-wallet", () => {
   ])("answers 400 for %s and leaves the default unchanged", async (_label, payload) => {
     const ws = await newWorkspace();
     await createSmartWallet(ws, { setDefault: true });
-    const res = await programmatic("PATCH", ws.id, ws.testKey, payload);
+    const res = await programmatic("PATCH", ws.id, ws.liveKey, payload);
     expect(res.statusCode, res.body).toBe(400);
     expect(res.json().error).toEqual(expect.any(String));
     expect((await programmatic("GET", ws.id, ws.testKey)).json().defaultWalletType).toBe("smart_wallet");
@@ -282,8 +285,49 @@ describe("PATCH /api/v1/workspaces/{id}/smart-wallet", () => {
 
   it("answers 400 for smart_wallet while the workspace has none (nothing to default to)", async () => {
     const ws = await newWorkspace();
-    const res = await programmatic("PATCH", ws.id, ws.testKey, { defaultWalletType: "smart_wallet" });
+    const res = await programmatic("PATCH", ws.id, ws.liveKey, { defaultWalletType: "smart_wallet" });
     expect(res.statusCode, res.body).toBe(400);
+    expect((await programmatic("GET", ws.id, ws.testKey)).json().defaultWalletType).toBe("workspace");
+  });
+});
+
+describe("the default wallet type belongs to live (D3): a sandbox key cannot change it", () => {
+  const SANDBOX_REFUSED = {
+    error:
+      "A sandbox key cannot change the default wallet type (it also decides live payouts): use a live key or the admin secret",
+  };
+
+  it("PATCH with a sandbox key → 403 and the default stays; the live key and the admin secret change it", async () => {
+    const ws = await newWorkspace();
+    await createSmartWallet(ws);
+    for (const value of ["smart_wallet", "workspace"]) {
+      const res = await programmatic("PATCH", ws.id, ws.testKey, { defaultWalletType: value });
+      expect(res.statusCode, res.body).toBe(403);
+      expect(res.json()).toEqual(SANDBOX_REFUSED);
+      expect((await programmatic("GET", ws.id, ws.testKey)).json().defaultWalletType).toBe("workspace");
+    }
+    const viaLive = await programmatic("PATCH", ws.id, ws.liveKey, { defaultWalletType: "smart_wallet" });
+    expect(viaLive.statusCode, viaLive.body).toBe(200);
+    const refused = await programmatic("PATCH", ws.id, ws.testKey, { defaultWalletType: "workspace" });
+    expect(refused.statusCode, refused.body).toBe(403);
+    expect((await programmatic("GET", ws.id, ws.testKey)).json().defaultWalletType).toBe("smart_wallet");
+    const viaAdmin = await programmatic("PATCH", ws.id, ADMIN_SECRET, { defaultWalletType: "workspace" });
+    expect(viaAdmin.statusCode, viaAdmin.body).toBe(200);
+    expect((await programmatic("GET", ws.id, ws.testKey)).json().defaultWalletType).toBe("workspace");
+  });
+
+  it("POST with setDefault: true and a sandbox key → 403, nothing created; without setDefault it creates the wallet", async () => {
+    const ws = await newWorkspace();
+    const refused = await programmatic("POST", ws.id, ws.testKey, { setDefault: true });
+    expect(refused.statusCode, refused.body).toBe(403);
+    expect(refused.json()).toEqual(SANDBOX_REFUSED);
+    expect(await smartWalletRows(ws.id)).toHaveLength(0);
+
+    const created = await programmatic("POST", ws.id, ws.testKey, { setDefault: false });
+    expect(created.statusCode, created.body).toBe(201);
+    // An existing wallet does not make setDefault harmless: still refused, default unchanged.
+    const again = await programmatic("POST", ws.id, ws.testKey, { setDefault: true });
+    expect(again.statusCode, again.body).toBe(403);
     expect((await programmatic("GET", ws.id, ws.testKey)).json().defaultWalletType).toBe("workspace");
   });
 });

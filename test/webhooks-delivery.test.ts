@@ -7,8 +7,9 @@ import { DISABLE_AFTER_MS } from "../src/domain/retry-schedule.ts";
 import { type DispatcherOptions, WebhookDispatcher } from "../src/modules/webhooks/dispatcher.ts";
 import { type OutboxEvent, recordEvents } from "../src/modules/webhooks/outbox.ts";
 import * as repo from "../src/modules/webhooks/repo.ts";
-import { isPublicAddress } from "../src/platform/http/outbound-guard.ts";
+import { isPublicAddress, type Resolver } from "../src/platform/http/outbound-guard.ts";
 import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
+import { installLoopbackOnly, type LoopbackOnly } from "./support/loopback-only.ts";
 import { type ReceivedRequest, WebhookReceiver } from "./support/receiver.ts";
 
 // Integration tests of outbound webhook delivery (interface part 6; decisions D7, D13): a real
@@ -858,6 +859,106 @@ describe("webhook delivery", () => {
       }
       await refusedAtDelivery((port) => `http://${name}:${port}/hook`);
     });
+  });
+});
+
+describe("sandbox deliveries reach public and loopback addresses only (D7, checked when the name resolves)", () => {
+  // The dispatcher is handed a resolver that maps made-up names to private and link-local
+  // addresses. The safety net makes sure nothing of it leaves the machine whatever the code does:
+  // a connection anywhere but loopback, or a name sent to a DNS server, fails and is recorded.
+  const h = harness();
+  let outside: LoopbackOnly;
+  beforeAll(() => {
+    outside = installLoopbackOnly();
+  });
+  afterAll(() => outside.uninstall());
+
+  const ANSWERS: Record<string, string[]> = {
+    "receiver.test": ["127.0.0.1"],
+    "metadata.test": ["169.254.169.254"],
+    "intranet.test": ["10.0.0.5"],
+    "mapped.test": ["::ffff:10.0.0.5"],
+    "compat.test": ["::a9fe:a9fe"],
+    "ula.test": ["fd00::5"],
+    "mixed.test": ["127.0.0.1", "10.0.0.5"],
+  };
+
+  function testResolver(): Resolver & { asked: string[] } {
+    const asked: string[] = [];
+    const resolve = async (hostname: string) => {
+      asked.push(hostname);
+      const found = ANSWERS[hostname];
+      if (!found) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: "ENOTFOUND" });
+      return found.map((address) => ({ address, family: address.includes(":") ? 6 : 4 }));
+    };
+    return Object.assign(resolve, { asked });
+  }
+
+  /** Points a sandbox registration at `url` (written directly, as a row from before the rule would be) and sends it one event. */
+  async function deliverTo(url: string, resolve: Resolver): Promise<Json> {
+    const ws = await h.workspace();
+    const hook = await h.register(ws.testKey, "http://127.0.0.1:9/placeholder", ["*"]);
+    await h.t.database.db.updateTable("webhook_endpoints").set({ url }).where("id", "=", hook.id).execute();
+    h.dispatcher({ retryDelaysMs: [60_000], resolve }).start();
+    await h.record([
+      { workspaceId: ws.id, environment: "sandbox", type: "payment.forwarded", payload: { id: "p" } },
+    ]);
+    const [delivery] = await until(`an attempt to ${url}`, async () => {
+      const log = await h.deliveries(ws.testKey, hook.id);
+      return (log[0]?.attempts as number) >= 1 && log;
+    });
+    return delivery as Json;
+  }
+
+  it("delivers to a name that the injected resolver maps to loopback", async () => {
+    const receiver = await h.receiver();
+    const port = new URL(receiver.url).port;
+    const resolve = testResolver();
+    const delivery = await deliverTo(`http://receiver.test:${port}/hook`, resolve);
+    expect(delivery.status, String(delivery.lastError)).toBe("delivered");
+    expect(receiver.received).toHaveLength(1);
+    expect(resolve.asked).toContain("receiver.test");
+    expect(outside.refused).toEqual([]);
+  });
+
+  it.each([
+    ["metadata.test", "169.254.169.254"],
+    ["intranet.test", "10.0.0.5"],
+    ["mapped.test", "::ffff:10.0.0.5"],
+    ["compat.test", "::a9fe:a9fe"],
+    ["ula.test", "fd00::5"],
+    ["mixed.test", "10.0.0.5"],
+  ])("refuses %s (→ %s) after resolving it and before connecting", async (name, address) => {
+    const receiver = await h.receiver();
+    const port = new URL(receiver.url).port;
+    const resolve = testResolver();
+    const delivery = await deliverTo(`http://${name}:${port}/latest/meta-data`, resolve);
+    expect(delivery.status).not.toBe("delivered");
+    expect(delivery.lastResponseCode).toBeNull();
+    expect(delivery.lastError).toBe(
+      `${name} resolves to ${address}, which is not a public or loopback address`,
+    );
+    expect(resolve.asked).toContain(name);
+    expect(outside.refused, "a connection was attempted").toEqual([]);
+    expect(receiver.received).toHaveLength(0);
+  });
+
+  it.each([
+    "http://10.0.0.5:{port}/hook",
+    "http://169.254.169.254:{port}/latest/meta-data",
+    "http://[::a9fe:a9fe]:{port}/hook",
+    "http://[fd00::1]:{port}/hook",
+    "http://100.64.0.1:{port}/hook",
+  ])("refuses the literal %s without connecting", async (template) => {
+    const receiver = await h.receiver();
+    const url = template.replace("{port}", new URL(receiver.url).port);
+    const resolve = testResolver();
+    const delivery = await deliverTo(url, resolve);
+    expect(delivery.status).not.toBe("delivered");
+    expect(delivery.lastResponseCode).toBeNull();
+    expect(delivery.lastError).toMatch(/^destination address .* is not a public or loopback address$/);
+    expect(resolve.asked).toEqual([]);
+    expect(outside.refused, "a connection was attempted").toEqual([]);
   });
 });
 

@@ -241,6 +241,42 @@ describe("destination rules per environment (D7)", () => {
     }
   });
 
+  it.each([
+    "http://10.0.0.5/hook",
+    "http://192.168.1.10/hook",
+    "http://172.16.0.1/hook",
+    "http://169.254.169.254/latest/meta-data",
+    "http://2852039166/latest/meta-data", // 169.254.169.254 in decimal
+    "http://100.64.0.1/hook",
+    "http://0.0.0.0:9/hook",
+    "http://[fd00::1]/hook",
+    "http://[fe80::1]/hook",
+    "http://[::ffff:10.0.0.5]/hook",
+    "http://[::a9fe:a9fe]/hook", // IPv4-compatible IPv6 of the metadata address
+    "https://[64:ff9b::a9fe:a9fe]/hook", // NAT64
+  ])("refuses %s in sandbox (loopback is the only non-public destination there)", async (url) => {
+    const res = await register(t, ws.testKey, { url, events: ["*"] });
+    expect(res.statusCode, res.body).toBe(400);
+    expect(res.json()).toEqual({
+      error: "Webhook URL must not point to a private or link-local address (sandbox allows loopback only)",
+    });
+  });
+
+  it("refuses the IPv4-compatible IPv6 form of an address in live", async () => {
+    const res = await register(t, ws.liveKey, { url: "https://[::a9fe:a9fe]/hook", events: ["*"] });
+    expect(res.statusCode, res.body).toBe(400);
+    expect(res.json()).toEqual({ error: "Webhook URL must not point to a private or loopback address" });
+  });
+
+  it("accepts [::1] and names in sandbox (a name is checked when it resolves, at delivery)", async () => {
+    for (const url of ["http://[::1]:9/hook", "http://127.5.5.5:9/hook", "http://intranet.test/hook"]) {
+      const res = await register(t, ws.testKey, { url, events: ["*"] });
+      expect(res.statusCode, `${url}: ${res.body}`).toBe(201);
+      // Nothing is ever sent there: a dispatcher later in this file must not find it.
+      expect((await remove(t, ws.testKey, res.json().webhook.id)).statusCode).toBe(200);
+    }
+  });
+
   it("accepts plain http loopback in live when WEBHOOK_ALLOW_PRIVATE=true", async () => {
     const dev = await startTestApp({ ...RATE_LIMITS, WEBHOOK_ALLOW_PRIVATE: "true" });
     try {
@@ -248,6 +284,11 @@ describe("destination rules per environment (D7)", () => {
       const res = await register(dev, devWs.liveKey, { url: "http://127.0.0.1:9/hook", events: ["*"] });
       expect(res.statusCode).toBe(201);
       expect(res.json().webhook.url).toBe("http://127.0.0.1:9/hook");
+      // The operator's escape hatch lifts the address rules of both environments (D7).
+      for (const key of [devWs.liveKey, devWs.testKey]) {
+        const lan = await register(dev, key, { url: "http://10.0.0.5:9/hook", events: ["*"] });
+        expect(lan.statusCode, lan.body).toBe(201);
+      }
       // Still an http(s) URL: the escape hatch is not a free-for-all.
       const ftp = await register(dev, devWs.liveKey, { url: "ftp://127.0.0.1/hook", events: ["*"] });
       expect(ftp.statusCode).toBe(400);

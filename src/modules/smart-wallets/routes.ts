@@ -1,12 +1,15 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { assertWorkspaceAccess } from "../../platform/http/auth.ts";
+import { assertNotSandboxKey, assertWorkspaceAccess } from "../../platform/http/auth.ts";
 import { ApiError } from "../../platform/http/errors.ts";
 import { documentedBodyOnly } from "../../platform/http/validation.ts";
 import type { SmartWalletsService } from "./service.ts";
 
 const WorkspaceId = Type.Object({ id: Type.String() });
 const DefaultType = Type.Enum(["workspace", "smart_wallet"]);
+// The default wallet type decides live payouts and payments too, so it is live configuration.
+const SANDBOX_KEY_REFUSED =
+  "A sandbox key cannot change the default wallet type (it also decides live payouts): use a live key or the admin secret";
 
 export const smartWalletRoutes =
   (smartWallets: SmartWalletsService): FastifyPluginAsyncTypebox =>
@@ -31,6 +34,7 @@ export const smartWalletRoutes =
         if (body.setDefault !== undefined && typeof body.setDefault !== "boolean") {
           throw new ApiError(400, "setDefault must be a boolean");
         }
+        if (body.setDefault === true) assertNotSandboxKey(request, SANDBOX_KEY_REFUSED);
         const result = await smartWallets.create(request.params.id, body.setDefault === true);
         return reply.status(result.created ? 201 : 200).send({
           success: true,
@@ -81,7 +85,7 @@ export const smartWalletRoutes =
         validatorCompiler: documentedBodyOnly,
         schema: {
           tags: ["Smart wallets"],
-          summary: "Choose the wallet used when walletType is omitted",
+          summary: "Choose the wallet used when walletType is omitted (live key or admin secret)",
           security: [{ apiKey: [] }, { adminSecret: [] }],
           params: WorkspaceId,
           body: Type.Object({ defaultWalletType: DefaultType }),
@@ -89,6 +93,7 @@ export const smartWalletRoutes =
       },
       async (request) => {
         assertWorkspaceAccess(request, request.params.id);
+        assertNotSandboxKey(request, SANDBOX_KEY_REFUSED);
         const body = (request.body ?? {}) as { defaultWalletType?: unknown };
         const value = await smartWallets.setDefault(request.params.id, body.defaultWalletType);
         return { success: true, workspaceId: request.params.id, defaultWalletType: value };

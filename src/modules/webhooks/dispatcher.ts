@@ -8,7 +8,14 @@ import {
   parseRetryAfter,
   RETRY_DELAYS_MS,
 } from "../../domain/retry-schedule.ts";
-import { assertLiteralHostAllowed, guardedLookup } from "../../platform/http/outbound-guard.ts";
+import {
+  assertLiteralHostAllowed,
+  type DestinationPolicy,
+  destinationPolicy,
+  guardedLookup,
+  type Resolver,
+  systemResolver,
+} from "../../platform/http/outbound-guard.ts";
 import { signBody, signTimestamped } from "../../platform/secrets/signing.ts";
 import { AttemptRecorder } from "./recorder.ts";
 import * as repo from "./repo.ts";
@@ -30,6 +37,8 @@ export interface DispatcherOptions {
   leaseMs?: number;
   retryDelaysMs?: readonly number[];
   random?: () => number;
+  /** Resolves destination names; tests map made-up names to the addresses they need. */
+  resolve?: Resolver;
 }
 
 const USER_AGENT = "payments-service-webhooks/1.0";
@@ -44,8 +53,8 @@ interface SendResult {
 export class WebhookDispatcher {
   readonly #ctx: AppContext;
   readonly #opts: Required<DispatcherOptions>;
-  readonly #guardedAgent: Agent;
-  readonly #openAgent: Agent;
+  /** One connection pool per destination policy (D7); `any` is WEBHOOK_ALLOW_PRIVATE's. */
+  readonly #agents: Record<DestinationPolicy, Agent>;
   readonly #hostLimits = new Map<string, LimitFunction>();
   readonly #inFlight = new Set<Promise<void>>();
   readonly #recorder: AttemptRecorder;
@@ -65,11 +74,17 @@ export class WebhookDispatcher {
       leaseMs: options.leaseMs ?? 60_000,
       retryDelaysMs: options.retryDelaysMs ?? RETRY_DELAYS_MS,
       random: options.random ?? Math.random,
+      resolve: options.resolve ?? systemResolver,
     };
     const common = { keepAliveTimeout: 30_000, connections: this.#opts.perHostConcurrency };
-    // Live destinations connect only to public addresses, checked on the resolved address.
-    this.#guardedAgent = new Agent({ ...common, connect: { lookup: guardedLookup } });
-    this.#openAgent = new Agent(common);
+    // The resolved address is checked inside the socket's lookup, before it connects.
+    const guarded = (policy: DestinationPolicy) =>
+      new Agent({ ...common, connect: { lookup: guardedLookup(policy, this.#opts.resolve) } });
+    this.#agents = {
+      public: guarded("public"),
+      "public-or-loopback": guarded("public-or-loopback"),
+      any: guarded("any"),
+    };
     this.#recorder = new AttemptRecorder(
       (records) => repo.recordAttempts(ctx.db, records, DISABLE_AFTER_MS),
       ctx.log,
@@ -89,7 +104,7 @@ export class WebhookDispatcher {
     this.#wake?.();
     await this.#loop;
     await Promise.allSettled([...this.#inFlight]);
-    await Promise.all([this.#guardedAgent.close(), this.#openAgent.close()]);
+    await Promise.all(Object.values(this.#agents).map((agent) => agent.close()));
   }
 
   async #run(): Promise<void> {
@@ -209,10 +224,10 @@ export class WebhookDispatcher {
       deliveryBody(delivery.eventType, delivery.payload, delivery.id, delivery.createdAt),
     );
     const timestamp = Math.floor(this.#ctx.now().getTime() / 1000);
-    const strict = delivery.environment === "live" && !this.#ctx.config.webhookAllowPrivate;
+    const policy = destinationPolicy(delivery.environment, this.#ctx.config.webhookAllowPrivate);
     try {
       const url = new URL(delivery.url);
-      if (strict) assertLiteralHostAllowed(url);
+      assertLiteralHostAllowed(url, policy);
       const response = await request(url, {
         method: "POST",
         body,
@@ -225,7 +240,7 @@ export class WebhookDispatcher {
           "x-service-timestamp": String(timestamp),
           "x-service-signature-v2": signTimestamped(secret, timestamp, body),
         },
-        dispatcher: strict ? this.#guardedAgent : this.#openAgent,
+        dispatcher: this.#agents[policy],
         signal: AbortSignal.timeout(this.#opts.timeoutMs),
       });
       // Read and discard: the answer's body means nothing to us, but the socket must be freed.

@@ -5,7 +5,11 @@ import { isSubscribableEvent } from "../../domain/events.ts";
 import { isUuid, MAX_URL } from "../../domain/validation.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
 import { badRequest, notFound } from "../../platform/http/errors.ts";
-import { assertLiteralHostAllowed, BlockedDestinationError } from "../../platform/http/outbound-guard.ts";
+import {
+  assertLiteralHostAllowed,
+  BlockedDestinationError,
+  destinationPolicy,
+} from "../../platform/http/outbound-guard.ts";
 import * as repo from "./repo.ts";
 
 // Webhook registrations (parts 4.6–4.8, D7) and their delivery log. Registrations belong to the
@@ -71,15 +75,15 @@ export function webhookUrlProblem(
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") return "Invalid webhook URL";
   if (url.username || url.password) return "Webhook URL must not contain credentials";
-  if (environment === "live" && !allowPrivate) {
-    if (url.protocol !== "https:") return "Webhook URL must use https in live";
-    try {
-      assertLiteralHostAllowed(url);
-    } catch (err) {
-      if (err instanceof BlockedDestinationError)
-        return "Webhook URL must not point to a private or loopback address";
-      throw err;
-    }
+  const policy = destinationPolicy(environment, allowPrivate);
+  if (policy === "public" && url.protocol !== "https:") return "Webhook URL must use https in live";
+  try {
+    assertLiteralHostAllowed(url, policy);
+  } catch (err) {
+    if (!(err instanceof BlockedDestinationError)) throw err;
+    return policy === "public"
+      ? "Webhook URL must not point to a private or loopback address"
+      : "Webhook URL must not point to a private or link-local address (sandbox allows loopback only)";
   }
   return null;
 }

@@ -24,12 +24,27 @@ export type KeyResolution =
   | { status: "revoked" }
   | { status: "unknown" };
 
+/**
+ * Failed authentication per client address (issue 20), kept in the rate limits' store (rate-limit.ts
+ * sets it up). Both answer the seconds to wait when the address is over its limit, else null.
+ */
+export interface FailedAuthLimiter {
+  /** Reads the address's state without counting. */
+  retryAfter(request: FastifyRequest): Promise<number | null>;
+  /** Counts one failed attempt. */
+  fail(request: FastifyRequest): Promise<number | null>;
+}
+
 declare module "fastify" {
   interface FastifyRequest {
     principal: Principal | null;
   }
   interface FastifyContextConfig {
     auth?: AuthMode;
+  }
+  interface FastifyInstance {
+    /** Set by registerRateLimit; until then failures are not limited. */
+    failedAuthLimiter: FailedAuthLimiter | null;
   }
 }
 
@@ -61,6 +76,7 @@ async function authenticateSession(request: FastifyRequest, options: AuthOptions
 
 export function registerAuth(app: FastifyInstance, options: AuthOptions): void {
   app.decorateRequest("principal", null);
+  app.decorate("failedAuthLimiter", null);
   app.addHook("onRequest", async (request) => {
     if (request.is404) return;
     const mode = request.routeOptions.config.auth ?? "key";
@@ -68,31 +84,55 @@ export function registerAuth(app: FastifyInstance, options: AuthOptions): void {
     request.principal =
       mode === "session"
         ? await authenticateSession(request, options)
-        : await authenticate(request, mode, options);
+        : await authenticate(request, mode, options, app.failedAuthLimiter);
   });
 }
 
+function tooManyFailures(retryAfterSeconds: number): ApiError {
+  return new ApiError(
+    429,
+    "Too many failed authentication attempts from this address: try again after Retry-After seconds",
+    {},
+    { "retry-after": String(retryAfterSeconds) },
+  );
+}
+
+/**
+ * Failed attempts are counted per client address; over the limit they are answered 429 instead of
+ * 401. A valid API key is served whatever its address has done: keys are too long to guess, and a
+ * client behind the attacker's NAT or proxy keeps working. The admin secret is chosen by the
+ * operator and may be guessable, so from an address over the limit it is not checked at all (a
+ * different answer would tell the guesser it is right).
+ */
 async function authenticate(
   request: FastifyRequest,
   mode: AuthMode,
   options: AuthOptions,
+  limiter: FailedAuthLimiter | null,
 ): Promise<Principal> {
+  const failed = async (message: string): Promise<ApiError> => {
+    const wait = await limiter?.fail(request);
+    return wait ? tooManyFailures(wait) : unauthorized(message);
+  };
   const header = request.headers.authorization;
+  // Not an attempt at a credential, so not counted.
   if (!header) throw unauthorized("Missing API key: send Authorization: Bearer <API_KEY>");
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
-  if (!match?.[1]) throw unauthorized("Malformed Authorization header: expected Bearer <API_KEY>");
+  if (!match?.[1]) throw await failed("Malformed Authorization header: expected Bearer <API_KEY>");
   const token = match[1];
 
   if (options.adminSecret !== undefined && constantTimeEqual(token, options.adminSecret)) {
+    const wait = await limiter?.retryAfter(request);
+    if (wait) throw tooManyFailures(wait);
     if (mode === "admin" || mode === "key-or-admin") return { kind: "admin" };
     throw forbidden("The admin secret is not accepted here: use a workspace API key");
   }
   if (!KEY_PATTERN.test(token)) {
-    throw unauthorized(mode === "admin" ? "Invalid admin secret" : "Invalid API key");
+    throw await failed(mode === "admin" ? "Invalid admin secret" : "Invalid API key");
   }
   const resolution = await options.resolveKey(token);
-  if (resolution.status === "revoked") throw unauthorized("API key has been revoked");
-  if (resolution.status === "unknown") throw unauthorized("Invalid API key");
+  if (resolution.status === "revoked") throw await failed("API key has been revoked");
+  if (resolution.status === "unknown") throw await failed("Invalid API key");
   if (mode === "admin") throw forbidden("This endpoint requires the admin secret");
   return resolution.principal;
 }
@@ -113,4 +153,13 @@ export function assertWorkspaceAccess(request: FastifyRequest, workspaceId: stri
   if (principal?.kind === "admin") return;
   if (principal?.kind === "key" && principal.workspaceId === workspaceId) return;
   throw forbidden("This API key does not belong to that workspace");
+}
+
+/**
+ * Settings that also steer live (D3: a sandbox key never affects live) are changed with a live key
+ * or the admin secret; a sandbox key gets 403 with `message`.
+ */
+export function assertNotSandboxKey(request: FastifyRequest, message: string): void {
+  const principal = request.principal;
+  if (principal?.kind === "key" && principal.environment !== "live") throw forbidden(message);
 }

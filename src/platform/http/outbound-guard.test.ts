@@ -1,41 +1,57 @@
+import type { LookupAddress } from "node:dns";
 import { describe, expect, it } from "vitest";
 import {
   assertLiteralHostAllowed,
   BlockedDestinationError,
+  type DestinationPolicy,
+  destinationPolicy,
   guardedLookup,
+  isAllowedAddress,
   isPublicAddress,
+  type Resolver,
 } from "./outbound-guard.ts";
 
+// Pure checks and a lookup fed by a test resolver: nothing here opens a socket or asks a DNS server.
+
+const NEVER_LOOPBACK = [
+  "10.0.0.1",
+  "10.0.0.5",
+  "172.16.5.4",
+  "192.168.1.1",
+  "169.254.169.254", // cloud metadata
+  "169.254.0.1",
+  "100.64.0.1", // CGNAT
+  "0.0.0.0",
+  "255.255.255.255",
+  "224.0.0.1",
+  "192.0.2.1", // documentation
+  "::",
+  "fe80::1",
+  "fd00::1",
+  "fd00:ec2::254", // AWS metadata over IPv6
+  "ff02::1",
+  "::ffff:10.0.0.1", // IPv4-mapped IPv6
+  "::ffff:169.254.169.254",
+  "::a9fe:a9fe", // IPv4-compatible IPv6 (::/96) of 169.254.169.254
+  "::10.0.0.1",
+  "::7f00:1", // IPv4-compatible form of 127.0.0.1: not loopback to the kernel
+  "::8.8.8.8", // the whole of ::/96: deprecated, never a real destination
+  "64:ff9b::a00:1", // NAT64 of 10.0.0.1
+  "64:ff9b:1::a9fe:a9fe", // local-use NAT64
+  "2002:a9fe:a9fe::1", // 6to4 of 169.254.169.254
+  "2001:0:4136:e378:8000:63bf:3fff:fdd2", // Teredo
+  "not an ip",
+];
+
+const LOOPBACK = ["127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1", "::ffff:7f00:1"];
+
 describe("isPublicAddress", () => {
-  it.each([
-    "127.0.0.1",
-    "127.1.2.3",
-    "10.0.0.1",
-    "172.16.5.4",
-    "192.168.1.1",
-    "169.254.169.254", // cloud metadata
-    "100.64.0.1",
-    "0.0.0.0",
-    "255.255.255.255",
-    "224.0.0.1",
-    "::1",
-    "::",
-    "fe80::1",
-    "fd00::1",
-    "fd00:ec2::254",
-    "ff02::1",
-    "::ffff:127.0.0.1", // IPv4-mapped IPv6
-    "::ffff:7f00:1",
-    "::ffff:10.0.0.1",
-    "::ffff:169.254.169.254",
-    "64:ff9b::a00:1", // NAT64 of 10.0.0.1
-    "0177.0.0.1", // octal
-    "0x7f.0.0.1", // hex
-    "2130706433", // decimal
-    "not an ip",
-  ])("refuses %s", (address) => {
-    expect(isPublicAddress(address)).toBe(false);
-  });
+  it.each([...NEVER_LOOPBACK, ...LOOPBACK, "0177.0.0.1", "0x7f.0.0.1", "2130706433"])(
+    "refuses %s",
+    (address) => {
+      expect(isPublicAddress(address)).toBe(false);
+    },
+  );
 
   it.each(["8.8.8.8", "1.1.1.1", "93.184.216.34", "2606:4700::1111", "::ffff:8.8.8.8"])(
     "allows %s",
@@ -45,7 +61,39 @@ describe("isPublicAddress", () => {
   );
 });
 
+describe("isAllowedAddress per policy (D7)", () => {
+  it.each(LOOPBACK)("public-or-loopback (sandbox) allows loopback %s; public (live) does not", (address) => {
+    expect(isAllowedAddress(address, "public-or-loopback")).toBe(true);
+    expect(isAllowedAddress(address, "public")).toBe(false);
+  });
+
+  it.each(NEVER_LOOPBACK)("public-or-loopback (sandbox) refuses %s", (address) => {
+    expect(isAllowedAddress(address, "public-or-loopback")).toBe(false);
+  });
+
+  it("both allow public addresses; `any` allows everything that is an address", () => {
+    for (const policy of ["public", "public-or-loopback"] as const) {
+      expect(isAllowedAddress("8.8.8.8", policy)).toBe(true);
+    }
+    expect(isAllowedAddress("10.0.0.1", "any")).toBe(true);
+  });
+
+  it("maps environments: live public, sandbox public-or-loopback, WEBHOOK_ALLOW_PRIVATE anything", () => {
+    expect(destinationPolicy("live", false)).toBe("public");
+    expect(destinationPolicy("sandbox", false)).toBe("public-or-loopback");
+    expect(destinationPolicy("live", true)).toBe("any");
+    expect(destinationPolicy("sandbox", true)).toBe("any");
+  });
+});
+
 describe("assertLiteralHostAllowed", () => {
+  const refused = (url: string, policy: DestinationPolicy) =>
+    expect(() => assertLiteralHostAllowed(new URL(url), policy), `${url} (${policy})`).toThrow(
+      BlockedDestinationError,
+    );
+  const allowed = (url: string, policy: DestinationPolicy) =>
+    expect(() => assertLiteralHostAllowed(new URL(url), policy), `${url} (${policy})`).not.toThrow();
+
   it.each([
     "http://127.0.0.1/hook",
     "http://2130706433/hook", // decimal form, normalised by the URL parser
@@ -53,24 +101,113 @@ describe("assertLiteralHostAllowed", () => {
     "http://0x7f.1/hook",
     "http://[::1]/hook",
     "http://[::ffff:127.0.0.1]/hook",
-    "http://169.254.169.254/latest/meta-data",
     "http://localhost:8080/",
     "http://api.localhost/",
-  ])("refuses %s", (url) => {
-    expect(() => assertLiteralHostAllowed(new URL(url))).toThrow(BlockedDestinationError);
+  ])("public (live) refuses loopback %s; public-or-loopback (sandbox) allows it", (url) => {
+    refused(url, "public");
+    allowed(url, "public-or-loopback");
+  });
+
+  it.each([
+    "http://169.254.169.254/latest/meta-data",
+    "http://0251.0376.0251.0376/latest/meta-data", // octal form of 169.254.169.254
+    "http://2852039166/latest/meta-data", // decimal form
+    "http://10.0.0.5/hook",
+    "http://192.168.1.10/hook",
+    "http://100.64.0.1/hook",
+    "http://0.0.0.0/hook",
+    "http://[fd00::1]/hook",
+    "http://[fe80::1]/hook",
+    "http://[::ffff:10.0.0.5]/hook",
+    "http://[::a9fe:a9fe]/hook",
+    "http://[64:ff9b::a9fe:a9fe]/hook",
+  ])("both refuse %s", (url) => {
+    refused(url, "public");
+    refused(url, "public-or-loopback");
   });
 
   it("lets names through (they are checked when they resolve) and public literals", () => {
-    expect(() => assertLiteralHostAllowed(new URL("https://example.com/hook"))).not.toThrow();
-    expect(() => assertLiteralHostAllowed(new URL("https://8.8.8.8/hook"))).not.toThrow();
+    for (const policy of ["public", "public-or-loopback"] as const) {
+      allowed("https://example.com/hook", policy);
+      allowed("https://8.8.8.8/hook", policy);
+    }
+    allowed("http://10.0.0.5/hook", "any");
   });
 });
 
-describe("guardedLookup", () => {
-  it("refuses a name that resolves to loopback", async () => {
-    const err = await new Promise<Error | null>((resolve) =>
-      guardedLookup("localhost", {}, (e) => resolve(e)),
+describe("guardedLookup with an injected resolver", () => {
+  const answers: Record<string, string[]> = {
+    "metadata.test": ["169.254.169.254"],
+    "intranet.test": ["10.0.0.5"],
+    "compat.test": ["::a9fe:a9fe"],
+    "mapped.test": ["::ffff:10.0.0.5"],
+    "receiver.test": ["127.0.0.1"],
+    "mixed.test": ["127.0.0.1", "10.0.0.5"],
+    "public.test": ["93.184.216.34", "2606:4700::1111"],
+  };
+  function resolver(): Resolver & { asked: string[] } {
+    const asked: string[] = [];
+    const resolve = async (hostname: string): Promise<LookupAddress[]> => {
+      asked.push(hostname);
+      const found = answers[hostname];
+      if (!found) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: "ENOTFOUND" });
+      return found.map((address) => ({ address, family: address.includes(":") ? 6 : 4 }));
+    };
+    return Object.assign(resolve, { asked });
+  }
+
+  /** Calls the lookup the way a socket does, with or without `all`. */
+  function lookup(
+    policy: DestinationPolicy,
+    resolve: Resolver,
+    hostname: string,
+    options: { all?: boolean; family?: number } = {},
+  ): Promise<{ err: Error | null; address: string | LookupAddress[]; family?: number }> {
+    return new Promise((done) =>
+      guardedLookup(policy, resolve)(hostname, options, (err, address, family) =>
+        done({ err, address, family }),
+      ),
     );
-    expect(err).toBeInstanceOf(BlockedDestinationError);
+  }
+
+  it.each(["metadata.test", "intranet.test", "compat.test", "mapped.test", "mixed.test"])(
+    "sandbox: %s is refused after asking the resolver, and no address is handed to the socket",
+    async (hostname) => {
+      const resolve = resolver();
+      for (const options of [{}, { all: true }]) {
+        const { err, address } = await lookup("public-or-loopback", resolve, hostname, options);
+        expect(err).toBeInstanceOf(BlockedDestinationError);
+        expect(err?.message).toMatch(/not a public or loopback address/);
+        expect(address).toEqual(options.all ? [] : "");
+      }
+      expect(resolve.asked).toEqual([hostname, hostname]);
+    },
+  );
+
+  it("sandbox: a name resolving to loopback passes; live refuses it", async () => {
+    const resolve = resolver();
+    const sandbox = await lookup("public-or-loopback", resolve, "receiver.test");
+    expect(sandbox.err).toBeNull();
+    expect(sandbox.address).toBe("127.0.0.1");
+    expect(sandbox.family).toBe(4);
+    const live = await lookup("public", resolve, "receiver.test", { all: true });
+    expect(live.err).toBeInstanceOf(BlockedDestinationError);
+    expect(live.err?.message).toMatch(/not a public address/);
+  });
+
+  it("a public answer passes, filtered by the family the socket asked for", async () => {
+    const resolve = resolver();
+    const all = await lookup("public", resolve, "public.test", { all: true });
+    expect(all.err).toBeNull();
+    expect(all.address).toHaveLength(2);
+    const v6 = await lookup("public", resolve, "public.test", { family: 6 });
+    expect(v6.address).toBe("2606:4700::1111");
+    expect(v6.family).toBe(6);
+  });
+
+  it("a resolver error is passed on as it is", async () => {
+    const { err } = await lookup("public", resolver(), "unknown.test");
+    expect(err).not.toBeInstanceOf(BlockedDestinationError);
+    expect(err?.message).toMatch(/ENOTFOUND/);
   });
 });
