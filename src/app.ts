@@ -2,7 +2,7 @@ import cookie from "@fastify/cookie";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
-import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
+import Fastify, { type FastifyInstance } from "fastify";
 import { sql } from "kysely";
 import { EvmNetwork } from "./chain/evm/evm-network.ts";
 import { SmartAccounts } from "./chain/evm/smart-accounts.ts";
@@ -40,9 +40,9 @@ import { WorkspacesService } from "./modules/workspaces/service.ts";
 import { InFlight } from "./platform/concurrency/in-flight.ts";
 import type { Db } from "./platform/db/database.ts";
 import { registerAuth } from "./platform/http/auth.ts";
-import { registerErrorHandling } from "./platform/http/error-handler.ts";
-import { ApiError } from "./platform/http/errors.ts";
+import { answerFrameworkError, registerErrorHandling } from "./platform/http/error-handler.ts";
 import { registerGracefulClose } from "./platform/http/graceful-close.ts";
+import { parseJsonBody } from "./platform/http/input-rules.ts";
 import { registerRateLimit } from "./platform/http/rate-limit.ts";
 import { registerValidation } from "./platform/http/validation.ts";
 import { loggerOptions } from "./platform/log/scrub.ts";
@@ -90,9 +90,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     requestTimeout: 30_000,
     routerOptions: { ignoreTrailingSlash: true },
     // Errors Fastify raises before routing (a malformed %-escape in the URL) get our body too.
-    frameworkErrors: (_error, _request, reply) => {
-      void (reply as FastifyReply).code(400).type("application/json").send({ error: "Malformed URL" });
-    },
+    frameworkErrors: answerFrameworkError,
   }).withTypeProvider<TypeBoxTypeProvider>();
   const inFlight = new InFlight();
   registerGracefulClose(http, inFlight);
@@ -257,39 +255,25 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
 }
 
 /**
- * Fastify's JSON parser (with its prototype-poisoning protection), except that an empty body is
- * accepted as "no body": `POST /payments/{id}/cancel` takes none, and clients send the header anyway.
+ * JSON bodies (D10): parsed and checked by the shared rules of input-rules.ts (text, nesting,
+ * prototype keys) before any route sees them. An empty body is accepted as "no body":
+ * `POST /payments/{id}/cancel` takes none, and clients send the header anyway.
  */
 function registerJsonParser(http: FastifyInstance): void {
-  const defaultParser = http.getDefaultJsonParser("error", "error");
   // JSON only (D10): anything else, text/plain included, is a 415.
   http.removeAllContentTypeParsers();
   http.addContentTypeParser(
     "application/json",
     { parseAs: "string", bodyLimit: ONE_MIB },
-    (request, body, done) => {
-      if (typeof body === "string" && body.trim() === "") {
-        done(null, undefined);
+    (_request, body, done) => {
+      let parsed: unknown;
+      try {
+        parsed = parseJsonBody(body.toString());
+      } catch (err) {
+        done(err as Error, undefined);
         return;
       }
-      const text = body.toString();
-      defaultParser(request, text, (err, parsed) => {
-        // PostgreSQL text and jsonb cannot hold U+0000: refuse it here as a client error.
-        if (!err && text.includes("\\u0000") && containsNul(parsed)) {
-          done(new ApiError(400, "Strings must not contain the NUL character (\\u0000)"), undefined);
-          return;
-        }
-        done(err, parsed);
-      });
+      done(null, parsed);
     },
   );
-}
-
-function containsNul(value: unknown): boolean {
-  if (typeof value === "string") return value.includes("\u0000");
-  if (Array.isArray(value)) return value.some(containsNul);
-  if (value !== null && typeof value === "object") {
-    return Object.entries(value).some(([key, item]) => key.includes("\u0000") || containsNul(item));
-  }
-  return false;
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
+  CARD_MAXIMUM_CENTS,
   CARD_MINIMUM_CENTS,
   DEFAULT_EXPIRY_MINUTES,
   MAX_EXPIRY_MINUTES,
@@ -294,6 +295,38 @@ describe("card minimum (0.50 USD)", () => {
 
   it("does not apply to crypto payments", () => {
     expect(accept(crypto({ amount: "0.01" })).gross).toBe(10_000n);
+  });
+});
+
+describe("amount beyond a uint256 (issue 20)", () => {
+  const UINT256_MAX = 2n ** 256n - 1n;
+  const asEth = (wei: bigint) => `${wei / 10n ** 18n}.${(wei % 10n ** 18n).toString().padStart(18, "0")}`;
+
+  it("accepts the largest amount a token transfer carries and refuses one unit more", () => {
+    expect(accept(crypto({ tokenSymbol: "ETH", amount: asEth(UINT256_MAX) })).gross).toBe(UINT256_MAX);
+    expect(reject(crypto({ tokenSymbol: "ETH", amount: asEth(UINT256_MAX + 1n) }))).toBe(
+      MESSAGES.invalidAmount,
+    );
+  });
+
+  it("refuses amounts of 79 digits and more with the malformed-amount message (D13)", () => {
+    expect(reject(crypto({ amount: "9".repeat(79) }))).toBe(MESSAGES.invalidAmount);
+    expect(reject(crypto({ tokenSymbol: "ETH", amount: "9".repeat(61) }))).toBe(MESSAGES.invalidAmount);
+    expect(reject(crypto({ amount: "1".repeat(200_000) }))).toBe(MESSAGES.invalidAmount);
+  });
+});
+
+describe("card maximum (999999.99 USD, the provider's)", () => {
+  it("accepts 999999.99 and refuses a cent more", () => {
+    expect(CARD_MAXIMUM_CENTS).toBe(99_999_999n);
+    expect(accept(card({ amount: "999999.99" })).gross).toBe(99_999_999n);
+    expect(reject(card({ amount: "1000000.00" }))).toBe(MESSAGES.cardMaximum);
+    expect(reject(card({ amount: "9".repeat(40) }))).toBe(MESSAGES.cardMaximum);
+    expect(MESSAGES.cardMaximum).toBe("Amount must be at most 999999.99 USD for card payments");
+  });
+
+  it("does not apply to crypto payments", () => {
+    expect(accept(crypto({ amount: "1000000.00" })).gross).toBe(1_000_000_000_000n);
   });
 });
 

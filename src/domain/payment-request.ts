@@ -1,10 +1,11 @@
-import { isCryptoToken, parsePositiveAmount, splitFee, TOKEN_DECIMALS, type TokenSymbol } from "./money.ts";
+import { isCryptoToken, splitFee, TOKEN_DECIMALS, type TokenSymbol } from "./money.ts";
 import {
   descriptionProblem,
   httpUrlProblem,
   isAddress,
   isPlainObject,
   metadataProblem,
+  parseAmountField,
 } from "./validation.ts";
 
 // Validation of POST /api/v1/payments. The order of checks follows the part 7 table of the
@@ -18,6 +19,7 @@ export const MESSAGES = {
   invalidMerchantWallet: "Invalid merchant wallet address",
   noSettlementAddress: "No merchantWallet provided and no settlement address configured",
   cardMinimum: "Amount must be at least 0.50 USD for card payments",
+  cardMaximum: "Amount must be at most 999999.99 USD for card payments",
   invalidPaymentMethod: "Invalid paymentMethod: use crypto or card",
   invalidWalletType: "Invalid walletType: use eoa or smart_wallet",
   invalidExpiry: "expiresInMinutes must be a whole number from 1 to 10080 (7 days)",
@@ -25,6 +27,8 @@ export const MESSAGES = {
 } as const;
 
 export const CARD_MINIMUM_CENTS = 50n;
+/** The card provider's largest charge (Stripe: 99,999,999 cents): refused here, not by a 502 there. */
+export const CARD_MAXIMUM_CENTS = 99_999_999n;
 export const DEFAULT_EXPIRY_MINUTES = 60;
 export const MAX_EXPIRY_MINUTES = 7 * 24 * 60;
 const RETURN_URL_ALIASES = ["returnUrl", "successUrl", "merchantReturnUrl"] as const;
@@ -76,13 +80,14 @@ export function validatePaymentRequest(
   if (!symbolOk) return fail(MESSAGES.invalidToken);
   const tokenSymbol = symbol as TokenSymbol;
 
-  const gross = parsePositiveAmount(body.amount, TOKEN_DECIMALS[tokenSymbol]);
+  const gross = parseAmountField(body.amount, TOKEN_DECIMALS[tokenSymbol]);
   if (gross === null) return fail(MESSAGES.invalidAmount);
 
   if (!absent(body.merchantWallet) && !isAddress(body.merchantWallet))
     return fail(MESSAGES.invalidMerchantWallet);
 
   if (method === "card" && gross < CARD_MINIMUM_CENTS) return fail(MESSAGES.cardMinimum);
+  if (method === "card" && gross > CARD_MAXIMUM_CENTS) return fail(MESSAGES.cardMaximum);
 
   let walletType: WalletType | null = null;
   if (!absent(body.walletType)) {

@@ -1,6 +1,12 @@
-import { type CryptoToken, isCryptoToken, parsePositiveAmount, TOKEN_DECIMALS } from "./money.ts";
+import { type CryptoToken, isCryptoToken, TOKEN_DECIMALS } from "./money.ts";
 import type { Validated, WalletType } from "./payment-request.ts";
-import { descriptionProblem, isAddress, isPlainObject, metadataProblem } from "./validation.ts";
+import {
+  descriptionProblem,
+  isAddress,
+  isPlainObject,
+  metadataProblem,
+  parseAmountField,
+} from "./validation.ts";
 
 // Validation of POST /api/v1/payouts, messages of part 7 word for word, in the table's order.
 
@@ -35,7 +41,7 @@ export function validatePayoutRequest(body: unknown): Validated<PayoutRequest> {
     return fail(PAYOUT_MESSAGES.required);
   }
   if (!isCryptoToken(body.tokenSymbol)) return fail(PAYOUT_MESSAGES.invalidToken);
-  const amount = parsePositiveAmount(body.amount, TOKEN_DECIMALS[body.tokenSymbol]);
+  const amount = parseAmountField(body.amount, TOKEN_DECIMALS[body.tokenSymbol]);
   if (amount === null) return fail(PAYOUT_MESSAGES.invalidAmount);
   if (!isAddress(body.destinationAddress)) return fail(PAYOUT_MESSAGES.invalidDestination);
 

@@ -6,12 +6,14 @@ import {
   isAddress,
   isPlainObject,
   isUuid,
+  MAX_AMOUNT_UNITS,
   MAX_DESCRIPTION,
   MAX_METADATA_KEY,
   MAX_METADATA_KEYS,
   MAX_METADATA_VALUE,
   MAX_URL,
   metadataProblem,
+  parseAmountField,
 } from "./validation.ts";
 
 const HEX40 = "0123456789abcdef0123456789abcdef01234567";
@@ -261,5 +263,29 @@ describe("httpUrlProblem", () => {
     ]) {
       expect(httpUrlProblem("returnUrl", value)).toBe(message("returnUrl"));
     }
+  });
+});
+
+describe("parseAmountField (one rule for every amount, issue 20)", () => {
+  it("is bounded by what a uint256 transfer carries", () => {
+    expect(MAX_AMOUNT_UNITS).toBe(2n ** 256n - 1n);
+    expect(parseAmountField(MAX_AMOUNT_UNITS.toString(), 0)).toBe(MAX_AMOUNT_UNITS);
+    expect(parseAmountField((MAX_AMOUNT_UNITS + 1n).toString(), 0)).toBeNull();
+    expect(parseAmountField("1".repeat(72), 6)).toBe(BigInt("1".repeat(72)) * 10n ** 6n);
+    expect(parseAmountField("1".repeat(73), 6)).toBeNull();
+  });
+
+  it("keeps D4's grammar: leading zeros are still an amount, anything else is not", () => {
+    expect(parseAmountField(`${"0".repeat(500)}1.5`, 6)).toBe(1_500_000n);
+    expect(parseAmountField("0".repeat(500), 6)).toBeNull();
+    for (const input of ["1e3", "-1", " 1", "0x10", "", 5, null, "1.0000001"]) {
+      expect(parseAmountField(input, 6), String(input)).toBeNull();
+    }
+  });
+
+  it("refuses a 1 MiB digit string without parsing it", () => {
+    const started = performance.now();
+    expect(parseAmountField("9".repeat(1024 * 1024), 18)).toBeNull();
+    expect(performance.now() - started).toBeLessThan(200);
   });
 });

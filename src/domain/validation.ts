@@ -1,5 +1,7 @@
+import { parsePositiveAmount } from "./money.ts";
+
 // Field rules shared by every endpoint that takes user text (decisions D10): metadata like
-// Stripe's, bounded descriptions and URLs, 0x addresses.
+// Stripe's, bounded descriptions and URLs, 0x addresses, amounts.
 
 export const ADDRESS_PATTERN = /^0x[0-9a-fA-F]{40}$/;
 const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -55,4 +57,25 @@ export function httpUrlProblem(field: string, value: unknown): string | null {
   } catch {
     return message;
   }
+}
+
+/**
+ * The largest amount, in a token's smallest unit: what an ERC-20 transfer carries (uint256). The
+ * numeric(78, 0) amount columns hold every such value; a larger one would fail there (a 500).
+ */
+export const MAX_AMOUNT_UNITS = 2n ** 256n - 1n;
+/** Digits of MAX_AMOUNT_UNITS, plus one for the decimal point. */
+const MAX_AMOUNT_TEXT = MAX_AMOUNT_UNITS.toString().length + 1;
+
+/**
+ * The one rule for an amount field (D4): a positive decimal string of at most the token's
+ * decimals, whose smallest units fit MAX_AMOUNT_UNITS; null otherwise. Over-long strings are
+ * refused before BigInt reads them (200 000 digits cost a second of CPU).
+ */
+export function parseAmountField(input: unknown, decimals: number): bigint | null {
+  if (typeof input !== "string") return null;
+  const significant = input.length > MAX_AMOUNT_TEXT ? input.replace(/^0+(?=[0-9])/, "") : input;
+  if (significant.length > MAX_AMOUNT_TEXT + decimals) return null;
+  const units = parsePositiveAmount(significant, decimals);
+  return units !== null && units <= MAX_AMOUNT_UNITS ? units : null;
 }

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { requireKey } from "../../platform/http/auth.ts";
+import { NumberedPage } from "../../platform/http/schemas.ts";
 import { documentedBodyOnly } from "../../platform/http/validation.ts";
 import type { WalletsService } from "../wallets/service.ts";
 import type { AgentsService } from "./service.ts";
@@ -8,10 +9,6 @@ import type { AgentsService } from "./service.ts";
 // /api/agents and /api/wallets (parts 4.16, 4.17): results wrapped as {success, data}; errors
 // as {success: false, error} (the error handler shapes them for these prefixes).
 
-const Page = {
-  page: Type.Integer({ minimum: 1, default: 1 }),
-  limit: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
-};
 const AgentBody = Type.Object({
   name: Type.String({ minLength: 1, maxLength: 200 }),
   description: Type.Optional(Type.String({ maxLength: 1000 })),
@@ -54,7 +51,10 @@ export const agentsAndWalletsRoutes =
         schema: {
           ...tags("Agents"),
           summary: "List agents, newest first; search matches name or description (case-insensitive)",
-          querystring: Type.Object({ ...Page, search: Type.Optional(Type.String({ maxLength: 200 })) }),
+          querystring: Type.Object({
+            ...NumberedPage,
+            search: Type.Optional(Type.String({ maxLength: 200 })),
+          }),
         },
       },
       async (request) => ({ success: true, data: await agents.list(requireKey(request), request.query) }),
@@ -130,7 +130,7 @@ export const agentsAndWalletsRoutes =
           ...tags("Wallets"),
           summary: "List wallets with balances",
           querystring: Type.Object({
-            ...Page,
+            ...NumberedPage,
             ownerId: Type.Optional(Type.String()),
             type: Type.Optional(Type.String()),
             currency: Type.Optional(Type.String()),

@@ -16,16 +16,20 @@ import { renderNotFoundPage, renderPaymentPage } from "./render.ts";
 // {base_url}/pay/<payment_id>: public (no API key), for both rails. Strict CSP with a nonce for
 // our one script, no framing, no referrer; assets served by us, nothing from other origins.
 
-const ASSETS = {
-  "page.js": {
-    type: "text/javascript; charset=utf-8",
-    body: readFileSync(new URL("./assets/page.js", import.meta.url)),
-  },
-  "page.css": {
-    type: "text/css; charset=utf-8",
-    body: readFileSync(new URL("./assets/page.css", import.meta.url)),
-  },
-};
+// A Map, not an object: a path segment such as "constructor" or "__proto__" must find nothing.
+const ASSETS = new Map([
+  [
+    "page.js",
+    {
+      type: "text/javascript; charset=utf-8",
+      body: readFileSync(new URL("./assets/page.js", import.meta.url)),
+    },
+  ],
+  [
+    "page.css",
+    { type: "text/css; charset=utf-8", body: readFileSync(new URL("./assets/page.css", import.meta.url)) },
+  ],
+]);
 
 // A payment's URI never changes, and encoding it (segment optimisation plus the standard's mask
 // selection) costs ~2 ms: pages viewed again (reloads, several payers' tabs) reuse the SVG. Bounded:
@@ -111,7 +115,7 @@ export const hostedPageRoutes =
       "/pay/assets/:file",
       { config: { auth: "none" }, schema: { hide: true } },
       async (request, reply) => {
-        const asset = ASSETS[request.params.file as keyof typeof ASSETS];
+        const asset = ASSETS.get(request.params.file);
         securityHeaders(reply);
         if (!asset) return reply.status(404).send({ error: "Not found" });
         return reply.header("cache-control", "public, max-age=3600").type(asset.type).send(asset.body);

@@ -3,6 +3,7 @@ import { Type } from "typebox";
 import { ENVIRONMENTS } from "../../config.ts";
 import { PAYMENT_STATUSES } from "../../domain/payment-state.ts";
 import { requireKey } from "../../platform/http/auth.ts";
+import { OffsetPage } from "../../platform/http/schemas.ts";
 import { documentedBodyOnly } from "../../platform/http/validation.ts";
 import type { PaymentsService } from "./service.ts";
 
@@ -129,8 +130,7 @@ export const paymentsRoutes =
           querystring: Type.Object({
             status: Type.Optional(Status),
             environment: Type.Optional(Environment),
-            limit: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
-            offset: Type.Integer({ minimum: 0, default: 0 }),
+            ...OffsetPage,
           }),
           response: { 200: Type.Object({ payments: Type.Array(PaymentSchema), total: Type.Integer() }) },
         },
@@ -173,10 +173,7 @@ export const paymentsRoutes =
           tags: ["Payments"],
           summary: "Incoming transfers that matched no pending payment (never lost, listed here)",
           security: [{ apiKey: [] }],
-          querystring: Type.Object({
-            limit: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
-            offset: Type.Integer({ minimum: 0, default: 0 }),
-          }),
+          querystring: Type.Object(OffsetPage),
           response: {
             200: Type.Object({
               transfers: Type.Array(

@@ -1,14 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { assertWorkspaceAccess, requireKey } from "../../platform/http/auth.ts";
+import { OffsetPage } from "../../platform/http/schemas.ts";
 import { documentedBodyOnly } from "../../platform/http/validation.ts";
 import type { PayoutsService } from "./service.ts";
 import type { WalletService } from "./wallet-service.ts";
 
-const Page = Type.Object({
-  limit: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
-  offset: Type.Integer({ minimum: 0, default: 0 }),
-});
+const Page = Type.Object(OffsetPage);
 const WorkspaceId = Type.Object({ id: Type.String() });
 const Token = Type.Enum(["USDC", "ETH", "ADAO"]);
 

@@ -6,11 +6,10 @@ import type { AppContext } from "../../context.ts";
 import {
   CRYPTO_TOKENS,
   formatAmount,
-  parsePositiveAmount,
   TOKEN_DECIMALS,
   type TokenSymbol,
 } from "../../domain/money.ts";
-import { isUuid } from "../../domain/validation.ts";
+import { isUuid, parseAmountField } from "../../domain/validation.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
 import { badRequest, forbidden, notFound } from "../../platform/http/errors.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
@@ -68,7 +67,7 @@ export class WalletService {
     if (typeof token !== "string" || !(CRYPTO_TOKENS as readonly string[]).includes(token)) {
       throw badRequest("Invalid token symbol");
     }
-    const amount = parsePositiveAmount(input.amount, TOKEN_DECIMALS[token as TokenSymbol]);
+    const amount = parseAmountField(input.amount, TOKEN_DECIMALS[token as TokenSymbol]);
     if (amount === null) throw badRequest("Amount must be a positive number");
     const walletType = input.walletType ?? "eoa";
     if (walletType !== "eoa" && walletType !== "smart_wallet")
@@ -101,7 +100,7 @@ export class WalletService {
     const token = input.tokenSymbol;
     if (token !== "ETH" && token !== "USDC" && token !== "DAI") throw badRequest("Invalid token symbol");
     const decimals = TOKEN_DECIMALS[token];
-    const amount = parsePositiveAmount(input.amount, decimals);
+    const amount = parseAmountField(input.amount, decimals);
     if (amount === null) throw badRequest("Amount must be a positive number");
     const walletId = input.walletId;
     const wallet = isUuid(walletId)

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { ALL_EVENTS, EVENT_TYPES } from "../../domain/events.ts";
 import { requireKey } from "../../platform/http/auth.ts";
+import { OffsetPage } from "../../platform/http/schemas.ts";
 import { documentedBodyOnly } from "../../platform/http/validation.ts";
 import type { WebhooksService } from "./service.ts";
 
@@ -94,10 +95,7 @@ export const webhooksRoutes =
           summary: "Delivery log of a webhook endpoint, newest first",
           security: [{ apiKey: [] }],
           params: WebhookId,
-          querystring: Type.Object({
-            limit: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
-            offset: Type.Integer({ minimum: 0, default: 0 }),
-          }),
+          querystring: Type.Object(OffsetPage),
           response: { 200: Type.Object({ deliveries: Type.Array(Delivery), total: Type.Integer() }) },
         },
       },

@@ -1,4 +1,4 @@
-import type { FastifyError, FastifyInstance } from "fastify";
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ApiError } from "./errors.ts";
 
 // Fastify's own error codes we answer with a specific client error (D10). Everything else
@@ -17,6 +17,23 @@ const FRAMEWORK_ERRORS: Record<string, { status: number; message: (err: FastifyE
 
 /** The agents and wallets families answer errors as {success: false, error} (D8). */
 const WRAPPED = /^\/api\/(agents|wallets)(\/|\?|$)/;
+
+/**
+ * Errors Fastify raises before routing, where no hook runs: a malformed %-escape in the path, a
+ * path segment over the router's 100 characters. Shaped here, agents and wallets included.
+ */
+export function answerFrameworkError(
+  error: FastifyError,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): void {
+  const message =
+    error.code === "FST_ERR_MAX_PARAM_LENGTH"
+      ? "Path segment is too long (at most 100 characters)"
+      : "Malformed URL";
+  const body = WRAPPED.test(request.url) ? { success: false, error: message } : { error: message };
+  void reply.code(400).type("application/json").send(body);
+}
 
 export function registerErrorHandling(app: FastifyInstance): void {
   app.addHook("onSend", async (request, reply, payload) => {
@@ -42,6 +59,12 @@ export function registerErrorHandling(app: FastifyInstance): void {
         .send({ error: validationMessage(fastifyErr) });
     }
     const known = fastifyErr.code ? FRAMEWORK_ERRORS[fastifyErr.code] : undefined;
+    if (fastifyErr.code === "FST_ERR_CTP_BODY_TOO_LARGE") {
+      // Fastify closes the connection with the rest of the body unread, which makes the kernel
+      // send a reset: a client still writing loses the 413. Keeping the connection lets Node read
+      // and discard the rest (bounded by requestTimeout), so the answer is always read.
+      reply.removeHeader("connection");
+    }
     if (known) {
       return reply
         .status(known.status)

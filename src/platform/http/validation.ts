@@ -1,6 +1,8 @@
 import { Ajv } from "ajv";
 import addFormats from "ajv-formats";
 import type { FastifyInstance, FastifySchemaCompiler } from "fastify";
+import { ApiError } from "./errors.ts";
+import { isWellFormedText, textProblem } from "./input-rules.ts";
 
 // Two validators: query strings and path parameters arrive as text and are coerced ("50" → 50);
 // JSON bodies are never coerced, so `amount: 100` (a number) is refused instead of silently
@@ -24,6 +26,24 @@ export function registerValidation(app: FastifyInstance): void {
   app.setValidatorCompiler(({ schema, httpPart }) =>
     (httpPart === "body" ? bodyAjv : textAjv).compile(schema),
   );
+  // The text rule of JSON bodies (input-rules.ts) for query strings and path segments, on every
+  // route, schema or not: `%00` decodes to a NUL that no text column holds.
+  app.addHook("preValidation", async (request) => {
+    const problem =
+      textParameterProblem(request.query, "query") ?? textParameterProblem(request.params, "path");
+    if (problem) throw new ApiError(400, problem);
+  });
+}
+
+function textParameterProblem(values: unknown, part: string): string | null {
+  if (values === null || typeof values !== "object") return null;
+  for (const [name, value] of Object.entries(values)) {
+    if (!isWellFormedText(name)) return textProblem(`${part} parameter names`);
+    for (const item of Array.isArray(value) ? value : [value]) {
+      if (typeof item === "string" && !isWellFormedText(item)) return textProblem(name);
+    }
+  }
+  return null;
 }
 
 /**
