@@ -70,7 +70,7 @@ export async function startTestApp(
  * jobs keep per-environment state (chain cursor, job leases) that test files running in parallel
  * against different devnets must not share.
  */
-async function freshDatabaseUrl(): Promise<{ url: string; drop(): Promise<void> } | undefined> {
+export async function freshDatabaseUrl(): Promise<{ url: string; drop(): Promise<void> } | undefined> {
   const base = process.env.DATABASE_URL;
   if (!base) return undefined;
   const name = `test_${randomUUID().replaceAll("-", "")}`;
