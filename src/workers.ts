@@ -6,6 +6,7 @@ import { expireDuePayments } from "./modules/payments/expiry.ts";
 import { topUpGas, topUpWallet } from "./modules/payments/gas-top-up.ts";
 import { Settlement } from "./modules/payments/settlement.ts";
 import { type DispatcherOptions, WebhookDispatcher } from "./modules/webhooks/dispatcher.ts";
+import type { Db } from "./platform/db/database.ts";
 import { PeriodicJob } from "./platform/jobs/periodic-job.ts";
 
 // Background work of one process: webhook delivery (any number of instances share it through
@@ -46,8 +47,28 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
       ignoredSenders: funder,
       pollIntervalMs: config.pollIntervalMs,
     });
+    // The jobs are made first: settlement and top-ups fence their sends on their job's lease.
+    const chainJob: PeriodicJob = new PeriodicJob(ctx.db, ctx.log, {
+      name: `chain.${network.environment}`,
+      intervalMs: config.pollIntervalMs,
+      tick: async () => {
+        await watcher.tick();
+        await settlement.tick(); // reconciles every recorded transaction first
+        await app.services.payouts.reconcile(network.environment);
+      },
+    });
+    const topUpJob: PeriodicJob = new PeriodicJob(ctx.db, ctx.log, {
+      name: `gas-top-up.${network.environment}`,
+      intervalMs: GAS_TOP_UP_INTERVAL_MS,
+      tick: async () => {
+        await topUpGas(network, config, sender, app.services.workspaces, ctx.log, {
+          guard: (trx) => topUpJob.fence(trx),
+        });
+      },
+    });
+    const fence = (trx: Db) => chainJob.fence(trx);
     const topUp = (address: `0x${string}`, needed: bigint) =>
-      topUpWallet(network, config, sender, address, needed, ctx.log);
+      topUpWallet(network, config, sender, address, needed, ctx.log, { guard: fence });
     const settlement = new Settlement(
       ctx.db,
       network,
@@ -57,25 +78,9 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
       ctx.now,
       topUp,
       config.accountAbstraction ? new SmartAccounts(config) : undefined,
+      fence,
     );
-    jobs.push(
-      new PeriodicJob(ctx.db, ctx.log, {
-        name: `chain.${network.environment}`,
-        intervalMs: config.pollIntervalMs,
-        tick: async () => {
-          await watcher.tick();
-          await settlement.tick(); // reconciles every recorded transaction first
-          await app.services.payouts.reconcile(network.environment);
-        },
-      }),
-      new PeriodicJob(ctx.db, ctx.log, {
-        name: `gas-top-up.${network.environment}`,
-        intervalMs: GAS_TOP_UP_INTERVAL_MS,
-        tick: async () => {
-          await topUpGas(network, config, sender, app.services.workspaces, ctx.log);
-        },
-      }),
-    );
+    jobs.push(chainJob, topUpJob);
   }
   return {
     dispatcher,

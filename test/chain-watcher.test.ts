@@ -110,7 +110,16 @@ class ScriptedChain implements Network {
   pendingNonce(): Promise<number> {
     throw new Error("not used by the watcher");
   }
+  minedNonce(): Promise<number> {
+    throw new Error("not used by the watcher");
+  }
   signTransfer(): never {
+    throw new Error("not used by the watcher");
+  }
+  signCancel(): never {
+    throw new Error("not used by the watcher");
+  }
+  known(): never {
     throw new Error("not used by the watcher");
   }
   transferGasCost(): never {

@@ -460,37 +460,59 @@ describe("live payouts on the devnet", () => {
     }
   }, 120_000);
 
-  it("a transaction the node refuses frees its nonce: the wallet's next payout takes it and is mined", async () => {
+  it("a transaction the node refuses is never skipped: a cancellation takes its nonce, and only then does its payout fail", async () => {
     const ws = await createWorkspace(t);
     await fund(ws.eoaAddress, { USDC: "50", ETH: "1" });
     await rpc("evm_setIntervalMining", [0]);
     try {
       // The next block's base fee far above what the fee estimate (from the latest block) offers:
-      // the automining node refuses the transaction instead of pooling it.
+      // the automining node refuses the transaction instead of pooling it, and its cancellation
+      // too. Neither can be mined now, but the signed payout could be later: it is not failed.
       await rpc("hardhat_setNextBlockBaseFeePerGas", ["0x174876e8000"]); // 1,600 gwei
-      const first = await payout(ws, {
-        tokenSymbol: "USDC",
-        amount: "10",
-        destinationAddress: randomAddress(),
-      });
-      expect(first.statusCode, first.body).toBe(500);
-      expect(first.json()).toMatchObject({ code: "PAYOUT_FAILED", failStreak: 1 });
-      expect(first.json().detail).toMatch(/maxFeePerGas/);
-      const [refused] = await chainTransactionsFrom(ws.eoaAddress);
-      expect([Number(refused?.nonce), refused?.status]).toEqual([0, "rejected"]);
+      const firstDestination = randomAddress();
+      const first = await payout(ws, { tokenSymbol: "USDC", amount: "10", destinationAddress: firstDestination });
+      expect(first.statusCode, first.body).toBe(202);
+      const refusedHash = first.json().payout.txHash;
+      // By nonce, then purpose ("cancel" before "payout").
+      const byNonce = async () =>
+        (await chainTransactionsFrom(ws.eoaAddress))
+          .map((r) => [Number(r.nonce), r.status, r.purpose] as const)
+          .sort((a, b) => a[0] - b[0] || a[2].localeCompare(b[2]));
+      expect(await byNonce()).toEqual([
+        [0, "signed", "cancel"],
+        [0, "signed", "payout"],
+      ]);
       expect(await sentCount(ws.eoaAddress)).toBe(0);
 
+      // The next payout takes nonce 1; the node has nothing at 0, so the cancellation goes first.
       await rpc("hardhat_setNextBlockBaseFeePerGas", ["0x3b9aca00"]); // 1 gwei
       const destination = randomAddress();
       const second = await payout(ws, { tokenSymbol: "USDC", amount: "10", destinationAddress: destination });
       expect(second.statusCode, second.body).toBe(200);
       expect(await usdcBalance(destination)).toBe(10_000_000n);
-      const recorded = await chainTransactionsFrom(ws.eoaAddress);
-      expect(recorded.map((r) => [Number(r.nonce), r.status])).toEqual([
-        [0, "rejected"],
-        [0, "mined"],
+      expect(await sentCount(ws.eoaAddress)).toBe(2);
+
+      // The reconcilers: the refused transaction's nonce is taken, so it can never be mined; its
+      // payout fails (payout.failed, counted) and is never paid.
+      await t.app.ctx.senders.live?.reconcile();
+      expect(await t.app.services.payouts.reconcile("live")).toBe(1);
+      expect(await byNonce()).toEqual([
+        [0, "mined", "cancel"],
+        [0, "replaced", "payout"],
+        [1, "mined", "payout"],
       ]);
-      expect(await sentCount(ws.eoaAddress)).toBe(1);
+      const again = await payout(ws, {
+        tokenSymbol: "USDC",
+        amount: "10",
+        destinationAddress: firstDestination,
+        idempotencyKey: "unused",
+      });
+      expect(again.statusCode, again.body).toBe(200);
+      const failed = (await outbox(ws, "payout.failed")).map((row) => row.payload);
+      expect(failed).toEqual([
+        expect.objectContaining({ txHash: refusedHash, failStreak: 1, error: expect.stringMatching(/maxFeePerGas/) }),
+      ]);
+      expect(await usdcBalance(firstDestination)).toBe(10_000_000n); // the third payout, once
     } finally {
       await restoreMining();
     }

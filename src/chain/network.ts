@@ -66,8 +66,17 @@ export interface Network {
   accountAt(address: Hex, tokens: readonly ChainToken[]): Promise<AccountState>;
   /** Next nonce of an account including its pending transactions. */
   pendingNonce(address: Hex): Promise<number>;
+  /** Transactions of an account mined up to the latest block (its nonce there). */
+  minedNonce(address: Hex): Promise<number>;
   /** Signs without sending, so the caller can record the transaction before broadcast. */
   signTransfer(privateKey: Hex, request: TransferRequest, nonce: number): Promise<SignedTransaction>;
+  /**
+   * Signs a transaction that takes `replaced`'s nonce and moves nothing (0 ETH to the account
+   * itself), priced above `replaced` so that a node holding that one accepts it as a replacement.
+   */
+  signCancel(privateKey: Hex, from: Hex, replaced: Hex): Promise<SignedTransaction>;
+  /** Whether the node has the transaction: in its pool or mined. */
+  known(txHash: Hex): Promise<boolean>;
   /** Worst-case gas cost (wei) of one transfer of `token` at current prices, for pre-send checks. */
   transferGasCost(token: ChainToken): Promise<bigint>;
   /** Sends a signed transaction; sending one the node already knows is not an error. */

@@ -1,15 +1,20 @@
 import type { FastifyBaseLogger } from "fastify";
-import { sql } from "kysely";
 import { KeyedQueue } from "../platform/concurrency/keyed-queue.ts";
 import type { Db } from "../platform/db/database.ts";
+import { SessionLocks } from "../platform/db/wallet-lock.ts";
 import type { ChainToken, Hex, Network, ReceiptStatus, TransferRequest } from "./network.ts";
+import * as sent from "./sent-transactions.ts";
 
-// Nonce-ordered sending from service-held wallets. Every transaction is signed with an explicit
-// nonce and written to chain_transactions BEFORE it is broadcast, so a crash can neither lose it
-// nor send a second one: on restart, `reconcile` finds it by hash and rebroadcasts the same bytes.
-// Nonces of one wallet are assigned under a per-wallet advisory lock (all instances), and in this
-// process one wallet signs and broadcasts one batch at a time; receipts are awaited outside that
-// queue, so the wallet's next batch does not wait for the previous one to be mined.
+// Nonce-ordered sending from service-held wallets, by any number of instances. Every transaction
+// is signed with an explicit nonce and recorded BEFORE it is broadcast, so a crash can neither
+// lose it nor send a second one. A wallet's transactions are signed, recorded and broadcast under
+// one lock held across instances (SessionLocks), so they reach the node in nonce order.
+//
+// A signed transaction is never given up while it could still be mined: a failure is reported
+// only on a failed receipt, or once another transaction provably took its nonce. A transaction the
+// node refuses (after any gap below it was filled) is therefore replaced by a cancelling one at
+// its nonce, and fails once that is mined; if even that cannot be broadcast, both stay open and
+// the outcome stays unknown until one of them is mined. A nonce is never skipped.
 
 export interface OutgoingTransfer extends TransferRequest {
   purpose: string;
@@ -17,21 +22,34 @@ export interface OutgoingTransfer extends TransferRequest {
   payoutId?: string | null;
 }
 
+export interface SubmitOptions {
+  /**
+   * Runs first in the transaction that records the transfers; throwing aborts it, so nothing is
+   * recorded or sent. Fences a send on what must still hold when it is recorded (a payout still
+   * processing, a settlement not recorded yet, the worker's lease).
+   */
+  guard?: (trx: Db) => Promise<void>;
+}
+
 export interface SubmittedTransfer {
   txHash: Hex;
   nonce: number;
   token: ChainToken;
   purpose: string;
-  /** Why the node refused it (it was never sent, its nonce is free again); null when broadcast. */
-  refusal: string | null;
+  /**
+   * The node refused it: why, and the cancelling transaction now holding its nonce (null when
+   * that could not be broadcast either: the outcome stays open).
+   */
+  refusal: { reason: string; cancelHash: Hex | null } | null;
 }
 
 export interface SentTransfer {
   txHash: Hex;
+  /** `not_found`: not mined in time, or not sendable yet; still open. */
   status: ReceiptStatus;
   token: ChainToken;
   purpose: string;
-  /** Why it failed, when the node refused it outright. */
+  /** Why it failed, when the node refused it and its nonce was taken by a cancellation. */
   error: string | null;
 }
 
@@ -49,27 +67,36 @@ function isNodeAnswer(err: unknown): boolean {
 
 function errorText(err: unknown): string {
   const e = err as { details?: string; shortMessage?: string; message?: string };
-  return (e.details || e.shortMessage || e.message || "rejected").split("\n")[0]?.slice(0, 300) ?? "rejected";
+  return (e.details || e.shortMessage || e.message || "refused").split("\n")[0]?.slice(0, 300) ?? "refused";
 }
 
 const RECEIPT_TIMEOUT_MS = 60_000;
-const NOT_SENT_AFTER_REFUSAL = "not sent: an earlier transaction of its batch was refused";
+/** The reconciler broadcasts again only what its sender, if alive, has had time to broadcast. */
+const REBROADCAST_AFTER_MS = 3_000;
+const NOT_SENT_AFTER_REFUSAL = "not sent yet: an earlier transaction of its wallet could not be sent";
 
 export class TransactionSender {
   readonly #db: Db;
   readonly #network: Network;
   readonly #log: FastifyBaseLogger;
+  readonly #locks: SessionLocks;
   readonly #walletQueue = new KeyedQueue();
 
   constructor(db: Db, network: Network, log: FastifyBaseLogger) {
     this.#db = db;
     this.#network = network;
     this.#log = log;
+    this.#locks = new SessionLocks(db);
   }
 
   /** Signs, records, broadcasts and waits for the receipts of `transfers`, in order. */
-  async send(privateKey: Hex, from: Hex, transfers: OutgoingTransfer[]): Promise<SentTransfer[]> {
-    return this.receipts(await this.submit(privateKey, from, transfers));
+  async send(
+    privateKey: Hex,
+    from: Hex,
+    transfers: OutgoingTransfer[],
+    options: SubmitOptions = {},
+  ): Promise<SentTransfer[]> {
+    return this.receipts(await this.submit(privateKey, from, transfers, options));
   }
 
   /**
@@ -77,50 +104,43 @@ export class TransactionSender {
    * has them, without waiting for their receipts: the wallet's next transactions can be signed
    * while these are mined (a nonce pipeline). `receipts` then waits for the outcomes.
    */
-  async submit(privateKey: Hex, from: Hex, transfers: OutgoingTransfer[]): Promise<SubmittedTransfer[]> {
-    return this.#walletQueue.run(from.toLowerCase(), async () => {
-      const recorded = await this.#signAndRecord(privateKey, from, transfers);
+  async submit(
+    privateKey: Hex,
+    from: Hex,
+    transfers: OutgoingTransfer[],
+    options: SubmitOptions = {},
+  ): Promise<SubmittedTransfer[]> {
+    // The node's count is read while the wallet's turn is awaited; it matters only when it is
+    // ahead of what is recorded (transactions sent from the wallet by something else than this
+    // service), and is never waited on inside a transaction.
+    const pendingNonce = this.#network.pendingNonce(from);
+    pendingNonce.catch(() => undefined); // awaited in #signAndRecord; not an unhandled rejection meanwhile
+    return this.#holdWallet(from, async (db) => {
+      const recorded = await this.#signAndRecord(
+        db,
+        privateKey,
+        from,
+        transfers,
+        await pendingNonce,
+        options.guard,
+      );
       const submitted: SubmittedTransfer[] = [];
-      for (const tx of recorded) {
-        const sent = {
-          txHash: tx.hash,
-          nonce: tx.nonce,
-          token: tx.token,
-          purpose: tx.purpose,
-          refusal: null,
-        };
-        try {
-          await this.#network.broadcast(tx.raw);
-          submitted.push(sent);
-        } catch (err) {
-          // Some nodes answer an error for a transaction they still mine (a revert under
-          // automine); only the receipt tells. No receipt after an answer from the node means it
-          // refused the bytes: never rebroadcast those, and free their nonce before the wallet's
-          // next transaction is signed. No answer at all (network) stays open for reconcile.
-          const status = await this.#network.waitForReceipt(tx.hash, 2_000).catch(() => "not_found" as const);
-          if (status === "not_found" && isNodeAnswer(err)) {
-            const refusal = errorText(err);
-            await this.#settle(tx.hash, "rejected", `rejected by the node: ${refusal}`);
-            submitted.push({ ...sent, refusal });
-            // Later transactions of this batch were signed with the nonces after it.
-            for (const later of recorded.slice(recorded.indexOf(tx) + 1)) {
-              await this.#settle(later.hash, "rejected", NOT_SENT_AFTER_REFUSAL);
-              submitted.push({
-                txHash: later.hash,
-                nonce: later.nonce,
-                token: later.token,
-                purpose: later.purpose,
-                refusal: NOT_SENT_AFTER_REFUSAL,
-              });
-            }
-            break;
+      for (const [i, tx] of recorded.entries()) {
+        const refusal = await this.#sendInOrder(db, privateKey, from, tx);
+        submitted.push({ txHash: tx.txHash, nonce: tx.nonce, token: tx.token, purpose: tx.purpose, refusal });
+        if (refusal && refusal.cancelHash === null) {
+          // Its nonce is still open: the later ones cannot be mined before it. They stay
+          // recorded; the reconciler and the wallet's next send broadcast them once it is filled.
+          for (const later of recorded.slice(i + 1)) {
+            submitted.push({
+              txHash: later.txHash,
+              nonce: later.nonce,
+              token: later.token,
+              purpose: later.purpose,
+              refusal: { reason: NOT_SENT_AFTER_REFUSAL, cancelHash: null },
+            });
           }
-          if (status === "not_found")
-            this.#log.warn(
-              { err, txHash: tx.hash },
-              "broadcast failed; the transaction stays open for reconcile",
-            );
-          submitted.push(sent);
+          break;
         }
       }
       return submitted;
@@ -131,108 +151,220 @@ export class TransactionSender {
   async receipts(submitted: SubmittedTransfer[]): Promise<SentTransfer[]> {
     const results: SentTransfer[] = [];
     for (const tx of submitted) {
-      if (tx.refusal !== null) {
-        results.push({
-          txHash: tx.txHash,
-          status: "reverted",
-          token: tx.token,
-          purpose: tx.purpose,
-          error: tx.refusal,
-        });
+      const result = { txHash: tx.txHash, token: tx.token, purpose: tx.purpose };
+      if (tx.refusal === null) {
+        const status = await this.#network.waitForReceipt(tx.txHash, RECEIPT_TIMEOUT_MS);
+        if (status !== "not_found")
+          await sent.settleTransaction(this.#db, tx.txHash, status, "transaction reverted", new Date());
+        results.push({ ...result, status, error: null });
         continue;
       }
-      const status = await this.#network.waitForReceipt(tx.txHash, RECEIPT_TIMEOUT_MS);
-      await this.#settle(tx.txHash, status);
-      results.push({ txHash: tx.txHash, status, token: tx.token, purpose: tx.purpose, error: null });
+      const { reason, cancelHash } = tx.refusal;
+      const cancelled = cancelHash
+        ? await this.#network.waitForReceipt(cancelHash, RECEIPT_TIMEOUT_MS)
+        : "not_found";
+      if (!cancelHash || cancelled === "not_found") {
+        results.push({ ...result, status: "not_found", error: null });
+        continue;
+      }
+      // The cancellation is mined: the refused transaction can never be.
+      const taken = "its nonce was taken by a cancelling transaction";
+      await sent.settleTransaction(this.#db, cancelHash, cancelled, "cancellation reverted", new Date());
+      await sent.settleTransaction(this.#db, tx.txHash, "replaced", taken, new Date());
+      results.push({ ...result, status: "reverted", error: `refused by the node: ${reason}; ${taken}` });
     }
     return results;
   }
 
   /**
-   * Brings every recorded-but-unsettled transaction of this network to a final state: mined ones
-   * are marked, missing ones are rebroadcast (same signed bytes, same hash) and awaited.
+   * Brings the environment's signed transactions to a final state: records the receipts of mined
+   * ones, marks `replaced` those whose nonce another transaction took, and broadcasts again (same
+   * signed bytes) what a stopped sender may never have broadcast. It waits for nothing: the next
+   * call sees what was mined meanwhile.
    */
   async reconcile(): Promise<void> {
-    const open = await this.#db
-      .selectFrom("chain_transactions")
-      .select(["tx_hash", "raw_tx", "from_address"])
-      .where("environment", "=", this.#network.environment)
-      .where("status", "=", "signed")
-      .orderBy("from_address")
-      .orderBy("nonce")
-      .execute();
-    for (const tx of open) {
-      await this.#walletQueue.run(tx.from_address.toLowerCase(), async () => {
-        let status = await this.#network.receipt(tx.tx_hash as Hex);
-        if (status === "not_found") {
-          this.#log.warn({ txHash: tx.tx_hash }, "rebroadcasting a recorded transaction");
-          await this.#network.broadcast(tx.raw_tx as Hex);
-          status = await this.#network.waitForReceipt(tx.tx_hash as Hex, RECEIPT_TIMEOUT_MS);
-        }
-        await this.#settle(tx.tx_hash as Hex, status);
-      });
-    }
+    const open = await sent.openTransactions(this.#db, this.#network.environment, REBROADCAST_AFTER_MS);
+    const byWallet = new Map<Hex, sent.OpenTransaction[]>();
+    for (const tx of open) byWallet.set(tx.from, [...(byWallet.get(tx.from) ?? []), tx]);
+    for (const [from, txs] of byWallet) await this.#reconcileWallet(from, txs);
   }
 
-  async #signAndRecord(privateKey: Hex, from: Hex, transfers: OutgoingTransfer[]) {
-    // The node's count is read while the lock is taken: transactions of other instances are in
-    // chain_transactions (recorded before broadcast), which is read under the lock.
-    const pendingNonce = this.#network.pendingNonce(from);
-    pendingNonce.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
-    return this.#db.transaction().execute(async (trx) => {
-      await sql`SELECT pg_advisory_xact_lock(hashtext(${`wallet:${this.#network.environment}:${from.toLowerCase()}`}))`.execute(
-        trx,
+  async #reconcileWallet(from: Hex, txs: sent.OpenTransaction[]): Promise<void> {
+    const open = await this.#recordReceipts(txs);
+    if (open.length === 0) return;
+    const mined = await this.#network.minedNonce(from);
+    const taken = open.filter((tx) => tx.nonce < mined);
+    // Read again after the nonce: one mined in between has its receipt now.
+    for (const tx of await this.#recordReceipts(taken)) {
+      await sent.settleTransaction(
+        this.#db,
+        tx.txHash,
+        "replaced",
+        "never mined: its nonce was taken by another transaction",
+        new Date(),
       );
-      const last = await trx
-        .selectFrom("chain_transactions")
-        .select((eb) => eb.fn.max("nonce").as("nonce"))
-        .where("environment", "=", this.#network.environment)
-        .where("from_address", "=", from)
-        .where("status", "<>", "rejected")
-        .executeTakeFirst();
-      const recordedNext = last?.nonce === null || last?.nonce === undefined ? 0 : Number(last.nonce) + 1;
-      let nonce = Math.max(recordedNext, await pendingNonce);
-      const recorded = [];
+    }
+    if (!open.some((tx) => tx.nonce >= mined && tx.settled)) return;
+    await this.#holdWallet(from, async (db) => {
+      for (const tx of await sent.toBroadcast(db, this.#network.environment, from, mined, null)) {
+        const refusal = await this.#broadcast(tx);
+        if (refusal !== null) {
+          this.#log.error(
+            { txHash: tx.txHash, from, nonce: tx.nonce, refusal },
+            "the node refuses a recorded transaction; the wallet's later transactions wait for its nonce",
+          );
+          return;
+        }
+      }
+    });
+  }
+
+  /** Records the outcome of those of `txs` that are mined; returns the others. */
+  async #recordReceipts<T extends { txHash: Hex }>(txs: T[]): Promise<T[]> {
+    const statuses = await Promise.all(txs.map((tx) => this.#network.receipt(tx.txHash)));
+    const open: T[] = [];
+    for (const [i, tx] of txs.entries()) {
+      const status = statuses[i] ?? "not_found";
+      if (status === "not_found") open.push(tx);
+      else await sent.settleTransaction(this.#db, tx.txHash, status, "transaction reverted", new Date());
+    }
+    return open;
+  }
+
+  /** One wallet's sends, in this process (queue) and across instances (session lock). */
+  #holdWallet<T>(from: Hex, task: (db: Db) => Promise<T>): Promise<T> {
+    const wallet = `wallet:${this.#network.environment}:${from.toLowerCase()}`;
+    return this.#walletQueue.run(wallet, () => this.#locks.hold(wallet, task));
+  }
+
+  async #signAndRecord(
+    db: Db,
+    privateKey: Hex,
+    from: Hex,
+    transfers: OutgoingTransfer[],
+    pendingNonce: number,
+    guard: SubmitOptions["guard"],
+  ): Promise<sent.RecordedTransaction[]> {
+    return db.transaction().execute(async (trx) => {
+      await guard?.(trx);
+      const recordedNext = await sent.nextRecordedNonce(trx, this.#network.environment, from);
+      let nonce = Math.max(recordedNext, pendingNonce);
+      const recorded: sent.RecordedTransaction[] = [];
       for (const transfer of transfers) {
         const signed = await this.#network.signTransfer(privateKey, transfer, nonce);
-        await trx
-          .insertInto("chain_transactions")
-          .values({
-            environment: this.#network.environment,
-            from_address: from,
-            nonce: String(nonce),
-            purpose: transfer.purpose,
-            payment_id: transfer.paymentId ?? null,
-            payout_id: transfer.payoutId ?? null,
-            to_address: transfer.to,
-            token_symbol: transfer.token,
-            amount: transfer.amount.toString(),
-            raw_tx: signed.raw,
-            tx_hash: signed.hash,
-          })
-          .execute();
-        recorded.push({ ...signed, token: transfer.token, purpose: transfer.purpose });
+        const tx = {
+          txHash: signed.hash,
+          raw: signed.raw,
+          nonce,
+          token: transfer.token,
+          purpose: transfer.purpose,
+          replaces: null,
+        };
+        await sent.recordTransaction(trx, this.#network.environment, {
+          ...tx,
+          from,
+          to: transfer.to,
+          amount: transfer.amount,
+          paymentId: transfer.paymentId ?? null,
+          payoutId: transfer.payoutId ?? null,
+        });
+        recorded.push(tx);
         nonce++;
       }
       return recorded;
     });
   }
 
-  async #settle(
-    txHash: Hex,
-    status: ReceiptStatus | "rejected",
-    error = "transaction reverted",
-  ): Promise<void> {
-    if (status === "not_found") return; // still open: the next reconcile looks again
-    await this.#db
-      .updateTable("chain_transactions")
-      .set({
-        status: status === "success" ? "mined" : status === "rejected" ? "rejected" : "failed",
-        error: status === "success" ? null : error,
-        mined_at: new Date(),
-      })
-      .where("tx_hash", "=", txHash)
-      .where("status", "=", "signed")
-      .execute();
+  /**
+   * Broadcasts `tx`; if the node refuses it, broadcasts first what is missing below its nonce and
+   * tries once more; if it is still refused, replaces it with a cancellation. Returns null once
+   * the node has it, else the refusal.
+   */
+  async #sendInOrder(
+    db: Db,
+    privateKey: Hex,
+    from: Hex,
+    tx: sent.RecordedTransaction,
+  ): Promise<SubmittedTransfer["refusal"]> {
+    let reason = await this.#broadcast(tx);
+    if (reason === null) return null;
+    if (await this.#fillGapBelow(db, privateKey, from, tx.nonce)) {
+      reason = await this.#broadcast(tx);
+      if (reason === null) return null;
+    }
+    this.#log.warn(
+      { txHash: tx.txHash, nonce: tx.nonce, reason },
+      "the node refused a transaction; cancelling it",
+    );
+    await sent.noteRefusal(db, tx.txHash, reason);
+    return { reason, cancelHash: await this.#cancel(db, privateKey, from, tx) };
+  }
+
+  /**
+   * Broadcasts, in nonce order, the wallet's recorded transactions the node does not have below
+   * `nonce` (a sender that stopped before broadcasting, or a refusal). Returns whether there was
+   * such a gap and it is filled now.
+   */
+  async #fillGapBelow(db: Db, privateKey: Hex, from: Hex, nonce: number): Promise<boolean> {
+    const pending = await this.#network.pendingNonce(from);
+    if (pending >= nonce) return false;
+    const missing = await sent.toBroadcast(db, this.#network.environment, from, pending, nonce);
+    if (missing.length !== nonce - pending) return false; // a nonce with nothing recorded: not ours to fill
+    for (const tx of missing) {
+      const reason = await this.#broadcast(tx);
+      if (reason === null) continue;
+      if (tx.replaces !== null) return false;
+      await sent.noteRefusal(db, tx.txHash, reason);
+      if ((await this.#cancel(db, privateKey, from, tx)) === null) return false;
+    }
+    return true;
+  }
+
+  /** Takes `tx`'s nonce with a recorded cancelling transaction; its hash once broadcast, else null. */
+  async #cancel(db: Db, privateKey: Hex, from: Hex, tx: sent.RecordedTransaction): Promise<Hex | null> {
+    let cancel = await sent.cancellationOf(db, tx.txHash);
+    if (!cancel) {
+      const signed = await this.#network.signCancel(privateKey, from, tx.raw);
+      cancel = {
+        txHash: signed.hash,
+        raw: signed.raw,
+        nonce: tx.nonce,
+        token: "ETH",
+        purpose: "cancel",
+        replaces: tx.txHash,
+      };
+      await sent.recordTransaction(db, this.#network.environment, {
+        ...cancel,
+        from,
+        to: from,
+        amount: 0n,
+        paymentId: null,
+        payoutId: null,
+      });
+    }
+    const refusal = await this.#broadcast(cancel);
+    if (refusal === null) return cancel.txHash;
+    this.#log.error(
+      { txHash: tx.txHash, cancelHash: cancel.txHash, refusal },
+      "the node refuses the cancellation too; the nonce stays open",
+    );
+    return null;
+  }
+
+  /** Null once the node has the transaction; the node's reason when it refused it. */
+  async #broadcast(tx: sent.RecordedTransaction): Promise<string | null> {
+    try {
+      await this.#network.broadcast(tx.raw);
+      return null;
+    } catch (err) {
+      if (!isNodeAnswer(err)) {
+        // No answer (network): it may have arrived; the receipt wait and the reconciler tell.
+        this.#log.warn({ err, txHash: tx.txHash }, "broadcast got no answer; the transaction stays open");
+        return null;
+      }
+      // Some nodes answer an error for a transaction they still take (a revert under automine).
+      if (await this.#network.known(tx.txHash)) return null;
+      return errorText(err);
+    }
   }
 }

@@ -4,43 +4,22 @@
 // where it is. Otherwise a payout could spend it, the settlement would fail for want of funds,
 // and the treasury's fee would be gone.
 
-export interface SettlementTransfer {
-  amount: bigint;
-  nonce: number;
-  status: "signed" | "mined" | "failed";
-}
-
 export interface UnsettledPayment {
   token: string;
   /** What the payment brought in; it all leaves again (net to the merchant, fee to the treasury). */
   gross: bigint;
-  /** Its settlement transfers recorded so far, in the payment's token. */
-  transfers: SettlementTransfer[];
+  /**
+   * Its settlement transfers are recorded: from then on they are the wallet's recorded
+   * transactions, which the balance check counts on their own (domain/payout-funds.ts).
+   */
+  settlementRecorded: boolean;
 }
 
-/**
- * What `payments` will still take of `token` from a balance read at a block where the wallet's
- * first `minedNonce` transactions are mined (null: not known). Before its settlement is recorded
- * a payment still takes its gross amount; after, each of its transfers that is neither failed nor
- * mined at that block (a failed settlement leaves the money on the wallet).
- */
-export function stillToSettle(
-  payments: readonly UnsettledPayment[],
-  token: string,
-  minedNonce: number | null,
-): bigint {
+/** What `payments` will still take of `token`: the gross of each whose settlement is not recorded. */
+export function stillToSettle(payments: readonly UnsettledPayment[], token: string): bigint {
   let total = 0n;
   for (const payment of payments) {
-    if (payment.token !== token) continue;
-    if (payment.transfers.length === 0) {
-      total += payment.gross;
-      continue;
-    }
-    for (const transfer of payment.transfers) {
-      if (transfer.status === "failed" || transfer.status === "mined") continue;
-      if (minedNonce !== null && transfer.nonce < minedNonce) continue;
-      total += transfer.amount;
-    }
+    if (payment.token === token && !payment.settlementRecorded) total += payment.gross;
   }
   return total;
 }

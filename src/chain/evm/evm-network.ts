@@ -8,6 +8,8 @@ import {
   keccak256,
   type PublicClient,
   parseAbiItem,
+  parseTransaction,
+  TransactionNotFoundError,
   TransactionReceiptNotFoundError,
 } from "viem";
 import { signTransaction } from "viem/accounts";
@@ -35,6 +37,12 @@ const ERC20_TRANSFER_GAS = 100_000n;
 const ETH_TRANSFER_GAS = 21_000n;
 
 const FEE_ESTIMATE_TTL_MS = 1_000;
+
+function maxOf(first: bigint, ...rest: bigint[]): bigint {
+  let max = first;
+  for (const value of rest) if (value > max) max = value;
+  return max;
+}
 
 interface FeeEstimate {
   maxFeePerGas: bigint;
@@ -193,6 +201,43 @@ export class EvmNetwork implements Network {
 
   async pendingNonce(address: Hex): Promise<number> {
     return this.#client.getTransactionCount({ address, blockTag: "pending" });
+  }
+
+  async minedNonce(address: Hex): Promise<number> {
+    return this.#client.getTransactionCount({ address, blockTag: "latest" });
+  }
+
+  async signCancel(privateKey: Hex, from: Hex, replaced: Hex): Promise<SignedTransaction> {
+    const original = parseTransaction(replaced);
+    if (original.nonce === undefined) throw new Error("the replaced transaction has no nonce");
+    const fees = await this.#feeEstimate();
+    // A node replaces a pooled transaction only for at least 10% more on both fees.
+    const above = (fee: bigint | undefined) => ((fee ?? 0n) * 1125n) / 1000n + 1n;
+    const maxPriorityFeePerGas = maxOf(fees.maxPriorityFeePerGas, above(original.maxPriorityFeePerGas));
+    const raw = await signTransaction({
+      privateKey,
+      transaction: {
+        chainId: this.chainId,
+        nonce: original.nonce,
+        type: "eip1559",
+        to: from,
+        value: 0n,
+        gas: ETH_TRANSFER_GAS,
+        maxPriorityFeePerGas,
+        maxFeePerGas: maxOf(fees.maxFeePerGas, above(original.maxFeePerGas), maxPriorityFeePerGas),
+      },
+    });
+    return { raw, hash: keccak256(raw), nonce: original.nonce };
+  }
+
+  async known(txHash: Hex): Promise<boolean> {
+    try {
+      await this.#client.getTransaction({ hash: txHash });
+      return true;
+    } catch (err) {
+      if (err instanceof TransactionNotFoundError) return false;
+      throw err;
+    }
   }
 
   async signTransfer(privateKey: Hex, request: TransferRequest, nonce: number): Promise<SignedTransaction> {

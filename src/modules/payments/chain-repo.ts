@@ -1,7 +1,7 @@
 import { type Kysely, sql } from "kysely";
 import type { BlockRef, IncomingTransfer } from "../../chain/network.ts";
 import type { Environment } from "../../config.ts";
-import type { SettlementTransfer, UnsettledPayment } from "../../domain/unsettled-payments.ts";
+import type { UnsettledPayment } from "../../domain/unsettled-payments.ts";
 import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
 import type { BatchTransition } from "./transitions.ts";
 
@@ -312,8 +312,8 @@ export async function paymentsInStatus(
 }
 
 /**
- * The payments received on `address` and not settled yet (detected or confirmed), each with the
- * settlement transfers recorded for it so far.
+ * The payments received on `address` and not settled yet (detected or confirmed), each with
+ * whether its settlement transfers are recorded.
  */
 export async function unsettledOn(
   db: Db,
@@ -322,28 +322,20 @@ export async function unsettledOn(
 ): Promise<UnsettledPayment[]> {
   const rows = await db
     .selectFrom("payments as p")
-    .leftJoin("chain_transactions as t", "t.payment_id", "p.id")
-    .select(["p.id", "p.token_symbol", "p.gross_amount", "t.amount", "t.nonce", "t.status"])
+    .select([
+      "p.token_symbol",
+      "p.gross_amount",
+      sql<boolean>`EXISTS (SELECT 1 FROM chain_transactions t WHERE t.payment_id = p.id)`.as("recorded"),
+    ])
     .where("p.environment", "=", environment)
     .where("p.status", "in", ["detected", "confirmed"])
     .where(sql<string>`lower(p.receiving_address)`, "=", address.toLowerCase())
     .execute();
-  const payments = new Map<string, UnsettledPayment>();
-  for (const row of rows) {
-    let payment = payments.get(row.id);
-    if (!payment) {
-      payment = { token: row.token_symbol, gross: BigInt(row.gross_amount), transfers: [] };
-      payments.set(row.id, payment);
-    }
-    if (row.amount !== null && row.nonce !== null && row.status !== null) {
-      payment.transfers.push({
-        amount: BigInt(row.amount),
-        nonce: Number(row.nonce),
-        status: row.status as SettlementTransfer["status"],
-      });
-    }
-  }
-  return [...payments.values()];
+  return rows.map((row) => ({
+    token: row.token_symbol,
+    gross: BigInt(row.gross_amount),
+    settlementRecorded: row.recorded,
+  }));
 }
 
 export async function listUnmatched(

@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from "fastify";
 import { privateKeyToAccount } from "viem/accounts";
 import type { Hex, Network } from "../../chain/network.ts";
-import type { TransactionSender } from "../../chain/transaction-sender.ts";
+import type { SubmitOptions, TransactionSender } from "../../chain/transaction-sender.ts";
 import type { NetworkConfig } from "../../config.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 
@@ -15,6 +15,8 @@ export async function topUpGas(
   sender: TransactionSender,
   workspaces: WorkspacesService,
   log: FastifyBaseLogger,
+  /** Fences the top-ups on the job's lease (PeriodicJob.fence). */
+  options: SubmitOptions = {},
 ): Promise<number> {
   if (!config.gasFunderKey) return 0;
   const funderKey = config.gasFunderKey as Hex;
@@ -31,7 +33,7 @@ export async function topUpGas(
       purpose: "gas_topup",
     }));
   if (transfers.length === 0) return 0;
-  const sent = await sender.send(funderKey, funder, transfers);
+  const sent = await sender.send(funderKey, funder, transfers, options);
   for (const [i, s] of sent.entries()) {
     log.info(
       {
@@ -58,15 +60,19 @@ export async function topUpWallet(
   address: Hex,
   needed: bigint,
   log: FastifyBaseLogger,
+  options: SubmitOptions = {},
 ): Promise<boolean> {
   if (!config.gasFunderKey) return false;
   const funderKey = config.gasFunderKey as Hex;
   const balance = await network.balance(address, "ETH");
   if (balance >= needed) return true;
   const target = needed > config.gasTopUpTarget ? needed : config.gasTopUpTarget;
-  const [sent] = await sender.send(funderKey, privateKeyToAccount(funderKey).address, [
-    { token: "ETH", to: address, amount: target - balance, purpose: "gas_topup" },
-  ]);
+  const [sent] = await sender.send(
+    funderKey,
+    privateKeyToAccount(funderKey).address,
+    [{ token: "ETH", to: address, amount: target - balance, purpose: "gas_topup" }],
+    options,
+  );
   log.info(
     { to: address, amountWei: (target - balance).toString(), txHash: sent?.txHash, status: sent?.status },
     "gas top-up",

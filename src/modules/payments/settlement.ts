@@ -4,6 +4,7 @@ import type { ChainToken, Hex, Network } from "../../chain/network.ts";
 import type { TransactionSender } from "../../chain/transaction-sender.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
+import { LeaseLost } from "../../platform/jobs/periodic-job.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import * as chainRepo from "./chain-repo.ts";
 import { applyTransition } from "./transitions.ts";
@@ -12,8 +13,20 @@ import { applyTransition } from "./transitions.ts";
 // both recorded before broadcast (TransactionSender). `forwarded` only once both are mined with
 // success receipts (D13); a failure is `failed` with the reason. A payment whose transfers were
 // already recorded (a restart mid-settlement) is finished from those records, never sent again.
+// Recording is fenced: the payment must still be confirmed with nothing recorded for it, and this
+// worker must still hold its job's lease, all checked under the payment's row lock in the
+// transaction that records the transfers; and a payment's legs are unique in the schema. So a
+// worker that was paused past its lease, or two workers at once, can never settle one twice.
 
 const SETTLE_PER_TICK = 50;
+
+/** Throws when the caller's transaction may no longer record a send (the job's lease is gone). */
+export type Fence = (trx: Db) => Promise<void>;
+
+/** Nothing to record: another worker settled the payment, or it moved on meanwhile. */
+class SettlementNotDue extends Error {
+  override name = "SettlementNotDue";
+}
 
 export class Settlement {
   readonly #db: Db;
@@ -24,8 +37,12 @@ export class Settlement {
   readonly #now: () => Date;
   readonly #topUp: (address: Hex, neededWei: bigint) => Promise<boolean>;
   readonly #smartAccounts: SmartAccounts | undefined;
+  readonly #fence: Fence;
 
-  /** `topUp` funds a receiving wallet with gas on demand (false when it cannot). */
+  /**
+   * `topUp` funds a receiving wallet with gas on demand (false when it cannot); `fence` throws in
+   * a transaction once this worker may no longer send (its job's lease is gone).
+   */
   constructor(
     db: Db,
     network: Network,
@@ -35,7 +52,9 @@ export class Settlement {
     now: () => Date,
     topUp: (address: Hex, neededWei: bigint) => Promise<boolean> = async () => false,
     smartAccounts?: SmartAccounts,
+    fence: Fence = async () => {},
   ) {
+    this.#fence = fence;
     this.#smartAccounts = smartAccounts;
     this.#topUp = topUp;
     this.#db = db;
@@ -57,9 +76,14 @@ export class Settlement {
     // Different wallets settle in parallel; one wallet's settlements queue in the sender.
     await Promise.all(
       confirmed.map((payment) =>
-        this.#settle(payment).catch((err: unknown) =>
-          this.#log.error({ err, paymentId: payment.id }, "settlement attempt failed; retried next tick"),
-        ),
+        this.#settle(payment).catch((err: unknown) => {
+          if (err instanceof LeaseLost) {
+            // Paused past the lease: another instance settles from now on; nothing was sent.
+            this.#log.warn({ paymentId: payment.id, reason: err.message }, "settlement left to the new leader");
+          } else {
+            this.#log.error({ err, paymentId: payment.id }, "settlement attempt failed; retried next tick");
+          }
+        }),
       ),
     );
   }
@@ -72,7 +96,8 @@ export class Settlement {
       .execute();
     if (recorded.length > 0) {
       if (recorded.some((t) => t.status === "signed")) return; // reconcile() is still waiting on it
-      const failed = recorded.find((t) => t.status === "failed" || t.status === "rejected");
+      // Reverted, refused and replaced by a cancellation, or refused before migration 016.
+      const failed = recorded.find((t) => t.status !== "mined");
       if (failed)
         return this.#fail(
           payment,
@@ -116,24 +141,32 @@ export class Settlement {
     const gasNeeded = gasPerTransfer * BigInt(transfers.length);
     const ethNeeded = gasNeeded + (token === "ETH" ? gross : 0n);
     if (tokenBalance < gross) {
-      return this.#fail(payment, `insufficient ${token} balance in the receiving wallet`);
+      return this.#failUnsent(payment, `insufficient ${token} balance in the receiving wallet`);
     }
     if (ethBalance < ethNeeded && !(await this.#topUp(from, ethNeeded))) {
-      return this.#fail(payment, "insufficient ETH for gas in the receiving wallet");
+      return this.#failUnsent(payment, "insufficient ETH for gas in the receiving wallet");
     }
 
     const key = await this.#workspaces.signingKey(payment.workspace_id, from);
     let sent: Awaited<ReturnType<TransactionSender["send"]>>;
     try {
-      sent = await this.#sender.send(key, from, transfers);
+      sent = await this.#sender.send(key, from, transfers, {
+        guard: (trx) => this.#stillDue(trx, payment.id),
+      });
     } catch (err) {
-      // Recorded transactions are reconciled next tick; nothing recorded means nothing was sent.
-      this.#log.error({ err, paymentId: payment.id }, "settlement send failed");
+      // Nothing recorded means nothing was sent; recorded transactions are reconciled next tick.
+      if (err instanceof SettlementNotDue || err instanceof LeaseLost) {
+        this.#log.warn({ paymentId: payment.id, reason: err.message }, "settlement not sent");
+      } else {
+        this.#log.error({ err, paymentId: payment.id }, "settlement send failed");
+      }
       return;
     }
     if (sent.some((s) => s.status === "not_found")) return; // still pending: the next tick finishes it
     const failed = sent.find((s) => s.status === "reverted");
-    if (failed) return this.#fail(payment, `settlement transaction ${failed.txHash} reverted`);
+    if (failed) {
+      return this.#fail(payment, `settlement transaction ${failed.txHash} ${failed.error ?? "reverted"}`);
+    }
     return this.#forward(
       payment,
       sent.map((s) => ({ purpose: s.purpose, tx_hash: s.txHash })),
@@ -150,7 +183,7 @@ export class Settlement {
     transfers: Array<{ token: ChainToken; to: Hex; amount: bigint }>,
   ) {
     if (!this.#smartAccounts)
-      return this.#fail(payment, "smart wallets are not configured on this network (no bundler)");
+      return this.#failUnsent(payment, "smart wallets are not configured on this network (no bundler)");
     let prepared: PreparedOperation;
     if (payment.settlement_user_operation && payment.settlement_user_op_hash) {
       prepared = {
@@ -161,7 +194,7 @@ export class Settlement {
       const from = payment.receiving_address as Hex;
       const token = payment.token_symbol as ChainToken;
       if ((await this.#network.balance(from, token)) < BigInt(payment.gross_amount)) {
-        return this.#fail(payment, `insufficient ${token} balance in the smart wallet`);
+        return this.#failUnsent(payment, `insufficient ${token} balance in the smart wallet`);
       }
       const owner = (await this.#workspaces.profile(payment.workspace_id)).eoaAddress as Hex;
       const key = await this.#workspaces.signingKey(payment.workspace_id, owner);
@@ -170,13 +203,28 @@ export class Settlement {
         // operation to record should the bundler refuse one with reused limits (SmartAccounts.prepare).
         prepared = await this.#smartAccounts.prepare(key, transfers, { estimate: "bundler" });
       } catch (err) {
-        return this.#fail(payment, `bundler or paymaster failure: ${(err as Error).message.split("\n")[0]}`);
+        return this.#failUnsent(
+          payment,
+          `bundler or paymaster failure: ${(err as Error).message.split("\n")[0]}`,
+        );
       }
-      await this.#db
-        .updateTable("payments")
-        .set({ settlement_user_op_hash: prepared.userOpHash, settlement_user_operation: prepared.serialized })
-        .where("id", "=", payment.id)
-        .execute();
+      // Recorded only if no operation is recorded yet, by a worker that still holds the lease:
+      // a second worker's operation would be a second settlement (another nonce key).
+      const recorded = await this.#db.transaction().execute(async (trx) => {
+        await this.#fence(trx);
+        const updated = await trx
+          .updateTable("payments")
+          .set({
+            settlement_user_op_hash: prepared.userOpHash,
+            settlement_user_operation: prepared.serialized,
+          })
+          .where("id", "=", payment.id)
+          .where("status", "=", "confirmed")
+          .where("settlement_user_operation", "is", null)
+          .executeTakeFirst();
+        return updated.numUpdatedRows > 0n;
+      });
+      if (!recorded) return; // another worker recorded one, and sends it
     }
     const resend = Boolean(payment.settlement_user_operation);
     const outcome = await this.#smartAccounts.send(prepared, { resend });
@@ -186,6 +234,29 @@ export class Settlement {
       { purpose: "settlement_net", tx_hash: outcome.txHash },
       { purpose: "settlement_fee", tx_hash: outcome.txHash },
     ]);
+  }
+
+  /**
+   * The fence of a settlement's record: this worker holds the lease, and the payment, locked, is
+   * still confirmed with no settlement transfer recorded.
+   */
+  async #stillDue(trx: Db, paymentId: string): Promise<void> {
+    await this.#fence(trx);
+    const current = await trx
+      .selectFrom("payments")
+      .select("status")
+      .where("id", "=", paymentId)
+      .forUpdate()
+      .executeTakeFirst();
+    if (current?.status !== "confirmed")
+      throw new SettlementNotDue(`payment is ${current?.status ?? "gone"}`);
+    const recorded = await trx
+      .selectFrom("chain_transactions")
+      .select("tx_hash")
+      .where("payment_id", "=", paymentId)
+      .where("status", "<>", "rejected")
+      .executeTakeFirst();
+    if (recorded) throw new SettlementNotDue("its transfers are already recorded");
   }
 
   async #forward(payment: PaymentRow, txs: Array<{ purpose: string; tx_hash: string }>): Promise<void> {
@@ -206,6 +277,7 @@ export class Settlement {
     });
   }
 
+  /** Fails a settlement on what the chain or the bundler said of its recorded transfers. */
   async #fail(payment: PaymentRow, reason: string): Promise<void> {
     this.#log.warn({ paymentId: payment.id, reason }, "settlement failed");
     await this.#db.transaction().execute(async (trx) => {
@@ -218,5 +290,30 @@ export class Settlement {
       if (current?.status !== "confirmed") return;
       await applyTransition(trx, current, "settlement_failed", this.#now(), { failure_reason: reason });
     });
+  }
+
+  /**
+   * Fails a settlement before anything was sent (a check on the wallet, the bundler's refusal to
+   * prepare it), under the fence of a record: a worker that lost its lease, or that another
+   * worker overtook (it recorded the transfers meanwhile, and sends them), changes nothing.
+   */
+  async #failUnsent(payment: PaymentRow, reason: string): Promise<void> {
+    try {
+      await this.#db.transaction().execute(async (trx) => {
+        await this.#stillDue(trx, payment.id);
+        const current = await trx
+          .selectFrom("payments")
+          .selectAll()
+          .where("id", "=", payment.id)
+          .executeTakeFirstOrThrow();
+        if (current.settlement_user_operation)
+          throw new SettlementNotDue("its operation is already recorded");
+        await applyTransition(trx, current, "settlement_failed", this.#now(), { failure_reason: reason });
+      });
+      this.#log.warn({ paymentId: payment.id, reason }, "settlement failed");
+    } catch (err) {
+      if (!(err instanceof SettlementNotDue || err instanceof LeaseLost)) throw err;
+      this.#log.warn({ paymentId: payment.id, reason, overtaken: err.message }, "settlement not failed");
+    }
   }
 }

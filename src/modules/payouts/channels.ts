@@ -2,6 +2,7 @@ import type { PreparedOperation, SmartAccounts } from "../../chain/evm/smart-acc
 import type { ChainToken, Hex, Network } from "../../chain/network.ts";
 import { type LedgerTransfer, type SimulatedLedger, sandboxTxHash } from "../../chain/simulated/ledger.ts";
 import type { TransactionSender } from "../../chain/transaction-sender.ts";
+import type { Db } from "../../platform/db/database.ts";
 
 // Where a payout's money moves: the sandbox's simulated ledger, or a live network through the
 // nonce-ordered, record-before-broadcast sender. The payout service sees only this interface.
@@ -15,9 +16,24 @@ export interface SendOutcome {
 
 /** A payout handed to its channel: `outcome` resolves with how it ended. */
 export interface Submission {
-  /** The nonce of its transaction, where the channel sends one from the wallet itself. */
-  nonce?: number;
   outcome: Promise<SendOutcome>;
+}
+
+/** A payout that may no longer be sent (the reconciler ended it); nothing was recorded or sent. */
+export class PayoutNotSendable extends Error {
+  override name = "PayoutNotSendable";
+  readonly code = "PAYOUT_NOT_SENDABLE";
+}
+
+/**
+ * What must hold when a payout's money is committed, checked where it is recorded; each throws
+ * PayoutNotSendable when the payout may no longer be sent.
+ */
+export interface SendFences {
+  /** In the transaction that records the payout's signed transaction (EOA). */
+  beforeRecord(trx: Db): Promise<void>;
+  /** Records a smart wallet payout's signed user operation before it goes to the bundler. */
+  recordOperation(userOpHash: string, operation: string): Promise<void>;
 }
 
 /** A wallet's balances, with its mined nonce where they were read at one block of a network. */
@@ -63,10 +79,7 @@ export interface SendingChannel extends ChannelBase {
     token: ChainToken,
     amount: bigint,
   ): Promise<PreparedOperation>;
-  /**
-   * `record` is called with a user operation's hash and signed body before it is sent (smart
-   * wallets); `prepared` is what `prepare` started for this transfer.
-   */
+  /** `prepared` is what `prepare` started for this transfer. */
   submit(
     payoutId: string,
     /** The sending wallet's key (decrypted on demand). */
@@ -75,7 +88,7 @@ export interface SendingChannel extends ChannelBase {
     to: Hex,
     token: ChainToken,
     amount: bigint,
-    record?: (userOpHash: string, operation: string) => Promise<void>,
+    fences: SendFences,
     prepared?: Promise<PreparedOperation>,
   ): Promise<Submission>;
 }
@@ -151,10 +164,14 @@ export class NetworkChannel implements SendingChannel {
     to: Hex,
     token: ChainToken,
     amount: bigint,
+    fences: SendFences,
   ): Promise<Submission> {
-    const submitted = await this.#sender.submit(await signingKey(), from, [
-      { token, to, amount, purpose: "payout", payoutId },
-    ]);
+    const submitted = await this.#sender.submit(
+      await signingKey(),
+      from,
+      [{ token, to, amount, purpose: "payout", payoutId }],
+      { guard: (trx) => fences.beforeRecord(trx) },
+    );
     const outcome = this.#sender.receipts(submitted).then(([sent]): SendOutcome => {
       if (!sent) throw new Error("sender returned no transaction");
       if (sent.status === "success") return { txHash: sent.txHash, status: "success", error: null };
@@ -163,7 +180,7 @@ export class NetworkChannel implements SendingChannel {
       }
       return { txHash: sent.txHash, status: "pending", error: null };
     });
-    return { nonce: submitted[0]?.nonce, outcome };
+    return { outcome };
   }
 }
 
@@ -208,10 +225,19 @@ export class SmartWalletChannel implements SendingChannel {
     to: Hex,
     token: ChainToken,
     amount: bigint,
-    record?: (userOpHash: string, operation: string) => Promise<void>,
+    fences: SendFences,
     prepared?: Promise<PreparedOperation>,
   ): Promise<Submission> {
-    return settled(await this.#send(signingKey, to, token, amount, record, prepared));
+    return settled(
+      await this.#send(
+        signingKey,
+        to,
+        token,
+        amount,
+        (hash, op) => fences.recordOperation(hash, op),
+        prepared,
+      ),
+    );
   }
 
   async #send(
@@ -219,7 +245,7 @@ export class SmartWalletChannel implements SendingChannel {
     to: Hex,
     token: ChainToken,
     amount: bigint,
-    record?: (userOpHash: string, operation: string) => Promise<void>,
+    record: (userOpHash: string, operation: string) => Promise<void>,
     preparedAhead?: Promise<PreparedOperation>,
   ): Promise<SendOutcome> {
     const calls = [{ token, to, amount }];
@@ -235,7 +261,7 @@ export class SmartWalletChannel implements SendingChannel {
           failure: `bundler or paymaster failure: ${(err as Error).message.split("\n")[0]}`,
         };
       }
-      await record?.(prepared.userOpHash, prepared.serialized);
+      await record(prepared.userOpHash, prepared.serialized);
       return { prepared, outcome: await this.#accounts.send(prepared) };
     };
     let attempt = await prepareAndSend();

@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import { type Kysely, type Selectable, sql } from "kysely";
 import { type LedgerTransfer, SimulatedLedger, type TransferOutcome } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
@@ -8,7 +7,7 @@ import { outboxCtesFrom } from "../webhooks/outbox.ts";
 
 export type PayoutRow = Selectable<PayoutsTable>;
 type Db = Kysely<DatabaseSchema>;
-type Scope = { workspaceId: string; environment: Environment };
+export type Scope = { workspaceId: string; environment: Environment };
 
 export interface NewPayout {
   scope: Scope;
@@ -23,38 +22,8 @@ export interface NewPayout {
   createdAt: Date;
 }
 
-/**
- * Records payouts as processing, in one statement; answers each with its row, or undefined when a
- * payout with its idempotency key already exists (the caller reads that one).
- */
-export async function insertPayouts(
-  db: Db,
-  payouts: readonly NewPayout[],
-): Promise<Array<PayoutRow | undefined>> {
-  // Ids are chosen here so that each answer can be matched to its payout.
-  const values = payouts.map((payout) => ({
-    id: randomUUID(),
-    workspace_id: payout.scope.workspaceId,
-    environment: payout.scope.environment,
-    idempotency_key: payout.idempotencyKey,
-    status: "processing",
-    token_symbol: payout.tokenSymbol,
-    amount: payout.amount.toString(),
-    destination_address: payout.destinationAddress,
-    from_address: payout.fromAddress,
-    wallet_type: payout.walletType,
-    description: payout.description,
-    metadata: JSON.stringify(payout.metadata),
-    created_at: payout.createdAt,
-  }));
-  const rows = await db
-    .insertInto("payouts")
-    .values(values)
-    .onConflict((oc) => oc.columns(["workspace_id", "environment", "idempotency_key"]).doNothing())
-    .returningAll()
-    .execute();
-  const byId = new Map(rows.map((row) => [row.id, row]));
-  return values.map(({ id }) => byId.get(id));
+export async function findById(db: Db, id: string): Promise<PayoutRow | undefined> {
+  return db.selectFrom("payouts").selectAll().where("id", "=", id).executeTakeFirst();
 }
 
 export async function findByIdempotencyKey(
@@ -317,40 +286,6 @@ export async function listCompleted(db: Db, scope: Scope, page: { limit: number;
   return { rows, total: Number(count.total) };
 }
 
-export async function processingPayouts(
-  db: Db,
-  environment: Environment,
-  olderThan: Date,
-): Promise<PayoutRow[]> {
-  return db
-    .selectFrom("payouts")
-    .selectAll()
-    .where("environment", "=", environment)
-    .where("status", "=", "processing")
-    .where("created_at", "<", olderThan)
-    .execute();
-}
-
-/**
- * What the payouts of a wallet still processing will take from it, per token symbol: sent, with
- * an outcome not known yet. It scans the environment's processing payouts (a partial index).
- */
-export async function processingTotals(
-  db: Db,
-  environment: Environment,
-  fromAddress: string,
-): Promise<Map<string, bigint>> {
-  const rows = await db
-    .selectFrom("payouts")
-    .select(["token_symbol", sql<string>`sum(amount)::text`.as("total")])
-    .where("environment", "=", environment)
-    .where("status", "=", "processing")
-    .where(sql<string>`lower(from_address)`, "=", fromAddress.toLowerCase())
-    .groupBy("token_symbol")
-    .execute();
-  return new Map(rows.map((row) => [row.token_symbol, BigInt(row.total)]));
-}
-
 /** The breaker row, locked for the caller's transaction (created on first use). */
 export async function lockBreaker(db: Db, scope: Scope): Promise<BreakerState> {
   await db
@@ -405,19 +340,5 @@ export async function writeBreaker(db: Db, scope: Scope, state: BreakerState): P
     })
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment)
-    .execute();
-}
-
-/** The signed user operation of a smart wallet payout, recorded before it is sent. */
-export async function recordUserOperation(
-  db: Db,
-  id: string,
-  userOpHash: string,
-  operation: string,
-): Promise<void> {
-  await db
-    .updateTable("payouts")
-    .set({ user_op_hash: userOpHash, user_operation: operation })
-    .where("id", "=", id)
     .execute();
 }

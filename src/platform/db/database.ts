@@ -20,10 +20,14 @@ import * as transferIdentity from "./migrations/012_transfer_identity.ts";
 import * as ledgerDebitBalance from "./migrations/013_ledger_debit_balance.ts";
 import * as cardSessionPartialIndex from "./migrations/014_card_session_partial_index.ts";
 import * as masterKeyCheck from "./migrations/015_master_key_check.ts";
+import * as onePayerPerNonce from "./migrations/016_one_payer_per_nonce.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
 
 export type Db = Kysely<DatabaseSchema>;
+
+/** How long a session may sit idle, in a transaction or holding a lock, before PostgreSQL ends it. */
+const SESSION_IDLE_LIMIT_MS = 60_000;
 
 // Migrations are listed here rather than read from a folder so that the same list runs from
 // `node src/main.ts`, the CLI and vitest without a file-system loader.
@@ -42,6 +46,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "013_ledger_debit_balance": ledgerDebitBalance,
   "014_card_session_partial_index": cardSessionPartialIndex,
   "015_master_key_check": masterKeyCheck,
+  "016_one_payer_per_nonce": onePayerPerNonce,
 };
 
 class StaticMigrationProvider implements MigrationProvider {
@@ -71,10 +76,20 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     const pool = new pg.Pool({
       connectionString: options.databaseUrl,
       max: options.poolSize ?? 10,
+      // A process that is stopped (SIGSTOP, a frozen VM) keeps its sessions, and with them the
+      // locks it holds: the other instances would wait for it forever. PostgreSQL ends such a
+      // session after this long, which releases its locks and rolls its transaction back; the
+      // stopped process finds its connection gone when it resumes, and records nothing more.
+      // Longer than anything the service waits for while holding a session (a node's answer).
+      options: `-c idle_in_transaction_session_timeout=${SESSION_IDLE_LIMIT_MS} -c idle_session_timeout=${SESSION_IDLE_LIMIT_MS}`,
       Client: options.preparedStatements === false ? pg.Client : PreparingClient,
     });
     // An idle client that errors (server restart) must not crash the process; the pool replaces it.
     pool.on("error", () => {});
+    // Nor may one that is checked out, whose session the server ends between two queries (the
+    // idle limits below, a restart): its user learns it from its next query, which fails, and
+    // the pool drops it when it comes back (not queryable).
+    pool.on("connect", (client) => client.on("error", () => {}));
     const db = new Kysely<DatabaseSchema>({ dialect: new PostgresDialect({ pool }) });
     return { db, kind: "postgres", close: () => db.destroy() };
   }
@@ -87,7 +102,18 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   }
   await client.waitReady;
   const db = new Kysely<DatabaseSchema>({ dialect: new PGliteDialect(client) });
+  embedded.add(db);
   return { db, kind: "pglite", close: () => db.destroy() };
+}
+
+const embedded = new WeakSet<Db>();
+
+/**
+ * An embedded (PGlite) database belongs to one process: it has one connection, and no other
+ * instance can share it, so what only needs ordering across instances needs none there.
+ */
+export function isEmbedded(db: Db): boolean {
+  return embedded.has(db);
 }
 
 export function pgliteDirFor(dataDir: string): string {

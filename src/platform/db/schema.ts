@@ -182,6 +182,8 @@ export interface ChainTransactionsTable {
   error: string | null;
   created_at: Generated<Date>;
   mined_at: NullableTimestamp;
+  /** A cancelling transaction: the transaction whose nonce it takes (migration 016). */
+  replaces_tx_hash: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface JobLeasesTable {
@@ -209,6 +211,8 @@ export interface PayoutsTable {
   error: string | null;
   created_at: Generated<Date>;
   completed_at: NullableTimestamp;
+  /** Until when the instance sending it owns it; the reconciler leaves it alone until then. */
+  lease_expires_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
 }
 
 export interface PayoutBreakersTable {

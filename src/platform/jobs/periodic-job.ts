@@ -3,15 +3,25 @@ import type { FastifyBaseLogger } from "fastify";
 import { sql } from "kysely";
 import type { Db } from "../db/database.ts";
 
-// A periodic job that runs on one instance at a time. Leadership is a lease row renewed on every
-// tick; an instance that dies stops renewing and another takes over when the lease runs out.
+// A periodic job that runs on one instance at a time. Leadership is a lease row, taken or renewed
+// at the start of every tick and renewed while a tick runs (a tick may wait on receipts for longer
+// than the lease); an instance that dies, or is stopped, stops renewing and another takes over
+// when the lease runs out. A lease can still be lost under a running tick (a process paused past
+// it): what a tick must not do twice is fenced with `fence`, checked in the transaction that
+// records it.
 
 export interface PeriodicJobOptions {
   name: string;
   intervalMs: number;
-  /** How long a lease lasts without renewal; longer than one tick may take. */
+  /** How long a lease lasts without renewal. */
   leaseMs?: number;
   tick: () => Promise<void>;
+}
+
+/** The job's lease is held by another instance now: the caller's transaction must not commit. */
+export class LeaseLost extends Error {
+  override name = "LeaseLost";
+  readonly code = "LEASE_LOST";
 }
 
 export class PeriodicJob {
@@ -26,7 +36,11 @@ export class PeriodicJob {
   constructor(db: Db, log: FastifyBaseLogger, options: PeriodicJobOptions) {
     this.#db = db;
     this.#log = log;
-    this.#opts = { leaseMs: Math.max(30_000, options.intervalMs * 5), ...options };
+    this.#opts = { leaseMs: Math.max(10_000, options.intervalMs * 5), ...options };
+  }
+
+  get name(): string {
+    return this.#opts.name;
   }
 
   start(): void {
@@ -49,8 +63,27 @@ export class PeriodicJob {
   /** Runs one tick now if this instance holds (or takes) the lease; returns whether it ran. */
   async runOnce(): Promise<boolean> {
     if (!(await this.#acquire())) return false;
-    await this.#opts.tick();
+    const renewal = setInterval(() => void this.#renew(), this.#opts.leaseMs / 3);
+    try {
+      await this.#opts.tick();
+    } finally {
+      clearInterval(renewal);
+    }
     return true;
+  }
+
+  /**
+   * Throws LeaseLost unless this instance holds the lease; within the caller's transaction the
+   * lease row is then shared-locked, so no other instance can take it over before that commits.
+   */
+  async fence(trx: Db): Promise<void> {
+    const held = await sql<{ name: string }>`
+      SELECT name FROM job_leases
+      WHERE name = ${this.#opts.name} AND holder = ${this.#holder} AND expires_at > now()
+      FOR SHARE`.execute(trx);
+    if (held.rows.length === 0) {
+      throw new LeaseLost(`${this.#opts.name}: this instance no longer holds the job's lease`);
+    }
   }
 
   #schedule(delay: number): void {
@@ -67,13 +100,37 @@ export class PeriodicJob {
   }
 
   async #acquire(): Promise<boolean> {
-    const result = await sql<{ holder: string }>`
-      INSERT INTO job_leases (name, holder, expires_at)
-      VALUES (${this.#opts.name}, ${this.#holder}, now() + make_interval(secs => ${this.#opts.leaseMs / 1000}))
-      ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
-      WHERE job_leases.holder = excluded.holder OR job_leases.expires_at < now()
-      RETURNING holder
-    `.execute(this.#db);
-    return result.rows.length > 0;
+    const expires = sql`now() + make_interval(secs => ${this.#opts.leaseMs / 1000})`;
+    const inserted = await sql<{ holder: string }>`
+      INSERT INTO job_leases (name, holder, expires_at) VALUES (${this.#opts.name}, ${this.#holder}, ${expires})
+      ON CONFLICT (name) DO NOTHING
+      RETURNING holder`.execute(this.#db);
+    if (inserted.rows.length > 0) return true;
+    // Renewed, or taken over once it ran out. A lease row that a holder's send has locked
+    // (fence) is skipped, not waited for: that holder is still recording, so this is not a
+    // tick for another instance to run.
+    const taken = await sql<{ holder: string }>`
+      UPDATE job_leases SET holder = ${this.#holder}, expires_at = ${expires}
+      WHERE name = (
+        SELECT name FROM job_leases
+        WHERE name = ${this.#opts.name} AND (holder = ${this.#holder} OR expires_at < now())
+        FOR UPDATE SKIP LOCKED)
+      RETURNING holder`.execute(this.#db);
+    return taken.rows.length > 0;
+  }
+
+  /** Extends a lease this instance still holds; one that ran out and was taken is not taken back. */
+  async #renew(): Promise<void> {
+    try {
+      const renewed = await sql<{ holder: string }>`
+        UPDATE job_leases SET expires_at = now() + make_interval(secs => ${this.#opts.leaseMs / 1000})
+        WHERE name = ${this.#opts.name} AND holder = ${this.#holder}
+        RETURNING holder`.execute(this.#db);
+      if (renewed.rows.length === 0) {
+        this.#log.warn({ job: this.#opts.name }, "the job's lease was taken over while a tick ran");
+      }
+    } catch (err) {
+      this.#log.error({ err, job: this.#opts.name }, "renewing the job's lease failed");
+    }
   }
 }

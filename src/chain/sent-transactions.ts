@@ -1,0 +1,183 @@
+import { sql } from "kysely";
+import type { Environment } from "../config.ts";
+import type { Db } from "../platform/db/database.ts";
+import type { ChainToken, Hex, ReceiptStatus } from "./network.ts";
+
+// The SQL of chain_transactions: every transaction the service signs from a wallet it holds,
+// recorded before it is broadcast. A nonce has one primary transaction and, when the node refused
+// that one, a cancelling transaction that replaces it (replaces_tx_hash). Statuses: `signed`
+// (may still be mined), `mined` / `failed` (its receipt), `replaced` (never mined: its nonce was
+// taken by another mined transaction), `rejected` (refused before migration 016; holds no nonce).
+
+export interface RecordedTransaction {
+  txHash: Hex;
+  raw: Hex;
+  nonce: number;
+  token: ChainToken;
+  purpose: string;
+  /** Set on a cancelling transaction: the one whose nonce it takes. */
+  replaces: Hex | null;
+}
+
+export interface NewTransaction extends RecordedTransaction {
+  from: Hex;
+  to: Hex;
+  amount: bigint;
+  paymentId: string | null;
+  payoutId: string | null;
+}
+
+/** The nonce after the last one recorded for `from` (0 when there is none). */
+export async function nextRecordedNonce(db: Db, environment: Environment, from: Hex): Promise<number> {
+  const last = await db
+    .selectFrom("chain_transactions")
+    .select((eb) => eb.fn.max("nonce").as("nonce"))
+    .where("environment", "=", environment)
+    .where("from_address", "=", from)
+    .where("status", "<>", "rejected")
+    .executeTakeFirst();
+  return last?.nonce === null || last?.nonce === undefined ? 0 : Number(last.nonce) + 1;
+}
+
+export async function recordTransaction(db: Db, environment: Environment, tx: NewTransaction): Promise<void> {
+  await db
+    .insertInto("chain_transactions")
+    .values({
+      environment,
+      from_address: tx.from,
+      nonce: String(tx.nonce),
+      purpose: tx.purpose,
+      payment_id: tx.paymentId,
+      payout_id: tx.payoutId,
+      to_address: tx.to,
+      token_symbol: tx.token,
+      amount: tx.amount.toString(),
+      raw_tx: tx.raw,
+      tx_hash: tx.txHash,
+      replaces_tx_hash: tx.replaces,
+    })
+    .execute();
+}
+
+/**
+ * What is still to be sent of `from`'s nonces from `fromNonce` up to (not including) `toNonce`:
+ * per nonce the transaction to broadcast, a signed cancelling one before the transaction it
+ * replaces (a transaction that is being cancelled is never broadcast again).
+ */
+export async function toBroadcast(
+  db: Db,
+  environment: Environment,
+  from: Hex,
+  fromNonce: number,
+  toNonce: number | null,
+): Promise<RecordedTransaction[]> {
+  const rows = await sql<{
+    tx_hash: Hex;
+    raw_tx: Hex;
+    nonce: string;
+    token_symbol: ChainToken;
+    purpose: string;
+    replaces_tx_hash: Hex | null;
+  }>`
+    SELECT DISTINCT ON (nonce) tx_hash, raw_tx, nonce, token_symbol, purpose, replaces_tx_hash
+    FROM chain_transactions
+    WHERE environment = ${environment} AND from_address = ${from} AND status = 'signed'
+      AND nonce >= ${fromNonce} ${toNonce === null ? sql`` : sql`AND nonce < ${toNonce}`}
+    ORDER BY nonce, (replaces_tx_hash IS NOT NULL) DESC, created_at DESC
+  `.execute(db);
+  return rows.rows.map((row) => ({
+    txHash: row.tx_hash,
+    raw: row.raw_tx,
+    nonce: Number(row.nonce),
+    token: row.token_symbol,
+    purpose: row.purpose,
+    replaces: row.replaces_tx_hash,
+  }));
+}
+
+/** The cancelling transaction recorded for `txHash`, if any. */
+export async function cancellationOf(db: Db, txHash: Hex): Promise<RecordedTransaction | undefined> {
+  const row = await db
+    .selectFrom("chain_transactions")
+    .select(["tx_hash", "raw_tx", "nonce", "token_symbol", "purpose", "replaces_tx_hash"])
+    .where("replaces_tx_hash", "=", txHash)
+    .where("status", "=", "signed")
+    .executeTakeFirst();
+  if (!row) return undefined;
+  return {
+    txHash: row.tx_hash as Hex,
+    raw: row.raw_tx as Hex,
+    nonce: Number(row.nonce),
+    token: row.token_symbol as ChainToken,
+    purpose: row.purpose,
+    replaces: row.replaces_tx_hash as Hex,
+  };
+}
+
+export interface OpenTransaction {
+  txHash: Hex;
+  from: Hex;
+  nonce: number;
+  /** Recorded long enough ago that its sender, if alive, has broadcast it. */
+  settled: boolean;
+}
+
+/** Every signed transaction of the environment, by wallet and nonce. */
+export async function openTransactions(
+  db: Db,
+  environment: Environment,
+  olderThanMs: number,
+): Promise<OpenTransaction[]> {
+  const rows = await db
+    .selectFrom("chain_transactions")
+    .select([
+      "tx_hash",
+      "from_address",
+      "nonce",
+      sql<boolean>`created_at < now() - make_interval(secs => ${olderThanMs / 1000})`.as("settled"),
+    ])
+    .where("environment", "=", environment)
+    .where("status", "=", "signed")
+    .orderBy("from_address")
+    .orderBy("nonce")
+    .execute();
+  return rows.map((row) => ({
+    txHash: row.tx_hash as Hex,
+    from: row.from_address as Hex,
+    nonce: Number(row.nonce),
+    settled: row.settled,
+  }));
+}
+
+/** Notes why the node refused a transaction that stays open (its nonce is not taken yet). */
+export async function noteRefusal(db: Db, txHash: Hex, reason: string): Promise<void> {
+  await db
+    .updateTable("chain_transactions")
+    .set({ error: `refused by the node: ${reason}` })
+    .where("tx_hash", "=", txHash)
+    .where("status", "=", "signed")
+    .execute();
+}
+
+/**
+ * Records a transaction's receipt (or that it can never be mined, after a refusal it was noted
+ * with); only a signed one moves.
+ */
+export async function settleTransaction(
+  db: Db,
+  txHash: Hex,
+  outcome: Exclude<ReceiptStatus, "not_found"> | "replaced",
+  error: string | null,
+  at: Date,
+): Promise<void> {
+  await db
+    .updateTable("chain_transactions")
+    .set({
+      status: outcome === "success" ? "mined" : outcome === "reverted" ? "failed" : "replaced",
+      error: outcome === "success" ? null : sql<string>`coalesce(error || '; ', '') || ${error}`,
+      mined_at: outcome === "replaced" ? null : at,
+    })
+    .where("tx_hash", "=", txHash)
+    .where("status", "=", "signed")
+    .execute();
+}

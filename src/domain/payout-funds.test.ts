@@ -1,0 +1,68 @@
+import { describe, expect, it } from "vitest";
+import { checkFunds, type FundsCheck } from "./payout-funds.ts";
+
+const base: FundsCheck = {
+  token: "USDC",
+  amount: 10n,
+  balances: { USDC: 100n, ETH: 1_000n },
+  committed: new Map(),
+  unsettled: () => 0n,
+  gas: { erc20: 100n, eth: 21n },
+};
+
+describe("checkFunds", () => {
+  it("passes a payout the balance covers, with gas for it", () => {
+    expect(checkFunds(base)).toEqual({ ok: true });
+    expect(checkFunds({ ...base, amount: 100n })).toEqual({ ok: true });
+  });
+
+  it("leaves what recorded transactions and unsettled payments will take", () => {
+    const committed = new Map([["USDC", { amount: 60n, transactions: 3 }]]);
+    expect(checkFunds({ ...base, amount: 41n, committed })).toEqual({
+      ok: false,
+      short: "balance",
+      available: 40n,
+    });
+    expect(checkFunds({ ...base, amount: 41n, unsettled: (t) => (t === "USDC" ? 60n : 0n) })).toEqual({
+      ok: false,
+      short: "balance",
+      available: 40n,
+    });
+    expect(checkFunds({ ...base, amount: 40n, committed })).toEqual({ ok: true });
+  });
+
+  it("reserves the gas of every recorded transaction from the ETH balance", () => {
+    // 9 transactions in flight: 8 ERC-20 (800 wei) and one ETH transfer of 50 (21 wei of gas).
+    const committed = new Map([
+      ["USDC", { amount: 0n, transactions: 8 }],
+      ["ETH", { amount: 50n, transactions: 1 }],
+    ]);
+    // 1,000 - 50 - 821 = 129 wei left: enough for this payout's 100, not with 80 wei less.
+    expect(checkFunds({ ...base, committed })).toEqual({ ok: true });
+    expect(checkFunds({ ...base, committed, balances: { USDC: 100n, ETH: 920n } })).toEqual({
+      ok: false,
+      short: "gas",
+      ethBalance: 49n,
+      required: 100n,
+    });
+  });
+
+  it("an ETH payout pays its gas from what is left after it", () => {
+    expect(checkFunds({ ...base, token: "ETH", amount: 979n })).toEqual({ ok: true });
+    expect(checkFunds({ ...base, token: "ETH", amount: 980n })).toEqual({
+      ok: false,
+      short: "gas",
+      ethBalance: 20n,
+      required: 21n,
+    });
+    expect(checkFunds({ ...base, token: "ETH", amount: 1_001n })).toEqual({
+      ok: false,
+      short: "balance",
+      available: 1_000n,
+    });
+  });
+
+  it("a sponsored payout (smart wallet) needs no gas", () => {
+    expect(checkFunds({ ...base, balances: { USDC: 10n }, gas: null })).toEqual({ ok: true });
+  });
+});

@@ -1,0 +1,53 @@
+import type { ChainToken } from "../chain/network.ts";
+
+// Whether a wallet can pay a payout (part 4.10: "the balance is checked first"). The balance the
+// chain reports still holds what is already on its way out: transactions recorded but not mined
+// at the block the balance was read at (payouts, settlement legs, cancellations), payouts
+// recorded but not signed yet, and the money of payments received and not settled yet, which
+// belongs to the merchant and the treasury. On the EOA path each of those transactions also
+// pays gas from the wallet's ETH.
+
+export interface Committed {
+  /** What the transactions (and payouts not signed yet) of one token take from the wallet. */
+  amount: bigint;
+  /** How many transactions carry it (each pays gas on the EOA path). */
+  transactions: number;
+}
+
+export interface FundsCheck {
+  token: ChainToken;
+  amount: bigint;
+  /** Balances read at one block (the EOA's with its mined nonce there). */
+  balances: Partial<Record<ChainToken, bigint>>;
+  /** Per token symbol: recorded and not in `balances` yet. */
+  committed: ReadonlyMap<string, Committed>;
+  /** Per token symbol: money of payments received and not settled yet. */
+  unsettled: (token: string) => bigint;
+  /** The EOA path: wei of gas of one ERC-20 transfer and of one ETH transfer; null: sponsored. */
+  gas: { erc20: bigint; eth: bigint } | null;
+}
+
+export type FundsVerdict =
+  | { ok: true }
+  | { ok: false; short: "balance"; available: bigint }
+  | { ok: false; short: "gas"; ethBalance: bigint; required: bigint };
+
+export function checkFunds(check: FundsCheck): FundsVerdict {
+  const { gas } = check;
+  const leaving = (token: string) => (check.committed.get(token)?.amount ?? 0n) + check.unsettled(token);
+  let gasCommitted = 0n;
+  if (gas) {
+    for (const [token, { transactions }] of check.committed) {
+      gasCommitted += BigInt(transactions) * (token === "ETH" ? gas.eth : gas.erc20);
+    }
+  }
+  const ethAvailable = (check.balances.ETH ?? 0n) - leaving("ETH") - gasCommitted;
+  const available =
+    check.token === "ETH" ? ethAvailable : (check.balances[check.token] ?? 0n) - leaving(check.token);
+  if (available < check.amount) return { ok: false, short: "balance", available };
+  if (!gas) return { ok: true };
+  const required = check.token === "ETH" ? gas.eth : gas.erc20;
+  const ethBalance = check.token === "ETH" ? available - check.amount : ethAvailable;
+  if (ethBalance < required) return { ok: false, short: "gas", ethBalance, required };
+  return { ok: true };
+}

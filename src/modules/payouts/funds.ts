@@ -1,0 +1,70 @@
+import type { ChainToken, Hex } from "../../chain/network.ts";
+import type { AppContext } from "../../context.ts";
+import { formatAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
+import { checkFunds } from "../../domain/payout-funds.ts";
+import { stillToSettle } from "../../domain/unsettled-payments.ts";
+import { badRequest } from "../../platform/http/errors.ts";
+import type { PaymentsService } from "../payments/service.ts";
+import type { SendingChannel } from "./channels.ts";
+import type { NewPayout, PayoutRow } from "./repo.ts";
+import * as sending from "./sending-repo.ts";
+
+// The balance check of a live payout (part 4.10), made so that it holds across instances: the
+// wallet's funds lock is taken, what is already on its way out is read from the database under
+// it, the payout is checked against the balance (domain/payout-funds.ts) and recorded, and only
+// then is the lock released. A second instance's payout from the same wallet waits for that, then
+// sees this one among what is on its way out.
+
+/** Records the payout (processing, leased) if the wallet can pay it; undefined if its key is taken. */
+export async function recordIfFunded(
+  ctx: AppContext,
+  payments: Pick<PaymentsService, "unsettledOn">,
+  channel: SendingChannel,
+  payout: NewPayout,
+): Promise<PayoutRow | undefined> {
+  const { environment } = payout.scope;
+  const from = payout.fromAddress as Hex;
+  const token = payout.tokenSymbol as ChainToken;
+  const gasPaid = channel.gasRequired !== undefined;
+  const gas = gasPaid
+    ? Promise.all([channel.gasRequired?.("USDC"), channel.gasRequired?.("ETH")])
+    : Promise.resolve(null);
+  gas.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
+  // The money of payments received and not settled yet is read before the balance, so that a
+  // settlement recorded meanwhile is at worst subtracted twice (a refusal), never not at all.
+  const unsettled = await payments.unsettledOn(environment, from);
+  const [funds, gasCosts] = await Promise.all([
+    channel.funds(from, gasPaid && token !== "ETH" ? [token, "ETH"] : [token]),
+    gas,
+  ]);
+  return ctx.db.transaction().execute(async (trx) => {
+    await sending.lockWalletFunds(trx, environment, from);
+    const committed = await sending.committedFrom(trx, environment, from, funds.minedNonce);
+    const verdict = checkFunds({
+      token,
+      amount: payout.amount,
+      balances: funds.balances,
+      committed,
+      unsettled: (of) => stillToSettle(unsettled, of),
+      gas: gasCosts ? { erc20: gasCosts[0] ?? 0n, eth: gasCosts[1] ?? 0n } : null,
+    });
+    if (!verdict.ok && verdict.short === "balance") {
+      const decimals = TOKEN_DECIMALS[token];
+      throw badRequest("Insufficient balance", {
+        available: formatAmount(verdict.available < 0n ? 0n : verdict.available, decimals),
+        requested: formatAmount(payout.amount, decimals),
+        tokenSymbol: token,
+      });
+    }
+    if (!verdict.ok) {
+      const shown = verdict.ethBalance < 0n ? 0n : verdict.ethBalance;
+      throw badRequest("Insufficient ETH for gas", {
+        code: "INSUFFICIENT_GAS",
+        ethBalance: formatAmount(shown, 18),
+        required: formatAmount(verdict.required, 18),
+        action: `Send at least ${formatAmount(verdict.required - shown, 18)} ETH to ${from}, or wait for the automatic gas top-up`,
+      });
+    }
+    return sending.insertPayout(trx, payout);
+  });
+}

@@ -1,0 +1,238 @@
+import type { Environment } from "../../config.ts";
+import type { AppContext } from "../../context.ts";
+import {
+  type BreakerState,
+  PAUSE_AFTER_FAILURES,
+  recordFailure,
+  recordSuccess,
+} from "../../domain/circuit-breaker.ts";
+import { coalescedCall } from "../../platform/db/coalesced-write.ts";
+import { ApiError, conflict } from "../../platform/http/errors.ts";
+import type { Mailer } from "../../platform/mail/mailer.ts";
+import { recordEvents } from "../webhooks/outbox.ts";
+import type { WorkspacesService } from "../workspaces/service.ts";
+import * as repo from "./repo.ts";
+import { toPayoutView } from "./view.ts";
+
+// How a payout ends, for the caller waiting on it and for the reconciler that finishes it later:
+// completed (its event, and a streak reset), failed (its event, counted by the circuit breaker,
+// the administrator mailed when it trips), and the answer each gives. Every ending is a
+// compare-and-set on `processing`: whoever ends a payout second (its sender after the reconciler
+// took it over, or the other way round) changes nothing, counts nothing, and answers what the
+// first one stored.
+
+export type PayoutResponse = { status: number; body: Record<string, unknown> };
+export type Scope = { workspaceId: string; environment: Environment };
+
+export const RESUME_ACTION = "POST /api/v1/workspaces/{id}/resume, or wait 30 minutes after pausedAt";
+const WAIT_FOR_ORIGINAL_MS = 60_000;
+
+export class PayoutOutcomes {
+  readonly #ctx: AppContext;
+  readonly #workspaces: WorkspacesService;
+  readonly #mailer: Mailer;
+  /** Completions made together share one statement. */
+  readonly #completePayout: (
+    completion: repo.PayoutCompletion,
+  ) => Promise<{ row: repo.PayoutRow | undefined; breaker: BreakerState }>;
+
+  constructor(ctx: AppContext, workspaces: WorkspacesService, mailer: Mailer) {
+    this.#ctx = ctx;
+    this.#workspaces = workspaces;
+    this.#mailer = mailer;
+    this.#completePayout = coalescedCall((completions: readonly repo.PayoutCompletion[]) =>
+      repo.completePayouts(ctx.db, completions),
+    );
+  }
+
+  async complete(scope: Scope, payout: repo.PayoutRow, txHash: string): Promise<PayoutResponse> {
+    const row = await this.recordCompletion(scope, payout, txHash);
+    if (!row) return this.stored(scope, payout.id);
+    return answerCompleted(row, row.completed_at ?? this.#ctx.now());
+  }
+
+  /**
+   * Completes a processing payout with its `payout.completed` event; undefined when it was no
+   * longer processing. The payout and its event are one statement (shared with the completions
+   * made together). Most successes follow successes: only a streak to reset (a failure came
+   * first) takes the breaker's lock, right after; a crash between the two leaves that streak as
+   * it was, which the next success resets.
+   */
+  async recordCompletion(
+    scope: Scope,
+    payout: repo.PayoutRow,
+    txHash: string,
+  ): Promise<repo.PayoutRow | undefined> {
+    const { row, breaker } = await this.#completePayout({
+      id: payout.id,
+      txHash,
+      at: this.#ctx.now(),
+      payload: { ...toPayoutView(payout) },
+    });
+    if (row) await this.#resetStreak(scope, breaker);
+    return row;
+  }
+
+  /** The answer for a completed payout; resets the breaker's streak where a failure came first. */
+  async completed(
+    scope: Scope,
+    row: repo.PayoutRow,
+    breaker: BreakerState,
+    at: Date,
+  ): Promise<PayoutResponse> {
+    await this.#resetStreak(scope, breaker);
+    return answerCompleted(row, at);
+  }
+
+  async #resetStreak(scope: Scope, breaker: BreakerState): Promise<void> {
+    if (recordSuccess(breaker) === breaker) return;
+    await this.#ctx.db.transaction().execute(async (trx) => {
+      const state = await repo.lockBreaker(trx, scope);
+      await repo.writeBreaker(trx, scope, recordSuccess(state));
+    });
+  }
+
+  /**
+   * Fails a payout whose transfer can never happen, counted by the breaker (and mailed when it
+   * trips); throws the answer. A payout that was no longer processing answers as it is stored.
+   */
+  async fail(scope: Scope, payout: repo.PayoutRow, txHash: string | null, detail: string): Promise<never> {
+    const result = await this.recordFailure(scope, payout, txHash, detail);
+    if (!result) throw await this.#storedError(scope, payout.id);
+    if (result.tripped) {
+      throw new ApiError(503, "Payouts paused by the circuit breaker", {
+        code: "CIRCUIT_BREAKER_OPEN",
+        circuitBreaker: true,
+        detail,
+        failStreak: result.state.failStreak,
+        remainingBeforePause: 0,
+        pausedAt: result.state.pausedAt?.toISOString() ?? null,
+        resumeAction: RESUME_ACTION,
+      });
+    }
+    throw payoutFailed(detail, result.state.failStreak, result.remainingBeforePause);
+  }
+
+  /** The failure, its event and the breaker's count, in one transaction; undefined if not processing. */
+  async recordFailure(scope: Scope, payout: repo.PayoutRow, txHash: string | null, detail: string) {
+    const at = this.#ctx.now();
+    const result = await this.#ctx.db.transaction().execute(async (trx) => {
+      const done = await repo.finishPayout(trx, payout.id, { status: "failed", txHash, error: detail, at });
+      if (!done) return undefined;
+      const state = await repo.lockBreaker(trx, scope);
+      const failure = recordFailure(state, detail, at);
+      await repo.writeBreaker(trx, scope, failure.state);
+      await recordEvents(trx, [
+        {
+          workspaceId: done.workspace_id,
+          environment: done.environment as Environment,
+          type: "payout.failed",
+          payload: { ...toPayoutView(done), error: detail, failStreak: failure.state.failStreak },
+        },
+      ]);
+      return failure;
+    });
+    if (result?.tripped) await this.#notifyPaused(scope, result.state);
+    return result;
+  }
+
+  /** The answer for a payout as it is stored now: 200, 202 while processing, or its failure. */
+  async stored(scope: Scope, id: string): Promise<PayoutResponse> {
+    const row = await repo.findById(this.#ctx.db, id);
+    if (row?.status === "completed") return answerCompleted(row, row.completed_at ?? this.#ctx.now());
+    if (row?.status === "processing") {
+      return { status: 202, body: { payout: toPayoutView(row), timestamp: this.#ctx.now().toISOString() } };
+    }
+    throw await this.#storedError(scope, id);
+  }
+
+  async #storedError(scope: Scope, id: string): Promise<ApiError> {
+    const [row, breaker] = await Promise.all([
+      repo.findById(this.#ctx.db, id),
+      repo.readBreaker(this.#ctx.db, scope),
+    ]);
+    if (row?.status !== "failed") return new ApiError(500, "Payout failed");
+    return payoutFailed(
+      row.error ?? "transfer failed",
+      breaker.failStreak,
+      Math.max(0, PAUSE_AFTER_FAILURES - breaker.failStreak),
+    );
+  }
+
+  /** A repeated idempotencyKey: the original's result (waiting a while for one in flight). */
+  async duplicate(scope: Scope, existing: repo.PayoutRow): Promise<PayoutResponse> {
+    let row = existing;
+    const deadline = Date.now() + WAIT_FOR_ORIGINAL_MS;
+    while (row.status === "processing" && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+      row = (await repo.findByIdempotencyKey(this.#ctx.db, scope, existing.idempotency_key ?? "")) ?? row;
+    }
+    if (row.status === "completed") {
+      return {
+        status: 200,
+        body: {
+          payout: {
+            txHash: row.tx_hash,
+            status: "completed",
+            note: "Duplicate idempotencyKey; original result returned",
+          },
+        },
+      };
+    }
+    if (row.status === "processing") throw conflict("A payout with this idempotencyKey is still in progress");
+    throw conflict("idempotencyKey already used by a payout that failed", {
+      payout: { ...toPayoutView(row), error: row.error },
+    });
+  }
+
+  async #notifyPaused(scope: Scope, state: BreakerState): Promise<void> {
+    try {
+      const workspace = await this.#workspaces.get(scope.workspaceId);
+      if (!workspace.adminEmail) {
+        this.#ctx.log.warn(
+          { workspaceId: scope.workspaceId },
+          "payouts paused; the workspace has no adminEmail to notify",
+        );
+        return;
+      }
+      await this.#mailer.send({
+        to: workspace.adminEmail,
+        subject: `Payouts paused for ${workspace.name} (${scope.environment})`,
+        text: [
+          `Payouts of workspace "${workspace.name}" (${scope.workspaceId}) in ${scope.environment} were paused at ${state.pausedAt?.toISOString()}`,
+          `after ${PAUSE_AFTER_FAILURES} consecutive failed payouts.`,
+          "",
+          `Last failure: ${state.reason ?? "unknown"}`,
+          "",
+          "Payouts resume automatically 30 minutes after the pause, or at once with",
+          `POST /api/v1/workspaces/${scope.workspaceId}/resume using a ${scope.environment} API key.`,
+        ].join("\n"),
+      });
+    } catch (err) {
+      this.#ctx.log.error(
+        { err, workspaceId: scope.workspaceId },
+        "could not send the circuit-breaker e-mail",
+      );
+    }
+  }
+}
+
+function answerCompleted(row: repo.PayoutRow, at: Date): PayoutResponse {
+  return {
+    status: 200,
+    body: {
+      payout: { ...toPayoutView(row), txHash: row.tx_hash, status: "completed" },
+      timestamp: at.toISOString(),
+    },
+  };
+}
+
+function payoutFailed(detail: string, failStreak: number, remainingBeforePause: number): ApiError {
+  return new ApiError(500, "Payout failed", {
+    code: "PAYOUT_FAILED",
+    detail,
+    failStreak,
+    remainingBeforePause,
+    circuitBreaker: false,
+  });
+}

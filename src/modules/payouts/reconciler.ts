@@ -1,0 +1,72 @@
+import type { OperationOutcome, PreparedOperation } from "../../chain/evm/smart-accounts.ts";
+import type { Hex } from "../../chain/network.ts";
+import type { Environment } from "../../config.ts";
+import type { AppContext } from "../../context.ts";
+import type { PayoutLeases } from "./leases.ts";
+import type { PayoutOutcomes } from "./outcomes.ts";
+import * as sending from "./sending-repo.ts";
+
+// Finishes live payouts that no instance is sending any more: their instance stopped (its lease
+// ran out), or answered 202 and gave them up. Their outcome comes from the chain: the recorded
+// transaction's receipt (TransactionSender.reconcile records it, or that another transaction took
+// its nonce), or the recorded user operation, sent again. A payout is failed only when its
+// transfer can never happen; one with nothing recorded was never sent, and fails uncounted —
+// unless its sender claims it at that moment, which the fence of failNeverSent leaves to it.
+
+export type ResendOperation = (
+  environment: Environment,
+  prepared: PreparedOperation,
+) => Promise<OperationOutcome>;
+
+const NEVER_SENT = "not sent: the process stopped before broadcasting";
+
+export class PayoutReconciler {
+  readonly #ctx: AppContext;
+  readonly #outcomes: PayoutOutcomes;
+  readonly #leases: PayoutLeases;
+  readonly #resend: ResendOperation | undefined;
+
+  constructor(ctx: AppContext, outcomes: PayoutOutcomes, leases: PayoutLeases, resend?: ResendOperation) {
+    this.#ctx = ctx;
+    this.#outcomes = outcomes;
+    this.#leases = leases;
+    this.#resend = resend;
+  }
+
+  /** Returns how many payouts it finished. */
+  async reconcile(environment: Environment): Promise<number> {
+    const open = await sending.unownedProcessing(this.#ctx.db, environment);
+    let finished = 0;
+    for (const payout of open) {
+      if (this.#leases.has(payout.id)) continue; // this process is sending it
+      const scope = { workspaceId: payout.workspace_id, environment };
+      if (payout.user_operation) {
+        if (!this.#resend) continue;
+        // A smart wallet payout: send the recorded operation again (a no-op if it was included).
+        const outcome = await this.#resend(environment, {
+          userOpHash: payout.user_op_hash as Hex,
+          serialized: payout.user_operation,
+        });
+        if (outcome.status === "success")
+          await this.#outcomes.recordCompletion(scope, payout, outcome.txHash);
+        else if (outcome.status === "reverted") {
+          await this.#outcomes.recordFailure(scope, payout, outcome.txHash, outcome.error);
+        }
+        finished += outcome.status === "pending" ? 0 : 1;
+        continue;
+      }
+      const tx = await sending.payoutTransaction(this.#ctx.db, payout.id);
+      if (tx?.status === "signed") continue; // still open: it may be mined
+      if (tx?.status === "mined") {
+        await this.#outcomes.recordCompletion(scope, payout, tx.tx_hash);
+      } else if (tx) {
+        // Reverted, or never mined and its nonce taken by another transaction.
+        await this.#outcomes.recordFailure(scope, payout, tx.tx_hash, tx.error ?? "transaction reverted");
+      } else if (!(await sending.failNeverSent(this.#ctx.db, payout.id, NEVER_SENT, this.#ctx.now()))) {
+        continue; // its sender claimed it meanwhile
+      }
+      finished++;
+    }
+    return finished;
+  }
+}

@@ -1,0 +1,201 @@
+import { type Kysely, sql } from "kysely";
+import type { Environment } from "../../config.ts";
+import type { Committed } from "../../domain/payout-funds.ts";
+import type { DatabaseSchema } from "../../platform/db/schema.ts";
+import type { NewPayout, PayoutRow } from "./repo.ts";
+
+// The SQL of live payouts on their way out: the balance reservation every instance sees, the
+// lease of the instance sending a payout, and what the reconciler may take over.
+
+type Db = Kysely<DatabaseSchema>;
+
+/**
+ * How long a payout belongs to the instance sending it without a renewal. The sender renews it
+ * well within that (leases.ts) and when it records the payout's transaction; the reconciler
+ * touches only payouts whose lease ran out: their instance stopped, or gave the payout up (202).
+ */
+export const LEASE_SECONDS = 20;
+const lease = sql<Date>`now() + make_interval(secs => ${LEASE_SECONDS})`;
+
+/**
+ * Takes the wallet's funds lock for the caller's transaction: one payout of a wallet at a time
+ * (all instances) reads what is committed and records itself.
+ */
+export async function lockWalletFunds(trx: Db, environment: Environment, from: string): Promise<void> {
+  await sql`SELECT pg_advisory_xact_lock(hashtext(${`payout-funds:${environment}:${from.toLowerCase()}`}))`.execute(
+    trx,
+  );
+}
+
+/**
+ * What is on its way out of wallet `from`, per token, and not in a balance read at a block where
+ * its first `minedNonce` transactions are mined: its recorded transactions from that nonce on
+ * (payouts, settlement legs, cancellations; a reverted one took its gas only) and its payouts
+ * recorded but not signed yet. `minedNonce` null (a smart wallet, whose operations have no nonce
+ * order): every payout still processing.
+ */
+export async function committedFrom(
+  trx: Db,
+  environment: Environment,
+  from: string,
+  minedNonce: number | null,
+): Promise<Map<string, Committed>> {
+  const rows =
+    minedNonce === null
+      ? await sql<{ token_symbol: string; amount: string; transactions: number }>`
+          SELECT token_symbol, sum(amount)::text AS amount, count(*)::int AS transactions
+          FROM payouts
+          WHERE environment = ${environment} AND status = 'processing' AND from_address = ${from}
+          GROUP BY token_symbol`.execute(trx)
+      : await sql<{ token_symbol: string; amount: string; transactions: number }>`
+          SELECT token_symbol, sum(amount)::text AS amount, count(*)::int AS transactions
+          FROM (
+            SELECT token_symbol, CASE WHEN status = 'failed' THEN 0 ELSE amount END AS amount
+            FROM chain_transactions
+            WHERE environment = ${environment} AND from_address = ${from} AND nonce >= ${minedNonce}
+              AND status IN ('signed', 'mined', 'failed')
+            UNION ALL
+            SELECT p.token_symbol, p.amount
+            FROM payouts p
+            WHERE p.environment = ${environment} AND p.status = 'processing' AND p.from_address = ${from}
+              AND NOT EXISTS (SELECT 1 FROM chain_transactions t WHERE t.payout_id = p.id)
+          ) AS leaving
+          GROUP BY token_symbol`.execute(trx);
+  return new Map(
+    rows.rows.map((row) => [
+      row.token_symbol,
+      { amount: BigInt(row.amount), transactions: row.transactions },
+    ]),
+  );
+}
+
+/** Records a live payout as processing, leased to the caller; undefined when its key is taken. */
+export async function insertPayout(trx: Db, payout: NewPayout): Promise<PayoutRow | undefined> {
+  return trx
+    .insertInto("payouts")
+    .values({
+      workspace_id: payout.scope.workspaceId,
+      environment: payout.scope.environment,
+      idempotency_key: payout.idempotencyKey,
+      status: "processing",
+      token_symbol: payout.tokenSymbol,
+      amount: payout.amount.toString(),
+      destination_address: payout.destinationAddress,
+      from_address: payout.fromAddress,
+      wallet_type: payout.walletType,
+      description: payout.description,
+      metadata: JSON.stringify(payout.metadata),
+      created_at: payout.createdAt,
+      lease_expires_at: lease,
+    })
+    .onConflict((oc) => oc.columns(["workspace_id", "environment", "idempotency_key"]).doNothing())
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/**
+ * The fence before a payout's money is sent (in the transaction that records its transaction):
+ * it must still be processing, and its lease is renewed. False when the reconciler has failed
+ * it meanwhile (its instance was stopped past the lease): then nothing may be sent. Changing the
+ * leased row also makes a reconciler waiting on it re-check its lease, not fail it.
+ */
+export async function claimForSending(trx: Db, id: string): Promise<boolean> {
+  const row = await trx
+    .updateTable("payouts")
+    .set({ lease_expires_at: lease })
+    .where("id", "=", id)
+    .where("status", "=", "processing")
+    .returning("id")
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/**
+ * The signed user operation of a smart wallet payout, recorded before it is sent, under the same
+ * fence as claimForSending: false (nothing recorded, nothing to send) once it is not processing.
+ */
+export async function recordUserOperation(
+  db: Db,
+  id: string,
+  userOpHash: string,
+  operation: string,
+): Promise<boolean> {
+  const row = await db
+    .updateTable("payouts")
+    .set({ user_op_hash: userOpHash, user_operation: operation, lease_expires_at: lease })
+    .where("id", "=", id)
+    .where("status", "=", "processing")
+    .returning("id")
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+export async function renewLeases(db: Db, ids: readonly string[]): Promise<void> {
+  if (ids.length === 0) return;
+  await db
+    .updateTable("payouts")
+    .set({ lease_expires_at: lease })
+    .where("id", "=", sql<string>`any(${ids}::uuid[])`)
+    .where("status", "=", "processing")
+    .execute();
+}
+
+/** The sender gives a payout up to the reconciler (its outcome is not known yet). */
+export async function releaseLease(db: Db, id: string): Promise<void> {
+  await db
+    .updateTable("payouts")
+    .set({ lease_expires_at: null })
+    .where("id", "=", id)
+    .where("status", "=", "processing")
+    .execute();
+}
+
+/** Processing payouts of the environment that no live instance owns. */
+export async function unownedProcessing(db: Db, environment: Environment): Promise<PayoutRow[]> {
+  return db
+    .selectFrom("payouts")
+    .selectAll()
+    .where("environment", "=", environment)
+    .where("status", "=", "processing")
+    .where((eb) => eb.or([eb("lease_expires_at", "is", null), eb("lease_expires_at", "<", sql<Date>`now()`)]))
+    .execute();
+}
+
+/** The payout's own transaction (not a cancellation of it), as the chain has decided it so far. */
+export async function payoutTransaction(
+  db: Db,
+  payoutId: string,
+): Promise<{ tx_hash: string; status: string; error: string | null } | undefined> {
+  return db
+    .selectFrom("chain_transactions")
+    .select(["tx_hash", "status", "error"])
+    .where("payout_id", "=", payoutId)
+    .where("replaces_tx_hash", "is", null)
+    .orderBy("created_at", "desc")
+    .executeTakeFirst();
+}
+
+/**
+ * Fails a payout that was never sent: processing, unleased, with no transaction or user
+ * operation recorded. The lease and the user operation are the row's own columns, so a sender
+ * that claims it at the same moment (claimForSending, recordUserOperation) makes this a no-op.
+ */
+export async function failNeverSent(
+  db: Db,
+  id: string,
+  error: string,
+  at: Date,
+): Promise<PayoutRow | undefined> {
+  return db
+    .updateTable("payouts")
+    .set({ status: "failed", error, completed_at: at })
+    .where("id", "=", id)
+    .where("status", "=", "processing")
+    .where("user_operation", "is", null)
+    .where((eb) => eb.or([eb("lease_expires_at", "is", null), eb("lease_expires_at", "<", sql<Date>`now()`)]))
+    .where(({ not, exists, selectFrom }) =>
+      not(exists(selectFrom("chain_transactions").select("id").where("payout_id", "=", id))),
+    )
+    .returningAll()
+    .executeTakeFirst();
+}

@@ -1,0 +1,33 @@
+import { type Kysely, sql } from "kysely";
+
+// Money never leaves twice, also with several instances (issue 20):
+// - A transaction the node refused is no longer given up (`rejected`) and its nonce handed to the
+//   next transfer: that left a signed transaction that could still be mined later. It is replaced
+//   instead by a cancelling transaction at the same nonce (`replaces_tx_hash`), and it is
+//   `replaced` only once its nonce is provably taken by another mined transaction. So one nonce
+//   may now have several recorded candidates; only one of them is primary (not a replacement).
+// - A payment's settlement legs are unique: a second settlement of one payment (two workers, or
+//   one that lost its lease) cannot even be recorded, let alone sent.
+// - A payout in flight is leased by the instance sending it; the reconciler only touches payouts
+//   whose lease has run out (or that were never leased).
+export async function up(db: Kysely<unknown>): Promise<void> {
+  await sql`ALTER TABLE chain_transactions DROP CONSTRAINT chain_transactions_status_check`.execute(db);
+  await sql`
+    ALTER TABLE chain_transactions ADD CONSTRAINT chain_transactions_status_check
+      CHECK (status IN ('signed', 'mined', 'failed', 'rejected', 'replaced'))`.execute(db);
+  await sql`ALTER TABLE chain_transactions ADD COLUMN replaces_tx_hash text REFERENCES chain_transactions(tx_hash)`.execute(
+    db,
+  );
+  await sql`DROP INDEX chain_transactions_nonce`.execute(db);
+  await sql`
+    CREATE UNIQUE INDEX chain_transactions_nonce ON chain_transactions (environment, from_address, nonce)
+      WHERE status <> 'rejected' AND replaces_tx_hash IS NULL`.execute(db);
+  await sql`
+    CREATE UNIQUE INDEX chain_transactions_settlement_leg ON chain_transactions (payment_id, purpose)
+      WHERE payment_id IS NOT NULL AND status <> 'rejected'`.execute(db);
+  await sql`ALTER TABLE payouts ADD COLUMN lease_expires_at timestamptz`.execute(db);
+}
+
+export async function down(): Promise<void> {
+  throw new Error("the one-payer-per-nonce migration is not reversible");
+}

@@ -1,0 +1,421 @@
+import {
+  type Address,
+  createPublicClient,
+  createWalletClient,
+  erc20Abi,
+  http,
+  parseEther,
+  parseUnits,
+} from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Devnet, rpc, startDevnet } from "../src/devnet/chain.ts";
+import { Settlement } from "../src/modules/payments/settlement.ts";
+import { PeriodicJob } from "../src/platform/jobs/periodic-job.ts";
+import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
+import { liveNetworkEnv } from "./support/devnet-env.ts";
+import { type RpcHook, startRpcProxy } from "./support/rpc-proxy.ts";
+
+// Money leaves once (issue 20), finding by finding, on a real local chain: a refused transaction
+// is never sent again once its nonce is cancelled, so a payout answered as failed is never paid;
+// a transaction its sender never broadcast is sent before the next one (a nonce is never
+// skipped); the reconciler leaves a payout another instance is sending alone, and one whose
+// sender was stopped past its lease is failed unsent, after which that sender sends nothing;
+// instances share one wallet's balance; a payment's settlement is unique and fenced by the lease.
+
+const randomAddress = () => privateKeyToAccount(generatePrivateKey()).address;
+const USDC = (amount: string) => parseUnits(amount, 6);
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const refusal = { error: { code: -32000, message: "nonce too high (refused by the test's node)" } };
+
+let devnet: Devnet;
+let chain: ReturnType<typeof createPublicClient>;
+let payer: ReturnType<typeof createWalletClient>;
+/** Apps started, each with whether it opened its own database (closed after those sharing it). */
+const opened: Array<{ app: TestApp; owner: boolean }> = [];
+
+beforeAll(async () => {
+  devnet = await startDevnet();
+  chain = createPublicClient({ chain: devnet.chain, transport: http(devnet.rpcUrl), pollingInterval: 50 });
+  payer = createWalletClient({
+    account: privateKeyToAccount(devnet.accounts.payer.privateKey),
+    chain: devnet.chain,
+    transport: http(devnet.rpcUrl),
+  });
+}, 120_000);
+
+afterAll(async () => {
+  for (const { app } of opened.filter((o) => !o.owner)) await app.close(true);
+  for (const { app } of opened.filter((o) => o.owner)) await app.close();
+  await devnet?.stop();
+});
+
+async function app(extra: Record<string, string> = {}, shared?: TestApp): Promise<TestApp> {
+  const started = await startTestApp(
+    liveNetworkEnv(devnet, extra),
+    shared ? { database: shared.database } : {},
+  );
+  opened.push({ app: started, owner: !shared });
+  return started;
+}
+
+async function fund(address: string, usdc: string, eth = "1"): Promise<void> {
+  const token = await payer.writeContract({
+    address: devnet.tokens.USDC,
+    abi: erc20Abi,
+    functionName: "transfer",
+    args: [address as Address, USDC(usdc)],
+    chain: devnet.chain,
+    account: payer.account ?? null,
+  });
+  await chain.waitForTransactionReceipt({ hash: token });
+  const ether = await payer.sendTransaction({
+    to: address as Address,
+    value: parseEther(eth),
+    chain: devnet.chain,
+    account: payer.account ?? null,
+  });
+  await chain.waitForTransactionReceipt({ hash: ether });
+}
+
+const usdcBalance = (address: string) =>
+  chain.readContract({
+    address: devnet.tokens.USDC,
+    abi: erc20Abi,
+    functionName: "balanceOf",
+    args: [address as Address],
+  });
+
+const payout = (t: TestApp, ws: CreatedWorkspace, body: Record<string, unknown>) =>
+  t.request({ method: "POST", url: "/api/v1/payouts", headers: bearer(ws.liveKey), payload: body });
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>, ms = 15_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+const recordedFor = (t: TestApp, ws: CreatedWorkspace) =>
+  t.database.db
+    .selectFrom("chain_transactions")
+    .select(["tx_hash", "nonce", "status", "purpose", "payout_id"])
+    .where("from_address", "=", ws.eoaAddress)
+    .orderBy("nonce")
+    .orderBy("purpose")
+    .execute();
+
+const payoutRow = (t: TestApp, ws: CreatedWorkspace) =>
+  t.database.db.selectFrom("payouts").selectAll().where("workspace_id", "=", ws.id).executeTakeFirst();
+
+/** A hook that holds every call for which `holds` is true until `release()`. */
+function holding(holds: (method: string, params: unknown[]) => boolean) {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const hook: RpcHook = async ({ method, params }) => {
+    if (holds(method, params)) await released;
+    return undefined;
+  };
+  return { hook, release };
+}
+
+describe("a transaction is sent once, in nonce order", () => {
+  it("one the node refused is cancelled, never sent again: its payout, answered as failed, is never paid", async () => {
+    let refused = false;
+    const proxy = await startRpcProxy(devnet.rpcUrl, async ({ method }) => {
+      if (method !== "eth_sendRawTransaction" || refused) return undefined;
+      refused = true;
+      return refusal;
+    });
+    try {
+      const t = await app({ LIVE_RPC_URL: proxy.url });
+      const ws = await createWorkspace(t);
+      await fund(ws.eoaAddress, "50");
+      const destination = randomAddress();
+      const answer = payout(t, ws, { tokenSymbol: "USDC", amount: "10", destinationAddress: destination });
+      // The reconciler runs while the payout is being sent, as the worker leader's tick would.
+      await until("the payout's transaction to be recorded", async () =>
+        (await recordedFor(t, ws)).length ? true : undefined,
+      );
+      const reconciling = t.app.ctx.senders.live?.reconcile();
+      const res = await answer;
+      await reconciling;
+      expect(res.statusCode, res.body).toBe(500);
+      // More reconcile rounds, past the age (3 s) after which the reconciler broadcasts a recorded
+      // transaction again: nothing more is sent.
+      await sleep(3_500);
+      await t.app.ctx.senders.live?.reconcile();
+      await t.app.ctx.senders.live?.reconcile();
+      expect(await usdcBalance(destination)).toBe(0n);
+      expect(res.json()).toMatchObject({
+        code: "PAYOUT_FAILED",
+        failStreak: 1,
+        detail: expect.stringMatching(
+          /^refused by the node: .*nonce too high.*its nonce was taken by a cancelling transaction$/,
+        ),
+      });
+      expect((await recordedFor(t, ws)).map((r) => [Number(r.nonce), r.purpose, r.status])).toEqual([
+        [0, "cancel", "mined"],
+        [0, "payout", "replaced"],
+      ]);
+      expect(await chain.getTransactionCount({ address: ws.eoaAddress as Address })).toBe(1);
+    } finally {
+      await proxy.close();
+    }
+  }, 60_000);
+
+  it("one its sender never got to the node is sent before the next, which is not refused for the gap", async () => {
+    // Every broadcast of the first transaction is lost on the way (no answer: it stays open)
+    // until the node is sent another one.
+    let lost: string | undefined;
+    let another = false;
+    const proxy = await startRpcProxy(devnet.rpcUrl, async ({ method, params }) => {
+      if (method !== "eth_sendRawTransaction" || another) return undefined;
+      lost ??= String(params[0]);
+      if (params[0] === lost) return "drop";
+      another = true;
+      return undefined;
+    });
+    try {
+      const t = await app({ LIVE_RPC_URL: proxy.url });
+      const ws = await createWorkspace(t);
+      await fund(ws.eoaAddress, "50");
+      const [first, second] = [randomAddress(), randomAddress()];
+      const firstAnswer = payout(t, ws, { tokenSymbol: "USDC", amount: "10", destinationAddress: first });
+      await until("the first payout's transaction to be recorded", async () =>
+        (await recordedFor(t, ws)).length ? true : undefined,
+      );
+      const secondAnswer = await payout(t, ws, {
+        tokenSymbol: "USDC",
+        amount: "10",
+        destinationAddress: second,
+      });
+      expect(secondAnswer.statusCode, secondAnswer.body).toBe(200);
+      const firstRes = await firstAnswer;
+      expect(firstRes.statusCode, firstRes.body).toBe(200);
+      expect([await usdcBalance(first), await usdcBalance(second)]).toEqual([USDC("10"), USDC("10")]);
+      expect((await recordedFor(t, ws)).map((r) => [Number(r.nonce), r.status])).toEqual([
+        [0, "mined"],
+        [1, "mined"],
+      ]);
+      // Nonce 1 reached the node first and was refused for the gap; nonce 0 was sent, then 1 again.
+      expect(proxy.methods.filter((m) => m === "eth_sendRawTransaction").length).toBeGreaterThanOrEqual(4);
+    } finally {
+      await proxy.close();
+    }
+  }, 90_000);
+});
+
+describe("the reconciler and the instance sending a payout", () => {
+  it("leaves a payout another instance is sending alone", async () => {
+    const held = holding((method, params) => method === "eth_getTransactionCount" && params[1] === "pending");
+    const proxy = await startRpcProxy(devnet.rpcUrl, held.hook);
+    try {
+      const sender = await app({ LIVE_RPC_URL: proxy.url });
+      const other = await app({}, sender);
+      const ws = await createWorkspace(sender);
+      await fund(ws.eoaAddress, "50");
+      const destination = randomAddress();
+      const answer = payout(sender, ws, {
+        tokenSymbol: "USDC",
+        amount: "10",
+        destinationAddress: destination,
+      });
+      // Recorded, not signed yet: its sender waits for the node's nonce.
+      await until("the payout to be recorded", async () => (await payoutRow(sender, ws)) ?? undefined);
+      expect(await other.app.services.payouts.reconcile("live")).toBe(0);
+      expect((await payoutRow(sender, ws))?.status).toBe("processing");
+      held.release();
+      const res = await answer;
+      expect(res.statusCode, res.body).toBe(200);
+      expect((await payoutRow(sender, ws))?.status).toBe("completed");
+      expect(await usdcBalance(destination)).toBe(USDC("10"));
+    } finally {
+      held.release();
+      await proxy.close();
+    }
+  }, 60_000);
+
+  it("fails unsent a payout whose sender stopped past its lease; that sender then sends nothing", async () => {
+    const held = holding((method, params) => method === "eth_getTransactionCount" && params[1] === "pending");
+    const proxy = await startRpcProxy(devnet.rpcUrl, held.hook);
+    try {
+      const sender = await app({ LIVE_RPC_URL: proxy.url });
+      const other = await app({}, sender);
+      const ws = await createWorkspace(sender);
+      await fund(ws.eoaAddress, "50");
+      const destination = randomAddress();
+      const answer = payout(sender, ws, {
+        tokenSymbol: "USDC",
+        amount: "10",
+        destinationAddress: destination,
+      });
+      await until("the payout to be recorded", async () => (await payoutRow(sender, ws)) ?? undefined);
+      // Its sender stands still past its lease (as a stopped process does: its renewals stop).
+      await until("the reconciler to take the payout over", async () => {
+        await sender.database.db
+          .updateTable("payouts")
+          .set({ lease_expires_at: new Date(Date.now() - 60_000) })
+          .where("workspace_id", "=", ws.id)
+          .execute();
+        return (await other.app.services.payouts.reconcile("live")) === 1 ? true : undefined;
+      });
+      held.release();
+      const res = await answer;
+      expect(res.statusCode, res.body).toBe(500);
+      expect(res.json()).toMatchObject({
+        code: "PAYOUT_FAILED",
+        detail: "not sent: the process stopped before broadcasting",
+        failStreak: 0, // never sent: not a failed transfer, not counted
+      });
+      expect(await recordedFor(sender, ws)).toEqual([]);
+      expect(await usdcBalance(destination)).toBe(0n);
+      expect(await chain.getTransactionCount({ address: ws.eoaAddress as Address })).toBe(0);
+    } finally {
+      held.release();
+      await proxy.close();
+    }
+  }, 60_000);
+});
+
+describe("instances share a wallet", () => {
+  it("a second instance's payout sees what the first one's, still in flight, takes from the balance", async () => {
+    const first = await app();
+    const second = await app({}, first);
+    const ws = await createWorkspace(first);
+    await fund(ws.eoaAddress, "10");
+    await rpc(devnet.rpcUrl, "evm_setAutomine", [false]);
+    await rpc(devnet.rpcUrl, "evm_setIntervalMining", [0]);
+    try {
+      const answer = payout(first, ws, {
+        tokenSymbol: "USDC",
+        amount: "7",
+        destinationAddress: randomAddress(),
+      });
+      await until("the first payout to be broadcast", async () =>
+        (await recordedFor(first, ws)).length ? true : undefined,
+      );
+      const refused = await payout(second, ws, {
+        tokenSymbol: "USDC",
+        amount: "7",
+        destinationAddress: randomAddress(),
+      });
+      expect(refused.statusCode, refused.body).toBe(400);
+      expect(refused.json()).toEqual({
+        error: "Insufficient balance",
+        available: "3.00",
+        requested: "7.00",
+        tokenSymbol: "USDC",
+      });
+      await rpc(devnet.rpcUrl, "evm_mine", []);
+      expect((await answer).statusCode).toBe(200);
+    } finally {
+      await rpc(devnet.rpcUrl, "evm_setAutomine", [true]);
+      await rpc(devnet.rpcUrl, "evm_setIntervalMining", [1000]);
+    }
+    expect(await usdcBalance(ws.eoaAddress)).toBe(USDC("3"));
+  }, 60_000);
+});
+
+describe("a payment is settled once", () => {
+  async function confirmedPayment(t: TestApp) {
+    const ws = await createWorkspace(t);
+    const merchant = randomAddress();
+    const created = await t.request({
+      method: "POST",
+      url: "/api/v1/payments",
+      headers: bearer(ws.liveKey),
+      payload: { tokenSymbol: "USDC", amount: "20", merchantWallet: merchant },
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    const id = created.json().payment.id as string;
+    await fund(ws.eoaAddress, "20");
+    // Arranged as the watcher leaves it once the transfer has its confirmations.
+    await t.database.db.updateTable("payments").set({ status: "confirmed" }).where("id", "=", id).execute();
+    return { ws, id, merchant };
+  }
+
+  it("its settlement legs are unique in the schema", async () => {
+    const t = await app();
+    const { ws, id } = await confirmedPayment(t);
+    const leg = (nonce: number) => ({
+      environment: "live",
+      from_address: ws.eoaAddress,
+      nonce: String(nonce),
+      purpose: "settlement_net",
+      payment_id: id,
+      to_address: randomAddress(),
+      token_symbol: "USDC",
+      amount: "1",
+      raw_tx: "0x00",
+      tx_hash: `0x${String(nonce).padStart(64, "0")}`,
+    });
+    await t.database.db.insertInto("chain_transactions").values(leg(0)).execute();
+    await expect(t.database.db.insertInto("chain_transactions").values(leg(1)).execute()).rejects.toThrow(
+      /chain_transactions_settlement_leg/,
+    );
+  }, 60_000);
+
+  it("a worker that does not hold the chain job's lease records and sends nothing", async () => {
+    const t = await app();
+    const { id, merchant } = await confirmedPayment(t);
+    const network = t.app.ctx.networks.live;
+    const sender = t.app.ctx.senders.live;
+    if (!network || !sender) throw new Error("no live network");
+    const job = new PeriodicJob(t.database.db, t.app.ctx.log, {
+      name: "chain.live",
+      intervalMs: 100,
+      tick: async () => {},
+    });
+    const settlement = (fence: (trx: typeof t.database.db) => Promise<void>) =>
+      new Settlement(
+        t.database.db,
+        network,
+        sender,
+        t.app.services.workspaces,
+        t.app.ctx.log,
+        t.app.ctx.now,
+        undefined,
+        undefined,
+        fence,
+      );
+    // Another instance holds the lease.
+    await t.database.db
+      .insertInto("job_leases")
+      .values({ name: "chain.live", holder: "another instance", expires_at: new Date(Date.now() + 60_000) })
+      .execute();
+    await settlement((trx) => job.fence(trx)).tick();
+    const status = async () =>
+      (
+        await t.database.db
+          .selectFrom("payments")
+          .select("status")
+          .where("id", "=", id)
+          .executeTakeFirstOrThrow()
+      ).status;
+    expect(await status()).toBe("confirmed");
+    expect(
+      await t.database.db
+        .selectFrom("chain_transactions")
+        .select("id")
+        .where("payment_id", "=", id)
+        .execute(),
+    ).toEqual([]);
+    expect(await usdcBalance(merchant)).toBe(0n);
+
+    // Once it runs out, this worker takes the lease over and settles, once.
+    await t.database.db
+      .updateTable("job_leases")
+      .set({ expires_at: new Date(Date.now() - 1_000) })
+      .execute();
+    expect(await job.runOnce()).toBe(true);
+    await settlement((trx) => job.fence(trx)).tick();
+    expect(await status()).toBe("forwarded");
+    expect(await usdcBalance(merchant)).toBe(USDC("19.7"));
+  }, 60_000);
+});
