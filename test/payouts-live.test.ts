@@ -470,7 +470,11 @@ describe("live payouts on the devnet", () => {
       // too. Neither can be mined now, but the signed payout could be later: it is not failed.
       await rpc("hardhat_setNextBlockBaseFeePerGas", ["0x174876e8000"]); // 1,600 gwei
       const firstDestination = randomAddress();
-      const first = await payout(ws, { tokenSymbol: "USDC", amount: "10", destinationAddress: firstDestination });
+      const first = await payout(ws, {
+        tokenSymbol: "USDC",
+        amount: "10",
+        destinationAddress: firstDestination,
+      });
       expect(first.statusCode, first.body).toBe(202);
       const refusedHash = first.json().payout.txHash;
       // By nonce, then purpose ("cancel" before "payout").
@@ -510,7 +514,11 @@ describe("live payouts on the devnet", () => {
       expect(again.statusCode, again.body).toBe(200);
       const failed = (await outbox(ws, "payout.failed")).map((row) => row.payload);
       expect(failed).toEqual([
-        expect.objectContaining({ txHash: refusedHash, failStreak: 1, error: expect.stringMatching(/maxFeePerGas/) }),
+        expect.objectContaining({
+          txHash: refusedHash,
+          failStreak: 1,
+          error: expect.stringMatching(/maxFeePerGas/),
+        }),
       ]);
       expect(await usdcBalance(firstDestination)).toBe(10_000_000n); // the third payout, once
     } finally {

@@ -79,7 +79,10 @@ export class Settlement {
         this.#settle(payment).catch((err: unknown) => {
           if (err instanceof LeaseLost) {
             // Paused past the lease: another instance settles from now on; nothing was sent.
-            this.#log.warn({ paymentId: payment.id, reason: err.message }, "settlement left to the new leader");
+            this.#log.warn(
+              { paymentId: payment.id, reason: err.message },
+              "settlement left to the new leader",
+            );
           } else {
             this.#log.error({ err, paymentId: payment.id }, "settlement attempt failed; retried next tick");
           }

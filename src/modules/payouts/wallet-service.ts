@@ -3,12 +3,7 @@ import type { ChainToken, Hex } from "../../chain/network.ts";
 import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
-import {
-  CRYPTO_TOKENS,
-  formatAmount,
-  TOKEN_DECIMALS,
-  type TokenSymbol,
-} from "../../domain/money.ts";
+import { CRYPTO_TOKENS, formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
 import { isUuid, parseAmountField } from "../../domain/validation.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
 import { badRequest, forbidden, notFound } from "../../platform/http/errors.ts";

@@ -81,7 +81,13 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
       // session after this long, which releases its locks and rolls its transaction back; the
       // stopped process finds its connection gone when it resumes, and records nothing more.
       // Longer than anything the service waits for while holding a session (a node's answer).
-      options: `-c idle_in_transaction_session_timeout=${SESSION_IDLE_LIMIT_MS} -c idle_session_timeout=${SESSION_IDLE_LIMIT_MS}`,
+      // Set per session, not as startup options, which some poolers refuse.
+      onConnect: async (client) => {
+        await client.query(
+          `SELECT set_config('idle_in_transaction_session_timeout', '${SESSION_IDLE_LIMIT_MS}', false),
+                  set_config('idle_session_timeout', '${SESSION_IDLE_LIMIT_MS}', false)`,
+        );
+      },
       Client: options.preparedStatements === false ? pg.Client : PreparingClient,
     });
     // An idle client that errors (server restart) must not crash the process; the pool replaces it.
