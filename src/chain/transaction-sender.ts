@@ -70,6 +70,10 @@ function errorText(err: unknown): string {
   return (e.details || e.shortMessage || e.message || "refused").split("\n")[0]?.slice(0, 300) ?? "refused";
 }
 
+function submittedOf(tx: sent.RecordedTransaction, refusal: SubmittedTransfer["refusal"]): SubmittedTransfer {
+  return { txHash: tx.txHash, nonce: tx.nonce, token: tx.token, purpose: tx.purpose, refusal };
+}
+
 const RECEIPT_TIMEOUT_MS = 60_000;
 /** The reconciler broadcasts again only what its sender, if alive, has had time to broadcast. */
 const REBROADCAST_AFTER_MS = 3_000;
@@ -127,19 +131,12 @@ export class TransactionSender {
       const submitted: SubmittedTransfer[] = [];
       for (const [i, tx] of recorded.entries()) {
         const refusal = await this.#sendInOrder(db, privateKey, from, tx);
-        submitted.push({ txHash: tx.txHash, nonce: tx.nonce, token: tx.token, purpose: tx.purpose, refusal });
+        submitted.push(submittedOf(tx, refusal));
         if (refusal && refusal.cancelHash === null) {
           // Its nonce is still open: the later ones cannot be mined before it. They stay
           // recorded; the reconciler and the wallet's next send broadcast them once it is filled.
-          for (const later of recorded.slice(i + 1)) {
-            submitted.push({
-              txHash: later.txHash,
-              nonce: later.nonce,
-              token: later.token,
-              purpose: later.purpose,
-              refusal: { reason: NOT_SENT_AFTER_REFUSAL, cancelHash: null },
-            });
-          }
+          const waiting = { reason: NOT_SENT_AFTER_REFUSAL, cancelHash: null };
+          for (const later of recorded.slice(i + 1)) submitted.push(submittedOf(later, waiting));
           break;
         }
       }

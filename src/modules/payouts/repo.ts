@@ -2,6 +2,7 @@ import { type Kysely, type Selectable, sql } from "kysely";
 import { type LedgerTransfer, SimulatedLedger, type TransferOutcome } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
 import type { BreakerState } from "../../domain/circuit-breaker.ts";
+import type { PayoutRequest } from "../../domain/payout-request.ts";
 import type { DatabaseSchema, PayoutsTable } from "../../platform/db/schema.ts";
 import { outboxCtesFrom } from "../webhooks/outbox.ts";
 
@@ -20,6 +21,28 @@ export interface NewPayout {
   description: string | null;
   metadata: Record<string, string>;
   createdAt: Date;
+}
+
+/** The payout a validated request asks for, from `fromAddress`. */
+export function newPayout(
+  scope: Scope,
+  request: PayoutRequest,
+  fromAddress: string,
+  walletType: string,
+  createdAt: Date,
+): NewPayout {
+  return {
+    scope,
+    idempotencyKey: request.idempotencyKey,
+    tokenSymbol: request.tokenSymbol,
+    amount: request.amount,
+    destinationAddress: request.destinationAddress,
+    fromAddress,
+    walletType,
+    description: request.description,
+    metadata: request.metadata,
+    createdAt,
+  };
 }
 
 export async function findById(db: Db, id: string): Promise<PayoutRow | undefined> {

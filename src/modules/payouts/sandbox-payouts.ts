@@ -50,18 +50,7 @@ export class SandboxPayouts {
       request.amount,
     );
     const completedAt = this.#ctx.now();
-    const fields = {
-      scope,
-      idempotencyKey: request.idempotencyKey,
-      tokenSymbol: token,
-      amount: request.amount,
-      destinationAddress: request.destinationAddress,
-      fromAddress: from,
-      walletType,
-      description: request.description,
-      metadata: request.metadata,
-      createdAt: now,
-    };
+    const fields = repo.newPayout(scope, request, from, walletType, now);
     // The event's data: the payout as it stands once completed.
     const completed: repo.PayoutRow = {
       id,

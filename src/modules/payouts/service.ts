@@ -150,18 +150,12 @@ export class PayoutsService {
         request.amount,
       );
       prepared?.catch(() => undefined); // handed to submit, which reports its failure
-      const payout = await recordIfFunded(this.#ctx, this.#payments, channel, {
-        scope,
-        idempotencyKey: request.idempotencyKey,
-        tokenSymbol: request.tokenSymbol,
-        amount: request.amount,
-        destinationAddress: request.destinationAddress,
-        fromAddress: from,
-        walletType,
-        description: request.description,
-        metadata: request.metadata,
-        createdAt: now,
-      });
+      const payout = await recordIfFunded(
+        this.#ctx,
+        this.#payments,
+        channel,
+        repo.newPayout(scope, request, from, walletType, now),
+      );
       if (!payout) {
         // A concurrent request with the same idempotencyKey got there first.
         const existing = await repo.findByIdempotencyKey(this.#ctx.db, scope, request.idempotencyKey ?? "");
