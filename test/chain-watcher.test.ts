@@ -113,6 +113,9 @@ class ScriptedChain implements Network {
   minedNonce(): Promise<number> {
     throw new Error("not used by the watcher");
   }
+  fees(): never {
+    throw new Error("not used by the watcher");
+  }
   signTransfer(): never {
     throw new Error("not used by the watcher");
   }

@@ -211,6 +211,49 @@ describe("a transaction is sent once, in nonce order", () => {
   }, 90_000);
 });
 
+describe("what goes wrong after a transaction is recorded", () => {
+  it("a node error after a refusal leaves the payout open (202), never failed: it is then paid once", async () => {
+    // The node refuses the first broadcast, then fails the lookup that tells whether it took it
+    // anyway: nothing says the recorded transaction cannot be mined.
+    let refused = false;
+    let lookups = 0;
+    const proxy = await startRpcProxy(devnet.rpcUrl, async ({ method }) => {
+      if (method === "eth_sendRawTransaction" && !refused) {
+        refused = true;
+        return refusal;
+      }
+      if (method === "eth_getTransactionByHash" && refused && lookups++ === 0) {
+        return { error: { code: -32000, message: "header not found" } };
+      }
+      return undefined;
+    });
+    try {
+      const t = await app({ LIVE_RPC_URL: proxy.url });
+      const ws = await createWorkspace(t);
+      await fund(ws.eoaAddress, "50");
+      const destination = randomAddress();
+      const res = await payout(t, ws, { tokenSymbol: "USDC", amount: "10", destinationAddress: destination });
+      expect(res.statusCode, res.body).toBe(202);
+      expect((await payoutRow(t, ws))?.status).toBe("processing");
+      // The reconcilers: the transaction recorded more than 3 s ago and unknown to the node is
+      // broadcast again, mined, and the payout completes, once.
+      await sleep(3_500);
+      await t.app.ctx.senders.live?.reconcile();
+      await until("the payout to complete", async () => {
+        await t.app.ctx.senders.live?.reconcile();
+        await t.app.services.payouts.reconcile("live");
+        return (await payoutRow(t, ws))?.status === "completed" ? true : undefined;
+      });
+      expect(await usdcBalance(destination)).toBe(USDC("10"));
+      expect((await recordedFor(t, ws)).map((r) => [Number(r.nonce), r.purpose, r.status])).toEqual([
+        [0, "payout", "mined"],
+      ]);
+    } finally {
+      await proxy.close();
+    }
+  }, 60_000);
+});
+
 describe("the reconciler and the instance sending a payout", () => {
   it("leaves a payout another instance is sending alone", async () => {
     const held = holding((method, params) => method === "eth_getTransactionCount" && params[1] === "pending");
@@ -319,6 +362,26 @@ describe("instances share a wallet", () => {
       await rpc(devnet.rpcUrl, "evm_setIntervalMining", [1000]);
     }
     expect(await usdcBalance(ws.eoaAddress)).toBe(USDC("3"));
+  }, 60_000);
+});
+
+describe("an idempotency key repeated on another instance", () => {
+  it("while its original is in flight, is answered as a repeat, not refused for the original's money", async () => {
+    const first = await app();
+    const second = await app({}, first);
+    const ws = await createWorkspace(first);
+    await fund(ws.eoaAddress, "10");
+    const body = {
+      tokenSymbol: "USDC",
+      amount: "10",
+      destinationAddress: randomAddress(),
+      idempotencyKey: "once",
+    };
+    const [a, b] = await Promise.all([payout(first, ws, body), payout(second, ws, body)]);
+    expect([a.statusCode, b.statusCode], `${a.body} ${b.body}`).toEqual([200, 200]);
+    const hashes = [a.json().payout.txHash, b.json().payout.txHash];
+    expect(hashes[0]).toBe(hashes[1]);
+    expect(await usdcBalance(body.destinationAddress)).toBe(USDC("10"));
   }, 60_000);
 });
 

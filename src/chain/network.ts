@@ -29,6 +29,12 @@ export interface TransferRequest {
   amount: bigint;
 }
 
+/** EIP-1559 fees per gas, in wei. */
+export interface FeeQuote {
+  maxFeePerGas: bigint;
+  maxPriorityFeePerGas: bigint;
+}
+
 export interface SignedTransaction {
   raw: Hex;
   hash: Hex;
@@ -66,15 +72,26 @@ export interface Network {
   accountAt(address: Hex, tokens: readonly ChainToken[]): Promise<AccountState>;
   /** Next nonce of an account including its pending transactions. */
   pendingNonce(address: Hex): Promise<number>;
-  /** Transactions of an account mined up to the latest block (its nonce there). */
-  minedNonce(address: Hex): Promise<number>;
+  /**
+   * Transactions of an account mined up to the block `depth` blocks below the latest (its nonce
+   * there); depth 0: the latest block.
+   */
+  minedNonce(address: Hex, depth?: number): Promise<number>;
+  /** What transactions signed now pay for gas; read before signing, outside any transaction. */
+  fees(): Promise<FeeQuote>;
   /** Signs without sending, so the caller can record the transaction before broadcast. */
-  signTransfer(privateKey: Hex, request: TransferRequest, nonce: number): Promise<SignedTransaction>;
+  signTransfer(
+    privateKey: Hex,
+    request: TransferRequest,
+    nonce: number,
+    fees: FeeQuote,
+  ): Promise<SignedTransaction>;
   /**
    * Signs a transaction that takes `replaced`'s nonce and moves nothing (0 ETH to the account
-   * itself), priced above `replaced` so that a node holding that one accepts it as a replacement.
+   * itself), priced at `fees` and above `replaced`, so that a node holding that one accepts it as
+   * a replacement.
    */
-  signCancel(privateKey: Hex, from: Hex, replaced: Hex): Promise<SignedTransaction>;
+  signCancel(privateKey: Hex, from: Hex, replaced: Hex, fees: FeeQuote): Promise<SignedTransaction>;
   /** Whether the node has the transaction: in its pool or mined. */
   known(txHash: Hex): Promise<boolean>;
   /** Worst-case gas cost (wei) of one transfer of `token` at current prices, for pre-send checks. */

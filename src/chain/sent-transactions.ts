@@ -35,6 +35,8 @@ export async function nextRecordedNonce(db: Db, environment: Environment, from: 
     .where("environment", "=", environment)
     .where("from_address", "=", from)
     .where("status", "<>", "rejected")
+    // A cancellation has its primary's nonce; this predicate lets the unique nonce index serve.
+    .where("replaces_tx_hash", "is", null)
     .executeTakeFirst();
   return last?.nonce === null || last?.nonce === undefined ? 0 : Number(last.nonce) + 1;
 }
@@ -118,6 +120,8 @@ export interface OpenTransaction {
   txHash: Hex;
   from: Hex;
   nonce: number;
+  /** A cancellation: the transaction whose nonce it takes. */
+  replaces: Hex | null;
   /** Recorded long enough ago that its sender, if alive, has broadcast it. */
   settled: boolean;
 }
@@ -134,6 +138,7 @@ export async function openTransactions(
       "tx_hash",
       "from_address",
       "nonce",
+      "replaces_tx_hash",
       sql<boolean>`created_at < now() - make_interval(secs => ${olderThanMs / 1000})`.as("settled"),
     ])
     .where("environment", "=", environment)
@@ -145,6 +150,7 @@ export async function openTransactions(
     txHash: row.tx_hash as Hex,
     from: row.from_address as Hex,
     nonce: Number(row.nonce),
+    replaces: row.replaces_tx_hash as Hex | null,
     settled: row.settled,
   }));
 }
@@ -180,4 +186,19 @@ export async function settleTransaction(
     .where("tx_hash", "=", txHash)
     .where("status", "=", "signed")
     .execute();
+}
+
+/** A payout's own transaction (not a cancellation of it), as the chain has decided it so far. */
+export async function payoutTransaction(
+  db: Db,
+  payoutId: string,
+): Promise<{ txHash: Hex; status: string; error: string | null } | undefined> {
+  const row = await db
+    .selectFrom("chain_transactions")
+    .select(["tx_hash", "status", "error"])
+    .where("payout_id", "=", payoutId)
+    .where("replaces_tx_hash", "is", null)
+    .orderBy("created_at", "desc")
+    .executeTakeFirst();
+  return row && { txHash: row.tx_hash as Hex, status: row.status, error: row.error };
 }

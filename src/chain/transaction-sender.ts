@@ -2,7 +2,8 @@ import type { FastifyBaseLogger } from "fastify";
 import { KeyedQueue } from "../platform/concurrency/keyed-queue.ts";
 import type { Db } from "../platform/db/database.ts";
 import { SessionLocks } from "../platform/db/wallet-lock.ts";
-import type { ChainToken, Hex, Network, ReceiptStatus, TransferRequest } from "./network.ts";
+import type { ChainToken, FeeQuote, Hex, Network, ReceiptStatus, TransferRequest } from "./network.ts";
+import { errorText, isNodeAnswer } from "./node-errors.ts";
 import * as sent from "./sent-transactions.ts";
 
 // Nonce-ordered sending from service-held wallets, by any number of instances. Every transaction
@@ -53,23 +54,6 @@ export interface SentTransfer {
   error: string | null;
 }
 
-/** A JSON-RPC error object from the node (as opposed to a timeout or a refused connection). */
-function isNodeAnswer(err: unknown): boolean {
-  for (
-    let e = err as { name?: string; code?: unknown; cause?: unknown } | undefined;
-    e;
-    e = e.cause as typeof e
-  ) {
-    if (e.name === "RpcRequestError" || (typeof e.code === "number" && e.code < 0)) return true;
-  }
-  return false;
-}
-
-function errorText(err: unknown): string {
-  const e = err as { details?: string; shortMessage?: string; message?: string };
-  return (e.details || e.shortMessage || e.message || "refused").split("\n")[0]?.slice(0, 300) ?? "refused";
-}
-
 function submittedOf(tx: sent.RecordedTransaction, refusal: SubmittedTransfer["refusal"]): SubmittedTransfer {
   return { txHash: tx.txHash, nonce: tx.nonce, token: tx.token, purpose: tx.purpose, refusal };
 }
@@ -78,6 +62,7 @@ const RECEIPT_TIMEOUT_MS = 60_000;
 /** The reconciler broadcasts again only what its sender, if alive, has had time to broadcast. */
 const REBROADCAST_AFTER_MS = 3_000;
 const NOT_SENT_AFTER_REFUSAL = "not sent yet: an earlier transaction of its wallet could not be sent";
+const CANCELLED = "its nonce was taken by a cancelling transaction";
 
 export class TransactionSender {
   readonly #db: Db;
@@ -90,7 +75,7 @@ export class TransactionSender {
     this.#db = db;
     this.#network = network;
     this.#log = log;
-    this.#locks = new SessionLocks(db);
+    this.#locks = new SessionLocks(db, log);
   }
 
   /** Signs, records, broadcasts and waits for the receipts of `transfers`, in order. */
@@ -106,7 +91,9 @@ export class TransactionSender {
   /**
    * Signs, records and broadcasts `transfers` (consecutive nonces), and resolves once the node
    * has them, without waiting for their receipts: the wallet's next transactions can be signed
-   * while these are mined (a nonce pipeline). `receipts` then waits for the outcomes.
+   * while these are mined (a nonce pipeline). `receipts` then waits for the outcomes. It rejects
+   * only when nothing was recorded; once recorded, a transfer's outcome is open until the chain
+   * decides it, whatever goes wrong while sending it.
    */
   async submit(
     privateKey: Hex,
@@ -114,23 +101,25 @@ export class TransactionSender {
     transfers: OutgoingTransfer[],
     options: SubmitOptions = {},
   ): Promise<SubmittedTransfer[]> {
-    // The node's count is read while the wallet's turn is awaited; it matters only when it is
-    // ahead of what is recorded (transactions sent from the wallet by something else than this
-    // service), and is never waited on inside a transaction.
+    // The node's count and the fees are read while the wallet's turn is awaited, never inside a
+    // database transaction. The count matters only when it is ahead of what is recorded
+    // (transactions sent from the wallet by something other than this service).
     const pendingNonce = this.#network.pendingNonce(from);
-    pendingNonce.catch(() => undefined); // awaited in #signAndRecord; not an unhandled rejection meanwhile
-    return this.#holdWallet(from, async (db) => {
+    const fees = this.#network.fees();
+    pendingNonce.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
+    fees.catch(() => undefined);
+    return this.#holdWallet(from, async () => {
       const recorded = await this.#signAndRecord(
-        db,
         privateKey,
         from,
         transfers,
         await pendingNonce,
+        await fees,
         options.guard,
       );
       const submitted: SubmittedTransfer[] = [];
       for (const [i, tx] of recorded.entries()) {
-        const refusal = await this.#sendInOrder(db, privateKey, from, tx);
+        const refusal = await this.#sendRecorded(privateKey, from, tx);
         submitted.push(submittedOf(tx, refusal));
         if (refusal && refusal.cancelHash === null) {
           // Its nonce is still open: the later ones cannot be mined before it. They stay
@@ -165,10 +154,8 @@ export class TransactionSender {
         continue;
       }
       // The cancellation is mined: the refused transaction can never be.
-      const taken = "its nonce was taken by a cancelling transaction";
-      await sent.settleTransaction(this.#db, cancelHash, cancelled, "cancellation reverted", new Date());
-      await sent.settleTransaction(this.#db, tx.txHash, "replaced", taken, new Date());
-      results.push({ ...result, status: "reverted", error: `refused by the node: ${reason}; ${taken}` });
+      await this.#cancellationMined(cancelHash, cancelled, tx.txHash);
+      results.push({ ...result, status: "reverted", error: `refused by the node: ${reason}; ${CANCELLED}` });
     }
     return results;
   }
@@ -176,23 +163,32 @@ export class TransactionSender {
   /**
    * Brings the environment's signed transactions to a final state: records the receipts of mined
    * ones, marks `replaced` those whose nonce another transaction took, and broadcasts again (same
-   * signed bytes) what a stopped sender may never have broadcast. It waits for nothing: the next
-   * call sees what was mined meanwhile.
+   * signed bytes) what the node lacks because a sender stopped before broadcasting it or the
+   * node dropped it. It waits for nothing: the next call sees what was mined meanwhile.
    */
   async reconcile(): Promise<void> {
     const open = await sent.openTransactions(this.#db, this.#network.environment, REBROADCAST_AFTER_MS);
     const byWallet = new Map<Hex, sent.OpenTransaction[]>();
     for (const tx of open) byWallet.set(tx.from, [...(byWallet.get(tx.from) ?? []), tx]);
-    for (const [from, txs] of byWallet) await this.#reconcileWallet(from, txs);
+    for (const [from, txs] of byWallet) {
+      try {
+        await this.#reconcileWallet(from, txs);
+      } catch (err) {
+        // One wallet's trouble (a node error, a lost connection) leaves the others' to this tick.
+        this.#log.error({ err, from }, "reconciling a wallet's transactions failed; retried next tick");
+      }
+    }
   }
 
   async #reconcileWallet(from: Hex, txs: sent.OpenTransaction[]): Promise<void> {
     const open = await this.#recordReceipts(txs);
     if (open.length === 0) return;
-    const mined = await this.#network.minedNonce(from);
-    const taken = open.filter((tx) => tx.nonce < mined);
-    // Read again after the nonce: one mined in between has its receipt now.
+    // A nonce another transaction took, buried under the confirmations: only if the node has no
+    // receipt for this one and does not know it at all is it never to be mined.
+    const buried = await this.#network.minedNonce(from, this.#network.confirmations);
+    const taken = open.filter((tx) => tx.nonce < buried);
     for (const tx of await this.#recordReceipts(taken)) {
+      if (await this.#network.known(tx.txHash)) continue;
       await sent.settleTransaction(
         this.#db,
         tx.txHash,
@@ -201,9 +197,13 @@ export class TransactionSender {
         new Date(),
       );
     }
-    if (!open.some((tx) => tx.nonce >= mined && tx.settled)) return;
-    await this.#holdWallet(from, async (db) => {
-      for (const tx of await sent.toBroadcast(db, this.#network.environment, from, mined, null)) {
+    // Broadcast again only what the node lacks (nonces from its count on), once its sender had
+    // time to send it itself.
+    if (!open.some((tx) => tx.settled)) return;
+    const pending = await this.#network.pendingNonce(from);
+    if (!open.some((tx) => tx.settled && tx.nonce >= pending)) return;
+    await this.#holdWallet(from, async () => {
+      for (const tx of await sent.toBroadcast(this.#db, this.#network.environment, from, pending, null)) {
         const refusal = await this.#broadcast(tx);
         if (refusal !== null) {
           this.#log.error(
@@ -217,38 +217,45 @@ export class TransactionSender {
   }
 
   /** Records the outcome of those of `txs` that are mined; returns the others. */
-  async #recordReceipts<T extends { txHash: Hex }>(txs: T[]): Promise<T[]> {
+  async #recordReceipts<T extends { txHash: Hex; replaces: Hex | null }>(txs: T[]): Promise<T[]> {
     const statuses = await Promise.all(txs.map((tx) => this.#network.receipt(tx.txHash)));
     const open: T[] = [];
     for (const [i, tx] of txs.entries()) {
       const status = statuses[i] ?? "not_found";
       if (status === "not_found") open.push(tx);
+      else if (tx.replaces) await this.#cancellationMined(tx.txHash, status, tx.replaces);
       else await sent.settleTransaction(this.#db, tx.txHash, status, "transaction reverted", new Date());
     }
     return open;
   }
 
+  /** A cancellation is mined (either way): it took the nonce of the transaction it replaces. */
+  async #cancellationMined(cancelHash: Hex, status: Exclude<ReceiptStatus, "not_found">, replaced: Hex) {
+    await sent.settleTransaction(this.#db, cancelHash, status, "cancellation reverted", new Date());
+    await sent.settleTransaction(this.#db, replaced, "replaced", CANCELLED, new Date());
+  }
+
   /** One wallet's sends, in this process (queue) and across instances (session lock). */
-  #holdWallet<T>(from: Hex, task: (db: Db) => Promise<T>): Promise<T> {
+  #holdWallet<T>(from: Hex, task: () => Promise<T>): Promise<T> {
     const wallet = `wallet:${this.#network.environment}:${from.toLowerCase()}`;
     return this.#walletQueue.run(wallet, () => this.#locks.hold(wallet, task));
   }
 
   async #signAndRecord(
-    db: Db,
     privateKey: Hex,
     from: Hex,
     transfers: OutgoingTransfer[],
     pendingNonce: number,
+    fees: FeeQuote,
     guard: SubmitOptions["guard"],
   ): Promise<sent.RecordedTransaction[]> {
-    return db.transaction().execute(async (trx) => {
+    return this.#db.transaction().execute(async (trx) => {
       await guard?.(trx);
       const recordedNext = await sent.nextRecordedNonce(trx, this.#network.environment, from);
       let nonce = Math.max(recordedNext, pendingNonce);
       const recorded: sent.RecordedTransaction[] = [];
       for (const transfer of transfers) {
-        const signed = await this.#network.signTransfer(privateKey, transfer, nonce);
+        const signed = await this.#network.signTransfer(privateKey, transfer, nonce, fees);
         const tx = {
           txHash: signed.hash,
           raw: signed.raw,
@@ -273,19 +280,35 @@ export class TransactionSender {
   }
 
   /**
+   * Sends a recorded transaction; never throws (it is recorded: whatever fails here leaves it
+   * open, for the receipts and the reconciler to decide). Null once the node has it, else why not.
+   */
+  async #sendRecorded(
+    privateKey: Hex,
+    from: Hex,
+    tx: sent.RecordedTransaction,
+  ): Promise<SubmittedTransfer["refusal"]> {
+    try {
+      return await this.#sendInOrder(privateKey, from, tx);
+    } catch (err) {
+      this.#log.error({ err, txHash: tx.txHash }, "sending a recorded transaction failed; it stays open");
+      return { reason: `not sent yet: ${errorText(err)}`, cancelHash: null };
+    }
+  }
+
+  /**
    * Broadcasts `tx`; if the node refuses it, broadcasts first what is missing below its nonce and
    * tries once more; if it is still refused, replaces it with a cancellation. Returns null once
    * the node has it, else the refusal.
    */
   async #sendInOrder(
-    db: Db,
     privateKey: Hex,
     from: Hex,
     tx: sent.RecordedTransaction,
   ): Promise<SubmittedTransfer["refusal"]> {
     let reason = await this.#broadcast(tx);
     if (reason === null) return null;
-    if (await this.#fillGapBelow(db, privateKey, from, tx.nonce)) {
+    if (await this.#fillGapBelow(privateKey, from, tx.nonce)) {
       reason = await this.#broadcast(tx);
       if (reason === null) return null;
     }
@@ -293,8 +316,8 @@ export class TransactionSender {
       { txHash: tx.txHash, nonce: tx.nonce, reason },
       "the node refused a transaction; cancelling it",
     );
-    await sent.noteRefusal(db, tx.txHash, reason);
-    return { reason, cancelHash: await this.#cancel(db, privateKey, from, tx) };
+    await sent.noteRefusal(this.#db, tx.txHash, reason);
+    return { reason, cancelHash: await this.#cancel(privateKey, from, tx) };
   }
 
   /**
@@ -302,26 +325,26 @@ export class TransactionSender {
    * `nonce` (a sender that stopped before broadcasting, or a refusal). Returns whether there was
    * such a gap and it is filled now.
    */
-  async #fillGapBelow(db: Db, privateKey: Hex, from: Hex, nonce: number): Promise<boolean> {
+  async #fillGapBelow(privateKey: Hex, from: Hex, nonce: number): Promise<boolean> {
     const pending = await this.#network.pendingNonce(from);
     if (pending >= nonce) return false;
-    const missing = await sent.toBroadcast(db, this.#network.environment, from, pending, nonce);
+    const missing = await sent.toBroadcast(this.#db, this.#network.environment, from, pending, nonce);
     if (missing.length !== nonce - pending) return false; // a nonce with nothing recorded: not ours to fill
     for (const tx of missing) {
       const reason = await this.#broadcast(tx);
       if (reason === null) continue;
       if (tx.replaces !== null) return false;
-      await sent.noteRefusal(db, tx.txHash, reason);
-      if ((await this.#cancel(db, privateKey, from, tx)) === null) return false;
+      await sent.noteRefusal(this.#db, tx.txHash, reason);
+      if ((await this.#cancel(privateKey, from, tx)) === null) return false;
     }
     return true;
   }
 
   /** Takes `tx`'s nonce with a recorded cancelling transaction; its hash once broadcast, else null. */
-  async #cancel(db: Db, privateKey: Hex, from: Hex, tx: sent.RecordedTransaction): Promise<Hex | null> {
-    let cancel = await sent.cancellationOf(db, tx.txHash);
+  async #cancel(privateKey: Hex, from: Hex, tx: sent.RecordedTransaction): Promise<Hex | null> {
+    let cancel = await sent.cancellationOf(this.#db, tx.txHash);
     if (!cancel) {
-      const signed = await this.#network.signCancel(privateKey, from, tx.raw);
+      const signed = await this.#network.signCancel(privateKey, from, tx.raw, await this.#network.fees());
       cancel = {
         txHash: signed.hash,
         raw: signed.raw,
@@ -330,7 +353,7 @@ export class TransactionSender {
         purpose: "cancel",
         replaces: tx.txHash,
       };
-      await sent.recordTransaction(db, this.#network.environment, {
+      await sent.recordTransaction(this.#db, this.#network.environment, {
         ...cancel,
         from,
         to: from,

@@ -6,7 +6,7 @@ const base: FundsCheck = {
   amount: 10n,
   balances: { USDC: 100n, ETH: 1_000n },
   committed: new Map(),
-  unsettled: () => 0n,
+  unsettled: new Map(),
   gas: { erc20: 100n, eth: 21n },
 };
 
@@ -23,7 +23,8 @@ describe("checkFunds", () => {
       short: "balance",
       available: 40n,
     });
-    expect(checkFunds({ ...base, amount: 41n, unsettled: (t) => (t === "USDC" ? 60n : 0n) })).toEqual({
+    const unsettled = new Map([["USDC", { amount: 60n, payments: 1 }]]);
+    expect(checkFunds({ ...base, amount: 41n, unsettled })).toEqual({
       ok: false,
       short: "balance",
       available: 40n,
@@ -59,6 +60,18 @@ describe("checkFunds", () => {
       ok: false,
       short: "balance",
       available: 1_000n,
+    });
+  });
+
+  it("reserves the gas of the two settlement transfers of every payment not settled yet", () => {
+    // Two USDC payments to settle: 4 ERC-20 transfers, 400 wei; 600 left for this payout's 100.
+    const unsettled = new Map([["USDC", { amount: 0n, payments: 2 }]]);
+    expect(checkFunds({ ...base, unsettled })).toEqual({ ok: true });
+    expect(checkFunds({ ...base, unsettled, balances: { USDC: 100n, ETH: 499n } })).toEqual({
+      ok: false,
+      short: "gas",
+      ethBalance: 99n,
+      required: 100n,
     });
   });
 

@@ -1,4 +1,5 @@
 import type { ChainToken } from "../chain/network.ts";
+import type { Settling } from "./unsettled-payments.ts";
 
 // Whether a wallet can pay a payout (part 4.10: "the balance is checked first"). The balance the
 // chain reports still holds what is already on its way out: transactions recorded but not mined
@@ -6,6 +7,9 @@ import type { ChainToken } from "../chain/network.ts";
 // recorded but not signed yet, and the money of payments received and not settled yet, which
 // belongs to the merchant and the treasury. On the EOA path each of those transactions also
 // pays gas from the wallet's ETH.
+
+/** A settlement sends the net to the merchant and the fee to the treasury. */
+const SETTLEMENT_TRANSFERS = 2;
 
 export interface Committed {
   /** What the transactions (and payouts not signed yet) of one token take from the wallet. */
@@ -21,8 +25,8 @@ export interface FundsCheck {
   balances: Partial<Record<ChainToken, bigint>>;
   /** Per token symbol: recorded and not in `balances` yet. */
   committed: ReadonlyMap<string, Committed>;
-  /** Per token symbol: money of payments received and not settled yet. */
-  unsettled: (token: string) => bigint;
+  /** Per token symbol: money of payments received and not settled yet (unsettled-payments.ts). */
+  unsettled: ReadonlyMap<string, Settling>;
   /** The EOA path: wei of gas of one ERC-20 transfer and of one ETH transfer; null: sponsored. */
   gas: { erc20: bigint; eth: bigint } | null;
 }
@@ -34,11 +38,15 @@ export type FundsVerdict =
 
 export function checkFunds(check: FundsCheck): FundsVerdict {
   const { gas } = check;
-  const leaving = (token: string) => (check.committed.get(token)?.amount ?? 0n) + check.unsettled(token);
+  const leaving = (token: string) =>
+    (check.committed.get(token)?.amount ?? 0n) + (check.unsettled.get(token)?.amount ?? 0n);
   let gasCommitted = 0n;
   if (gas) {
-    for (const [token, { transactions }] of check.committed) {
-      gasCommitted += BigInt(transactions) * (token === "ETH" ? gas.eth : gas.erc20);
+    for (const token of new Set([...check.committed.keys(), ...check.unsettled.keys()])) {
+      const transfers =
+        (check.committed.get(token)?.transactions ?? 0) +
+        SETTLEMENT_TRANSFERS * (check.unsettled.get(token)?.payments ?? 0);
+      gasCommitted += BigInt(transfers) * (token === "ETH" ? gas.eth : gas.erc20);
     }
   }
   const ethAvailable = (check.balances.ETH ?? 0n) - leaving("ETH") - gasCommitted;

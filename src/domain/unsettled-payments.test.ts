@@ -1,22 +1,28 @@
 import { describe, expect, it } from "vitest";
-import { stillToSettle, type UnsettledPayment } from "./unsettled-payments.ts";
+import { settlingWhole, stillToSettle, type UnsettledPayment } from "./unsettled-payments.ts";
 
 describe("stillToSettle", () => {
-  const unrecorded: UnsettledPayment = { token: "USDC", gross: 100n, settlementRecorded: false };
-  const recorded: UnsettledPayment = { token: "USDC", gross: 50n, settlementRecorded: true };
+  const unrecorded: UnsettledPayment = { id: "a", token: "USDC", gross: 100n, settlementRecorded: false };
+  const recorded: UnsettledPayment = { id: "b", token: "USDC", gross: 50n, settlementRecorded: true };
 
-  it("is nothing without unsettled payments, or with payments in another token", () => {
-    expect(stillToSettle([], "USDC")).toBe(0n);
-    expect(stillToSettle([unrecorded, recorded], "ETH")).toBe(0n);
+  it("is nothing without unsettled payments", () => {
+    expect(stillToSettle([])).toEqual(new Map());
   });
 
-  it("keeps the gross amount of a payment whose settlement is not recorded yet", () => {
-    expect(stillToSettle([unrecorded], "USDC")).toBe(100n);
-    expect(stillToSettle([unrecorded, { ...unrecorded, gross: 7n }], "USDC")).toBe(107n);
+  it("keeps the gross amount of each payment whose settlement is not recorded yet, per token", () => {
+    expect(
+      stillToSettle([unrecorded, { ...unrecorded, gross: 7n }, { ...unrecorded, token: "ETH" }]),
+    ).toEqual(
+      new Map([
+        ["USDC", { amount: 107n, payments: 2 }],
+        ["ETH", { amount: 100n, payments: 1 }],
+      ]),
+    );
   });
 
   it("leaves a recorded settlement to the wallet's recorded transactions", () => {
-    expect(stillToSettle([recorded], "USDC")).toBe(0n);
-    expect(stillToSettle([unrecorded, recorded], "USDC")).toBe(100n);
+    expect(stillToSettle([recorded])).toEqual(new Map());
+    expect(stillToSettle([unrecorded, recorded])).toEqual(new Map([["USDC", { amount: 100n, payments: 1 }]]));
+    expect(settlingWhole([unrecorded, recorded])).toEqual(["a"]);
   });
 });

@@ -5,6 +5,7 @@
 // and the treasury's fee would be gone.
 
 export interface UnsettledPayment {
+  id: string;
   token: string;
   /** What the payment brought in; it all leaves again (net to the merchant, fee to the treasury). */
   gross: bigint;
@@ -15,11 +16,28 @@ export interface UnsettledPayment {
   settlementRecorded: boolean;
 }
 
-/** What `payments` will still take of `token`: the gross of each whose settlement is not recorded. */
-export function stillToSettle(payments: readonly UnsettledPayment[], token: string): bigint {
-  let total = 0n;
+/** Settlement money still on the wallet, of one token. */
+export interface Settling {
+  amount: bigint;
+  /** How many payments it is (each settles with its own transfers, which pay gas). */
+  payments: number;
+}
+
+/**
+ * What `payments` will still take from their wallet, per token: the gross of each whose
+ * settlement is not recorded yet.
+ */
+export function stillToSettle(payments: readonly UnsettledPayment[]): Map<string, Settling> {
+  const byToken = new Map<string, Settling>();
   for (const payment of payments) {
-    if (payment.token === token && !payment.settlementRecorded) total += payment.gross;
+    if (payment.settlementRecorded) continue;
+    const settling = byToken.get(payment.token) ?? { amount: 0n, payments: 0 };
+    byToken.set(payment.token, { amount: settling.amount + payment.gross, payments: settling.payments + 1 });
   }
-  return total;
+  return byToken;
+}
+
+/** The payments of `payments` that stillToSettle counts whole (their gross). */
+export function settlingWhole(payments: readonly UnsettledPayment[]): string[] {
+  return payments.filter((payment) => !payment.settlementRecorded).map((payment) => payment.id);
 }

@@ -18,6 +18,7 @@ import type {
   AccountState,
   BlockRef,
   ChainToken,
+  FeeQuote,
   Hex,
   IncomingTransfer,
   Network,
@@ -44,11 +45,6 @@ function maxOf(first: bigint, ...rest: bigint[]): bigint {
   return max;
 }
 
-interface FeeEstimate {
-  maxFeePerGas: bigint;
-  maxPriorityFeePerGas: bigint;
-}
-
 export class EvmNetwork implements Network {
   readonly environment;
   readonly chainId;
@@ -59,7 +55,7 @@ export class EvmNetwork implements Network {
   readonly #chain: Chain;
   readonly #tokenAddress: Map<ChainToken, Hex>;
   readonly #tokenBySymbolAddress: Map<string, ChainToken>;
-  #fees: { at: number; estimate: Promise<FeeEstimate> } | undefined;
+  #fees: { at: number; estimate: Promise<FeeQuote> } | undefined;
 
   constructor(config: NetworkConfig) {
     this.environment = config.environment;
@@ -203,14 +199,20 @@ export class EvmNetwork implements Network {
     return this.#client.getTransactionCount({ address, blockTag: "pending" });
   }
 
-  async minedNonce(address: Hex): Promise<number> {
-    return this.#client.getTransactionCount({ address, blockTag: "latest" });
+  async minedNonce(address: Hex, depth = 0): Promise<number> {
+    if (depth === 0) return this.#client.getTransactionCount({ address, blockTag: "latest" });
+    const head = await this.#client.getBlockNumber({ cacheTime: 0 });
+    const block = head > BigInt(depth) ? head - BigInt(depth) : 0n;
+    return this.#client.getTransactionCount({ address, blockNumber: block });
   }
 
-  async signCancel(privateKey: Hex, from: Hex, replaced: Hex): Promise<SignedTransaction> {
+  fees(): Promise<FeeQuote> {
+    return this.#feeEstimate();
+  }
+
+  async signCancel(privateKey: Hex, from: Hex, replaced: Hex, fees: FeeQuote): Promise<SignedTransaction> {
     const original = parseTransaction(replaced);
     if (original.nonce === undefined) throw new Error("the replaced transaction has no nonce");
-    const fees = await this.#feeEstimate();
     // A node replaces a pooled transaction only for at least 10% more on both fees.
     const above = (fee: bigint | undefined) => ((fee ?? 0n) * 1125n) / 1000n + 1n;
     const maxPriorityFeePerGas = maxOf(fees.maxPriorityFeePerGas, above(original.maxPriorityFeePerGas));
@@ -240,10 +242,14 @@ export class EvmNetwork implements Network {
     }
   }
 
-  async signTransfer(privateKey: Hex, request: TransferRequest, nonce: number): Promise<SignedTransaction> {
+  async signTransfer(
+    privateKey: Hex,
+    request: TransferRequest,
+    nonce: number,
+    fees: FeeQuote,
+  ): Promise<SignedTransaction> {
     // Signed with the key directly: deriving the account's address first would cost a second
     // elliptic-curve multiplication per transaction, and the signature does not need it.
-    const fees = await this.#feeEstimate();
     const common = {
       chainId: this.chainId,
       nonce,
@@ -285,7 +291,7 @@ export class EvmNetwork implements Network {
    * row, price their gas alike without two RPC calls each. A base fee rises at most 12.5% per
    * block, within the headroom, so an estimate a second old still gets its transaction mined.
    */
-  #feeEstimate(): Promise<FeeEstimate> {
+  #feeEstimate(): Promise<FeeQuote> {
     const now = Date.now();
     if (!this.#fees || now - this.#fees.at > FEE_ESTIMATE_TTL_MS) {
       const estimate = this.#client.estimateFeesPerGas();

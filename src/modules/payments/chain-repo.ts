@@ -323,6 +323,7 @@ export async function unsettledOn(
   const rows = await db
     .selectFrom("payments as p")
     .select([
+      "p.id",
       "p.token_symbol",
       "p.gross_amount",
       sql<boolean>`EXISTS (SELECT 1 FROM chain_transactions t WHERE t.payment_id = p.id)`.as("recorded"),
@@ -332,6 +333,7 @@ export async function unsettledOn(
     .where(sql<string>`lower(p.receiving_address)`, "=", address.toLowerCase())
     .execute();
   return rows.map((row) => ({
+    id: row.id,
     token: row.token_symbol,
     gross: BigInt(row.gross_amount),
     settlementRecorded: row.recorded,

@@ -7,6 +7,7 @@ import type { PaymentRow } from "../../platform/db/schema.ts";
 import { LeaseLost } from "../../platform/jobs/periodic-job.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import * as chainRepo from "./chain-repo.ts";
+import * as settlementRepo from "./settlement-repo.ts";
 import { applyTransition } from "./transitions.ts";
 
 // Settles confirmed payments from the receiving wallet: net to the merchant, fee to the treasury,
@@ -92,11 +93,7 @@ export class Settlement {
   }
 
   async #settle(payment: PaymentRow): Promise<void> {
-    const recorded = await this.#db
-      .selectFrom("chain_transactions")
-      .select(["purpose", "tx_hash", "status", "error"])
-      .where("payment_id", "=", payment.id)
-      .execute();
+    const recorded = await settlementRepo.settlementTransfers(this.#db, payment.id);
     if (recorded.length > 0) {
       if (recorded.some((t) => t.status === "signed")) return; // reconcile() is still waiting on it
       // Reverted, refused and replaced by a cancellation, or refused before migration 016.
@@ -154,7 +151,9 @@ export class Settlement {
     let sent: Awaited<ReturnType<TransactionSender["send"]>>;
     try {
       sent = await this.#sender.send(key, from, transfers, {
-        guard: (trx) => this.#stillDue(trx, payment.id),
+        guard: async (trx) => {
+          await this.#stillDue(trx, payment.id);
+        },
       });
     } catch (err) {
       // Nothing recorded means nothing was sent; recorded transactions are reconciled next tick.
@@ -215,17 +214,12 @@ export class Settlement {
       // a second worker's operation would be a second settlement (another nonce key).
       const recorded = await this.#db.transaction().execute(async (trx) => {
         await this.#fence(trx);
-        const updated = await trx
-          .updateTable("payments")
-          .set({
-            settlement_user_op_hash: prepared.userOpHash,
-            settlement_user_operation: prepared.serialized,
-          })
-          .where("id", "=", payment.id)
-          .where("status", "=", "confirmed")
-          .where("settlement_user_operation", "is", null)
-          .executeTakeFirst();
-        return updated.numUpdatedRows > 0n;
+        return settlementRepo.recordSettlementOperation(
+          trx,
+          payment.id,
+          prepared.userOpHash,
+          prepared.serialized,
+        );
       });
       if (!recorded) return; // another worker recorded one, and sends it
     }
@@ -243,34 +237,20 @@ export class Settlement {
    * The fence of a settlement's record: this worker holds the lease, and the payment, locked, is
    * still confirmed with no settlement transfer recorded.
    */
-  async #stillDue(trx: Db, paymentId: string): Promise<void> {
+  async #stillDue(trx: Db, paymentId: string): Promise<PaymentRow> {
     await this.#fence(trx);
-    const current = await trx
-      .selectFrom("payments")
-      .select("status")
-      .where("id", "=", paymentId)
-      .forUpdate()
-      .executeTakeFirst();
+    const current = await settlementRepo.lockPayment(trx, paymentId);
     if (current?.status !== "confirmed")
       throw new SettlementNotDue(`payment is ${current?.status ?? "gone"}`);
-    const recorded = await trx
-      .selectFrom("chain_transactions")
-      .select("tx_hash")
-      .where("payment_id", "=", paymentId)
-      .where("status", "<>", "rejected")
-      .executeTakeFirst();
+    const recorded = await settlementRepo.settlementRecorded(trx, paymentId);
     if (recorded) throw new SettlementNotDue("its transfers are already recorded");
+    return current;
   }
 
   async #forward(payment: PaymentRow, txs: Array<{ purpose: string; tx_hash: string }>): Promise<void> {
     const now = this.#now();
     await this.#db.transaction().execute(async (trx) => {
-      const current = await trx
-        .selectFrom("payments")
-        .selectAll()
-        .where("id", "=", payment.id)
-        .forUpdate()
-        .executeTakeFirst();
+      const current = await settlementRepo.lockPayment(trx, payment.id);
       if (current?.status !== "confirmed") return;
       await applyTransition(trx, current, "settlement_completed", now, {
         settlement_net_tx_hash: txs.find((t) => t.purpose === "settlement_net")?.tx_hash ?? null,
@@ -284,12 +264,7 @@ export class Settlement {
   async #fail(payment: PaymentRow, reason: string): Promise<void> {
     this.#log.warn({ paymentId: payment.id, reason }, "settlement failed");
     await this.#db.transaction().execute(async (trx) => {
-      const current = await trx
-        .selectFrom("payments")
-        .selectAll()
-        .where("id", "=", payment.id)
-        .forUpdate()
-        .executeTakeFirst();
+      const current = await settlementRepo.lockPayment(trx, payment.id);
       if (current?.status !== "confirmed") return;
       await applyTransition(trx, current, "settlement_failed", this.#now(), { failure_reason: reason });
     });
@@ -303,12 +278,7 @@ export class Settlement {
   async #failUnsent(payment: PaymentRow, reason: string): Promise<void> {
     try {
       await this.#db.transaction().execute(async (trx) => {
-        await this.#stillDue(trx, payment.id);
-        const current = await trx
-          .selectFrom("payments")
-          .selectAll()
-          .where("id", "=", payment.id)
-          .executeTakeFirstOrThrow();
+        const current = await this.#stillDue(trx, payment.id);
         if (current.settlement_user_operation)
           throw new SettlementNotDue("its operation is already recorded");
         await applyTransition(trx, current, "settlement_failed", this.#now(), { failure_reason: reason });

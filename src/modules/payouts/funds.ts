@@ -2,11 +2,11 @@ import type { ChainToken, Hex } from "../../chain/network.ts";
 import type { AppContext } from "../../context.ts";
 import { formatAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
 import { checkFunds } from "../../domain/payout-funds.ts";
-import { stillToSettle } from "../../domain/unsettled-payments.ts";
+import { settlingWhole, stillToSettle } from "../../domain/unsettled-payments.ts";
 import { badRequest } from "../../platform/http/errors.ts";
 import type { PaymentsService } from "../payments/service.ts";
 import type { SendingChannel } from "./channels.ts";
-import type { NewPayout, PayoutRow } from "./repo.ts";
+import { findByIdempotencyKey, type NewPayout, type PayoutRow } from "./repo.ts";
 import * as sending from "./sending-repo.ts";
 
 // The balance check of a live payout (part 4.10), made so that it holds across instances: the
@@ -31,7 +31,8 @@ export async function recordIfFunded(
     : Promise.resolve(null);
   gas.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
   // The money of payments received and not settled yet is read before the balance, so that a
-  // settlement recorded meanwhile is at worst subtracted twice (a refusal), never not at all.
+  // settlement mined meanwhile is at worst subtracted twice (a refusal), never not at all; the
+  // transfers of a settlement recorded meanwhile are not counted beside its gross.
   const unsettled = await payments.unsettledOn(environment, from);
   const [funds, gasCosts] = await Promise.all([
     channel.funds(from, gasPaid && token !== "ETH" ? [token, "ETH"] : [token]),
@@ -39,13 +40,24 @@ export async function recordIfFunded(
   ]);
   return ctx.db.transaction().execute(async (trx) => {
     await sending.lockWalletFunds(trx, environment, from);
-    const committed = await sending.committedFrom(trx, environment, from, funds.minedNonce);
+    // A repeat of an idempotency key in flight (on another instance): its original is among
+    // what is on its way out, so the check would refuse it; it is answered as a repeat instead.
+    if (payout.idempotencyKey) {
+      if (await findByIdempotencyKey(trx, payout.scope, payout.idempotencyKey)) return undefined;
+    }
+    const committed = await sending.committedFrom(
+      trx,
+      environment,
+      from,
+      funds.minedNonce,
+      settlingWhole(unsettled),
+    );
     const verdict = checkFunds({
       token,
       amount: payout.amount,
       balances: funds.balances,
       committed,
-      unsettled: (of) => stillToSettle(unsettled, of),
+      unsettled: stillToSettle(unsettled),
       gas: gasCosts ? { erc20: gasCosts[0] ?? 0n, eth: gasCosts[1] ?? 0n } : null,
     });
     if (!verdict.ok && verdict.short === "balance") {

@@ -1,9 +1,11 @@
 import type { OperationOutcome, PreparedOperation } from "../../chain/evm/smart-accounts.ts";
 import type { Hex } from "../../chain/network.ts";
+import * as sent from "../../chain/sent-transactions.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import type { PayoutLeases } from "./leases.ts";
 import type { PayoutOutcomes } from "./outcomes.ts";
+import type { PayoutRow } from "./repo.ts";
 import * as sending from "./sending-repo.ts";
 
 // Finishes live payouts that no instance is sending any more: their instance stopped (its lease
@@ -35,38 +37,47 @@ export class PayoutReconciler {
 
   /** Returns how many payouts it finished. */
   async reconcile(environment: Environment): Promise<number> {
-    const open = await sending.unownedProcessing(this.#ctx.db, environment);
     let finished = 0;
-    for (const payout of open) {
+    for (const payout of await sending.unownedProcessing(this.#ctx.db, environment)) {
       if (this.#leases.has(payout.id)) continue; // this process is sending it
-      const scope = { workspaceId: payout.workspace_id, environment };
-      if (payout.user_operation) {
-        if (!this.#resend) continue;
-        // A smart wallet payout: send the recorded operation again (a no-op if it was included).
-        const outcome = await this.#resend(environment, {
-          userOpHash: payout.user_op_hash as Hex,
-          serialized: payout.user_operation,
-        });
-        if (outcome.status === "success")
-          await this.#outcomes.recordCompletion(scope, payout, outcome.txHash);
-        else if (outcome.status === "reverted") {
-          await this.#outcomes.recordFailure(scope, payout, outcome.txHash, outcome.error);
-        }
-        finished += outcome.status === "pending" ? 0 : 1;
-        continue;
+      try {
+        if (await this.#finish(environment, payout)) finished++;
+      } catch (err) {
+        // One payout's trouble (a bundler or node error) leaves the others to this pass.
+        this.#ctx.log.error({ err, payoutId: payout.id }, "reconciling a payout failed; retried next tick");
       }
-      const tx = await sending.payoutTransaction(this.#ctx.db, payout.id);
-      if (tx?.status === "signed") continue; // still open: it may be mined
-      if (tx?.status === "mined") {
-        await this.#outcomes.recordCompletion(scope, payout, tx.tx_hash);
-      } else if (tx) {
-        // Reverted, or never mined and its nonce taken by another transaction.
-        await this.#outcomes.recordFailure(scope, payout, tx.tx_hash, tx.error ?? "transaction reverted");
-      } else if (!(await sending.failNeverSent(this.#ctx.db, payout.id, NEVER_SENT, this.#ctx.now()))) {
-        continue; // its sender claimed it meanwhile
-      }
-      finished++;
     }
     return finished;
+  }
+
+  /** Finishes `payout` if its outcome is known; returns whether it did. */
+  async #finish(environment: Environment, payout: PayoutRow): Promise<boolean> {
+    const scope = { workspaceId: payout.workspace_id, environment };
+    if (payout.user_operation) {
+      if (!this.#resend) return false;
+      // A smart wallet payout: send the recorded operation again (a no-op if it was included).
+      const outcome = await this.#resend(environment, {
+        userOpHash: payout.user_op_hash as Hex,
+        serialized: payout.user_operation,
+      });
+      if (outcome.status === "success") await this.#outcomes.recordCompletion(scope, payout, outcome.txHash);
+      else if (outcome.status === "reverted") {
+        await this.#outcomes.recordFailure(scope, payout, outcome.txHash, outcome.error);
+      }
+      return outcome.status !== "pending";
+    }
+    const tx = await sent.payoutTransaction(this.#ctx.db, payout.id);
+    if (tx?.status === "signed") return false; // still open: it may be mined
+    if (tx?.status === "mined") {
+      await this.#outcomes.recordCompletion(scope, payout, tx.txHash);
+      return true;
+    }
+    if (tx) {
+      // Reverted, or never mined and its nonce taken by another transaction.
+      await this.#outcomes.recordFailure(scope, payout, tx.txHash, tx.error ?? "transaction reverted");
+      return true;
+    }
+    // Nothing recorded: never sent, unless its sender claims it at this moment (then a no-op).
+    return (await sending.failNeverSent(this.#ctx.db, payout.id, NEVER_SENT, this.#ctx.now())) !== undefined;
   }
 }

@@ -72,6 +72,7 @@ export class SandboxPayouts {
       created_at: now,
       completed_at: completedAt,
       lease_expires_at: null,
+      send_claimed_at: null,
     };
     const result = await this.#record({
       ...fields,

@@ -1,13 +1,11 @@
-import { type Kysely, sql } from "kysely";
+import { sql } from "kysely";
 import type { Environment } from "../../config.ts";
 import type { Committed } from "../../domain/payout-funds.ts";
-import type { DatabaseSchema } from "../../platform/db/schema.ts";
+import type { Db } from "../../platform/db/database.ts";
 import type { NewPayout, PayoutRow } from "./repo.ts";
 
 // The SQL of live payouts on their way out: the balance reservation every instance sees, the
 // lease of the instance sending a payout, and what the reconciler may take over.
-
-type Db = Kysely<DatabaseSchema>;
 
 /**
  * How long a payout belongs to the instance sending it without a renewal. The sender renews it
@@ -30,7 +28,8 @@ export async function lockWalletFunds(trx: Db, environment: Environment, from: s
 /**
  * What is on its way out of wallet `from`, per token, and not in a balance read at a block where
  * its first `minedNonce` transactions are mined: its recorded transactions from that nonce on
- * (payouts, settlement legs, cancellations; a reverted one took its gas only) and its payouts
+ * (payouts, settlement legs, cancellations; a reverted one took its gas only; the legs of the
+ * payments in `settlingWhole` are in their gross already) and its payouts
  * recorded but not signed yet. `minedNonce` null (a smart wallet, whose operations have no nonce
  * order): every payout still processing.
  */
@@ -39,6 +38,8 @@ export async function committedFrom(
   environment: Environment,
   from: string,
   minedNonce: number | null,
+  /** Payments whose whole gross is counted already: their settlement transfers are not again. */
+  settlingWhole: readonly string[] = [],
 ): Promise<Map<string, Committed>> {
   const rows =
     minedNonce === null
@@ -54,6 +55,7 @@ export async function committedFrom(
             FROM chain_transactions
             WHERE environment = ${environment} AND from_address = ${from} AND nonce >= ${minedNonce}
               AND status IN ('signed', 'mined', 'failed')
+              AND (payment_id IS NULL OR NOT payment_id = ANY(${settlingWhole}::uuid[]))
             UNION ALL
             SELECT p.token_symbol, p.amount
             FROM payouts p
@@ -95,14 +97,14 @@ export async function insertPayout(trx: Db, payout: NewPayout): Promise<PayoutRo
 
 /**
  * The fence before a payout's money is sent (in the transaction that records its transaction):
- * it must still be processing, and its lease is renewed. False when the reconciler has failed
- * it meanwhile (its instance was stopped past the lease): then nothing may be sent. Changing the
- * leased row also makes a reconciler waiting on it re-check its lease, not fail it.
+ * it must still be processing; it is marked claimed for sending (failNeverSent then leaves it
+ * alone, whatever its lease says) and its lease is renewed. False when the reconciler has failed
+ * it meanwhile (its instance was stopped past the lease): then nothing may be sent.
  */
 export async function claimForSending(trx: Db, id: string): Promise<boolean> {
   const row = await trx
     .updateTable("payouts")
-    .set({ lease_expires_at: lease })
+    .set({ lease_expires_at: lease, send_claimed_at: sql<Date>`now()` })
     .where("id", "=", id)
     .where("status", "=", "processing")
     .returning("id")
@@ -122,7 +124,12 @@ export async function recordUserOperation(
 ): Promise<boolean> {
   const row = await db
     .updateTable("payouts")
-    .set({ user_op_hash: userOpHash, user_operation: operation, lease_expires_at: lease })
+    .set({
+      user_op_hash: userOpHash,
+      user_operation: operation,
+      lease_expires_at: lease,
+      send_claimed_at: sql<Date>`coalesce(send_claimed_at, now())`,
+    })
     .where("id", "=", id)
     .where("status", "=", "processing")
     .returning("id")
@@ -161,24 +168,11 @@ export async function unownedProcessing(db: Db, environment: Environment): Promi
     .execute();
 }
 
-/** The payout's own transaction (not a cancellation of it), as the chain has decided it so far. */
-export async function payoutTransaction(
-  db: Db,
-  payoutId: string,
-): Promise<{ tx_hash: string; status: string; error: string | null } | undefined> {
-  return db
-    .selectFrom("chain_transactions")
-    .select(["tx_hash", "status", "error"])
-    .where("payout_id", "=", payoutId)
-    .where("replaces_tx_hash", "is", null)
-    .orderBy("created_at", "desc")
-    .executeTakeFirst();
-}
-
 /**
- * Fails a payout that was never sent: processing, unleased, with no transaction or user
- * operation recorded. The lease and the user operation are the row's own columns, so a sender
- * that claims it at the same moment (claimForSending, recordUserOperation) makes this a no-op.
+ * Fails a payout that was never sent: processing, unleased, never claimed for sending. The
+ * claim is a column of the row itself, so a sender that claims it at the same moment
+ * (claimForSending, recordUserOperation) makes this a no-op whichever commits first: a row
+ * lock wait re-checks the row's own columns, not a subquery's snapshot.
  */
 export async function failNeverSent(
   db: Db,
@@ -191,11 +185,9 @@ export async function failNeverSent(
     .set({ status: "failed", error, completed_at: at })
     .where("id", "=", id)
     .where("status", "=", "processing")
+    .where("send_claimed_at", "is", null)
     .where("user_operation", "is", null)
     .where((eb) => eb.or([eb("lease_expires_at", "is", null), eb("lease_expires_at", "<", sql<Date>`now()`)]))
-    .where(({ not, exists, selectFrom }) =>
-      not(exists(selectFrom("chain_transactions").select("id").where("payout_id", "=", id))),
-    )
     .returningAll()
     .executeTakeFirst();
 }

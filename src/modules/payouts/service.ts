@@ -220,33 +220,61 @@ export class PayoutsService {
         // is what the reconciler stored.
         if (err instanceof PayoutNotSendable) return await this.#outcomes.stored(scope, payout.id);
         this.#ctx.log.error({ err, payoutId: payout.id }, "payout send failed");
-        outcome = {
-          txHash: "",
-          status: "reverted",
-          error: (err as Error).message.split("\n")[0] ?? "send failed",
-        };
+        // Once its transaction or user operation is recorded it may be sent, and only the chain
+        // can tell: the reconciler finishes it. Failed here only when nothing was recorded.
+        outcome = (await this.#mayBeSent(payout.id))
+          ? { txHash: "", status: "pending", error: null }
+          : { txHash: "", status: "reverted", error: (err as Error).message.split("\n")[0] ?? "send failed" };
       }
-      if (outcome.status === "pending") {
-        // Broadcast but not mined in time: the reconciler finishes it; the caller sees it in flight.
-        this.#leases.release(payout.id);
-        await sending.releaseLease(this.#ctx.db, payout.id);
-        return {
-          status: 202,
-          body: {
-            payout: {
-              ...toPayoutView(payout),
-              txHash: outcome.txHash || null,
-              ...(outcome.userOpHash ? { userOpHash: outcome.userOpHash } : {}),
-            },
-            timestamp: now.toISOString(),
-          },
-        };
+      if (outcome.status === "pending") return await this.#inFlight(payout, outcome, now);
+      try {
+        return await (outcome.status === "success"
+          ? this.#outcomes.complete(scope, payout, outcome.txHash)
+          : this.#outcomes.fail(scope, payout, outcome.txHash || null, outcome.error ?? "transfer failed"));
+      } catch (err) {
+        if (err instanceof ApiError) throw err; // the answer of a failed payout
+        // Its outcome is known but could not be stored: the reconciler stores it from the chain.
+        this.#ctx.log.error({ err, payoutId: payout.id }, "recording a payout's outcome failed");
+        return await this.#inFlight(payout, outcome, now);
       }
-      return await (outcome.status === "success"
-        ? this.#outcomes.complete(scope, payout, outcome.txHash)
-        : this.#outcomes.fail(scope, payout, outcome.txHash || null, outcome.error ?? "transfer failed"));
     } finally {
       this.#leases.release(payout.id);
+    }
+  }
+
+  /** The answer of a payout whose outcome the reconciler is left to finish (202), given up to it. */
+  async #inFlight(payout: repo.PayoutRow, outcome: SendOutcome, now: Date): Promise<PayoutResponse> {
+    this.#leases.release(payout.id);
+    try {
+      await sending.releaseLease(this.#ctx.db, payout.id);
+    } catch (err) {
+      // Its lease then runs out by itself (20 s) before the reconciler takes it.
+      this.#ctx.log.error({ err, payoutId: payout.id }, "releasing a payout's lease failed");
+    }
+    return {
+      status: 202,
+      body: {
+        payout: {
+          ...toPayoutView(payout),
+          txHash: outcome.txHash || null,
+          ...(outcome.userOpHash ? { userOpHash: outcome.userOpHash } : {}),
+        },
+        timestamp: now.toISOString(),
+      },
+    };
+  }
+
+  /** Whether a payout's sender has recorded something that may be sent (or cannot tell). */
+  async #mayBeSent(id: string): Promise<boolean> {
+    try {
+      const row = await repo.findById(this.#ctx.db, id);
+      return row?.send_claimed_at !== null || row.user_operation !== null;
+    } catch (err) {
+      this.#ctx.log.error(
+        { err, payoutId: id },
+        "reading whether a payout was sent failed; left to the reconciler",
+      );
+      return true;
     }
   }
 

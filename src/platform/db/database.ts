@@ -26,7 +26,10 @@ import type { DatabaseSchema } from "./schema.ts";
 
 export type Db = Kysely<DatabaseSchema>;
 
-/** How long a session may sit idle, in a transaction or holding a lock, before PostgreSQL ends it. */
+/**
+ * How long a session may sit idle, in a transaction or holding a lock, before PostgreSQL ends it.
+ * A session lock is held across at most one call to a node at a time (15 s timeout, 3 attempts).
+ */
 const SESSION_IDLE_LIMIT_MS = 60_000;
 
 // Migrations are listed here rather than read from a folder so that the same list runs from
@@ -73,31 +76,21 @@ export interface Database {
 
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
   if (options.databaseUrl) {
-    const pool = new pg.Pool({
-      connectionString: options.databaseUrl,
-      max: options.poolSize ?? 10,
-      // A process that is stopped (SIGSTOP, a frozen VM) keeps its sessions, and with them the
-      // locks it holds: the other instances would wait for it forever. PostgreSQL ends such a
-      // session after this long, which releases its locks and rolls its transaction back; the
-      // stopped process finds its connection gone when it resumes, and records nothing more.
-      // Longer than anything the service waits for while holding a session (a node's answer).
-      // Set per session, not as startup options, which some poolers refuse.
-      onConnect: async (client) => {
-        await client.query(
-          `SELECT set_config('idle_in_transaction_session_timeout', '${SESSION_IDLE_LIMIT_MS}', false),
-                  set_config('idle_session_timeout', '${SESSION_IDLE_LIMIT_MS}', false)`,
-        );
-      },
-      Client: options.preparedStatements === false ? pg.Client : PreparingClient,
-    });
-    // An idle client that errors (server restart) must not crash the process; the pool replaces it.
-    pool.on("error", () => {});
-    // Nor may one that is checked out, whose session the server ends between two queries (the
-    // idle limits below, a restart): its user learns it from its next query, which fails, and
-    // the pool drops it when it comes back (not queryable).
-    pool.on("connect", (client) => client.on("error", () => {}));
+    const poolSize = options.poolSize ?? 10;
+    const pool = serverPool(options.databaseUrl, poolSize, options.preparedStatements !== false);
+    // Session locks hold a connection across network calls (wallet-lock.ts): a pool of their own,
+    // so that many wallets sending at once never take the connections everything else needs.
+    const locks = serverPool(options.databaseUrl, Math.max(2, Math.ceil(poolSize / 2)), false);
     const db = new Kysely<DatabaseSchema>({ dialect: new PostgresDialect({ pool }) });
-    return { db, kind: "postgres", close: () => db.destroy() };
+    lockPools.set(db, locks);
+    return {
+      db,
+      kind: "postgres",
+      close: async () => {
+        await db.destroy();
+        await locks.end();
+      },
+    };
   }
   let client: PGlite;
   if (options.pgliteDir) {
@@ -108,18 +101,45 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   }
   await client.waitReady;
   const db = new Kysely<DatabaseSchema>({ dialect: new PGliteDialect(client) });
-  embedded.add(db);
   return { db, kind: "pglite", close: () => db.destroy() };
 }
 
-const embedded = new WeakSet<Db>();
+function serverPool(url: string, max: number, preparedStatements: boolean): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max,
+    // A process that is stopped (SIGSTOP, a frozen VM) keeps its sessions, and with them the
+    // locks it holds: the other instances would wait for it forever. PostgreSQL ends such a
+    // session after this long, which releases its locks and rolls its transaction back; the
+    // stopped process finds its connection gone when it resumes, and records nothing more.
+    // Set per session, not as startup options, which some poolers refuse.
+    onConnect: async (client) => {
+      await client.query(
+        `SELECT set_config('idle_in_transaction_session_timeout', '${SESSION_IDLE_LIMIT_MS}', false),
+                set_config('idle_session_timeout', '${SESSION_IDLE_LIMIT_MS}', false)`,
+      );
+    },
+    Client: preparedStatements ? PreparingClient : pg.Client,
+  });
+  // An idle client that errors (server restart) must not crash the process; the pool replaces it.
+  pool.on("error", () => {});
+  // Nor may one that is checked out, whose session the server ends between two queries (the
+  // idle limits, a restart): the 'error' event would crash the process; the error reaches its
+  // user through its next query instead, which fails, and the pool drops it when it comes back
+  // (not queryable).
+  pool.on("connect", (client) => client.on("error", () => {}));
+  return pool;
+}
+
+const lockPools = new WeakMap<Db, pg.Pool>();
 
 /**
- * An embedded (PGlite) database belongs to one process: it has one connection, and no other
- * instance can share it, so what only needs ordering across instances needs none there.
+ * The pool of session locks of a server database; undefined for an embedded (PGlite) one, which
+ * belongs to one process: it has one connection, and no other instance can share it, so what
+ * only needs ordering across instances needs no lock there.
  */
-export function isEmbedded(db: Db): boolean {
-  return embedded.has(db);
+export function sessionLockPool(db: Db): pg.Pool | undefined {
+  return lockPools.get(db);
 }
 
 export function pgliteDirFor(dataDir: string): string {

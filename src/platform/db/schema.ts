@@ -213,6 +213,8 @@ export interface PayoutsTable {
   completed_at: NullableTimestamp;
   /** Until when the instance sending it owns it; the reconciler leaves it alone until then. */
   lease_expires_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  /** When its sender recorded its transaction (or began to): it may have been sent since. */
+  send_claimed_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
 }
 
 export interface PayoutBreakersTable {
