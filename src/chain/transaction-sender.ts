@@ -1,7 +1,6 @@
 import type { FastifyBaseLogger } from "fastify";
-import { KeyedQueue } from "../platform/concurrency/keyed-queue.ts";
 import type { Db } from "../platform/db/database.ts";
-import { SessionLocks } from "../platform/db/wallet-lock.ts";
+import { SessionTurns } from "../platform/db/wallet-lock.ts";
 import type { ChainToken, FeeQuote, Hex, Network, ReceiptStatus, TransferRequest } from "./network.ts";
 import { errorText, isNodeAnswer } from "./node-errors.ts";
 import * as sent from "./sent-transactions.ts";
@@ -9,7 +8,7 @@ import * as sent from "./sent-transactions.ts";
 // Nonce-ordered sending from service-held wallets, by any number of instances. Every transaction
 // is signed with an explicit nonce and recorded BEFORE it is broadcast, so a crash can neither
 // lose it nor send a second one. A wallet's transactions are signed, recorded and broadcast under
-// one lock held across instances (SessionLocks), so they reach the node in nonce order.
+// one lock held across instances (SessionTurns), so they reach the node in nonce order.
 //
 // A signed transaction is never given up while it could still be mined: a failure is reported
 // only on a failed receipt, or once another transaction provably took its nonce. A transaction the
@@ -68,14 +67,18 @@ export class TransactionSender {
   readonly #db: Db;
   readonly #network: Network;
   readonly #log: FastifyBaseLogger;
-  readonly #locks: SessionLocks;
-  readonly #walletQueue = new KeyedQueue();
+  readonly #turns: SessionTurns;
+  /**
+   * Per wallet, the nonce after the last one this process recorded, valid while it has held the
+   * wallet's lock since (no other instance can have recorded one meanwhile).
+   */
+  readonly #nextNonce = new Map<string, number>();
 
   constructor(db: Db, network: Network, log: FastifyBaseLogger) {
     this.#db = db;
     this.#network = network;
     this.#log = log;
-    this.#locks = new SessionLocks(db, log);
+    this.#turns = new SessionTurns(db, log);
   }
 
   /** Signs, records, broadcasts and waits for the receipts of `transfers`, in order. */
@@ -235,10 +238,17 @@ export class TransactionSender {
     await sent.settleTransaction(this.#db, replaced, "replaced", CANCELLED, new Date());
   }
 
-  /** One wallet's sends, in this process (queue) and across instances (session lock). */
+  /** One wallet's sends take turns, in this process and across instances (wallet-lock.ts). */
   #holdWallet<T>(from: Hex, task: () => Promise<T>): Promise<T> {
-    const wallet = `wallet:${this.#network.environment}:${from.toLowerCase()}`;
-    return this.#walletQueue.run(wallet, () => this.#locks.hold(wallet, task));
+    const wallet = this.#walletKey(from);
+    return this.#turns.run(wallet, (fresh) => {
+      if (fresh) this.#nextNonce.delete(wallet);
+      return task();
+    });
+  }
+
+  #walletKey(from: Hex): string {
+    return `wallet:${this.#network.environment}:${from.toLowerCase()}`;
   }
 
   async #signAndRecord(
@@ -249,9 +259,12 @@ export class TransactionSender {
     fees: FeeQuote,
     guard: SubmitOptions["guard"],
   ): Promise<sent.RecordedTransaction[]> {
-    return this.#db.transaction().execute(async (trx) => {
+    const wallet = this.#walletKey(from);
+    const known = this.#nextNonce.get(wallet);
+    this.#nextNonce.delete(wallet); // until this record has committed
+    const recorded = await this.#db.transaction().execute(async (trx) => {
       await guard?.(trx);
-      const recordedNext = await sent.nextRecordedNonce(trx, this.#network.environment, from);
+      const recordedNext = known ?? (await sent.nextRecordedNonce(trx, this.#network.environment, from));
       let nonce = Math.max(recordedNext, pendingNonce);
       const recorded: sent.RecordedTransaction[] = [];
       for (const transfer of transfers) {
@@ -277,6 +290,9 @@ export class TransactionSender {
       }
       return recorded;
     });
+    const last = recorded.at(-1);
+    if (last) this.#nextNonce.set(wallet, last.nonce + 1);
+    return recorded;
   }
 
   /**

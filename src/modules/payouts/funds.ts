@@ -3,21 +3,23 @@ import type { AppContext } from "../../context.ts";
 import { formatAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
 import { checkFunds } from "../../domain/payout-funds.ts";
 import { settlingWhole, stillToSettle } from "../../domain/unsettled-payments.ts";
+import type { SessionTurns } from "../../platform/db/wallet-lock.ts";
 import { badRequest } from "../../platform/http/errors.ts";
 import type { PaymentsService } from "../payments/service.ts";
 import type { SendingChannel } from "./channels.ts";
 import { findByIdempotencyKey, type NewPayout, type PayoutRow } from "./repo.ts";
 import * as sending from "./sending-repo.ts";
 
-// The balance check of a live payout (part 4.10), made so that it holds across instances: the
-// wallet's funds lock is taken, what is already on its way out is read from the database under
-// it, the payout is checked against the balance (domain/payout-funds.ts) and recorded, and only
-// then is the lock released. A second instance's payout from the same wallet waits for that, then
-// sees this one among what is on its way out.
+// The balance check of a live payout (part 4.10), made so that it holds across instances: in a
+// turn of the wallet's funds (a lock across instances, wallet-lock.ts), what is already on its way
+// out is read from the database, the payout is checked against the balance
+// (domain/payout-funds.ts) and recorded. A second instance's payout from the same wallet waits
+// for that turn to end, then sees this one among what is on its way out.
 
 /** Records the payout (processing, leased) if the wallet can pay it; undefined if its key is taken. */
 export async function recordIfFunded(
   ctx: AppContext,
+  turns: SessionTurns,
   payments: Pick<PaymentsService, "unsettledOn">,
   channel: SendingChannel,
   payout: NewPayout,
@@ -38,15 +40,14 @@ export async function recordIfFunded(
     channel.funds(from, gasPaid && token !== "ETH" ? [token, "ETH"] : [token]),
     gas,
   ]);
-  return ctx.db.transaction().execute(async (trx) => {
-    await sending.lockWalletFunds(trx, environment, from);
+  return turns.run(`payout-funds:${environment}:${from.toLowerCase()}`, async () => {
     // A repeat of an idempotency key in flight (on another instance): its original is among
     // what is on its way out, so the check would refuse it; it is answered as a repeat instead.
     if (payout.idempotencyKey) {
-      if (await findByIdempotencyKey(trx, payout.scope, payout.idempotencyKey)) return undefined;
+      if (await findByIdempotencyKey(ctx.db, payout.scope, payout.idempotencyKey)) return undefined;
     }
     const committed = await sending.committedFrom(
-      trx,
+      ctx.db,
       environment,
       from,
       funds.minedNonce,
@@ -77,6 +78,6 @@ export async function recordIfFunded(
         action: `Send at least ${formatAmount(verdict.required - shown, 18)} ETH to ${from}, or wait for the automatic gas top-up`,
       });
     }
-    return sending.insertPayout(trx, payout);
+    return sending.insertPayout(ctx.db, payout);
   });
 }

@@ -16,16 +16,6 @@ export const LEASE_SECONDS = 20;
 const lease = sql<Date>`now() + make_interval(secs => ${LEASE_SECONDS})`;
 
 /**
- * Takes the wallet's funds lock for the caller's transaction: one payout of a wallet at a time
- * (all instances) reads what is committed and records itself.
- */
-export async function lockWalletFunds(trx: Db, environment: Environment, from: string): Promise<void> {
-  await sql`SELECT pg_advisory_xact_lock(hashtext(${`payout-funds:${environment}:${from.toLowerCase()}`}))`.execute(
-    trx,
-  );
-}
-
-/**
  * What is on its way out of wallet `from`, per token, and not in a balance read at a block where
  * its first `minedNonce` transactions are mined: its recorded transactions from that nonce on
  * (payouts, settlement legs, cancellations; a reverted one took its gas only; the legs of the

@@ -7,6 +7,7 @@ import { formatAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
 import { validatePayoutRequest } from "../../domain/payout-request.ts";
 import { KeyedQueue } from "../../platform/concurrency/keyed-queue.ts";
 import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
+import { SessionTurns } from "../../platform/db/wallet-lock.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
 import { ApiError, badRequest, serviceUnavailable } from "../../platform/http/errors.ts";
 import type { Mailer } from "../../platform/mail/mailer.ts";
@@ -50,6 +51,8 @@ export class PayoutsService {
   readonly #channels: Partial<Record<Environment, PayoutChannel>>;
   readonly #smartChannels: Partial<Record<Environment, PayoutChannel>>;
   readonly #queue = new KeyedQueue();
+  /** A wallet's balance checks take turns across instances (funds.ts). */
+  readonly #fundsTurns: SessionTurns;
   /** Broadcast payouts waiting for their receipts, per workspace and environment. */
   readonly #pipeline = new InFlightPayouts();
   /** Payouts this process is sending right now, leased to it; the reconciler leaves them alone. */
@@ -75,6 +78,7 @@ export class PayoutsService {
     this.#channels = channels;
     this.#smartChannels = smartChannels;
     this.#leases = new PayoutLeases(ctx.db, ctx.log);
+    this.#fundsTurns = new SessionTurns(ctx.db, ctx.log);
     this.#outcomes = new PayoutOutcomes(ctx, workspaces, mailer);
     this.#sandbox = new SandboxPayouts(ctx, this.#outcomes);
     this.#reconciler = new PayoutReconciler(ctx, this.#outcomes, this.#leases, resend);
@@ -152,6 +156,7 @@ export class PayoutsService {
       prepared?.catch(() => undefined); // handed to submit, which reports its failure
       const payout = await recordIfFunded(
         this.#ctx,
+        this.#fundsTurns,
         this.#payments,
         channel,
         repo.newPayout(scope, request, from, walletType, now),

@@ -1,27 +1,74 @@
 import type { FastifyBaseLogger } from "fastify";
+import type pg from "pg";
+import { KeyedQueue } from "../concurrency/keyed-queue.ts";
 import type { Db } from "./database.ts";
 import { sessionLockPool } from "./database.ts";
 
-// A lock held across instances for as long as a task runs, including work outside any database
-// transaction (broadcasting a transaction to a node after recording it). PostgreSQL: a
-// session-level advisory lock on a connection of the lock pool, idle while the task runs its own
-// queries on the main pool; a process that dies, or is stopped for longer than the sessions'
-// idle limit, loses its session and so its lock. The embedded database is one process's alone:
-// the callers' in-process queues already order its tasks.
+// Turns per key (a wallet) that hold across instances, for tasks that include work outside any
+// database transaction (broadcasting a transaction to a node after recording it). In this
+// process the turns of a key are a queue; across instances, a session-level advisory lock on
+// PostgreSQL, on a connection of the lock pool that is idle while the tasks run their queries on
+// the main pool. A process that dies, or is stopped for longer than the sessions' idle limit,
+// loses its session and so its lock.
+//
+// A burst of one key's turns takes the lock once: it is kept while turns are waiting, and for
+// LINGER_MS after the last (the next payout of a wallet usually follows within that), up to
+// MAX_TURNS_PER_LOCK turns, so that another instance's turns get it in between. A task is told
+// whether the lock was taken for its turn: only then may state another instance could have
+// changed (a wallet's last nonce) have changed since the previous turn.
+// The embedded database is one process's alone: the queue is all the ordering it needs.
 
-export class SessionLocks {
+const MAX_TURNS_PER_LOCK = 16;
+const LINGER_MS = 25;
+
+interface HeldLock {
+  client: pg.PoolClient;
+  turns: number;
+  linger: NodeJS.Timeout | undefined;
+}
+
+export class SessionTurns {
   readonly #db: Db;
   readonly #log: FastifyBaseLogger;
+  readonly #queue = new KeyedQueue();
+  readonly #waiting = new Map<string, number>();
+  readonly #held = new Map<string, HeldLock>();
 
   constructor(db: Db, log: FastifyBaseLogger) {
     this.#db = db;
     this.#log = log;
   }
 
-  /** Runs `task` while holding the lock `name`. */
-  async hold<T>(name: string, task: () => Promise<T>): Promise<T> {
+  /**
+   * Runs `task` in the next turn of `name`. `fresh`: the lock was taken for this turn (always,
+   * on the embedded database, where there is no lock to keep).
+   */
+  run<T>(name: string, task: (fresh: boolean) => Promise<T>): Promise<T> {
+    this.#waiting.set(name, (this.#waiting.get(name) ?? 0) + 1);
+    return this.#queue.run(name, async () => {
+      const waiting = (this.#waiting.get(name) ?? 1) - 1;
+      if (waiting === 0) this.#waiting.delete(name);
+      else this.#waiting.set(name, waiting);
+      const { held, fresh } = await this.#lock(name);
+      try {
+        return await task(fresh);
+      } finally {
+        if (held) this.#afterTurn(name, held);
+      }
+    });
+  }
+
+  /** The lock of `name`, kept from an earlier turn or taken now; none on the embedded database. */
+  async #lock(name: string): Promise<{ held: HeldLock | undefined; fresh: boolean }> {
+    const kept = this.#held.get(name);
+    if (kept) {
+      clearTimeout(kept.linger);
+      kept.linger = undefined;
+      kept.turns++;
+      return { held: kept, fresh: false };
+    }
     const pool = sessionLockPool(this.#db);
-    if (!pool) return task();
+    if (!pool) return { held: undefined, fresh: true };
     const client = await pool.connect();
     try {
       await client.query("SELECT pg_advisory_lock(hashtext($1))", [name]);
@@ -29,18 +76,34 @@ export class SessionLocks {
       client.release(err instanceof Error ? err : true);
       throw err;
     }
+    const held: HeldLock = { client, turns: 1, linger: undefined };
+    this.#held.set(name, held);
+    return { held, fresh: true };
+  }
+
+  #afterTurn(name: string, held: HeldLock): void {
+    if (held.turns >= MAX_TURNS_PER_LOCK) return this.#release(name, held);
+    if (this.#waiting.has(name)) return; // the next turn is queued: it takes the lock as it is
+    held.linger = setTimeout(() => this.#release(name, held), LINGER_MS);
+    held.linger.unref();
+  }
+
+  #release(name: string, held: HeldLock): void {
+    clearTimeout(held.linger);
+    if (this.#held.get(name) === held) this.#held.delete(name);
+    // Not awaited: a next holder's lock request waits in PostgreSQL for this unlock.
+    void this.#unlock(name, held);
+  }
+
+  async #unlock(name: string, held: HeldLock): Promise<void> {
     try {
-      return await task();
-    } finally {
-      try {
-        await client.query("SELECT pg_advisory_unlock(hashtext($1))", [name]);
-        client.release();
-      } catch (err) {
-        // The task's work is done and stands; a session that cannot unlock is ended (released
-        // with the error), which releases its lock.
-        this.#log.error({ err, lock: name }, "releasing a session lock failed; its session is ended instead");
-        client.release(err instanceof Error ? err : true);
-      }
+      await held.client.query("SELECT pg_advisory_unlock(hashtext($1))", [name]);
+      held.client.release();
+    } catch (err) {
+      // The turns' work is done and stands; a session that cannot unlock is ended (released
+      // with the error), which releases its lock.
+      this.#log.error({ err, lock: name }, "releasing a session lock failed; its session is ended instead");
+      held.client.release(err instanceof Error ? err : true);
     }
   }
 }
