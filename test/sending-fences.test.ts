@@ -43,23 +43,31 @@ describe("a payout claimed for sending", () => {
       // Its lease has run out (its sender was stopped): the reconciler may look at it.
       const past = new Date(Date.now() - 60_000);
       await db.updateTable("payouts").set({ lease_expires_at: past }).where("id", "=", payout.id).execute();
-      // The sender resumes, claims the payout and records its transaction, then stands still
-      // before its commit for longer than its lease again (the new lease is put in the past).
+      // The sender resumes, claims the payout and records its transaction (one statement, here in
+      // a transaction that stands still before its commit for longer than the lease again: the
+      // new lease is put in the past).
       const sender = db.transaction().execute(async (trx) => {
-        expect(await sending.claimForSending(trx, payout.id)).toBe(true);
-        await sent.recordTransaction(trx, "live", {
-          txHash: hex(32) as `0x${string}`,
-          raw: "0x00",
-          nonce: 0,
-          token: "USDC",
-          purpose: "payout",
-          replaces: null,
-          from: ws.eoaAddress as `0x${string}`,
-          to: hex(20) as `0x${string}`,
-          amount: 1n,
-          paymentId: null,
-          payoutId: payout.id,
-        });
+        const recorded = await sent.recordClaimed(
+          trx,
+          "live",
+          [
+            {
+              txHash: hex(32) as `0x${string}`,
+              raw: "0x00",
+              nonce: 0,
+              token: "USDC",
+              purpose: "payout",
+              replaces: null,
+              from: ws.eoaAddress as `0x${string}`,
+              to: hex(20) as `0x${string}`,
+              amount: 1n,
+              paymentId: null,
+              payoutId: payout.id,
+            },
+          ],
+          sending.claimForSending(payout.id),
+        );
+        expect(recorded).toBe(true);
         await trx
           .updateTable("payouts")
           .set({ lease_expires_at: past })

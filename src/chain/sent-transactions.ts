@@ -1,4 +1,4 @@
-import { sql } from "kysely";
+import { type RawBuilder, sql } from "kysely";
 import type { Environment } from "../config.ts";
 import type { Db } from "../platform/db/database.ts";
 import type { ChainToken, Hex, ReceiptStatus } from "./network.ts";
@@ -59,6 +59,35 @@ export async function recordTransaction(db: Db, environment: Environment, tx: Ne
       replaces_tx_hash: tx.replaces,
     })
     .execute();
+}
+
+/**
+ * Records transactions in ONE statement, only if `claim` (a data-modifying statement returning
+ * rows, e.g. "the payout is still processing: claim it") returns a row: the claim and the record
+ * commit together or not at all. Returns whether they were recorded.
+ */
+export async function recordClaimed(
+  db: Db,
+  environment: Environment,
+  txs: readonly NewTransaction[],
+  claim: RawBuilder<unknown>,
+): Promise<boolean> {
+  const column = <T>(pick: (tx: NewTransaction) => T) => txs.map(pick);
+  const result = await sql<{ tx_hash: string }>`
+    WITH claim AS (${claim})
+    INSERT INTO chain_transactions (environment, from_address, nonce, purpose, payment_id, payout_id,
+                                    to_address, token_symbol, amount, raw_tx, tx_hash, replaces_tx_hash)
+    SELECT ${environment}, t.* FROM unnest(
+      ${column((tx) => tx.from)}::text[], ${column((tx) => String(tx.nonce))}::bigint[],
+      ${column((tx) => tx.purpose)}::text[], ${column((tx) => tx.paymentId)}::uuid[],
+      ${column((tx) => tx.payoutId)}::uuid[], ${column((tx) => tx.to)}::text[],
+      ${column((tx) => tx.token)}::text[], ${column((tx) => tx.amount.toString())}::numeric[],
+      ${column((tx) => tx.raw)}::text[], ${column((tx) => tx.txHash)}::text[],
+      ${column((tx) => tx.replaces)}::text[]
+    ) AS t
+    WHERE EXISTS (SELECT 1 FROM claim)
+    RETURNING tx_hash`.execute(db);
+  return result.rows.length === txs.length && txs.length > 0;
 }
 
 /**

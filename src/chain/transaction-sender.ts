@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from "fastify";
+import type { RawBuilder } from "kysely";
 import type { Db } from "../platform/db/database.ts";
 import { SessionTurns } from "../platform/db/wallet-lock.ts";
 import type { ChainToken, FeeQuote, Hex, Network, ReceiptStatus, TransferRequest } from "./network.ts";
@@ -22,13 +23,23 @@ export interface OutgoingTransfer extends TransferRequest {
   payoutId?: string | null;
 }
 
+/**
+ * Fences a send on what must still hold when it is recorded (a payout still processing, a
+ * settlement not recorded yet, the worker's lease): nothing is recorded or sent otherwise.
+ */
 export interface SubmitOptions {
-  /**
-   * Runs first in the transaction that records the transfers; throwing aborts it, so nothing is
-   * recorded or sent. Fences a send on what must still hold when it is recorded (a payout still
-   * processing, a settlement not recorded yet, the worker's lease).
-   */
+  /** Runs first in the transaction that records the transfers; throwing aborts it. */
   guard?: (trx: Db) => Promise<void>;
+  /**
+   * A data-modifying statement returning rows, run in the same statement as the record (one
+   * round trip, no transaction): no row, no record (RecordRefused).
+   */
+  claim?: RawBuilder<unknown>;
+}
+
+/** The claim of a record returned nothing: nothing was recorded or sent. */
+export class RecordRefused extends Error {
+  override name = "RecordRefused";
 }
 
 export interface SubmittedTransfer {
@@ -118,7 +129,7 @@ export class TransactionSender {
         transfers,
         await pendingNonce,
         await fees,
-        options.guard,
+        options,
       );
       const submitted: SubmittedTransfer[] = [];
       for (const [i, tx] of recorded.entries()) {
@@ -257,39 +268,47 @@ export class TransactionSender {
     transfers: OutgoingTransfer[],
     pendingNonce: number,
     fees: FeeQuote,
-    guard: SubmitOptions["guard"],
+    options: SubmitOptions,
   ): Promise<sent.RecordedTransaction[]> {
+    const environment = this.#network.environment;
     const wallet = this.#walletKey(from);
     const known = this.#nextNonce.get(wallet);
     this.#nextNonce.delete(wallet); // until this record has committed
-    const recorded = await this.#db.transaction().execute(async (trx) => {
-      await guard?.(trx);
-      const recordedNext = known ?? (await sent.nextRecordedNonce(trx, this.#network.environment, from));
-      let nonce = Math.max(recordedNext, pendingNonce);
-      const recorded: sent.RecordedTransaction[] = [];
-      for (const transfer of transfers) {
-        const signed = await this.#network.signTransfer(privateKey, transfer, nonce, fees);
-        const tx = {
-          txHash: signed.hash,
-          raw: signed.raw,
-          nonce,
-          token: transfer.token,
-          purpose: transfer.purpose,
-          replaces: null,
-        };
-        await sent.recordTransaction(trx, this.#network.environment, {
-          ...tx,
-          from,
-          to: transfer.to,
-          amount: transfer.amount,
-          paymentId: transfer.paymentId ?? null,
-          payoutId: transfer.payoutId ?? null,
-        });
-        recorded.push(tx);
-        nonce++;
+    const sign = (recordedNext: number) =>
+      Promise.all(
+        transfers.map(async (transfer, i): Promise<sent.NewTransaction> => {
+          const nonce = Math.max(recordedNext, pendingNonce) + i;
+          const signed = await this.#network.signTransfer(privateKey, transfer, nonce, fees);
+          return {
+            txHash: signed.hash,
+            raw: signed.raw,
+            nonce,
+            token: transfer.token,
+            purpose: transfer.purpose,
+            replaces: null,
+            from,
+            to: transfer.to,
+            amount: transfer.amount,
+            paymentId: transfer.paymentId ?? null,
+            payoutId: transfer.payoutId ?? null,
+          };
+        }),
+      );
+    let recorded: sent.NewTransaction[];
+    const { claim, guard } = options;
+    if (claim) {
+      recorded = await sign(known ?? (await sent.nextRecordedNonce(this.#db, environment, from)));
+      if (!(await sent.recordClaimed(this.#db, environment, recorded, claim))) {
+        throw new RecordRefused("the send's claim returned nothing: nothing recorded, nothing sent");
       }
-      return recorded;
-    });
+    } else {
+      recorded = await this.#db.transaction().execute(async (trx) => {
+        await guard?.(trx);
+        const txs = await sign(known ?? (await sent.nextRecordedNonce(trx, environment, from)));
+        for (const tx of txs) await sent.recordTransaction(trx, environment, tx);
+        return txs;
+      });
+    }
     const last = recorded.at(-1);
     if (last) this.#nextNonce.set(wallet, last.nonce + 1);
     return recorded;

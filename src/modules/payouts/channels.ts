@@ -1,8 +1,12 @@
+import type { RawBuilder } from "kysely";
 import type { PreparedOperation, SmartAccounts } from "../../chain/evm/smart-accounts.ts";
 import type { ChainToken, Hex, Network } from "../../chain/network.ts";
 import { type LedgerTransfer, type SimulatedLedger, sandboxTxHash } from "../../chain/simulated/ledger.ts";
-import type { TransactionSender } from "../../chain/transaction-sender.ts";
-import type { Db } from "../../platform/db/database.ts";
+import {
+  RecordRefused,
+  type SubmittedTransfer,
+  type TransactionSender,
+} from "../../chain/transaction-sender.ts";
 
 // Where a payout's money moves: the sandbox's simulated ledger, or a live network through the
 // nonce-ordered, record-before-broadcast sender. The payout service sees only this interface.
@@ -30,8 +34,8 @@ export class PayoutNotSendable extends Error {
  * PayoutNotSendable when the payout may no longer be sent.
  */
 export interface SendFences {
-  /** In the transaction that records the payout's signed transaction (EOA). */
-  beforeRecord(trx: Db): Promise<void>;
+  /** Claims the payout in the statement that records its signed transaction (EOA). */
+  claim: RawBuilder<unknown>;
   /** Records a smart wallet payout's signed user operation before it goes to the bundler. */
   recordOperation(userOpHash: string, operation: string): Promise<void>;
 }
@@ -166,12 +170,18 @@ export class NetworkChannel implements SendingChannel {
     amount: bigint,
     fences: SendFences,
   ): Promise<Submission> {
-    const submitted = await this.#sender.submit(
-      await signingKey(),
-      from,
-      [{ token, to, amount, purpose: "payout", payoutId }],
-      { guard: (trx) => fences.beforeRecord(trx) },
-    );
+    let submitted: SubmittedTransfer[];
+    try {
+      submitted = await this.#sender.submit(
+        await signingKey(),
+        from,
+        [{ token, to, amount, purpose: "payout", payoutId }],
+        { claim: fences.claim },
+      );
+    } catch (err) {
+      if (err instanceof RecordRefused) throw new PayoutNotSendable(`payout ${payoutId}: ${err.message}`);
+      throw err;
+    }
     const outcome = this.#sender.receipts(submitted).then(([sent]): SendOutcome => {
       if (!sent) throw new Error("sender returned no transaction");
       if (sent.status === "success") return { txHash: sent.txHash, status: "success", error: null };

@@ -1,4 +1,4 @@
-import { sql } from "kysely";
+import { type RawBuilder, sql } from "kysely";
 import type { Environment } from "../../config.ts";
 import type { Committed } from "../../domain/payout-funds.ts";
 import type { Db } from "../../platform/db/database.ts";
@@ -86,20 +86,17 @@ export async function insertPayout(trx: Db, payout: NewPayout): Promise<PayoutRo
 }
 
 /**
- * The fence before a payout's money is sent (in the transaction that records its transaction):
- * it must still be processing; it is marked claimed for sending (failNeverSent then leaves it
- * alone, whatever its lease says) and its lease is renewed. False when the reconciler has failed
- * it meanwhile (its instance was stopped past the lease): then nothing may be sent.
+ * The fence before a payout's money is sent, as a statement for the sender to run with the
+ * record of its transaction (TransactionSender's `claim`): it returns a row only if the payout is
+ * still processing, and marks it claimed for sending (failNeverSent then leaves it alone,
+ * whatever its lease says) with its lease renewed. No row: the reconciler has failed it meanwhile
+ * (its instance was stopped past the lease), and nothing may be sent.
  */
-export async function claimForSending(trx: Db, id: string): Promise<boolean> {
-  const row = await trx
-    .updateTable("payouts")
-    .set({ lease_expires_at: lease, send_claimed_at: sql<Date>`now()` })
-    .where("id", "=", id)
-    .where("status", "=", "processing")
-    .returning("id")
-    .executeTakeFirst();
-  return row !== undefined;
+export function claimForSending(id: string): RawBuilder<unknown> {
+  return sql`
+    UPDATE payouts SET lease_expires_at = ${lease}, send_claimed_at = now()
+    WHERE id = ${id} AND status = 'processing'
+    RETURNING id`;
 }
 
 /**

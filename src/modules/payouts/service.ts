@@ -203,9 +203,7 @@ export class PayoutsService {
           payout.token_symbol as ChainToken,
           BigInt(payout.amount),
           {
-            beforeRecord: async (trx) => {
-              if (!(await sending.claimForSending(trx, payout.id))) throw notSendable(payout.id);
-            },
+            claim: sending.claimForSending(payout.id),
             recordOperation: async (userOpHash, operation) => {
               if (!(await sending.recordUserOperation(this.#ctx.db, payout.id, userOpHash, operation)))
                 throw notSendable(payout.id);

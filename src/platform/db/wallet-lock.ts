@@ -82,7 +82,10 @@ export class SessionTurns {
   }
 
   #afterTurn(name: string, held: HeldLock): void {
-    if (held.turns >= MAX_TURNS_PER_LOCK) return this.#release(name, held);
+    if (held.turns >= MAX_TURNS_PER_LOCK) {
+      this.#release(name, held);
+      return;
+    }
     if (this.#waiting.has(name)) return; // the next turn is queued: it takes the lock as it is
     held.linger = setTimeout(() => this.#release(name, held), LINGER_MS);
     held.linger.unref();
