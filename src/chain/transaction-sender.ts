@@ -1,10 +1,25 @@
 import type { FastifyBaseLogger } from "fastify";
-import type { RawBuilder } from "kysely";
 import type { Db } from "../platform/db/database.ts";
 import { SessionTurns } from "../platform/db/wallet-lock.ts";
-import type { ChainToken, FeeQuote, Hex, Network, ReceiptStatus, TransferRequest } from "./network.ts";
+import type { FeeQuote, Hex, Network, ReceiptStatus } from "./network.ts";
 import { errorText, isNodeAnswer } from "./node-errors.ts";
 import * as sent from "./sent-transactions.ts";
+import {
+  type OutgoingTransfer,
+  RecordRefused,
+  type SentTransfer,
+  type SubmitOptions,
+  type SubmittedTransfer,
+  submittedOf,
+} from "./sent-types.ts";
+
+export {
+  type OutgoingTransfer,
+  RecordRefused,
+  type SentTransfer,
+  type SubmitOptions,
+  type SubmittedTransfer,
+};
 
 // Nonce-ordered sending from service-held wallets, by any number of instances. Every transaction
 // is signed with an explicit nonce and recorded BEFORE it is broadcast, so a crash can neither
@@ -16,57 +31,6 @@ import * as sent from "./sent-transactions.ts";
 // node refuses (after any gap below it was filled) is therefore replaced by a cancelling one at
 // its nonce, and fails once that is mined; if even that cannot be broadcast, both stay open and
 // the outcome stays unknown until one of them is mined. A nonce is never skipped.
-
-export interface OutgoingTransfer extends TransferRequest {
-  purpose: string;
-  paymentId?: string | null;
-  payoutId?: string | null;
-}
-
-/**
- * Fences a send on what must still hold when it is recorded (a payout still processing, a
- * settlement not recorded yet, the worker's lease): nothing is recorded or sent otherwise.
- */
-export interface SubmitOptions {
-  /** Runs first in the transaction that records the transfers; throwing aborts it. */
-  guard?: (trx: Db) => Promise<void>;
-  /**
-   * A data-modifying statement returning rows, run in the same statement as the record (one
-   * round trip, no transaction): no row, no record (RecordRefused).
-   */
-  claim?: RawBuilder<unknown>;
-}
-
-/** The claim of a record returned nothing: nothing was recorded or sent. */
-export class RecordRefused extends Error {
-  override name = "RecordRefused";
-}
-
-export interface SubmittedTransfer {
-  txHash: Hex;
-  nonce: number;
-  token: ChainToken;
-  purpose: string;
-  /**
-   * The node refused it: why, and the cancelling transaction now holding its nonce (null when
-   * that could not be broadcast either: the outcome stays open).
-   */
-  refusal: { reason: string; cancelHash: Hex | null } | null;
-}
-
-export interface SentTransfer {
-  txHash: Hex;
-  /** `not_found`: not mined in time, or not sendable yet; still open. */
-  status: ReceiptStatus;
-  token: ChainToken;
-  purpose: string;
-  /** Why it failed, when the node refused it and its nonce was taken by a cancellation. */
-  error: string | null;
-}
-
-function submittedOf(tx: sent.RecordedTransaction, refusal: SubmittedTransfer["refusal"]): SubmittedTransfer {
-  return { txHash: tx.txHash, nonce: tx.nonce, token: tx.token, purpose: tx.purpose, refusal };
-}
 
 const RECEIPT_TIMEOUT_MS = 60_000;
 /** The reconciler broadcasts again only what its sender, if alive, has had time to broadcast. */

@@ -1,0 +1,60 @@
+import type { RawBuilder } from "kysely";
+import type { Db } from "../platform/db/database.ts";
+import type { ChainToken, Hex, ReceiptStatus, TransferRequest } from "./network.ts";
+import type * as sent from "./sent-transactions.ts";
+
+// What TransactionSender takes and answers (transaction-sender.ts).
+
+export interface OutgoingTransfer extends TransferRequest {
+  purpose: string;
+  paymentId?: string | null;
+  payoutId?: string | null;
+}
+
+/**
+ * Fences a send on what must still hold when it is recorded (a payout still processing, a
+ * settlement not recorded yet, the worker's lease): nothing is recorded or sent otherwise.
+ */
+export interface SubmitOptions {
+  /** Runs first in the transaction that records the transfers; throwing aborts it. */
+  guard?: (trx: Db) => Promise<void>;
+  /**
+   * A data-modifying statement returning rows, run in the same statement as the record (one
+   * round trip, no transaction): no row, no record (RecordRefused).
+   */
+  claim?: RawBuilder<unknown>;
+}
+
+/** The claim of a record returned nothing: nothing was recorded or sent. */
+export class RecordRefused extends Error {
+  override name = "RecordRefused";
+}
+
+export interface SubmittedTransfer {
+  txHash: Hex;
+  nonce: number;
+  token: ChainToken;
+  purpose: string;
+  /**
+   * The node refused it: why, and the cancelling transaction now holding its nonce (null when
+   * that could not be broadcast either: the outcome stays open).
+   */
+  refusal: { reason: string; cancelHash: Hex | null } | null;
+}
+
+export interface SentTransfer {
+  txHash: Hex;
+  /** `not_found`: not mined in time, or not sendable yet; still open. */
+  status: ReceiptStatus;
+  token: ChainToken;
+  purpose: string;
+  /** Why it failed, when the node refused it and its nonce was taken by a cancellation. */
+  error: string | null;
+}
+
+export function submittedOf(
+  tx: sent.RecordedTransaction,
+  refusal: SubmittedTransfer["refusal"],
+): SubmittedTransfer {
+  return { txHash: tx.txHash, nonce: tx.nonce, token: tx.token, purpose: tx.purpose, refusal };
+}
