@@ -1,18 +1,11 @@
-import {
-  type Address,
-  createPublicClient,
-  createWalletClient,
-  erc20Abi,
-  http,
-  parseEther,
-  parseUnits,
-} from "viem";
+import { type Address, type PublicClient, parseUnits } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Devnet, rpc, startDevnet } from "../src/devnet/chain.ts";
 import { Settlement } from "../src/modules/payments/settlement.ts";
 import { PeriodicJob } from "../src/platform/jobs/periodic-job.ts";
 import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
+import { type DevnetClients, devnetClients } from "./support/devnet-clients.ts";
 import { liveNetworkEnv } from "./support/devnet-env.ts";
 import { type RpcHook, startRpcProxy } from "./support/rpc-proxy.ts";
 
@@ -29,19 +22,15 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const refusal = { error: { code: -32000, message: "nonce too high (refused by the test's node)" } };
 
 let devnet: Devnet;
-let chain: ReturnType<typeof createPublicClient>;
-let payer: ReturnType<typeof createWalletClient>;
+let chain: PublicClient;
+let fund: DevnetClients["fund"];
+let usdcBalance: DevnetClients["usdcBalance"];
 /** Apps started, each with whether it opened its own database (closed after those sharing it). */
 const opened: Array<{ app: TestApp; owner: boolean }> = [];
 
 beforeAll(async () => {
   devnet = await startDevnet();
-  chain = createPublicClient({ chain: devnet.chain, transport: http(devnet.rpcUrl), pollingInterval: 50 });
-  payer = createWalletClient({
-    account: privateKeyToAccount(devnet.accounts.payer.privateKey),
-    chain: devnet.chain,
-    transport: http(devnet.rpcUrl),
-  });
+  ({ chain, fund, usdcBalance } = devnetClients(devnet));
 }, 120_000);
 
 afterAll(async () => {
@@ -58,33 +47,6 @@ async function app(extra: Record<string, string> = {}, shared?: TestApp): Promis
   opened.push({ app: started, owner: !shared });
   return started;
 }
-
-async function fund(address: string, usdc: string, eth = "1"): Promise<void> {
-  const token = await payer.writeContract({
-    address: devnet.tokens.USDC,
-    abi: erc20Abi,
-    functionName: "transfer",
-    args: [address as Address, USDC(usdc)],
-    chain: devnet.chain,
-    account: payer.account ?? null,
-  });
-  await chain.waitForTransactionReceipt({ hash: token });
-  const ether = await payer.sendTransaction({
-    to: address as Address,
-    value: parseEther(eth),
-    chain: devnet.chain,
-    account: payer.account ?? null,
-  });
-  await chain.waitForTransactionReceipt({ hash: ether });
-}
-
-const usdcBalance = (address: string) =>
-  chain.readContract({
-    address: devnet.tokens.USDC,
-    abi: erc20Abi,
-    functionName: "balanceOf",
-    args: [address as Address],
-  });
 
 const payout = (t: TestApp, ws: CreatedWorkspace, body: Record<string, unknown>) =>
   t.request({ method: "POST", url: "/api/v1/payouts", headers: bearer(ws.liveKey), payload: body });
@@ -135,7 +97,7 @@ describe("a transaction is sent once, in nonce order", () => {
     try {
       const t = await app({ LIVE_RPC_URL: proxy.url });
       const ws = await createWorkspace(t);
-      await fund(ws.eoaAddress, "50");
+      await fund(ws.eoaAddress, { USDC: "50", ETH: "1" });
       const destination = randomAddress();
       const answer = payout(t, ws, { tokenSymbol: "USDC", amount: "10", destinationAddress: destination });
       // The reconciler runs while the payout is being sent, as the worker leader's tick would.
@@ -184,7 +146,7 @@ describe("a transaction is sent once, in nonce order", () => {
     try {
       const t = await app({ LIVE_RPC_URL: proxy.url });
       const ws = await createWorkspace(t);
-      await fund(ws.eoaAddress, "50");
+      await fund(ws.eoaAddress, { USDC: "50", ETH: "1" });
       const [first, second] = [randomAddress(), randomAddress()];
       const firstAnswer = payout(t, ws, { tokenSymbol: "USDC", amount: "10", destinationAddress: first });
       await until("the first payout's transaction to be recorded", async () =>
@@ -230,7 +192,7 @@ describe("what goes wrong after a transaction is recorded", () => {
     try {
       const t = await app({ LIVE_RPC_URL: proxy.url });
       const ws = await createWorkspace(t);
-      await fund(ws.eoaAddress, "50");
+      await fund(ws.eoaAddress, { USDC: "50", ETH: "1" });
       const destination = randomAddress();
       const res = await payout(t, ws, { tokenSymbol: "USDC", amount: "10", destinationAddress: destination });
       expect(res.statusCode, res.body).toBe(202);
@@ -262,7 +224,7 @@ describe("the reconciler and the instance sending a payout", () => {
       const sender = await app({ LIVE_RPC_URL: proxy.url });
       const other = await app({}, sender);
       const ws = await createWorkspace(sender);
-      await fund(ws.eoaAddress, "50");
+      await fund(ws.eoaAddress, { USDC: "50", ETH: "1" });
       const destination = randomAddress();
       const answer = payout(sender, ws, {
         tokenSymbol: "USDC",
@@ -291,7 +253,7 @@ describe("the reconciler and the instance sending a payout", () => {
       const sender = await app({ LIVE_RPC_URL: proxy.url });
       const other = await app({}, sender);
       const ws = await createWorkspace(sender);
-      await fund(ws.eoaAddress, "50");
+      await fund(ws.eoaAddress, { USDC: "50", ETH: "1" });
       const destination = randomAddress();
       const answer = payout(sender, ws, {
         tokenSymbol: "USDC",
@@ -331,7 +293,7 @@ describe("instances share a wallet", () => {
     const first = await app();
     const second = await app({}, first);
     const ws = await createWorkspace(first);
-    await fund(ws.eoaAddress, "10");
+    await fund(ws.eoaAddress, { USDC: "10", ETH: "1" });
     await rpc(devnet.rpcUrl, "evm_setAutomine", [false]);
     await rpc(devnet.rpcUrl, "evm_setIntervalMining", [0]);
     try {
@@ -370,7 +332,7 @@ describe("an idempotency key repeated on another instance", () => {
     const first = await app();
     const second = await app({}, first);
     const ws = await createWorkspace(first);
-    await fund(ws.eoaAddress, "10");
+    await fund(ws.eoaAddress, { USDC: "10", ETH: "1" });
     const body = {
       tokenSymbol: "USDC",
       amount: "10",
@@ -397,7 +359,7 @@ describe("a payment is settled once", () => {
     });
     expect(created.statusCode, created.body).toBe(201);
     const id = created.json().payment.id as string;
-    await fund(ws.eoaAddress, "20");
+    await fund(ws.eoaAddress, { USDC: "20", ETH: "1" });
     // Arranged as the watcher leaves it once the transfer has its confirmations.
     await t.database.db.updateTable("payments").set({ status: "confirmed" }).where("id", "=", id).execute();
     return { ws, id, merchant };

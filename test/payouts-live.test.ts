@@ -1,59 +1,45 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer as createHttpServer } from "node:http";
-import { type AddressInfo, createServer } from "node:net";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import {
-  type Address,
-  createPublicClient,
-  createWalletClient,
-  erc20Abi,
-  type Hex,
-  http,
-  parseEther,
-  parseUnits,
-} from "viem";
+import { type Address, type Hex, type PublicClient, parseEther, parseUnits } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type Devnet, startDevnet } from "../src/devnet/chain.ts";
+import { type Devnet, rpc as devnetRpc, startDevnet } from "../src/devnet/chain.ts";
 import { ChainWatcher } from "../src/modules/payments/chain-watcher.ts";
 import { openDatabase, pgliteDirFor } from "../src/platform/db/database.ts";
 import { createWorkers } from "../src/workers.ts";
 import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
+import { type DevnetClients, devnetClients } from "./support/devnet-clients.ts";
 import { liveNetworkEnv } from "./support/devnet-env.ts";
+import {
+  callService,
+  type Json,
+  startService,
+  stopAllServices,
+  stopService,
+} from "./support/service-process.ts";
 
 // Live payouts on a real local chain (interface 4.10, 7; decisions D6, D13): a workspace EOA funded
 // by the devnet payer sends USDC and ETH with exact amounts, gas pre-checks, on-chain reverts count
 // toward the circuit breaker, one wallet's concurrent payouts use consecutive nonces, and a payout
 // in flight when the process is killed -9 ends completed exactly once after a restart.
 
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const ADMIN = "payouts-live-admin-secret-0123456789";
 const TX_HASH = /^0x[0-9a-f]{64}$/;
 const DECIMAL = /^[0-9]+\.[0-9]{2,}$/;
 
 const randomAddress = () => privateKeyToAccount(generatePrivateKey()).address;
 const sameAddress = (a: string | null | undefined, b: string) => a?.toLowerCase() === b.toLowerCase();
-type Json = Record<string, unknown>;
 
 let devnet: Devnet;
 let t: TestApp;
-let payer: ReturnType<typeof createWalletClient>;
-let chain: ReturnType<typeof createPublicClient>;
+let chain: PublicClient;
+let fund: DevnetClients["fund"];
+let usdcBalance: DevnetClients["usdcBalance"];
 
-async function rpc(method: string, params: unknown[]): Promise<unknown> {
-  const res = await fetch(devnet.rpcUrl, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
-    signal: AbortSignal.timeout(10_000),
-  });
-  const body = (await res.json()) as { result?: unknown; error?: { message: string } };
-  if (body.error) throw new Error(`${method}: ${body.error.message}`);
-  return body.result;
-}
+const rpc = (method: string, params: unknown[]) => devnetRpc(devnet.rpcUrl, method, params);
 
 /** The devnet's defaults: a block on every transaction and one every second. */
 async function restoreMining(): Promise<void> {
@@ -64,12 +50,7 @@ async function restoreMining(): Promise<void> {
 beforeAll(async () => {
   devnet = await startDevnet();
   t = await startTestApp(liveNetworkEnv(devnet));
-  payer = createWalletClient({
-    account: privateKeyToAccount(devnet.accounts.payer.privateKey),
-    chain: devnet.chain,
-    transport: http(devnet.rpcUrl),
-  });
-  chain = createPublicClient({ chain: devnet.chain, transport: http(devnet.rpcUrl), pollingInterval: 50 });
+  ({ chain, fund, usdcBalance } = devnetClients(devnet));
 }, 120_000);
 
 afterAll(async () => {
@@ -78,36 +59,6 @@ afterAll(async () => {
   await devnet?.stop();
 });
 
-async function fund(address: string, amounts: { USDC?: string; ETH?: string }) {
-  if (amounts.USDC) {
-    const hash = await payer.writeContract({
-      address: devnet.tokens.USDC,
-      abi: erc20Abi,
-      functionName: "transfer",
-      args: [address as Address, parseUnits(amounts.USDC, 6)],
-      chain: devnet.chain,
-      account: payer.account ?? null,
-    });
-    expect((await chain.waitForTransactionReceipt({ hash })).status).toBe("success");
-  }
-  if (amounts.ETH) {
-    const hash = await payer.sendTransaction({
-      to: address as Address,
-      value: parseEther(amounts.ETH),
-      chain: devnet.chain,
-      account: payer.account ?? null,
-    });
-    expect((await chain.waitForTransactionReceipt({ hash })).status).toBe("success");
-  }
-}
-
-const usdcBalance = (address: string) =>
-  chain.readContract({
-    address: devnet.tokens.USDC,
-    abi: erc20Abi,
-    functionName: "balanceOf",
-    args: [address as Address],
-  });
 const ethBalance = (address: string) => chain.getBalance({ address: address as Address });
 const sentCount = (address: string) => chain.getTransactionCount({ address: address as Address });
 
@@ -530,117 +481,10 @@ describe("live payouts on the devnet", () => {
 // ---------------------------------------------------------------------------------------------
 // Crash safety with the real process
 
-const children = new Set<ChildProcess>();
 const tempDirs: string[] = [];
 
-function baseEnv(): NodeJS.ProcessEnv {
-  const env = { ...process.env };
-  for (const name of Object.keys(env)) {
-    if (
-      /^(DATABASE_URL|MASTER_KEY|REDIS_URL|NETWORK_ENV_FILE|PUBLIC_BASE_URL|ROLE|SMTP_URL|ADMIN_SECRET|PORT|HOST|DATA_DIR|LOG_LEVEL)$/.test(
-        name,
-      ) ||
-      name.startsWith("RATE_LIMIT_") ||
-      name.startsWith("SANDBOX_") ||
-      name.startsWith("LIVE_")
-    ) {
-      delete env[name];
-    }
-  }
-  return env;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      if (address === null || typeof address === "string") {
-        server.close();
-        reject(new Error("no port"));
-        return;
-      }
-      server.close(() => resolve(address.port));
-    });
-  });
-}
-
-interface Server {
-  child: ChildProcess;
-  baseUrl: string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  stderr: () => string;
-}
-
-async function startServer(dataDir: string): Promise<Server> {
-  const port = await freePort();
-  const child = spawn(process.execPath, ["src/main.ts"], {
-    cwd: ROOT,
-    env: {
-      ...baseEnv(),
-      ...liveNetworkEnv(devnet),
-      PORT: String(port),
-      HOST: "127.0.0.1",
-      DATA_DIR: dataDir,
-      ADMIN_SECRET: ADMIN,
-      LOG_LEVEL: "warn",
-    },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  children.add(child);
-  let err = "";
-  child.stdout?.resume();
-  child.stderr?.on("data", (chunk: Buffer) => {
-    err = (err + chunk.toString("utf8")).slice(-20_000);
-  });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.on("exit", (code, signal) => {
-      children.delete(child);
-      resolve({ code, signal });
-    });
-  });
-  let exit: unknown;
-  void exited.then((e) => {
-    exit = e;
-  });
-  const baseUrl = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    if (exit) throw new Error(`server exited early: ${JSON.stringify(exit)}\nstderr: ${err}`);
-    try {
-      const res = await fetch(`${baseUrl}/health`, { signal: AbortSignal.timeout(2_000) });
-      if (res.status === 200) return { child, baseUrl, exited, stderr: () => err };
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  child.kill("SIGKILL");
-  throw new Error(`server did not answer /health in time\nstderr: ${err}`);
-}
-
-async function api(server: Server, method: string, path: string, token: string, body?: unknown) {
-  const res = await fetch(`${server.baseUrl}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${token}`,
-      ...(body === undefined ? {} : { "content-type": "application/json" }),
-    },
-    body: body === undefined ? undefined : JSON.stringify(body),
-    signal: AbortSignal.timeout(15_000),
-  });
-  return { status: res.status, json: (await res.json()) as Json };
-}
-
-async function killChild(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  await new Promise<void>((resolve) => {
-    child.once("exit", () => resolve());
-    child.kill(signal);
-  });
-}
+const startServer = (dataDir: string) =>
+  startService({ ...liveNetworkEnv(devnet), DATA_DIR: dataDir, ADMIN_SECRET: ADMIN });
 
 /** Transactions from `address` waiting in the node's pool (the pending block). */
 async function pendingFrom(address: string): Promise<Array<{ hash: Hex; nonce: Hex }>> {
@@ -653,7 +497,7 @@ async function pendingFrom(address: string): Promise<Array<{ hash: Hex; nonce: H
 describe("live payout crash safety (real process, kill -9)", () => {
   afterEach(async () => {
     await restoreMining();
-    for (const child of [...children]) await killChild(child, "SIGKILL");
+    await stopAllServices("SIGKILL");
   });
 
   afterAll(() => {
@@ -664,7 +508,7 @@ describe("live payout crash safety (real process, kill -9)", () => {
     const dataDir = mkdtempSync(join(tmpdir(), "payouts-live-crash-"));
     tempDirs.push(dataDir);
     const first = await startServer(dataDir);
-    const created = await api(first, "POST", "/api/v1/workspaces", ADMIN, {
+    const created = await callService(first, "POST", "/api/v1/workspaces", ADMIN, {
       name: "Crash Co",
       settlementAddress: randomAddress(),
     });
@@ -696,7 +540,7 @@ describe("live payout crash safety (real process, kill -9)", () => {
     expect(pending, `stderr: ${first.stderr()}`).toHaveLength(1);
     const txHash = pending[0]?.hash as Hex;
 
-    await killChild(first.child, "SIGKILL");
+    await stopService(first.child, "SIGKILL");
     expect(await first.exited).toEqual({ code: null, signal: "SIGKILL" });
     // The request never got an answer.
     expect(await hanging).toHaveProperty("error");
@@ -707,7 +551,7 @@ describe("live payout crash safety (real process, kill -9)", () => {
     let page: Json = {};
     const until = Date.now() + 60_000;
     while (Date.now() < until) {
-      const res = await api(second, "GET", "/api/v1/payouts", liveKey);
+      const res = await callService(second, "GET", "/api/v1/payouts", liveKey);
       expect(res.status).toBe(200);
       page = res.json;
       if (page.total === 1) break;
@@ -729,11 +573,11 @@ describe("live payout crash safety (real process, kill -9)", () => {
     expect(await usdcBalance(eoa)).toBe(parseUnits("90", 6));
     expect(await chain.getTransactionCount({ address: eoa as Address })).toBe(1);
     expect((await chain.getTransactionReceipt({ hash: txHash })).status).toBe("success");
-    const again = await api(second, "GET", "/api/v1/payouts", liveKey);
+    const again = await callService(second, "GET", "/api/v1/payouts", liveKey);
     expect(again.json).toMatchObject({ total: 1 });
 
     // The database, read once the process has stopped: one payout, one chain transaction.
-    await killChild(second.child, "SIGTERM");
+    await stopService(second.child, "SIGTERM");
     expect(await second.exited, `stderr: ${second.stderr()}`).toEqual({ code: 0, signal: null });
     const database = await openDatabase({ pgliteDir: pgliteDirFor(dataDir) });
     try {

@@ -1,42 +1,29 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
-import { connect, createServer, type Socket } from "node:net";
+import { connect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { freePort } from "../src/devnet/chain.ts";
+import {
+  callService,
+  type Exit,
+  type NodeProcess,
+  type ServiceProcess,
+  spawnNode,
+  startService,
+  stopAllServices,
+} from "./support/service-process.ts";
 
 // The real process (D1): `node src/main.ts` on the embedded database under DATA_DIR, graceful
 // SIGTERM, persistence across restarts, the master key file, the CLI of D2 and config errors.
 
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const ADMIN = "process-test-admin-secret-0123456789";
 const MERCHANT = "0x3333333333333333333333333333333333333333";
-const START_TIMEOUT_MS = 60_000;
 const TEST_TIMEOUT_MS = 180_000;
 
-const children = new Set<ChildProcess>();
 const tempDirs: string[] = [];
-
-/** The parent's environment without anything that would change which database or key the child uses. */
-function baseEnv(): NodeJS.ProcessEnv {
-  const env = { ...process.env };
-  for (const name of Object.keys(env)) {
-    if (
-      /^(DATABASE_URL|MASTER_KEY|REDIS_URL|NETWORK_ENV_FILE|PUBLIC_BASE_URL|ROLE|SMTP_URL|ADMIN_SECRET|PORT|HOST|DATA_DIR|LOG_LEVEL)$/.test(
-        name,
-      ) ||
-      name.startsWith("RATE_LIMIT_") ||
-      name.startsWith("SANDBOX_") ||
-      name.startsWith("LIVE_")
-    ) {
-      delete env[name];
-    }
-  }
-  return env;
-}
 
 function freshDataDir(): string {
   const dir = mkdtempSync(join(tmpdir(), "svc-process-test-"));
@@ -44,57 +31,7 @@ function freshDataDir(): string {
   return dir;
 }
 
-/** A port nobody listens on right now: PORT=0 would not tell us where the service listens. */
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      if (address === null || typeof address === "string") {
-        server.close();
-        reject(new Error("no port"));
-        return;
-      }
-      server.close(() => resolve(address.port));
-    });
-  });
-}
-
-interface Exit {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-}
-
-interface Spawned {
-  child: ChildProcess;
-  exited: Promise<Exit>;
-  stdout: () => string;
-  stderr: () => string;
-}
-
-function run(args: string[], env: NodeJS.ProcessEnv): Spawned {
-  const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
-  children.add(child);
-  let out = "";
-  let err = "";
-  child.stdout?.on("data", (chunk: Buffer) => {
-    out += chunk.toString("utf8");
-  });
-  child.stderr?.on("data", (chunk: Buffer) => {
-    err += chunk.toString("utf8");
-  });
-  const exited = new Promise<Exit>((resolve) => {
-    child.on("exit", (code, signal) => {
-      children.delete(child);
-      resolve({ code, signal });
-    });
-  });
-  return { child, exited, stdout: () => out, stderr: () => err };
-}
-
-async function waitForExit(spawned: Spawned, ms: number): Promise<Exit> {
+async function waitForExit(spawned: NodeProcess, ms: number): Promise<Exit> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(
@@ -109,47 +46,13 @@ async function waitForExit(spawned: Spawned, ms: number): Promise<Exit> {
   }
 }
 
-interface Server extends Spawned {
-  baseUrl: string;
+async function startServer(dataDir: string, extraEnv: Record<string, string> = {}): Promise<ServiceProcess> {
+  const server = await startService({ DATA_DIR: dataDir, ADMIN_SECRET: ADMIN, ...extraEnv });
+  expect(server.health).toEqual({ status: "ok" });
+  return server;
 }
 
-async function startServer(dataDir: string, extraEnv: Record<string, string> = {}): Promise<Server> {
-  const port = await freePort();
-  const spawned = run(["src/main.ts"], {
-    ...baseEnv(),
-    PORT: String(port),
-    HOST: "127.0.0.1",
-    DATA_DIR: dataDir,
-    ADMIN_SECRET: ADMIN,
-    LOG_LEVEL: "warn",
-    ...extraEnv,
-  });
-  const baseUrl = `http://127.0.0.1:${port}`;
-  let exit: Exit | undefined;
-  void spawned.exited.then((e) => {
-    exit = e;
-  });
-  const deadline = Date.now() + START_TIMEOUT_MS;
-  while (Date.now() < deadline) {
-    if (exit) {
-      throw new Error(`server exited early (${exit.code ?? exit.signal})\nstderr: ${spawned.stderr()}`);
-    }
-    try {
-      const res = await fetch(`${baseUrl}/health`, { signal: AbortSignal.timeout(2_000) });
-      if (res.status === 200) {
-        expect(await res.json()).toEqual({ status: "ok" });
-        return { ...spawned, baseUrl };
-      }
-    } catch {
-      // not listening yet
-    }
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  spawned.child.kill("SIGKILL");
-  throw new Error(`server did not answer /health within ${START_TIMEOUT_MS} ms\nstderr: ${spawned.stderr()}`);
-}
-
-async function stopServer(server: Spawned): Promise<Exit> {
+async function stopServer(server: NodeProcess): Promise<Exit> {
   server.child.kill("SIGTERM");
   return waitForExit(server, 30_000);
 }
@@ -177,57 +80,12 @@ interface PaymentJson {
   payment: { id: string; status: string; [field: string]: unknown };
 }
 
-/** JSON of an answer; the type parameter states what the test expects to find, and the test checks it. */
-async function api<T = Record<string, unknown>>(
-  server: Server,
-  method: string,
-  path: string,
-  token?: string,
-  body?: unknown,
-): Promise<{ status: number; json: T; headers: Headers }> {
-  const headers: Record<string, string> = {};
-  if (token) headers.authorization = `Bearer ${token}`;
-  if (body !== undefined) headers["content-type"] = "application/json";
-  const res = await fetch(`${server.baseUrl}${path}`, {
-    method,
-    headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
-    signal: AbortSignal.timeout(15_000),
-  });
-  const text = await res.text();
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = text;
-  }
-  return { status: res.status, json: json as T, headers: res.headers };
-}
-
-async function killAll(): Promise<void> {
-  const running = [...children];
-  await Promise.all(
-    running.map(
-      (child) =>
-        new Promise<void>((resolve) => {
-          if (child.exitCode !== null || child.signalCode !== null) {
-            resolve();
-            return;
-          }
-          child.once("exit", () => resolve());
-          child.kill("SIGKILL");
-        }),
-    ),
-  );
-  children.clear();
-}
-
 afterEach(async () => {
-  await killAll();
+  await stopAllServices();
 });
 
 afterAll(async () => {
-  await killAll();
+  await stopAllServices();
   for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -238,10 +96,10 @@ describe("the service process", () => {
       const dataDir = freshDataDir();
       const first = await startServer(dataDir);
 
-      const ready = await api(first, "GET", "/ready");
+      const ready = await callService(first, "GET", "/ready");
       expect(ready.status).toBe(200);
 
-      const created = await api<CreatedWorkspaceJson>(first, "POST", "/api/v1/workspaces", ADMIN, {
+      const created = await callService<CreatedWorkspaceJson>(first, "POST", "/api/v1/workspaces", ADMIN, {
         name: "Persisted Co",
         settlementAddress: MERCHANT,
       });
@@ -252,7 +110,7 @@ describe("the service process", () => {
       const liveKey: string = created.json.apiKeys.live.key;
       expect(testKey).toMatch(/^svc_test_[0-9A-Za-z]{32,}$/);
 
-      const payment = await api<PaymentJson>(first, "POST", "/api/v1/payments", testKey, {
+      const payment = await callService<PaymentJson>(first, "POST", "/api/v1/payments", testKey, {
         tokenSymbol: "USDC",
         amount: "100",
         merchantWallet: MERCHANT,
@@ -278,7 +136,7 @@ describe("the service process", () => {
       expect(readdirSync(dataDir).filter((name) => name !== "master.key").length).toBeGreaterThan(0);
 
       const second = await startServer(dataDir);
-      const ws = await api<{ workspace: WorkspaceJson }>(
+      const ws = await callService<{ workspace: WorkspaceJson }>(
         second,
         "GET",
         `/api/v1/workspaces/${workspaceId}`,
@@ -293,7 +151,7 @@ describe("the service process", () => {
       });
       expect(ws.json.workspace.eoa.address).toBe(eoaAddress);
 
-      const asAdmin = await api<{ workspace: WorkspaceJson }>(
+      const asAdmin = await callService<{ workspace: WorkspaceJson }>(
         second,
         "GET",
         `/api/v1/workspaces/${workspaceId}`,
@@ -302,10 +160,10 @@ describe("the service process", () => {
       expect(asAdmin.status).toBe(200);
       expect(asAdmin.json.workspace.name).toBe("Persisted Co");
 
-      const liveRead = await api(second, "GET", `/api/v1/workspaces/${workspaceId}`, liveKey);
+      const liveRead = await callService(second, "GET", `/api/v1/workspaces/${workspaceId}`, liveKey);
       expect(liveRead.status).toBe(200);
 
-      const read = await api<PaymentJson>(second, "GET", `/api/v1/payments/${paymentId}`, testKey);
+      const read = await callService<PaymentJson>(second, "GET", `/api/v1/payments/${paymentId}`, testKey);
       expect(read.status).toBe(200);
       expect(read.json.payment).toMatchObject({
         id: paymentId,
@@ -335,12 +193,12 @@ describe("the service process", () => {
       // Info logs say when each request has reached the service ("incoming request").
       const info = { LOG_LEVEL: "info" };
       const first = await startServer(dataDir, info);
-      const created = await api<CreatedWorkspaceJson>(first, "POST", "/api/v1/workspaces", ADMIN, {
+      const created = await callService<CreatedWorkspaceJson>(first, "POST", "/api/v1/workspaces", ADMIN, {
         name: "Shutdown Co",
       });
       expect(created.status).toBe(201);
       const testKey = created.json.apiKeys.test.key;
-      const funded = await api(first, "POST", "/api/v1/sandbox/faucet", testKey, {
+      const funded = await callService(first, "POST", "/api/v1/sandbox/faucet", testKey, {
         tokenSymbol: "USDC",
         amount: "1000",
       });
@@ -353,7 +211,7 @@ describe("the service process", () => {
         destinationAddress: MERCHANT,
         idempotencyKey: `shutdown-${i}`,
       });
-      const send = (server: Server, i: number, signal: AbortSignal) =>
+      const send = (server: ServiceProcess, i: number, signal: AbortSignal) =>
         fetch(`${server.baseUrl}/api/v1/payouts`, {
           method: "POST",
           headers: { authorization: `Bearer ${testKey}`, "content-type": "application/json" },
@@ -361,16 +219,16 @@ describe("the service process", () => {
           signal,
         });
       // Requests the service has logged so far (startServer's /health polls included).
-      const arrived = (server: Server) => server.stdout().split("incoming request").length - 1;
+      const arrived = (server: ServiceProcess) => server.stdout().split("incoming request").length - 1;
       /** Waits until `count` more requests than `before` have reached the service. */
-      const untilArrived = async (server: Server, before: number, count: number) => {
+      const untilArrived = async (server: ServiceProcess, before: number, count: number) => {
         const deadline = Date.now() + 15_000;
         while (arrived(server) - before < count && Date.now() < deadline) {
           await new Promise((resolve) => setTimeout(resolve, 2));
         }
         expect(arrived(server) - before).toBeGreaterThanOrEqual(count);
       };
-      const expectCleanStop = async (server: Server) => {
+      const expectCleanStop = async (server: ServiceProcess) => {
         const exit = await waitForExit(server, 30_000);
         expect(exit, `log: ${server.stdout().slice(-4000)}`).toEqual({ code: 0, signal: null });
         expect(server.stderr()).toBe("");
@@ -428,10 +286,15 @@ describe("the service process", () => {
       // Every payout that reached the service before SIGTERM completed, the hung-up ones too; and
       // repeating each key now sends nothing more: exactly 50 USDC left the wallet.
       const third = await startServer(dataDir);
-      const completed = await api<{ payouts: unknown[] }>(third, "GET", "/api/v1/payouts?limit=100", testKey);
+      const completed = await callService<{ payouts: unknown[] }>(
+        third,
+        "GET",
+        "/api/v1/payouts?limit=100",
+        testKey,
+      );
       expect(completed.json.payouts).toHaveLength(50);
       for (let i = 0; i < 50; i++) {
-        const repeat = await api<{ payout: { status: string } }>(
+        const repeat = await callService<{ payout: { status: string } }>(
           third,
           "POST",
           "/api/v1/payouts",
@@ -441,9 +304,14 @@ describe("the service process", () => {
         expect(repeat.status, JSON.stringify(repeat.json)).toBe(200);
         expect(repeat.json.payout.status).toBe("completed");
       }
-      const history = await api<{ payouts: unknown[] }>(third, "GET", "/api/v1/payouts?limit=100", testKey);
+      const history = await callService<{ payouts: unknown[] }>(
+        third,
+        "GET",
+        "/api/v1/payouts?limit=100",
+        testKey,
+      );
       expect(history.json.payouts).toHaveLength(50);
-      const balance = await api(third, "GET", "/api/v1/wallet/balance", testKey);
+      const balance = await callService(third, "GET", "/api/v1/wallet/balance", testKey);
       expect(JSON.stringify(balance.json)).toContain('"950');
       const thirdExit = await stopServer(third);
       expect(thirdExit, `stderr: ${third.stderr()}`).toEqual({ code: 0, signal: null });
@@ -455,8 +323,7 @@ describe("the service process", () => {
     "refuses a bad configuration (PORT=abc) with a non-zero exit and a message naming PORT",
     async () => {
       const dataDir = freshDataDir();
-      const spawned = run(["src/main.ts"], {
-        ...baseEnv(),
+      const spawned = spawnNode(["src/main.ts"], {
         PORT: "abc",
         HOST: "127.0.0.1",
         DATA_DIR: dataDir,
@@ -476,8 +343,7 @@ describe("the service process", () => {
   it(
     "refuses an out-of-range PORT the same way",
     async () => {
-      const spawned = run(["src/main.ts"], {
-        ...baseEnv(),
+      const spawned = spawnNode(["src/main.ts"], {
         PORT: "70000",
         HOST: "127.0.0.1",
         DATA_DIR: freshDataDir(),
@@ -500,7 +366,7 @@ describe("the master key", () => {
       const keyA = randomBytes(32).toString("hex");
       const keyB = randomBytes(32).toString("base64");
       const first = await startServer(dataDir, { MASTER_KEY: keyA });
-      const created = await api<CreatedWorkspaceJson>(first, "POST", "/api/v1/workspaces", ADMIN, {
+      const created = await callService<CreatedWorkspaceJson>(first, "POST", "/api/v1/workspaces", ADMIN, {
         name: "Keyed Co",
       });
       expect(created.status).toBe(201);
@@ -510,8 +376,7 @@ describe("the master key", () => {
 
       const expected =
         "Configuration error: MASTER_KEY does not match the key this database's secrets were encrypted with\n";
-      const wrong = run(["src/main.ts"], {
-        ...baseEnv(),
+      const wrong = spawnNode(["src/main.ts"], {
         PORT: String(await freePort()),
         HOST: "127.0.0.1",
         DATA_DIR: dataDir,
@@ -523,8 +388,7 @@ describe("the master key", () => {
       expect(wrong.stderr()).toBe(expected);
       expect(wrong.stdout()).toBe("");
 
-      const cli = run(["src/cli.ts", "workspace", "create", "--name", "Wrong Key Co"], {
-        ...baseEnv(),
+      const cli = spawnNode(["src/cli.ts", "workspace", "create", "--name", "Wrong Key Co"], {
         DATA_DIR: dataDir,
         LOG_LEVEL: "warn",
         MASTER_KEY: keyB,
@@ -535,7 +399,7 @@ describe("the master key", () => {
 
       // The right key still starts and reads what it wrote.
       const again = await startServer(dataDir, { MASTER_KEY: keyA });
-      const ws = await api<{ workspace: WorkspaceJson }>(
+      const ws = await callService<{ workspace: WorkspaceJson }>(
         again,
         "GET",
         `/api/v1/workspaces/${created.json.workspace.id}`,
@@ -568,13 +432,12 @@ describe("the master key", () => {
         const keyA = randomBytes(32).toString("hex");
         const onServer = (key: string) => ({ DATABASE_URL: url.toString(), MASTER_KEY: key });
         const first = await startServer(freshDataDir(), onServer(keyA));
-        const created = await api<CreatedWorkspaceJson>(first, "POST", "/api/v1/workspaces", ADMIN, {
+        const created = await callService<CreatedWorkspaceJson>(first, "POST", "/api/v1/workspaces", ADMIN, {
           name: "Shared Co",
         });
         expect(created.status).toBe(201);
 
-        const wrong = run(["src/main.ts"], {
-          ...baseEnv(),
+        const wrong = spawnNode(["src/main.ts"], {
           PORT: String(await freePort()),
           HOST: "127.0.0.1",
           DATA_DIR: freshDataDir(),
@@ -588,12 +451,17 @@ describe("the master key", () => {
 
         const second = await startServer(freshDataDir(), onServer(keyA));
         for (const server of [first, second]) {
-          const read = await api(server, "GET", `/api/v1/workspaces/${created.json.workspace.id}`, ADMIN);
+          const read = await callService(
+            server,
+            "GET",
+            `/api/v1/workspaces/${created.json.workspace.id}`,
+            ADMIN,
+          );
           expect(read.status).toBe(200);
         }
         for (const server of [first, second]) expect((await stopServer(server)).code).toBe(0);
       } finally {
-        await killAll();
+        await stopAllServices();
         await admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       }
     },
@@ -603,8 +471,7 @@ describe("the master key", () => {
   it(
     "refuses DATABASE_URL without MASTER_KEY before connecting anywhere",
     async () => {
-      const spawned = run(["src/main.ts"], {
-        ...baseEnv(),
+      const spawned = spawnNode(["src/main.ts"], {
         PORT: String(await freePort()),
         HOST: "127.0.0.1",
         DATA_DIR: freshDataDir(),
@@ -627,8 +494,7 @@ describe("the CLI", () => {
     async () => {
       const dataDir = freshDataDir();
       // A first user has no admin secret: the CLI must not need one.
-      const cli = run(["src/cli.ts", "workspace", "create", "--name", "CliCo", "--email", "a@b.co"], {
-        ...baseEnv(),
+      const cli = spawnNode(["src/cli.ts", "workspace", "create", "--name", "CliCo", "--email", "a@b.co"], {
         DATA_DIR: dataDir,
         LOG_LEVEL: "warn",
       });
@@ -658,7 +524,7 @@ describe("the CLI", () => {
 
       const server = await startServer(dataDir);
       const testKey: string = printed.apiKeys.test.key;
-      const ws = await api<{ workspace: WorkspaceJson }>(
+      const ws = await callService<{ workspace: WorkspaceJson }>(
         server,
         "GET",
         `/api/v1/workspaces/${printed.workspace.id}`,
@@ -669,18 +535,23 @@ describe("the CLI", () => {
       expect(ws.json.workspace.eoa.address).toBe(printed.workspace.eoa.address);
       expect(ws.headers.get("x-ratelimit-limit")).toBeTruthy();
 
-      const keys = await api<{ apiKeys: Array<{ id: string }> }>(server, "GET", "/api/v1/keys", testKey);
+      const keys = await callService<{ apiKeys: Array<{ id: string }> }>(
+        server,
+        "GET",
+        "/api/v1/keys",
+        testKey,
+      );
       expect(keys.status).toBe(200);
       expect(keys.json.apiKeys.map((k: { id: string }) => k.id)).toContain(printed.apiKeys.test.id);
 
-      const payment = await api(server, "POST", "/api/v1/payments", testKey, {
+      const payment = await callService(server, "POST", "/api/v1/payments", testKey, {
         tokenSymbol: "USDC",
         amount: "10",
         merchantWallet: MERCHANT,
       });
       expect(payment.status).toBe(201);
 
-      const live = await api(
+      const live = await callService(
         server,
         "GET",
         `/api/v1/workspaces/${printed.workspace.id}`,
@@ -689,7 +560,7 @@ describe("the CLI", () => {
       expect(live.status).toBe(200);
 
       // "Prints the same JSON as the admin endpoint": same fields at every level.
-      const viaHttp = await api<CreatedWorkspaceJson>(server, "POST", "/api/v1/workspaces", ADMIN, {
+      const viaHttp = await callService<CreatedWorkspaceJson>(server, "POST", "/api/v1/workspaces", ADMIN, {
         name: "HttpCo",
         adminEmail: "c@d.co",
       });
@@ -712,8 +583,7 @@ describe("the CLI", () => {
     "exits non-zero with usage when --name is missing, creating nothing",
     async () => {
       const dataDir = freshDataDir();
-      const cli = run(["src/cli.ts", "workspace", "create", "--email", "a@b.co"], {
-        ...baseEnv(),
+      const cli = spawnNode(["src/cli.ts", "workspace", "create", "--email", "a@b.co"], {
         DATA_DIR: dataDir,
         LOG_LEVEL: "warn",
       });

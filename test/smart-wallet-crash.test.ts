@@ -1,35 +1,30 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import {
-  type Address,
-  createPublicClient,
-  createWalletClient,
-  erc20Abi,
-  type Hex,
-  http,
-  type PublicClient,
-  parseUnits,
-} from "viem";
+import { type Address, type Hex, http, type PublicClient, parseUnits } from "viem";
 import { type BundlerClient, createBundlerClient } from "viem/account-abstraction";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Devnet, freePort, startDevnet } from "../src/devnet/chain.ts";
+import { type Devnet, rpc as devnetRpc, startDevnet } from "../src/devnet/chain.ts";
 import { openDatabase, pgliteDirFor } from "../src/platform/db/database.ts";
+import { type DevnetClients, devnetClients } from "./support/devnet-clients.ts";
 import { liveNetworkEnv } from "./support/devnet-env.ts";
+import {
+  callService,
+  type Json,
+  type ServiceProcess,
+  startService,
+  stopAllServices,
+  stopService,
+} from "./support/service-process.ts";
 
 // Crash safety of a smart wallet payout (D11, D13) with the real process: the user operation is
 // recorded (hash and signed body) before it goes to the bundler; mining is off so the bundle
 // transaction stays pending; the service is killed -9; after a restart on the same DATA_DIR the
 // reconciler sends the recorded operation again and the payout ends completed exactly once.
 
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const ADMIN = "smart-wallet-crash-admin-secret-0123456789";
 const TX_HASH = /^0x[0-9a-f]{64}$/;
-
-type Json = Record<string, unknown>;
 
 const randomAddress = () => privateKeyToAccount(generatePrivateKey()).address;
 const same = (a: string | null | undefined, b: string) => a?.toLowerCase() === b.toLowerCase();
@@ -39,22 +34,12 @@ let aa: NonNullable<Devnet["aa"]>;
 let env: Record<string, string>;
 let chain: PublicClient;
 let bundler: BundlerClient;
-let payer: ReturnType<typeof createWalletClient>;
+let fund: DevnetClients["fund"];
+let usdcBalance: DevnetClients["usdcBalance"];
 let bundlerLog = "";
-const children = new Set<ChildProcess>();
 const tempDirs: string[] = [];
 
-async function rpc(method: string, params: unknown[]): Promise<unknown> {
-  const res = await fetch(devnet.rpcUrl, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
-    signal: AbortSignal.timeout(10_000),
-  });
-  const body = (await res.json()) as { result?: unknown; error?: { message: string } };
-  if (body.error) throw new Error(`${method}: ${body.error.message}`);
-  return body.result;
-}
+const rpc = (method: string, params: unknown[]) => devnetRpc(devnet.rpcUrl, method, params);
 
 /** The devnet's defaults: a block on every transaction and one every second. */
 async function restoreMining(): Promise<void> {
@@ -77,48 +62,19 @@ beforeAll(async () => {
     LIVE_ENTRYPOINT_ADDRESS: aa.entryPoint,
     LIVE_ACCOUNT_FACTORY_ADDRESS: aa.accountFactory,
   });
-  chain = createPublicClient({
-    chain: devnet.chain,
-    transport: http(devnet.rpcUrl),
-    pollingInterval: 50,
-  }) as PublicClient;
+  ({ chain, fund, usdcBalance } = devnetClients(devnet));
   bundler = createBundlerClient({ client: chain, transport: http(aa.bundlerUrl), pollingInterval: 100 });
-  payer = createWalletClient({
-    account: privateKeyToAccount(devnet.accounts.payer.privateKey),
-    chain: devnet.chain,
-    transport: http(devnet.rpcUrl),
-  });
 }, 120_000);
 
 afterAll(async () => {
   if (devnet) await restoreMining().catch(() => undefined);
-  for (const child of [...children]) await killChild(child, "SIGKILL");
+  await stopAllServices("SIGKILL");
   await devnet?.stop();
   for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
 });
 
 // ---------------------------------------------------------------------------------------------
 // Chain helpers
-
-const usdcBalance = (address: string) =>
-  chain.readContract({
-    address: devnet.tokens.USDC,
-    abi: erc20Abi,
-    functionName: "balanceOf",
-    args: [address as Address],
-  });
-
-async function payUsdc(to: string, amount: string) {
-  const hash = await payer.writeContract({
-    address: devnet.tokens.USDC,
-    abi: erc20Abi,
-    functionName: "transfer",
-    args: [to as Address, parseUnits(amount, 6)],
-    chain: devnet.chain,
-    account: payer.account ?? null,
-  });
-  expect((await chain.waitForTransactionReceipt({ hash })).status).toBe("success");
-}
 
 /** Transactions to `address` waiting in the node's pool (the pending block). */
 async function pendingTo(address: string): Promise<Array<{ hash: Hex; from: string }>> {
@@ -131,98 +87,11 @@ async function pendingTo(address: string): Promise<Array<{ hash: Hex; from: stri
 // ---------------------------------------------------------------------------------------------
 // The real process
 
-function baseEnv(): NodeJS.ProcessEnv {
-  const out = { ...process.env };
-  for (const name of Object.keys(out)) {
-    if (
-      /^(DATABASE_URL|MASTER_KEY|REDIS_URL|NETWORK_ENV_FILE|PUBLIC_BASE_URL|ROLE|SMTP_URL|ADMIN_SECRET|PORT|HOST|DATA_DIR|LOG_LEVEL)$/.test(
-        name,
-      ) ||
-      name.startsWith("RATE_LIMIT_") ||
-      name.startsWith("SANDBOX_") ||
-      name.startsWith("LIVE_")
-    ) {
-      delete out[name];
-    }
-  }
-  return out;
-}
+const startServer = (dataDir: string) => startService({ ...env, DATA_DIR: dataDir, ADMIN_SECRET: ADMIN });
 
-interface Server {
-  child: ChildProcess;
-  baseUrl: string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  output: () => string;
-}
-
-async function startServer(dataDir: string): Promise<Server> {
-  const port = await freePort();
-  const child = spawn(process.execPath, ["src/main.ts"], {
-    cwd: ROOT,
-    env: {
-      ...baseEnv(),
-      ...env,
-      PORT: String(port),
-      HOST: "127.0.0.1",
-      DATA_DIR: dataDir,
-      ADMIN_SECRET: ADMIN,
-      LOG_LEVEL: "warn",
-    },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  children.add(child);
-  let out = "";
-  const collect = (chunk: Buffer) => {
-    out = (out + chunk.toString("utf8")).slice(-20_000);
-  };
-  child.stdout?.on("data", collect);
-  child.stderr?.on("data", collect);
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.on("exit", (code, signal) => {
-      children.delete(child);
-      resolve({ code, signal });
-    });
-  });
-  let exit: unknown;
-  void exited.then((e) => {
-    exit = e;
-  });
-  const baseUrl = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    if (exit) throw new Error(`server exited early: ${JSON.stringify(exit)}\noutput: ${out}`);
-    try {
-      const res = await fetch(`${baseUrl}/health`, { signal: AbortSignal.timeout(2_000) });
-      if (res.status === 200) return { child, baseUrl, exited, output: () => out };
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  child.kill("SIGKILL");
-  throw new Error(`server did not answer /health in time\noutput: ${out}`);
-}
-
-async function api(server: Server, method: string, path: string, token: string, body?: unknown) {
-  const res = await fetch(`${server.baseUrl}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${token}`,
-      ...(body === undefined ? {} : { "content-type": "application/json" }),
-    },
-    body: body === undefined ? undefined : JSON.stringify(body),
-    signal: AbortSignal.timeout(30_000),
-  });
-  return { status: res.status, json: (await res.json()) as Json };
-}
-
-async function killChild(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  await new Promise<void>((resolve) => {
-    child.once("exit", () => resolve());
-    child.kill(signal);
-  });
-}
+/** Requests here may take up to 30 s (callService's default is 15 s). */
+const api = (server: ServiceProcess, method: string, path: string, token: string, body?: unknown) =>
+  callService(server, method, path, token, body, 30_000);
 
 async function payoutRows(dataDir: string, workspaceId: string) {
   const database = await openDatabase({ pgliteDir: pgliteDirFor(dataDir) });
@@ -272,7 +141,7 @@ describe("smart wallet payout crash safety (real process, kill -9)", () => {
     expect(
       same((wallet.json.smartWallet as { ownerAddress: string }).ownerAddress, workspace.eoa.address),
     ).toBe(true);
-    await payUsdc(smart, "100");
+    await fund(smart, { USDC: "100" });
     expect(await usdcBalance(smart)).toBe(parseUnits("100", 6));
     const destination = randomAddress();
 
@@ -303,7 +172,7 @@ describe("smart wallet payout crash safety (real process, kill -9)", () => {
     expect(pending, `service: ${first.output()}\nbundler: ${bundlerLog}`).toHaveLength(1);
     const bundleHash = pending[0]?.hash as Hex;
 
-    await killChild(first.child, "SIGKILL");
+    await stopService(first.child, "SIGKILL");
     expect(await first.exited).toEqual({ code: null, signal: "SIGKILL" });
     // The request never got an answer, and nothing moved yet.
     expect(await hanging).toHaveProperty("error");
@@ -363,7 +232,7 @@ describe("smart wallet payout crash safety (real process, kill -9)", () => {
     expect(again.json).toMatchObject({ total: 1, payouts: [{ txHash }] });
 
     // The database, read once the process has stopped: one completed payout, one event.
-    await killChild(second.child, "SIGTERM");
+    await stopService(second.child, "SIGTERM");
     expect(await second.exited, `service: ${second.output()}`).toEqual({ code: 0, signal: null });
     const final = await payoutRows(dataDir, workspace.id);
     expect(final.payouts).toEqual([

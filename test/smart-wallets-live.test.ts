@@ -1,17 +1,6 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import {
-  type Address,
-  createPublicClient,
-  createWalletClient,
-  erc20Abi,
-  type Hex,
-  http,
-  type PublicClient,
-  parseAbi,
-  parseEther,
-  parseUnits,
-} from "viem";
+import { type Address, type Hex, http, type PublicClient, parseAbi, parseEther, parseUnits } from "viem";
 import { type BundlerClient, createBundlerClient } from "viem/account-abstraction";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
@@ -19,6 +8,7 @@ import { SmartAccounts } from "../src/chain/evm/smart-accounts.ts";
 import { type Devnet, freePort, mintToken, rpc, startDevnet } from "../src/devnet/chain.ts";
 import { createWorkers, type Workers } from "../src/workers.ts";
 import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
+import { type DevnetClients, devnetClients } from "./support/devnet-clients.ts";
 import { liveNetworkEnv } from "./support/devnet-env.ts";
 
 // Smart wallets (ERC-4337) on a real local chain with EntryPoint v0.8, a SimpleAccountFactory, a
@@ -43,7 +33,8 @@ let env: Record<string, string>;
 let t: TestApp;
 let chain: PublicClient;
 let bundler: BundlerClient;
-let payer: ReturnType<typeof createWalletClient>;
+let fund: DevnetClients["fund"];
+let usdcBalance: DevnetClients["usdcBalance"];
 let workers: Workers | undefined;
 /** Apps started by one test, closed (keeping the shared database) after it. */
 const extraApps: TestApp[] = [];
@@ -59,17 +50,8 @@ beforeAll(async () => {
     LIVE_ACCOUNT_FACTORY_ADDRESS: aa.accountFactory,
   });
   t = await startTestApp(env);
-  chain = createPublicClient({
-    chain: devnet.chain,
-    transport: http(devnet.rpcUrl),
-    pollingInterval: 50,
-  }) as PublicClient;
+  ({ chain, fund, usdcBalance } = devnetClients(devnet));
   bundler = createBundlerClient({ client: chain, transport: http(aa.bundlerUrl), pollingInterval: 100 });
-  payer = createWalletClient({
-    account: privateKeyToAccount(devnet.accounts.payer.privateKey),
-    chain: devnet.chain,
-    transport: http(devnet.rpcUrl),
-  });
 }, 120_000);
 
 afterEach(async () => {
@@ -93,38 +75,9 @@ function startWorkers(app: TestApp = t) {
 // ---------------------------------------------------------------------------------------------
 // Chain helpers
 
-const usdcBalance = (address: string) =>
-  chain.readContract({
-    address: devnet.tokens.USDC,
-    abi: erc20Abi,
-    functionName: "balanceOf",
-    args: [address as Address],
-  });
 const ethBalance = (address: string) => chain.getBalance({ address: address as Address });
 const paymasterDeposit = () =>
   chain.readContract({ address: aa.paymaster, abi: PAYMASTER_ABI, functionName: "getDeposit" });
-
-async function payUsdc(to: string, amount: string) {
-  const hash = await payer.writeContract({
-    address: devnet.tokens.USDC,
-    abi: erc20Abi,
-    functionName: "transfer",
-    args: [to as Address, parseUnits(amount, 6)],
-    chain: devnet.chain,
-    account: payer.account ?? null,
-  });
-  expect((await chain.waitForTransactionReceipt({ hash })).status).toBe("success");
-}
-
-async function sendEth(to: string, amount: string) {
-  const hash = await payer.sendTransaction({
-    to: to as Address,
-    value: parseEther(amount),
-    chain: devnet.chain,
-    account: payer.account ?? null,
-  });
-  expect((await chain.waitForTransactionReceipt({ hash })).status).toBe("success");
-}
 
 /** The transaction carried exactly this user operation of this sender, and it succeeded. */
 async function expectCarriedUserOperation(txHash: string, userOpHash: string | undefined, sender: string) {
@@ -356,7 +309,7 @@ describe("a live USDC payment received on the smart wallet", () => {
     expect(created.payment.status).toBe("pending");
 
     startWorkers();
-    await payUsdc(smart, "100");
+    await fund(smart, { USDC: "100" });
     const forwarded = await waitForStatus(ws.liveKey, created.payment.id, "forwarded");
 
     expect(await usdcBalance(merchant)).toBe(parseUnits("98.5", 6));
@@ -411,7 +364,7 @@ describe("a live USDC payment received on the smart wallet", () => {
     expect(res.statusCode, res.body).toBe(201);
     expect(res.json().receivingAddress).toBe(smart);
     startWorkers();
-    await payUsdc(smart, "20");
+    await fund(smart, { USDC: "20" });
     const forwarded = await waitForStatus(ws.liveKey, res.json().payment.id, "forwarded");
     expect(await usdcBalance(merchant)).toBe(parseUnits("19.7", 6));
     expect(await ethBalance(smart)).toBe(0n);
@@ -485,7 +438,7 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
   it("sends ETH: the destination gets exactly the amount and the smart wallet loses exactly it", async () => {
     const ws = await createWorkspace(t);
     const smart = await smartWalletOf(ws);
-    await sendEth(smart, "0.5");
+    await fund(smart, { ETH: "0.5" });
     const destination = randomAddress();
     const res = await payout(ws, {
       tokenSymbol: "ETH",

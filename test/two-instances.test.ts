@@ -1,18 +1,11 @@
 import { randomBytes } from "node:crypto";
-import {
-  type Address,
-  createPublicClient,
-  createWalletClient,
-  erc20Abi,
-  http,
-  parseEther,
-  parseUnits,
-} from "viem";
+import { type PublicClient, parseUnits } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Devnet, rpc, startDevnet } from "../src/devnet/chain.ts";
 import { type Database, openDatabase } from "../src/platform/db/database.ts";
 import { freshDatabaseUrl } from "./support/app.ts";
+import { type DevnetClients, devnetClients } from "./support/devnet-clients.ts";
 import { liveNetworkEnv } from "./support/devnet-env.ts";
 import {
   callService,
@@ -43,8 +36,10 @@ let database: Database;
 let dropDatabase: (() => Promise<void>) | undefined;
 let a: ServiceProcess;
 let b: ServiceProcess;
-let chain: ReturnType<typeof createPublicClient>;
-let payer: ReturnType<typeof createWalletClient>;
+let chain: PublicClient;
+let fund: DevnetClients["fund"];
+let sendUsdc: DevnetClients["sendUsdc"];
+let usdcBalance: DevnetClients["usdcBalance"];
 
 async function until<T>(what: string, ms: number, probe: () => Promise<T | undefined>): Promise<T> {
   const deadline = Date.now() + ms;
@@ -54,25 +49,6 @@ async function until<T>(what: string, ms: number, probe: () => Promise<T | undef
     if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
     await sleep(25);
   }
-}
-
-const usdcBalance = (address: string) =>
-  chain.readContract({
-    address: devnet.tokens.USDC,
-    abi: erc20Abi,
-    functionName: "balanceOf",
-    args: [address as Address],
-  });
-
-async function payUsdc(to: string, amount: bigint): Promise<void> {
-  await payer.writeContract({
-    address: devnet.tokens.USDC,
-    abi: erc20Abi,
-    functionName: "transfer",
-    args: [to as Address, amount],
-    chain: devnet.chain,
-    account: payer.account ?? null,
-  });
 }
 
 async function createWorkspace(on: ServiceProcess, name: string) {
@@ -110,12 +86,7 @@ describe.skipIf(!process.env.DATABASE_URL)("two instances on one PostgreSQL and 
     database = await openDatabase({ databaseUrl: fresh.url, poolSize: 4 });
     await until("A to lead the chain job", 30_000, async () => (await chainLease()) ?? undefined);
     b = await startService(env);
-    chain = createPublicClient({ chain: devnet.chain, transport: http(devnet.rpcUrl), pollingInterval: 50 });
-    payer = createWalletClient({
-      account: privateKeyToAccount(devnet.accounts.payer.privateKey),
-      chain: devnet.chain,
-      transport: http(devnet.rpcUrl),
-    });
+    ({ chain, fund, sendUsdc, usdcBalance } = devnetClients(devnet));
   }, 180_000);
 
   afterAll(async () => {
@@ -127,14 +98,7 @@ describe.skipIf(!process.env.DATABASE_URL)("two instances on one PostgreSQL and 
 
   it("40 concurrent payouts from one wallet over both instances: every one paid exactly once, as answered, and replayed with its txHash", async () => {
     const workspace = await createWorkspace(a, "Two instances payouts");
-    await payUsdc(workspace.eoa, USDC(String(PAYOUTS)));
-    const fundEth = await payer.sendTransaction({
-      to: workspace.eoa as Address,
-      value: parseEther("1"),
-      chain: devnet.chain,
-      account: payer.account ?? null,
-    });
-    await chain.waitForTransactionReceipt({ hash: fundEth });
+    await fund(workspace.eoa, { USDC: String(PAYOUTS), ETH: "1" });
     await until("the funding to be mined", 10_000, async () =>
       (await usdcBalance(workspace.eoa)) === USDC(String(PAYOUTS)) ? true : undefined,
     );
@@ -241,7 +205,7 @@ describe.skipIf(!process.env.DATABASE_URL)("two instances on one PostgreSQL and 
     const treasuryBefore = await usdcBalance(treasury);
     // The wallet holds money of its own besides the payments (for payouts, say): a settlement
     // sent twice would be paid from it instead of reverting for want of funds.
-    await payUsdc(workspace.eoa, USDC("100"));
+    await fund(workspace.eoa, { USDC: "100" });
     const merchants = Array.from({ length: PAYMENTS }, () => randomAddress());
     const payments: Array<{ id: string; receivingAddress: string }> = [];
     for (const merchantWallet of merchants) {
@@ -260,7 +224,8 @@ describe.skipIf(!process.env.DATABASE_URL)("two instances on one PostgreSQL and 
     // receiving wallet first, which holds no ETH) takes up to a second.
     await rpc(devnet.rpcUrl, "evm_setAutomine", [false]);
     try {
-      for (const payment of payments) await payUsdc(payment.receivingAddress, USDC("2"));
+      // Not waited for: with automine off, each payment would wait for the next block.
+      for (const payment of payments) await sendUsdc(payment.receivingAddress, USDC("2"));
       const statuses = () =>
         database.db
           .selectFrom("payments")

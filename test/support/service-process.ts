@@ -29,53 +29,89 @@ export function cleanEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
-export interface ServiceProcess {
+export interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface NodeProcess {
   child: ChildProcess;
-  baseUrl: string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  /** The last 50,000 characters the process wrote (its log lines and errors). */
+  exited: Promise<Exit>;
+  /** All the process wrote to stdout, and to stderr (whole: tests count log lines and match messages). */
+  stdout: () => string;
+  stderr: () => string;
+  /** The last 50,000 characters the process wrote to either (its log lines and errors). */
   output: () => string;
 }
 
-/** Starts `node src/main.ts` with `env` (on top of a clean environment) and waits for /health. */
-export async function startService(env: Record<string, string>): Promise<ServiceProcess> {
-  const port = await freePort();
-  const child = spawn(process.execPath, ["src/main.ts"], {
+/** Runs `node <args>` in the repository with `env` on top of a clean environment. */
+export function spawnNode(args: string[], env: Record<string, string>): NodeProcess {
+  const child = spawn(process.execPath, args, {
     cwd: ROOT,
-    env: { ...cleanEnv(), HOST: "127.0.0.1", LOG_LEVEL: "warn", ...env, PORT: String(port) },
+    env: { ...cleanEnv(), ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   running.add(child);
+  let out = "";
   let err = "";
-  const keep = (chunk: Buffer) => {
-    err = (err + chunk.toString("utf8")).slice(-50_000);
-  };
-  child.stdout?.on("data", keep);
-  child.stderr?.on("data", keep);
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+  let both = "";
+  child.stdout?.on("data", (chunk: Buffer) => {
+    const text = chunk.toString("utf8");
+    out += text;
+    both = (both + text).slice(-50_000);
+  });
+  child.stderr?.on("data", (chunk: Buffer) => {
+    const text = chunk.toString("utf8");
+    err += text;
+    both = (both + text).slice(-50_000);
+  });
+  const exited = new Promise<Exit>((resolve) => {
     child.on("exit", (code, signal) => {
       running.delete(child);
       resolve({ code, signal });
     });
   });
-  let exit: unknown;
-  void exited.then((e) => {
+  return { child, exited, stdout: () => out, stderr: () => err, output: () => both };
+}
+
+export interface ServiceProcess extends NodeProcess {
+  baseUrl: string;
+  /** The JSON of the /health answer (200) that found the service up. */
+  health: unknown;
+}
+
+/**
+ * Starts `node src/main.ts` with `env` (on top of a clean environment, HOST=127.0.0.1 and
+ * LOG_LEVEL=warn; DATA_DIR, ADMIN_SECRET and the like come in `env`) and waits for /health.
+ */
+export async function startService(env: Record<string, string>): Promise<ServiceProcess> {
+  const port = await freePort();
+  const spawned = spawnNode(["src/main.ts"], {
+    HOST: "127.0.0.1",
+    LOG_LEVEL: "warn",
+    ...env,
+    PORT: String(port),
+  });
+  let exit: Exit | undefined;
+  void spawned.exited.then((e) => {
     exit = e;
   });
   const baseUrl = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + START_TIMEOUT_MS;
   while (Date.now() < deadline) {
-    if (exit) throw new Error(`service exited early: ${JSON.stringify(exit)}\noutput: ${err}`);
+    if (exit) throw new Error(`service exited early: ${JSON.stringify(exit)}\noutput: ${spawned.output()}`);
     try {
       const res = await fetch(`${baseUrl}/health`, { signal: AbortSignal.timeout(2_000) });
-      if (res.status === 200) return { child, baseUrl, exited, output: () => err };
+      if (res.status === 200) return { ...spawned, baseUrl, health: await res.json() };
     } catch {
       // not listening yet
     }
     await new Promise((r) => setTimeout(r, 100));
   }
-  child.kill("SIGKILL");
-  throw new Error(`service did not answer /health within ${START_TIMEOUT_MS} ms\noutput: ${err}`);
+  spawned.child.kill("SIGKILL");
+  throw new Error(
+    `service did not answer /health within ${START_TIMEOUT_MS} ms\noutput: ${spawned.output()}`,
+  );
 }
 
 /** Sends `signal` and waits for the process to exit (a stopped process is continued first). */
@@ -88,36 +124,41 @@ export async function stopService(child: ChildProcess, signal: NodeJS.Signals = 
   });
 }
 
+/** Stops every process started here (services and `spawnNode` runs) that is still running. */
 export async function stopAllServices(signal: NodeJS.Signals = "SIGKILL"): Promise<void> {
   await Promise.all([...running].map((child) => stopService(child, signal)));
 }
 
 export type Json = Record<string, unknown>;
 
-/** One JSON request to a service process; `token` goes as the Bearer credential. */
-export async function callService(
-  service: ServiceProcess,
+/**
+ * One JSON request to a service process; `token`, if any, goes as the Bearer credential. The type
+ * parameter states what the test expects to find (the test checks it); a body that is not JSON
+ * comes back as `{ unparsed: text }`.
+ */
+export async function callService<T = Json>(
+  service: { baseUrl: string },
   method: string,
   path: string,
-  token: string,
+  token?: string,
   body?: unknown,
   timeoutMs = 15_000,
-): Promise<{ status: number; json: Json }> {
+): Promise<{ status: number; json: T; headers: Headers }> {
   const res = await fetch(`${service.baseUrl}${path}`, {
     method,
     headers: {
-      authorization: `Bearer ${token}`,
+      ...(token === undefined ? {} : { authorization: `Bearer ${token}` }),
       ...(body === undefined ? {} : { "content-type": "application/json" }),
     },
     body: body === undefined ? undefined : JSON.stringify(body),
     signal: AbortSignal.timeout(timeoutMs),
   });
   const text = await res.text();
-  let json: Json;
+  let json: T;
   try {
-    json = JSON.parse(text) as Json;
+    json = JSON.parse(text) as T;
   } catch {
-    json = { unparsed: text };
+    json = { unparsed: text } as T;
   }
-  return { status: res.status, json };
+  return { status: res.status, json, headers: res.headers };
 }

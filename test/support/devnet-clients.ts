@@ -1,0 +1,69 @@
+import {
+  type Address,
+  createPublicClient,
+  createWalletClient,
+  erc20Abi,
+  type Hex,
+  http,
+  type PublicClient,
+  parseEther,
+  parseUnits,
+} from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import { expect } from "vitest";
+import type { Devnet } from "../../src/devnet/chain.ts";
+
+// A test devnet seen from outside the service: its public client, and the payer's wallet (it
+// holds the devnet's test USDC and ETH) to fund the wallets a test pays from.
+
+export interface DevnetClients {
+  /** Reads the chain; polls every 50 ms while it waits for a receipt. */
+  chain: PublicClient;
+  /** The USDC balance of `address`, in the token's smallest unit. */
+  usdcBalance(address: string): Promise<bigint>;
+  /** Sends `amount` USDC (smallest unit) from the payer, without waiting for it to be mined. */
+  sendUsdc(to: string, amount: bigint): Promise<Hex>;
+  /** Sends the payer's USDC, then ETH (decimal amounts), each awaited to a successful receipt. */
+  fund(address: string, amounts: { USDC?: string; ETH?: string }): Promise<void>;
+}
+
+export function devnetClients(devnet: Devnet): DevnetClients {
+  const chain = createPublicClient({
+    chain: devnet.chain,
+    transport: http(devnet.rpcUrl),
+    pollingInterval: 50,
+  }) as PublicClient;
+  const payer = createWalletClient({
+    account: privateKeyToAccount(devnet.accounts.payer.privateKey),
+    chain: devnet.chain,
+    transport: http(devnet.rpcUrl),
+  });
+  const sendUsdc = (to: string, amount: bigint) =>
+    payer.writeContract({
+      address: devnet.tokens.USDC,
+      abi: erc20Abi,
+      functionName: "transfer",
+      args: [to as Address, amount],
+    });
+  return {
+    chain,
+    usdcBalance: (address) =>
+      chain.readContract({
+        address: devnet.tokens.USDC,
+        abi: erc20Abi,
+        functionName: "balanceOf",
+        args: [address as Address],
+      }),
+    sendUsdc,
+    async fund(address, amounts) {
+      if (amounts.USDC) {
+        const hash = await sendUsdc(address, parseUnits(amounts.USDC, 6));
+        expect((await chain.waitForTransactionReceipt({ hash })).status).toBe("success");
+      }
+      if (amounts.ETH) {
+        const hash = await payer.sendTransaction({ to: address as Address, value: parseEther(amounts.ETH) });
+        expect((await chain.waitForTransactionReceipt({ hash })).status).toBe("success");
+      }
+    },
+  };
+}
