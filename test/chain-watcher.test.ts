@@ -1,6 +1,5 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { sql } from "kysely";
-import { Migrator } from "kysely/migration";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { BlockRef, Hex, IncomingTransfer, Network } from "../src/chain/network.ts";
 import { matchTransfers } from "../src/modules/payments/chain-repo.ts";
@@ -13,9 +12,10 @@ import {
 } from "../src/modules/payments/chain-watcher.ts";
 import * as repo from "../src/modules/payments/repo.ts";
 import { batchTransition } from "../src/modules/payments/transitions.ts";
-import { MIGRATIONS, openDatabase } from "../src/platform/db/database.ts";
+import { openDatabase } from "../src/platform/db/database.ts";
 import type { PaymentRow } from "../src/platform/db/schema.ts";
 import { createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
+import { migratorUpTo } from "./support/migrations.ts";
 
 // The chain watcher's set-based matching (D5) against a scripted chain: each test writes the
 // blocks it needs (including repeats and reorgs) and checks what the database holds afterwards.
@@ -655,14 +655,7 @@ describe("migration 011 on a database with history", () => {
   it("claims the transfers already accounted for, so a rescan after the upgrade skips them", async () => {
     const { db, close } = await openDatabase({});
     try {
-      const migrator = (upTo: string) =>
-        new Migrator({
-          db,
-          provider: {
-            getMigrations: async () =>
-              Object.fromEntries(Object.entries(MIGRATIONS).filter(([name]) => name <= upTo)),
-          },
-        });
+      const migrator = (upTo: string) => migratorUpTo(db, upTo);
       expect((await migrator("010_rejected_transactions").migrateToLatest()).error).toBeUndefined();
       const detectedTx = hex(32);
       const unmatchedTx = hex(32);
@@ -699,14 +692,7 @@ describe("migration 012 on a database with history", () => {
   it("keys the claims by transaction, token, recipient and place in the transaction", async () => {
     const { db, close } = await openDatabase({});
     try {
-      const migrator = (upTo: string) =>
-        new Migrator({
-          db,
-          provider: {
-            getMigrations: async () =>
-              Object.fromEntries(Object.entries(MIGRATIONS).filter(([name]) => name <= upTo)),
-          },
-        });
+      const migrator = (upTo: string) => migratorUpTo(db, upTo);
       expect((await migrator("011_observed_transfers").migrateToLatest()).error).toBeUndefined();
       const detectedTx = hex(32);
       const batchTx = hex(32);

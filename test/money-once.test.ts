@@ -217,22 +217,27 @@ describe("what goes wrong after a transaction is recorded", () => {
 });
 
 describe("the reconciler and the instance sending a payout", () => {
-  it("leaves a payout another instance is sending alone", async () => {
+  /**
+   * Two instances on one database; `sender` pays out 10 USDC, which is recorded, then held before
+   * it is signed (its node does not answer the wallet's pending nonce until `release`).
+   */
+  async function payoutHeldBeforeSigning() {
     const held = holding((method, params) => method === "eth_getTransactionCount" && params[1] === "pending");
     const proxy = await startRpcProxy(devnet.rpcUrl, held.hook);
+    const sender = await app({ LIVE_RPC_URL: proxy.url });
+    const other = await app({}, sender);
+    const ws = await createWorkspace(sender);
+    await fund(ws.eoaAddress, { USDC: "50", ETH: "1" });
+    const destination = randomAddress();
+    const answer = payout(sender, ws, { tokenSymbol: "USDC", amount: "10", destinationAddress: destination });
+    await until("the payout to be recorded", async () => (await payoutRow(sender, ws)) ?? undefined);
+    return { held, proxy, sender, other, ws, destination, answer };
+  }
+
+  it("leaves a payout another instance is sending alone", async () => {
+    const { held, proxy, sender, other, ws, destination, answer } = await payoutHeldBeforeSigning();
     try {
-      const sender = await app({ LIVE_RPC_URL: proxy.url });
-      const other = await app({}, sender);
-      const ws = await createWorkspace(sender);
-      await fund(ws.eoaAddress, { USDC: "50", ETH: "1" });
-      const destination = randomAddress();
-      const answer = payout(sender, ws, {
-        tokenSymbol: "USDC",
-        amount: "10",
-        destinationAddress: destination,
-      });
       // Recorded, not signed yet: its sender waits for the node's nonce.
-      await until("the payout to be recorded", async () => (await payoutRow(sender, ws)) ?? undefined);
       expect(await other.app.services.payouts.reconcile("live")).toBe(0);
       expect((await payoutRow(sender, ws))?.status).toBe("processing");
       held.release();
@@ -247,20 +252,8 @@ describe("the reconciler and the instance sending a payout", () => {
   }, 60_000);
 
   it("fails unsent a payout whose sender stopped past its lease; that sender then sends nothing", async () => {
-    const held = holding((method, params) => method === "eth_getTransactionCount" && params[1] === "pending");
-    const proxy = await startRpcProxy(devnet.rpcUrl, held.hook);
+    const { held, proxy, sender, other, ws, destination, answer } = await payoutHeldBeforeSigning();
     try {
-      const sender = await app({ LIVE_RPC_URL: proxy.url });
-      const other = await app({}, sender);
-      const ws = await createWorkspace(sender);
-      await fund(ws.eoaAddress, { USDC: "50", ETH: "1" });
-      const destination = randomAddress();
-      const answer = payout(sender, ws, {
-        tokenSymbol: "USDC",
-        amount: "10",
-        destinationAddress: destination,
-      });
-      await until("the payout to be recorded", async () => (await payoutRow(sender, ws)) ?? undefined);
       // Its sender stands still past its lease (as a stopped process does: its renewals stop).
       await until("the reconciler to take the payout over", async () => {
         await sender.database.db

@@ -1,11 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { sql } from "kysely";
-import { Migrator } from "kysely/migration";
 import { describe, expect, it } from "vitest";
 import * as sent from "../src/chain/sent-transactions.ts";
 import * as sending from "../src/modules/payouts/sending-repo.ts";
-import { MIGRATIONS, openDatabase } from "../src/platform/db/database.ts";
+import { openDatabase } from "../src/platform/db/database.ts";
 import { createWorkspace, startTestApp } from "./support/app.ts";
+import { migratorUpTo } from "./support/migrations.ts";
 
 // The database's part in sending money once (issue 20), without a chain: a payout its sender
 // claimed cannot be failed as "never sent", whichever commits first; migration 016 builds the
@@ -99,14 +99,7 @@ describe("migration 016", () => {
   it("keeps a payment's first settlement legs and marks the later ones, then makes legs unique", async () => {
     const { db, close } = await openDatabase({});
     try {
-      const migrator = (upTo: string) =>
-        new Migrator({
-          db,
-          provider: {
-            getMigrations: async () =>
-              Object.fromEntries(Object.entries(MIGRATIONS).filter(([name]) => name <= upTo)),
-          },
-        });
+      const migrator = (upTo: string) => migratorUpTo(db, upTo);
       expect((await migrator("015_master_key_check").migrateToLatest()).error).toBeUndefined();
       // A payment settled twice before the upgrade (the fault issue 20 fixes): two net legs.
       const [first, second] = [hex(32), hex(32)];
