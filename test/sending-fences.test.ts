@@ -95,6 +95,36 @@ describe("a payout claimed for sending", () => {
   });
 });
 
+describe("a wallet's nonce", () => {
+  it("is held by one primary transaction; a second one at it is told apart as 'nonce taken'", async () => {
+    const t = await startTestApp();
+    try {
+      const tx = (hash: string): sent.NewTransaction => ({
+        txHash: hash as `0x${string}`,
+        raw: "0x00",
+        nonce: 7,
+        token: "ETH",
+        purpose: "payout",
+        replaces: null,
+        from: "0x1111111111111111111111111111111111111111",
+        to: "0x2222222222222222222222222222222222222222",
+        amount: 1n,
+        paymentId: null,
+        payoutId: null,
+      });
+      await sent.recordTransaction(t.database.db, "live", tx(hex(32)));
+      const second = await sent.recordTransaction(t.database.db, "live", tx(hex(32))).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      expect(sent.isNonceTaken(second)).toBe(true);
+      expect(sent.isNonceTaken(new Error("another failure"))).toBe(false);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe("migration 016", () => {
   it("keeps a payment's first settlement legs and marks the later ones, then makes legs unique", async () => {
     const { db, close } = await openDatabase({});

@@ -231,3 +231,9 @@ export async function payoutTransaction(
     .executeTakeFirst();
   return row && { txHash: row.tx_hash as Hex, status: row.status, error: row.error };
 }
+
+/** The unique nonce index refused a record: another transaction holds that nonce already. */
+export function isNonceTaken(err: unknown): boolean {
+  const e = err as { code?: unknown; constraint?: unknown } | undefined;
+  return e?.code === "23505" && e.constraint === "chain_transactions_nonce";
+}

@@ -258,20 +258,31 @@ export class TransactionSender {
           };
         }),
       );
-    let recorded: sent.NewTransaction[];
     const { claim, guard } = options;
-    if (claim) {
-      recorded = await sign(known ?? (await sent.nextRecordedNonce(this.#db, environment, from)));
-      if (!(await sent.recordClaimed(this.#db, environment, recorded, claim))) {
-        throw new RecordRefused("the send's claim returned nothing: nothing recorded, nothing sent");
+    const record = async (next: number | undefined): Promise<sent.NewTransaction[]> => {
+      if (claim) {
+        const txs = await sign(next ?? (await sent.nextRecordedNonce(this.#db, environment, from)));
+        if (!(await sent.recordClaimed(this.#db, environment, txs, claim))) {
+          throw new RecordRefused("the send's claim returned nothing: nothing recorded, nothing sent");
+        }
+        return txs;
       }
-    } else {
-      recorded = await this.#db.transaction().execute(async (trx) => {
+      return this.#db.transaction().execute(async (trx) => {
         await guard?.(trx);
-        const txs = await sign(known ?? (await sent.nextRecordedNonce(trx, environment, from)));
+        const txs = await sign(next ?? (await sent.nextRecordedNonce(trx, environment, from)));
         for (const tx of txs) await sent.recordTransaction(trx, environment, tx);
         return txs;
       });
+    };
+    let recorded: sent.NewTransaction[];
+    try {
+      recorded = await record(known);
+    } catch (err) {
+      // The nonce kept in memory was taken after all (the wallet's lock was lost unseen, its
+      // session ended): nothing was recorded; once more with the nonce the database says.
+      if (known === undefined || !sent.isNonceTaken(err)) throw err;
+      this.#log.warn({ from, nonce: known }, "the wallet's kept nonce was taken; reading it again");
+      recorded = await record(undefined);
     }
     const last = recorded.at(-1);
     if (last) this.#nextNonce.set(wallet, last.nonce + 1);

@@ -13,17 +13,23 @@ import { sessionLockPool } from "./database.ts";
 //
 // A burst of one key's turns takes the lock once: it is kept while turns are waiting, and for
 // LINGER_MS after the last (the next payout of a wallet usually follows within that), up to
-// MAX_TURNS_PER_LOCK turns, so that another instance's turns get it in between. A task is told
+// MAX_TURNS_PER_LOCK turns and MAX_HOLD_MS, so that another instance's turns get it in between. A task is told
 // whether the lock was taken for its turn: only then may state another instance could have
 // changed (a wallet's last nonce) have changed since the previous turn.
 // The embedded database is one process's alone: the queue is all the ordering it needs.
 
 const MAX_TURNS_PER_LOCK = 16;
 const LINGER_MS = 25;
+/**
+ * A kept lock is given up after this long: its session is idle all along (the turns' queries run
+ * on the main pool), and PostgreSQL ends sessions idle for 60 s, which would lose the lock unseen.
+ */
+const MAX_HOLD_MS = 20_000;
 
 interface HeldLock {
   client: pg.PoolClient;
   turns: number;
+  since: number;
   linger: NodeJS.Timeout | undefined;
 }
 
@@ -76,13 +82,13 @@ export class SessionTurns {
       client.release(err instanceof Error ? err : true);
       throw err;
     }
-    const held: HeldLock = { client, turns: 1, linger: undefined };
+    const held: HeldLock = { client, turns: 1, since: Date.now(), linger: undefined };
     this.#held.set(name, held);
     return { held, fresh: true };
   }
 
   #afterTurn(name: string, held: HeldLock): void {
-    if (held.turns >= MAX_TURNS_PER_LOCK) {
+    if (held.turns >= MAX_TURNS_PER_LOCK || Date.now() - held.since > MAX_HOLD_MS) {
       this.#release(name, held);
       return;
     }
