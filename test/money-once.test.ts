@@ -379,6 +379,54 @@ describe("a payment is settled once", () => {
     );
   }, 60_000);
 
+  it("pays no one when the node refuses its net leg: the fee leg is cancelled too, never sent", async () => {
+    let refused = false;
+    const proxy = await startRpcProxy(devnet.rpcUrl, async ({ method }) => {
+      if (method !== "eth_sendRawTransaction" || refused) return undefined;
+      refused = true;
+      return refusal;
+    });
+    try {
+      const t = await app({ LIVE_RPC_URL: proxy.url });
+      const { ws, id, merchant } = await confirmedPayment(t);
+      const network = t.app.ctx.networks.live;
+      const sender = t.app.ctx.senders.live;
+      if (!network || !sender) throw new Error("no live network");
+      const treasury = network.treasuryAddress;
+      const treasuryBefore = await usdcBalance(treasury);
+      const settlement = new Settlement(
+        t.database.db,
+        network,
+        sender,
+        t.app.services.workspaces,
+        t.app.ctx.log,
+        t.app.ctx.now,
+      );
+      await settlement.tick();
+      // Later ticks (past the reconciler's rebroadcast age) send nothing more.
+      await sleep(3_500);
+      await settlement.tick();
+      await settlement.tick();
+      const payment = await t.database.db
+        .selectFrom("payments")
+        .select(["status", "failure_reason"])
+        .where("id", "=", id)
+        .executeTakeFirstOrThrow();
+      expect(payment.status).toBe("failed");
+      expect(await usdcBalance(merchant)).toBe(0n);
+      expect(await usdcBalance(treasury)).toBe(treasuryBefore);
+      expect(await usdcBalance(ws.eoaAddress)).toBe(USDC("20"));
+      expect((await recordedFor(t, ws)).map((r) => [Number(r.nonce), r.purpose, r.status])).toEqual([
+        [0, "cancel", "mined"],
+        [0, "settlement_net", "replaced"],
+        [1, "cancel", "mined"],
+        [1, "settlement_fee", "replaced"],
+      ]);
+    } finally {
+      await proxy.close();
+    }
+  }, 60_000);
+
   it("a worker that does not hold the chain job's lease records and sends nothing", async () => {
     const t = await app();
     const { id, merchant } = await confirmedPayment(t);

@@ -126,6 +126,33 @@ export async function toBroadcast(
   }));
 }
 
+/** Records `signed`, a 0-ETH transaction from `from` to itself, as the cancellation of `tx`. */
+export async function recordCancellation(
+  db: Db,
+  environment: Environment,
+  from: Hex,
+  tx: RecordedTransaction,
+  signed: { hash: Hex; raw: Hex },
+): Promise<RecordedTransaction> {
+  const cancel = {
+    txHash: signed.hash,
+    raw: signed.raw,
+    nonce: tx.nonce,
+    token: "ETH" as const,
+    purpose: "cancel",
+    replaces: tx.txHash,
+  };
+  await recordTransaction(db, environment, {
+    ...cancel,
+    from,
+    to: from,
+    amount: 0n,
+    paymentId: null,
+    payoutId: null,
+  });
+  return cancel;
+}
+
 /** The cancelling transaction recorded for `txHash`, if any. */
 export async function cancellationOf(db: Db, txHash: Hex): Promise<RecordedTransaction | undefined> {
   const row = await db

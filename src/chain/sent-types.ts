@@ -23,6 +23,11 @@ export interface SubmitOptions {
    * round trip, no transaction): no row, no record (RecordRefused).
    */
   claim?: RawBuilder<unknown>;
+  /**
+   * The transfers are legs of one whole (a settlement's net and fee): once one is refused, the
+   * ones after it are cancelled instead of sent.
+   */
+  together?: boolean;
 }
 
 /** The claim of a record returned nothing: nothing was recorded or sent. */

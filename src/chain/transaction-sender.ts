@@ -13,14 +13,6 @@ import {
   submittedOf,
 } from "./sent-types.ts";
 
-export {
-  type OutgoingTransfer,
-  RecordRefused,
-  type SentTransfer,
-  type SubmitOptions,
-  type SubmittedTransfer,
-};
-
 // Nonce-ordered sending from service-held wallets, by any number of instances. Every transaction
 // is signed with an explicit nonce and recorded BEFORE it is broadcast, so a crash can neither
 // lose it nor send a second one. A wallet's transactions are signed, recorded and broadcast under
@@ -37,6 +29,7 @@ const RECEIPT_TIMEOUT_MS = 60_000;
 const REBROADCAST_AFTER_MS = 3_000;
 const NOT_SENT_AFTER_REFUSAL = "not sent yet: an earlier transaction of its wallet could not be sent";
 const CANCELLED = "its nonce was taken by a cancelling transaction";
+const WITHDRAWN = "not sent: an earlier transfer sent with it was refused";
 
 export class TransactionSender {
   readonly #db: Db;
@@ -99,6 +92,13 @@ export class TransactionSender {
       for (const [i, tx] of recorded.entries()) {
         const refusal = await this.#sendRecorded(privateKey, from, tx);
         submitted.push(submittedOf(tx, refusal));
+        if (refusal && options.together) {
+          // Legs of one whole: the ones after a refused leg are cancelled, never paid without it.
+          for (const later of recorded.slice(i + 1)) {
+            submitted.push(submittedOf(later, await this.#withdraw(privateKey, from, later)));
+          }
+          break;
+        }
         if (refusal && refusal.cancelHash === null) {
           // Its nonce is still open: the later ones cannot be mined before it. They stay
           // recorded; the reconciler and the wallet's next send broadcast them once it is filled.
@@ -133,7 +133,8 @@ export class TransactionSender {
       }
       // The cancellation is mined: the refused transaction can never be.
       await this.#cancellationMined(cancelHash, cancelled, tx.txHash);
-      results.push({ ...result, status: "reverted", error: `refused by the node: ${reason}; ${CANCELLED}` });
+      const why = reason === WITHDRAWN ? reason : `refused by the node: ${reason}`;
+      results.push({ ...result, status: "reverted", error: `${why}; ${CANCELLED}` });
     }
     return results;
   }
@@ -350,27 +351,24 @@ export class TransactionSender {
     return true;
   }
 
+  /**
+   * Cancels a recorded leg never broadcast because one before it was refused. The cancellation is
+   * recorded even if the node cannot take it yet, so the reconciler sends it, never the leg.
+   */
+  async #withdraw(privateKey: Hex, from: Hex, tx: sent.RecordedTransaction) {
+    const cancelHash = await this.#cancel(privateKey, from, tx).catch((err: unknown) => {
+      this.#log.error({ err, txHash: tx.txHash }, "withdrawing a transaction failed; it stays open");
+      return null;
+    });
+    return { reason: WITHDRAWN, cancelHash };
+  }
+
   /** Takes `tx`'s nonce with a recorded cancelling transaction; its hash once broadcast, else null. */
   async #cancel(privateKey: Hex, from: Hex, tx: sent.RecordedTransaction): Promise<Hex | null> {
     let cancel = await sent.cancellationOf(this.#db, tx.txHash);
     if (!cancel) {
       const signed = await this.#network.signCancel(privateKey, from, tx.raw, await this.#network.fees());
-      cancel = {
-        txHash: signed.hash,
-        raw: signed.raw,
-        nonce: tx.nonce,
-        token: "ETH",
-        purpose: "cancel",
-        replaces: tx.txHash,
-      };
-      await sent.recordTransaction(this.#db, this.#network.environment, {
-        ...cancel,
-        from,
-        to: from,
-        amount: 0n,
-        paymentId: null,
-        payoutId: null,
-      });
+      cancel = await sent.recordCancellation(this.#db, this.#network.environment, from, tx, signed);
     }
     const refusal = await this.#broadcast(cancel);
     if (refusal === null) return cancel.txHash;

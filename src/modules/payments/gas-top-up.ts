@@ -1,7 +1,8 @@
 import type { FastifyBaseLogger } from "fastify";
 import { privateKeyToAccount } from "viem/accounts";
 import type { Hex, Network } from "../../chain/network.ts";
-import type { SubmitOptions, TransactionSender } from "../../chain/transaction-sender.ts";
+import type { SubmitOptions } from "../../chain/sent-types.ts";
+import type { TransactionSender } from "../../chain/transaction-sender.ts";
 import type { NetworkConfig } from "../../config.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 

@@ -151,6 +151,7 @@ export class Settlement {
     let sent: Awaited<ReturnType<TransactionSender["send"]>>;
     try {
       sent = await this.#sender.send(key, from, transfers, {
+        together: true,
         guard: async (trx) => {
           await this.#stillDue(trx, payment.id);
         },

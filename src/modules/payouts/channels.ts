@@ -1,12 +1,9 @@
 import type { RawBuilder } from "kysely";
 import type { PreparedOperation, SmartAccounts } from "../../chain/evm/smart-accounts.ts";
 import type { ChainToken, Hex, Network } from "../../chain/network.ts";
+import { RecordRefused, type SubmittedTransfer } from "../../chain/sent-types.ts";
 import { type LedgerTransfer, type SimulatedLedger, sandboxTxHash } from "../../chain/simulated/ledger.ts";
-import {
-  RecordRefused,
-  type SubmittedTransfer,
-  type TransactionSender,
-} from "../../chain/transaction-sender.ts";
+import type { TransactionSender } from "../../chain/transaction-sender.ts";
 
 // Where a payout's money moves: the sandbox's simulated ledger, or a live network through the
 // nonce-ordered, record-before-broadcast sender. The payout service sees only this interface.
