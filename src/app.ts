@@ -91,6 +91,9 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     routerOptions: { ignoreTrailingSlash: true },
     // Errors Fastify raises before routing (a malformed %-escape in the URL) get our body too.
     frameworkErrors: answerFrameworkError,
+    // Behind a load balancer, request.ip is the client X-Forwarded-For names, but only when the
+    // connection comes from a proxy the operator listed (anyone can send the header).
+    trustProxy: deps.config.trustProxy.length > 0 ? deps.config.trustProxy : false,
   }).withTypeProvider<TypeBoxTypeProvider>();
   const inFlight = new InFlight();
   registerGracefulClose(http, inFlight);

@@ -17,6 +17,19 @@ describe("loadConfig", () => {
     expect(config.dataDir.endsWith("/data")).toBe(true);
   });
 
+  it("reads TRUST_PROXY as addresses and CIDR ranges, and refuses anything else", () => {
+    expect(loadConfig({}).trustProxy).toEqual([]);
+    expect(loadConfig({ TRUST_PROXY: "10.0.0.0/8, 127.0.0.1,::1" }).trustProxy).toEqual([
+      "10.0.0.0/8",
+      "127.0.0.1",
+      "::1",
+    ]);
+    expect(() => loadConfig({ TRUST_PROXY: "10.0.0.0/8,proxy.internal" })).toThrow(
+      'TRUST_PROXY must list IP addresses or CIDR ranges separated by commas, got "proxy.internal"',
+    );
+    expect(() => loadConfig({ TRUST_PROXY: "true" })).toThrow(ConfigError);
+  });
+
   it("turns prepared statements off with DATABASE_PREPARED_STATEMENTS=false", () => {
     expect(loadConfig({ DATABASE_PREPARED_STATEMENTS: "false" }).databasePreparedStatements).toBe(false);
     expect(loadConfig({ DATABASE_PREPARED_STATEMENTS: "true" }).databasePreparedStatements).toBe(true);

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { parseEnv } from "node:util";
+import ipaddr from "ipaddr.js";
 import { parseMasterKey } from "./platform/secrets/encryption.ts";
 
 // Every environment variable the service reads, parsed and validated in one place. A bad value
@@ -57,6 +58,11 @@ export interface Config {
   masterKey: string | undefined;
   accountSettlementAddress: string | undefined;
   redisUrl: string | undefined;
+  /**
+   * Addresses or CIDR ranges of the reverse proxies in front of the service: a request from one
+   * of them is counted (rate limits, failed authentication) by the client its X-Forwarded-For names.
+   */
+  trustProxy: string[];
   rateLimit: { windowMs: number; sandbox: number; live: number };
   logLevel: string;
   role: "all" | "api" | "worker";
@@ -116,6 +122,20 @@ function url(env: Env, name: string, protocols: string[]): string | undefined {
     throw new ConfigError(`${name} must use ${protocols.join(" or ")}`);
   }
   return value;
+}
+
+function trustedProxies(env: Env): string[] {
+  const raw = optional(env, "TRUST_PROXY");
+  if (raw === undefined) return [];
+  const entries = raw.split(",").map((entry) => entry.trim());
+  for (const entry of entries) {
+    if (!ipaddr.isValid(entry) && !ipaddr.isValidCIDR(entry)) {
+      throw new ConfigError(
+        `TRUST_PROXY must list IP addresses or CIDR ranges separated by commas, got "${entry}"`,
+      );
+    }
+  }
+  return entries;
 }
 
 /**
@@ -272,6 +292,7 @@ export function loadConfig(rawEnv: Env = process.env): Config {
     masterKey: masterKey(env, databaseUrl),
     accountSettlementAddress,
     redisUrl: url(env, "REDIS_URL", ["redis:", "rediss:"]),
+    trustProxy: trustedProxies(env),
     rateLimit: {
       windowMs: integer(env, "RATE_LIMIT_WINDOW_SECONDS", 60, 1, 86_400) * 1000,
       sandbox: integer(env, "RATE_LIMIT_SANDBOX", 100, 1, 10_000_000),

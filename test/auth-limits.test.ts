@@ -158,3 +158,42 @@ describe("failed authentication per client address", () => {
     expect((await listKeys(address, wrongKey(51))).statusCode).toBe(401);
   });
 });
+
+describe("behind a reverse proxy (TRUST_PROXY)", () => {
+  const PROXY = "198.51.100.1";
+  let proxied: TestApp;
+  beforeAll(async () => {
+    proxied = await startTestApp({ TRUST_PROXY: `${PROXY},10.0.0.0/8` });
+  });
+  afterAll(async () => proxied?.close());
+
+  const via = (remoteAddress: string, client: string, token: string) =>
+    proxied.request({
+      method: "POST",
+      url: "/api/v1/workspaces",
+      headers: { ...bearer(token), "x-forwarded-for": client },
+      payload: { name: "Proxied" },
+      remoteAddress,
+    });
+
+  it("counts failures per client the trusted proxy names, so one client cannot lock the admin secret out for all", async () => {
+    const attacker = "203.0.113.200";
+    for (let i = 0; i < FAILURES_ALLOWED; i++) {
+      expect((await via(PROXY, attacker, `wrong-admin-secret-${i}`)).statusCode).toBe(401);
+    }
+    expectLimited(await via(PROXY, attacker, ADMIN_SECRET), "the attacker, through the proxy");
+    // The operator comes through the same proxy (and a second one of the listed range).
+    const operator = await via(PROXY, "203.0.113.201", ADMIN_SECRET);
+    expect(operator.statusCode, operator.body).toBe(201);
+    expect((await via("10.1.2.3", "203.0.113.202", ADMIN_SECRET)).statusCode).toBe(201);
+  });
+
+  it("ignores X-Forwarded-For from an address it does not trust: a client cannot pick its own address", async () => {
+    const direct = "203.0.113.210";
+    for (let i = 0; i < FAILURES_ALLOWED; i++) {
+      const res = await via(direct, `192.0.2.${i}`, `wrong-admin-secret-${i}`);
+      expect(res.statusCode, `failure ${i + 1}`).toBe(401);
+    }
+    expectLimited(await via(direct, "192.0.2.99", ADMIN_SECRET), "a new forwarded address, same connection");
+  });
+});
