@@ -37,6 +37,7 @@ const FINDINGS = [
   "database disagrees with the chain",
   "GET /api/v1/payouts disagrees with the chain",
   "replay did not return the original txHash",
+  "a nonce of the wallet not matched to exactly one record",
 ] as const;
 type Finding = (typeof FINDINGS)[number];
 
@@ -72,6 +73,44 @@ async function createWorkspace(on: ServiceProcess, name: string) {
   const workspace = created.json.workspace as { id: string; eoa: { address: string } };
   const liveKey = (created.json.apiKeys as { live: { key: string } }).live.key;
   return { id: workspace.id, eoa: workspace.eoa.address, liveKey };
+}
+
+/**
+ * Every transaction the wallet has mined, against what the database recorded: each nonce used on
+ * chain must be exactly one recorded transaction with that hash and a receipt (mined or failed),
+ * and that record must belong to a payout or a settlement leg, or cancel one that does. The
+ * mismatches, as text (none expected).
+ */
+async function unmatchedNonces(wallet: string): Promise<string[]> {
+  const onChain = new Map<number, string>();
+  const head = await chain.getBlockNumber();
+  for (let n = 0n; n <= head; n++) {
+    const block = await chain.getBlock({ blockNumber: n, includeTransactions: true });
+    for (const tx of block.transactions) {
+      if (tx.from.toLowerCase() === wallet.toLowerCase()) onChain.set(tx.nonce, tx.hash);
+    }
+  }
+  const records = await database.db
+    .selectFrom("chain_transactions")
+    .select(["nonce", "tx_hash", "status", "purpose", "payout_id", "payment_id", "replaces_tx_hash"])
+    .where("from_address", "=", wallet)
+    .execute();
+  const owners = new Map(records.map((r) => [r.tx_hash, r.payout_id ?? r.payment_id]));
+  const mismatches: string[] = [];
+  const used = await chain.getTransactionCount({ address: wallet as `0x${string}` });
+  if (onChain.size !== used) mismatches.push(`${onChain.size} transactions found for ${used} nonces`);
+  for (const [nonce, hash] of onChain) {
+    const withReceipt = records.filter(
+      (r) => Number(r.nonce) === nonce && (r.status === "mined" || r.status === "failed"),
+    );
+    const record = withReceipt[0];
+    // A cancellation belongs to what the transaction it took the nonce of belonged to.
+    const owner = record && owners.get(record.replaces_tx_hash ?? record.tx_hash);
+    if (withReceipt.length !== 1 || record?.tx_hash !== hash || !owner) {
+      mismatches.push(`nonce ${nonce}: ${hash} on chain; recorded ${JSON.stringify(withReceipt)}`);
+    }
+  }
+  return mismatches;
 }
 
 const chainLease = () =>
@@ -186,6 +225,9 @@ describe.skipIf(!process.env.DATABASE_URL)("two instances on one PostgreSQL and 
           `${label}; replay ${replay.status} ${JSON.stringify(replay.json).slice(0, 160)}`,
         );
     }
+    findings["a nonce of the wallet not matched to exactly one record"] = await unmatchedNonces(
+      workspace.eoa,
+    );
     const paidTotal = (await Promise.all(destinations.map((destination) => usdcBalance(destination)))).reduce(
       (sum, value) => sum + value,
       0n,
@@ -291,6 +333,7 @@ describe.skipIf(!process.env.DATABASE_URL)("two instances on one PostgreSQL and 
         merchantsPaidOtherThanOnce: received.filter((r) => r !== USDC("1.97")).map(String),
         treasuryReceived: (await usdcBalance(treasury)) - treasuryBefore,
         leftOnTheWallet: await usdcBalance(workspace.eoa),
+        unmatchedNonces: await unmatchedNonces(workspace.eoa),
         legsReverted: (
           await database.db
             .selectFrom("chain_transactions")
@@ -315,6 +358,7 @@ describe.skipIf(!process.env.DATABASE_URL)("two instances on one PostgreSQL and 
       merchantsPaidOtherThanOnce: [],
       treasuryReceived: USDC("0.03") * BigInt(PAYMENTS),
       leftOnTheWallet: USDC("100"),
+      unmatchedNonces: [],
       legsReverted: 0,
       legsPerPaymentAndPurpose: 1,
     });
