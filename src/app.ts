@@ -38,15 +38,19 @@ import { WebhooksService } from "./modules/webhooks/service.ts";
 import { workspacesRoutes } from "./modules/workspaces/routes.ts";
 import { WorkspacesService } from "./modules/workspaces/service.ts";
 import { InFlight } from "./platform/concurrency/in-flight.ts";
-import type { Db } from "./platform/db/database.ts";
+import { type Db, poolStats } from "./platform/db/database.ts";
 import { registerAuth } from "./platform/http/auth.ts";
 import { answerFrameworkError, registerErrorHandling } from "./platform/http/error-handler.ts";
 import { registerGracefulClose } from "./platform/http/graceful-close.ts";
 import { parseJsonBody } from "./platform/http/input-rules.ts";
 import { registerRateLimit } from "./platform/http/rate-limit.ts";
+import { type ReadinessChecks, registerReadiness } from "./platform/http/readiness.ts";
+import { registerRequestId, requestIdOf } from "./platform/http/request-id.ts";
 import { registerValidation } from "./platform/http/validation.ts";
-import { loggerOptions } from "./platform/log/scrub.ts";
+import { loggerOptions, urlScrubber } from "./platform/log/scrub.ts";
 import { createMailer, type Mailer } from "./platform/mail/mailer.ts";
+import { Metrics } from "./platform/metrics/metrics.ts";
+import { registerMetrics } from "./platform/metrics/routes.ts";
 import type { SecretBox } from "./platform/secrets/encryption.ts";
 
 export interface AppDependencies {
@@ -63,6 +67,7 @@ export interface AppDependencies {
 export interface App {
   http: FastifyInstance;
   ctx: AppContext;
+  metrics: Metrics;
   services: {
     workspaces: WorkspacesService;
     keys: KeysService;
@@ -91,12 +96,17 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     routerOptions: { ignoreTrailingSlash: true },
     // Errors Fastify raises before routing (a malformed %-escape in the URL) get our body too.
     frameworkErrors: answerFrameworkError,
+    genReqId: requestIdOf,
     // Behind a load balancer, request.ip is the client X-Forwarded-For names, but only when the
     // connection comes from a proxy the operator listed (anyone can send the header).
     trustProxy: deps.config.trustProxy.length > 0 ? deps.config.trustProxy : false,
   }).withTypeProvider<TypeBoxTypeProvider>();
   const inFlight = new InFlight();
   registerGracefulClose(http, inFlight);
+  registerRequestId(http);
+  const { token: metricsToken, port: metricsPort } = deps.config.metrics;
+  const metrics = new Metrics(metricsToken !== undefined || metricsPort !== undefined);
+  registerMetrics(http, metrics, metricsToken);
 
   const networks: AppContext["networks"] = {};
   const senders: AppContext["senders"] = {};
@@ -115,6 +125,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     senders,
     now: deps.now ?? (() => new Date()),
     inFlight,
+    metrics,
   };
   const workspaces = new WorkspacesService(ctx);
   const keys = new KeysService(ctx);
@@ -174,6 +185,12 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     },
   );
   const wallet = new WalletService(ctx, workspaces, channels, ledger);
+  const scrub = urlScrubber(deps.config);
+  metrics.setSources({
+    pausedWorkspaces: () => payouts.pausedWorkspaces(),
+    webhookBacklog: () => webhooks.backlog(),
+    pools: () => poolStats(deps.db),
+  });
 
   registerErrorHandling(http);
   registerValidation(http);
@@ -218,14 +235,16 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   await registerRateLimit(http, { ...deps.config.rateLimit, redisUrl: deps.config.redisUrl });
 
   http.get("/health", { config: { auth: "none" }, schema: { hide: true } }, async () => ({ status: "ok" }));
-  http.get("/ready", { config: { auth: "none" }, schema: { hide: true } }, async (_request, reply) => {
-    try {
-      await sql`SELECT 1`.execute(deps.db);
-      return { status: "ready" };
-    } catch {
-      return reply.status(503).send({ status: "unavailable", error: "Database is not answering" });
-    }
-  });
+  const checks: ReadinessChecks = { database: () => sql`SELECT 1`.execute(deps.db) };
+  for (const environment of ENVIRONMENTS) {
+    const network = networks[environment];
+    if (network) checks[`${environment}.rpc`] = () => network.head();
+    const accounts = smartAccountsByEnv[environment];
+    if (accounts) checks[`${environment}.bundler`] = () => accounts.bundlerAnswers();
+  }
+  registerReadiness(http, checks, (err) =>
+    scrub(err instanceof Error ? (err.message.split("\n")[0] ?? "") : String(err)),
+  );
   http.get("/openapi.json", { config: { auth: "none" }, schema: { hide: true } }, async () => http.swagger());
 
   await http.register(workspacesRoutes(workspaces));
@@ -241,6 +260,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   return {
     http,
     ctx,
+    metrics,
     services: {
       workspaces,
       keys,

@@ -6,6 +6,7 @@ import { WorkspacesService } from "./modules/workspaces/service.ts";
 import { InFlight } from "./platform/concurrency/in-flight.ts";
 import { ApiError } from "./platform/http/errors.ts";
 import { loggerOptions, urlScrubber } from "./platform/log/scrub.ts";
+import { Metrics } from "./platform/metrics/metrics.ts";
 
 // `npm run cli -- workspace create --name NAME [--email E] [--settlement-address 0x…] [--password P]`
 // prints the same JSON as POST /api/v1/workspaces, for a first user with no ADMIN_SECRET.
@@ -50,6 +51,7 @@ async function main(argv: string[]): Promise<number> {
       senders: {},
       now: () => new Date(),
       inFlight: new InFlight(),
+      metrics: new Metrics(false),
     });
     const created = await service.create({
       name: values.name,

@@ -64,6 +64,11 @@ export interface Config {
    */
   trustProxy: string[];
   rateLimit: { windowMs: number; sandbox: number; live: number };
+  /**
+   * Prometheus metrics: served at /metrics to a bearer `token`, and/or on a listener of their own
+   * (`port` on `host`, loopback by default). Neither set: nothing is collected.
+   */
+  metrics: { token: string | undefined; port: number | undefined; host: string };
   logLevel: string;
   role: "all" | "api" | "worker";
   smtpUrl: string | undefined;
@@ -122,6 +127,14 @@ function url(env: Env, name: string, protocols: string[]): string | undefined {
     throw new ConfigError(`${name} must use ${protocols.join(" or ")}`);
   }
   return value;
+}
+
+function metrics(env: Env): Config["metrics"] {
+  const token = optional(env, "METRICS_TOKEN");
+  if (token !== undefined && token.length < 16)
+    throw new ConfigError("METRICS_TOKEN must be at least 16 characters");
+  const port = integer(env, "METRICS_PORT", -1, 1, 65535);
+  return { token, port: port === -1 ? undefined : port, host: optional(env, "METRICS_HOST") ?? "127.0.0.1" };
 }
 
 function trustedProxies(env: Env): string[] {
@@ -298,6 +311,7 @@ export function loadConfig(rawEnv: Env = process.env): Config {
       sandbox: integer(env, "RATE_LIMIT_SANDBOX", 100, 1, 10_000_000),
       live: integer(env, "RATE_LIMIT_LIVE", 1000, 1, 10_000_000),
     },
+    metrics: metrics(env),
     logLevel: optional(env, "LOG_LEVEL") ?? "info",
     role,
     smtpUrl: url(env, "SMTP_URL", ["smtp:", "smtps:"]),

@@ -4,6 +4,7 @@ import type { TransactionSender } from "./chain/transaction-sender.ts";
 import type { Config, Environment } from "./config.ts";
 import type { InFlight } from "./platform/concurrency/in-flight.ts";
 import type { Db } from "./platform/db/database.ts";
+import type { Metrics } from "./platform/metrics/metrics.ts";
 import type { SecretBox } from "./platform/secrets/encryption.ts";
 
 /** What every module's service is built from: configuration, the database and shared tools. */
@@ -20,4 +21,6 @@ export interface AppContext {
   now: () => Date;
   /** Requests being answered and writes nobody awaits: shutdown waits for them (graceful-close.ts). */
   inFlight: InFlight;
+  /** Counters and gauges for Prometheus (platform/metrics); inert when metrics are off. */
+  metrics: Metrics;
 }

@@ -2,6 +2,7 @@ import { buildApp } from "./app.ts";
 import { openRuntime } from "./bootstrap.ts";
 import { type Config, ConfigError, loadConfig } from "./config.ts";
 import { urlScrubber } from "./platform/log/scrub.ts";
+import { startMetricsServer } from "./platform/metrics/routes.ts";
 import { createWorkers } from "./workers.ts";
 
 // Process entry: config → database → app → listen; SIGTERM/SIGINT close the HTTP server first
@@ -18,6 +19,11 @@ async function main(): Promise<void> {
   const log = app.http.log;
   // Background work runs beside the API unless ROLE splits them (ARCHITECTURE.md).
   const workers = config.role === "api" ? undefined : createWorkers(app);
+  // Every role has its metrics; a worker serves no API, so this listener is its only one.
+  const metricsServer =
+    config.metrics.port === undefined
+      ? undefined
+      : await startMetricsServer(app.metrics, config.metrics.host, config.metrics.port);
 
   let stopping = false;
   const stop = async (signal: string) => {
@@ -32,6 +38,7 @@ async function main(): Promise<void> {
     try {
       await app.http.close();
       await workers?.stop();
+      await metricsServer?.close();
       await database.close();
       log.info("stopped");
       process.exit(0);
@@ -46,7 +53,11 @@ async function main(): Promise<void> {
   if (config.role !== "worker") await app.http.listen({ port: config.port, host: config.host });
   workers?.start();
   log.info(
-    { database: database.kind, dataDir: database.kind === "pglite" ? config.dataDir : undefined },
+    {
+      database: database.kind,
+      dataDir: database.kind === "pglite" ? config.dataDir : undefined,
+      metrics: metricsServer?.url,
+    },
     `service ready at ${config.publicBaseUrl}`,
   );
 }

@@ -31,7 +31,7 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
       name: "payments.expiry",
       intervalMs: EXPIRY_INTERVAL_MS,
       tick: async () => {
-        await expireDuePayments(ctx.db, ctx.now());
+        await expireDuePayments(ctx.db, ctx.now(), ctx.metrics);
       },
     }),
   ];
@@ -46,11 +46,14 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
     const watcher = new ChainWatcher(ctx.db, network, ctx.log, ctx.now, {
       ignoredSenders: funder,
       pollIntervalMs: config.pollIntervalMs,
+      metrics: ctx.metrics,
     });
     // The jobs are made first: settlement and top-ups fence their sends on their job's lease.
     const chainJob: PeriodicJob = new PeriodicJob(ctx.db, ctx.log, {
       name: `chain.${network.environment}`,
       intervalMs: config.pollIntervalMs,
+      // Another instance leads the chain job: its watcher's lag and tick age are the ones to report.
+      onNotLeading: () => ctx.metrics.chainWatcherStoodDown(network.environment),
       tick: async () => {
         await watcher.tick();
         await settlement.tick(); // reconciles every recorded transaction first
@@ -61,25 +64,20 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
       name: `gas-top-up.${network.environment}`,
       intervalMs: GAS_TOP_UP_INTERVAL_MS,
       tick: async () => {
-        await topUpGas(network, config, sender, app.services.workspaces, ctx.log, {
+        await topUpGas(network, config, sender, app.services.workspaces, ctx.log, ctx.metrics, {
           guard: (trx) => topUpJob.fence(trx),
         });
       },
     });
     const fence = (trx: Db) => chainJob.fence(trx);
     const topUp = (address: `0x${string}`, needed: bigint) =>
-      topUpWallet(network, config, sender, address, needed, ctx.log, { guard: fence });
-    const settlement = new Settlement(
-      ctx.db,
-      network,
-      sender,
-      app.services.workspaces,
-      ctx.log,
-      ctx.now,
+      topUpWallet(network, config, sender, address, needed, ctx.log, ctx.metrics, { guard: fence });
+    const settlement = new Settlement(ctx.db, network, sender, app.services.workspaces, ctx.log, ctx.now, {
       topUp,
-      config.accountAbstraction ? new SmartAccounts(config) : undefined,
+      smartAccounts: config.accountAbstraction ? new SmartAccounts(config) : undefined,
       fence,
-    );
+      metrics: ctx.metrics,
+    });
     jobs.push(chainJob, topUpJob);
   }
   return {

@@ -446,9 +446,7 @@ describe("a payment is settled once", () => {
         t.app.services.workspaces,
         t.app.ctx.log,
         t.app.ctx.now,
-        undefined,
-        undefined,
-        fence,
+        { fence },
       );
     // Another instance holds the lease.
     await t.database.db

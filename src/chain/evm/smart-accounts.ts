@@ -139,6 +139,11 @@ export class SmartAccounts {
   }
 
   /** The counterfactual address of the account the EOA owns (no transaction needed). */
+  /** Resolves once the bundler answers (the readiness check); throws when it does not. */
+  async bundlerAnswers(): Promise<void> {
+    await this.#bundler.getSupportedEntryPoints();
+  }
+
   async address(ownerKey: Hex): Promise<Hex> {
     return (await this.#account(ownerKey)).address;
   }

@@ -60,7 +60,7 @@ export class CardWebhooks {
       throw badRequest("Invalid signature");
     }
 
-    return this.#ctx.db.transaction().execute(async (trx) => {
+    const { answer, moved } = await this.#ctx.db.transaction().execute(async (trx) => {
       const payment = await this.#findPayment(trx, environment, event);
       const claimed = await trx
         .insertInto("card_events")
@@ -74,14 +74,20 @@ export class CardWebhooks {
         .onConflict((oc) => oc.column("event_id").doNothing())
         .returning("event_id")
         .executeTakeFirst();
-      if (!claimed) return { received: true, duplicate: true } as const;
+      if (!claimed) return { answer: { received: true, duplicate: true } as const };
 
-      const outcome = payment ? await this.#apply(trx, payment, event) : "unknown payment";
+      const applied = payment ? await this.#apply(trx, payment, event) : { outcome: "unknown payment" };
       if (!payment)
         this.#ctx.log.warn({ eventId: event.id, type: event.type }, "card event for no known payment");
-      await trx.updateTable("card_events").set({ outcome }).where("event_id", "=", event.id).execute();
-      return { received: true } as const;
+      await trx
+        .updateTable("card_events")
+        .set({ outcome: applied.outcome })
+        .where("event_id", "=", event.id)
+        .execute();
+      return { answer: { received: true } as const, moved: applied.moved };
     });
+    if (moved) this.#ctx.metrics.paymentsMoved([moved], moved.status);
+    return answer;
   }
 
   async #findPayment(
@@ -109,13 +115,18 @@ export class CardWebhooks {
     return query.forUpdate().executeTakeFirst();
   }
 
-  async #apply(trx: AppContext["db"], payment: PaymentRow, event: Stripe.Event): Promise<string> {
+  /** What the event did to the payment (card_events.outcome), and the payment if it moved. */
+  async #apply(
+    trx: AppContext["db"],
+    payment: PaymentRow,
+    event: Stripe.Event,
+  ): Promise<{ outcome: string; moved?: PaymentRow }> {
     const now = this.#ctx.now();
     const rule = SESSION_TRIGGERS[event.type];
     if (rule) {
       const session = event.data.object as Stripe.Checkout.Session;
       if (rule.needsPaid && session.payment_status !== "paid")
-        return `awaiting payment: payment_status is ${session.payment_status}`;
+        return { outcome: `awaiting payment: payment_status is ${session.payment_status}` };
       // Out of order (completed after expired, a replay after cancel): a final payment never moves.
       if (!transition(payment.status as PaymentStatus, rule.trigger).ok) {
         if (rule.needsPaid && payment.status !== "forwarded")
@@ -123,12 +134,11 @@ export class CardWebhooks {
             { paymentId: payment.id, eventId: event.id, status: payment.status },
             "card payment paid at the provider for a payment that is final here: refund it at the provider",
           );
-        return `ignored: payment is ${payment.status}`;
+        return { outcome: `ignored: payment is ${payment.status}` };
       }
       const changes =
         rule.trigger === "card_async_payment_failed" ? { failure_reason: ASYNC_FAILURE_REASON } : {};
-      await applyTransition(trx, payment, rule.trigger, now, changes);
-      return "applied";
+      return { outcome: "applied", moved: await applyTransition(trx, payment, rule.trigger, now, changes) };
     }
     if (event.type === "payment_intent.payment_failed") {
       // The payer may retry inside the same checkout: the payment stays pending (D5).
@@ -148,9 +158,9 @@ export class CardWebhooks {
         })
         .where("id", "=", payment.id)
         .execute();
-      return "recorded last payment error";
+      return { outcome: "recorded last payment error" };
     }
-    return `ignored: ${event.type} is not handled`;
+    return { outcome: `ignored: ${event.type} is not handled` };
   }
 }
 

@@ -5,6 +5,7 @@ import type { Environment } from "../../config.ts";
 import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
+import type { Metrics } from "../../platform/metrics/metrics.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import * as chainRepo from "./chain-repo.ts";
 import { batchTransition, emitPaymentEvents } from "./transitions.ts";
@@ -55,6 +56,7 @@ export class ChainWatcher {
   readonly #ignoredSenders: Set<string>;
   /** How long a tick keeps following the head (see HEAD_POLL_MS). */
   readonly #followMs: number;
+  readonly #metrics: Metrics | undefined;
 
   /**
    * `ignoredSenders`: the service's own funding accounts (gas top-ups are not payments).
@@ -66,8 +68,9 @@ export class ChainWatcher {
     network: Network,
     log: FastifyBaseLogger,
     now: () => Date,
-    options: { ignoredSenders?: readonly string[]; pollIntervalMs?: number } = {},
+    options: { ignoredSenders?: readonly string[]; pollIntervalMs?: number; metrics?: Metrics } = {},
   ) {
+    this.#metrics = options.metrics;
     this.#ignoredSenders = new Set((options.ignoredSenders ?? []).map((a) => a.toLowerCase()));
     this.#followMs = followTime(options.pollIntervalMs);
     this.#db = db;
@@ -85,7 +88,7 @@ export class ChainWatcher {
   async tick(): Promise<void> {
     const started = performance.now();
     let seen = await this.#network.head();
-    await this.#scan(seen.number);
+    let cursor = await this.#scan(seen.number);
     // Head reads at fixed offsets from the tick's start, so they stay HEAD_POLL_MS apart however
     // long a scan took (a slot a scan ran over is skipped).
     for (let at = started + HEAD_POLL_MS; at <= started + this.#followMs; at += HEAD_POLL_MS) {
@@ -95,12 +98,14 @@ export class ChainWatcher {
       const head = await this.#network.head();
       if (head.hash === seen.hash) continue;
       seen = head;
-      await this.#scan(head.number);
+      cursor = (await this.#scan(head.number)) ?? cursor;
     }
     await this.#confirm(seen.number);
+    if (cursor !== undefined) this.#metrics?.chainWatcherTicked(this.#environment, seen.number, cursor);
   }
 
-  async #scan(headNumber: bigint): Promise<void> {
+  /** Processes the blocks up to `headNumber`; the block the cursor is at afterwards. */
+  async #scan(headNumber: bigint): Promise<bigint | undefined> {
     const [stored, wallets, agentWallets] = await Promise.all([
       chainRepo.readCursor(this.#db, this.#environment),
       chainRepo.receivingAddresses(this.#db),
@@ -157,17 +162,21 @@ export class ChainWatcher {
             ordinal: ordinals[i] ?? 0,
           });
       });
-      await this.#db.transaction().execute(async (trx) => {
+      const detected = await this.#db.transaction().execute(async (trx) => {
         for (const [wallet, transfer] of forWallets) await this.#walletBalanceChanged(trx, wallet, transfer);
-        await this.#detect(trx, forPayments);
+        const detected = await this.#detect(trx, forPayments);
         await chainRepo.writeCursor(trx, this.#environment, toBlock.number, toBlock.hash);
+        return detected;
       });
+      this.#metrics?.paymentsMoved(detected, DETECT.to);
+      cursor = { block: toBlock.number, hash: toBlock.hash };
       from = to + 1n;
     }
+    return cursor.block;
   }
 
   /** Claims and matches a block range's transfers; records the detections' events with them. */
-  async #detect(trx: Db, transfers: chainRepo.ObservedTransfer[]): Promise<void> {
+  async #detect(trx: Db, transfers: chainRepo.ObservedTransfer[]): Promise<PaymentRow[]> {
     const results = await chainRepo.matchTransfers(
       trx,
       this.#environment,
@@ -186,6 +195,7 @@ export class ChainWatcher {
         "unmatched transfer recorded",
       );
     }
+    return detected;
   }
 
   /** A transfer into an agent or user wallet: wallet.balance.updated with the balances around it. */
@@ -227,7 +237,7 @@ export class ChainWatcher {
     );
     const plan = planConfirmations(detected, included, headNumber, this.#network.confirmations);
     if (plan.confirm.length + plan.move.length + plan.revert.length === 0) return;
-    await this.#db.transaction().execute(async (trx) => {
+    const { confirmed, reverted } = await this.#db.transaction().execute(async (trx) => {
       const now = this.#now();
       const confirmed = await chainRepo.confirmDetections(trx, plan.confirm, CONFIRM, now);
       if (CONFIRM.event) await emitPaymentEvents(trx, confirmed, CONFIRM.event);
@@ -240,7 +250,10 @@ export class ChainWatcher {
           { paymentId: row.id, txHash: revertedTx.get(row.id) },
           "detection reverted by a reorg",
         );
+      return { confirmed, reverted };
     });
+    this.#metrics?.paymentsMoved(confirmed, CONFIRM.to);
+    this.#metrics?.paymentsMoved(reverted, REVERT.to);
   }
 }
 

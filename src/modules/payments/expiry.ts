@@ -1,6 +1,7 @@
 import { sql } from "kysely";
 import type { Db } from "../../platform/db/database.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
+import type { Metrics } from "../../platform/metrics/metrics.ts";
 import { applyTransition } from "./transitions.ts";
 
 // Pending payments past their expiry become `expired` with payment.expired. The partial index
@@ -9,7 +10,7 @@ import { applyTransition } from "./transitions.ts";
 
 const BATCH = 500;
 
-export async function expireDuePayments(db: Db, now: Date): Promise<number> {
+export async function expireDuePayments(db: Db, now: Date, metrics?: Metrics): Promise<number> {
   let total = 0;
   for (;;) {
     const expired = await db.transaction().execute(async (trx) => {
@@ -21,9 +22,10 @@ export async function expireDuePayments(db: Db, now: Date): Promise<number> {
         FOR UPDATE SKIP LOCKED
       `.execute(trx);
       for (const row of due.rows) await applyTransition(trx, row, "expiry_elapsed", now);
-      return due.rows.length;
+      return due.rows;
     });
-    total += expired;
-    if (expired < BATCH) return total;
+    metrics?.paymentsMoved(expired, "expired");
+    total += expired.length;
+    if (expired.length < BATCH) return total;
   }
 }

@@ -4,6 +4,7 @@ import type { Hex, Network } from "../../chain/network.ts";
 import type { SubmitOptions } from "../../chain/sent-types.ts";
 import type { TransactionSender } from "../../chain/transaction-sender.ts";
 import type { NetworkConfig } from "../../config.ts";
+import type { Metrics } from "../../platform/metrics/metrics.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 
 // Keeps workspace EOAs able to pay gas for ERC-20 settlements and payouts: an EOA below the
@@ -16,6 +17,7 @@ export async function topUpGas(
   sender: TransactionSender,
   workspaces: WorkspacesService,
   log: FastifyBaseLogger,
+  metrics: Metrics,
   /** Fences the top-ups on the job's lease (PeriodicJob.fence). */
   options: SubmitOptions = {},
 ): Promise<number> {
@@ -36,6 +38,7 @@ export async function topUpGas(
   if (transfers.length === 0) return 0;
   const sent = await sender.send(funderKey, funder, transfers, options);
   for (const [i, s] of sent.entries()) {
+    metrics.gasTopUp(network.environment, topUpOutcome(s.status));
     log.info(
       {
         to: transfers[i]?.to,
@@ -61,6 +64,7 @@ export async function topUpWallet(
   address: Hex,
   needed: bigint,
   log: FastifyBaseLogger,
+  metrics: Metrics,
   options: SubmitOptions = {},
 ): Promise<boolean> {
   if (!config.gasFunderKey) return false;
@@ -74,9 +78,15 @@ export async function topUpWallet(
     [{ token: "ETH", to: address, amount: target - balance, purpose: "gas_topup" }],
     options,
   );
+  if (sent) metrics.gasTopUp(network.environment, topUpOutcome(sent.status));
   log.info(
     { to: address, amountWei: (target - balance).toString(), txHash: sent?.txHash, status: sent?.status },
     "gas top-up",
   );
   return sent?.status === "success";
+}
+
+/** A top-up's receipt, as the metrics name it: one not mined in time is still pending. */
+function topUpOutcome(status: string): string {
+  return status === "not_found" ? "pending" : status;
 }

@@ -209,10 +209,11 @@ export class PaymentsService {
       if (cardProvider && !checkout) throw conflict("A request with this Idempotency-Key is in progress");
       // One statement, shared with the creates that arrived together: atomic without a transaction.
       await this.#writeNew(write);
+      this.#counted(row);
       return { body: responseBody, replayed: false };
     }
 
-    return this.#ctx.db.transaction().execute(async (trx) => {
+    const result = await this.#ctx.db.transaction().execute(async (trx) => {
       const claim = await claimIdempotencyKey(trx, scope, requestFingerprint(body), now);
       if (claim.kind === "replay") {
         // Stored by this same code path below, so its shape is the response's.
@@ -232,6 +233,14 @@ export class PaymentsService {
       await storeIdempotentResponse(trx, scope, row.id, 201, responseBody);
       return { body: responseBody, replayed: false };
     });
+    if (!result.replayed) this.#counted(row);
+    return result;
+  }
+
+  /** A new payment enters `pending`, and a sandbox one `forwarded` right after (the metrics). */
+  #counted(row: PaymentRow): void {
+    this.#ctx.metrics.paymentsMoved([row], "pending");
+    if (row.status !== "pending") this.#ctx.metrics.paymentsMoved([row], row.status);
   }
 
   async list(
@@ -287,12 +296,14 @@ export class PaymentsService {
         throw badRequest("Payment cannot be cancelled", { status: "pending", checkout: "complete" });
       if (status !== "expired") throw providerUnavailable(`the checkout session is still ${status}`);
     }
-    return this.#ctx.db.transaction().execute(async (trx) => {
+    const cancelled = await this.#ctx.db.transaction().execute(async (trx) => {
       const row = await this.#load(trx, principal, id, true);
       const decided = transition(row.status as PaymentStatus, "cancel_requested");
       if (!decided.ok) throw badRequest("Payment cannot be cancelled", { status: row.status });
-      return toPaymentView(await applyTransition(trx, row, "cancel_requested", now));
+      return applyTransition(trx, row, "cancel_requested", now);
     });
+    this.#ctx.metrics.paymentsMoved([cancelled], cancelled.status);
+    return toPaymentView(cancelled);
   }
 
   async verify(

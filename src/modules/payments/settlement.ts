@@ -5,6 +5,7 @@ import type { TransactionSender } from "../../chain/transaction-sender.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
 import { LeaseLost } from "../../platform/jobs/periodic-job.ts";
+import type { Metrics } from "../../platform/metrics/metrics.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import * as chainRepo from "./chain-repo.ts";
 import * as settlementRepo from "./settlement-repo.ts";
@@ -24,6 +25,15 @@ const SETTLE_PER_TICK = 50;
 /** Throws when the caller's transaction may no longer record a send (the job's lease is gone). */
 export type Fence = (trx: Db) => Promise<void>;
 
+export interface SettlementOptions {
+  /** Funds a receiving wallet with gas on demand (false when it cannot). */
+  topUp?: (address: Hex, neededWei: bigint) => Promise<boolean>;
+  smartAccounts?: SmartAccounts | undefined;
+  /** Throws in a transaction once this worker may no longer send (its job's lease is gone). */
+  fence?: Fence;
+  metrics?: Metrics;
+}
+
 /** Nothing to record: another worker settled the payment, or it moved on meanwhile. */
 class SettlementNotDue extends Error {
   override name = "SettlementNotDue";
@@ -39,11 +49,8 @@ export class Settlement {
   readonly #topUp: (address: Hex, neededWei: bigint) => Promise<boolean>;
   readonly #smartAccounts: SmartAccounts | undefined;
   readonly #fence: Fence;
+  readonly #metrics: Metrics | undefined;
 
-  /**
-   * `topUp` funds a receiving wallet with gas on demand (false when it cannot); `fence` throws in
-   * a transaction once this worker may no longer send (its job's lease is gone).
-   */
   constructor(
     db: Db,
     network: Network,
@@ -51,13 +58,12 @@ export class Settlement {
     workspaces: WorkspacesService,
     log: FastifyBaseLogger,
     now: () => Date,
-    topUp: (address: Hex, neededWei: bigint) => Promise<boolean> = async () => false,
-    smartAccounts?: SmartAccounts,
-    fence: Fence = async () => {},
+    options: SettlementOptions = {},
   ) {
-    this.#fence = fence;
-    this.#smartAccounts = smartAccounts;
-    this.#topUp = topUp;
+    this.#fence = options.fence ?? (async () => {});
+    this.#smartAccounts = options.smartAccounts;
+    this.#topUp = options.topUp ?? (async () => false);
+    this.#metrics = options.metrics;
     this.#db = db;
     this.#network = network;
     this.#sender = sender;
@@ -250,25 +256,31 @@ export class Settlement {
 
   async #forward(payment: PaymentRow, txs: Array<{ purpose: string; tx_hash: string }>): Promise<void> {
     const now = this.#now();
-    await this.#db.transaction().execute(async (trx) => {
+    const moved = await this.#db.transaction().execute(async (trx) => {
       const current = await settlementRepo.lockPayment(trx, payment.id);
-      if (current?.status !== "confirmed") return;
-      await applyTransition(trx, current, "settlement_completed", now, {
-        settlement_net_tx_hash: txs.find((t) => t.purpose === "settlement_net")?.tx_hash ?? null,
-        settlement_fee_tx_hash: txs.find((t) => t.purpose === "settlement_fee")?.tx_hash ?? null,
-        forwarded_at: now,
-      });
+      if (current?.status !== "confirmed") return [];
+      return [
+        await applyTransition(trx, current, "settlement_completed", now, {
+          settlement_net_tx_hash: txs.find((t) => t.purpose === "settlement_net")?.tx_hash ?? null,
+          settlement_fee_tx_hash: txs.find((t) => t.purpose === "settlement_fee")?.tx_hash ?? null,
+          forwarded_at: now,
+        }),
+      ];
     });
+    this.#metrics?.paymentsMoved(moved, "forwarded");
   }
 
   /** Fails a settlement on what the chain or the bundler said of its recorded transfers. */
   async #fail(payment: PaymentRow, reason: string): Promise<void> {
     this.#log.warn({ paymentId: payment.id, reason }, "settlement failed");
-    await this.#db.transaction().execute(async (trx) => {
+    const moved = await this.#db.transaction().execute(async (trx) => {
       const current = await settlementRepo.lockPayment(trx, payment.id);
-      if (current?.status !== "confirmed") return;
-      await applyTransition(trx, current, "settlement_failed", this.#now(), { failure_reason: reason });
+      if (current?.status !== "confirmed") return [];
+      return [
+        await applyTransition(trx, current, "settlement_failed", this.#now(), { failure_reason: reason }),
+      ];
     });
+    this.#metrics?.paymentsMoved(moved, "failed");
   }
 
   /**
@@ -278,12 +290,13 @@ export class Settlement {
    */
   async #failUnsent(payment: PaymentRow, reason: string): Promise<void> {
     try {
-      await this.#db.transaction().execute(async (trx) => {
+      const failed = await this.#db.transaction().execute(async (trx) => {
         const current = await this.#stillDue(trx, payment.id);
         if (current.settlement_user_operation)
           throw new SettlementNotDue("its operation is already recorded");
-        await applyTransition(trx, current, "settlement_failed", this.#now(), { failure_reason: reason });
+        return applyTransition(trx, current, "settlement_failed", this.#now(), { failure_reason: reason });
       });
+      this.#metrics?.paymentsMoved([failed], "failed");
       this.#log.warn({ paymentId: payment.id, reason }, "settlement failed");
     } catch (err) {
       if (!(err instanceof SettlementNotDue || err instanceof LeaseLost)) throw err;

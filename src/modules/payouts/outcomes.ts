@@ -69,7 +69,10 @@ export class PayoutOutcomes {
       at: this.#ctx.now(),
       payload: { ...toPayoutView(payout) },
     });
-    if (row) await this.#resetStreak(scope, breaker);
+    if (row) {
+      this.#ctx.metrics.payoutEnded("completed", row);
+      await this.#resetStreak(scope, breaker);
+    }
     return row;
   }
 
@@ -80,6 +83,7 @@ export class PayoutOutcomes {
     breaker: BreakerState,
     at: Date,
   ): Promise<PayoutResponse> {
+    this.#ctx.metrics.payoutEnded("completed", row);
     await this.#resetStreak(scope, breaker);
     return answerCompleted(row, at);
   }
@@ -130,9 +134,13 @@ export class PayoutOutcomes {
           payload: { ...toPayoutView(done), error: detail, failStreak: failure.state.failStreak },
         },
       ]);
-      return failure;
+      return { ...failure, row: done };
     });
-    if (result?.tripped) await this.#notifyPaused(scope, result.state);
+    if (result) this.#ctx.metrics.payoutEnded("failed", result.row);
+    if (result?.tripped) {
+      this.#ctx.metrics.breakerTripped(scope.environment);
+      await this.#notifyPaused(scope, result.state);
+    }
     return result;
   }
 

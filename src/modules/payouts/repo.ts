@@ -1,7 +1,7 @@
 import { type Kysely, type Selectable, sql } from "kysely";
 import { type LedgerTransfer, SimulatedLedger, type TransferOutcome } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
-import type { BreakerState } from "../../domain/circuit-breaker.ts";
+import { AUTO_RESUME_AFTER_MS, type BreakerState } from "../../domain/circuit-breaker.ts";
 import type { PayoutRequest } from "../../domain/payout-request.ts";
 import type { DatabaseSchema, PayoutsTable } from "../../platform/db/schema.ts";
 import { outboxCtesFrom } from "../webhooks/outbox.ts";
@@ -364,4 +364,16 @@ export async function writeBreaker(db: Db, scope: Scope, state: BreakerState): P
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment)
     .execute();
+}
+
+/** Workspaces per environment whose payouts are paused now (a pause lifts itself after 30 minutes). */
+export async function pausedCounts(db: Db): Promise<Array<{ environment: string; count: number }>> {
+  const rows = await db
+    .selectFrom("payout_breakers")
+    .select(["environment", (eb) => eb.fn.countAll<string>().as("count")])
+    .where("status", "=", "paused")
+    .where("paused_at", ">", sql<Date>`now() - make_interval(secs => ${AUTO_RESUME_AFTER_MS / 1000})`)
+    .groupBy("environment")
+    .execute();
+  return rows.map((row) => ({ environment: row.environment, count: Number(row.count) }));
 }

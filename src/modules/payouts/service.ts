@@ -325,6 +325,11 @@ export class PayoutsService {
     };
   }
 
+  /** Paused workspaces per environment, for the metrics. */
+  pausedWorkspaces(): Promise<Array<{ environment: string; count: number }>> {
+    return repo.pausedCounts(this.#ctx.db);
+  }
+
   async resumePayouts(principal: KeyPrincipal) {
     const scope = { workspaceId: principal.workspaceId, environment: principal.environment };
     const outcome = await this.#ctx.db.transaction().execute(async (trx) => {

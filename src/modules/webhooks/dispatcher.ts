@@ -182,7 +182,13 @@ export class WebhookDispatcher {
 
   /** Sends one delivery and queues its outcome; resolves once the outcome is written (or given up). */
   async #deliver(delivery: repo.ClaimedDelivery, secret: string | null): Promise<void> {
-    const outcome = await this.#limitFor(delivery.url)(() => this.#attempt(delivery, secret));
+    let seconds = 0;
+    const outcome = await this.#limitFor(delivery.url)(async () => {
+      const started = performance.now();
+      const result = await this.#attempt(delivery, secret);
+      seconds = (performance.now() - started) / 1000;
+      return result;
+    });
     if (!outcome) return;
     const at = this.#ctx.now();
     let next: Date | null = null;
@@ -195,6 +201,7 @@ export class WebhookDispatcher {
       );
       next = delay === null ? null : new Date(at.getTime() + delay);
     }
+    this.#ctx.metrics.webhookAttempt(outcome.delivered ? "delivered" : next ? "retrying" : "failed", seconds);
     await this.#recorder.record({
       deliveryId: delivery.id,
       endpointId: delivery.endpointId,

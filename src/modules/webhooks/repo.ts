@@ -309,3 +309,14 @@ export async function recordAttempts(
     return recorded;
   });
 }
+
+/** How many deliveries are due and not delivered yet, and how long the oldest has waited. */
+export async function dueBacklog(
+  db: Kysely<DatabaseSchema>,
+): Promise<{ due: number; oldestDueAgeSeconds: number }> {
+  const result = await sql<{ due: string; oldest: number | null }>`
+    SELECT count(*) AS due, extract(epoch FROM now() - min(next_attempt_at))::float8 AS oldest
+    FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= now()`.execute(db);
+  const row = result.rows[0];
+  return { due: Number(row?.due ?? 0), oldestDueAgeSeconds: Math.max(0, row?.oldest ?? 0) };
+}

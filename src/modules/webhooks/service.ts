@@ -95,6 +95,11 @@ export class WebhooksService {
     this.#ctx = ctx;
   }
 
+  /** Deliveries due now and the age of the oldest, for the metrics (all instances). */
+  backlog(): Promise<{ due: number; oldestDueAgeSeconds: number }> {
+    return repo.dueBacklog(this.#ctx.db);
+  }
+
   async register(principal: KeyPrincipal, body: unknown): Promise<WebhookView & { signingSecret: string }> {
     const input = (typeof body === "object" && body !== null ? body : {}) as {
       url?: unknown;

@@ -83,6 +83,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     const locks = serverPool(options.databaseUrl, Math.max(2, Math.ceil(poolSize / 2)), false);
     const db = new Kysely<DatabaseSchema>({ dialect: new PostgresDialect({ pool }) });
     lockPools.set(db, locks);
+    mainPools.set(db, pool);
     return {
       db,
       kind: "postgres",
@@ -140,6 +141,22 @@ const lockPools = new WeakMap<Db, pg.Pool>();
  */
 export function sessionLockPool(db: Db): pg.Pool | undefined {
   return lockPools.get(db);
+}
+
+const mainPools = new WeakMap<Db, pg.Pool>();
+
+/** The connections of a server database's pools (the metrics); none for an embedded one. */
+export function poolStats(db: Db): Array<{ pool: string; total: number; idle: number; waiting: number }> {
+  const stats = [];
+  for (const [name, pools] of [
+    ["main", mainPools],
+    ["locks", lockPools],
+  ] as const) {
+    const pool = pools.get(db);
+    if (pool)
+      stats.push({ pool: name, total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount });
+  }
+  return stats;
 }
 
 export function pgliteDirFor(dataDir: string): string {

@@ -16,6 +16,8 @@ export interface PeriodicJobOptions {
   /** How long a lease lasts without renewal. */
   leaseMs?: number;
   tick: () => Promise<void>;
+  /** Called when a tick is due and another instance holds the lease. */
+  onNotLeading?: () => void;
 }
 
 /** The job's lease is held by another instance now: the caller's transaction must not commit. */
@@ -27,7 +29,7 @@ export class LeaseLost extends Error {
 export class PeriodicJob {
   readonly #db: Db;
   readonly #log: FastifyBaseLogger;
-  readonly #opts: Required<PeriodicJobOptions>;
+  readonly #opts: Required<Omit<PeriodicJobOptions, "onNotLeading">> & PeriodicJobOptions;
   readonly #holder = randomUUID();
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
@@ -62,7 +64,10 @@ export class PeriodicJob {
 
   /** Runs one tick now if this instance holds (or takes) the lease; returns whether it ran. */
   async runOnce(): Promise<boolean> {
-    if (!(await this.#acquire())) return false;
+    if (!(await this.#acquire())) {
+      this.#opts.onNotLeading?.();
+      return false;
+    }
     const renewal = setInterval(() => void this.#renew(), this.#opts.leaseMs / 3);
     try {
       await this.#opts.tick();

@@ -1,5 +1,6 @@
 import pino, { type LoggerOptions } from "pino";
 import type { Config } from "../../config.ts";
+import { currentRequestId } from "../http/request-id.ts";
 
 // Logged errors must not carry credentials that live in URLs. RPC and bundler URLs often hold the
 // provider's API key in their path or query (…/v2/KEY, ?apikey=KEY), and viem puts the whole URL
@@ -114,6 +115,12 @@ export function loggerOptions(config: Config): LoggerOptions {
     // Keys and secrets travel in headers and bodies: never log either.
     redact: ["req.headers.authorization", "req.headers.cookie", "req.body"],
     serializers: { err: errorSerializer(scrub) },
+    // A line written while a request is handled names it, also from the services' logger;
+    // Fastify's request logger binds the id itself.
+    mixin(_object, _level, logger) {
+      const reqId = currentRequestId();
+      return reqId !== undefined && !("reqId" in logger.bindings()) ? { reqId } : {};
+    },
     hooks: {
       logMethod(args, method) {
         method.apply(this, scrubLogArguments(args, scrub) as Parameters<typeof method>);
