@@ -8,6 +8,7 @@ import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import autocannon from "autocannon";
 import pg from "pg";
+import { type OverheadRow, renderOverhead } from "./metrics-overhead.ts";
 
 // `npm run bench`: measures the service's sandbox `POST /api/v1/payments` and
 // `GET /api/v1/payments/{id}` against PostgreSQL and embedded PGlite, next to a bare Fastify
@@ -68,6 +69,8 @@ const settings = {
   attempts: envInt("BENCH_ATTEMPTS", 3, 1, 20),
   analyze: (process.env.BENCH_ANALYZE ?? "1").trim() !== "0",
   cpuProfDir: process.env.BENCH_CPU_PROF?.trim() ? resolve(process.env.BENCH_CPU_PROF.trim()) : undefined,
+  /** Also measure the service with metrics on (three more runs per database; bench/metrics-overhead.ts). */
+  metricsComparison: (process.env.BENCH_METRICS ?? "1").trim() !== "0",
 };
 
 const log = (message: string) => process.stderr.write(`[bench] ${message}\n`);
@@ -669,7 +672,7 @@ async function runBaseline(setup: DbSetup): Promise<ServerRun> {
   }
 }
 
-async function runService(setup: DbSetup): Promise<ServerRun> {
+async function runService(setup: DbSetup, metrics = false): Promise<ServerRun> {
   const port = await freePort();
   const adminSecret = randomBytes(24).toString("hex");
   const env: Record<string, string> = {
@@ -680,6 +683,7 @@ async function runService(setup: DbSetup): Promise<ServerRun> {
     ADMIN_SECRET: adminSecret,
     RATE_LIMIT_SANDBOX,
     LOG_LEVEL: "warn",
+    ...(metrics ? { METRICS_TOKEN: randomBytes(24).toString("hex") } : {}),
     // A server database needs the key every instance shares (the service refuses to start without).
     ...(setup.databaseUrl
       ? { DATABASE_URL: setup.databaseUrl, MASTER_KEY: randomBytes(32).toString("hex") }
@@ -769,7 +773,10 @@ function table(header: string[], rows: string[][], textColumns: number): string 
 interface DbReport {
   setup: DbSetup;
   baseline: ServerRun;
+  /** Metrics off (the default). */
   service: ServerRun;
+  /** The comparison's further runs: metrics on twice, then off again. */
+  metricsRuns?: { on: ServerRun[]; off: ServerRun };
 }
 
 interface GoalCheck {
@@ -825,6 +832,29 @@ function goalChecks(report: DbReport): GoalCheck[] {
   );
   checks.push({ text: `no failed requests: ${failed} failed`, met: failed === 0, binding });
   return checks;
+}
+
+/** The metrics on / off comparison, when it was run (bench/metrics-overhead.ts). */
+function overheadSection(reports: DbReport[]): string[] {
+  const rows: OverheadRow[] = [];
+  for (const report of reports) {
+    const runs = report.metricsRuns;
+    if (!runs) continue;
+    for (const endpoint of ["create", "get"] as const) {
+      const pick = (run: ServerRun) => {
+        const m = run.measurements.find((x) => x.endpoint === endpoint);
+        if (!m) throw new Error(`no service ${endpoint} measurement`);
+        return { rps: m.rps, p99: m.p99 };
+      };
+      rows.push({
+        database: DB_NAMES[report.setup.kind],
+        endpoint: endpoint === "create" ? "create" : "GET",
+        off: [pick(report.service), pick(runs.off)],
+        on: runs.on.map(pick),
+      });
+    }
+  }
+  return rows.length === 0 ? [] : [...renderOverhead(rows).lines, ""];
 }
 
 function render(
@@ -934,6 +964,7 @@ function render(
       2,
     ),
     "",
+    ...overheadSection(reports),
     "## Goals",
     notAt64,
     ...goalLines,
@@ -968,7 +999,7 @@ function render(
     "",
     "- Req/s is autocannon's mean of per-second samples; p50/p99 are its latency percentiles over the measured window (the warm-up is discarded).",
     `- Peak RSS is the server process's VmHWM from /proc/<pid>/status, ${peakResetWorks ? "reset (clear_refs 5) at the start of each scenario, so it is that scenario's peak including its warm-up" : "over the process lifetime (resetting it was not permitted)"}. Whole-lifetime peaks: ${lifetime.join("; ")}.`,
-    "- Order per database: baseline (create, GET), then the service (create, GET), each server in its own process, started fresh. Failed counts non-2xx answers, connection errors and timeouts.",
+    `- Order per database: baseline (create, GET), then the service (create, GET)${settings.metricsComparison ? ", then the service with metrics on twice and off once more (BENCH_METRICS=0 skips those three)" : ""}, each server in its own process, started fresh on the same database. Failed counts non-2xx answers, connection errors and timeouts.`,
     `- GETs go round ${GET_ROWS} rows created just before (the service's: ${GET_WORKSPACES} workspaces, each request with the key of the payment's workspace), so that concurrent requests ask for different rows; ${settings.analyze ? "on PostgreSQL the runner runs ANALYZE between create and GET, as autovacuum would within a minute (without statistics the planner reads the service's payment through payments_list_status instead of the primary key). PGlite runs no autovacuum and the runner cannot reach the server's embedded database, so its tables stay unanalyzed." : "no ANALYZE was run (BENCH_ANALYZE=0): the tables may have no planner statistics."}`,
     "- Server CPU ms/req is the server process's user + system CPU time over the measured window divided by the requests completed; DB CPU ms/req is the same for all processes of the PostgreSQL server (PGlite runs inside the server process, so its cost is in the server's figure).",
     `- Before each scenario the runner waits (up to ${settings.quietWait} s) for the machine to be under ${fmtPct(QUIET_BUSY)} busy. Other load is the CPU that processes outside the benchmark (not the runner, the server or PostgreSQL) took during the measured window, in cores; above ${DISTURBED_CORES} the scenario is measured again (up to ${settings.attempts} tries, the least disturbed kept) and a row still above is marked ⚠ as suspect.${disturbed ? " **This run has disturbed rows.**" : ""}`,
@@ -1023,8 +1054,11 @@ async function main(): Promise<void> {
     const setup = await setUpDatabase(kind);
     const baseline = await runBaseline(setup);
     const service = await runService(setup);
+    const metricsRuns = settings.metricsComparison
+      ? { on: [await runService(setup, true), await runService(setup, true)], off: await runService(setup) }
+      : undefined;
     await setup.teardown();
-    reports.push({ setup, baseline, service });
+    reports.push({ setup, baseline, service, ...(metricsRuns ? { metricsRuns } : {}) });
   }
   const after = await sourceState();
   if (describeSource(before) !== describeSource(after)) {
