@@ -86,6 +86,8 @@ export interface App {
 const ONE_MIB = 1024 * 1024;
 
 export async function buildApp(deps: AppDependencies): Promise<App> {
+  const { token: metricsToken, port: metricsPort } = deps.config.metrics;
+  const metrics = new Metrics(metricsToken !== undefined || metricsPort !== undefined);
   const http = Fastify({
     // Keys and secrets travel in headers and bodies, and RPC URLs often hold a provider's key:
     // never log any of them (platform/log/scrub.ts).
@@ -95,7 +97,12 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     requestTimeout: 30_000,
     routerOptions: { ignoreTrailingSlash: true },
     // Errors Fastify raises before routing (a malformed %-escape in the URL) get our body too.
-    frameworkErrors: answerFrameworkError,
+    // No hook runs for these, so their request id and their count are added here.
+    frameworkErrors: (error, request, reply) => {
+      reply.header("x-request-id", request.id);
+      answerFrameworkError(error, request, reply);
+      metrics.httpRequest(request.method, undefined, reply.statusCode, reply.elapsedTime / 1000);
+    },
     genReqId: requestIdOf,
     // Behind a load balancer, request.ip is the client X-Forwarded-For names, but only when the
     // connection comes from a proxy the operator listed (anyone can send the header).
@@ -104,8 +111,6 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   const inFlight = new InFlight();
   registerGracefulClose(http, inFlight);
   registerRequestId(http);
-  const { token: metricsToken, port: metricsPort } = deps.config.metrics;
-  const metrics = new Metrics(metricsToken !== undefined || metricsPort !== undefined);
   registerMetrics(http, metrics, metricsToken);
 
   const networks: AppContext["networks"] = {};
