@@ -14,7 +14,7 @@ const RPC_SECRET = "SECRETKEY12345";
 const BUNDLER_SECRET = "BUNDLERKEY67890";
 const ALL_OK = { database: "ok", "live.rpc": "ok", "live.bundler": "ok" };
 
-type Mode = "pass" | "drop" | "error";
+type Mode = "pass" | "drop" | "error" | "hold";
 
 interface Ready {
   status: number;
@@ -32,8 +32,16 @@ describe("/ready on the devnet", () => {
   const closers: Array<() => Promise<void>> = [];
 
   /** What a proxy does with each call while its mode is set. */
+  /** Calls the RPC proxy held (mode "hold"), and the way to let them through. */
+  let held: Array<() => void> = [];
+  let heldCalls = 0;
   const behave = (mode: () => Mode) => async (_call: RpcCall) => {
     const m = mode();
+    if (m === "hold") {
+      heldCalls++;
+      await new Promise<void>((resolve) => held.push(resolve));
+      return undefined;
+    }
     if (m === "drop") return "drop" as const;
     if (m === "error") return { error: { code: -32603, message: "upstream unavailable" } };
     return undefined;
@@ -133,6 +141,18 @@ describe("/ready on the devnet", () => {
     rpcMode = "pass";
     const back = await readyUntil(200);
     expect(back.body).toEqual({ status: "ready", checks: ALL_OK });
+  });
+
+  it("joins a check still running instead of calling a hung RPC again at every poll", async () => {
+    rpcMode = "hold";
+    heldCalls = 0;
+    for (let i = 0; i < 3; i++) expectUnavailable(await ready(), ["live.rpc"]);
+    // Three polls of 2 s each, one call to the node between them.
+    expect(heldCalls).toBe(1);
+    rpcMode = "pass";
+    for (const release of held) release();
+    held = [];
+    expect((await readyUntil(200)).body).toEqual({ status: "ready", checks: ALL_OK });
   });
 
   it("turns 503 naming live.rpc when the RPC answers errors", async () => {

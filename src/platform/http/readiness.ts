@@ -14,9 +14,22 @@ export function registerReadiness(
   checks: ReadinessChecks,
   describe: (err: unknown) => string,
 ): void {
+  // A check still running (a hung RPC answers only at its client's own timeout) is joined, not
+  // started again, so frequent polls never pile calls up on a dependency that does not answer.
+  const running = new Map<string, Promise<unknown>>();
+  const run = (name: string): Promise<unknown> => {
+    let call = running.get(name);
+    if (!call) {
+      call = Promise.resolve()
+        .then(() => checks[name]?.())
+        .finally(() => running.delete(name));
+      running.set(name, call);
+    }
+    return call;
+  };
   http.get("/ready", { config: { auth: "none" }, schema: { hide: true } }, async (_request, reply) => {
     const names = Object.keys(checks);
-    const results = await Promise.all(names.map((name) => outcome(checks[name], describe)));
+    const results = await Promise.all(names.map((name) => outcome(() => run(name), describe)));
     const report = Object.fromEntries(names.map((name, i) => [name, results[i]]));
     const ready = results.every((r) => r === "ok");
     return reply.status(ready ? 200 : 503).send({ status: ready ? "ready" : "unavailable", checks: report });
