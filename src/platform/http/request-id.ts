@@ -23,11 +23,12 @@ export function currentRequestId(): string | undefined {
 }
 
 export function registerRequestId(http: FastifyInstance): void {
+  // Everything after these hooks (the other hooks, the handler and all they await) runs with the
+  // id. Twice, because reading a body continues from the socket's events, outside the first.
   http.addHook("onRequest", (request, reply, done) => {
     reply.header("x-request-id", request.id);
-    done();
+    current.run(request.id, done);
   });
-  // Everything after this hook (the other hooks, the handler and all it awaits) runs with the id.
   http.addHook("preHandler", (request, _reply, done) => {
     current.run(request.id, done);
   });
