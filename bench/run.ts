@@ -548,6 +548,8 @@ interface DbSetup {
   pgliteDir: string | undefined;
   /** The throw-away PostgreSQL server's folder (its postmaster.pid names the processes to count). */
   postgresDir: string | undefined;
+  /** The key every start of the service on this server database uses (it is checked at start). */
+  masterKey: string;
   /** Stops the PostgreSQL server and removes the folders (also run by the global cleanup). */
   teardown: () => Promise<void>;
 }
@@ -568,6 +570,7 @@ async function setUpDatabase(kind: DbKind): Promise<DbSetup> {
       databaseUrl: undefined,
       pgliteDir: join(dataDir, "pgdata"),
       postgresDir: undefined,
+      masterKey: randomBytes(32).toString("hex"),
       teardown: removeData,
     };
   }
@@ -588,7 +591,15 @@ async function setUpDatabase(kind: DbKind): Promise<DbSetup> {
     await stopPostgres();
     await removeData();
   };
-  return { kind, dataDir, databaseUrl, pgliteDir: undefined, postgresDir: pgDir, teardown };
+  return {
+    kind,
+    dataDir,
+    databaseUrl,
+    pgliteDir: undefined,
+    postgresDir: pgDir,
+    masterKey: randomBytes(32).toString("hex"),
+    teardown,
+  };
 }
 
 /**
@@ -685,9 +696,7 @@ async function runService(setup: DbSetup, metrics = false): Promise<ServerRun> {
     LOG_LEVEL: "warn",
     ...(metrics ? { METRICS_TOKEN: randomBytes(24).toString("hex") } : {}),
     // A server database needs the key every instance shares (the service refuses to start without).
-    ...(setup.databaseUrl
-      ? { DATABASE_URL: setup.databaseUrl, MASTER_KEY: randomBytes(32).toString("hex") }
-      : {}),
+    ...(setup.databaseUrl ? { DATABASE_URL: setup.databaseUrl, MASTER_KEY: setup.masterKey } : {}),
   };
   const args = ["src/main.ts"];
   if (settings.cpuProfDir) {
