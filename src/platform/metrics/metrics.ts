@@ -24,6 +24,7 @@ export class Metrics {
   readonly registry = new Registry();
   readonly enabled: boolean;
   readonly #http: Histogram<"method" | "route" | "status_class">;
+  readonly #httpChildren = new Map<string, { observe(value: number): void }>();
   readonly #payments: Counter<"rail" | "environment" | "status">;
   readonly #payouts: Counter<"outcome" | "wallet_type" | "environment">;
   readonly #trips: Counter<"environment">;
@@ -167,8 +168,16 @@ export class Metrics {
 
   httpRequest(method: string, route: string | undefined, statusCode: number, seconds: number): void {
     if (!this.enabled) return;
-    const labels = { method, route: route ?? "unmatched", status_class: `${Math.floor(statusCode / 100)}xx` };
-    this.#http.observe(labels, seconds);
+    const statusClass = Math.floor(statusCode / 100);
+    // One child per method, route and class, found by a string key: observing through it skips
+    // prom-client's hashing of the label object on every request.
+    const key = `${method} ${statusClass} ${route ?? ""}`;
+    let child = this.#httpChildren.get(key);
+    if (!child) {
+      child = this.#http.labels({ method, route: route ?? "unmatched", status_class: `${statusClass}xx` });
+      this.#httpChildren.set(key, child);
+    }
+    child.observe(seconds);
   }
 
   /** Payments that entered `status` (committed). */
