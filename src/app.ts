@@ -5,10 +5,9 @@ import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import Fastify, { type FastifyInstance } from "fastify";
 import { sql } from "kysely";
 import { EvmNetwork } from "./chain/evm/evm-network.ts";
-import { SmartAccounts } from "./chain/evm/smart-accounts.ts";
 import { SimulatedLedger } from "./chain/simulated/ledger.ts";
 import { TransactionSender } from "./chain/transaction-sender.ts";
-import { type Config, ENVIRONMENTS, type Environment } from "./config.ts";
+import { type Config, ENVIRONMENTS } from "./config.ts";
 import type { AppContext } from "./context.ts";
 import { agentsAndWalletsRoutes } from "./modules/agents/routes.ts";
 import { AgentsService } from "./modules/agents/service.ts";
@@ -21,12 +20,6 @@ import { keysRoutes } from "./modules/keys/routes.ts";
 import { KeysService } from "./modules/keys/service.ts";
 import { paymentsRoutes } from "./modules/payments/routes.ts";
 import { PaymentsService } from "./modules/payments/service.ts";
-import {
-  LedgerChannel,
-  NetworkChannel,
-  type PayoutChannel,
-  SmartWalletChannel,
-} from "./modules/payouts/channels.ts";
 import { payoutsRoutes } from "./modules/payouts/routes.ts";
 import { PayoutsService } from "./modules/payouts/service.ts";
 import { WalletService } from "./modules/payouts/wallet-service.ts";
@@ -52,6 +45,7 @@ import { createMailer, type Mailer } from "./platform/mail/mailer.ts";
 import { Metrics } from "./platform/metrics/metrics.ts";
 import { registerMetrics } from "./platform/metrics/routes.ts";
 import type { SecretBox } from "./platform/secrets/encryption.ts";
+import { buildRails, type Rails } from "./rails/index.ts";
 
 export interface AppDependencies {
   config: Config;
@@ -68,6 +62,8 @@ export interface App {
   http: FastifyInstance;
   ctx: AppContext;
   metrics: Metrics;
+  /** How money leaves workspace wallets, per environment and wallet kind (src/rails). */
+  rails: Rails;
   services: {
     workspaces: WorkspacesService;
     keys: KeysService;
@@ -146,50 +142,14 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   const sessions = new SessionsService(ctx);
   const agents = new AgentsService(ctx);
   const agentWallets = new WalletsService(ctx, agents, ledger);
+  // Money leaves workspace wallets through the rails (src/rails), one set per process.
+  const { rails, smartAccounts } = buildRails(deps.config, networks, senders, ledger);
   // Smart wallet addresses come from the live network's account factory (else the sandbox's).
-  const aaNetwork = [deps.config.networks.live, deps.config.networks.sandbox].find(
-    (n) => n?.accountAbstraction,
-  );
-  const smartAccounts = aaNetwork ? new SmartAccounts(aaNetwork) : undefined;
-  const smartWallets = new SmartWalletsService(ctx, workspaces, smartAccounts);
-  // Sandbox moves money on the simulated ledger unless a sandbox network (testnet) is configured.
-  const channels: Partial<Record<Environment, PayoutChannel>> = { sandbox: new LedgerChannel(ledger) };
-  for (const environment of ENVIRONMENTS) {
-    const network = networks[environment];
-    const sender = senders[environment];
-    if (network && sender) channels[environment] = new NetworkChannel(network, sender);
-  }
+  const smartWallets = new SmartWalletsService(ctx, workspaces, smartAccounts.live ?? smartAccounts.sandbox);
   const mailer = deps.mailer ?? createMailer({ smtpUrl: deps.config.smtpUrl, dataDir: deps.config.dataDir });
   http.addHook("onClose", async () => mailer.close());
-  // Smart wallet payouts: user operations where a bundler is configured, else the sandbox ledger.
-  const smartChannels: Partial<Record<Environment, PayoutChannel>> = {
-    sandbox: new LedgerChannel(ledger, { smartWallet: true }),
-  };
-  const smartAccountsByEnv: Partial<Record<Environment, SmartAccounts>> = {};
-  for (const environment of ENVIRONMENTS) {
-    const network = networks[environment];
-    const config = deps.config.networks[environment];
-    if (network && config?.accountAbstraction) {
-      smartAccountsByEnv[environment] = new SmartAccounts(config);
-      smartChannels[environment] = new SmartWalletChannel(network, smartAccountsByEnv[environment]);
-    } else if (network) {
-      delete smartChannels[environment];
-    }
-  }
-  const payouts = new PayoutsService(
-    ctx,
-    workspaces,
-    payments,
-    channels,
-    mailer,
-    smartChannels,
-    async (environment, prepared) => {
-      const accounts = smartAccountsByEnv[environment];
-      if (!accounts) return { status: "pending", userOpHash: prepared.userOpHash };
-      return accounts.sendAgain(prepared);
-    },
-  );
-  const wallet = new WalletService(ctx, workspaces, channels, ledger);
+  const payouts = new PayoutsService(ctx, { workspaces, payments, rails, mailer });
+  const wallet = new WalletService(ctx, workspaces, rails, ledger);
   const scrub = urlScrubber(deps.config);
   metrics.setSources({
     pausedWorkspaces: () => payouts.pausedWorkspaces(),
@@ -244,7 +204,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   for (const environment of ENVIRONMENTS) {
     const network = networks[environment];
     if (network) checks[`${environment}.rpc`] = () => network.head();
-    const accounts = smartAccountsByEnv[environment];
+    const accounts = smartAccounts[environment];
     if (accounts) checks[`${environment}.bundler`] = () => accounts.bundlerAnswers();
   }
   registerReadiness(http, checks, (err) =>
@@ -266,6 +226,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     http,
     ctx,
     metrics,
+    rails,
     services: {
       workspaces,
       keys,

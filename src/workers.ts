@@ -1,6 +1,5 @@
 import { privateKeyToAccount } from "viem/accounts";
 import type { App } from "./app.ts";
-import { SmartAccounts } from "./chain/evm/smart-accounts.ts";
 import { ChainWatcher } from "./modules/payments/chain-watcher.ts";
 import { expireDuePayments } from "./modules/payments/expiry.ts";
 import { topUpGas, topUpWallet } from "./modules/payments/gas-top-up.ts";
@@ -39,7 +38,9 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
     const config = ctx.config.networks[network.environment];
     if (!config) continue;
     const sender = ctx.senders[network.environment];
-    if (!sender) continue;
+    const rails = app.rails[network.environment];
+    if (!sender || !rails?.eoa) continue;
+    const eoa = rails.eoa;
     const funder = config.gasFunderKey
       ? [privateKeyToAccount(config.gasFunderKey as `0x${string}`).address]
       : [];
@@ -72,12 +73,15 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
     const fence = (trx: Db) => chainJob.fence(trx);
     const topUp = (address: `0x${string}`, needed: bigint) =>
       topUpWallet(network, config, sender, address, needed, ctx.log, ctx.metrics, { guard: fence });
-    const settlement = new Settlement(ctx.db, network, sender, app.services.workspaces, ctx.log, ctx.now, {
-      topUp,
-      smartAccounts: config.accountAbstraction ? new SmartAccounts(config) : undefined,
-      fence,
-      metrics: ctx.metrics,
-    });
+    const settlement = new Settlement(
+      ctx.db,
+      network,
+      { eoa, smart_wallet: rails.smart_wallet },
+      app.services.workspaces,
+      ctx.log,
+      ctx.now,
+      { topUp, fence, metrics: ctx.metrics },
+    );
     jobs.push(chainJob, topUpJob);
   }
   return {

@@ -390,14 +390,14 @@ describe("a payment is settled once", () => {
       const t = await app({ LIVE_RPC_URL: proxy.url });
       const { ws, id, merchant } = await confirmedPayment(t);
       const network = t.app.ctx.networks.live;
-      const sender = t.app.ctx.senders.live;
-      if (!network || !sender) throw new Error("no live network");
+      const rail = t.app.rails.live?.eoa;
+      if (!network || !rail) throw new Error("no live network");
       const treasury = network.treasuryAddress;
       const treasuryBefore = await usdcBalance(treasury);
       const settlement = new Settlement(
         t.database.db,
         network,
-        sender,
+        { eoa: rail },
         t.app.services.workspaces,
         t.app.ctx.log,
         t.app.ctx.now,
@@ -431,8 +431,8 @@ describe("a payment is settled once", () => {
     const t = await app();
     const { id, merchant } = await confirmedPayment(t);
     const network = t.app.ctx.networks.live;
-    const sender = t.app.ctx.senders.live;
-    if (!network || !sender) throw new Error("no live network");
+    const rail = t.app.rails.live?.eoa;
+    if (!network || !rail) throw new Error("no live network");
     const job = new PeriodicJob(t.database.db, t.app.ctx.log, {
       name: "chain.live",
       intervalMs: 100,
@@ -442,7 +442,7 @@ describe("a payment is settled once", () => {
       new Settlement(
         t.database.db,
         network,
-        sender,
+        { eoa: rail },
         t.app.services.workspaces,
         t.app.ctx.log,
         t.app.ctx.now,

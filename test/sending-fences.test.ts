@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
 import { sql } from "kysely";
 import { describe, expect, it } from "vitest";
 import * as sent from "../src/chain/sent-transactions.ts";
@@ -20,6 +20,7 @@ describe("a payout claimed for sending", () => {
       const ws = await createWorkspace(t);
       const db = t.database.db;
       const payout = await sending.insertPayout(db, {
+        id: randomUUID(),
         scope: { workspaceId: ws.id, environment: "live" },
         idempotencyKey: null,
         tokenSymbol: "USDC",

@@ -17,3 +17,9 @@ export function errorText(err: unknown): string {
   const e = err as { details?: string; shortMessage?: string; message?: string };
   return (e.details || e.shortMessage || e.message || "refused").split("\n")[0]?.slice(0, 300) ?? "refused";
 }
+
+/** The first line of an error's message (viem's go on with details, URLs and a request body). */
+export function firstLine(err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  return message.split("\n")[0] ?? "";
+}

@@ -1,20 +1,21 @@
 import type { FastifyBaseLogger } from "fastify";
-import type { PreparedOperation, SmartAccounts } from "../../chain/evm/smart-accounts.ts";
 import type { ChainToken, Hex, Network } from "../../chain/network.ts";
-import type { TransactionSender } from "../../chain/transaction-sender.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
 import { LeaseLost } from "../../platform/jobs/periodic-job.ts";
 import type { Metrics } from "../../platform/metrics/metrics.ts";
+import { type Leg, type Move, type MoveOutcome, MoveRefused, type Rail } from "../../rails/rail.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import * as chainRepo from "./chain-repo.ts";
 import * as settlementRepo from "./settlement-repo.ts";
 import { applyTransition } from "./transitions.ts";
 
-// Settles confirmed payments from the receiving wallet: net to the merchant, fee to the treasury,
-// both recorded before broadcast (TransactionSender). `forwarded` only once both are mined with
-// success receipts (D13); a failure is `failed` with the reason. A payment whose transfers were
-// already recorded (a restart mid-settlement) is finished from those records, never sent again.
+// Settles confirmed payments from the receiving wallet as one move on the wallet's rail: its legs
+// (net to the merchant, fee to the treasury) are data, recorded before they are sent (an EOA's
+// transactions, or a smart account's one user operation). `forwarded` only once every leg is
+// mined with a success receipt (D13); a failure is `failed` with the reason. A payment whose
+// legs were already recorded (a restart mid-settlement) is finished from those records, never
+// sent again.
 // Recording is fenced: the payment must still be confirmed with nothing recorded for it, and this
 // worker must still hold its job's lease, all checked under the payment's row lock in the
 // transaction that records the transfers; and a payment's legs are unique in the schema. So a
@@ -28,7 +29,6 @@ export type Fence = (trx: Db) => Promise<void>;
 export interface SettlementOptions {
   /** Funds a receiving wallet with gas on demand (false when it cannot). */
   topUp?: (address: Hex, neededWei: bigint) => Promise<boolean>;
-  smartAccounts?: SmartAccounts | undefined;
   /** Throws in a transaction once this worker may no longer send (its job's lease is gone). */
   fence?: Fence;
   metrics?: Metrics;
@@ -42,45 +42,44 @@ class SettlementNotDue extends Error {
 export class Settlement {
   readonly #db: Db;
   readonly #network: Network;
-  readonly #sender: TransactionSender;
+  /** The environment's rails, by the kind of receiving wallet. */
+  readonly #rails: { eoa: Rail; smart_wallet?: Rail | undefined };
   readonly #workspaces: WorkspacesService;
   readonly #log: FastifyBaseLogger;
   readonly #now: () => Date;
   readonly #topUp: (address: Hex, neededWei: bigint) => Promise<boolean>;
-  readonly #smartAccounts: SmartAccounts | undefined;
   readonly #fence: Fence;
   readonly #metrics: Metrics | undefined;
 
   constructor(
     db: Db,
     network: Network,
-    sender: TransactionSender,
+    rails: { eoa: Rail; smart_wallet?: Rail | undefined },
     workspaces: WorkspacesService,
     log: FastifyBaseLogger,
     now: () => Date,
     options: SettlementOptions = {},
   ) {
     this.#fence = options.fence ?? (async () => {});
-    this.#smartAccounts = options.smartAccounts;
     this.#topUp = options.topUp ?? (async () => false);
     this.#metrics = options.metrics;
     this.#db = db;
     this.#network = network;
-    this.#sender = sender;
+    this.#rails = rails;
     this.#workspaces = workspaces;
     this.#log = log;
     this.#now = now;
   }
 
   async tick(): Promise<void> {
-    await this.#sender.reconcile();
+    await this.#rails.eoa.reconcile();
     const confirmed = await chainRepo.paymentsInStatus(
       this.#db,
       this.#network.environment,
       "confirmed",
       SETTLE_PER_TICK,
     );
-    // Different wallets settle in parallel; one wallet's settlements queue in the sender.
+    // Different wallets settle in parallel; one wallet's settlements queue on its rail.
     await Promise.all(
       confirmed.map((payment) =>
         this.#settle(payment).catch((err: unknown) => {
@@ -112,132 +111,122 @@ export class Settlement {
       return this.#forward(payment, recorded);
     }
 
+    const rail = this.#rails[payment.wallet_type === "smart_wallet" ? "smart_wallet" : "eoa"];
+    if (!rail)
+      return this.#failUnsent(payment, "smart wallets are not configured on this network (no bundler)");
+    let outcome: MoveOutcome;
+    if (payment.settlement_user_operation && payment.settlement_user_op_hash) {
+      // Recorded before a restart: that same operation is sent again, never a new one (a second
+      // would be a second settlement).
+      const operation = {
+        userOpHash: payment.settlement_user_op_hash as Hex,
+        serialized: payment.settlement_user_operation,
+      };
+      const resumed = rail.resume(operation, { failIfNeverIncluded: false });
+      if (!resumed) return;
+      outcome = await resumed;
+    } else {
+      const move = await this.#move(payment);
+      const unfunded = await this.#unfunded(payment, rail, move);
+      if (unfunded) return this.#failUnsent(payment, unfunded);
+      const sent = await this.#submit(payment, rail, move);
+      if (!sent) return;
+      outcome = sent;
+    }
+    if (outcome.status === "pending") return; // the next tick finishes it
+    if (outcome.unsent) return this.#failUnsent(payment, outcome.error ?? "not sent");
+    if (outcome.status === "reverted") {
+      // A user operation's error says which call failed; an EOA leg's is its transaction's.
+      const reason =
+        payment.wallet_type === "smart_wallet"
+          ? (outcome.error ?? "reverted")
+          : `settlement transaction ${outcome.txHash} ${outcome.error ?? "reverted"}`;
+      return this.#fail(payment, reason);
+    }
+    return this.#forward(
+      payment,
+      outcome.legs.map((leg) => ({ purpose: leg.purpose, tx_hash: leg.txHash })),
+    );
+  }
+
+  /** The settlement as a move: its legs as data (the net to the merchant, the fee to the treasury). */
+  async #move(payment: PaymentRow): Promise<Move> {
     const from = payment.receiving_address as Hex;
-    const token = payment.token_symbol as "USDC" | "ETH" | "ADAO";
-    const gross = BigInt(payment.gross_amount);
+    const token = payment.token_symbol as ChainToken;
     const fee = BigInt(payment.fee_amount);
-    const net = BigInt(payment.net_amount);
-    const transfers = [
+    const legs: Leg[] = [
       {
         token,
         to: payment.merchant_wallet as Hex,
-        amount: net,
+        amount: BigInt(payment.net_amount),
         purpose: "settlement_net",
-        paymentId: payment.id,
       },
-      ...(fee > 0n
-        ? [
-            {
-              token,
-              to: this.#network.treasuryAddress,
-              amount: fee,
-              purpose: "settlement_fee",
-              paymentId: payment.id,
-            },
-          ]
-        : []),
     ];
-    if (payment.wallet_type === "smart_wallet") return this.#settleFromSmartWallet(payment, transfers);
+    if (fee > 0n)
+      legs.push({ token, to: this.#network.treasuryAddress, amount: fee, purpose: "settlement_fee" });
+    // A smart wallet's operations are signed by its owner, the workspace EOA.
+    const signer =
+      payment.wallet_type === "smart_wallet"
+        ? async () => (await this.#workspaces.profile(payment.workspace_id)).eoaAddress as Hex
+        : async () => from;
+    return {
+      from,
+      signingKey: async () => this.#workspaces.signingKey(payment.workspace_id, await signer()),
+      legs,
+      paymentId: payment.id,
+      background: true,
+    };
+  }
 
-    const [tokenBalance, ethBalance, gasPerTransfer] = await Promise.all([
-      this.#network.balance(from, token),
-      this.#network.balance(from, "ETH"),
-      this.#network.transferGasCost(token),
+  /** Why the receiving wallet cannot pay the settlement (after topping its gas up), if it cannot. */
+  async #unfunded(payment: PaymentRow, rail: Rail, move: Move): Promise<string | undefined> {
+    const token = payment.token_symbol as ChainToken;
+    const gross = BigInt(payment.gross_amount);
+    const gasPerTransfer = rail.gasRequired(token);
+    const [tokenBalance, ethBalance, gas] = await Promise.all([
+      rail.balance(move.from, token),
+      gasPerTransfer ? rail.balance(move.from, "ETH") : undefined,
+      gasPerTransfer,
     ]);
-    const gasNeeded = gasPerTransfer * BigInt(transfers.length);
-    const ethNeeded = gasNeeded + (token === "ETH" ? gross : 0n);
-    if (tokenBalance < gross) {
-      return this.#failUnsent(payment, `insufficient ${token} balance in the receiving wallet`);
+    const where = payment.wallet_type === "smart_wallet" ? "the smart wallet" : "the receiving wallet";
+    if (tokenBalance < gross) return `insufficient ${token} balance in ${where}`;
+    if (gas === undefined || ethBalance === undefined) return undefined; // sponsored
+    const ethNeeded = gas * BigInt(move.legs.length) + (token === "ETH" ? gross : 0n);
+    if (ethBalance < ethNeeded && !(await this.#topUp(move.from, ethNeeded))) {
+      return "insufficient ETH for gas in the receiving wallet";
     }
-    if (ethBalance < ethNeeded && !(await this.#topUp(from, ethNeeded))) {
-      return this.#failUnsent(payment, "insufficient ETH for gas in the receiving wallet");
-    }
+    return undefined;
+  }
 
-    const key = await this.#workspaces.signingKey(payment.workspace_id, from);
-    let sent: Awaited<ReturnType<TransactionSender["send"]>>;
+  /**
+   * Records and sends the settlement under its fences (the lease, the payment still confirmed
+   * with nothing recorded); undefined when nothing was sent (another worker settles it).
+   */
+  async #submit(payment: PaymentRow, rail: Rail, move: Move): Promise<MoveOutcome | undefined> {
     try {
-      sent = await this.#sender.send(key, from, transfers, {
-        together: true,
+      const submission = await rail.submit(move, {
         guard: async (trx) => {
           await this.#stillDue(trx, payment.id);
         },
+        // Recorded only if no operation is recorded yet, by a worker that still holds the lease:
+        // a second worker's operation would be a second settlement (another nonce key).
+        recordOperation: (userOpHash, operation) =>
+          this.#db.transaction().execute(async (trx) => {
+            await this.#fence(trx);
+            return settlementRepo.recordSettlementOperation(trx, payment.id, userOpHash, operation);
+          }),
       });
+      return await submission.outcome;
     } catch (err) {
-      // Nothing recorded means nothing was sent; recorded transactions are reconciled next tick.
+      // Nothing recorded means nothing was sent; recorded transfers are reconciled next tick.
+      if (err instanceof MoveRefused) return undefined; // another worker recorded one, and sends it
       if (err instanceof SettlementNotDue || err instanceof LeaseLost) {
         this.#log.warn({ paymentId: payment.id, reason: err.message }, "settlement not sent");
       } else {
         this.#log.error({ err, paymentId: payment.id }, "settlement send failed");
       }
-      return;
+      return undefined;
     }
-    if (sent.some((s) => s.status === "not_found")) return; // still pending: the next tick finishes it
-    const failed = sent.find((s) => s.status === "reverted");
-    if (failed) {
-      return this.#fail(payment, `settlement transaction ${failed.txHash} ${failed.error ?? "reverted"}`);
-    }
-    return this.#forward(
-      payment,
-      sent.map((s) => ({ purpose: s.purpose, tx_hash: s.txHash })),
-    );
-  }
-
-  /**
-   * A payment received on the smart wallet settles as ONE user operation (net + fee batched),
-   * gas sponsored by the paymaster; the signed operation is recorded on the payment before it is
-   * sent, and a restart sends that same operation again.
-   */
-  async #settleFromSmartWallet(
-    payment: PaymentRow,
-    transfers: Array<{ token: ChainToken; to: Hex; amount: bigint }>,
-  ) {
-    if (!this.#smartAccounts)
-      return this.#failUnsent(payment, "smart wallets are not configured on this network (no bundler)");
-    let prepared: PreparedOperation;
-    if (payment.settlement_user_operation && payment.settlement_user_op_hash) {
-      prepared = {
-        userOpHash: payment.settlement_user_op_hash as Hex,
-        serialized: payment.settlement_user_operation,
-      };
-    } else {
-      const from = payment.receiving_address as Hex;
-      const token = payment.token_symbol as ChainToken;
-      if ((await this.#network.balance(from, token)) < BigInt(payment.gross_amount)) {
-        return this.#failUnsent(payment, `insufficient ${token} balance in the smart wallet`);
-      }
-      const owner = (await this.#workspaces.profile(payment.workspace_id)).eoaAddress as Hex;
-      const key = await this.#workspaces.signingKey(payment.workspace_id, owner);
-      try {
-        // Nobody waits on a settlement: the bundler's own estimate every time, and no second
-        // operation to record should the bundler refuse one with reused limits (SmartAccounts.prepare).
-        prepared = await this.#smartAccounts.prepare(key, transfers, { estimate: "bundler" });
-      } catch (err) {
-        return this.#failUnsent(
-          payment,
-          `bundler or paymaster failure: ${(err as Error).message.split("\n")[0]}`,
-        );
-      }
-      // Recorded only if no operation is recorded yet, by a worker that still holds the lease:
-      // a second worker's operation would be a second settlement (another nonce key).
-      const recorded = await this.#db.transaction().execute(async (trx) => {
-        await this.#fence(trx);
-        return settlementRepo.recordSettlementOperation(
-          trx,
-          payment.id,
-          prepared.userOpHash,
-          prepared.serialized,
-        );
-      });
-      if (!recorded) return; // another worker recorded one, and sends it
-    }
-    const resend = Boolean(payment.settlement_user_operation);
-    const outcome = await this.#smartAccounts.send(prepared, { resend });
-    if (outcome.status === "pending") return; // the next tick sends it again
-    if (outcome.status === "reverted") return this.#fail(payment, outcome.error);
-    return this.#forward(payment, [
-      { purpose: "settlement_net", tx_hash: outcome.txHash },
-      { purpose: "settlement_fee", tx_hash: outcome.txHash },
-    ]);
   }
 
   /**

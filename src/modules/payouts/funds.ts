@@ -5,8 +5,8 @@ import { checkFunds } from "../../domain/payout-funds.ts";
 import { settlingWhole, stillToSettle } from "../../domain/unsettled-payments.ts";
 import type { SessionTurns } from "../../platform/db/wallet-lock.ts";
 import { badRequest } from "../../platform/http/errors.ts";
+import type { Rail } from "../../rails/rail.ts";
 import type { PaymentsService } from "../payments/service.ts";
-import type { SendingChannel } from "./channels.ts";
 import { findByIdempotencyKey, type NewPayout, type PayoutRow } from "./repo.ts";
 import * as sending from "./sending-repo.ts";
 
@@ -21,23 +21,23 @@ export async function recordIfFunded(
   ctx: AppContext,
   turns: SessionTurns,
   payments: Pick<PaymentsService, "unsettledOn">,
-  channel: SendingChannel,
+  rail: Rail,
   payout: NewPayout,
 ): Promise<PayoutRow | undefined> {
   const { environment } = payout.scope;
   const from = payout.fromAddress as Hex;
   const token = payout.tokenSymbol as ChainToken;
-  const gasPaid = channel.gasRequired !== undefined;
-  const gas = gasPaid
-    ? Promise.all([channel.gasRequired?.("USDC"), channel.gasRequired?.("ETH")])
-    : Promise.resolve(null);
+  const erc20Gas = rail.gasRequired("USDC");
+  const ethGas = rail.gasRequired("ETH");
+  const gasPaid = erc20Gas !== undefined && ethGas !== undefined;
+  const gas = gasPaid ? Promise.all([erc20Gas, ethGas]) : Promise.resolve(null);
   gas.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
   // The money of payments received and not settled yet is read before the balance, so that a
   // settlement mined meanwhile is at worst subtracted twice (a refusal), never not at all; the
   // transfers of a settlement recorded meanwhile are not counted beside its gross.
   const unsettled = await payments.unsettledOn(environment, from);
   const [funds, gasCosts] = await Promise.all([
-    channel.funds(from, gasPaid && token !== "ETH" ? [token, "ETH"] : [token]),
+    rail.funds(from, gasPaid && token !== "ETH" ? [token, "ETH"] : [token]),
     gas,
   ]);
   return turns.run(`payout-funds:${environment}:${from.toLowerCase()}`, async () => {

@@ -1,8 +1,8 @@
-import type { OperationOutcome, PreparedOperation } from "../../chain/evm/smart-accounts.ts";
 import type { Hex } from "../../chain/network.ts";
 import * as sent from "../../chain/sent-transactions.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
+import type { Rails } from "../../rails/index.ts";
 import type { PayoutLeases } from "./leases.ts";
 import type { PayoutOutcomes } from "./outcomes.ts";
 import type { PayoutRow } from "./repo.ts";
@@ -11,14 +11,9 @@ import * as sending from "./sending-repo.ts";
 // Finishes live payouts that no instance is sending any more: their instance stopped (its lease
 // ran out), or answered 202 and gave them up. Their outcome comes from the chain: the recorded
 // transaction's receipt (TransactionSender.reconcile records it, or that another transaction took
-// its nonce), or the recorded user operation, sent again. A payout is failed only when its
+// its nonce), or the recorded user operation, sent again through its rail. A payout is failed only when its
 // transfer can never happen; one with nothing recorded was never sent, and fails uncounted —
 // unless its sender claims it at that moment, which the fence of failNeverSent leaves to it.
-
-export type ResendOperation = (
-  environment: Environment,
-  prepared: PreparedOperation,
-) => Promise<OperationOutcome>;
 
 const NEVER_SENT = "not sent: the process stopped before broadcasting";
 
@@ -26,13 +21,13 @@ export class PayoutReconciler {
   readonly #ctx: AppContext;
   readonly #outcomes: PayoutOutcomes;
   readonly #leases: PayoutLeases;
-  readonly #resend: ResendOperation | undefined;
+  readonly #rails: Rails;
 
-  constructor(ctx: AppContext, outcomes: PayoutOutcomes, leases: PayoutLeases, resend?: ResendOperation) {
+  constructor(ctx: AppContext, outcomes: PayoutOutcomes, leases: PayoutLeases, rails: Rails) {
     this.#ctx = ctx;
     this.#outcomes = outcomes;
     this.#leases = leases;
-    this.#resend = resend;
+    this.#rails = rails;
   }
 
   /** Returns how many payouts it finished. */
@@ -54,15 +49,22 @@ export class PayoutReconciler {
   async #finish(environment: Environment, payout: PayoutRow): Promise<boolean> {
     const scope = { workspaceId: payout.workspace_id, environment };
     if (payout.user_operation) {
-      if (!this.#resend) return false;
-      // A smart wallet payout: send the recorded operation again (a no-op if it was included).
-      const outcome = await this.#resend(environment, {
-        userOpHash: payout.user_op_hash as Hex,
-        serialized: payout.user_operation,
-      });
+      // A smart wallet payout: send the recorded operation again (a no-op if it was included); one
+      // that can never be included fails, which gives its amount back to the wallet's checks.
+      const resumed = this.#rails[environment]?.smart_wallet?.resume(
+        { userOpHash: payout.user_op_hash as Hex, serialized: payout.user_operation },
+        { failIfNeverIncluded: true },
+      );
+      if (!resumed) return false; // no bundler here now: left until there is one
+      const outcome = await resumed;
       if (outcome.status === "success") await this.#outcomes.recordCompletion(scope, payout, outcome.txHash);
       else if (outcome.status === "reverted") {
-        await this.#outcomes.recordFailure(scope, payout, outcome.txHash, outcome.error);
+        await this.#outcomes.recordFailure(
+          scope,
+          payout,
+          outcome.txHash || null,
+          outcome.error ?? "user operation reverted",
+        );
       }
       return outcome.status !== "pending";
     }

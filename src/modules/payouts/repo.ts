@@ -11,6 +11,8 @@ type Db = Kysely<DatabaseSchema>;
 export type Scope = { workspaceId: string; environment: Environment };
 
 export interface NewPayout {
+  /** Chosen before it is recorded: the move's records (and a ledger transfer's hash) name it. */
+  id: string;
   scope: Scope;
   idempotencyKey: string | null;
   tokenSymbol: string;
@@ -25,6 +27,7 @@ export interface NewPayout {
 
 /** The payout a validated request asks for, from `fromAddress`. */
 export function newPayout(
+  id: string,
   scope: Scope,
   request: PayoutRequest,
   fromAddress: string,
@@ -32,6 +35,7 @@ export function newPayout(
   createdAt: Date,
 ): NewPayout {
   return {
+    id,
     scope,
     idempotencyKey: request.idempotencyKey,
     tokenSymbol: request.tokenSymbol,
@@ -147,8 +151,6 @@ export async function completePayouts(
 
 /** A sandbox payout to record, pay from the simulated ledger and complete in one statement. */
 export interface SandboxPayout extends NewPayout {
-  /** Chosen by the caller: the ledger transfer's reference (and so its tx hash) derives from it. */
-  id: string;
   transfer: LedgerTransfer;
   /** The sandbox twin of a smart wallet payout's user operation hash. */
   userOpHash: string | null;

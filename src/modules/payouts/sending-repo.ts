@@ -66,6 +66,7 @@ export async function insertPayout(trx: Db, payout: NewPayout): Promise<PayoutRo
   return trx
     .insertInto("payouts")
     .values({
+      id: payout.id,
       workspace_id: payout.scope.workspaceId,
       environment: payout.scope.environment,
       idempotency_key: payout.idempotencyKey,

@@ -1,15 +1,14 @@
 import { sql } from "kysely";
 import type { ChainToken, Hex } from "../../chain/network.ts";
 import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
-import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { CRYPTO_TOKENS, formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
 import { isUuid, parseAmountField } from "../../domain/validation.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
 import { badRequest, forbidden, notFound } from "../../platform/http/errors.ts";
+import type { Rails } from "../../rails/index.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
-import type { PayoutChannel } from "./channels.ts";
 
 // The workspace wallet's money: balances of the EOA (and smart wallet) for every token of the
 // environment, aggregated stats, and the sandbox faucet.
@@ -17,24 +16,19 @@ import type { PayoutChannel } from "./channels.ts";
 export class WalletService {
   readonly #ctx: AppContext;
   readonly #workspaces: WorkspacesService;
-  readonly #channels: Partial<Record<Environment, PayoutChannel>>;
+  readonly #rails: Rails;
   readonly #ledger: SimulatedLedger;
 
-  constructor(
-    ctx: AppContext,
-    workspaces: WorkspacesService,
-    channels: Partial<Record<Environment, PayoutChannel>>,
-    ledger: SimulatedLedger,
-  ) {
+  constructor(ctx: AppContext, workspaces: WorkspacesService, rails: Rails, ledger: SimulatedLedger) {
     this.#ctx = ctx;
     this.#workspaces = workspaces;
-    this.#channels = channels;
+    this.#rails = rails;
     this.#ledger = ledger;
   }
 
   async balances(principal: KeyPrincipal) {
     const workspace = await this.#workspaces.profile(principal.workspaceId);
-    const channel = this.#channels[principal.environment];
+    const channel = this.#rails[principal.environment]?.eoa;
     const read = async (address: string | null) => {
       if (!address) return null;
       const balances: Record<string, string> = {};

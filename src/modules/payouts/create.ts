@@ -1,0 +1,131 @@
+import { randomUUID } from "node:crypto";
+import type { Hex } from "../../chain/network.ts";
+import type { AppContext } from "../../context.ts";
+import type { BreakerState } from "../../domain/circuit-breaker.ts";
+import { validatePayoutRequest } from "../../domain/payout-request.ts";
+import { KeyedQueue } from "../../platform/concurrency/keyed-queue.ts";
+import type { KeyPrincipal } from "../../platform/http/auth.ts";
+import { ApiError, badRequest } from "../../platform/http/errors.ts";
+import type { Move } from "../../rails/rail.ts";
+import type { WorkspacesService } from "../workspaces/service.ts";
+import type { PayoutDecisions } from "./decide.ts";
+import { InFlightPayouts } from "./in-flight.ts";
+import { type PayoutOutcomes, type PayoutResponse, RESUME_ACTION, type Scope } from "./outcomes.ts";
+import * as repo from "./repo.ts";
+import type { PayoutSends } from "./send.ts";
+
+// A payout (part 4.10, D6) as an operation: validate → decide (the breaker, the wallet and its
+// rail) → persist → send → finish (send.ts). One workspace and environment decides one payout at
+// a time in this process; different workspaces run in parallel. On a pipelined rail (an EOA) the
+// turn ends once the payout is recorded: its transaction is signed, broadcast and mined while the
+// next one is checked (a nonce pipeline), as long as the breaker has seen no failure; after a
+// failure each payout waits for the one before it, so the breaker has counted every outcome.
+
+/**
+ * Payouts of one wallet broadcast and not yet mined, at most, per instance. Bounds how many can
+ * fail after the breaker's third failure: they were all sent before it was seen.
+ */
+const MAX_IN_FLIGHT_PER_WALLET = 16;
+
+export class PayoutCreation {
+  readonly #ctx: AppContext;
+  readonly #workspaces: WorkspacesService;
+  readonly #decisions: PayoutDecisions;
+  readonly #sends: PayoutSends;
+  readonly #outcomes: PayoutOutcomes;
+  readonly #queue = new KeyedQueue();
+  /** Recorded payouts waiting for their outcomes, per workspace and environment. */
+  readonly #pipeline = new InFlightPayouts();
+
+  constructor(
+    ctx: AppContext,
+    parts: {
+      workspaces: WorkspacesService;
+      decisions: PayoutDecisions;
+      sends: PayoutSends;
+      outcomes: PayoutOutcomes;
+    },
+  ) {
+    this.#ctx = ctx;
+    this.#workspaces = parts.workspaces;
+    this.#decisions = parts.decisions;
+    this.#sends = parts.sends;
+    this.#outcomes = parts.outcomes;
+  }
+
+  async create(principal: KeyPrincipal, body: unknown): Promise<PayoutResponse> {
+    const validated = validatePayoutRequest(body);
+    if (!validated.ok) throw badRequest(validated.message);
+    const request = validated.value;
+    const scope: Scope = { workspaceId: principal.workspaceId, environment: principal.environment };
+    this.#decisions.assertConfigured(scope);
+
+    if (request.idempotencyKey) {
+      const existing = await repo.findByIdempotencyKey(this.#ctx.db, scope, request.idempotencyKey);
+      if (existing) return this.#outcomes.duplicate(scope, existing);
+    }
+
+    const scopeKey = `${scope.workspaceId}:${scope.environment}`;
+    // The queue's task hands back the payout's result wrapped, never as a bare promise: a promise
+    // returned from it would be adopted, and the turn would last until the outcome.
+    const queued = await this.#queue.run(scopeKey, async (): Promise<{ result: Promise<PayoutResponse> }> => {
+      const now = this.#ctx.now();
+      // The breaker decides first: while paused no balance is read and nothing is sent. After a
+      // failure, the payouts still in flight finish first (they may fail too), so that the
+      // breaker has counted every earlier outcome when it decides on this one.
+      await this.#pipeline.below(scopeKey, MAX_IN_FLIGHT_PER_WALLET);
+      // The workspace is read meanwhile (a read; nothing is decided on it while paused).
+      const profile = this.#workspaces.profile(scope.workspaceId);
+      profile.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
+      let breaker = await this.#decisions.breaker(scope, now);
+      if (breaker.allowed && breaker.failStreak > 0 && this.#pipeline.size(scopeKey) > 0) {
+        await this.#pipeline.drain(scopeKey);
+        breaker = await this.#decisions.breaker(scope, now);
+      }
+      if (!breaker.allowed) throw pausedError(breaker.state);
+
+      const wallet = this.#decisions.wallet(scope, request, await profile);
+      const signingKey = () => this.#workspaces.signingKey(scope.workspaceId, wallet.owner);
+      const payout = repo.newPayout(randomUUID(), scope, request, wallet.from, wallet.walletType, now);
+      const move: Move = {
+        from: wallet.from,
+        signingKey,
+        legs: [
+          {
+            token: request.tokenSymbol,
+            to: request.destinationAddress as Hex,
+            amount: request.amount,
+            purpose: "payout",
+          },
+        ],
+        payoutId: payout.id,
+      };
+      // Prepared (where the rail prepares) while the balance is checked and the payout recorded.
+      const prepared = wallet.rail.prepare(move);
+      prepared?.catch(() => undefined); // handed to submit, which reports its failure
+      const { persisted, result } = this.#sends.start({ scope, payout, wallet, move, prepared, now });
+      if (wallet.rail.pipelined && breaker.failStreak === 0) {
+        // The wallet's next payout may be checked and signed (the next nonce) once this one is
+        // recorded, while it is signed, broadcast and mined.
+        await persisted;
+        this.#pipeline.add(scopeKey, result);
+        return { result };
+      }
+      // After a failure (and where there is nothing to overlap) the next payout waits for this
+      // one's outcome.
+      await result.catch(() => undefined);
+      return { result };
+    });
+    return queued.result;
+  }
+}
+
+export function pausedError(state: BreakerState): ApiError {
+  return new ApiError(503, "Payouts are paused for this workspace by the circuit breaker", {
+    code: "CIRCUIT_BREAKER_OPEN",
+    circuitBreaker: true,
+    failStreak: state.failStreak,
+    pausedAt: state.pausedAt?.toISOString() ?? null,
+    resumeAction: RESUME_ACTION,
+  });
+}

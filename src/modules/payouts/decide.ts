@@ -1,0 +1,77 @@
+import type { Hex } from "../../chain/network.ts";
+import type { AppContext } from "../../context.ts";
+import { type BreakerState, decideAttempt, resume } from "../../domain/circuit-breaker.ts";
+import type { PayoutRequest } from "../../domain/payout-request.ts";
+import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
+import { badRequest, serviceUnavailable } from "../../platform/http/errors.ts";
+import type { Rails } from "../../rails/index.ts";
+import type { Rail } from "../../rails/rail.ts";
+import type { WorkspaceProfile } from "../workspaces/service.ts";
+import type { Scope } from "./outcomes.ts";
+import * as repo from "./repo.ts";
+
+// The decisions a payout takes before anything is recorded: may the workspace pay out now (the
+// circuit breaker, part 3), and from which wallet, through which rail (walletType, part 4.18).
+
+export type BreakerDecision = { allowed: true; failStreak: number } | { allowed: false; state: BreakerState };
+
+export interface WalletChoice {
+  rail: Rail;
+  walletType: "eoa" | "smart_wallet";
+  /** The wallet the money leaves. */
+  from: Hex;
+  /** The EOA whose key signs (for a smart wallet, its owner). */
+  owner: Hex;
+}
+
+export class PayoutDecisions {
+  readonly #ctx: AppContext;
+  readonly #rails: Rails;
+  /** Breaker reads of payouts arriving together share one query. */
+  readonly #breakers: (key: string) => Promise<BreakerState | undefined>;
+
+  constructor(ctx: AppContext, rails: Rails) {
+    this.#ctx = ctx;
+    this.#rails = rails;
+    this.#breakers = coalescedLookup((keys: readonly string[]) => repo.readBreakers(ctx.db, keys));
+  }
+
+  /** 503 before anything else when the environment has no rail at all (no live network). */
+  assertConfigured(scope: Scope): void {
+    if (!this.#rails[scope.environment]?.eoa) throw serviceUnavailable("Live network is not configured");
+  }
+
+  async breaker(scope: Scope, now: Date): Promise<BreakerDecision> {
+    // A read decides for an active breaker (a workspace's decisions are serialized by the
+    // caller, and failures are written under the breaker's lock); an auto-resume writes, locked.
+    const seen = (await this.#breakers(`${scope.workspaceId} ${scope.environment}`)) ?? repo.INITIAL_BREAKER;
+    const first = decideAttempt(seen, now);
+    if (first.allowed && !first.autoResumed) return { allowed: true, failStreak: seen.failStreak };
+    if (!first.allowed) return first;
+    return this.#ctx.db.transaction().execute(async (trx) => {
+      const state = await repo.lockBreaker(trx, scope);
+      const decision = decideAttempt(state, now);
+      if (!decision.allowed) return decision;
+      if (decision.autoResumed) await repo.writeBreaker(trx, scope, resume(state).state);
+      return { allowed: true as const, failStreak: decision.autoResumed ? 0 : state.failStreak };
+    });
+  }
+
+  /** The wallet and rail of `request`, or the 400/503 that says why there is none. */
+  wallet(scope: Scope, request: PayoutRequest, workspace: WorkspaceProfile): WalletChoice {
+    if (!workspace.eoaAddress) throw badRequest("No workspace wallet found. Provision a wallet first.");
+    const walletType =
+      request.walletType ?? (workspace.defaultWalletType === "smart_wallet" ? "smart_wallet" : "eoa");
+    const rail = this.#rails[scope.environment]?.[walletType];
+    if (!rail)
+      throw serviceUnavailable(`Smart wallets are not configured for ${scope.environment}: no bundler`);
+    if (walletType === "smart_wallet" && !workspace.smartWalletAddress) {
+      throw badRequest(
+        "No smart wallet for this workspace: create one with POST /api/v1/workspaces/{id}/smart-wallet",
+      );
+    }
+    const owner = workspace.eoaAddress as Hex;
+    const from = (walletType === "smart_wallet" ? workspace.smartWalletAddress : workspace.eoaAddress) as Hex;
+    return { rail, walletType, from, owner };
+  }
+}

@@ -1,0 +1,86 @@
+import type { ChainToken, Hex } from "../chain/network.ts";
+import { type LedgerTransfer, SimulatedLedger, sandboxTxHash } from "../chain/simulated/ledger.ts";
+import {
+  type Move,
+  type MoveHooks,
+  type MoveOutcome,
+  MoveRefused,
+  type Rail,
+  type Submission,
+  type WalletFunds,
+} from "./rail.ts";
+
+// The sandbox's simulated ledger (D3) as a rail. Its transfers are rows of our own database,
+// instant and final, so nothing is sent: the rail hands its transfers to the caller, who writes
+// them in ONE statement with its own record (a sandbox payout with its event, shared with the
+// payouts asked for together), and that statement's verdict is the move's outcome. The same
+// rail, as the twin of a smart account, also names a user operation hash.
+
+export class LedgerRail implements Rail {
+  // Instant and final: nothing to overlap, and the breaker sees each outcome before the next.
+  readonly pipelined = false;
+  readonly #ledger: SimulatedLedger;
+  readonly #smartAccount: boolean;
+
+  /** `smartAccount`: the sandbox twin of a user-operation rail, which also reports a userOpHash. */
+  constructor(ledger: SimulatedLedger, options: { smartAccount?: boolean } = {}) {
+    this.#ledger = ledger;
+    this.#smartAccount = options.smartAccount ?? false;
+  }
+
+  balance(address: Hex, token: ChainToken): Promise<bigint> {
+    return this.#ledger.currentBalance(address, token);
+  }
+
+  async funds(address: Hex, tokens: readonly ChainToken[]): Promise<WalletFunds> {
+    const values = await Promise.all(tokens.map((token) => this.balance(address, token)));
+    const funds: WalletFunds = { balances: {}, minedNonce: null };
+    for (const [i, token] of tokens.entries()) funds.balances[token] = values[i];
+    return funds;
+  }
+
+  gasRequired(): undefined {
+    return undefined;
+  }
+
+  prepare(): undefined {
+    return undefined;
+  }
+
+  resume(): undefined {
+    return undefined;
+  }
+
+  /** Nothing is ever left open: a ledger move is final in the statement that makes it. */
+  async reconcile(): Promise<void> {}
+
+  async submit(move: Move, hooks: MoveHooks): Promise<Submission> {
+    if (!hooks.recordWithTransfers) throw new Error("the simulated ledger needs recordWithTransfers");
+    const owner = move.payoutId ? `payout:${move.payoutId}` : `payment:${move.paymentId}`;
+    const transfers: LedgerTransfer[] = move.legs.map((leg) => ({
+      from: move.from,
+      to: leg.to,
+      token: leg.token,
+      amount: leg.amount,
+      // A payout's one transfer keeps the reference its hash has always derived from.
+      reference: move.legs.length === 1 ? owner : `${owner}:${leg.purpose}`,
+    }));
+    const userOpHash = this.#smartAccount ? sandboxTxHash(`user-operation:${move.payoutId}`) : null;
+    const record = await hooks.recordWithTransfers({ transfers, userOpHash });
+    if (record.outcome === "refused") throw new MoveRefused("the ledger move was not recorded");
+    const legs = transfers.map((t, i) => ({
+      purpose: move.legs[i]?.purpose ?? "",
+      txHash: sandboxTxHash(t.reference),
+    }));
+    const first = transfers[0]?.reference ?? owner;
+    const result = SimulatedLedger.resultOf(first, record.outcome);
+    const outcome: MoveOutcome = {
+      status: result.status,
+      txHash: result.txHash,
+      ...(userOpHash ? { userOpHash } : {}),
+      legs,
+      error: result.status === "reverted" ? result.error : null,
+    };
+    return { outcome: Promise.resolve(outcome) };
+  }
+}

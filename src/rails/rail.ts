@@ -1,0 +1,159 @@
+import type { RawBuilder } from "kysely";
+import type { PreparedOperation } from "../chain/evm/smart-accounts.ts";
+import type { ChainToken, Hex } from "../chain/network.ts";
+import type { LedgerTransfer } from "../chain/simulated/ledger.ts";
+import type { Db } from "../platform/db/database.ts";
+
+// The Rail port: the one way money leaves a workspace wallet. A move is "these amounts of these
+// tokens from this wallet to these addresses" (one leg for a payout; the net and the fee, later
+// splits, for a settlement). Each implementation owns how its money moves and how a move it
+// recorded is finished after a crash: the sandbox's simulated ledger (ledger-rail.ts), a
+// workspace EOA (eoa-rail.ts: nonce-ordered, recorded before broadcast), a smart account
+// (smart-account-rail.ts: one sponsored user operation for all legs). Callers hand every rail the
+// same hooks (MoveHooks) and never ask which one they hold: each rail calls the hooks it needs.
+
+/** One transfer of a move. `purpose` names it in the records (payout, settlement_net, …). */
+export interface Leg {
+  token: ChainToken;
+  to: Hex;
+  amount: bigint;
+  purpose: string;
+}
+
+export interface Move {
+  from: Hex;
+  /** The key that signs for the wallet (a smart account's owner EOA), decrypted on demand. */
+  signingKey: () => Promise<Hex>;
+  legs: Leg[];
+  /** What the move belongs to; recorded with its transactions. */
+  payoutId?: string;
+  paymentId?: string;
+  /**
+   * Nobody waits for this move (a settlement): a rail may trade latency for certainty (a smart
+   * account takes the bundler's own gas estimate rather than reusing an earlier one).
+   */
+  background?: boolean;
+}
+
+/** The outcome of a move: success once every leg is mined with a success receipt. */
+export interface MoveOutcome {
+  status: "success" | "reverted" | "pending";
+  /** The first leg's transaction (a smart account's: the one that carried its operation). */
+  txHash: string;
+  userOpHash?: string;
+  /** Each leg's transaction, by purpose. */
+  legs: Array<{ purpose: string; txHash: string }>;
+  error: string | null;
+  /** Reverted before anything was recorded or sent (the bundler would not prepare it, say). */
+  unsent?: true;
+}
+
+/** A move handed to its rail: `outcome` settles with how it ended. */
+export interface Submission {
+  outcome: Promise<MoveOutcome>;
+}
+
+/**
+ * The caller's side of recording a move, in the rail's own statement or transaction. A rail calls
+ * the ones its way of moving money needs and ignores the others.
+ */
+export interface MoveHooks {
+  /**
+   * Records what the move belongs to (a payout, processing), once the caller's checks passed:
+   * called before anything is signed or sent; false: not recorded, the caller answers why
+   * (MoveRefused). The simulated ledger calls `recordWithTransfers` instead.
+   */
+  persist?: () => Promise<boolean>;
+  /**
+   * Signed transactions (EOA): a data-modifying statement returning rows, run in the statement
+   * that records them; no row, nothing recorded (MoveRefused).
+   */
+  claim?: RawBuilder<unknown>;
+  /** Signed transactions (EOA): runs first in the transaction that records them; throwing aborts. */
+  guard?: (trx: Db) => Promise<void>;
+  /** A signed user operation (smart account), before it is sent; false: it may not be (MoveRefused). */
+  recordOperation?: (userOpHash: string, operation: string) => Promise<boolean>;
+  /**
+   * The simulated ledger: the caller's own record written in ONE statement with the ledger's
+   * transfers (the rail's contribution), e.g. a sandbox payout with its event. Its answer is the
+   * move's outcome there.
+   */
+  recordWithTransfers?: (contribution: LedgerContribution) => Promise<LedgerRecord>;
+}
+
+/** What the simulated ledger adds to the caller's statement. */
+export interface LedgerContribution {
+  transfers: LedgerTransfer[];
+  /** The sandbox twin of a smart account's user operation (its hash), else null. */
+  userOpHash: Hex | null;
+}
+
+/** What the caller's one-statement record of a ledger move found. */
+export type LedgerRecord =
+  | { outcome: "success" }
+  | { outcome: "failure_address" }
+  /** Not recorded: the caller answers it (insufficient balance, an idempotency key taken). */
+  | { outcome: "refused" };
+
+/** A wallet's balances, with its mined nonce where they were read at one block of a network. */
+export interface WalletFunds {
+  balances: Partial<Record<ChainToken, bigint>>;
+  minedNonce: number | null;
+}
+
+/** A move signed ahead by the one rail that prepares (a smart account's user operation). */
+export type Prepared = PreparedOperation;
+
+/** A move a rail signed earlier, to finish from what the network says (the reconcilers). */
+export interface RecordedOperation {
+  userOpHash: Hex;
+  serialized: string;
+}
+
+export interface ResumeOptions {
+  /**
+   * Report an operation that can never be included (it deploys an account another operation
+   * deployed first) as reverted; otherwise it stays pending and is sent again next time.
+   */
+  failIfNeverIncluded: boolean;
+}
+
+/** Nothing was recorded and nothing sent: a hook's fence refused the move. */
+export class MoveRefused extends Error {
+  override name = "MoveRefused";
+  readonly code = "MOVE_REFUSED";
+}
+
+export interface Rail {
+  /**
+   * A wallet's moves can follow each other without waiting for the previous one's outcome (nonce
+   * order; `submit` resolves once broadcast): a caller may start the next while this one is mined.
+   */
+  readonly pipelined: boolean;
+  balance(address: Hex, token: ChainToken): Promise<bigint>;
+  /** Balances of `tokens` for a move's checks (with the mined nonce, on a pipelined rail). */
+  funds(address: Hex, tokens: readonly ChainToken[]): Promise<WalletFunds>;
+  /** ETH one transfer of `token` costs the sending wallet in gas; undefined where gas is sponsored. */
+  gasRequired(token: ChainToken): Promise<bigint> | undefined;
+  /**
+   * Starts preparing and signing `move` while the caller's checks run, to hand to `submit`.
+   * Nothing is sent or recorded: one prepared for a move that is then refused is dropped.
+   */
+  prepare(move: Move): Promise<Prepared> | undefined;
+  /**
+   * Records and sends `move` (after `hooks.persist`), and resolves once it is on its way;
+   * rejects only when nothing was recorded (MoveRefused when a hook refused). `prepared` is what
+   * `prepare` started for it.
+   */
+  submit(move: Move, hooks: MoveHooks, prepared?: Promise<Prepared>): Promise<Submission>;
+  /**
+   * Sends again an operation this rail recorded (a no-op if it was included) and says how it
+   * ended; undefined on rails whose recorded moves the network reconciler finishes.
+   */
+  resume(operation: RecordedOperation, options: ResumeOptions): Promise<MoveOutcome> | undefined;
+  /**
+   * Brings what this rail recorded and its sender left open to a final state from what the
+   * network says (the chain job runs it before settling and reconciling payouts).
+   */
+  reconcile(): Promise<void>;
+}

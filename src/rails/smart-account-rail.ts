@@ -1,0 +1,123 @@
+import type { OperationOutcome, PreparedOperation, SmartAccounts } from "../chain/evm/smart-accounts.ts";
+import type { ChainToken, Hex, Network } from "../chain/network.ts";
+import { firstLine } from "../chain/node-errors.ts";
+import {
+  type Move,
+  type MoveHooks,
+  type MoveOutcome,
+  MoveRefused,
+  type Prepared,
+  type Rail,
+  type RecordedOperation,
+  type ResumeOptions,
+  type Submission,
+  type WalletFunds,
+} from "./rail.ts";
+
+// A workspace's smart account (ERC-4337, D11) as a rail: every leg of a move in ONE user
+// operation (atomic), signed by the workspace EOA, gas paid by the paymaster, recorded (hash and
+// signed body) before it goes to the bundler. A recorded operation is sent again after a crash
+// (`resume`): the bundler includes it at most once.
+
+export class SmartAccountRail implements Rail {
+  // Not pipelined: each move's outcome is known (and counted by the breaker) before the next is
+  // sent. Nonces do not order them: each operation has a nonce key of its own.
+  readonly pipelined = false;
+  readonly #network: Network;
+  readonly #accounts: SmartAccounts;
+
+  constructor(network: Network, accounts: SmartAccounts) {
+    this.#network = network;
+    this.#accounts = accounts;
+  }
+
+  balance(address: Hex, token: ChainToken): Promise<bigint> {
+    return this.#network.balance(address, token);
+  }
+
+  async funds(address: Hex, tokens: readonly ChainToken[]): Promise<WalletFunds> {
+    const values = await Promise.all(tokens.map((token) => this.balance(address, token)));
+    const funds: WalletFunds = { balances: {}, minedNonce: null };
+    for (const [i, token] of tokens.entries()) funds.balances[token] = values[i];
+    return funds;
+  }
+
+  /** Sponsored: the wallet pays no gas. */
+  gasRequired(): undefined {
+    return undefined;
+  }
+
+  /** The operation's legs prepared and signed ahead, with limits reused where known. */
+  async prepare(move: Move): Promise<Prepared> {
+    return this.#accounts.prepare(await move.signingKey(), callsOf(move));
+  }
+
+  async resume(operation: RecordedOperation, options: ResumeOptions): Promise<MoveOutcome> {
+    const outcome = options.failIfNeverIncluded
+      ? await this.#accounts.sendAgain(operation)
+      : await this.#accounts.send(operation, { resend: true });
+    return moveOutcomeOf(outcome, []);
+  }
+
+  /** Recorded operations are sent again by their owners' reconcilers (`resume`). */
+  async reconcile(): Promise<void> {}
+
+  async submit(move: Move, hooks: MoveHooks, preparedAhead?: Promise<Prepared>): Promise<Submission> {
+    if (hooks.persist && !(await hooks.persist())) throw new MoveRefused("not recorded by its caller");
+    const record = hooks.recordOperation;
+    if (!record) throw new Error("a smart account move needs recordOperation");
+    const legs = move.legs.map((leg) => leg.purpose);
+    // Nobody waits on a background move: the bundler's own estimate, and no second operation to
+    // record should the bundler refuse one with reused limits.
+    const estimate = move.background ? ("bundler" as const) : undefined;
+    type Attempt = { failure: string } | { prepared: PreparedOperation; outcome: OperationOutcome };
+    const prepareAndSend = async (
+      options: { estimate?: "bundler"; nonceKey?: bigint } = {},
+    ): Promise<Attempt> => {
+      let prepared: PreparedOperation;
+      try {
+        prepared = await (options.estimate === undefined && preparedAhead
+          ? preparedAhead
+          : this.#accounts.prepare(await move.signingKey(), callsOf(move), options));
+      } catch (err) {
+        return { failure: `bundler or paymaster failure: ${firstLine(err)}` };
+      }
+      if (!(await record(prepared.userOpHash, prepared.serialized))) {
+        throw new MoveRefused("its caller would not record the operation");
+      }
+      return { prepared, outcome: await this.#accounts.send(prepared) };
+    };
+    let attempt = await prepareAndSend(estimate ? { estimate } : {});
+    if (
+      "outcome" in attempt &&
+      attempt.outcome.status === "reverted" &&
+      attempt.outcome.refused &&
+      attempt.prepared.gasFrom === "known"
+    ) {
+      // Refused with gas limits reused from an earlier operation: never in the bundler's mempool.
+      // Once more with the bundler's own estimate, recorded before it is sent; it takes the same
+      // nonce (key and sequence 0), so at most one of the two can ever be included.
+      attempt = await prepareAndSend({ estimate: "bundler", nonceKey: attempt.prepared.nonceKey });
+    }
+    const outcome: MoveOutcome =
+      "outcome" in attempt
+        ? moveOutcomeOf(attempt.outcome, legs)
+        : { status: "reverted", txHash: "", legs: [], error: attempt.failure, unsent: true };
+    return { outcome: Promise.resolve(outcome) };
+  }
+}
+
+function callsOf(move: Move) {
+  return move.legs.map((leg) => ({ token: leg.token, to: leg.to, amount: leg.amount }));
+}
+
+/** Every leg rides in the operation's one transaction. */
+function moveOutcomeOf(outcome: OperationOutcome, purposes: string[]): MoveOutcome {
+  const { userOpHash } = outcome;
+  if (outcome.status === "pending")
+    return { status: "pending", txHash: "", userOpHash, legs: [], error: null };
+  const txHash = outcome.txHash ?? "";
+  const legs = purposes.map((purpose) => ({ purpose, txHash }));
+  if (outcome.status === "success") return { status: "success", txHash, userOpHash, legs, error: null };
+  return { status: "reverted", txHash, userOpHash, legs, error: outcome.error };
+}
