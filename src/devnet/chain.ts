@@ -1,5 +1,3 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { createServer } from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import {
@@ -21,12 +19,16 @@ import {
 import { type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
 import { type Bundler, deployAccountAbstraction, startBundler } from "./account-abstraction.ts";
 import { testTokenArtifact } from "./compile.ts";
+import { launch, type NodeExit } from "./launcher.ts";
 
 // A local EVM chain for development and tests (D3, D13, D14): a Hardhat 3 node (EDR) run as a
 // child process on 127.0.0.1, mining a block every second and on each transaction, with the
 // service's test tokens deployed and a payer account holding plenty of each; optionally the
 // ERC-4337 stack too (D11): EntryPoint v0.8, SimpleAccountFactory, a sponsoring paymaster and an
 // Alto bundler (src/devnet/account-abstraction.ts).
+
+// Tests and benches import these from here, the devnet's public face.
+export { freePort, type NodeExit } from "./launcher.ts";
 
 export type TokenSymbol = "USDC" | "ADAO" | "DAI";
 
@@ -147,11 +149,6 @@ export interface Devnet {
   stop(): Promise<void>;
 }
 
-export interface NodeExit {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-}
-
 /** The deployer's clients, for helpers that send deployer transactions through {@link withDeployer}. */
 export interface DeployerClients {
   publicClient: PublicClient;
@@ -174,18 +171,23 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
   const artifactPromise = testTokenArtifact(); // compiles (or loads the cache) while the node starts
   artifactPromise.catch(() => {}); // awaited below; avoid an unhandled rejection meanwhile
 
-  // With no port given, a port found free may be taken before Hardhat binds it: try again.
-  let node: RunningNode | undefined;
-  for (let attempt = 1; !node; attempt++) {
-    const port = options.port ?? (await freePort());
-    try {
-      node = await launchNode(port, options);
-    } catch (err) {
-      if (options.port !== undefined || attempt >= 3 || !(err instanceof PortInUseError)) throw err;
-    }
-  }
-
-  const { child, exited, rpcUrl, chainId, nodeStartMs } = node;
+  const node = await launch({ port: options.port, freeOn: "127.0.0.1" }, async (port) => {
+    const url = `http://127.0.0.1:${port}`;
+    return {
+      name: "the Hardhat node",
+      args: [HARDHAT_CLI, "node", "--hostname", "127.0.0.1", "--port", `${port}`],
+      cwd: ROOT,
+      env: { ...process.env, FORCE_COLOR: "0", NO_COLOR: "1" },
+      url,
+      startTimeoutMs: options.startTimeoutMs,
+      onOutput: options.onOutput,
+      probe: async () => {
+        const chainId = await rpc(url, "eth_chainId", [], 500).catch(() => undefined);
+        return typeof chainId === "string" ? Number(BigInt(chainId)) : undefined;
+      },
+    };
+  });
+  const { url: rpcUrl, ready: chainId, exited, startMs: nodeStartMs } = node;
   const stopNode = node.stop;
   let bundler: Bundler | undefined;
   const stop = once(async () => {
@@ -271,7 +273,7 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
       rpcUrl,
       chainId,
       chain,
-      pid: child.pid as number,
+      pid: node.pid,
       tokens,
       accounts,
       timings: { nodeStartMs, deployMs },
@@ -363,101 +365,6 @@ export function withDeployer<T>(devnet: Devnet, task: (clients: DeployerClients)
   return result;
 }
 
-// ---------------------------------------------------------------------------------------------
-// The Hardhat node process
-
-interface RunningNode {
-  child: ChildProcess;
-  exited: Promise<NodeExit>;
-  rpcUrl: string;
-  chainId: number;
-  nodeStartMs: number;
-  stop(): Promise<void>;
-}
-
-class PortInUseError extends Error {}
-
-async function launchNode(port: number, options: DevnetOptions): Promise<RunningNode> {
-  const started = performance.now();
-  const rpcUrl = `http://127.0.0.1:${port}`;
-  // Run Hardhat's CLI directly with this Node (not through npx) so that the PID is the server's.
-  const child = spawn(
-    process.execPath,
-    [HARDHAT_CLI, "node", "--hostname", "127.0.0.1", "--port", `${port}`],
-    {
-      cwd: ROOT,
-      stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, FORCE_COLOR: "0", NO_COLOR: "1" },
-    },
-  );
-  const exited = new Promise<NodeExit>((resolve) => {
-    child.once("exit", (code, signal) => resolve({ code, signal }));
-  });
-  // The node logs every RPC call: always drain its pipes, keep a tail for error messages.
-  let tail = "";
-  const onData = (chunk: Buffer) => {
-    const text = chunk.toString("utf8");
-    tail = (tail + text).slice(-4000);
-    options.onOutput?.(text);
-  };
-  child.stdout?.on("data", onData);
-  child.stderr?.on("data", onData);
-  let spawnError: Error | undefined;
-  child.once("error", (err) => {
-    spawnError = err;
-  });
-  // Never leave an orphaned node behind if this process exits without calling stop().
-  const killOnExit = () => {
-    child.kill("SIGKILL");
-  };
-  process.once("exit", killOnExit);
-
-  const stop = async (): Promise<void> => {
-    process.off("exit", killOnExit);
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill("SIGTERM");
-      const force = setTimeout(() => child.kill("SIGKILL"), 5000);
-      await exited;
-      clearTimeout(force);
-    }
-  };
-
-  try {
-    const deadline = Date.now() + (options.startTimeoutMs ?? 30_000);
-    let exitedEarly = false;
-    void exited.then(() => {
-      exitedEarly = true;
-    });
-    for (;;) {
-      if (spawnError) throw new Error(`Cannot start the Hardhat node: ${spawnError.message}`);
-      if (exitedEarly) {
-        const message = `The Hardhat node exited before answering (code ${child.exitCode}, signal ${child.signalCode}):\n${tail.trim()}`;
-        throw /EADDRINUSE|address already in use/i.test(tail)
-          ? new PortInUseError(message)
-          : new Error(message);
-      }
-      const chainId = await rpc(rpcUrl, "eth_chainId", [], 500).catch(() => undefined);
-      if (typeof chainId === "string") {
-        return {
-          child,
-          exited,
-          rpcUrl,
-          chainId: Number(BigInt(chainId)),
-          nodeStartMs: Math.round(performance.now() - started),
-          stop,
-        };
-      }
-      if (Date.now() > deadline) {
-        throw new Error(`The Hardhat node did not answer on ${rpcUrl} in time:\n${tail.trim()}`);
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  } catch (err) {
-    await stop();
-    throw err;
-  }
-}
-
 /** A minimal JSON-RPC call (the node's evm_* and hardhat_* methods are not in viem's types). */
 export async function rpc(
   url: string,
@@ -474,21 +381,6 @@ export async function rpc(
   const body = (await response.json()) as { result?: unknown; error?: { message: string } };
   if (body.error) throw new Error(`${method}: ${body.error.message}`);
   return body.result;
-}
-
-/** A port that is free on `host` right now (it may be taken before the caller binds it). */
-export function freePort(host = "127.0.0.1"): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, host, () => {
-      const address = server.address();
-      server.close(() => {
-        if (address && typeof address === "object") resolve(address.port);
-        else reject(new Error("Could not find a free port"));
-      });
-    });
-  });
 }
 
 function once(fn: () => Promise<void>): () => Promise<void> {
