@@ -15,9 +15,11 @@ import {
   parseEther,
   parseTransaction,
 } from "viem";
-import { type DeployerClients, type Devnet, rpc, withDeployer } from "./chain.ts";
 import { sponsoringPaymasterArtifact } from "./compile.ts";
+import { type DeployerClients, withDeployer } from "./deployer.ts";
 import { type LaunchSpec, launch, type NodeExit } from "./launcher.ts";
+import { rpc } from "./rpc.ts";
+import type { Devnet } from "./types.ts";
 
 // The ERC-4337 stack of the devnet (D11, D14): EntryPoint v0.8 at its canonical address, the
 // SimpleAccountFactory that permissionless expects for v0.8, a paymaster that sponsors every user
