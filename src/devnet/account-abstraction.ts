@@ -1,4 +1,3 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
@@ -16,8 +15,11 @@ import {
   parseEther,
   parseTransaction,
 } from "viem";
-import { type DeployerClients, type Devnet, freePort, type NodeExit, rpc, withDeployer } from "./chain.ts";
 import { sponsoringPaymasterArtifact } from "./compile.ts";
+import { type DeployerClients, withDeployer } from "./deployer.ts";
+import { type LaunchSpec, launch, type NodeExit } from "./launcher.ts";
+import { rpc } from "./rpc.ts";
+import type { Devnet } from "./types.ts";
 
 // The ERC-4337 stack of the devnet (D11, D14): EntryPoint v0.8 at its canonical address, the
 // SimpleAccountFactory that permissionless expects for v0.8, a paymaster that sponsors every user
@@ -244,23 +246,13 @@ export interface Bundler {
   stop(): Promise<void>;
 }
 
-class PortInUseError extends Error {}
-
 /** Starts Alto as a child process and resolves once it answers `eth_supportedEntryPoints`. */
 export async function startBundler(options: BundlerOptions): Promise<Bundler> {
-  // With no port given, a port found free may be taken before Alto binds it: try again.
-  for (let attempt = 1; ; attempt++) {
-    const port = options.port ?? (await freePort("0.0.0.0"));
-    try {
-      return await launchAlto(port, options);
-    } catch (err) {
-      if (options.port !== undefined || attempt >= 3 || !(err instanceof PortInUseError)) throw err;
-    }
-  }
+  const alto = await launch({ port: options.port, freeOn: "0.0.0.0" }, (port) => altoSpec(port, options));
+  return { url: alto.url, pid: alto.pid, startMs: alto.startMs, exited: alto.exited, stop: alto.stop };
 }
 
-async function launchAlto(port: number, options: BundlerOptions): Promise<Bundler> {
-  const started = performance.now();
+async function altoSpec(port: number, options: BundlerOptions): Promise<LaunchSpec<true>> {
   // The config holds private keys: a private directory, removed when Alto stops. Alto also runs
   // there, so that it does not load the project's .env (it calls dotenv).
   const dir = await mkdtemp(join(tmpdir(), "devnet-alto-"));
@@ -318,81 +310,21 @@ async function launchAlto(port: number, options: BundlerOptions): Promise<Bundle
     if (!name.startsWith("ALTO_") && name !== "SENTRY_DSN" && name !== "DOTENV_CONFIG_PATH")
       env[name] ??= value;
   }
-  // Run Alto's CLI directly with this Node (not through npx) so that the PID is the bundler's.
-  const child: ChildProcess = spawn(process.execPath, [ALTO_CLI, "--config", configFile], {
-    cwd: dir,
-    stdio: ["ignore", "pipe", "pipe"],
-    env,
-  });
-  const exited = new Promise<NodeExit>((resolve) => {
-    child.once("exit", (code, signal) => resolve({ code, signal }));
-  });
-  let tail = "";
-  const onData = (chunk: Buffer) => {
-    const text = chunk.toString("utf8");
-    tail = (tail + text).slice(-4000);
-    options.onOutput?.(text);
-  };
-  child.stdout?.on("data", onData);
-  child.stderr?.on("data", onData);
-  let spawnError: Error | undefined;
-  child.once("error", (err) => {
-    spawnError = err;
-  });
-  // Never leave an orphaned bundler behind if this process exits without calling stop().
-  const killOnExit = () => {
-    child.kill("SIGKILL");
-  };
-  process.once("exit", killOnExit);
-
-  let stopping: Promise<void> | undefined;
-  const stop = (): Promise<void> => {
-    stopping ??= (async () => {
-      process.off("exit", killOnExit);
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill("SIGTERM");
-        const force = setTimeout(() => child.kill("SIGKILL"), 5000);
-        await exited;
-        clearTimeout(force);
-      }
-      await rm(dir, { recursive: true, force: true });
-    })();
-    return stopping;
-  };
-
   const url = `http://127.0.0.1:${port}`;
-  try {
-    const deadline = Date.now() + (options.startTimeoutMs ?? 30_000);
-    let exitedEarly = false;
-    void exited.then(() => {
-      exitedEarly = true;
-    });
-    for (;;) {
-      if (spawnError) throw new Error(`Cannot start Alto: ${spawnError.message}`);
-      if (exitedEarly) {
-        const message = `Alto exited before answering (code ${child.exitCode}, signal ${child.signalCode}):\n${tail.trim()}`;
-        throw /EADDRINUSE|address already in use/i.test(tail)
-          ? new PortInUseError(message)
-          : new Error(message);
-      }
+  const entryPoint = options.entryPoint.toLowerCase();
+  return {
+    name: "Alto",
+    args: [ALTO_CLI, "--config", configFile],
+    cwd: dir,
+    env,
+    url,
+    startTimeoutMs: options.startTimeoutMs,
+    onOutput: options.onOutput,
+    probe: async () => {
       const supported = await rpc(url, "eth_supportedEntryPoints", [], 500).catch(() => undefined);
-      if (
-        Array.isArray(supported) &&
-        supported.some((a) => typeof a === "string" && a.toLowerCase() === options.entryPoint.toLowerCase())
-      ) {
-        return {
-          url,
-          pid: child.pid as number,
-          startMs: Math.round(performance.now() - started),
-          exited,
-          stop,
-        };
-      }
-      if (Date.now() > deadline) throw new Error(`Alto did not answer on ${url} in time:\n${tail.trim()}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  } catch (err) {
-    await stop();
-    throw err;
-  }
+      const listed = (a: unknown) => typeof a === "string" && a.toLowerCase() === entryPoint;
+      return Array.isArray(supported) && supported.some(listed) ? true : undefined;
+    },
+    cleanup: () => rm(dir, { recursive: true, force: true }),
+  };
 }

@@ -1,10 +1,7 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { createServer } from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import {
   type Address,
-  type Chain,
   createPublicClient,
   createWalletClient,
   defineChain,
@@ -12,15 +9,16 @@ import {
   type Hash,
   type Hex,
   http,
-  type PublicClient,
   parseAbi,
   parseUnits,
-  type Transport,
-  type WalletClient,
 } from "viem";
-import { type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
+import { privateKeyToAccount } from "viem/accounts";
 import { type Bundler, deployAccountAbstraction, startBundler } from "./account-abstraction.ts";
 import { testTokenArtifact } from "./compile.ts";
+import { registerDeployer, withDeployer } from "./deployer.ts";
+import { launch } from "./launcher.ts";
+import { rpc } from "./rpc.ts";
+import type { Devnet, DevnetAccount, DevnetOptions, TokenSymbol } from "./types.ts";
 
 // A local EVM chain for development and tests (D3, D13, D14): a Hardhat 3 node (EDR) run as a
 // child process on 127.0.0.1, mining a block every second and on each transaction, with the
@@ -28,18 +26,18 @@ import { testTokenArtifact } from "./compile.ts";
 // ERC-4337 stack too (D11): EntryPoint v0.8, SimpleAccountFactory, a sponsoring paymaster and an
 // Alto bundler (src/devnet/account-abstraction.ts).
 
-export type TokenSymbol = "USDC" | "ADAO" | "DAI";
+// The devnet's public face: tests and benches import from this module alone, so it passes on the
+// names that its parts (deployer.ts, launcher.ts, rpc.ts, types.ts) define.
+export { type DeployerClients, withDeployer } from "./deployer.ts";
+export { freePort, type NodeExit } from "./launcher.ts";
+export { rpc } from "./rpc.ts";
+export type { Devnet, DevnetAccount, DevnetAccountAbstraction, DevnetOptions, TokenSymbol } from "./types.ts";
 
 export const TOKENS: Record<TokenSymbol, { name: string; decimals: number }> = {
   USDC: { name: "USD Coin (devnet)", decimals: 6 },
   ADAO: { name: "ADAO (devnet)", decimals: 18 },
   DAI: { name: "Dai Stablecoin (devnet)", decimals: 18 },
 };
-
-export interface DevnetAccount {
-  address: Address;
-  privateKey: Hex;
-}
 
 /**
  * The first well-known accounts of Hardhat's default mnemonic ("test test … junk"), each funded
@@ -82,89 +80,6 @@ function wellKnown(index: number): DevnetAccount {
 /** Whole tokens minted to the payer at start, per token. */
 export const PAYER_TOKEN_BALANCE = 1_000_000_000n;
 
-export interface DevnetOptions {
-  /** Port on 127.0.0.1; a free one when omitted. */
-  port?: number;
-  /** Interval mining period; 0 leaves only automine (a block per transaction). Default 1000. */
-  blockTimeMs?: number;
-  /** How long to wait for the node to answer. Default 30 s. */
-  startTimeoutMs?: number;
-  /** Receives the node's stdout/stderr (it logs every RPC call). Dropped when omitted. */
-  onOutput?: (text: string) => void;
-  /**
-   * Also deploy the ERC-4337 contracts and start an Alto bundler (on a free port, bound to
-   * 0.0.0.0) using accounts #4 and #5; see {@link Devnet.aa}. Default false.
-   */
-  accountAbstraction?: boolean;
-  /** The bundler's port (Alto binds it on 0.0.0.0); a free one when omitted. */
-  bundlerPort?: number;
-  /** Receives the bundler's stdout/stderr (Alto's log, warnings and up). Dropped when omitted. */
-  onBundlerOutput?: (text: string) => void;
-}
-
-/** The ERC-4337 stack of a devnet started with `accountAbstraction: true`. */
-export interface DevnetAccountAbstraction {
-  /** EntryPoint v0.8, canonical address. */
-  entryPoint: Address;
-  /** SimpleAccountFactory for that EntryPoint, permissionless's default address for v0.8. */
-  accountFactory: Address;
-  /** A paymaster that sponsors every user operation (devnet only), funded at the EntryPoint. */
-  paymaster: Address;
-  /** The Alto bundler's JSON-RPC URL (http://127.0.0.1:<port>). */
-  bundlerUrl: string;
-  /** Process id of the Alto bundler. */
-  bundlerPid: number;
-  /** Resolves when the bundler process has exited, for whatever reason. */
-  bundlerExited: Promise<NodeExit>;
-}
-
-export interface Devnet {
-  rpcUrl: string;
-  chainId: number;
-  chain: Chain;
-  /** Process id of the Hardhat node. */
-  pid: number;
-  tokens: Record<TokenSymbol, Address>;
-  accounts: {
-    deployer: DevnetAccount;
-    treasury: DevnetAccount;
-    gasFunder: DevnetAccount;
-    payer: DevnetAccount;
-  };
-  /** Present when started with `accountAbstraction: true`. */
-  aa?: DevnetAccountAbstraction;
-  /**
-   * Milliseconds from spawn to the first eth_chainId answer, for deploying and minting the tokens,
-   * and (with account abstraction) for deploying its contracts and until the bundler answers.
-   */
-  timings: { nodeStartMs: number; deployMs: number; aaDeployMs?: number; bundlerStartMs?: number };
-  /** Resolves when the node process has exited, for whatever reason. */
-  exited: Promise<NodeExit>;
-  /**
-   * Stops the bundler if any, then the node (each SIGTERM, SIGKILL after 5 s), and resolves once
-   * both have exited. Idempotent.
-   */
-  stop(): Promise<void>;
-}
-
-export interface NodeExit {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-}
-
-/** The deployer's clients, for helpers that send deployer transactions through {@link withDeployer}. */
-export interface DeployerClients {
-  publicClient: PublicClient;
-  deployer: WalletClient<Transport, Chain, PrivateKeyAccount>;
-}
-
-interface Internals extends DeployerClients {
-  /** Deployer transactions are serialised so that concurrent helpers never race for a nonce. */
-  queue: Promise<unknown>;
-}
-
-const internals = new WeakMap<Devnet, Internals>();
-
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const HARDHAT_CLI = join(ROOT, "node_modules", "hardhat", "dist", "src", "cli.js");
 const MINT_ABI = parseAbi(["function mint(address to, uint256 amount)"]);
@@ -174,18 +89,23 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
   const artifactPromise = testTokenArtifact(); // compiles (or loads the cache) while the node starts
   artifactPromise.catch(() => {}); // awaited below; avoid an unhandled rejection meanwhile
 
-  // With no port given, a port found free may be taken before Hardhat binds it: try again.
-  let node: RunningNode | undefined;
-  for (let attempt = 1; !node; attempt++) {
-    const port = options.port ?? (await freePort());
-    try {
-      node = await launchNode(port, options);
-    } catch (err) {
-      if (options.port !== undefined || attempt >= 3 || !(err instanceof PortInUseError)) throw err;
-    }
-  }
-
-  const { child, exited, rpcUrl, chainId, nodeStartMs } = node;
+  const node = await launch({ port: options.port, freeOn: "127.0.0.1" }, async (port) => {
+    const url = `http://127.0.0.1:${port}`;
+    return {
+      name: "the Hardhat node",
+      args: [HARDHAT_CLI, "node", "--hostname", "127.0.0.1", "--port", `${port}`],
+      cwd: ROOT,
+      env: { ...process.env, FORCE_COLOR: "0", NO_COLOR: "1" },
+      url,
+      startTimeoutMs: options.startTimeoutMs,
+      onOutput: options.onOutput,
+      probe: async () => {
+        const chainId = await rpc(url, "eth_chainId", [], 500).catch(() => undefined);
+        return typeof chainId === "string" ? Number(BigInt(chainId)) : undefined;
+      },
+    };
+  });
+  const { url: rpcUrl, ready: chainId, exited, startMs: nodeStartMs } = node;
   const stopNode = node.stop;
   let bundler: Bundler | undefined;
   const stop = once(async () => {
@@ -271,14 +191,14 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
       rpcUrl,
       chainId,
       chain,
-      pid: child.pid as number,
+      pid: node.pid,
       tokens,
       accounts,
       timings: { nodeStartMs, deployMs },
       exited,
       stop,
     };
-    internals.set(devnet, { publicClient, deployer, queue: Promise.resolve() });
+    registerDeployer(devnet, { publicClient, deployer });
 
     if (options.accountAbstraction) {
       const aaStart = performance.now();
@@ -349,146 +269,6 @@ export async function revert(devnet: Devnet, id: Hex): Promise<void> {
 /** Mines `blocks` empty blocks at once (`hardhat_mine`), e.g. to reach a confirmation depth. */
 export async function mine(devnet: Devnet, blocks = 1): Promise<void> {
   await rpc(devnet.rpcUrl, "hardhat_mine", [`0x${blocks.toString(16)}`]);
-}
-
-/**
- * Runs `task` with the deployer's clients once the deployer transactions already queued are done,
- * so that concurrent helpers never race for a nonce.
- */
-export function withDeployer<T>(devnet: Devnet, task: (clients: DeployerClients) => Promise<T>): Promise<T> {
-  const state = internals.get(devnet);
-  if (!state) throw new Error("Not a devnet returned by startDevnet()");
-  const result = state.queue.then(() => task(state));
-  state.queue = result.catch(() => {});
-  return result;
-}
-
-// ---------------------------------------------------------------------------------------------
-// The Hardhat node process
-
-interface RunningNode {
-  child: ChildProcess;
-  exited: Promise<NodeExit>;
-  rpcUrl: string;
-  chainId: number;
-  nodeStartMs: number;
-  stop(): Promise<void>;
-}
-
-class PortInUseError extends Error {}
-
-async function launchNode(port: number, options: DevnetOptions): Promise<RunningNode> {
-  const started = performance.now();
-  const rpcUrl = `http://127.0.0.1:${port}`;
-  // Run Hardhat's CLI directly with this Node (not through npx) so that the PID is the server's.
-  const child = spawn(
-    process.execPath,
-    [HARDHAT_CLI, "node", "--hostname", "127.0.0.1", "--port", `${port}`],
-    {
-      cwd: ROOT,
-      stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, FORCE_COLOR: "0", NO_COLOR: "1" },
-    },
-  );
-  const exited = new Promise<NodeExit>((resolve) => {
-    child.once("exit", (code, signal) => resolve({ code, signal }));
-  });
-  // The node logs every RPC call: always drain its pipes, keep a tail for error messages.
-  let tail = "";
-  const onData = (chunk: Buffer) => {
-    const text = chunk.toString("utf8");
-    tail = (tail + text).slice(-4000);
-    options.onOutput?.(text);
-  };
-  child.stdout?.on("data", onData);
-  child.stderr?.on("data", onData);
-  let spawnError: Error | undefined;
-  child.once("error", (err) => {
-    spawnError = err;
-  });
-  // Never leave an orphaned node behind if this process exits without calling stop().
-  const killOnExit = () => {
-    child.kill("SIGKILL");
-  };
-  process.once("exit", killOnExit);
-
-  const stop = async (): Promise<void> => {
-    process.off("exit", killOnExit);
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill("SIGTERM");
-      const force = setTimeout(() => child.kill("SIGKILL"), 5000);
-      await exited;
-      clearTimeout(force);
-    }
-  };
-
-  try {
-    const deadline = Date.now() + (options.startTimeoutMs ?? 30_000);
-    let exitedEarly = false;
-    void exited.then(() => {
-      exitedEarly = true;
-    });
-    for (;;) {
-      if (spawnError) throw new Error(`Cannot start the Hardhat node: ${spawnError.message}`);
-      if (exitedEarly) {
-        const message = `The Hardhat node exited before answering (code ${child.exitCode}, signal ${child.signalCode}):\n${tail.trim()}`;
-        throw /EADDRINUSE|address already in use/i.test(tail)
-          ? new PortInUseError(message)
-          : new Error(message);
-      }
-      const chainId = await rpc(rpcUrl, "eth_chainId", [], 500).catch(() => undefined);
-      if (typeof chainId === "string") {
-        return {
-          child,
-          exited,
-          rpcUrl,
-          chainId: Number(BigInt(chainId)),
-          nodeStartMs: Math.round(performance.now() - started),
-          stop,
-        };
-      }
-      if (Date.now() > deadline) {
-        throw new Error(`The Hardhat node did not answer on ${rpcUrl} in time:\n${tail.trim()}`);
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  } catch (err) {
-    await stop();
-    throw err;
-  }
-}
-
-/** A minimal JSON-RPC call (the node's evm_* and hardhat_* methods are not in viem's types). */
-export async function rpc(
-  url: string,
-  method: string,
-  params: unknown[],
-  timeoutMs = 10_000,
-): Promise<unknown> {
-  const response = await fetch(url, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
-    signal: AbortSignal.timeout(timeoutMs),
-  });
-  const body = (await response.json()) as { result?: unknown; error?: { message: string } };
-  if (body.error) throw new Error(`${method}: ${body.error.message}`);
-  return body.result;
-}
-
-/** A port that is free on `host` right now (it may be taken before the caller binds it). */
-export function freePort(host = "127.0.0.1"): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, host, () => {
-      const address = server.address();
-      server.close(() => {
-        if (address && typeof address === "object") resolve(address.port);
-        else reject(new Error("Could not find a free port"));
-      });
-    });
-  });
 }
 
 function once(fn: () => Promise<void>): () => Promise<void> {

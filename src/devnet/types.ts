@@ -1,0 +1,77 @@
+import type { Address, Chain, Hex } from "viem";
+import type { NodeExit } from "./launcher.ts";
+
+// The shape of a running devnet, apart from the code that starts it (chain.ts) so that the
+// modules it uses (account-abstraction.ts, deployer.ts) can name it without importing chain.ts.
+
+export type TokenSymbol = "USDC" | "ADAO" | "DAI";
+
+export interface DevnetAccount {
+  address: Address;
+  privateKey: Hex;
+}
+
+export interface DevnetOptions {
+  /** Port on 127.0.0.1; a free one when omitted. */
+  port?: number;
+  /** Interval mining period; 0 leaves only automine (a block per transaction). Default 1000. */
+  blockTimeMs?: number;
+  /** How long to wait for the node to answer. Default 30 s. */
+  startTimeoutMs?: number;
+  /** Receives the node's stdout/stderr (it logs every RPC call). Dropped when omitted. */
+  onOutput?: (text: string) => void;
+  /**
+   * Also deploy the ERC-4337 contracts and start an Alto bundler (on a free port, bound to
+   * 0.0.0.0) using accounts #4 and #5; see {@link Devnet.aa}. Default false.
+   */
+  accountAbstraction?: boolean;
+  /** The bundler's port (Alto binds it on 0.0.0.0); a free one when omitted. */
+  bundlerPort?: number;
+  /** Receives the bundler's stdout/stderr (Alto's log, warnings and up). Dropped when omitted. */
+  onBundlerOutput?: (text: string) => void;
+}
+
+/** The ERC-4337 stack of a devnet started with `accountAbstraction: true`. */
+export interface DevnetAccountAbstraction {
+  /** EntryPoint v0.8, canonical address. */
+  entryPoint: Address;
+  /** SimpleAccountFactory for that EntryPoint, permissionless's default address for v0.8. */
+  accountFactory: Address;
+  /** A paymaster that sponsors every user operation (devnet only), funded at the EntryPoint. */
+  paymaster: Address;
+  /** The Alto bundler's JSON-RPC URL (http://127.0.0.1:<port>). */
+  bundlerUrl: string;
+  /** Process id of the Alto bundler. */
+  bundlerPid: number;
+  /** Resolves when the bundler process has exited, for whatever reason. */
+  bundlerExited: Promise<NodeExit>;
+}
+
+export interface Devnet {
+  rpcUrl: string;
+  chainId: number;
+  chain: Chain;
+  /** Process id of the Hardhat node. */
+  pid: number;
+  tokens: Record<TokenSymbol, Address>;
+  accounts: {
+    deployer: DevnetAccount;
+    treasury: DevnetAccount;
+    gasFunder: DevnetAccount;
+    payer: DevnetAccount;
+  };
+  /** Present when started with `accountAbstraction: true`. */
+  aa?: DevnetAccountAbstraction;
+  /**
+   * Milliseconds from spawn to the first eth_chainId answer, for deploying and minting the tokens,
+   * and (with account abstraction) for deploying its contracts and until the bundler answers.
+   */
+  timings: { nodeStartMs: number; deployMs: number; aaDeployMs?: number; bundlerStartMs?: number };
+  /** Resolves when the node process has exited, for whatever reason. */
+  exited: Promise<NodeExit>;
+  /**
+   * Stops the bundler if any, then the node (each SIGTERM, SIGKILL after 5 s), and resolves once
+   * both have exited. Idempotent.
+   */
+  stop(): Promise<void>;
+}
