@@ -145,7 +145,7 @@ export class PaymentsService {
         });
       } catch (err) {
         this.#ctx.log.warn({ err }, "card provider refused a checkout session");
-        throw providerUnavailable((err as Error).message);
+        throw providerUnavailable((err as Error).message, err);
       }
     }
 
@@ -290,7 +290,7 @@ export class PaymentsService {
       try {
         status = await provider.expireCheckout(current.card_checkout_session_id);
       } catch (err) {
-        throw providerUnavailable((err as Error).message);
+        throw providerUnavailable((err as Error).message, err);
       }
       if (status === "complete")
         throw badRequest("Payment cannot be cancelled", { status: "pending", checkout: "complete" });
