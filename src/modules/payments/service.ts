@@ -4,6 +4,7 @@ import type { ChainToken } from "../../chain/network.ts";
 import { type LedgerCredit, SimulatedLedger } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
+import { badRequest, conflict, notFound, serviceUnavailable } from "../../domain/errors.ts";
 import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
 import { validatePaymentRequest } from "../../domain/payment-request.ts";
 import { isVerified, type PaymentStatus, transition } from "../../domain/payment-state.ts";
@@ -20,7 +21,6 @@ import {
 } from "../../platform/db/idempotency.ts";
 import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
-import { badRequest, conflict, notFound, serviceUnavailable } from "../../platform/http/errors.ts";
 import { type CardProviders, providerUnavailable } from "../card/service.ts";
 import { type OutboxEvent, outboxCtes } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
