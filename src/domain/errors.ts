@@ -148,3 +148,11 @@ export const forbidden = (message: string): Forbidden => new Forbidden(message);
 export const conflict = (message: string, details?: ErrorDetails): Conflict => new Conflict(message, details);
 export const serviceUnavailable = (message: string, details?: ErrorDetails): Unavailable =>
   new Unavailable(message, details);
+
+/**
+ * The first line of an error's text: node, bundler and driver messages go on with request dumps
+ * and stacks that must not reach an answer, a stored payout error or a readiness report.
+ */
+export function firstLine(text: string): string {
+  return text.split("\n")[0] ?? "";
+}
