@@ -9,6 +9,7 @@ import { SimulatedLedger } from "./chain/simulated/ledger.ts";
 import { TransactionSender } from "./chain/transaction-sender.ts";
 import { type Config, ENVIRONMENTS } from "./config.ts";
 import type { AppContext } from "./context.ts";
+import { firstLine } from "./domain/errors.ts";
 import { agentsAndWalletsRoutes } from "./modules/agents/routes.ts";
 import { AgentsService } from "./modules/agents/service.ts";
 import { CardProvider } from "./modules/card/provider.ts";
@@ -208,7 +209,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     if (accounts) checks[`${environment}.bundler`] = () => accounts.bundlerAnswers();
   }
   registerReadiness(http, checks, (err) =>
-    scrub(err instanceof Error ? (err.message.split("\n")[0] ?? "") : String(err)),
+    scrub(err instanceof Error ? firstLine(err.message) : String(err)),
   );
   http.get("/openapi.json", { config: { auth: "none" }, schema: { hide: true } }, async () => http.swagger());
 

@@ -2,9 +2,9 @@ import { parseArgs } from "node:util";
 import pino from "pino";
 import { openRuntime } from "./bootstrap.ts";
 import { type Config, ConfigError, loadConfig } from "./config.ts";
+import { AppError } from "./domain/errors.ts";
 import { WorkspacesService } from "./modules/workspaces/service.ts";
 import { InFlight } from "./platform/concurrency/in-flight.ts";
-import { ApiError } from "./platform/http/errors.ts";
 import { loggerOptions, urlScrubber } from "./platform/log/scrub.ts";
 import { Metrics } from "./platform/metrics/metrics.ts";
 
@@ -70,7 +70,7 @@ main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err: unknown) => {
     const scrub = urlScrubber(loadedConfig);
-    if (err instanceof ApiError || err instanceof ConfigError) {
+    if (err instanceof AppError || err instanceof ConfigError) {
       process.stderr.write(`${scrub(err.message)}\n`);
       process.exit(2);
     }

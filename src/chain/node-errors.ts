@@ -1,6 +1,8 @@
 // What a node's error says: an answer (a JSON-RPC error object: the node refused), as opposed to
 // no answer at all (a timeout, a refused connection), which leaves open whether it arrived.
 
+import { firstLine } from "../domain/errors.ts";
+
 /** A JSON-RPC error object from the node (as opposed to a timeout or a refused connection). */
 export function isNodeAnswer(err: unknown): boolean {
   for (
@@ -15,7 +17,7 @@ export function isNodeAnswer(err: unknown): boolean {
 
 export function errorText(err: unknown): string {
   const e = err as { details?: string; shortMessage?: string; message?: string };
-  return (e.details || e.shortMessage || e.message || "refused").split("\n")[0]?.slice(0, 300) ?? "refused";
+  return firstLine(e.details || e.shortMessage || e.message || "refused").slice(0, 300);
 }
 
 /** The first line of an error's message (viem's go on with details, URLs and a request body). */

@@ -21,6 +21,7 @@ import {
 } from "viem/account-abstraction";
 import { privateKeyToAccount } from "viem/accounts";
 import type { NetworkConfig } from "../../config.ts";
+import { firstLine } from "../../domain/errors.ts";
 import type { ChainToken, Hex } from "../network.ts";
 
 // ERC-4337 smart wallets (D11): SimpleAccount (EntryPoint v0.8) owned by the workspace EOA, gas
@@ -444,7 +445,7 @@ function serializeForRpc(op: UserOperation): Record<string, unknown> {
 
 function bundlerMessage(err: unknown): string {
   const e = err as { details?: string; shortMessage?: string; message?: string };
-  return `bundler refused the operation: ${(e.details || e.shortMessage || e.message || "unknown error").split("\n")[0]}`.slice(
+  return `bundler refused the operation: ${firstLine(e.details || e.shortMessage || e.message || "unknown error")}`.slice(
     0,
     300,
   );

@@ -1,9 +1,9 @@
 import { sql } from "kysely";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
+import { badRequest, notFound } from "../../domain/errors.ts";
 import { descriptionProblem, isPlainObject, isUuid } from "../../domain/validation.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
-import { badRequest, notFound } from "../../platform/http/errors.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 
 // Agent records (part 4.16, D8): per workspace and environment; every change writes its event

@@ -1,10 +1,10 @@
 import type Stripe from "stripe";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
+import { badRequest, ProviderError } from "../../domain/errors.ts";
 import { type PaymentStatus, type PaymentTrigger, transition } from "../../domain/payment-state.ts";
 import { isUuid } from "../../domain/validation.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
-import { ApiError, badRequest } from "../../platform/http/errors.ts";
 import { applyTransition } from "../payments/transitions.ts";
 import type { CardProvider } from "./provider.ts";
 
@@ -164,7 +164,7 @@ export class CardWebhooks {
   }
 }
 
-/** Raised by payments when the provider cannot be reached or refuses: a clear 502. */
-export function providerUnavailable(detail: string): ApiError {
-  return new ApiError(502, "Card provider error", { detail });
+/** Raised by payments when the provider cannot be reached or refuses (the spec's 502). */
+export function providerUnavailable(detail: string, cause?: unknown): ProviderError {
+  return new ProviderError("Card provider error", { detail }, { cause });
 }

@@ -1,11 +1,11 @@
 import type { Kysely } from "kysely";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
+import { forbidden, notFound } from "../../domain/errors.ts";
 import { isUuid } from "../../domain/validation.ts";
 import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
 import type { ApiKeyRow, DatabaseSchema } from "../../platform/db/schema.ts";
 import type { KeyResolution } from "../../platform/http/auth.ts";
-import { forbidden, notFound } from "../../platform/http/errors.ts";
 import { hashApiKey, randomBase62 } from "../../platform/secrets/hashing.ts";
 import * as repo from "./repo.ts";
 

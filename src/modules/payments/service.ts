@@ -4,6 +4,7 @@ import type { ChainToken } from "../../chain/network.ts";
 import { type LedgerCredit, SimulatedLedger } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
+import { badRequest, conflict, notFound, serviceUnavailable } from "../../domain/errors.ts";
 import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
 import { validatePaymentRequest } from "../../domain/payment-request.ts";
 import { isVerified, type PaymentStatus, transition } from "../../domain/payment-state.ts";
@@ -20,7 +21,6 @@ import {
 } from "../../platform/db/idempotency.ts";
 import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
-import { badRequest, conflict, notFound, serviceUnavailable } from "../../platform/http/errors.ts";
 import { type CardProviders, providerUnavailable } from "../card/service.ts";
 import { type OutboxEvent, outboxCtes } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
@@ -145,7 +145,7 @@ export class PaymentsService {
         });
       } catch (err) {
         this.#ctx.log.warn({ err }, "card provider refused a checkout session");
-        throw providerUnavailable((err as Error).message);
+        throw providerUnavailable((err as Error).message, err);
       }
     }
 
@@ -290,7 +290,7 @@ export class PaymentsService {
       try {
         status = await provider.expireCheckout(current.card_checkout_session_id);
       } catch (err) {
-        throw providerUnavailable((err as Error).message);
+        throw providerUnavailable((err as Error).message, err);
       }
       if (status === "complete")
         throw badRequest("Payment cannot be cancelled", { status: "pending", checkout: "complete" });

@@ -1,5 +1,6 @@
 import type { Kysely, Updateable } from "kysely";
 import type { Environment } from "../../config.ts";
+import { ConcurrentChange, TransitionRefused } from "../../domain/errors.ts";
 import {
   type PaymentEventType,
   type PaymentStatus,
@@ -8,7 +9,6 @@ import {
   transition,
 } from "../../domain/payment-state.ts";
 import type { DatabaseSchema, PaymentRow, PaymentsTable } from "../../platform/db/schema.ts";
-import { ApiError } from "../../platform/http/errors.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import { toPaymentView } from "./view.ts";
 
@@ -16,12 +16,6 @@ import { toPaymentView } from "./view.ts";
 // still where the decision started (compare-and-set), and the event is written with it. One row:
 // applyTransition; many rows in one statement (the chain watcher): batchTransition gives the
 // statement its rule and emitPaymentEvents writes the events of the rows it moved.
-
-export class TransitionRefused extends ApiError {
-  constructor(status: string, trigger: PaymentTrigger) {
-    super(409, `Payment is ${status}; ${trigger} does not apply`);
-  }
-}
 
 export async function applyTransition(
   trx: Kysely<DatabaseSchema>,
@@ -39,7 +33,7 @@ export async function applyTransition(
     .where("status", "=", decided.from)
     .returningAll()
     .executeTakeFirst();
-  if (!updated) throw new ApiError(409, "Payment changed concurrently; retry");
+  if (!updated) throw new ConcurrentChange("Payment changed concurrently; retry");
   if (decided.event) await emitPaymentEvents(trx, [updated], decided.event);
   return updated;
 }

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
+import { InvalidRequest, Unauthorized } from "../../domain/errors.ts";
 import { assertNotSandboxKey, assertWorkspaceAccess } from "../../platform/http/auth.ts";
-import { ApiError } from "../../platform/http/errors.ts";
 import { documentedBodyOnly } from "../../platform/http/validation.ts";
 import type { SmartWalletsService } from "./service.ts";
 
@@ -32,7 +32,7 @@ export const smartWalletRoutes =
         assertWorkspaceAccess(request, request.params.id);
         const body = (request.body ?? {}) as { setDefault?: unknown };
         if (body.setDefault !== undefined && typeof body.setDefault !== "boolean") {
-          throw new ApiError(400, "setDefault must be a boolean");
+          throw new InvalidRequest("setDefault must be a boolean");
         }
         if (body.setDefault === true) assertNotSandboxKey(request, SANDBOX_KEY_REFUSED);
         const result = await smartWallets.create(request.params.id, body.setDefault === true);
@@ -146,6 +146,6 @@ export const smartWalletRoutes =
 
 function sessionWorkspace(principal: unknown): string {
   const p = principal as { kind?: string; workspaceId?: string } | null;
-  if (p?.kind !== "session" || !p.workspaceId) throw new ApiError(401, "Sign in to the dashboard first");
+  if (p?.kind !== "session" || !p.workspaceId) throw new Unauthorized("Sign in to the dashboard first");
   return p.workspaceId;
 }

@@ -2,8 +2,8 @@ import { keccak256, stringToHex } from "viem";
 import type { SmartAccounts } from "../../chain/evm/smart-accounts.ts";
 import type { Hex } from "../../chain/network.ts";
 import type { AppContext } from "../../context.ts";
+import { badRequest, notFound } from "../../domain/errors.ts";
 import { isUuid } from "../../domain/validation.ts";
-import { badRequest, notFound } from "../../platform/http/errors.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 
 // Each workspace may have one smart wallet beside its EOA (parts 4.13, 4.14; D11). Its address

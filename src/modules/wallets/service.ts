@@ -3,10 +3,10 @@ import type { ChainToken, Hex } from "../../chain/network.ts";
 import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
+import { badRequest, notFound } from "../../domain/errors.ts";
 import { formatAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
 import { isPlainObject, isUuid } from "../../domain/validation.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
-import { badRequest, notFound } from "../../platform/http/errors.ts";
 import type { AgentsService } from "../agents/service.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 

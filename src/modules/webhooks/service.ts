@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
+import { badRequest, notFound } from "../../domain/errors.ts";
 import { isSubscribableEvent } from "../../domain/events.ts";
 import { isUuid, MAX_URL } from "../../domain/validation.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
-import { badRequest, notFound } from "../../platform/http/errors.ts";
 import {
   assertLiteralHostAllowed,
   BlockedDestinationError,

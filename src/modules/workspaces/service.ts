@@ -1,9 +1,9 @@
 import { LRUCache } from "lru-cache";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import type { AppContext } from "../../context.ts";
+import { badRequest, notFound } from "../../domain/errors.ts";
 import { isAddress, isUuid } from "../../domain/validation.ts";
 import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
-import { badRequest, notFound } from "../../platform/http/errors.ts";
 import { hashPassword } from "../../platform/secrets/hashing.ts";
 import { type IssuedKey, issueKey } from "../keys/service.ts";
 import * as repo from "./repo.ts";

@@ -1,8 +1,8 @@
 import type {} from "@fastify/cookie";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { Environment } from "../../config.ts";
+import { type AppError, forbidden, RateLimited, Unauthorized, unauthorized } from "../../domain/errors.ts";
 import { constantTimeEqual } from "../secrets/hashing.ts";
-import { ApiError, forbidden, unauthorized } from "./errors.ts";
 
 // Authentication of part 5: a Bearer token is either a workspace API key (svc_test_/svc_live_)
 // or the operator's admin secret. Each route says which it accepts in `config.auth`; the key
@@ -88,12 +88,10 @@ export function registerAuth(app: FastifyInstance, options: AuthOptions): void {
   });
 }
 
-function tooManyFailures(retryAfterSeconds: number): ApiError {
-  return new ApiError(
-    429,
+function tooManyFailures(retryAfterSeconds: number): RateLimited {
+  return new RateLimited(
     "Too many failed authentication attempts from this address: try again after Retry-After seconds",
-    {},
-    { "retry-after": String(retryAfterSeconds) },
+    retryAfterSeconds,
   );
 }
 
@@ -110,7 +108,7 @@ async function authenticate(
   options: AuthOptions,
   limiter: FailedAuthLimiter | null,
 ): Promise<Principal> {
-  const failed = async (message: string): Promise<ApiError> => {
+  const failed = async (message: string): Promise<AppError> => {
     const wait = await limiter?.fail(request);
     return wait ? tooManyFailures(wait) : unauthorized(message);
   };
@@ -140,7 +138,7 @@ async function authenticate(
 /** The caller's key, for routes that accept only keys. */
 export function requireKey(request: FastifyRequest): KeyPrincipal {
   const principal = request.principal;
-  if (principal?.kind !== "key") throw new ApiError(401, "Invalid API key");
+  if (principal?.kind !== "key") throw new Unauthorized("Invalid API key");
   return principal;
 }
 

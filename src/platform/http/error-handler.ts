@@ -1,8 +1,44 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { ApiError } from "./errors.ts";
+import { AppError, type ErrorCode, RateLimited } from "../../domain/errors.ts";
+
+/**
+ * The one place an error code becomes an HTTP answer: its status, and whether the spec's body
+ * names the code (`{error, code, ...details}`, for the payout errors clients branch on) or shows
+ * only the message and details (`{error, ...details}`). Every code is listed, so a new one does
+ * not compile until it is given a status.
+ */
+const ANSWERS: Record<ErrorCode, { status: number; codeInBody?: true }> = {
+  INVALID_REQUEST: { status: 400 },
+  INSUFFICIENT_BALANCE: { status: 400 },
+  INSUFFICIENT_GAS: { status: 400, codeInBody: true },
+  UNAUTHORIZED: { status: 401 },
+  FORBIDDEN: { status: 403 },
+  NOT_FOUND: { status: 404 },
+  CONFLICT: { status: 409 },
+  TRANSITION_REFUSED: { status: 409 },
+  CONCURRENT_CHANGE: { status: 409 },
+  RATE_LIMITED: { status: 429 },
+  INTERNAL: { status: 500 },
+  PAYOUT_FAILED: { status: 500, codeInBody: true },
+  PROVIDER_ERROR: { status: 502 },
+  UNAVAILABLE: { status: 503 },
+  CIRCUIT_BREAKER_OPEN: { status: 503, codeInBody: true },
+};
+
+/** The HTTP status an error code is answered with. */
+export function statusOf(code: ErrorCode): number {
+  return ANSWERS[code].status;
+}
+
+/** The spec's body for an error; its fields keep the order they have always had. */
+function errorBody(err: AppError): Record<string, unknown> {
+  return ANSWERS[err.code].codeInBody
+    ? { error: err.message, code: err.code, ...err.details }
+    : { error: err.message, ...err.details };
+}
 
 // Fastify's own error codes we answer with a specific client error (D10). Everything else
-// that is not an ApiError is unexpected: logged with its stack, answered as a bare 500.
+// that is not an AppError is unexpected: logged with its stack, answered as a bare 500.
 const FRAMEWORK_ERRORS: Record<string, { status: number; message: (err: FastifyError) => string }> = {
   FST_ERR_CTP_INVALID_JSON_BODY: { status: 400, message: () => "Invalid JSON body" },
   FST_ERR_CTP_EMPTY_JSON_BODY: { status: 400, message: () => "Invalid JSON body" },
@@ -46,10 +82,10 @@ export function registerErrorHandling(app: FastifyInstance): void {
       return payload;
     }
   });
-  app.setErrorHandler((err: FastifyError | ApiError, request, reply) => {
-    if (err instanceof ApiError) {
-      for (const [name, value] of Object.entries(err.headers)) reply.header(name, value);
-      return reply.status(err.status).type("application/json").send(err.toBody());
+  app.setErrorHandler((err: FastifyError | AppError, request, reply) => {
+    if (err instanceof AppError) {
+      if (err instanceof RateLimited) reply.header("retry-after", String(err.retryAfterSeconds));
+      return reply.status(statusOf(err.code)).type("application/json").send(errorBody(err));
     }
     const fastifyErr = err as FastifyError;
     if (fastifyErr.validation) {

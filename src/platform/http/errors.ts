@@ -1,35 +1,35 @@
-// One error type for everything the API answers on purpose. The error handler (error-handler.ts)
-// maps it to the spec's JSON body `{error, ...context}`; anything else becomes a logged 500.
+// The errors now live in domain/errors.ts, with no HTTP in them. This file only keeps imports
+// from here working, and the ApiError shim below, while the payouts wing is rewritten.
 
-export class ApiError extends Error {
-  readonly status: number;
-  readonly context: Record<string, unknown>;
-  readonly headers: Record<string, string>;
+import { AppError, type ErrorCode, type ErrorDetails } from "../../domain/errors.ts";
 
-  constructor(
-    status: number,
-    message: string,
-    context: Record<string, unknown> = {},
-    headers: Record<string, string> = {},
-  ) {
-    super(message);
-    this.name = "ApiError";
-    this.status = status;
-    this.context = context;
-    this.headers = headers;
-  }
+export {
+  AppError,
+  badRequest,
+  conflict,
+  forbidden,
+  notFound,
+  serviceUnavailable,
+  unauthorized,
+} from "../../domain/errors.ts";
 
-  toBody(): Record<string, unknown> {
-    return { error: this.message, ...this.context };
+/**
+ * TEMPORARY: the old `new ApiError(status, message, context)` form, for the sites left in
+ * src/modules/payouts/ (being rewritten onto PayoutFailed, CircuitBreakerOpen, InternalError).
+ * Delete it once nothing there uses it. Only the statuses those sites throw are accepted, each
+ * mapped to the code the error handler answers with that status; the body stays
+ * `{error: message, ...context}` because none of these codes adds a field of its own.
+ */
+const CODE_OF_STATUS = {
+  500: "INTERNAL",
+  503: "UNAVAILABLE",
+} as const satisfies Record<number, ErrorCode>;
+
+export class ApiError extends AppError {
+  readonly code: (typeof CODE_OF_STATUS)[keyof typeof CODE_OF_STATUS];
+
+  constructor(status: keyof typeof CODE_OF_STATUS, message: string, context: ErrorDetails = {}) {
+    super(message, context);
+    this.code = CODE_OF_STATUS[status];
   }
 }
-
-export const badRequest = (message: string, context?: Record<string, unknown>) =>
-  new ApiError(400, message, context);
-export const notFound = (message: string) => new ApiError(404, message);
-export const unauthorized = (message: string) => new ApiError(401, message);
-export const forbidden = (message: string) => new ApiError(403, message);
-export const conflict = (message: string, context?: Record<string, unknown>) =>
-  new ApiError(409, message, context);
-export const serviceUnavailable = (message: string, context?: Record<string, unknown>) =>
-  new ApiError(503, message, context);

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
+import { serviceUnavailable } from "../../domain/errors.ts";
 import type { InFlight } from "../concurrency/in-flight.ts";
-import { serviceUnavailable } from "./errors.ts";
 
 /**
  * Graceful shutdown for the HTTP side. Fastify's close stops accepting connections and waits for

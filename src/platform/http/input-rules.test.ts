@@ -1,14 +1,15 @@
 import { describe, expect, it } from "vitest";
-import { ApiError } from "./errors.ts";
+import { InvalidRequest } from "../../domain/errors.ts";
+import { statusOf } from "./error-handler.ts";
 import { isWellFormedText, MAX_JSON_DEPTH, parseJsonBody } from "./input-rules.ts";
 
 function refusal(text: string): string {
   try {
     parseJsonBody(text);
   } catch (err) {
-    expect(err).toBeInstanceOf(ApiError);
-    expect((err as ApiError).status).toBe(400);
-    return (err as ApiError).message;
+    expect(err).toBeInstanceOf(InvalidRequest);
+    expect(statusOf((err as InvalidRequest).code)).toBe(400);
+    return (err as InvalidRequest).message;
   }
   throw new Error(`expected ${text.slice(0, 80)} to be refused`);
 }

@@ -1,4 +1,4 @@
-import { ApiError } from "./errors.ts";
+import { InvalidRequest } from "../../domain/errors.ts";
 
 // The rules every piece of client text passes where it enters (issue 20): JSON bodies here, in the
 // one body parser; query strings and path segments in validation.ts. Each refusal is a 400 naming
@@ -33,10 +33,10 @@ export function parseJsonBody(text: string): unknown {
   try {
     value = JSON.parse(source);
   } catch {
-    throw new ApiError(400, "Invalid JSON body");
+    throw new InvalidRequest("Invalid JSON body");
   }
   const problem = bodyProblem(value);
-  if (problem) throw new ApiError(400, problem);
+  if (problem) throw new InvalidRequest(problem);
   return value;
 }
 

@@ -2,7 +2,7 @@ import { once } from "node:events";
 import rateLimit, { normalizeIP } from "@fastify/rate-limit";
 import type { FastifyBaseLogger, FastifyInstance } from "fastify";
 import { Redis, type RedisOptions } from "ioredis";
-import { ApiError } from "./errors.ts";
+import { RateLimited } from "../../domain/errors.ts";
 
 // D9: per API key, fixed window, sandbox and live limits. Only key-authenticated requests are
 // counted and labelled. Failed authentication is limited per client address (auth.ts decides
@@ -123,7 +123,7 @@ export async function registerRateLimit(app: FastifyInstance, options: RateLimit
     reply.header("x-ratelimit-remaining", state.remaining);
     reply.header("x-ratelimit-reset", Math.ceil((Date.now() + state.ttl) / 1000));
     if (state.isExceeded) {
-      throw new ApiError(429, "Rate limit exceeded", {}, { "retry-after": String(state.ttlInSeconds) });
+      throw new RateLimited("Rate limit exceeded", state.ttlInSeconds);
     }
   });
 }

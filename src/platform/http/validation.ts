@@ -1,7 +1,7 @@
 import { Ajv } from "ajv";
 import addFormats from "ajv-formats";
 import type { FastifyInstance, FastifySchemaCompiler } from "fastify";
-import { ApiError } from "./errors.ts";
+import { InvalidRequest } from "../../domain/errors.ts";
 import { isWellFormedText, textProblem } from "./input-rules.ts";
 
 // Two validators: query strings and path parameters arrive as text and are coerced ("50" → 50);
@@ -31,7 +31,7 @@ export function registerValidation(app: FastifyInstance): void {
   app.addHook("preValidation", async (request) => {
     const problem =
       textParameterProblem(request.query, "query") ?? textParameterProblem(request.params, "path");
-    if (problem) throw new ApiError(400, problem);
+    if (problem) throw new InvalidRequest(problem);
   });
 }
 
