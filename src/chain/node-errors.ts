@@ -19,9 +19,3 @@ export function errorText(err: unknown): string {
   const e = err as { details?: string; shortMessage?: string; message?: string };
   return firstLine(e.details || e.shortMessage || e.message || "refused").slice(0, 300);
 }
-
-/** The first line of an error's message (viem's go on with details, URLs and a request body). */
-export function firstLine(err: unknown): string {
-  const message = err instanceof Error ? err.message : String(err);
-  return message.split("\n")[0] ?? "";
-}

@@ -156,3 +156,8 @@ export const serviceUnavailable = (message: string, details?: ErrorDetails): Una
 export function firstLine(text: string): string {
   return text.split("\n")[0] ?? "";
 }
+
+/** The first line of a thrown value's message. */
+export function firstLineOf(err: unknown): string {
+  return firstLine(err instanceof Error ? err.message : String(err));
+}

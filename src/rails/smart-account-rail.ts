@@ -1,6 +1,6 @@
 import type { OperationOutcome, PreparedOperation, SmartAccounts } from "../chain/evm/smart-accounts.ts";
 import type { ChainToken, Hex, Network } from "../chain/network.ts";
-import { firstLine } from "../chain/node-errors.ts";
+import { firstLineOf } from "../domain/errors.ts";
 import {
   type Move,
   type MoveHooks,
@@ -80,7 +80,7 @@ export class SmartAccountRail implements Rail {
           ? preparedAhead
           : this.#accounts.prepare(await move.signingKey(), callsOf(move), options));
       } catch (err) {
-        return { failure: `bundler or paymaster failure: ${firstLine(err)}` };
+        return { failure: `bundler or paymaster failure: ${firstLineOf(err)}` };
       }
       if (!(await record(prepared.userOpHash, prepared.serialized))) {
         throw new MoveRefused("its caller would not record the operation");

@@ -2,10 +2,10 @@ import { randomUUID } from "node:crypto";
 import type { Hex } from "../../chain/network.ts";
 import type { AppContext } from "../../context.ts";
 import type { BreakerState } from "../../domain/circuit-breaker.ts";
+import { badRequest, CircuitBreakerOpen } from "../../domain/errors.ts";
 import { validatePayoutRequest } from "../../domain/payout-request.ts";
 import { KeyedQueue } from "../../platform/concurrency/keyed-queue.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
-import { ApiError, badRequest } from "../../platform/http/errors.ts";
 import type { Move } from "../../rails/rail.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import type { PayoutDecisions } from "./decide.ts";
@@ -120,9 +120,8 @@ export class PayoutCreation {
   }
 }
 
-export function pausedError(state: BreakerState): ApiError {
-  return new ApiError(503, "Payouts are paused for this workspace by the circuit breaker", {
-    code: "CIRCUIT_BREAKER_OPEN",
+export function pausedError(state: BreakerState): CircuitBreakerOpen {
+  return new CircuitBreakerOpen("Payouts are paused for this workspace by the circuit breaker", {
     circuitBreaker: true,
     failStreak: state.failStreak,
     pausedAt: state.pausedAt?.toISOString() ?? null,

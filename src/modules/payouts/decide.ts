@@ -1,9 +1,9 @@
 import type { Hex } from "../../chain/network.ts";
 import type { AppContext } from "../../context.ts";
 import { type BreakerState, decideAttempt, resume } from "../../domain/circuit-breaker.ts";
+import { badRequest, serviceUnavailable } from "../../domain/errors.ts";
 import type { PayoutRequest } from "../../domain/payout-request.ts";
 import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
-import { badRequest, serviceUnavailable } from "../../platform/http/errors.ts";
 import type { Rails } from "../../rails/index.ts";
 import type { Rail } from "../../rails/rail.ts";
 import type { WorkspaceProfile } from "../workspaces/service.ts";

@@ -1,10 +1,10 @@
 import type { ChainToken, Hex } from "../../chain/network.ts";
 import type { AppContext } from "../../context.ts";
+import { InsufficientBalance, InsufficientGas } from "../../domain/errors.ts";
 import { formatAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
 import { checkFunds } from "../../domain/payout-funds.ts";
 import { settlingWhole, stillToSettle } from "../../domain/unsettled-payments.ts";
 import type { SessionTurns } from "../../platform/db/wallet-lock.ts";
-import { badRequest } from "../../platform/http/errors.ts";
 import type { Rail } from "../../rails/rail.ts";
 import type { PaymentsService } from "../payments/service.ts";
 import { findByIdempotencyKey, type NewPayout, type PayoutRow } from "./repo.ts";
@@ -63,7 +63,7 @@ export async function recordIfFunded(
     });
     if (!verdict.ok && verdict.short === "balance") {
       const decimals = TOKEN_DECIMALS[token];
-      throw badRequest("Insufficient balance", {
+      throw new InsufficientBalance({
         available: formatAmount(verdict.available < 0n ? 0n : verdict.available, decimals),
         requested: formatAmount(payout.amount, decimals),
         tokenSymbol: token,
@@ -71,8 +71,7 @@ export async function recordIfFunded(
     }
     if (!verdict.ok) {
       const shown = verdict.ethBalance < 0n ? 0n : verdict.ethBalance;
-      throw badRequest("Insufficient ETH for gas", {
-        code: "INSUFFICIENT_GAS",
+      throw new InsufficientGas({
         ethBalance: formatAmount(shown, 18),
         required: formatAmount(verdict.required, 18),
         action: `Send at least ${formatAmount(verdict.required - shown, 18)} ETH to ${from}, or wait for the automatic gas top-up`,

@@ -6,8 +6,14 @@ import {
   recordFailure,
   recordSuccess,
 } from "../../domain/circuit-breaker.ts";
+import {
+  type AppError,
+  CircuitBreakerOpen,
+  conflict,
+  InternalError,
+  PayoutFailed,
+} from "../../domain/errors.ts";
 import { coalescedCall } from "../../platform/db/coalesced-write.ts";
-import { ApiError, conflict } from "../../platform/http/errors.ts";
 import type { Mailer } from "../../platform/mail/mailer.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
@@ -104,8 +110,7 @@ export class PayoutOutcomes {
     const result = await this.recordFailure(scope, payout, txHash, detail);
     if (!result) throw await this.#storedError(scope, payout.id);
     if (result.tripped) {
-      throw new ApiError(503, "Payouts paused by the circuit breaker", {
-        code: "CIRCUIT_BREAKER_OPEN",
+      throw new CircuitBreakerOpen("Payouts paused by the circuit breaker", {
         circuitBreaker: true,
         detail,
         failStreak: result.state.failStreak,
@@ -154,12 +159,12 @@ export class PayoutOutcomes {
     throw await this.#storedError(scope, id);
   }
 
-  async #storedError(scope: Scope, id: string): Promise<ApiError> {
+  async #storedError(scope: Scope, id: string): Promise<AppError> {
     const [row, breaker] = await Promise.all([
       repo.findById(this.#ctx.db, id),
       repo.readBreaker(this.#ctx.db, scope),
     ]);
-    if (row?.status !== "failed") return new ApiError(500, "Payout failed");
+    if (row?.status !== "failed") return new InternalError("Payout failed");
     return payoutFailed(
       row.error ?? "transfer failed",
       breaker.failStreak,
@@ -235,12 +240,6 @@ function answerCompleted(row: repo.PayoutRow, at: Date): PayoutResponse {
   };
 }
 
-function payoutFailed(detail: string, failStreak: number, remainingBeforePause: number): ApiError {
-  return new ApiError(500, "Payout failed", {
-    code: "PAYOUT_FAILED",
-    detail,
-    failStreak,
-    remainingBeforePause,
-    circuitBreaker: false,
-  });
+function payoutFailed(detail: string, failStreak: number, remainingBeforePause: number): PayoutFailed {
+  return new PayoutFailed({ detail, failStreak, remainingBeforePause, circuitBreaker: false });
 }

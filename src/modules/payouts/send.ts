@@ -1,9 +1,8 @@
 import type { ChainToken } from "../../chain/network.ts";
-import { firstLine } from "../../chain/node-errors.ts";
 import type { AppContext } from "../../context.ts";
+import { AppError, firstLineOf, InsufficientBalance, InternalError } from "../../domain/errors.ts";
 import { formatAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
 import type { SessionTurns } from "../../platform/db/wallet-lock.ts";
-import { ApiError, badRequest } from "../../platform/http/errors.ts";
 import {
   type Move,
   type MoveHooks,
@@ -152,7 +151,7 @@ export class PayoutSends {
     const { ledger, row } = recorded;
     if (ledger?.outcome === "insufficient") {
       const decimals = TOKEN_DECIMALS[payout.tokenSymbol as ChainToken];
-      throw badRequest("Insufficient balance", {
+      throw new InsufficientBalance({
         available: formatAmount(ledger.balance < 0n ? 0n : ledger.balance, decimals),
         requested: formatAmount(payout.amount, decimals),
         tokenSymbol: payout.tokenSymbol,
@@ -171,7 +170,7 @@ export class PayoutSends {
     // tell: the reconciler finishes it. Failed here only when nothing was recorded.
     const outcome: MoveOutcome = (await this.#mayBeSent(payout.id))
       ? { status: "pending", txHash: "", legs: [], error: null }
-      : { status: "reverted", txHash: "", legs: [], error: firstLine(err) || "send failed" };
+      : { status: "reverted", txHash: "", legs: [], error: firstLineOf(err) || "send failed" };
     return this.#finish(scope, row, outcome, recorded, now);
   }
 
@@ -204,7 +203,7 @@ export class PayoutSends {
       }
       return await this.#outcomes.complete(scope, row, outcome.txHash);
     } catch (err) {
-      if (err instanceof ApiError) throw err; // the answer of a failed payout
+      if (err instanceof AppError) throw err; // the answer of a failed payout
       // Its outcome is known but could not be stored: the reconciler stores it from the chain.
       this.#ctx.log.error({ err, payoutId: row.id }, "recording a payout's outcome failed");
       return this.#inFlight(row, outcome, now);
@@ -213,7 +212,7 @@ export class PayoutSends {
 
   async #duplicate(scope: Scope, payout: repo.NewPayout): Promise<PayoutResponse> {
     const existing = await repo.findByIdempotencyKey(this.#ctx.db, scope, payout.idempotencyKey ?? "");
-    if (!existing) throw new ApiError(500, "Payout failed");
+    if (!existing) throw new InternalError("Payout failed");
     return this.#outcomes.duplicate(scope, existing);
   }
 

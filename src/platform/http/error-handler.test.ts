@@ -14,7 +14,6 @@ import {
   TransitionRefused,
 } from "../../domain/errors.ts";
 import { registerErrorHandling } from "./error-handler.ts";
-import { ApiError } from "./errors.ts";
 
 // Each error class against the exact answer the old `ApiError(status, message, context, headers)`
 // gave for it: status, headers and body text byte for byte (field order included), so that the
@@ -80,12 +79,6 @@ const cases: { name: string; error: () => AppError; status: number; body: string
     error: () => new InternalError("Payout failed"),
     status: 500,
     body: '{"error":"Payout failed"}',
-  },
-  {
-    name: "the temporary ApiError shim",
-    error: () => new ApiError(503, "Payouts paused by the circuit breaker", { code: "CIRCUIT_BREAKER_OPEN" }),
-    status: 503,
-    body: '{"error":"Payouts paused by the circuit breaker","code":"CIRCUIT_BREAKER_OPEN"}',
   },
   {
     name: "TransitionRefused",
