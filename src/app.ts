@@ -150,6 +150,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   const mailer = deps.mailer ?? createMailer({ smtpUrl: deps.config.smtpUrl, dataDir: deps.config.dataDir });
   http.addHook("onClose", async () => mailer.close());
   const payouts = new PayoutsService(ctx, { workspaces, payments, rails, mailer });
+  http.addHook("onClose", async () => payouts.close());
   const wallet = new WalletService(ctx, workspaces, rails, ledger);
   const scrub = urlScrubber(deps.config);
   metrics.setSources({

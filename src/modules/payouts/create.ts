@@ -62,7 +62,7 @@ export class PayoutCreation {
 
     if (request.idempotencyKey) {
       const existing = await repo.findByIdempotencyKey(this.#ctx.db, scope, request.idempotencyKey);
-      if (existing) return this.#outcomes.duplicate(scope, existing);
+      if (existing) return this.#outcomes.duplicate(existing);
     }
 
     const scopeKey = `${scope.workspaceId}:${scope.environment}`;

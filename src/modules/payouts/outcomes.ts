@@ -13,7 +13,14 @@ import {
   InternalError,
   PayoutFailed,
 } from "../../domain/errors.ts";
+import {
+  COMPLETED_PAYOUT,
+  FAILED_PAYOUT,
+  OPEN_PAYOUT,
+  PAYOUT_TRANSITIONS,
+} from "../../domain/payout-state.ts";
 import { coalescedCall } from "../../platform/db/coalesced-write.ts";
+import type { Notices } from "../../platform/db/notices.ts";
 import type { Mailer } from "../../platform/mail/mailer.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
@@ -37,13 +44,16 @@ export class PayoutOutcomes {
   readonly #ctx: AppContext;
   readonly #workspaces: WorkspacesService;
   readonly #mailer: Mailer;
+  /** Notices of payouts that ended (processing → completed or failed), from any instance. */
+  readonly #endings: Notices;
   /** Completions made together share one statement. */
   readonly #completePayout: (
     completion: repo.PayoutCompletion,
   ) => Promise<{ row: repo.PayoutRow | undefined; breaker: BreakerState }>;
 
-  constructor(ctx: AppContext, workspaces: WorkspacesService, mailer: Mailer) {
+  constructor(ctx: AppContext, workspaces: WorkspacesService, mailer: Mailer, endings: Notices) {
     this.#ctx = ctx;
+    this.#endings = endings;
     this.#workspaces = workspaces;
     this.#mailer = mailer;
     this.#completePayout = coalescedCall((completions: readonly repo.PayoutCompletion[]) =>
@@ -126,7 +136,12 @@ export class PayoutOutcomes {
   async recordFailure(scope: Scope, payout: repo.PayoutRow, txHash: string | null, detail: string) {
     const at = this.#ctx.now();
     const result = await this.#ctx.db.transaction().execute(async (trx) => {
-      const done = await repo.finishPayout(trx, payout.id, { status: "failed", txHash, error: detail, at });
+      const done = await repo.finishPayout(trx, payout.id, {
+        status: PAYOUT_TRANSITIONS.transfer_failed.to,
+        txHash,
+        error: detail,
+        at,
+      });
       if (!done) return undefined;
       const state = await repo.lockBreaker(trx, scope);
       const failure = recordFailure(state, detail, at);
@@ -152,8 +167,8 @@ export class PayoutOutcomes {
   /** The answer for a payout as it is stored now: 200, 202 while processing, or its failure. */
   async stored(scope: Scope, id: string): Promise<PayoutResponse> {
     const row = await repo.findById(this.#ctx.db, id);
-    if (row?.status === "completed") return answerCompleted(row, row.completed_at ?? this.#ctx.now());
-    if (row?.status === "processing") {
+    if (row?.status === COMPLETED_PAYOUT) return answerCompleted(row, row.completed_at ?? this.#ctx.now());
+    if (row?.status === OPEN_PAYOUT) {
       return { status: 202, body: { payout: toPayoutView(row), timestamp: this.#ctx.now().toISOString() } };
     }
     throw await this.#storedError(scope, id);
@@ -164,7 +179,7 @@ export class PayoutOutcomes {
       repo.findById(this.#ctx.db, id),
       repo.readBreaker(this.#ctx.db, scope),
     ]);
-    if (row?.status !== "failed") return new InternalError("Payout failed");
+    if (row?.status !== FAILED_PAYOUT) return new InternalError("Payout failed");
     return payoutFailed(
       row.error ?? "transfer failed",
       breaker.failStreak,
@@ -172,15 +187,20 @@ export class PayoutOutcomes {
     );
   }
 
-  /** A repeated idempotencyKey: the original's result (waiting a while for one in flight). */
-  async duplicate(scope: Scope, existing: repo.PayoutRow): Promise<PayoutResponse> {
+  /**
+   * A repeated idempotencyKey: the original's result, waiting a while for one in flight (on any
+   * instance: its ending is noticed, migration 017).
+   */
+  async duplicate(existing: repo.PayoutRow): Promise<PayoutResponse> {
     let row = existing;
-    const deadline = Date.now() + WAIT_FOR_ORIGINAL_MS;
-    while (row.status === "processing" && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 100));
-      row = (await repo.findByIdempotencyKey(this.#ctx.db, scope, existing.idempotency_key ?? "")) ?? row;
+    if (row.status === OPEN_PAYOUT) {
+      await this.#endings.waitFor(existing.id, WAIT_FOR_ORIGINAL_MS, async () => {
+        row = (await repo.findById(this.#ctx.db, existing.id)) ?? row;
+        return row.status !== OPEN_PAYOUT;
+      });
+      row = (await repo.findById(this.#ctx.db, existing.id)) ?? row;
     }
-    if (row.status === "completed") {
+    if (row.status === COMPLETED_PAYOUT) {
       return {
         status: 200,
         body: {
@@ -192,7 +212,7 @@ export class PayoutOutcomes {
         },
       };
     }
-    if (row.status === "processing") throw conflict("A payout with this idempotencyKey is still in progress");
+    if (row.status === OPEN_PAYOUT) throw conflict("A payout with this idempotencyKey is still in progress");
     throw conflict("idempotencyKey already used by a payout that failed", {
       payout: { ...toPayoutView(row), error: row.error },
     });

@@ -3,6 +3,7 @@ import { type LedgerTransfer, SimulatedLedger, type TransferOutcome } from "../.
 import type { Environment } from "../../config.ts";
 import { AUTO_RESUME_AFTER_MS, type BreakerState } from "../../domain/circuit-breaker.ts";
 import type { PayoutRequest } from "../../domain/payout-request.ts";
+import { COMPLETED_PAYOUT, OPEN_PAYOUT, type PayoutStatus } from "../../domain/payout-state.ts";
 import type { DatabaseSchema, PayoutsTable } from "../../platform/db/schema.ts";
 import { outboxCtesFrom } from "../webhooks/outbox.ts";
 
@@ -70,13 +71,13 @@ export async function findByIdempotencyKey(
 export async function finishPayout(
   db: Db,
   id: string,
-  outcome: { status: "completed" | "failed"; txHash: string | null; error: string | null; at: Date },
+  outcome: { status: PayoutStatus; txHash: string | null; error: string | null; at: Date },
 ): Promise<PayoutRow | undefined> {
   return db
     .updateTable("payouts")
     .set({ status: outcome.status, tx_hash: outcome.txHash, error: outcome.error, completed_at: outcome.at })
     .where("id", "=", id)
-    .where("status", "=", "processing")
+    .where("status", "=", OPEN_PAYOUT)
     .returningAll()
     .executeTakeFirst();
 }
@@ -115,9 +116,9 @@ export async function completePayouts(
     ),
     done AS (
       UPDATE payouts p
-      SET status = 'completed', tx_hash = req.tx_hash, error = NULL, completed_at = req.completed_at
+      SET status = ${sql.lit(COMPLETED_PAYOUT)}, tx_hash = req.tx_hash, error = NULL, completed_at = req.completed_at
       FROM req
-      WHERE p.id = req.id AND p.status = 'processing'
+      WHERE p.id = req.id AND p.status = ${sql.lit(OPEN_PAYOUT)}
       RETURNING p.*, req.payload
     ),
     ${outboxCtesFrom(event)}
@@ -203,7 +204,7 @@ export async function recordSandboxPayouts(
                            destination_address, from_address, wallet_type, description, metadata,
                            tx_hash, user_op_hash, user_operation, created_at, completed_at)
       SELECT p.id, p.workspace_id, p.environment, p.idempotency_key,
-             CASE WHEN d.outcome = 'success' THEN 'completed' ELSE 'processing' END,
+             CASE WHEN d.outcome = 'success' THEN ${sql.lit(COMPLETED_PAYOUT)} ELSE ${sql.lit(OPEN_PAYOUT)} END,
              p.token_symbol, p.amount, p.destination_address, p.from_address, p.wallet_type,
              p.description, p.metadata,
              CASE WHEN d.outcome = 'success' THEN d.tx_hash END,
@@ -223,7 +224,7 @@ export async function recordSandboxPayouts(
     ${outboxCtesFrom(sql`
       SELECT i.workspace_id, i.environment, 'payout.completed', p.payload
       FROM inserted i JOIN payout_req p ON p.id = i.id
-      WHERE i.status = 'completed'`)}
+      WHERE i.status = ${sql.lit(COMPLETED_PAYOUT)}`)}
     SELECT i.*, p.pos::text AS request_pos, d.outcome AS transfer_outcome, d.balance::text AS transfer_balance,
            b.status AS breaker_status, b.fail_streak AS breaker_fail_streak,
            b.paused_at AS breaker_paused_at, b.reason AS breaker_reason
@@ -297,7 +298,7 @@ export async function listCompleted(db: Db, scope: Scope, page: { limit: number;
     .selectFrom("payouts")
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment)
-    .where("status", "=", "completed");
+    .where("status", "=", COMPLETED_PAYOUT);
   const [rows, count] = await Promise.all([
     base
       .selectAll()

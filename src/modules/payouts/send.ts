@@ -213,7 +213,7 @@ export class PayoutSends {
   async #duplicate(scope: Scope, payout: repo.NewPayout): Promise<PayoutResponse> {
     const existing = await repo.findByIdempotencyKey(this.#ctx.db, scope, payout.idempotencyKey ?? "");
     if (!existing) throw new InternalError("Payout failed");
-    return this.#outcomes.duplicate(scope, existing);
+    return this.#outcomes.duplicate(existing);
   }
 
   /** The answer of a payout whose outcome the reconciler is left to finish (202), given up to it. */

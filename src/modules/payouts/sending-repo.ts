@@ -1,6 +1,7 @@
 import { type RawBuilder, sql } from "kysely";
 import type { Environment } from "../../config.ts";
 import type { Committed } from "../../domain/payout-funds.ts";
+import { OPEN_PAYOUT, PAYOUT_TRANSITIONS } from "../../domain/payout-state.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { NewPayout, PayoutRow } from "./repo.ts";
 
@@ -14,6 +15,8 @@ import type { NewPayout, PayoutRow } from "./repo.ts";
  */
 export const LEASE_SECONDS = 20;
 const lease = sql<Date>`now() + make_interval(secs => ${LEASE_SECONDS})`;
+/** Inlined, not a parameter: a partial index's predicate matches a literal only. */
+const OPEN = sql.lit(OPEN_PAYOUT);
 
 /**
  * What is on its way out of wallet `from`, per token, and not in a balance read at a block where
@@ -36,7 +39,7 @@ export async function committedFrom(
       ? await sql<{ token_symbol: string; amount: string; transactions: number }>`
           SELECT token_symbol, sum(amount)::text AS amount, count(*)::int AS transactions
           FROM payouts
-          WHERE environment = ${environment} AND status = 'processing' AND from_address = ${from}
+          WHERE environment = ${environment} AND status = ${OPEN} AND from_address = ${from}
           GROUP BY token_symbol`.execute(trx)
       : await sql<{ token_symbol: string; amount: string; transactions: number }>`
           SELECT token_symbol, sum(amount)::text AS amount, count(*)::int AS transactions
@@ -49,7 +52,7 @@ export async function committedFrom(
             UNION ALL
             SELECT p.token_symbol, p.amount
             FROM payouts p
-            WHERE p.environment = ${environment} AND p.status = 'processing' AND p.from_address = ${from}
+            WHERE p.environment = ${environment} AND p.status = ${OPEN} AND p.from_address = ${from}
               AND NOT EXISTS (SELECT 1 FROM chain_transactions t WHERE t.payout_id = p.id)
           ) AS leaving
           GROUP BY token_symbol`.execute(trx);
@@ -70,7 +73,7 @@ export async function insertPayout(trx: Db, payout: NewPayout): Promise<PayoutRo
       workspace_id: payout.scope.workspaceId,
       environment: payout.scope.environment,
       idempotency_key: payout.idempotencyKey,
-      status: "processing",
+      status: PAYOUT_TRANSITIONS.recorded.to,
       token_symbol: payout.tokenSymbol,
       amount: payout.amount.toString(),
       destination_address: payout.destinationAddress,
@@ -96,7 +99,7 @@ export async function insertPayout(trx: Db, payout: NewPayout): Promise<PayoutRo
 export function claimForSending(id: string): RawBuilder<unknown> {
   return sql`
     UPDATE payouts SET lease_expires_at = ${lease}, send_claimed_at = now()
-    WHERE id = ${id} AND status = 'processing'
+    WHERE id = ${id} AND status = ${OPEN}
     RETURNING id`;
 }
 
@@ -119,7 +122,7 @@ export async function recordUserOperation(
       send_claimed_at: sql<Date>`coalesce(send_claimed_at, now())`,
     })
     .where("id", "=", id)
-    .where("status", "=", "processing")
+    .where("status", "=", OPEN_PAYOUT)
     .returning("id")
     .executeTakeFirst();
   return row !== undefined;
@@ -131,7 +134,7 @@ export async function renewLeases(db: Db, ids: readonly string[]): Promise<void>
     .updateTable("payouts")
     .set({ lease_expires_at: lease })
     .where("id", "=", sql<string>`any(${ids}::uuid[])`)
-    .where("status", "=", "processing")
+    .where("status", "=", OPEN_PAYOUT)
     .execute();
 }
 
@@ -141,7 +144,7 @@ export async function releaseLease(db: Db, id: string): Promise<void> {
     .updateTable("payouts")
     .set({ lease_expires_at: null })
     .where("id", "=", id)
-    .where("status", "=", "processing")
+    .where("status", "=", OPEN_PAYOUT)
     .execute();
 }
 
@@ -151,7 +154,7 @@ export async function unownedProcessing(db: Db, environment: Environment): Promi
     .selectFrom("payouts")
     .selectAll()
     .where("environment", "=", environment)
-    .where("status", "=", "processing")
+    .where("status", "=", OPEN_PAYOUT)
     .where((eb) => eb.or([eb("lease_expires_at", "is", null), eb("lease_expires_at", "<", sql<Date>`now()`)]))
     .execute();
 }
@@ -170,9 +173,9 @@ export async function failNeverSent(
 ): Promise<PayoutRow | undefined> {
   return db
     .updateTable("payouts")
-    .set({ status: "failed", error, completed_at: at })
+    .set({ status: PAYOUT_TRANSITIONS.never_sent.to, error, completed_at: at })
     .where("id", "=", id)
-    .where("status", "=", "processing")
+    .where("status", "=", OPEN_PAYOUT)
     .where("send_claimed_at", "is", null)
     .where("user_operation", "is", null)
     .where((eb) => eb.or([eb("lease_expires_at", "is", null), eb("lease_expires_at", "<", sql<Date>`now()`)]))

@@ -3,6 +3,7 @@ import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { resume } from "../../domain/circuit-breaker.ts";
 import { formatAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
+import { Notices } from "../../platform/db/notices.ts";
 import { SessionTurns } from "../../platform/db/wallet-lock.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
 import type { Mailer } from "../../platform/mail/mailer.ts";
@@ -42,11 +43,13 @@ export class PayoutsService {
   readonly #workspaces: WorkspacesService;
   readonly #creation: PayoutCreation;
   readonly #reconciler: PayoutReconciler;
+  readonly #endings: Notices;
 
   constructor(ctx: AppContext, deps: PayoutsDependencies) {
     this.#ctx = ctx;
     this.#workspaces = deps.workspaces;
-    const outcomes = new PayoutOutcomes(ctx, deps.workspaces, deps.mailer);
+    this.#endings = new Notices(ctx.db, "payout_ended", ctx.log);
+    const outcomes = new PayoutOutcomes(ctx, deps.workspaces, deps.mailer, this.#endings);
     // Payouts this process is sending, leased to it; the reconciler leaves them alone.
     const leases = new PayoutLeases(ctx.db, ctx.log);
     const sends = new PayoutSends(ctx, {
@@ -64,6 +67,11 @@ export class PayoutsService {
       outcomes,
     });
     this.#reconciler = new PayoutReconciler(ctx, outcomes, leases, deps.rails);
+  }
+
+  /** Stops listening for the endings of payouts (the app's close). */
+  close(): Promise<void> {
+    return this.#endings.close();
   }
 
   create(principal: KeyPrincipal, body: unknown): Promise<PayoutResponse> {

@@ -21,6 +21,8 @@ import * as ledgerDebitBalance from "./migrations/013_ledger_debit_balance.ts";
 import * as cardSessionPartialIndex from "./migrations/014_card_session_partial_index.ts";
 import * as masterKeyCheck from "./migrations/015_master_key_check.ts";
 import * as onePayerPerNonce from "./migrations/016_one_payer_per_nonce.ts";
+import * as payoutEndedNotice from "./migrations/017_payout_ended_notice.ts";
+import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
 
@@ -50,6 +52,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "014_card_session_partial_index": cardSessionPartialIndex,
   "015_master_key_check": masterKeyCheck,
   "016_one_payer_per_nonce": onePayerPerNonce,
+  "017_payout_ended_notice": payoutEndedNotice,
 };
 
 class StaticMigrationProvider implements MigrationProvider {
@@ -84,6 +87,9 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     const db = new Kysely<DatabaseSchema>({ dialect: new PostgresDialect({ pool }) });
     lockPools.set(db, locks);
     mainPools.set(db, pool);
+    registerSubscribe(db, (channel, onNotice, onLost) =>
+      listenOnServer(options.databaseUrl ?? "", channel, onNotice, onLost),
+    );
     return {
       db,
       kind: "postgres",
@@ -102,6 +108,8 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   }
   await client.waitReady;
   const db = new Kysely<DatabaseSchema>({ dialect: new PGliteDialect(client) });
+  const embedded = client;
+  registerSubscribe(db, async (channel, onNotice) => embedded.listen(channel, onNotice));
   return { db, kind: "pglite", close: () => db.destroy() };
 }
 
@@ -141,6 +149,34 @@ const lockPools = new WeakMap<Db, pg.Pool>();
  */
 export function sessionLockPool(db: Db): pg.Pool | undefined {
   return lockPools.get(db);
+}
+
+/**
+ * A session of its own listening on `channel` (a pooled one would be handed to others). It is not
+ * ended for idleness like the pool's: listening is all it does.
+ */
+async function listenOnServer(
+  url: string,
+  channel: string,
+  onNotice: (payload: string) => void,
+  onLost: () => void,
+): Promise<() => Promise<void>> {
+  const client = new pg.Client({ connectionString: url });
+  let stopping = false;
+  const lost = () => {
+    if (!stopping) onLost();
+  };
+  client.on("error", lost);
+  client.on("end", lost);
+  client.on("notification", (notice) => {
+    if (notice.channel === channel) onNotice(notice.payload ?? "");
+  });
+  await client.connect();
+  await client.query(`LISTEN ${client.escapeIdentifier(channel)}`);
+  return async () => {
+    stopping = true;
+    await client.end();
+  };
 }
 
 const mainPools = new WeakMap<Db, pg.Pool>();

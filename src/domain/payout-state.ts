@@ -1,0 +1,44 @@
+// The payout lifecycle as one transition table, like payments' (payment-state.ts): only this
+// table decides which status follows which, and the repos' compare-and-set statements take their
+// `from` and `to` from it. A payout is recorded `processing` before anything is sent and ends
+// once: `completed` when its transfer is mined with success, `failed` when it can never happen.
+
+export const PAYOUT_STATUSES = ["processing", "completed", "failed"] as const;
+export type PayoutStatus = (typeof PAYOUT_STATUSES)[number];
+
+export type PayoutTrigger =
+  /** Recorded, its funds reserved, before anything is signed or sent. */
+  | "recorded"
+  /** Its transfer is mined with a success receipt. */
+  | "transfer_succeeded"
+  /** Its transfer reverted, or another mined transaction took its nonce: counted by the breaker. */
+  | "transfer_failed"
+  /** Its sender stopped before sending anything: failed uncounted and without an event. */
+  | "never_sent";
+
+interface PayoutRule {
+  from: PayoutStatus | null;
+  to: PayoutStatus;
+  event: "payout.completed" | "payout.failed" | null;
+  /** Whether the circuit breaker counts it as a failure. */
+  counted: boolean;
+}
+
+export const PAYOUT_TRANSITIONS = {
+  recorded: { from: null, to: "processing", event: null, counted: false },
+  transfer_succeeded: { from: "processing", to: "completed", event: "payout.completed", counted: false },
+  transfer_failed: { from: "processing", to: "failed", event: "payout.failed", counted: true },
+  never_sent: { from: "processing", to: "failed", event: null, counted: false },
+} as const satisfies Record<PayoutTrigger, PayoutRule>;
+
+/** The status of a payout that may still move (recorded, not ended): every ending starts here. */
+export const OPEN_PAYOUT: PayoutStatus = PAYOUT_TRANSITIONS.recorded.to;
+
+/** The status of a payout that was paid, and of one that never will be. */
+export const COMPLETED_PAYOUT: PayoutStatus = PAYOUT_TRANSITIONS.transfer_succeeded.to;
+export const FAILED_PAYOUT: PayoutStatus = PAYOUT_TRANSITIONS.transfer_failed.to;
+
+/** Whether a payout in `status` has ended (its answer is final). */
+export function isFinal(status: PayoutStatus): boolean {
+  return status !== OPEN_PAYOUT;
+}

@@ -1,0 +1,104 @@
+import type { FastifyBaseLogger } from "fastify";
+import type { Db } from "./database.ts";
+
+// Notices from the database (LISTEN/NOTIFY), for a request that must wait until something another
+// instance does has committed (a payout its idempotency key repeats, ending): it is woken by the
+// notice instead of polling a row. One listening session per channel and process, opened at the
+// first wait and opened again after it is lost; a wait is always bounded, and its caller reads the
+// row once more when it ends, so a notice lost with a session costs time, never a wrong answer.
+
+/** Listens on `channel`; resolves to the way to stop once listening. */
+export type Subscribe = (
+  channel: string,
+  onNotice: (payload: string) => void,
+  onLost: () => void,
+) => Promise<() => Promise<void>>;
+
+const subscribers = new WeakMap<Db, Subscribe>();
+
+/** How a database made by openDatabase listens (its own session on a server, in process on PGlite). */
+export function registerSubscribe(db: Db, subscribe: Subscribe): void {
+  subscribers.set(db, subscribe);
+}
+
+export class Notices {
+  readonly #db: Db;
+  readonly #channel: string;
+  readonly #log: FastifyBaseLogger;
+  readonly #waiters = new Map<string, Set<() => void>>();
+  #listening: Promise<() => Promise<void>> | undefined;
+
+  constructor(db: Db, channel: string, log: FastifyBaseLogger) {
+    this.#db = db;
+    this.#channel = channel;
+    this.#log = log;
+  }
+
+  /**
+   * Resolves once `key` is noticed on the channel or `happened` says it has already (asked after
+   * listening begins, so nothing committed in between is missed), or after `timeoutMs`.
+   */
+  async waitFor(key: string, timeoutMs: number, happened: () => Promise<boolean>): Promise<void> {
+    let wake!: () => void;
+    const noticed = new Promise<void>((resolve) => {
+      wake = resolve;
+    });
+    let waiters = this.#waiters.get(key);
+    if (!waiters) {
+      waiters = new Set();
+      this.#waiters.set(key, waiters);
+    }
+    waiters.add(wake);
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await this.#listen();
+      if (await happened()) return;
+      await Promise.race([
+        noticed,
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, timeoutMs);
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+      waiters.delete(wake);
+      if (waiters.size === 0) this.#waiters.delete(key);
+    }
+  }
+
+  async close(): Promise<void> {
+    const listening = this.#listening;
+    this.#listening = undefined;
+    if (!listening) return;
+    try {
+      await (await listening)();
+    } catch (err) {
+      this.#log.warn({ err, channel: this.#channel }, "stopping to listen for notices failed");
+    }
+  }
+
+  /** Listening, or a logged failure to (the waits then last their whole bound). */
+  async #listen(): Promise<void> {
+    const subscribe = subscribers.get(this.#db);
+    if (!subscribe) throw new Error("this database cannot listen for notices (not made by openDatabase)");
+    this.#listening ??= subscribe(
+      this.#channel,
+      (key) => {
+        for (const wake of this.#waiters.get(key) ?? []) wake();
+      },
+      () => {
+        this.#log.warn(
+          { channel: this.#channel },
+          "the session listening for notices was lost; listening again",
+        );
+        this.#listening = undefined;
+      },
+    );
+    try {
+      await this.#listening;
+    } catch (err) {
+      this.#listening = undefined;
+      this.#log.error({ err, channel: this.#channel }, "listening for notices failed; waiting out the bound");
+    }
+  }
+}
