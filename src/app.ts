@@ -141,7 +141,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     if (card) cardProviders[environment] = new CardProvider(card, deps.config.card.apiBase);
   }
   const payments = new PaymentsService(ctx, workspaces, cardProviders);
-  const cardWebhooks = new CardWebhooks(ctx, cardProviders);
+  const cardWebhooks = new CardWebhooks(ctx, cardProviders, payments);
   const webhooks = new WebhooksService(ctx);
   const sessions = new SessionsService(ctx);
   const agents = new AgentsService(ctx);
