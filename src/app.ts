@@ -258,7 +258,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   await http.register(webhooksRoutes(webhooks));
   await http.register(payoutsRoutes(payouts, wallet));
   await http.register(cardWebhookRoutes(cardWebhooks));
-  await http.register(hostedPageRoutes(ctx));
+  await http.register(hostedPageRoutes(ctx, payments));
   await http.register(smartWalletRoutes(smartWallets));
   await http.register(agentsAndWalletsRoutes(agents, agentWallets));
 
