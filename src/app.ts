@@ -189,7 +189,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
       return accounts.sendAgain(prepared);
     },
   );
-  const wallet = new WalletService(ctx, workspaces, channels, ledger);
+  const wallet = new WalletService(ctx, workspaces, channels, ledger, payments, agentWallets);
   const scrub = urlScrubber(deps.config);
   metrics.setSources({
     pausedWorkspaces: () => payouts.pausedWorkspaces(),

@@ -1,15 +1,25 @@
-import { sql } from "kysely";
-import type { ChainToken, Hex } from "../../chain/network.ts";
+import type { Hex } from "../../chain/network.ts";
 import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
-import { CRYPTO_TOKENS, formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
-import { isUuid, parseAmountField } from "../../domain/validation.ts";
+import {
+  CRYPTO_TOKENS,
+  formatAmount,
+  isCryptoToken,
+  isWalletCurrency,
+  TOKEN_DECIMALS,
+  type TokenSymbol,
+} from "../../domain/money.ts";
+import { parseAmountField } from "../../domain/validation.ts";
+import type { StatusTotal } from "../../platform/db/status-totals.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
-import { badRequest, forbidden, notFound } from "../../platform/http/errors.ts";
+import { badRequest, forbidden } from "../../platform/http/errors.ts";
+import type { PaymentsService } from "../payments/service.ts";
+import type { WalletsService } from "../wallets/service.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import type { PayoutChannel } from "./channels.ts";
+import * as walletRepo from "./wallet-repo.ts";
 
 // The workspace wallet's money: balances of the EOA (and smart wallet) for every token of the
 // environment, aggregated stats, and the sandbox faucet.
@@ -19,17 +29,23 @@ export class WalletService {
   readonly #workspaces: WorkspacesService;
   readonly #channels: Partial<Record<Environment, PayoutChannel>>;
   readonly #ledger: SimulatedLedger;
+  readonly #payments: PaymentsService;
+  readonly #agentWallets: WalletsService;
 
   constructor(
     ctx: AppContext,
     workspaces: WorkspacesService,
     channels: Partial<Record<Environment, PayoutChannel>>,
     ledger: SimulatedLedger,
+    payments: PaymentsService,
+    agentWallets: WalletsService,
   ) {
     this.#ctx = ctx;
     this.#workspaces = workspaces;
     this.#channels = channels;
     this.#ledger = ledger;
+    this.#payments = payments;
+    this.#agentWallets = agentWallets;
   }
 
   async balances(principal: KeyPrincipal) {
@@ -59,10 +75,8 @@ export class WalletService {
     const input = (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
     if (input.walletId !== undefined) return this.#faucetToAgentWallet(principal, input);
     const token = input.tokenSymbol;
-    if (typeof token !== "string" || !(CRYPTO_TOKENS as readonly string[]).includes(token)) {
-      throw badRequest("Invalid token symbol");
-    }
-    const amount = parseAmountField(input.amount, TOKEN_DECIMALS[token as TokenSymbol]);
+    if (!isCryptoToken(token)) throw badRequest("Invalid token symbol");
+    const amount = parseAmountField(input.amount, TOKEN_DECIMALS[token]);
     if (amount === null) throw badRequest("Amount must be a positive number");
     const walletType = input.walletType ?? "eoa";
     if (walletType !== "eoa" && walletType !== "smart_wallet")
@@ -73,18 +87,8 @@ export class WalletService {
       throw badRequest(
         "No smart wallet for this workspace: create one with POST /api/v1/workspaces/{id}/smart-wallet",
       );
-    const balance = await this.#ledger.credit(
-      address,
-      token as ChainToken,
-      amount,
-      `faucet:${crypto.randomUUID()}`,
-    );
-    return {
-      tokenSymbol: token,
-      walletType,
-      address,
-      balance: formatAmount(balance, TOKEN_DECIMALS[token as TokenSymbol]),
-    };
+    const balance = await this.#ledger.credit(address, token, amount, `faucet:${crypto.randomUUID()}`);
+    return { tokenSymbol: token, walletType, address, balance: formatAmount(balance, TOKEN_DECIMALS[token]) };
   }
 
   /**
@@ -93,21 +97,11 @@ export class WalletService {
    */
   async #faucetToAgentWallet(principal: KeyPrincipal, input: Record<string, unknown>) {
     const token = input.tokenSymbol;
-    if (token !== "ETH" && token !== "USDC" && token !== "DAI") throw badRequest("Invalid token symbol");
+    if (!isWalletCurrency(token)) throw badRequest("Invalid token symbol");
     const decimals = TOKEN_DECIMALS[token];
     const amount = parseAmountField(input.amount, decimals);
     if (amount === null) throw badRequest("Amount must be a positive number");
-    const walletId = input.walletId;
-    const wallet = isUuid(walletId)
-      ? await this.#ctx.db
-          .selectFrom("agent_wallets")
-          .select(["id", "address", "currencies"])
-          .where("id", "=", walletId)
-          .where("workspace_id", "=", principal.workspaceId)
-          .where("environment", "=", principal.environment)
-          .executeTakeFirst()
-      : undefined;
-    if (!wallet) throw notFound("Wallet not found");
+    const wallet = await this.#agentWallets.find(principal, input.walletId);
     if (!wallet.currencies.includes(token)) throw badRequest(`This wallet does not hold ${token}`);
     const balance = await this.#ctx.db.transaction().execute(async (trx) => {
       const previous = await this.#ledger.balance(wallet.address, token, trx);
@@ -144,27 +138,9 @@ export class WalletService {
   }
 
   async stats(principal: KeyPrincipal) {
-    const payments = await sql<{
-      status: string;
-      token_symbol: string;
-      count: string | number;
-      volume: string;
-    }>`
-      SELECT status, token_symbol, count(*) AS count, coalesce(sum(gross_amount), 0)::text AS volume
-      FROM payments WHERE workspace_id = ${principal.workspaceId} AND environment = ${principal.environment}
-      GROUP BY status, token_symbol ORDER BY status, token_symbol
-    `.execute(this.#ctx.db);
-    const payouts = await sql<{
-      status: string;
-      token_symbol: string;
-      count: string | number;
-      volume: string;
-    }>`
-      SELECT status, token_symbol, count(*) AS count, coalesce(sum(amount), 0)::text AS volume
-      FROM payouts WHERE workspace_id = ${principal.workspaceId} AND environment = ${principal.environment}
-      GROUP BY status, token_symbol ORDER BY status, token_symbol
-    `.execute(this.#ctx.db);
-    const shape = (rows: typeof payments.rows) =>
+    const payments = await this.#payments.totalsByStatus(principal);
+    const payouts = await walletRepo.totalsByStatus(this.#ctx.db, principal);
+    const shape = (rows: readonly StatusTotal[]) =>
       rows.map((r) => ({
         status: r.status,
         tokenSymbol: r.token_symbol,
@@ -173,8 +149,8 @@ export class WalletService {
       }));
     return {
       environment: principal.environment,
-      payments: shape(payments.rows),
-      payouts: shape(payouts.rows),
+      payments: shape(payments),
+      payouts: shape(payouts),
     };
   }
 }
