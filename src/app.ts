@@ -138,7 +138,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     if (card) cardProviders[environment] = new CardProvider(card, deps.config.card.apiBase);
   }
   const payments = new PaymentsService(ctx, workspaces, cardProviders);
-  const cardWebhooks = new CardWebhooks(ctx, cardProviders);
+  const cardWebhooks = new CardWebhooks(ctx, cardProviders, payments);
   const webhooks = new WebhooksService(ctx);
   const sessions = new SessionsService(ctx);
   const agents = new AgentsService(ctx);
@@ -151,7 +151,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   http.addHook("onClose", async () => mailer.close());
   const payouts = new PayoutsService(ctx, { workspaces, payments, rails, mailer });
   http.addHook("onClose", async () => payouts.close());
-  const wallet = new WalletService(ctx, workspaces, rails, ledger);
+  const wallet = new WalletService(ctx, workspaces, rails, ledger, payments, agentWallets);
   const scrub = urlScrubber(deps.config);
   metrics.setSources({
     pausedWorkspaces: () => payouts.pausedWorkspaces(),
@@ -220,7 +220,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   await http.register(webhooksRoutes(webhooks));
   await http.register(payoutsRoutes(payouts, wallet));
   await http.register(cardWebhookRoutes(cardWebhooks));
-  await http.register(hostedPageRoutes(ctx));
+  await http.register(hostedPageRoutes(ctx, payments));
   await http.register(smartWalletRoutes(smartWallets));
   await http.register(agentsAndWalletsRoutes(agents, agentWallets));
 

@@ -1,11 +1,16 @@
 import { describe, expect, it } from "vitest";
 import {
+  CHAIN_TOKENS,
+  CRYPTO_TOKENS,
   computeFee,
   formatAmount,
+  isCryptoToken,
+  isWalletCurrency,
   parseAmount,
   parsePositiveAmount,
   splitFee,
   TOKEN_DECIMALS,
+  WALLET_CURRENCIES,
 } from "./money.ts";
 
 describe("parseAmount", () => {
@@ -118,5 +123,18 @@ describe("fee", () => {
 
   it("refuses negative amounts", () => {
     expect(() => computeFee(-1n)).toThrow(RangeError);
+  });
+});
+
+describe("token catalogue", () => {
+  it("moves every crypto payment token and wallet currency on chain", () => {
+    for (const token of [...CRYPTO_TOKENS, ...WALLET_CURRENCIES]) expect(CHAIN_TOKENS).toContain(token);
+  });
+
+  it("answers membership by the lists", () => {
+    expect(CRYPTO_TOKENS.filter(isCryptoToken)).toEqual(CRYPTO_TOKENS);
+    expect(["DAI", "USD", "usdc", 1].filter(isCryptoToken)).toEqual([]);
+    expect(WALLET_CURRENCIES.filter(isWalletCurrency)).toEqual(WALLET_CURRENCIES);
+    expect(["ADAO", "USD", "eth", null].filter(isWalletCurrency)).toEqual([]);
   });
 });

@@ -1,6 +1,10 @@
 // Money is always an integer count of a token's smallest unit (bigint). Strings cross the API;
 // floats never appear. Rules: decisions D4.
 
+// The token catalogue: every token the service knows and where each may be used. Route schemas,
+// validation and balance reads take their lists from here instead of spelling tokens out.
+
+/** Every token's smallest unit, as a power of ten. */
 export const TOKEN_DECIMALS = {
   USDC: 6,
   ETH: 18,
@@ -12,8 +16,22 @@ export const TOKEN_DECIMALS = {
 export type TokenSymbol = keyof typeof TOKEN_DECIMALS;
 
 /** Tokens a crypto payment or payout may use. */
-export const CRYPTO_TOKENS = ["USDC", "ETH", "ADAO"] as const;
+export const CRYPTO_TOKENS = ["USDC", "ETH", "ADAO"] as const satisfies readonly TokenSymbol[];
 export type CryptoToken = (typeof CRYPTO_TOKENS)[number];
+
+/** The card rail's one currency. */
+export const CARD_CURRENCY = "USD" satisfies TokenSymbol;
+
+/** Tokens that move on a chain: its native coin and the ERC-20s a network configures. */
+export const CHAIN_TOKENS = ["USDC", "ETH", "ADAO", "DAI"] as const satisfies readonly TokenSymbol[];
+export type ChainToken = (typeof CHAIN_TOKENS)[number];
+
+/** The chain's native coin: sent as value, and what pays for gas. */
+export const NATIVE_TOKEN = "ETH" satisfies ChainToken;
+
+/** Currencies an agent or user wallet may hold (part 4.17), in the order the API names them. */
+export const WALLET_CURRENCIES = ["ETH", "USDC", "DAI"] as const satisfies readonly ChainToken[];
+export type WalletCurrency = (typeof WALLET_CURRENCIES)[number];
 
 /** Free tier: 1.5% = 150 basis points, the same for every token and for USD. */
 export const FEE_BPS = 150n;
@@ -23,6 +41,10 @@ const AMOUNT_PATTERN = /^([0-9]+)(?:\.([0-9]+))?$/;
 
 export function isCryptoToken(value: unknown): value is CryptoToken {
   return typeof value === "string" && (CRYPTO_TOKENS as readonly string[]).includes(value);
+}
+
+export function isWalletCurrency(value: unknown): value is WalletCurrency {
+  return typeof value === "string" && (WALLET_CURRENCIES as readonly string[]).includes(value);
 }
 
 /**

@@ -1,4 +1,4 @@
-import { isCryptoToken, splitFee, TOKEN_DECIMALS, type TokenSymbol } from "./money.ts";
+import { CARD_CURRENCY, isCryptoToken, splitFee, TOKEN_DECIMALS, type TokenSymbol } from "./money.ts";
 import {
   descriptionProblem,
   httpUrlProblem,
@@ -76,7 +76,7 @@ export function validatePaymentRequest(
   }
 
   const symbol = body.tokenSymbol;
-  const symbolOk = method === "card" ? symbol === "USD" : isCryptoToken(symbol);
+  const symbolOk = method === "card" ? symbol === CARD_CURRENCY : isCryptoToken(symbol);
   if (!symbolOk) return fail(MESSAGES.invalidToken);
   const tokenSymbol = symbol as TokenSymbol;
 

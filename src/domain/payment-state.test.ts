@@ -1,12 +1,14 @@
 import { describe, expect, it } from "vitest";
 import {
   FINAL_STATUSES,
+  isFinal,
   isVerified,
   PAYMENT_STATUSES,
   type PaymentStatus,
   type PaymentTrigger,
   TRANSITIONS,
   transition,
+  UNSETTLED_STATUSES,
 } from "./payment-state.ts";
 
 describe("payment transitions", () => {
@@ -53,5 +55,15 @@ describe("payment transitions", () => {
 
   it("verifies only forwarded", () => {
     expect(PAYMENT_STATUSES.filter(isVerified)).toEqual(["forwarded"]);
+  });
+
+  it("calls final exactly the statuses no trigger leaves", () => {
+    const left = new Set(Object.values(TRANSITIONS).flatMap((rule) => rule.from));
+    expect(PAYMENT_STATUSES.filter(isFinal)).toEqual(PAYMENT_STATUSES.filter((s) => !left.has(s)));
+  });
+
+  it("counts as unsettled the statuses between a detected transfer and its settlement", () => {
+    expect(UNSETTLED_STATUSES).toEqual([TRANSITIONS.transfer_detected.to, TRANSITIONS.confirmations_met.to]);
+    expect(UNSETTLED_STATUSES).toContain(TRANSITIONS.settlement_completed.from[0]);
   });
 });

@@ -62,6 +62,17 @@ export const TRANSITIONS: Readonly<Record<PaymentTrigger, TransitionRule>> = {
 
 export const FINAL_STATUSES: readonly PaymentStatus[] = ["forwarded", "failed", "expired", "cancelled"];
 
+/**
+ * Received and not settled yet: the payment's money is on its receiving wallet and belongs to
+ * its settlement, not to the wallet's payouts (domain/unsettled-payments.ts).
+ */
+export const UNSETTLED_STATUSES: readonly PaymentStatus[] = ["detected", "confirmed"];
+
+/** No trigger moves a payment out of a final status. */
+export function isFinal(status: PaymentStatus): boolean {
+  return FINAL_STATUSES.includes(status);
+}
+
 export type TransitionResult =
   | { ok: true; from: PaymentStatus; to: PaymentStatus; event: PaymentEventType | null }
   | { ok: false; from: PaymentStatus; trigger: PaymentTrigger };

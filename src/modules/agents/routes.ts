@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
+import { WALLET_CURRENCIES } from "../../domain/money.ts";
 import { requireKey } from "../../platform/http/auth.ts";
 import { NumberedPage } from "../../platform/http/schemas.ts";
 import { documentedBodyOnly } from "../../platform/http/validation.ts";
@@ -14,7 +15,7 @@ const AgentBody = Type.Object({
   description: Type.Optional(Type.String({ maxLength: 1000 })),
   metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
 });
-const Currency = Type.Enum(["ETH", "USDC", "DAI"]);
+const Currency = Type.Enum(WALLET_CURRENCIES);
 const tags = (tag: string) => ({ tags: [tag], security: [{ apiKey: [] }] });
 
 export const agentsAndWalletsRoutes =

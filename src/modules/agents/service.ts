@@ -1,10 +1,11 @@
-import { sql } from "kysely";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { badRequest, notFound } from "../../domain/errors.ts";
 import { descriptionProblem, isPlainObject, isUuid } from "../../domain/validation.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
+import type { AgentFields, AgentRow } from "./repo.ts";
+import * as repo from "./repo.ts";
 
 // Agent records (part 4.16, D8): per workspace and environment; every change writes its event
 // (agent.created / agent.updated / agent.deleted) in the same transaction.
@@ -20,15 +21,6 @@ export interface AgentView {
   updatedAt?: string;
 }
 
-type AgentRow = {
-  id: string;
-  name: string;
-  description: string | null;
-  metadata: Record<string, unknown>;
-  created_at: Date;
-  updated_at: Date | null;
-};
-
 function toView(row: AgentRow): AgentView {
   return {
     agentId: row.id,
@@ -40,8 +32,8 @@ function toView(row: AgentRow): AgentView {
   };
 }
 
-function validateFields(body: Record<string, unknown>, requireName: boolean) {
-  const out: { name?: string; description?: string | null; metadata?: Record<string, unknown> } = {};
+function validateFields(body: Record<string, unknown>, requireName: boolean): AgentFields {
+  const out: AgentFields = {};
   if (body.name !== undefined || requireName) {
     if (typeof body.name !== "string" || body.name.trim().length === 0 || body.name.length > 200) {
       throw badRequest("name is required and must be 1 to 200 characters");
@@ -75,18 +67,12 @@ export class AgentsService {
     if (!isPlainObject(body)) throw badRequest("Request body must be a JSON object");
     const fields = validateFields(body, true);
     return this.#ctx.db.transaction().execute(async (trx) => {
-      const row = await trx
-        .insertInto("agents")
-        .values({
-          workspace_id: principal.workspaceId,
-          environment: principal.environment,
-          name: fields.name as string,
-          description: fields.description ?? null,
-          metadata: JSON.stringify(fields.metadata ?? {}),
-          created_at: this.#ctx.now(),
-        })
-        .returning(["id", "name", "description", "metadata", "created_at", "updated_at"])
-        .executeTakeFirstOrThrow();
+      const row = await repo.insertAgent(
+        trx,
+        principal,
+        { ...fields, name: fields.name as string },
+        this.#ctx.now(),
+      );
       const view = toView(row);
       await recordEvents(trx, [{ ...scope(principal), type: "agent.created", payload: { ...view } }]);
       return view;
@@ -105,26 +91,11 @@ export class AgentsService {
   }
 
   async list(principal: KeyPrincipal, query: { page: number; limit: number; search?: string | undefined }) {
-    let base = this.#ctx.db
-      .selectFrom("agents")
-      .where("workspace_id", "=", principal.workspaceId)
-      .where("environment", "=", principal.environment)
-      .where("deleted_at", "is", null);
-    if (query.search) {
-      const pattern = `%${query.search.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-      base = base.where(sql<boolean>`lower(name || ' ' || coalesce(description, '')) LIKE ${pattern}`);
-    }
-    const [rows, count] = await Promise.all([
-      base
-        .select(["id", "name", "description", "metadata", "created_at", "updated_at"])
-        .orderBy("created_at", "desc")
-        .orderBy("id", "desc")
-        .limit(query.limit)
-        .offset((query.page - 1) * query.limit)
-        .execute(),
-      base.select((eb) => eb.fn.countAll().as("total")).executeTakeFirstOrThrow(),
-    ]);
-    const total = Number(count.total);
+    const { rows, total } = await repo.listAgents(this.#ctx.db, principal, {
+      search: query.search,
+      limit: query.limit,
+      offset: (query.page - 1) * query.limit,
+    });
     return {
       items: rows.map(toView),
       pagination: { total, page: query.page, limit: query.limit, totalPages: Math.ceil(total / query.limit) },
@@ -138,17 +109,7 @@ export class AgentsService {
     return this.#ctx.db.transaction().execute(async (trx) => {
       const current = await this.#find(trx, principal, id, true);
       if (!current) throw notFound("Agent not found");
-      const row = await trx
-        .updateTable("agents")
-        .set({
-          ...(fields.name !== undefined ? { name: fields.name } : {}),
-          ...(fields.description !== undefined ? { description: fields.description } : {}),
-          ...(fields.metadata !== undefined ? { metadata: JSON.stringify(fields.metadata) } : {}),
-          updated_at: now,
-        })
-        .where("id", "=", current.id)
-        .returning(["id", "name", "description", "metadata", "created_at", "updated_at"])
-        .executeTakeFirstOrThrow();
+      const row = await repo.updateAgent(trx, current.id, fields, now);
       const view = toView(row);
       // Body of part 6: {event, data: {agentId, name, description, metadata, updatedAt}}.
       await recordEvents(trx, [
@@ -173,7 +134,7 @@ export class AgentsService {
     return this.#ctx.db.transaction().execute(async (trx) => {
       const current = await this.#find(trx, principal, id, true);
       if (!current) throw notFound("Agent not found");
-      await trx.updateTable("agents").set({ deleted_at: now }).where("id", "=", current.id).execute();
+      await repo.markDeleted(trx, current.id, now);
       await recordEvents(trx, [
         {
           ...scope(principal),
@@ -186,16 +147,7 @@ export class AgentsService {
   }
 
   async #find(db: AppContext["db"], principal: KeyPrincipal, id: string, forUpdate = false) {
-    if (!isUuid(id)) return undefined;
-    let query = db
-      .selectFrom("agents")
-      .select(["id", "name", "description", "metadata", "created_at", "updated_at"])
-      .where("id", "=", id)
-      .where("workspace_id", "=", principal.workspaceId)
-      .where("environment", "=", principal.environment)
-      .where("deleted_at", "is", null);
-    if (forUpdate) query = query.forUpdate();
-    return query.executeTakeFirst();
+    return isUuid(id) ? repo.findAgent(db, principal, id, forUpdate) : undefined;
   }
 }
 

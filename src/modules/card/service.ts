@@ -2,11 +2,17 @@ import type Stripe from "stripe";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { badRequest, ProviderError } from "../../domain/errors.ts";
-import { type PaymentStatus, type PaymentTrigger, transition } from "../../domain/payment-state.ts";
+import {
+  isVerified,
+  type PaymentStatus,
+  type PaymentTrigger,
+  transition,
+} from "../../domain/payment-state.ts";
 import { isUuid } from "../../domain/validation.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
-import { applyTransition } from "../payments/transitions.ts";
+import type { CardPaymentRef, PaymentsService } from "../payments/service.ts";
 import type { CardProvider } from "./provider.ts";
+import * as repo from "./repo.ts";
 
 // Inbound card-provider webhooks (part 4.9, D5): verify the signature with the environment's
 // signing secret (the environment is the event's livemode), de-duplicate by event id in the
@@ -33,10 +39,12 @@ const ASYNC_FAILURE_REASON =
 export class CardWebhooks {
   readonly #ctx: AppContext;
   readonly #providers: CardProviders;
+  readonly #payments: PaymentsService;
 
-  constructor(ctx: AppContext, providers: CardProviders) {
+  constructor(ctx: AppContext, providers: CardProviders, payments: PaymentsService) {
     this.#ctx = ctx;
     this.#providers = providers;
+    this.#payments = payments;
   }
 
   async receive(
@@ -61,58 +69,24 @@ export class CardWebhooks {
     }
 
     const { answer, moved } = await this.#ctx.db.transaction().execute(async (trx) => {
-      const payment = await this.#findPayment(trx, environment, event);
-      const claimed = await trx
-        .insertInto("card_events")
-        .values({
-          event_id: event.id,
-          environment,
-          event_type: event.type,
-          payment_id: payment?.id ?? null,
-          outcome: "received",
-        })
-        .onConflict((oc) => oc.column("event_id").doNothing())
-        .returning("event_id")
-        .executeTakeFirst();
+      const ref = paymentRefOf(event);
+      const payment = ref ? await this.#payments.lockCardPayment(trx, environment, ref) : undefined;
+      const claimed = await repo.claimEvent(trx, {
+        id: event.id,
+        environment,
+        type: event.type,
+        paymentId: payment?.id ?? null,
+      });
       if (!claimed) return { answer: { received: true, duplicate: true } as const };
 
       const applied = payment ? await this.#apply(trx, payment, event) : { outcome: "unknown payment" };
       if (!payment)
         this.#ctx.log.warn({ eventId: event.id, type: event.type }, "card event for no known payment");
-      await trx
-        .updateTable("card_events")
-        .set({ outcome: applied.outcome })
-        .where("event_id", "=", event.id)
-        .execute();
+      await repo.recordOutcome(trx, event.id, applied.outcome);
       return { answer: { received: true } as const, moved: applied.moved };
     });
     if (moved) this.#ctx.metrics.paymentsMoved([moved], moved.status);
     return answer;
-  }
-
-  async #findPayment(
-    trx: AppContext["db"],
-    environment: Environment,
-    event: Stripe.Event,
-  ): Promise<PaymentRow | undefined> {
-    const object = event.data.object as {
-      object?: string;
-      id?: string;
-      metadata?: Record<string, string> | null;
-    };
-    let query = trx
-      .selectFrom("payments")
-      .selectAll()
-      .where("environment", "=", environment)
-      .where("payment_method", "=", "card");
-    if (object.object === "checkout.session" && object.id) {
-      query = query.where("card_checkout_session_id", "=", object.id);
-    } else {
-      const paymentId = object.metadata?.paymentId;
-      if (!isUuid(paymentId)) return undefined;
-      query = query.where("id", "=", paymentId);
-    }
-    return query.forUpdate().executeTakeFirst();
   }
 
   /** What the event did to the payment (card_events.outcome), and the payment if it moved. */
@@ -129,7 +103,7 @@ export class CardWebhooks {
         return { outcome: `awaiting payment: payment_status is ${session.payment_status}` };
       // Out of order (completed after expired, a replay after cancel): a final payment never moves.
       if (!transition(payment.status as PaymentStatus, rule.trigger).ok) {
-        if (rule.needsPaid && payment.status !== "forwarded")
+        if (rule.needsPaid && !isVerified(payment.status as PaymentStatus))
           this.#ctx.log.warn(
             { paymentId: payment.id, eventId: event.id, status: payment.status },
             "card payment paid at the provider for a payment that is final here: refund it at the provider",
@@ -138,30 +112,37 @@ export class CardWebhooks {
       }
       const changes =
         rule.trigger === "card_async_payment_failed" ? { failure_reason: ASYNC_FAILURE_REASON } : {};
-      return { outcome: "applied", moved: await applyTransition(trx, payment, rule.trigger, now, changes) };
+      const moved = await this.#payments.moveCardPayment(trx, payment, rule.trigger, now, changes);
+      return { outcome: "applied", moved };
     }
     if (event.type === "payment_intent.payment_failed") {
       // The payer may retry inside the same checkout: the payment stays pending (D5).
       const intent = event.data.object as Stripe.PaymentIntent;
       const error = intent.last_payment_error;
-      await trx
-        .updateTable("payments")
-        .set({
-          last_payment_error: JSON.stringify({
-            code: error?.code ?? null,
-            declineCode: error?.decline_code ?? null,
-            message: error?.message ?? "payment failed",
-            type: error?.type ?? null,
-            at: now.toISOString(),
-          }),
-          updated_at: now,
-        })
-        .where("id", "=", payment.id)
-        .execute();
+      const refusal = JSON.stringify({
+        code: error?.code ?? null,
+        declineCode: error?.decline_code ?? null,
+        message: error?.message ?? "payment failed",
+        type: error?.type ?? null,
+        at: now.toISOString(),
+      });
+      await this.#payments.recordCardRefusal(trx, payment.id, refusal, now);
       return { outcome: "recorded last payment error" };
     }
     return { outcome: `ignored: ${event.type} is not handled` };
   }
+}
+
+/** The payment an event names: a session by its id, anything else by our id in its metadata. */
+function paymentRefOf(event: Stripe.Event): CardPaymentRef | undefined {
+  const object = event.data.object as {
+    object?: string;
+    id?: string;
+    metadata?: Record<string, string> | null;
+  };
+  if (object.object === "checkout.session" && object.id) return { checkoutSessionId: object.id };
+  const paymentId = object.metadata?.paymentId;
+  return isUuid(paymentId) ? { paymentId } : undefined;
 }
 
 /** Raised by payments when the provider cannot be reached or refuses (the spec's 502). */

@@ -1,12 +1,13 @@
-import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
-import type { PaymentRow } from "../../platform/db/schema.ts";
+import { formatAmount, NATIVE_TOKEN, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
+import type { PaymentStatus } from "../../domain/payment-state.ts";
+import type { PayerRow } from "../payments/service.ts";
 
 // What the hosted page may show a payer: never metadata, keys or anything of the workspace
 // beyond this payment's own public facts.
 
 export interface PublicPayment {
   id: string;
-  status: string;
+  status: PaymentStatus;
   paymentMethod: "crypto" | "card";
   environment: "sandbox" | "live";
   amount: string;
@@ -28,29 +29,13 @@ export interface NetworkFacts {
 
 const HTTP_URL = /^https?:\/\//i;
 
-/** The only columns the page reads: the load selects these and nothing else. */
-export const PUBLIC_PAYMENT_COLUMNS = [
-  "id",
-  "status",
-  "payment_method",
-  "environment",
-  "token_symbol",
-  "gross_amount",
-  "description",
-  "receiving_address",
-  "checkout_url",
-  "return_url",
-  "expires_at",
-] as const satisfies readonly (keyof PaymentRow)[];
-
-export type PublicPaymentRow = Pick<PaymentRow, (typeof PUBLIC_PAYMENT_COLUMNS)[number]>;
-
-export function toPublicPayment(row: PublicPaymentRow, network: NetworkFacts | null): PublicPayment {
+/** `row` holds only what the payments service gives a payer (repo.ts PAYER_COLUMNS). */
+export function toPublicPayment(row: PayerRow, network: NetworkFacts | null): PublicPayment {
   const decimals = TOKEN_DECIMALS[row.token_symbol as TokenSymbol];
   const units = BigInt(row.gross_amount);
   let paymentUri: string | null = null;
   if (row.payment_method === "crypto" && network && row.receiving_address) {
-    if (row.token_symbol === "ETH") {
+    if (row.token_symbol === NATIVE_TOKEN) {
       paymentUri = `ethereum:${row.receiving_address}@${network.chainId}?value=${units}`;
     } else {
       const token = network.tokenAddress(row.token_symbol);
@@ -60,7 +45,7 @@ export function toPublicPayment(row: PublicPaymentRow, network: NetworkFacts | n
   }
   return {
     id: row.id,
-    status: row.status,
+    status: row.status as PaymentStatus,
     paymentMethod: row.payment_method === "card" ? "card" : "crypto",
     environment: row.environment === "live" ? "live" : "sandbox",
     amount: formatAmount(units, decimals),

@@ -1,10 +1,11 @@
 import escapeHtml from "escape-html";
+import { FINAL_STATUSES, isFinal, type PaymentStatus } from "../../domain/payment-state.ts";
 import type { PublicPayment } from "./public-payment.ts";
 
 // Server-rendered hosted payment page. Every user-supplied string goes through escapeHtml; the
 // only script is our own file, allowed by a per-response nonce; no external resources.
 
-const TITLES: Record<string, string> = {
+const TITLES: Record<PaymentStatus, string> = {
   pending: "Waiting for payment",
   detected: "Payment detected",
   confirmed: "Payment confirmed",
@@ -14,7 +15,8 @@ const TITLES: Record<string, string> = {
   cancelled: "Payment cancelled",
 };
 
-const RETURN_ON = new Set(["forwarded", "cancelled", "expired"]);
+/** Over, and the payer may go back: a failed payment asks them to contact the merchant instead. */
+const RETURN_ON: ReadonlySet<PaymentStatus> = new Set(FINAL_STATUSES.filter((status) => status !== "failed"));
 
 export function renderPaymentPage(
   p: PublicPayment,
@@ -22,7 +24,7 @@ export function renderPaymentPage(
 ): string {
   const e = escapeHtml;
   const title = TITLES[p.status] ?? "Payment";
-  const waiting = p.status === "pending" || p.status === "detected" || p.status === "confirmed";
+  const waiting = !isFinal(p.status);
   const body: string[] = [];
 
   body.push(`<p class="amount"><span id="amount">${e(p.amount)}</span> <span>${e(p.tokenSymbol)}</span></p>`);

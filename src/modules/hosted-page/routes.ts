@@ -4,13 +4,8 @@ import type { FastifyPluginAsync, FastifyReply } from "fastify";
 import { LRUCache } from "lru-cache";
 import QRCode from "qrcode";
 import type { AppContext } from "../../context.ts";
-import { isUuid } from "../../domain/validation.ts";
-import {
-  type NetworkFacts,
-  PUBLIC_PAYMENT_COLUMNS,
-  type PublicPayment,
-  toPublicPayment,
-} from "./public-payment.ts";
+import type { PaymentsService } from "../payments/service.ts";
+import { type NetworkFacts, type PublicPayment, toPublicPayment } from "./public-payment.ts";
 import { renderNotFoundPage, renderPaymentPage } from "./render.ts";
 
 // {base_url}/pay/<payment_id>: public (no API key), for both rails. Strict CSP with a nonce for
@@ -65,7 +60,7 @@ function securityHeaders(reply: FastifyReply, nonce?: string): void {
 }
 
 export const hostedPageRoutes =
-  (ctx: AppContext): FastifyPluginAsync =>
+  (ctx: AppContext, payments: PaymentsService): FastifyPluginAsync =>
   async (app) => {
     const networkFacts = (environment: string): NetworkFacts | null => {
       const config = environment === "live" ? ctx.config.networks.live : ctx.config.networks.sandbox;
@@ -75,12 +70,7 @@ export const hostedPageRoutes =
     };
 
     const load = async (id: string): Promise<PublicPayment | null> => {
-      if (!isUuid(id)) return null;
-      const row = await ctx.db
-        .selectFrom("payments")
-        .select(PUBLIC_PAYMENT_COLUMNS)
-        .where("id", "=", id)
-        .executeTakeFirst();
+      const row = await payments.forPayer(id);
       return row ? toPublicPayment(row, networkFacts(row.environment)) : null;
     };
 

@@ -1,7 +1,9 @@
 import { type Kysely, sql } from "kysely";
 import type { BlockRef, IncomingTransfer } from "../../chain/network.ts";
 import type { Environment } from "../../config.ts";
+import { UNSETTLED_STATUSES } from "../../domain/payment-state.ts";
 import type { UnsettledPayment } from "../../domain/unsettled-payments.ts";
+import { newestFirst } from "../../platform/db/page.ts";
 import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
 import type { BatchTransition } from "./transitions.ts";
 
@@ -39,30 +41,6 @@ export async function writeCursor(
         .doUpdateSet({ block_number: block.toString(), block_hash: hash, updated_at: new Date() }),
     )
     .execute();
-}
-
-/** Every address the service receives on: workspace EOAs and smart wallets. */
-export async function receivingAddresses(db: Db): Promise<Array<{ address: string; workspaceId: string }>> {
-  const rows = await db.selectFrom("workspace_wallets").select(["address", "workspace_id"]).execute();
-  return rows.map((r) => ({ address: r.address, workspaceId: r.workspace_id }));
-}
-
-/** Agent and user wallets of an environment, whose balance changes become wallet.balance.updated. */
-export async function agentWalletAddresses(
-  db: Db,
-  environment: Environment,
-): Promise<Array<{ id: string; address: string; workspaceId: string; currencies: string[] }>> {
-  const rows = await db
-    .selectFrom("agent_wallets")
-    .select(["id", "address", "workspace_id", "currencies"])
-    .where("environment", "=", environment)
-    .execute();
-  return rows.map((r) => ({
-    id: r.id,
-    address: r.address,
-    workspaceId: r.workspace_id,
-    currencies: r.currencies,
-  }));
 }
 
 /** An incoming transfer with the workspace that owns its receiving address (null: none). */
@@ -239,14 +217,21 @@ export async function confirmDetections(
   return result.rows;
 }
 
-/** Records that the detecting transfers of still-unconfirmed payments now sit in other blocks. */
-export async function moveDetections(trx: Db, detections: readonly CheckedDetection[]): Promise<void> {
+/**
+ * Records that the detecting transfers of still-unconfirmed payments (in `rule.from`, waiting for
+ * their confirmations) now sit in other blocks.
+ */
+export async function moveDetections(
+  trx: Db,
+  detections: readonly CheckedDetection[],
+  rule: BatchTransition,
+): Promise<void> {
   if (detections.length === 0) return;
   await sql`
     UPDATE payments p
     SET detected_block = c.block_number, detected_block_hash = c.block_hash
     FROM ${checkedColumns(detections)}
-    WHERE p.id = c.payment_id AND p.status = 'detected'
+    WHERE p.id = c.payment_id AND p.status = ${sql.lit(rule.from)}
       AND p.detected_tx_hash = c.tx_hash AND p.detected_log_index = c.log_index
   `.execute(trx);
 }
@@ -312,8 +297,8 @@ export async function paymentsInStatus(
 }
 
 /**
- * The payments received on `address` and not settled yet (detected or confirmed), each with
- * whether its settlement transfers are recorded.
+ * The payments received on `address` and not settled yet (UNSETTLED_STATUSES), each with whether
+ * its settlement transfers are recorded.
  */
 export async function unsettledOn(
   db: Db,
@@ -329,7 +314,7 @@ export async function unsettledOn(
       sql<boolean>`EXISTS (SELECT 1 FROM chain_transactions t WHERE t.payment_id = p.id)`.as("recorded"),
     ])
     .where("p.environment", "=", environment)
-    .where("p.status", "in", ["detected", "confirmed"])
+    .where("p.status", "in", UNSETTLED_STATUSES)
     .where(sql<string>`lower(p.receiving_address)`, "=", address.toLowerCase())
     .execute();
   return rows.map((row) => ({
@@ -349,15 +334,9 @@ export async function listUnmatched(
     .selectFrom("unmatched_transfers")
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment);
-  const [rows, count] = await Promise.all([
-    base
-      .selectAll()
-      .orderBy("created_at", "desc")
-      .orderBy("id", "desc")
-      .limit(page.limit)
-      .offset(page.offset)
-      .execute(),
-    base.select((eb) => eb.fn.countAll().as("total")).executeTakeFirstOrThrow(),
-  ]);
-  return { rows, total: Number(count.total) };
+  return newestFirst(
+    base.selectAll(),
+    base.select((eb) => eb.fn.countAll().as("total")),
+    page,
+  );
 }

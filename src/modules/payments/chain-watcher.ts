@@ -6,7 +6,9 @@ import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/mon
 import type { Db } from "../../platform/db/database.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
 import type { Metrics } from "../../platform/metrics/metrics.ts";
+import { watchedWallets } from "../wallets/service.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
+import { receivingWallets } from "../workspaces/service.ts";
 import * as chainRepo from "./chain-repo.ts";
 import { batchTransition, emitPaymentEvents } from "./transitions.ts";
 
@@ -108,8 +110,8 @@ export class ChainWatcher {
   async #scan(headNumber: bigint): Promise<bigint | undefined> {
     const [stored, wallets, agentWallets] = await Promise.all([
       chainRepo.readCursor(this.#db, this.#environment),
-      chainRepo.receivingAddresses(this.#db),
-      chainRepo.agentWalletAddresses(this.#db, this.#environment),
+      receivingWallets(this.#db),
+      watchedWallets(this.#db, this.#environment),
     ]);
     let cursor = stored;
     if (!cursor) {
@@ -241,7 +243,7 @@ export class ChainWatcher {
       const now = this.#now();
       const confirmed = await chainRepo.confirmDetections(trx, plan.confirm, CONFIRM, now);
       if (CONFIRM.event) await emitPaymentEvents(trx, confirmed, CONFIRM.event);
-      await chainRepo.moveDetections(trx, plan.move);
+      await chainRepo.moveDetections(trx, plan.move, CONFIRM);
       const reverted = await chainRepo.revertDetections(trx, this.#environment, plan.revert, REVERT, now);
       if (REVERT.event) await emitPaymentEvents(trx, reverted, REVERT.event);
       const revertedTx = new Map(plan.revert.map((d) => [d.paymentId, d.txHash]));
@@ -257,7 +259,7 @@ export class ChainWatcher {
   }
 }
 
-type AgentWallet = Awaited<ReturnType<typeof chainRepo.agentWalletAddresses>>[number];
+type AgentWallet = Awaited<ReturnType<typeof watchedWallets>>[number];
 
 /** How long a tick of a job ticking every `intervalMs` follows the head. */
 export function followTime(intervalMs: number | undefined): number {

@@ -1,7 +1,11 @@
-import { type Kysely, type RawBuilder, sql } from "kysely";
+import { type Kysely, type RawBuilder, sql, type Updateable } from "kysely";
+import { type LedgerCredit, SimulatedLedger } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
 import type { PaymentStatus } from "../../domain/payment-state.ts";
-import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
+import { newestFirst } from "../../platform/db/page.ts";
+import type { DatabaseSchema, PaymentRow, PaymentsTable } from "../../platform/db/schema.ts";
+import { type StatusTotal, totalsByStatus as statusTotals } from "../../platform/db/status-totals.ts";
+import { type OutboxEvent, outboxCtes } from "../webhooks/outbox.ts";
 
 export interface NewPayment {
   /** Set when the caller chose the id before the row exists (the card rail names it to the provider). */
@@ -114,6 +118,30 @@ export function insertPaymentsQuery(rows: readonly PaymentRow[]): RawBuilder<unk
     )`;
 }
 
+/** A new payment as written: its row, its events and (sandbox crypto) the ledger credit. */
+export interface NewPaymentWrite {
+  row: PaymentRow;
+  events: OutboxEvent[];
+  credit: LedgerCredit | null;
+}
+
+/**
+ * Writes new payments (at least one), each with its events, webhook deliveries and credit, in
+ * ONE statement: rows of several payments go into the same INSERTs. Events keep their order.
+ */
+export async function writeNewPayments(
+  db: Kysely<DatabaseSchema>,
+  writes: readonly NewPaymentWrite[],
+): Promise<void> {
+  const credits = writes.flatMap((w) => (w.credit ? [w.credit] : []));
+  const ctes = [
+    sql`payment_row AS (${insertPaymentsQuery(writes.map((w) => w.row))})`,
+    outboxCtes(writes.flatMap((w) => w.events)),
+    ...(credits.length > 0 ? [SimulatedLedger.creditsCtes(credits)] : []),
+  ];
+  await sql`WITH ${sql.join(ctes)} SELECT 1`.execute(db);
+}
+
 /** Reads a payment of the workspace and environment; `forUpdate` locks it for a transition. */
 export async function findPayment(
   db: Kysely<DatabaseSchema>,
@@ -169,15 +197,118 @@ export async function listPayments(
     .where("workspace_id", "=", filter.workspaceId)
     .where("environment", "=", filter.environment);
   if (filter.status) base = base.where("status", "=", filter.status);
-  const [rows, count] = await Promise.all([
-    base
-      .selectAll()
-      .orderBy("created_at", "desc")
-      .orderBy("id", "desc")
-      .limit(filter.limit)
-      .offset(filter.offset)
-      .execute(),
-    base.select((eb) => eb.fn.countAll().as("total")).executeTakeFirstOrThrow(),
-  ]);
-  return { rows, total: Number(count.total) };
+  return newestFirst(
+    base.selectAll(),
+    base.select((eb) => eb.fn.countAll().as("total")),
+    filter,
+  );
+}
+
+/** Columns a status change may set besides the status (which only the transition table decides). */
+export type PaymentChanges = Omit<Updateable<PaymentsTable>, "status" | "id">;
+
+/**
+ * The row moves from `from` to `to` only if it is still in `from` (compare-and-set); undefined
+ * when another transaction moved it first.
+ */
+export async function moveStatus(
+  trx: Kysely<DatabaseSchema>,
+  id: string,
+  move: { from: PaymentStatus; to: PaymentStatus },
+  at: Date,
+  changes: PaymentChanges,
+): Promise<PaymentRow | undefined> {
+  return trx
+    .updateTable("payments")
+    .set({ ...changes, status: move.to, updated_at: at })
+    .where("id", "=", id)
+    .where("status", "=", move.from)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/**
+ * Up to `limit` payments in `status` whose expiry has passed, oldest expiry first, locked; rows
+ * other transactions hold are skipped. The status is a literal so that the partial index on
+ * (expires_at) WHERE status = 'pending' serves the query.
+ */
+export async function lockExpired(
+  trx: Kysely<DatabaseSchema>,
+  status: PaymentStatus,
+  now: Date,
+  limit: number,
+): Promise<PaymentRow[]> {
+  const due = await sql<PaymentRow>`
+    SELECT * FROM payments
+    WHERE status = ${sql.lit(status)} AND expires_at <= ${now}
+    ORDER BY expires_at
+    LIMIT ${limit}
+    FOR UPDATE SKIP LOCKED
+  `.execute(trx);
+  return due.rows;
+}
+
+/** How a card provider's event names its payment: by checkout session, or by our id. */
+export type CardPaymentRef = { checkoutSessionId: string } | { paymentId: string };
+
+/** The environment's card payment `ref` names, locked for the change its event brings. */
+export async function lockCardPayment(
+  trx: Kysely<DatabaseSchema>,
+  environment: Environment,
+  ref: CardPaymentRef,
+): Promise<PaymentRow | undefined> {
+  let query = trx
+    .selectFrom("payments")
+    .selectAll()
+    .where("environment", "=", environment)
+    .where("payment_method", "=", "card");
+  query =
+    "checkoutSessionId" in ref
+      ? query.where("card_checkout_session_id", "=", ref.checkoutSessionId)
+      : query.where("id", "=", ref.paymentId);
+  return query.forUpdate().executeTakeFirst();
+}
+
+/** Records the provider's last refusal (JSON text) on a payment that stays where it is. */
+export async function recordLastPaymentError(
+  trx: Kysely<DatabaseSchema>,
+  id: string,
+  error: string,
+  at: Date,
+): Promise<void> {
+  await trx
+    .updateTable("payments")
+    .set({ last_payment_error: error, updated_at: at })
+    .where("id", "=", id)
+    .execute();
+}
+
+/** The only columns a payer's page reads: never metadata, keys or anything of the workspace. */
+export const PAYER_COLUMNS = [
+  "id",
+  "status",
+  "payment_method",
+  "environment",
+  "token_symbol",
+  "gross_amount",
+  "description",
+  "receiving_address",
+  "checkout_url",
+  "return_url",
+  "expires_at",
+] as const satisfies readonly (keyof PaymentRow)[];
+
+export type PayerRow = Pick<PaymentRow, (typeof PAYER_COLUMNS)[number]>;
+
+/** A payment's payer-facing columns, by id alone (the page's link is its only credential). */
+export async function findForPayer(db: Kysely<DatabaseSchema>, id: string): Promise<PayerRow | undefined> {
+  return db.selectFrom("payments").select(PAYER_COLUMNS).where("id", "=", id).executeTakeFirst();
+}
+
+/** Count and gross volume of the scope's payments per status and token. */
+export function totalsByStatus(
+  db: Kysely<DatabaseSchema>,
+  scope: { workspaceId: string; environment: Environment },
+): Promise<StatusTotal[]> {
+  return statusTotals(db, { table: "payments", amount: "gross_amount" }, scope);
 }

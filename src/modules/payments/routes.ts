@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { ENVIRONMENTS } from "../../config.ts";
+import { CARD_CURRENCY, CRYPTO_TOKENS } from "../../domain/money.ts";
 import { PAYMENT_STATUSES } from "../../domain/payment-state.ts";
 import { requireKey } from "../../platform/http/auth.ts";
 import { OffsetPage } from "../../platform/http/schemas.ts";
@@ -59,7 +60,10 @@ const CreatePaymentBody = Type.Object(
     paymentMethod: Type.Optional(
       Type.Union([Type.Literal("crypto"), Type.Literal("card")], { default: "crypto" }),
     ),
-    tokenSymbol: Type.String({ description: "crypto: USDC, ETH, ADAO; card: USD", examples: ["USDC"] }),
+    tokenSymbol: Type.String({
+      description: `crypto: ${CRYPTO_TOKENS.join(", ")}; card: ${CARD_CURRENCY}`,
+      examples: ["USDC"],
+    }),
     amount: Type.String({ description: 'Decimal string, e.g. "100.00"', examples: ["100.00"] }),
     merchantWallet: Type.Optional(Type.String({ pattern: "^0x[0-9a-fA-F]{40}$" })),
     returnUrl: Type.Optional(Type.String({ format: "uri", maxLength: 2048 })),

@@ -1,13 +1,17 @@
-import { createHash, randomUUID } from "node:crypto";
-import { type Kysely, sql } from "kysely";
+import { randomUUID } from "node:crypto";
+import type { Kysely } from "kysely";
 import type { ChainToken } from "../../chain/network.ts";
-import { type LedgerCredit, SimulatedLedger } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { badRequest, conflict, notFound, serviceUnavailable } from "../../domain/errors.ts";
 import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
 import { validatePaymentRequest } from "../../domain/payment-request.ts";
-import { isVerified, type PaymentStatus, transition } from "../../domain/payment-state.ts";
+import {
+  isVerified,
+  type PaymentStatus,
+  type PaymentTrigger,
+  transition,
+} from "../../domain/payment-state.ts";
 import type { UnsettledPayment } from "../../domain/unsettled-payments.ts";
 import { isUuid } from "../../domain/validation.ts";
 import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
@@ -20,14 +24,18 @@ import {
   storeIdempotentResponse,
 } from "../../platform/db/idempotency.ts";
 import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
+import type { StatusTotal } from "../../platform/db/status-totals.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
 import { type CardProviders, providerUnavailable } from "../card/service.ts";
-import { type OutboxEvent, outboxCtes } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import * as chainRepo from "./chain-repo.ts";
+import { deterministicUuid, idempotentName, providerIdempotencyKey } from "./checkout-keys.ts";
+import type { CardPaymentRef, NewPaymentWrite, PayerRow, PaymentChanges } from "./repo.ts";
 import * as repo from "./repo.ts";
 import { applyTransition } from "./transitions.ts";
 import { type PaymentView, toPaymentView } from "./view.ts";
+
+export type { CardPaymentRef, PayerRow };
 
 // Payment use cases (parts 4.1–4.5). Each runs in one transaction that writes the state change
 // and its outbox events together.
@@ -63,7 +71,9 @@ export class PaymentsService {
     this.#workspaces = workspaces;
     this.#card = card;
     this.#byId = coalescedLookup((ids: readonly string[]) => repo.findPaymentsByIds(ctx.db, ids));
-    this.#writeNew = coalescedWrite((writes: readonly NewPaymentWrite[]) => writeNewPayments(ctx.db, writes));
+    this.#writeNew = coalescedWrite((writes: readonly NewPaymentWrite[]) =>
+      repo.writeNewPayments(ctx.db, writes),
+    );
   }
 
   async create(
@@ -229,7 +239,7 @@ export class PaymentsService {
       }
       if (claim.kind === "in_progress") throw conflict("A request with this Idempotency-Key is in progress");
       if (cardProvider && !checkout) throw conflict("A request with this Idempotency-Key is in progress");
-      await writeNewPayments(trx, [write]);
+      await repo.writeNewPayments(trx, [write]);
       await storeIdempotentResponse(trx, scope, row.id, 201, responseBody);
       return { body: responseBody, replayed: false };
     });
@@ -270,6 +280,32 @@ export class PaymentsService {
    */
   unsettledOn(environment: Environment, address: string): Promise<UnsettledPayment[]> {
     return chainRepo.unsettledOn(this.#ctx.db, environment, address);
+  }
+
+  /** What the payer's page shows (no key: the id is the credential), in one row read. */
+  async forPayer(id: string): Promise<PayerRow | undefined> {
+    return isUuid(id) ? repo.findForPayer(this.#ctx.db, id) : undefined;
+  }
+
+  /** Count and gross volume of the key's payments per status and token. */
+  totalsByStatus(principal: KeyPrincipal): Promise<StatusTotal[]> {
+    return repo.totalsByStatus(this.#ctx.db, principal);
+  }
+
+  // The card rail's webhooks: in `trx`, the transaction that also records the provider's event,
+  // so the event is claimed if and only if the payment's change commits.
+
+  lockCardPayment(trx: Db, environment: Environment, ref: CardPaymentRef): Promise<PaymentRow | undefined> {
+    return repo.lockCardPayment(trx, environment, ref);
+  }
+
+  moveCardPayment(trx: Db, row: PaymentRow, trigger: PaymentTrigger, at: Date, changes: PaymentChanges = {}) {
+    return applyTransition(trx, row, trigger, at, changes);
+  }
+
+  /** The payer may retry inside the same checkout: the payment keeps its status (D5). */
+  recordCardRefusal(trx: Db, id: string, error: string, at: Date): Promise<void> {
+    return repo.recordLastPaymentError(trx, id, error, at);
   }
 
   async get(principal: KeyPrincipal, id: string): Promise<PaymentView> {
@@ -344,50 +380,8 @@ export class PaymentsService {
   }
 }
 
-/** A new payment as written: its row, its events and (sandbox crypto) the ledger credit. */
-interface NewPaymentWrite {
-  row: PaymentRow;
-  events: OutboxEvent[];
-  credit: LedgerCredit | null;
-}
-
-/**
- * Writes new payments (at least one), each with its events, webhook deliveries and credit, in
- * ONE statement: rows of several payments go into the same INSERTs. Events keep their order.
- */
-async function writeNewPayments(
-  db: Kysely<DatabaseSchema>,
-  writes: readonly NewPaymentWrite[],
-): Promise<void> {
-  const credits = writes.flatMap((w) => (w.credit ? [w.credit] : []));
-  const ctes = [
-    sql`payment_row AS (${repo.insertPaymentsQuery(writes.map((w) => w.row))})`,
-    outboxCtes(writes.flatMap((w) => w.events)),
-    ...(credits.length > 0 ? [SimulatedLedger.creditsCtes(credits)] : []),
-  ];
-  await sql`WITH ${sql.join(ctes)} SELECT 1`.execute(db);
-}
+type Db = Kysely<DatabaseSchema>;
 
 function eventScope(row: PaymentRow): { workspaceId: string; environment: Environment } {
   return { workspaceId: row.workspace_id, environment: row.environment as Environment };
-}
-
-/** A UUID-shaped id derived from a string (same input, same id). */
-function deterministicUuid(input: string): string {
-  const hex = createHash("sha256").update(input).digest("hex");
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-5${hex.slice(13, 16)}-a${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
-}
-
-/**
- * The merchant's key scoped to its workspace and environment, and to this use of it: `previous`
- * names the key's lapsed earlier use (null for a first use, which keeps the original form).
- */
-function idempotentName(scope: IdempotencyScope, previous: string | null): string {
-  const scoped = `${scope.workspaceId}:${scope.environment}:${scope.key}`;
-  return previous === null ? scoped : `${scoped}:after:${previous}`;
-}
-
-/** The provider's idempotency key, within its 255 characters. */
-function providerIdempotencyKey(name: string): string {
-  return name.length <= 240 ? name : createHash("sha256").update(name).digest("hex");
 }

@@ -1,4 +1,4 @@
-import type { Kysely, Updateable } from "kysely";
+import type { Kysely } from "kysely";
 import type { Environment } from "../../config.ts";
 import { ConcurrentChange, TransitionRefused } from "../../domain/errors.ts";
 import {
@@ -8,8 +8,9 @@ import {
   TRANSITIONS,
   transition,
 } from "../../domain/payment-state.ts";
-import type { DatabaseSchema, PaymentRow, PaymentsTable } from "../../platform/db/schema.ts";
+import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
+import * as repo from "./repo.ts";
 import { toPaymentView } from "./view.ts";
 
 // The one way a payment changes status: the domain table decides, the row moves only if it is
@@ -22,17 +23,11 @@ export async function applyTransition(
   row: PaymentRow,
   trigger: PaymentTrigger,
   at: Date,
-  changes: Omit<Updateable<PaymentsTable>, "status" | "id"> = {},
+  changes: repo.PaymentChanges = {},
 ): Promise<PaymentRow> {
   const decided = transition(row.status as PaymentStatus, trigger);
   if (!decided.ok) throw new TransitionRefused(row.status, trigger);
-  const updated = await trx
-    .updateTable("payments")
-    .set({ ...changes, status: decided.to, updated_at: at })
-    .where("id", "=", row.id)
-    .where("status", "=", decided.from)
-    .returningAll()
-    .executeTakeFirst();
+  const updated = await repo.moveStatus(trx, row.id, decided, at, changes);
   if (!updated) throw new ConcurrentChange("Payment changed concurrently; retry");
   if (decided.event) await emitPaymentEvents(trx, [updated], decided.event);
   return updated;

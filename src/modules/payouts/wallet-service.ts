@@ -1,14 +1,24 @@
-import { sql } from "kysely";
-import type { ChainToken, Hex } from "../../chain/network.ts";
+import type { Hex } from "../../chain/network.ts";
 import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
 import type { AppContext } from "../../context.ts";
-import { badRequest, forbidden, notFound } from "../../domain/errors.ts";
-import { CRYPTO_TOKENS, formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
-import { isUuid, parseAmountField } from "../../domain/validation.ts";
+import { badRequest, forbidden } from "../../domain/errors.ts";
+import {
+  CRYPTO_TOKENS,
+  formatAmount,
+  isCryptoToken,
+  isWalletCurrency,
+  TOKEN_DECIMALS,
+  type TokenSymbol,
+} from "../../domain/money.ts";
+import { parseAmountField } from "../../domain/validation.ts";
+import type { StatusTotal } from "../../platform/db/status-totals.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
 import type { Rails } from "../../rails/index.ts";
+import type { PaymentsService } from "../payments/service.ts";
+import type { WalletsService } from "../wallets/service.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
+import * as walletRepo from "./wallet-repo.ts";
 
 // The workspace wallet's money: balances of the EOA (and smart wallet) for every token of the
 // environment, aggregated stats, and the sandbox faucet.
@@ -18,12 +28,23 @@ export class WalletService {
   readonly #workspaces: WorkspacesService;
   readonly #rails: Rails;
   readonly #ledger: SimulatedLedger;
+  readonly #payments: PaymentsService;
+  readonly #agentWallets: WalletsService;
 
-  constructor(ctx: AppContext, workspaces: WorkspacesService, rails: Rails, ledger: SimulatedLedger) {
+  constructor(
+    ctx: AppContext,
+    workspaces: WorkspacesService,
+    rails: Rails,
+    ledger: SimulatedLedger,
+    payments: PaymentsService,
+    agentWallets: WalletsService,
+  ) {
     this.#ctx = ctx;
     this.#workspaces = workspaces;
     this.#rails = rails;
     this.#ledger = ledger;
+    this.#payments = payments;
+    this.#agentWallets = agentWallets;
   }
 
   async balances(principal: KeyPrincipal) {
@@ -53,10 +74,8 @@ export class WalletService {
     const input = (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
     if (input.walletId !== undefined) return this.#faucetToAgentWallet(principal, input);
     const token = input.tokenSymbol;
-    if (typeof token !== "string" || !(CRYPTO_TOKENS as readonly string[]).includes(token)) {
-      throw badRequest("Invalid token symbol");
-    }
-    const amount = parseAmountField(input.amount, TOKEN_DECIMALS[token as TokenSymbol]);
+    if (!isCryptoToken(token)) throw badRequest("Invalid token symbol");
+    const amount = parseAmountField(input.amount, TOKEN_DECIMALS[token]);
     if (amount === null) throw badRequest("Amount must be a positive number");
     const walletType = input.walletType ?? "eoa";
     if (walletType !== "eoa" && walletType !== "smart_wallet")
@@ -67,18 +86,8 @@ export class WalletService {
       throw badRequest(
         "No smart wallet for this workspace: create one with POST /api/v1/workspaces/{id}/smart-wallet",
       );
-    const balance = await this.#ledger.credit(
-      address,
-      token as ChainToken,
-      amount,
-      `faucet:${crypto.randomUUID()}`,
-    );
-    return {
-      tokenSymbol: token,
-      walletType,
-      address,
-      balance: formatAmount(balance, TOKEN_DECIMALS[token as TokenSymbol]),
-    };
+    const balance = await this.#ledger.credit(address, token, amount, `faucet:${crypto.randomUUID()}`);
+    return { tokenSymbol: token, walletType, address, balance: formatAmount(balance, TOKEN_DECIMALS[token]) };
   }
 
   /**
@@ -87,21 +96,11 @@ export class WalletService {
    */
   async #faucetToAgentWallet(principal: KeyPrincipal, input: Record<string, unknown>) {
     const token = input.tokenSymbol;
-    if (token !== "ETH" && token !== "USDC" && token !== "DAI") throw badRequest("Invalid token symbol");
+    if (!isWalletCurrency(token)) throw badRequest("Invalid token symbol");
     const decimals = TOKEN_DECIMALS[token];
     const amount = parseAmountField(input.amount, decimals);
     if (amount === null) throw badRequest("Amount must be a positive number");
-    const walletId = input.walletId;
-    const wallet = isUuid(walletId)
-      ? await this.#ctx.db
-          .selectFrom("agent_wallets")
-          .select(["id", "address", "currencies"])
-          .where("id", "=", walletId)
-          .where("workspace_id", "=", principal.workspaceId)
-          .where("environment", "=", principal.environment)
-          .executeTakeFirst()
-      : undefined;
-    if (!wallet) throw notFound("Wallet not found");
+    const wallet = await this.#agentWallets.find(principal, input.walletId);
     if (!wallet.currencies.includes(token)) throw badRequest(`This wallet does not hold ${token}`);
     const balance = await this.#ctx.db.transaction().execute(async (trx) => {
       const previous = await this.#ledger.balance(wallet.address, token, trx);
@@ -138,27 +137,9 @@ export class WalletService {
   }
 
   async stats(principal: KeyPrincipal) {
-    const payments = await sql<{
-      status: string;
-      token_symbol: string;
-      count: string | number;
-      volume: string;
-    }>`
-      SELECT status, token_symbol, count(*) AS count, coalesce(sum(gross_amount), 0)::text AS volume
-      FROM payments WHERE workspace_id = ${principal.workspaceId} AND environment = ${principal.environment}
-      GROUP BY status, token_symbol ORDER BY status, token_symbol
-    `.execute(this.#ctx.db);
-    const payouts = await sql<{
-      status: string;
-      token_symbol: string;
-      count: string | number;
-      volume: string;
-    }>`
-      SELECT status, token_symbol, count(*) AS count, coalesce(sum(amount), 0)::text AS volume
-      FROM payouts WHERE workspace_id = ${principal.workspaceId} AND environment = ${principal.environment}
-      GROUP BY status, token_symbol ORDER BY status, token_symbol
-    `.execute(this.#ctx.db);
-    const shape = (rows: typeof payments.rows) =>
+    const payments = await this.#payments.totalsByStatus(principal);
+    const payouts = await walletRepo.totalsByStatus(this.#ctx.db, principal);
+    const shape = (rows: readonly StatusTotal[]) =>
       rows.map((r) => ({
         status: r.status,
         tokenSymbol: r.token_symbol,
@@ -167,8 +148,8 @@ export class WalletService {
       }));
     return {
       environment: principal.environment,
-      payments: shape(payments.rows),
-      payouts: shape(payouts.rows),
+      payments: shape(payments),
+      payouts: shape(payouts),
     };
   }
 }

@@ -4,14 +4,12 @@ import type { Hex } from "../../chain/network.ts";
 import type { AppContext } from "../../context.ts";
 import { badRequest, notFound } from "../../domain/errors.ts";
 import { isUuid } from "../../domain/validation.ts";
-import type { WorkspacesService } from "../workspaces/service.ts";
+import type { DefaultWalletType, WorkspacesService } from "../workspaces/service.ts";
 
 // Each workspace may have one smart wallet beside its EOA (parts 4.13, 4.14; D11). Its address
 // is the counterfactual address of the SimpleAccount the EOA owns on the live network (or the
 // sandbox's, when only that has a bundler); with no bundler anywhere, the sandbox's simulated
 // ledger uses a deterministic address derived from the EOA. Stored once; creation is idempotent.
-
-export type DefaultWalletType = "workspace" | "smart_wallet";
 
 export interface SmartWalletRecord {
   walletId: string;
@@ -25,12 +23,12 @@ export function simulatedSmartWalletAddress(owner: string): Hex {
 }
 
 export class SmartWalletsService {
-  readonly #ctx: AppContext;
   readonly #workspaces: WorkspacesService;
   readonly #accounts: SmartAccounts | undefined;
 
-  constructor(ctx: AppContext, workspaces: WorkspacesService, accounts: SmartAccounts | undefined) {
-    this.#ctx = ctx;
+  // `_ctx` is unused since the workspace's tables are read through its service; it stays until
+  // app.ts, which is being rewritten elsewhere, can drop the argument.
+  constructor(_ctx: AppContext, workspaces: WorkspacesService, accounts: SmartAccounts | undefined) {
     this.#workspaces = workspaces;
     this.#accounts = accounts;
   }
@@ -47,13 +45,7 @@ export class SmartWalletsService {
       const address = this.#accounts
         ? await this.#accounts.address(key)
         : simulatedSmartWalletAddress(profile.eoaAddress);
-      const inserted = await this.#ctx.db
-        .insertInto("workspace_wallets")
-        .values({ workspace_id: workspaceId, kind: "smart_wallet", address, encrypted_private_key: null })
-        .onConflict((oc) => oc.columns(["workspace_id", "kind"]).doNothing())
-        .returning("id")
-        .executeTakeFirst();
-      created = inserted !== undefined;
+      created = await this.#workspaces.addSmartWallet(workspaceId, address);
     }
     if (setDefault) await this.setDefault(workspaceId, "smart_wallet");
     const state = await this.get(workspaceId);
@@ -63,34 +55,23 @@ export class SmartWalletsService {
 
   async get(workspaceId: string) {
     if (!isUuid(workspaceId)) throw notFound("Workspace not found");
-    const workspace = await this.#ctx.db
-      .selectFrom("workspaces")
-      .select(["id", "default_wallet_type"])
-      .where("id", "=", workspaceId)
-      .executeTakeFirst();
-    if (!workspace) throw notFound("Workspace not found");
-    const wallets = await this.#ctx.db
-      .selectFrom("workspace_wallets")
-      .select(["id", "kind", "address", "created_at"])
-      .where("workspace_id", "=", workspaceId)
-      .execute();
-    const eoa = wallets.find((w) => w.kind === "eoa");
-    const smart = wallets.find((w) => w.kind === "smart_wallet");
+    const setup = await this.#workspaces.walletSetup(workspaceId);
+    if (!setup) throw notFound("Workspace not found");
+    const eoa = setup.wallets.find((w) => w.kind === "eoa");
+    const smart = setup.wallets.find((w) => w.kind === "smart_wallet");
     return {
       workspaceId,
-      eoa: eoa ? { address: eoa.address, createdAt: eoa.created_at.toISOString() } : null,
+      eoa: eoa ? { address: eoa.address, createdAt: eoa.createdAt.toISOString() } : null,
       smartWallet:
         smart && eoa
           ? {
               walletId: smart.id,
               address: smart.address,
               ownerAddress: eoa.address,
-              createdAt: smart.created_at.toISOString(),
+              createdAt: smart.createdAt.toISOString(),
             }
           : null,
-      defaultWalletType: (workspace.default_wallet_type === "smart_wallet"
-        ? "smart_wallet"
-        : "workspace") as DefaultWalletType,
+      defaultWalletType: setup.defaultWalletType,
     };
   }
 
@@ -103,12 +84,8 @@ export class SmartWalletsService {
       const state = await this.get(workspaceId);
       if (!state.smartWallet) throw badRequest("No smart wallet for this workspace: create one first");
     }
-    const updated = await this.#ctx.db
-      .updateTable("workspaces")
-      .set({ default_wallet_type: value })
-      .where("id", "=", workspaceId)
-      .executeTakeFirst();
-    if (updated.numUpdatedRows === 0n) throw notFound("Workspace not found");
+    if (!(await this.#workspaces.setDefaultWalletType(workspaceId, value)))
+      throw notFound("Workspace not found");
     return value;
   }
 }

@@ -4,34 +4,30 @@ import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { badRequest, notFound } from "../../domain/errors.ts";
-import { formatAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
+import { formatAmount, isWalletCurrency, TOKEN_DECIMALS, type WalletCurrency } from "../../domain/money.ts";
 import { isPlainObject, isUuid } from "../../domain/validation.ts";
+import type { Db } from "../../platform/db/database.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
 import type { AgentsService } from "../agents/service.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
+import type { WalletRow, WatchedWallet } from "./repo.ts";
+import * as repo from "./repo.ts";
 
 // Wallet records of agents and users (part 4.17, D8): each is a real key held by the service
 // (encrypted at rest) with a real address; balances come from the environment's network (the
 // simulated ledger in the sandbox), a page of wallets read in one batched round trip.
 
-export const WALLET_CURRENCIES = ["ETH", "USDC", "DAI"] as const;
-type Currency = (typeof WALLET_CURRENCIES)[number];
-
-interface WalletRow {
-  id: string;
-  owner_id: string;
-  type: string;
-  address: string;
-  currencies: string[];
-  created_at: Date;
-}
-
 export interface BalanceReader {
   balance(address: Hex, token: ChainToken): Promise<bigint>;
 }
 
-const isCurrency = (value: unknown): value is Currency =>
-  typeof value === "string" && (WALLET_CURRENCIES as readonly string[]).includes(value);
+/**
+ * The environment's wallets, for the chain watcher. A function of the handle it is given: the
+ * watcher is also built on its own, without the app's services (tests, the bench).
+ */
+export function watchedWallets(db: Db, environment: Environment): Promise<WatchedWallet[]> {
+  return repo.walletsOf(db, environment);
+}
 
 export class WalletsService {
   readonly #ctx: AppContext;
@@ -63,7 +59,7 @@ export class WalletsService {
       throw badRequest("ownerId is required (1 to 200 characters)");
     }
     if (type !== "agent" && type !== "user") throw badRequest("type must be agent or user");
-    if (!Array.isArray(currencies) || currencies.length === 0 || !currencies.every(isCurrency)) {
+    if (!Array.isArray(currencies) || currencies.length === 0 || !currencies.every(isWalletCurrency)) {
       throw badRequest("currencies must be a non-empty array of ETH, USDC, DAI");
     }
     if (new Set(currencies).size !== currencies.length) throw badRequest("currencies must not repeat");
@@ -73,20 +69,14 @@ export class WalletsService {
     const privateKey = generatePrivateKey();
     const address = privateKeyToAccount(privateKey).address;
     return this.#ctx.db.transaction().execute(async (trx) => {
-      const row = await trx
-        .insertInto("agent_wallets")
-        .values({
-          workspace_id: principal.workspaceId,
-          environment: principal.environment,
-          owner_id: ownerId,
-          type,
-          address,
-          encrypted_private_key: this.#ctx.secrets.encrypt(privateKey),
-          currencies: JSON.stringify(currencies),
-          created_at: this.#ctx.now(),
-        })
-        .returning(["id", "owner_id", "type", "address", "currencies", "created_at"])
-        .executeTakeFirstOrThrow();
+      const row = await repo.insertWallet(trx, principal, {
+        ownerId,
+        type,
+        address,
+        encryptedPrivateKey: this.#ctx.secrets.encrypt(privateKey),
+        currencies,
+        createdAt: this.#ctx.now(),
+      });
       const view = toView(row);
       await recordEvents(trx, [{ ...scope(principal), type: "wallet.created", payload: { ...view } }]);
       return view;
@@ -94,7 +84,7 @@ export class WalletsService {
   }
 
   async get(principal: KeyPrincipal, id: string) {
-    const row = await this.#find(principal, id);
+    const row = await this.find(principal, id);
     const [withBalances] = await this.#withBalances(principal.environment, [row]);
     return withBalances;
   }
@@ -111,26 +101,15 @@ export class WalletsService {
   ) {
     if (query.type !== undefined && query.type !== "agent" && query.type !== "user")
       throw badRequest("type must be agent or user");
-    if (query.currency !== undefined && !isCurrency(query.currency))
+    if (query.currency !== undefined && !isWalletCurrency(query.currency))
       throw badRequest("currency must be ETH, USDC or DAI");
-    let base = this.#ctx.db
-      .selectFrom("agent_wallets")
-      .where("workspace_id", "=", principal.workspaceId)
-      .where("environment", "=", principal.environment);
-    if (query.ownerId) base = base.where("owner_id", "=", query.ownerId);
-    if (query.type) base = base.where("type", "=", query.type);
-    if (query.currency) base = base.where("currencies", "@>", JSON.stringify([query.currency]) as never);
-    const [rows, count] = await Promise.all([
-      base
-        .select(["id", "owner_id", "type", "address", "currencies", "created_at"])
-        .orderBy("created_at", "desc")
-        .orderBy("id", "desc")
-        .limit(query.limit)
-        .offset((query.page - 1) * query.limit)
-        .execute(),
-      base.select((eb) => eb.fn.countAll().as("total")).executeTakeFirstOrThrow(),
-    ]);
-    const total = Number(count.total);
+    const { rows, total } = await repo.listWallets(this.#ctx.db, principal, {
+      ownerId: query.ownerId,
+      type: query.type,
+      currency: query.currency,
+      limit: query.limit,
+      offset: (query.page - 1) * query.limit,
+    });
     return {
       items: await this.#withBalances(principal.environment, rows),
       pagination: { total, page: query.page, limit: query.limit, totalPages: Math.ceil(total / query.limit) },
@@ -138,8 +117,8 @@ export class WalletsService {
   }
 
   async balance(principal: KeyPrincipal, id: string, currency: string) {
-    const row = await this.#find(principal, id);
-    if (!isCurrency(currency)) throw badRequest("currency must be ETH, USDC or DAI");
+    const row = await this.find(principal, id);
+    if (!isWalletCurrency(currency)) throw badRequest("currency must be ETH, USDC or DAI");
     if (!row.currencies.includes(currency)) throw badRequest(`This wallet does not hold ${currency}`);
     const units = await this.#reader(principal.environment).balance(row.address as Hex, currency);
     return {
@@ -152,16 +131,11 @@ export class WalletsService {
 
   async addCurrency(principal: KeyPrincipal, id: string, body: unknown) {
     const currency = isPlainObject(body) ? body.currency : undefined;
-    if (!isCurrency(currency)) throw badRequest("currency must be ETH, USDC or DAI");
-    const row = await this.#find(principal, id);
+    if (!isWalletCurrency(currency)) throw badRequest("currency must be ETH, USDC or DAI");
+    const row = await this.find(principal, id);
     if (row.currencies.includes(currency)) return this.get(principal, id); // unchanged, no event (D13)
     await this.#ctx.db.transaction().execute(async (trx) => {
-      const updated = await trx
-        .updateTable("agent_wallets")
-        .set({ currencies: JSON.stringify([...row.currencies, currency]) })
-        .where("id", "=", row.id)
-        .returning(["id", "owner_id", "type", "address", "currencies", "created_at"])
-        .executeTakeFirstOrThrow();
+      const updated = await repo.setCurrencies(trx, row.id, [...row.currencies, currency]);
       await recordEvents(trx, [
         { ...scope(principal), type: "wallet.currency.added", payload: { ...toView(updated), currency } },
       ]);
@@ -169,16 +143,9 @@ export class WalletsService {
     return this.get(principal, id);
   }
 
-  async #find(principal: KeyPrincipal, id: string): Promise<WalletRow> {
-    const row = isUuid(id)
-      ? await this.#ctx.db
-          .selectFrom("agent_wallets")
-          .select(["id", "owner_id", "type", "address", "currencies", "created_at"])
-          .where("id", "=", id)
-          .where("workspace_id", "=", principal.workspaceId)
-          .where("environment", "=", principal.environment)
-          .executeTakeFirst()
-      : undefined;
+  /** A wallet of the key's workspace and environment (the sandbox faucet credits it too). */
+  async find(principal: KeyPrincipal, id: unknown): Promise<WalletRow> {
+    const row = isUuid(id) ? await repo.findWallet(this.#ctx.db, principal, id) : undefined;
     if (!row) throw notFound("Wallet not found");
     return row;
   }
@@ -187,7 +154,7 @@ export class WalletsService {
   async #withBalances(environment: Environment, rows: WalletRow[]) {
     const reader = this.#reader(environment);
     const pairs = rows.flatMap((row) =>
-      row.currencies.map((currency) => ({ row, currency: currency as Currency })),
+      row.currencies.map((currency) => ({ row, currency: currency as WalletCurrency })),
     );
     const values = await Promise.all(pairs.map((p) => reader.balance(p.row.address as Hex, p.currency)));
     return rows.map((row) => {

@@ -1,5 +1,6 @@
 import { type Kysely, type Selectable, sql } from "kysely";
 import type { Environment } from "../../config.ts";
+import { newestFirst } from "../../platform/db/page.ts";
 import type {
   DatabaseSchema,
   WebhookDeliveriesTable,
@@ -86,17 +87,11 @@ export async function listDeliveries(
   page: { limit: number; offset: number },
 ): Promise<{ rows: DeliveryRow[]; total: number }> {
   const base = db.selectFrom("webhook_deliveries").where("endpoint_id", "=", endpointId);
-  const [rows, count] = await Promise.all([
-    base
-      .selectAll()
-      .orderBy("created_at", "desc")
-      .orderBy("id", "desc")
-      .limit(page.limit)
-      .offset(page.offset)
-      .execute(),
-    base.select((eb) => eb.fn.countAll().as("total")).executeTakeFirstOrThrow(),
-  ]);
-  return { rows, total: Number(count.total) };
+  return newestFirst(
+    base.selectAll(),
+    base.select((eb) => eb.fn.countAll().as("total")),
+    page,
+  );
 }
 
 /** Makes a delivery due now again, whatever its status; its id (X-Service-Delivery) stays. */

@@ -77,7 +77,6 @@ export async function findWallets(db: Kysely<DatabaseSchema>, workspaceId: strin
   }));
 }
 
-/** The workspace with the addresses of its EOA and smart wallet, in one round trip. */
 /** The profiles of these workspaces, by id (one statement whatever the number of ids). */
 export async function findProfiles(db: Kysely<DatabaseSchema>, ids: readonly string[]) {
   const rows = await db
@@ -99,4 +98,73 @@ export async function findProfiles(db: Kysely<DatabaseSchema>, ids: readonly str
     .where(sql<boolean>`w.id = any(${[...ids]}::uuid[])`)
     .execute();
   return new Map(rows.map((row) => [row.id, row]));
+}
+
+/** The default wallet type, or undefined when there is no such workspace. */
+export async function findDefaultWalletType(
+  db: Kysely<DatabaseSchema>,
+  id: string,
+): Promise<{ default_wallet_type: string } | undefined> {
+  return db
+    .selectFrom("workspaces")
+    .select(["id", "default_wallet_type"])
+    .where("id", "=", id)
+    .executeTakeFirst();
+}
+
+/** Whether the workspace exists (and was updated). */
+export async function setDefaultWalletType(
+  db: Kysely<DatabaseSchema>,
+  id: string,
+  value: "workspace" | "smart_wallet",
+): Promise<boolean> {
+  const updated = await db
+    .updateTable("workspaces")
+    .set({ default_wallet_type: value })
+    .where("id", "=", id)
+    .executeTakeFirst();
+  return updated.numUpdatedRows > 0n;
+}
+
+/**
+ * Adds the workspace's smart wallet (its key is the EOA's: none is stored); false when it has
+ * one already.
+ */
+export async function insertSmartWallet(
+  db: Kysely<DatabaseSchema>,
+  workspaceId: string,
+  address: string,
+): Promise<boolean> {
+  const inserted = await db
+    .insertInto("workspace_wallets")
+    .values({ workspace_id: workspaceId, kind: "smart_wallet", address, encrypted_private_key: null })
+    .onConflict((oc) => oc.columns(["workspace_id", "kind"]).doNothing())
+    .returning("id")
+    .executeTakeFirst();
+  return inserted !== undefined;
+}
+
+export async function findEncryptedEoaKey(
+  db: Kysely<DatabaseSchema>,
+  workspaceId: string,
+): Promise<{ address: string; encrypted_private_key: string | null } | undefined> {
+  return db
+    .selectFrom("workspace_wallets")
+    .select(["encrypted_private_key", "address"])
+    .where("workspace_id", "=", workspaceId)
+    .where("kind", "=", "eoa")
+    .executeTakeFirst();
+}
+
+export async function eoaAddresses(db: Kysely<DatabaseSchema>): Promise<string[]> {
+  const rows = await db.selectFrom("workspace_wallets").select("address").where("kind", "=", "eoa").execute();
+  return rows.map((r) => r.address);
+}
+
+/** Every wallet a workspace receives on (EOAs and smart wallets), with its workspace. */
+export async function receivingWallets(
+  db: Kysely<DatabaseSchema>,
+): Promise<Array<{ address: string; workspaceId: string }>> {
+  const rows = await db.selectFrom("workspace_wallets").select(["address", "workspace_id"]).execute();
+  return rows.map((r) => ({ address: r.address, workspaceId: r.workspace_id }));
 }

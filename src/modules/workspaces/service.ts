@@ -4,6 +4,7 @@ import type { AppContext } from "../../context.ts";
 import { badRequest, notFound } from "../../domain/errors.ts";
 import { isAddress, isUuid } from "../../domain/validation.ts";
 import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
+import type { Db } from "../../platform/db/database.ts";
 import { hashPassword } from "../../platform/secrets/hashing.ts";
 import { type IssuedKey, issueKey } from "../keys/service.ts";
 import * as repo from "./repo.ts";
@@ -20,12 +21,22 @@ export interface CreateWorkspaceInput {
   adminPassword?: string | undefined;
 }
 
+export type DefaultWalletType = "workspace" | "smart_wallet";
+
+/**
+ * Every wallet the service receives payments on, for the chain watcher. A function of the
+ * handle it is given: the watcher is also built on its own, without the app's services.
+ */
+export function receivingWallets(db: Db): Promise<Array<{ address: string; workspaceId: string }>> {
+  return repo.receivingWallets(db);
+}
+
 export interface WorkspaceView {
   id: string;
   workspaceId: string;
   name: string;
   settlement_address: string | null;
-  defaultWalletType: "workspace" | "smart_wallet";
+  defaultWalletType: DefaultWalletType;
   adminEmail: string | null;
   eoa: { address: string; createdAt: string };
   smartWallet: {
@@ -43,7 +54,7 @@ export interface WorkspaceProfile {
   id: string;
   name: string;
   settlementAddress: string | null;
-  defaultWalletType: "workspace" | "smart_wallet";
+  defaultWalletType: DefaultWalletType;
   eoaAddress: string | null;
   smartWalletAddress: string | null;
 }
@@ -119,12 +130,7 @@ export class WorkspacesService {
   async signingKey(workspaceId: string, address: string): Promise<`0x${string}`> {
     let held = this.#encryptedKeys.get(workspaceId);
     if (!held) {
-      const row = await this.#ctx.db
-        .selectFrom("workspace_wallets")
-        .select(["encrypted_private_key", "address"])
-        .where("workspace_id", "=", workspaceId)
-        .where("kind", "=", "eoa")
-        .executeTakeFirst();
+      const row = await repo.findEncryptedEoaKey(this.#ctx.db, workspaceId);
       if (row?.encrypted_private_key) {
         held = { address: row.address, encrypted: row.encrypted_private_key };
         this.#encryptedKeys.set(workspaceId, held);
@@ -137,13 +143,30 @@ export class WorkspacesService {
   }
 
   /** EOAs of every workspace, for the gas top-up job. */
-  async allEoaAddresses(): Promise<string[]> {
-    const rows = await this.#ctx.db
-      .selectFrom("workspace_wallets")
-      .select("address")
-      .where("kind", "=", "eoa")
-      .execute();
-    return rows.map((r) => r.address);
+  allEoaAddresses(): Promise<string[]> {
+    return repo.eoaAddresses(this.#ctx.db);
+  }
+
+  /** The default wallet type and the wallets, for the smart wallet's endpoints; undefined: no workspace. */
+  async walletSetup(
+    id: string,
+  ): Promise<{ defaultWalletType: DefaultWalletType; wallets: repo.WalletRecord[] } | undefined> {
+    const workspace = await repo.findDefaultWalletType(this.#ctx.db, id);
+    if (!workspace) return undefined;
+    return {
+      defaultWalletType: defaultWalletType(workspace.default_wallet_type),
+      wallets: await repo.findWallets(this.#ctx.db, id),
+    };
+  }
+
+  /** Records the workspace's smart wallet; false when it already has one (creation is idempotent). */
+  addSmartWallet(workspaceId: string, address: string): Promise<boolean> {
+    return repo.insertSmartWallet(this.#ctx.db, workspaceId, address);
+  }
+
+  /** False when there is no such workspace. */
+  setDefaultWalletType(workspaceId: string, value: DefaultWalletType): Promise<boolean> {
+    return repo.setDefaultWalletType(this.#ctx.db, workspaceId, value);
   }
 
   /** One query: payments read this on every create. */
@@ -155,11 +178,16 @@ export class WorkspacesService {
       id: row.id,
       name: row.name,
       settlementAddress: row.settlement_address,
-      defaultWalletType: row.default_wallet_type === "smart_wallet" ? "smart_wallet" : "workspace",
+      defaultWalletType: defaultWalletType(row.default_wallet_type),
       eoaAddress: row.eoa_address,
       smartWalletAddress: row.smart_wallet_address,
     };
   }
+}
+
+/** Anything but a smart wallet is the EOA ("workspace"), as the column's default. */
+function defaultWalletType(column: string): DefaultWalletType {
+  return column === "smart_wallet" ? "smart_wallet" : "workspace";
 }
 
 function toView(
@@ -174,7 +202,7 @@ function toView(
     workspaceId: row.id,
     name: row.name,
     settlement_address: row.settlement_address,
-    defaultWalletType: row.default_wallet_type === "smart_wallet" ? "smart_wallet" : "workspace",
+    defaultWalletType: defaultWalletType(row.default_wallet_type),
     adminEmail: row.admin_email,
     eoa: { address: eoa.address, createdAt: eoa.createdAt.toISOString() },
     smartWallet: smart
