@@ -8,9 +8,10 @@ import { KeyedQueue } from "../../platform/concurrency/keyed-queue.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
 import type { Move } from "../../rails/rail.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
+import type { PayoutAnswers, PayoutResponse } from "./answers.ts";
 import type { PayoutDecisions } from "./decide.ts";
 import { InFlightPayouts } from "./in-flight.ts";
-import { type PayoutOutcomes, type PayoutResponse, RESUME_ACTION, type Scope } from "./outcomes.ts";
+import { RESUME_ACTION, type Scope } from "./outcomes.ts";
 import * as repo from "./repo.ts";
 import type { PayoutSends } from "./send.ts";
 
@@ -32,7 +33,7 @@ export class PayoutCreation {
   readonly #workspaces: WorkspacesService;
   readonly #decisions: PayoutDecisions;
   readonly #sends: PayoutSends;
-  readonly #outcomes: PayoutOutcomes;
+  readonly #answers: PayoutAnswers;
   readonly #queue = new KeyedQueue();
   /** Recorded payouts waiting for their outcomes, per workspace and environment. */
   readonly #pipeline = new InFlightPayouts();
@@ -43,14 +44,14 @@ export class PayoutCreation {
       workspaces: WorkspacesService;
       decisions: PayoutDecisions;
       sends: PayoutSends;
-      outcomes: PayoutOutcomes;
+      answers: PayoutAnswers;
     },
   ) {
     this.#ctx = ctx;
     this.#workspaces = parts.workspaces;
     this.#decisions = parts.decisions;
     this.#sends = parts.sends;
-    this.#outcomes = parts.outcomes;
+    this.#answers = parts.answers;
   }
 
   async create(principal: KeyPrincipal, body: unknown): Promise<PayoutResponse> {
@@ -62,7 +63,7 @@ export class PayoutCreation {
 
     if (request.idempotencyKey) {
       const existing = await repo.findByIdempotencyKey(this.#ctx.db, scope, request.idempotencyKey);
-      if (existing) return this.#outcomes.duplicate(existing);
+      if (existing) return this.#answers.duplicate(existing);
     }
 
     const scopeKey = `${scope.workspaceId}:${scope.environment}`;

@@ -6,24 +6,13 @@ import {
   recordFailure,
   recordSuccess,
 } from "../../domain/circuit-breaker.ts";
-import {
-  type AppError,
-  CircuitBreakerOpen,
-  conflict,
-  InternalError,
-  PayoutFailed,
-} from "../../domain/errors.ts";
-import {
-  COMPLETED_PAYOUT,
-  FAILED_PAYOUT,
-  OPEN_PAYOUT,
-  PAYOUT_TRANSITIONS,
-} from "../../domain/payout-state.ts";
+import { CircuitBreakerOpen } from "../../domain/errors.ts";
+import { PAYOUT_TRANSITIONS } from "../../domain/payout-state.ts";
 import { coalescedCall } from "../../platform/db/coalesced-write.ts";
-import type { Notices } from "../../platform/db/notices.ts";
 import type { Mailer } from "../../platform/mail/mailer.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
+import { completedAnswer, type PayoutAnswers, type PayoutResponse, payoutFailed } from "./answers.ts";
 import * as repo from "./repo.ts";
 import { toPayoutView } from "./view.ts";
 
@@ -32,28 +21,26 @@ import { toPayoutView } from "./view.ts";
 // the administrator mailed when it trips), and the answer each gives. Every ending is a
 // compare-and-set on `processing`: whoever ends a payout second (its sender after the reconciler
 // took it over, or the other way round) changes nothing, counts nothing, and answers what the
-// first one stored.
+// first one stored (answers.ts).
 
-export type PayoutResponse = { status: number; body: Record<string, unknown> };
+export type { PayoutResponse } from "./answers.ts";
 export type Scope = { workspaceId: string; environment: Environment };
 
 export const RESUME_ACTION = "POST /api/v1/workspaces/{id}/resume, or wait 30 minutes after pausedAt";
-const WAIT_FOR_ORIGINAL_MS = 60_000;
 
 export class PayoutOutcomes {
   readonly #ctx: AppContext;
   readonly #workspaces: WorkspacesService;
   readonly #mailer: Mailer;
-  /** Notices of payouts that ended (processing → completed or failed), from any instance. */
-  readonly #endings: Notices;
+  readonly #answers: PayoutAnswers;
   /** Completions made together share one statement. */
   readonly #completePayout: (
     completion: repo.PayoutCompletion,
   ) => Promise<{ row: repo.PayoutRow | undefined; breaker: BreakerState }>;
 
-  constructor(ctx: AppContext, workspaces: WorkspacesService, mailer: Mailer, endings: Notices) {
+  constructor(ctx: AppContext, workspaces: WorkspacesService, mailer: Mailer, answers: PayoutAnswers) {
     this.#ctx = ctx;
-    this.#endings = endings;
+    this.#answers = answers;
     this.#workspaces = workspaces;
     this.#mailer = mailer;
     this.#completePayout = coalescedCall((completions: readonly repo.PayoutCompletion[]) =>
@@ -63,8 +50,8 @@ export class PayoutOutcomes {
 
   async complete(scope: Scope, payout: repo.PayoutRow, txHash: string): Promise<PayoutResponse> {
     const row = await this.recordCompletion(scope, payout, txHash);
-    if (!row) return this.stored(scope, payout.id);
-    return answerCompleted(row, row.completed_at ?? this.#ctx.now());
+    if (!row) return this.#answers.stored(scope, payout.id);
+    return completedAnswer(row, row.completed_at ?? this.#ctx.now());
   }
 
   /**
@@ -101,7 +88,7 @@ export class PayoutOutcomes {
   ): Promise<PayoutResponse> {
     this.#ctx.metrics.payoutEnded("completed", row);
     await this.#resetStreak(scope, breaker);
-    return answerCompleted(row, at);
+    return completedAnswer(row, at);
   }
 
   async #resetStreak(scope: Scope, breaker: BreakerState): Promise<void> {
@@ -118,7 +105,7 @@ export class PayoutOutcomes {
    */
   async fail(scope: Scope, payout: repo.PayoutRow, txHash: string | null, detail: string): Promise<never> {
     const result = await this.recordFailure(scope, payout, txHash, detail);
-    if (!result) throw await this.#storedError(scope, payout.id);
+    if (!result) throw await this.#answers.storedError(scope, payout.id);
     if (result.tripped) {
       throw new CircuitBreakerOpen("Payouts paused by the circuit breaker", {
         circuitBreaker: true,
@@ -164,60 +151,6 @@ export class PayoutOutcomes {
     return result;
   }
 
-  /** The answer for a payout as it is stored now: 200, 202 while processing, or its failure. */
-  async stored(scope: Scope, id: string): Promise<PayoutResponse> {
-    const row = await repo.findById(this.#ctx.db, id);
-    if (row?.status === COMPLETED_PAYOUT) return answerCompleted(row, row.completed_at ?? this.#ctx.now());
-    if (row?.status === OPEN_PAYOUT) {
-      return { status: 202, body: { payout: toPayoutView(row), timestamp: this.#ctx.now().toISOString() } };
-    }
-    throw await this.#storedError(scope, id);
-  }
-
-  async #storedError(scope: Scope, id: string): Promise<AppError> {
-    const [row, breaker] = await Promise.all([
-      repo.findById(this.#ctx.db, id),
-      repo.readBreaker(this.#ctx.db, scope),
-    ]);
-    if (row?.status !== FAILED_PAYOUT) return new InternalError("Payout failed");
-    return payoutFailed(
-      row.error ?? "transfer failed",
-      breaker.failStreak,
-      Math.max(0, PAUSE_AFTER_FAILURES - breaker.failStreak),
-    );
-  }
-
-  /**
-   * A repeated idempotencyKey: the original's result, waiting a while for one in flight (on any
-   * instance: its ending is noticed, migration 017).
-   */
-  async duplicate(existing: repo.PayoutRow): Promise<PayoutResponse> {
-    let row = existing;
-    if (row.status === OPEN_PAYOUT) {
-      await this.#endings.waitFor(existing.id, WAIT_FOR_ORIGINAL_MS, async () => {
-        row = (await repo.findById(this.#ctx.db, existing.id)) ?? row;
-        return row.status !== OPEN_PAYOUT;
-      });
-      row = (await repo.findById(this.#ctx.db, existing.id)) ?? row;
-    }
-    if (row.status === COMPLETED_PAYOUT) {
-      return {
-        status: 200,
-        body: {
-          payout: {
-            txHash: row.tx_hash,
-            status: "completed",
-            note: "Duplicate idempotencyKey; original result returned",
-          },
-        },
-      };
-    }
-    if (row.status === OPEN_PAYOUT) throw conflict("A payout with this idempotencyKey is still in progress");
-    throw conflict("idempotencyKey already used by a payout that failed", {
-      payout: { ...toPayoutView(row), error: row.error },
-    });
-  }
-
   async #notifyPaused(scope: Scope, state: BreakerState): Promise<void> {
     try {
       const workspace = await this.#workspaces.get(scope.workspaceId);
@@ -248,18 +181,4 @@ export class PayoutOutcomes {
       );
     }
   }
-}
-
-function answerCompleted(row: repo.PayoutRow, at: Date): PayoutResponse {
-  return {
-    status: 200,
-    body: {
-      payout: { ...toPayoutView(row), txHash: row.tx_hash, status: "completed" },
-      timestamp: at.toISOString(),
-    },
-  };
-}
-
-function payoutFailed(detail: string, failStreak: number, remainingBeforePause: number): PayoutFailed {
-  return new PayoutFailed({ detail, failStreak, remainingBeforePause, circuitBreaker: false });
 }

@@ -1,8 +1,7 @@
 import type { ChainToken } from "../../chain/network.ts";
 import type { AppContext } from "../../context.ts";
-import { AppError, firstLineOf, InsufficientBalance, InternalError } from "../../domain/errors.ts";
+import { AppError, firstLineOf, InsufficientBalance } from "../../domain/errors.ts";
 import { formatAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
-import type { SessionTurns } from "../../platform/db/wallet-lock.ts";
 import {
   type Move,
   type MoveHooks,
@@ -11,20 +10,16 @@ import {
   type Prepared,
   type Submission,
 } from "../../rails/rail.ts";
-import type { PaymentsService } from "../payments/service.ts";
+import { inFlightAnswer, type PayoutAnswers, type PayoutResponse } from "./answers.ts";
 import type { WalletChoice } from "./decide.ts";
-import { recordIfFunded } from "./funds.ts";
 import type { PayoutLeases } from "./leases.ts";
-import type { PayoutOutcomes, PayoutResponse, Scope } from "./outcomes.ts";
+import type { PayoutOutcomes, Scope } from "./outcomes.ts";
+import type { PayoutPersistence, Recorded } from "./persist.ts";
 import * as repo from "./repo.ts";
-import type { SandboxPayoutRecords } from "./sandbox-payouts.ts";
 import * as sending from "./sending-repo.ts";
-import { toPayoutView } from "./view.ts";
 
-// A payout's persist → send → finish, through its rail. The rail calls the hooks it needs: a live
-// payout is recorded (processing, leased) once its wallet's funds allow it, its transaction or
-// user operation recorded under the fence that it is still processing, then sent; a sandbox payout
-// is recorded with its ledger transfer (and completed) in one statement. Its outcome then ends it:
+// A payout's send → finish, through its rail, which calls the persist hooks it needs (persist.ts)
+// before it sends anything. Its outcome then ends it:
 // completed, failed (counted by the breaker), or 202 left to the reconciler when the chain has not
 // told yet. Nothing is ever failed while its transfer may still happen.
 
@@ -37,36 +32,27 @@ export interface PayoutAttempt {
   now: Date;
 }
 
-/** What the hooks found, for the answer. */
-interface Recorded {
-  row?: repo.PayoutRow;
-  ledger?: repo.SandboxPayoutResult;
-}
-
 export class PayoutSends {
   readonly #ctx: AppContext;
   readonly #outcomes: PayoutOutcomes;
+  readonly #answers: PayoutAnswers;
   readonly #leases: PayoutLeases;
-  readonly #sandbox: SandboxPayoutRecords;
-  readonly #fundsTurns: SessionTurns;
-  readonly #payments: Pick<PaymentsService, "unsettledOn">;
+  readonly #persistence: PayoutPersistence;
 
   constructor(
     ctx: AppContext,
     parts: {
       outcomes: PayoutOutcomes;
+      answers: PayoutAnswers;
       leases: PayoutLeases;
-      sandbox: SandboxPayoutRecords;
-      fundsTurns: SessionTurns;
-      payments: Pick<PaymentsService, "unsettledOn">;
+      persistence: PayoutPersistence;
     },
   ) {
     this.#ctx = ctx;
     this.#outcomes = parts.outcomes;
+    this.#answers = parts.answers;
     this.#leases = parts.leases;
-    this.#sandbox = parts.sandbox;
-    this.#fundsTurns = parts.fundsTurns;
-    this.#payments = parts.payments;
+    this.#persistence = parts.persistence;
   }
 
   /**
@@ -80,32 +66,7 @@ export class PayoutSends {
     const whenPersisted = new Promise<void>((resolve) => {
       persisted = resolve;
     });
-    const hooks: MoveHooks = {
-      persist: async () => {
-        try {
-          const rail = wallet.rail;
-          recorded.row = await recordIfFunded(this.#ctx, this.#fundsTurns, this.#payments, rail, payout);
-          return recorded.row !== undefined;
-        } finally {
-          persisted();
-        }
-      },
-      claim: sending.claimForSending(payout.id),
-      recordOperation: (userOpHash, operation) =>
-        sending.recordUserOperation(this.#ctx.db, payout.id, userOpHash, operation),
-      recordWithTransfers: async (contribution) => {
-        try {
-          recorded.ledger = await this.#sandbox.record(payout, contribution);
-        } finally {
-          persisted();
-        }
-        const { ledger } = recorded;
-        if (ledger.outcome !== "success" && ledger.outcome !== "failure_address")
-          return { outcome: "refused" };
-        recorded.row = ledger.row;
-        return { outcome: ledger.outcome };
-      },
-    };
+    const hooks = this.#persistence.hooks(payout, wallet.rail, recorded, persisted);
     this.#leases.hold(payout.id);
     const result = this.#send(scope, payout, hooks, recorded, attempt).finally(() => {
       persisted(); // a refusal before any record
@@ -159,10 +120,10 @@ export class PayoutSends {
     }
     if (err instanceof MoveRefused) {
       // Not recorded: a concurrent request with the same idempotencyKey got there first.
-      if (!row) return this.#duplicate(scope, payout);
+      if (!row) return this.#answers.repeatOf(scope, payout.idempotencyKey);
       // The reconciler ended it while this instance was stopped: nothing was sent; its answer is
       // what the reconciler stored.
-      return this.#outcomes.stored(scope, payout.id);
+      return this.#answers.stored(scope, payout.id);
     }
     if (!row) throw err; // refused by the checks (400), or nothing could be recorded
     this.#ctx.log.error({ err, payoutId: payout.id }, "payout send failed");
@@ -210,13 +171,7 @@ export class PayoutSends {
     }
   }
 
-  async #duplicate(scope: Scope, payout: repo.NewPayout): Promise<PayoutResponse> {
-    const existing = await repo.findByIdempotencyKey(this.#ctx.db, scope, payout.idempotencyKey ?? "");
-    if (!existing) throw new InternalError("Payout failed");
-    return this.#outcomes.duplicate(existing);
-  }
-
-  /** The answer of a payout whose outcome the reconciler is left to finish (202), given up to it. */
+  /** 202, the payout given up to the reconciler (its outcome is not known yet). */
   async #inFlight(payout: repo.PayoutRow, outcome: MoveOutcome, now: Date): Promise<PayoutResponse> {
     this.#leases.release(payout.id);
     try {
@@ -225,17 +180,7 @@ export class PayoutSends {
       // Its lease then runs out by itself (20 s) before the reconciler takes it.
       this.#ctx.log.error({ err, payoutId: payout.id }, "releasing a payout's lease failed");
     }
-    return {
-      status: 202,
-      body: {
-        payout: {
-          ...toPayoutView(payout),
-          txHash: outcome.txHash || null,
-          ...(outcome.userOpHash ? { userOpHash: outcome.userOpHash } : {}),
-        },
-        timestamp: now.toISOString(),
-      },
-    };
+    return inFlightAnswer(payout, outcome, now);
   }
 
   /** Whether a payout's sender has recorded something that may be sent (or cannot tell). */

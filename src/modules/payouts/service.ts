@@ -10,10 +10,12 @@ import type { Mailer } from "../../platform/mail/mailer.ts";
 import type { Rails } from "../../rails/index.ts";
 import type { PaymentsService } from "../payments/service.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
+import { PayoutAnswers } from "./answers.ts";
 import { PayoutCreation } from "./create.ts";
 import { PayoutDecisions } from "./decide.ts";
 import { PayoutLeases } from "./leases.ts";
 import { PayoutOutcomes, type PayoutResponse } from "./outcomes.ts";
+import { PayoutPersistence } from "./persist.ts";
 import { PayoutReconciler } from "./reconciler.ts";
 import * as repo from "./repo.ts";
 import { SandboxPayoutRecords } from "./sandbox-payouts.ts";
@@ -49,22 +51,25 @@ export class PayoutsService {
     this.#ctx = ctx;
     this.#workspaces = deps.workspaces;
     this.#endings = new Notices(ctx.db, "payout_ended", ctx.log);
-    const outcomes = new PayoutOutcomes(ctx, deps.workspaces, deps.mailer, this.#endings);
+    const answers = new PayoutAnswers(ctx, this.#endings);
+    const outcomes = new PayoutOutcomes(ctx, deps.workspaces, deps.mailer, answers);
     // Payouts this process is sending, leased to it; the reconciler leaves them alone.
     const leases = new PayoutLeases(ctx.db, ctx.log);
     const sends = new PayoutSends(ctx, {
       outcomes,
+      answers,
       leases,
-      sandbox: new SandboxPayoutRecords(ctx),
-      // A wallet's balance checks take turns across instances (funds.ts).
-      fundsTurns: new SessionTurns(ctx.db, ctx.log),
-      payments: deps.payments,
+      persistence: new PayoutPersistence(ctx, {
+        sandbox: new SandboxPayoutRecords(ctx),
+        fundsTurns: new SessionTurns(ctx.db, ctx.log),
+        payments: deps.payments,
+      }),
     });
     this.#creation = new PayoutCreation(ctx, {
       workspaces: deps.workspaces,
       decisions: new PayoutDecisions(ctx, deps.rails),
       sends,
-      outcomes,
+      answers,
     });
     this.#reconciler = new PayoutReconciler(ctx, outcomes, leases, deps.rails);
   }

@@ -1,0 +1,70 @@
+import type { AppContext } from "../../context.ts";
+import type { SessionTurns } from "../../platform/db/wallet-lock.ts";
+import type { MoveHooks, Rail } from "../../rails/rail.ts";
+import type { PaymentsService } from "../payments/service.ts";
+import { recordIfFunded } from "./funds.ts";
+import type * as repo from "./repo.ts";
+import type { SandboxPayoutRecords } from "./sandbox-payouts.ts";
+import * as sending from "./sending-repo.ts";
+
+// The persist step of a payout: the hooks its rail calls to record it. A live payout is recorded
+// (processing, leased) once its wallet's funds allow it (funds.ts), then its transaction or user
+// operation under the fence that it is still processing; a sandbox payout is recorded with its
+// ledger transfer, and completed, in one statement (sandbox-payouts.ts).
+
+/** What the hooks recorded, for the answer. */
+export interface Recorded {
+  row?: repo.PayoutRow;
+  ledger?: repo.SandboxPayoutResult;
+}
+
+export class PayoutPersistence {
+  readonly #ctx: AppContext;
+  readonly #sandbox: SandboxPayoutRecords;
+  readonly #fundsTurns: SessionTurns;
+  readonly #payments: Pick<PaymentsService, "unsettledOn">;
+
+  constructor(
+    ctx: AppContext,
+    parts: {
+      sandbox: SandboxPayoutRecords;
+      /** A wallet's balance checks take turns across instances (funds.ts). */
+      fundsTurns: SessionTurns;
+      payments: Pick<PaymentsService, "unsettledOn">;
+    },
+  ) {
+    this.#ctx = ctx;
+    this.#sandbox = parts.sandbox;
+    this.#fundsTurns = parts.fundsTurns;
+    this.#payments = parts.payments;
+  }
+
+  /** The hooks of `payout` on `rail`; they fill `recorded`, and call `persisted` once its record is written or refused. */
+  hooks(payout: repo.NewPayout, rail: Rail, recorded: Recorded, persisted: () => void): MoveHooks {
+    return {
+      persist: async () => {
+        try {
+          recorded.row = await recordIfFunded(this.#ctx, this.#fundsTurns, this.#payments, rail, payout);
+          return recorded.row !== undefined;
+        } finally {
+          persisted();
+        }
+      },
+      claim: sending.claimForSending(payout.id),
+      recordOperation: (userOpHash, operation) =>
+        sending.recordUserOperation(this.#ctx.db, payout.id, userOpHash, operation),
+      recordWithTransfers: async (contribution) => {
+        try {
+          recorded.ledger = await this.#sandbox.record(payout, contribution);
+        } finally {
+          persisted();
+        }
+        const { ledger } = recorded;
+        if (ledger.outcome !== "success" && ledger.outcome !== "failure_address")
+          return { outcome: "refused" };
+        recorded.row = ledger.row;
+        return { outcome: ledger.outcome };
+      },
+    };
+  }
+}
