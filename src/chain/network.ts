@@ -3,7 +3,9 @@ import type { Environment } from "../config.ts";
 // The port the modules use to talk to an environment's network. One production implementation
 // (chain/evm, viem); the sandbox ledger (chain/simulated) arrives with payouts.
 
-export type ChainToken = "USDC" | "ETH" | "ADAO" | "DAI";
+import type { ChainToken } from "../domain/money.ts";
+
+export type { ChainToken };
 export type Hex = `0x${string}`;
 
 export interface IncomingTransfer {

@@ -264,3 +264,59 @@ export function isNonceTaken(err: unknown): boolean {
   const e = err as { code?: unknown; constraint?: unknown } | undefined;
   return e?.code === "23505" && e.constraint === "chain_transactions_nonce";
 }
+
+// What other modules need to know of this table, asked here (the chain layer owns it): the
+// transactions recorded for a payment or payout, as queries or as fragments of their own
+// statements where the answer must be read in the same statement (or transaction) as their rows.
+
+/** The transactions recorded for a payment's settlement (all its legs, their cancellations aside). */
+export async function transactionsOfPayment(
+  db: Db,
+  paymentId: string,
+): Promise<Array<{ purpose: string; tx_hash: string; status: string; error: string | null }>> {
+  return db
+    .selectFrom("chain_transactions")
+    .select(["purpose", "tx_hash", "status", "error"])
+    .where("payment_id", "=", paymentId)
+    .execute();
+}
+
+/** Whether any transaction is recorded for the payment (refused before migration 016 aside). */
+export async function anyRecordedForPayment(db: Db, paymentId: string): Promise<boolean> {
+  const row = await db
+    .selectFrom("chain_transactions")
+    .select("tx_hash")
+    .where("payment_id", "=", paymentId)
+    .where("status", "<>", "rejected")
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/** A condition: a transaction is recorded for the payment whose id is `paymentId` (a column). */
+export function recordedForPayment(paymentId: RawBuilder<unknown>): RawBuilder<boolean> {
+  return sql<boolean>`EXISTS (SELECT 1 FROM chain_transactions t WHERE t.payment_id = ${paymentId})`;
+}
+
+/** A condition: a transaction is recorded for the payout whose id is `payoutId` (a column). */
+export function recordedForPayout(payoutId: RawBuilder<unknown>): RawBuilder<boolean> {
+  return sql<boolean>`EXISTS (SELECT 1 FROM chain_transactions t WHERE t.payout_id = ${payoutId})`;
+}
+
+/**
+ * Rows (token_symbol, amount) of what `from`'s recorded transactions from `minedNonce` on take
+ * out of it: payouts, settlement legs, cancellations (a reverted one took its gas only, not its
+ * amount), except the legs of the payments in `exceptPayments`.
+ */
+export function leavingFrom(
+  environment: Environment,
+  from: string,
+  minedNonce: number,
+  exceptPayments: readonly string[],
+): RawBuilder<{ token_symbol: string; amount: string }> {
+  return sql`
+    SELECT token_symbol, CASE WHEN status = 'failed' THEN 0 ELSE amount END AS amount
+    FROM chain_transactions
+    WHERE environment = ${environment} AND from_address = ${from} AND nonce >= ${minedNonce}
+      AND status IN ('signed', 'mined', 'failed')
+      AND (payment_id IS NULL OR NOT payment_id = ANY(${exceptPayments}::uuid[]))`;
+}

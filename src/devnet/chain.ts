@@ -13,6 +13,7 @@ import {
   parseUnits,
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
+import { TOKEN_DECIMALS } from "../domain/money.ts";
 import { type Bundler, deployAccountAbstraction, startBundler } from "./account-abstraction.ts";
 import { testTokenArtifact } from "./compile.ts";
 import { registerDeployer, withDeployer } from "./deployer.ts";
@@ -33,10 +34,11 @@ export { freePort, type NodeExit } from "./launcher.ts";
 export { rpc } from "./rpc.ts";
 export type { Devnet, DevnetAccount, DevnetAccountAbstraction, DevnetOptions, TokenSymbol } from "./types.ts";
 
+/** The test tokens the devnet deploys, with the decimals the service's catalogue gives them. */
 export const TOKENS: Record<TokenSymbol, { name: string; decimals: number }> = {
-  USDC: { name: "USD Coin (devnet)", decimals: 6 },
-  ADAO: { name: "ADAO (devnet)", decimals: 18 },
-  DAI: { name: "Dai Stablecoin (devnet)", decimals: 18 },
+  USDC: { name: "USD Coin (devnet)", decimals: TOKEN_DECIMALS.USDC },
+  ADAO: { name: "ADAO (devnet)", decimals: TOKEN_DECIMALS.ADAO },
+  DAI: { name: "Dai Stablecoin (devnet)", decimals: TOKEN_DECIMALS.DAI },
 };
 
 /**

@@ -1,5 +1,6 @@
 import { type Kysely, sql } from "kysely";
 import type { BlockRef, IncomingTransfer } from "../../chain/network.ts";
+import * as sent from "../../chain/sent-transactions.ts";
 import type { Environment } from "../../config.ts";
 import { UNSETTLED_STATUSES } from "../../domain/payment-state.ts";
 import type { UnsettledPayment } from "../../domain/unsettled-payments.ts";
@@ -307,12 +308,7 @@ export async function unsettledOn(
 ): Promise<UnsettledPayment[]> {
   const rows = await db
     .selectFrom("payments as p")
-    .select([
-      "p.id",
-      "p.token_symbol",
-      "p.gross_amount",
-      sql<boolean>`EXISTS (SELECT 1 FROM chain_transactions t WHERE t.payment_id = p.id)`.as("recorded"),
-    ])
+    .select(["p.id", "p.token_symbol", "p.gross_amount", sent.recordedForPayment(sql`p.id`).as("recorded")])
     .where("p.environment", "=", environment)
     .where("p.status", "in", UNSETTLED_STATUSES)
     .where(sql<string>`lower(p.receiving_address)`, "=", address.toLowerCase())

@@ -1,5 +1,7 @@
 import type { FastifyBaseLogger } from "fastify";
 import type { ChainToken, Hex, Network } from "../../chain/network.ts";
+import * as sent from "../../chain/sent-transactions.ts";
+import { NATIVE_TOKEN } from "../../domain/money.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
 import { LeaseLost } from "../../platform/jobs/periodic-job.ts";
@@ -8,7 +10,7 @@ import { type Leg, type Move, type MoveOutcome, MoveRefused, type Rail } from ".
 import type { WorkspacesService } from "../workspaces/service.ts";
 import * as chainRepo from "./chain-repo.ts";
 import * as settlementRepo from "./settlement-repo.ts";
-import { applyTransition } from "./transitions.ts";
+import { applyTransition, batchTransition } from "./transitions.ts";
 
 // Settles confirmed payments from the receiving wallet as one move on the wallet's rail: its legs
 // (net to the merchant, fee to the treasury) are data, recorded before they are sent (an EOA's
@@ -22,6 +24,8 @@ import { applyTransition } from "./transitions.ts";
 // worker that was paused past its lease, or two workers at once, can never settle one twice.
 
 const SETTLE_PER_TICK = 50;
+/** The status a payment settles from (the transition table's, for both of settlement's outcomes). */
+const SETTLES = batchTransition("settlement_completed");
 
 /** Throws when the caller's transaction may no longer record a send (the job's lease is gone). */
 export type Fence = (trx: Db) => Promise<void>;
@@ -76,7 +80,7 @@ export class Settlement {
     const confirmed = await chainRepo.paymentsInStatus(
       this.#db,
       this.#network.environment,
-      "confirmed",
+      SETTLES.from,
       SETTLE_PER_TICK,
     );
     // Different wallets settle in parallel; one wallet's settlements queue on its rail.
@@ -98,7 +102,7 @@ export class Settlement {
   }
 
   async #settle(payment: PaymentRow): Promise<void> {
-    const recorded = await settlementRepo.settlementTransfers(this.#db, payment.id);
+    const recorded = await sent.transactionsOfPayment(this.#db, payment.id);
     if (recorded.length > 0) {
       if (recorded.some((t) => t.status === "signed")) return; // reconcile() is still waiting on it
       // Reverted, refused and replaced by a cancellation, or refused before migration 016.
@@ -129,9 +133,9 @@ export class Settlement {
       const move = await this.#move(payment);
       const unfunded = await this.#unfunded(payment, rail, move);
       if (unfunded) return this.#failUnsent(payment, unfunded);
-      const sent = await this.#submit(payment, rail, move);
-      if (!sent) return;
-      outcome = sent;
+      const submitted = await this.#submit(payment, rail, move);
+      if (!submitted) return;
+      outcome = submitted;
     }
     if (outcome.status === "pending") return; // the next tick finishes it
     if (outcome.unsent) return this.#failUnsent(payment, outcome.error ?? "not sent");
@@ -185,13 +189,13 @@ export class Settlement {
     const gasPerTransfer = rail.gasRequired(token);
     const [tokenBalance, ethBalance, gas] = await Promise.all([
       rail.balance(move.from, token),
-      gasPerTransfer ? rail.balance(move.from, "ETH") : undefined,
+      gasPerTransfer ? rail.balance(move.from, NATIVE_TOKEN) : undefined,
       gasPerTransfer,
     ]);
     const where = payment.wallet_type === "smart_wallet" ? "the smart wallet" : "the receiving wallet";
     if (tokenBalance < gross) return `insufficient ${token} balance in ${where}`;
     if (gas === undefined || ethBalance === undefined) return undefined; // sponsored
-    const ethNeeded = gas * BigInt(move.legs.length) + (token === "ETH" ? gross : 0n);
+    const ethNeeded = gas * BigInt(move.legs.length) + (token === NATIVE_TOKEN ? gross : 0n);
     if (ethBalance < ethNeeded && !(await this.#topUp(move.from, ethNeeded))) {
       return "insufficient ETH for gas in the receiving wallet";
     }
@@ -213,7 +217,13 @@ export class Settlement {
         recordOperation: (userOpHash, operation) =>
           this.#db.transaction().execute(async (trx) => {
             await this.#fence(trx);
-            return settlementRepo.recordSettlementOperation(trx, payment.id, userOpHash, operation);
+            return settlementRepo.recordSettlementOperation(
+              trx,
+              payment.id,
+              SETTLES.from,
+              userOpHash,
+              operation,
+            );
           }),
       });
       return await submission.outcome;
@@ -236,9 +246,9 @@ export class Settlement {
   async #stillDue(trx: Db, paymentId: string): Promise<PaymentRow> {
     await this.#fence(trx);
     const current = await settlementRepo.lockPayment(trx, paymentId);
-    if (current?.status !== "confirmed")
+    if (current?.status !== SETTLES.from)
       throw new SettlementNotDue(`payment is ${current?.status ?? "gone"}`);
-    const recorded = await settlementRepo.settlementRecorded(trx, paymentId);
+    const recorded = await sent.anyRecordedForPayment(trx, paymentId);
     if (recorded) throw new SettlementNotDue("its transfers are already recorded");
     return current;
   }
@@ -247,7 +257,7 @@ export class Settlement {
     const now = this.#now();
     const moved = await this.#db.transaction().execute(async (trx) => {
       const current = await settlementRepo.lockPayment(trx, payment.id);
-      if (current?.status !== "confirmed") return [];
+      if (current?.status !== SETTLES.from) return [];
       return [
         await applyTransition(trx, current, "settlement_completed", now, {
           settlement_net_tx_hash: txs.find((t) => t.purpose === "settlement_net")?.tx_hash ?? null,
@@ -264,7 +274,7 @@ export class Settlement {
     this.#log.warn({ paymentId: payment.id, reason }, "settlement failed");
     const moved = await this.#db.transaction().execute(async (trx) => {
       const current = await settlementRepo.lockPayment(trx, payment.id);
-      if (current?.status !== "confirmed") return [];
+      if (current?.status !== SETTLES.from) return [];
       return [
         await applyTransition(trx, current, "settlement_failed", this.#now(), { failure_reason: reason }),
       ];

@@ -1,7 +1,7 @@
 import type { ChainToken, Hex } from "../../chain/network.ts";
 import type { AppContext } from "../../context.ts";
 import { InsufficientBalance, InsufficientGas } from "../../domain/errors.ts";
-import { formatAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
+import { formatAmount, NATIVE_TOKEN, TOKEN_DECIMALS } from "../../domain/money.ts";
 import { checkFunds } from "../../domain/payout-funds.ts";
 import { settlingWhole, stillToSettle } from "../../domain/unsettled-payments.ts";
 import type { SessionTurns } from "../../platform/db/wallet-lock.ts";
@@ -28,7 +28,7 @@ export async function recordIfFunded(
   const from = payout.fromAddress as Hex;
   const token = payout.tokenSymbol as ChainToken;
   const erc20Gas = rail.gasRequired("USDC");
-  const ethGas = rail.gasRequired("ETH");
+  const ethGas = rail.gasRequired(NATIVE_TOKEN);
   const gasPaid = erc20Gas !== undefined && ethGas !== undefined;
   const gas = gasPaid ? Promise.all([erc20Gas, ethGas]) : Promise.resolve(null);
   gas.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
@@ -37,7 +37,7 @@ export async function recordIfFunded(
   // transfers of a settlement recorded meanwhile are not counted beside its gross.
   const unsettled = await payments.unsettledOn(environment, from);
   const [funds, gasCosts] = await Promise.all([
-    rail.funds(from, gasPaid && token !== "ETH" ? [token, "ETH"] : [token]),
+    rail.funds(from, gasPaid && token !== NATIVE_TOKEN ? [token, NATIVE_TOKEN] : [token]),
     gas,
   ]);
   return turns.run(`payout-funds:${environment}:${from.toLowerCase()}`, async () => {

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
+import { CRYPTO_TOKENS } from "../../domain/money.ts";
 import { assertWorkspaceAccess, requireKey } from "../../platform/http/auth.ts";
 import { OffsetPage } from "../../platform/http/schemas.ts";
 import { documentedBodyOnly } from "../../platform/http/validation.ts";
@@ -8,7 +9,7 @@ import type { WalletService } from "./wallet-service.ts";
 
 const Page = Type.Object(OffsetPage);
 const WorkspaceId = Type.Object({ id: Type.String() });
-const Token = Type.Enum(["USDC", "ETH", "ADAO"]);
+const Token = Type.Enum(CRYPTO_TOKENS);
 
 export const payoutsRoutes =
   (payouts: PayoutsService, wallet: WalletService): FastifyPluginAsyncTypebox =>

@@ -1,4 +1,5 @@
 import { type RawBuilder, sql } from "kysely";
+import * as sent from "../../chain/sent-transactions.ts";
 import type { Environment } from "../../config.ts";
 import type { Committed } from "../../domain/payout-funds.ts";
 import { OPEN_PAYOUT, PAYOUT_TRANSITIONS } from "../../domain/payout-state.ts";
@@ -44,16 +45,12 @@ export async function committedFrom(
       : await sql<{ token_symbol: string; amount: string; transactions: number }>`
           SELECT token_symbol, sum(amount)::text AS amount, count(*)::int AS transactions
           FROM (
-            SELECT token_symbol, CASE WHEN status = 'failed' THEN 0 ELSE amount END AS amount
-            FROM chain_transactions
-            WHERE environment = ${environment} AND from_address = ${from} AND nonce >= ${minedNonce}
-              AND status IN ('signed', 'mined', 'failed')
-              AND (payment_id IS NULL OR NOT payment_id = ANY(${settlingWhole}::uuid[]))
+            ${sent.leavingFrom(environment, from, minedNonce, settlingWhole)}
             UNION ALL
             SELECT p.token_symbol, p.amount
             FROM payouts p
             WHERE p.environment = ${environment} AND p.status = ${OPEN} AND p.from_address = ${from}
-              AND NOT EXISTS (SELECT 1 FROM chain_transactions t WHERE t.payout_id = p.id)
+              AND NOT ${sent.recordedForPayout(sql`p.id`)}
           ) AS leaving
           GROUP BY token_symbol`.execute(trx);
   return new Map(

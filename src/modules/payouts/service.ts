@@ -2,7 +2,7 @@ import type { ChainToken } from "../../chain/network.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { resume } from "../../domain/circuit-breaker.ts";
-import { formatAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
+import { formatAmount, NATIVE_TOKEN, TOKEN_DECIMALS } from "../../domain/money.ts";
 import { Notices } from "../../platform/db/notices.ts";
 import { SessionTurns } from "../../platform/db/wallet-lock.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
@@ -93,7 +93,7 @@ export class PayoutsService {
     return {
       payouts: rows.map((row) => ({
         txHash: row.tx_hash,
-        type: row.token_symbol === "ETH" ? "ETH" : "ERC20",
+        type: row.token_symbol === NATIVE_TOKEN ? "ETH" : "ERC20",
         details: {
           amount: formatAmount(BigInt(row.amount), TOKEN_DECIMALS[row.token_symbol as ChainToken]),
           tokenSymbol: row.token_symbol,
