@@ -2,17 +2,7 @@ import { randomBytes } from "node:crypto";
 import { LRUCache } from "lru-cache";
 import { toSimpleSmartAccount } from "permissionless/accounts";
 import { getAccountNonce } from "permissionless/actions";
-import {
-  BaseError,
-  createPublicClient,
-  defineChain,
-  encodeFunctionData,
-  erc20Abi,
-  HttpRequestError,
-  http,
-  type PublicClient,
-  RpcRequestError,
-} from "viem";
+import { createPublicClient, defineChain, encodeFunctionData, erc20Abi, http, type PublicClient } from "viem";
 import {
   createBundlerClient,
   entryPoint08Address,
@@ -21,8 +11,19 @@ import {
 } from "viem/account-abstraction";
 import { privateKeyToAccount } from "viem/accounts";
 import type { NetworkConfig } from "../../config.ts";
-import { firstLine } from "../../domain/errors.ts";
 import type { ChainToken, Hex } from "../network.ts";
+import {
+  answeredWithError,
+  bundlerCall,
+  bundlerMessage,
+  type FilledOperation,
+  neverReached,
+  operationOf,
+  outcomeOf,
+  prepareOperation,
+  type RpcUserOperationReceipt,
+  serializeForRpc,
+} from "./bundler-rpc.ts";
 
 // ERC-4337 smart wallets (D11): SimpleAccount (EntryPoint v0.8) owned by the workspace EOA, gas
 // sponsored by the paymaster, operations sent through the bundler. The address is counterfactual:
@@ -189,14 +190,14 @@ export class SmartAccounts {
     const kind = `${account.address} ${calls.map((call) => call.token).join(",")}`;
     const known = options.estimate === "bundler" ? undefined : this.#gasProfiles.get(kind);
     const fill = (gas?: GasProfile & { callGasLimit: bigint }) =>
-      this.#bundler.prepareUserOperation({
+      prepareOperation(this.#bundler, {
         account,
         calls: operationCalls,
         paymaster: this.#aa.paymasterAddress as Hex,
         nonce: firstNonceOf(nonceKey),
         ...gas,
-      } as never) as unknown as Promise<Record<string, unknown>>;
-    let fields: Record<string, unknown> | undefined;
+      });
+    let fields: FilledOperation | undefined;
     let gasFrom: "bundler" | "known" = "bundler";
     if (known) {
       // With every gas limit and the nonce given, the fill reads only the fees and whether the
@@ -220,7 +221,7 @@ export class SmartAccounts {
     }
     if (!fields) {
       fields = await fill();
-      const op = fields as unknown as UserOperation<"0.8">;
+      const op = fields;
       if (!op.factory && op.paymasterVerificationGasLimit !== undefined) {
         // Deployed before this operation: its verification costs what the next ones' will.
         this.#gasProfiles.set(kind, {
@@ -234,8 +235,8 @@ export class SmartAccounts {
     // viem hands back the operation together with the account object; only the operation's own
     // fields go to the bundler (and into the database).
     delete fields.account;
-    const signature = await account.signUserOperation(fields as unknown as UserOperation);
-    const signed = { ...fields, signature } as unknown as UserOperation;
+    const signature = await account.signUserOperation(fields);
+    const signed: UserOperation = { ...fields, signature };
     const userOpHash = getUserOperationHash({
       userOperation: signed,
       entryPointAddress: account.entryPoint.address,
@@ -268,11 +269,10 @@ export class SmartAccounts {
       if (this.#aa.instantBundling && !options.resend) {
         try {
           // Not retried by the transport: an attempt without an answer may have been bundled.
-          const receipt = await this.#bundler.request(
-            { method: "pimlico_sendUserOperationNow", params } as never,
-            { retryCount: 0 },
-          );
-          return outcomeOf(prepared.userOpHash, receipt as unknown as RpcUserOperationReceipt);
+          const receipt = await bundlerCall(this.#bundler, "pimlico_sendUserOperationNow", params, {
+            retryCount: 0,
+          });
+          return outcomeOf(prepared.userOpHash, receipt as RpcUserOperationReceipt);
         } catch (err) {
           if (!answeredWithError(err)) throw err;
           // The bundler answered with an error, which says less than a refused send: it may have
@@ -282,7 +282,7 @@ export class SmartAccounts {
           instantAnsweredError = true;
         }
       }
-      await this.#bundler.request({ method: "eth_sendUserOperation", params } as never);
+      await bundlerCall(this.#bundler, "eth_sendUserOperation", params);
     } catch (err) {
       const existing = await this.receipt(prepared.userOpHash);
       if (existing.status !== "pending" || options.resend) return existing;
@@ -324,10 +324,9 @@ export class SmartAccounts {
    */
   async #holds(userOpHash: Hex): Promise<boolean> {
     try {
-      const answer = (await this.#bundler.request({
-        method: "pimlico_getUserOperationStatus",
-        params: [userOpHash],
-      } as never)) as { status?: string } | null;
+      const answer = (await bundlerCall(this.#bundler, "pimlico_getUserOperationStatus", [userOpHash])) as {
+        status?: string;
+      } | null;
       return answer?.status !== undefined && HELD_STATUSES.has(answer.status);
     } catch {
       // Unknown: as if held. The payout stays pending and the reconciler looks again, rather
@@ -380,73 +379,4 @@ export class SmartAccounts {
       return { status: "pending", userOpHash };
     }
   }
-}
-
-/** What viem's receipt and the JSON-RPC receipt (the instant bundling answer) both carry. */
-interface RpcUserOperationReceipt {
-  success: boolean;
-  reason?: string | undefined;
-  receipt: { transactionHash: Hex };
-}
-
-function outcomeOf(userOpHash: Hex, receipt: RpcUserOperationReceipt): OperationOutcome {
-  return receipt.success
-    ? { status: "success", userOpHash, txHash: receipt.receipt.transactionHash }
-    : {
-        status: "reverted",
-        userOpHash,
-        txHash: receipt.receipt.transactionHash,
-        error: receipt.reason || "user operation reverted",
-      };
-}
-
-/** A recorded operation read back: bigints were written as "123n". */
-function operationOf(serialized: string): UserOperation {
-  return JSON.parse(serialized, (_k, v) =>
-    typeof v === "string" && /^[0-9]+n$/.test(v) ? BigInt(v.slice(0, -1)) : v,
-  ) as UserOperation;
-}
-
-/** The bundler answered, with a JSON-RPC error. */
-function answeredWithError(err: unknown): boolean {
-  return err instanceof BaseError && err.walk((e) => e instanceof RpcRequestError) !== null;
-}
-
-/**
- * The request never reached a bundler that could act on it: no connection (refused, or the host
- * unknown), or an HTTP 4xx answer (a bundler or its gateway turning the request away).
- */
-function neverReached(err: unknown): boolean {
-  const codes = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN"]);
-  let cause: unknown = err;
-  for (let depth = 0; cause && typeof cause === "object" && depth < 8; depth++) {
-    if (codes.has(String((cause as { code?: unknown }).code))) return true;
-    if (
-      cause instanceof HttpRequestError &&
-      cause.status !== undefined &&
-      cause.status >= 400 &&
-      cause.status < 500
-    )
-      return true;
-    cause = (cause as { cause?: unknown }).cause;
-  }
-  return false;
-}
-
-/** The JSON-RPC form of a v0.8 user operation: numbers as hex quantities. */
-function serializeForRpc(op: UserOperation): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(op)) {
-    if (value === undefined) continue;
-    out[key] = typeof value === "bigint" ? `0x${value.toString(16)}` : value;
-  }
-  return out;
-}
-
-function bundlerMessage(err: unknown): string {
-  const e = err as { details?: string; shortMessage?: string; message?: string };
-  return `bundler refused the operation: ${firstLine(e.details || e.shortMessage || e.message || "unknown error")}`.slice(
-    0,
-    300,
-  );
 }

@@ -70,7 +70,7 @@ export async function emitPaymentEvents(
         workspaceId: row.workspace_id,
         environment: row.environment as Environment,
         type,
-        payload: toPaymentView(row) as unknown as Record<string, unknown>,
+        payload: { ...toPaymentView(row) },
       })),
     );
   }

@@ -15,6 +15,8 @@ function makeAjv(coerceTypes: boolean): Ajv {
     allErrors: false,
     strict: false,
   });
+  // A boundary: ajv-formats is CommonJS, and under NodeNext resolution its default export is typed
+  // as the module object although at run time it is the function.
   (addFormats as unknown as (ajv: Ajv) => void)(ajv);
   return ajv;
 }
