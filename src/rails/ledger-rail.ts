@@ -1,6 +1,7 @@
 import type { ChainToken, Hex } from "../chain/network.ts";
 import { type LedgerTransfer, SimulatedLedger, sandboxTxHash } from "../chain/simulated/ledger.ts";
 import {
+  balancesOf,
   type Move,
   type MoveHooks,
   type MoveOutcome,
@@ -32,11 +33,8 @@ export class LedgerRail implements Rail {
     return this.#ledger.currentBalance(address, token);
   }
 
-  async funds(address: Hex, tokens: readonly ChainToken[]): Promise<WalletFunds> {
-    const values = await Promise.all(tokens.map((token) => this.balance(address, token)));
-    const funds: WalletFunds = { balances: {}, minedNonce: null };
-    for (const [i, token] of tokens.entries()) funds.balances[token] = values[i];
-    return funds;
+  funds(address: Hex, tokens: readonly ChainToken[]): Promise<WalletFunds> {
+    return balancesOf(this, address, tokens);
   }
 
   gasRequired(): undefined {

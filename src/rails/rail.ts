@@ -157,3 +157,15 @@ export interface Rail {
    */
   reconcile(): Promise<void>;
 }
+
+/** A wallet's balances read token by token (no block to tie them to: no mined nonce). */
+export async function balancesOf(
+  rail: Pick<Rail, "balance">,
+  address: Hex,
+  tokens: readonly ChainToken[],
+): Promise<WalletFunds> {
+  const values = await Promise.all(tokens.map((token) => rail.balance(address, token)));
+  const funds: WalletFunds = { balances: {}, minedNonce: null };
+  for (const [i, token] of tokens.entries()) funds.balances[token] = values[i];
+  return funds;
+}

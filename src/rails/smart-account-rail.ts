@@ -2,6 +2,7 @@ import type { OperationOutcome, PreparedOperation, SmartAccounts } from "../chai
 import type { ChainToken, Hex, Network } from "../chain/network.ts";
 import { firstLineOf } from "../domain/errors.ts";
 import {
+  balancesOf,
   type Move,
   type MoveHooks,
   type MoveOutcome,
@@ -35,11 +36,8 @@ export class SmartAccountRail implements Rail {
     return this.#network.balance(address, token);
   }
 
-  async funds(address: Hex, tokens: readonly ChainToken[]): Promise<WalletFunds> {
-    const values = await Promise.all(tokens.map((token) => this.balance(address, token)));
-    const funds: WalletFunds = { balances: {}, minedNonce: null };
-    for (const [i, token] of tokens.entries()) funds.balances[token] = values[i];
-    return funds;
+  funds(address: Hex, tokens: readonly ChainToken[]): Promise<WalletFunds> {
+    return balancesOf(this, address, tokens);
   }
 
   /** Sponsored: the wallet pays no gas. */

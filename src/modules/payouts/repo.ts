@@ -50,6 +50,22 @@ export function newPayout(
   };
 }
 
+/** The columns a new payout's row takes from the request (status, hashes and times aside). */
+export function requestedColumns(payout: NewPayout) {
+  return {
+    id: payout.id,
+    workspace_id: payout.scope.workspaceId,
+    environment: payout.scope.environment,
+    idempotency_key: payout.idempotencyKey,
+    token_symbol: payout.tokenSymbol,
+    amount: payout.amount.toString(),
+    destination_address: payout.destinationAddress,
+    from_address: payout.fromAddress,
+    wallet_type: payout.walletType,
+    description: payout.description,
+  };
+}
+
 export async function findById(db: Db, id: string): Promise<PayoutRow | undefined> {
   return db.selectFrom("payouts").selectAll().where("id", "=", id).executeTakeFirst();
 }

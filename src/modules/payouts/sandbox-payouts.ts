@@ -1,5 +1,6 @@
 import { SimulatedLedger, sandboxTxHash } from "../../chain/simulated/ledger.ts";
 import type { AppContext } from "../../context.ts";
+import { COMPLETED_PAYOUT } from "../../domain/payout-state.ts";
 import { coalescedCall } from "../../platform/db/coalesced-write.ts";
 import type { LedgerContribution } from "../../rails/rail.ts";
 import * as repo from "./repo.ts";
@@ -32,17 +33,8 @@ export class SandboxPayoutRecords {
     const completedAt = this.#ctx.now();
     // The event's data: the payout as it stands once completed.
     const completed: repo.PayoutRow = {
-      id: payout.id,
-      workspace_id: payout.scope.workspaceId,
-      environment: payout.scope.environment,
-      idempotency_key: payout.idempotencyKey,
-      status: "completed",
-      token_symbol: payout.tokenSymbol,
-      amount: payout.amount.toString(),
-      destination_address: payout.destinationAddress,
-      from_address: payout.fromAddress,
-      wallet_type: payout.walletType,
-      description: payout.description,
+      ...repo.requestedColumns(payout),
+      status: COMPLETED_PAYOUT,
       metadata: payout.metadata,
       tx_hash: sandboxTxHash(transfer.reference),
       user_op_hash: contribution.userOpHash,

@@ -4,7 +4,7 @@ import type { Environment } from "../../config.ts";
 import type { Committed } from "../../domain/payout-funds.ts";
 import { OPEN_PAYOUT, PAYOUT_TRANSITIONS } from "../../domain/payout-state.ts";
 import type { Db } from "../../platform/db/database.ts";
-import type { NewPayout, PayoutRow } from "./repo.ts";
+import { type NewPayout, type PayoutRow, requestedColumns } from "./repo.ts";
 
 // The SQL of live payouts on their way out: the balance reservation every instance sees, the
 // lease of the instance sending a payout, and what the reconciler may take over.
@@ -66,17 +66,8 @@ export async function insertPayout(trx: Db, payout: NewPayout): Promise<PayoutRo
   return trx
     .insertInto("payouts")
     .values({
-      id: payout.id,
-      workspace_id: payout.scope.workspaceId,
-      environment: payout.scope.environment,
-      idempotency_key: payout.idempotencyKey,
+      ...requestedColumns(payout),
       status: PAYOUT_TRANSITIONS.recorded.to,
-      token_symbol: payout.tokenSymbol,
-      amount: payout.amount.toString(),
-      destination_address: payout.destinationAddress,
-      from_address: payout.fromAddress,
-      wallet_type: payout.walletType,
-      description: payout.description,
       metadata: JSON.stringify(payout.metadata),
       created_at: payout.createdAt,
       lease_expires_at: lease,
