@@ -71,6 +71,8 @@ const settings = {
   cpuProfDir: process.env.BENCH_CPU_PROF?.trim() ? resolve(process.env.BENCH_CPU_PROF.trim()) : undefined,
   /** Also measure the service with metrics on (three more runs per database; bench/metrics-overhead.ts). */
   metricsComparison: (process.env.BENCH_METRICS ?? "1").trim() !== "0",
+  /** ABBA rounds of that comparison (each after the first: off, on, on, off): more rounds, less noise. */
+  metricsRounds: envInt("BENCH_METRICS_ROUNDS", 1, 1, 10),
 };
 
 const log = (message: string) => process.stderr.write(`[bench] ${message}\n`);
@@ -785,7 +787,8 @@ interface DbReport {
   /** Metrics off (the default). */
   service: ServerRun;
   /** The comparison's further runs: metrics on twice, then off again. */
-  metricsRuns?: { on: ServerRun[]; off: ServerRun };
+  /** With metrics on, and off again after the first service run (the ABBA rounds). */
+  metricsRuns?: { on: ServerRun[]; off: ServerRun[] };
 }
 
 interface GoalCheck {
@@ -853,12 +856,12 @@ function overheadSection(reports: DbReport[]): string[] {
       const pick = (run: ServerRun) => {
         const m = run.measurements.find((x) => x.endpoint === endpoint);
         if (!m) throw new Error(`no service ${endpoint} measurement`);
-        return { rps: m.rps, p99: m.p99 };
+        return { rps: m.rps, p99: m.p99, cpuMsPerRequest: m.serverCpuMsPerRequest };
       };
       rows.push({
         database: DB_NAMES[report.setup.kind],
         endpoint: endpoint === "create" ? "create" : "GET",
-        off: [pick(report.service), pick(runs.off)],
+        off: [report.service, ...runs.off].map(pick),
         on: runs.on.map(pick),
       });
     }
@@ -1008,7 +1011,7 @@ function render(
     "",
     "- Req/s is autocannon's mean of per-second samples; p50/p99 are its latency percentiles over the measured window (the warm-up is discarded).",
     `- Peak RSS is the server process's VmHWM from /proc/<pid>/status, ${peakResetWorks ? "reset (clear_refs 5) at the start of each scenario, so it is that scenario's peak including its warm-up" : "over the process lifetime (resetting it was not permitted)"}. Whole-lifetime peaks: ${lifetime.join("; ")}.`,
-    `- Order per database: baseline (create, GET), then the service (create, GET)${settings.metricsComparison ? ", then the service with metrics on twice and off once more (BENCH_METRICS=0 skips those three)" : ""}, each server in its own process, started fresh on the same database. Failed counts non-2xx answers, connection errors and timeouts.`,
+    `- Order per database: baseline (create, GET), then the service (create, GET)${settings.metricsComparison ? ", then the service with metrics on twice and off once more, and BENCH_METRICS_ROUNDS − 1 more rounds of off, on, on, off (BENCH_METRICS=0 skips them)" : ""}, each server in its own process, started fresh on the same database. Failed counts non-2xx answers, connection errors and timeouts.`,
     `- GETs go round ${GET_ROWS} rows created just before (the service's: ${GET_WORKSPACES} workspaces, each request with the key of the payment's workspace), so that concurrent requests ask for different rows; ${settings.analyze ? "on PostgreSQL the runner runs ANALYZE between create and GET, as autovacuum would within a minute (without statistics the planner reads the service's payment through payments_list_status instead of the primary key). PGlite runs no autovacuum and the runner cannot reach the server's embedded database, so its tables stay unanalyzed." : "no ANALYZE was run (BENCH_ANALYZE=0): the tables may have no planner statistics."}`,
     "- Server CPU ms/req is the server process's user + system CPU time over the measured window divided by the requests completed; DB CPU ms/req is the same for all processes of the PostgreSQL server (PGlite runs inside the server process, so its cost is in the server's figure).",
     `- Before each scenario the runner waits (up to ${settings.quietWait} s) for the machine to be under ${fmtPct(QUIET_BUSY)} busy. Other load is the CPU that processes outside the benchmark (not the runner, the server or PostgreSQL) took during the measured window, in cores; above ${DISTURBED_CORES} the scenario is measured again (up to ${settings.attempts} tries, the least disturbed kept) and a row still above is marked ⚠ as suspect.${disturbed ? " **This run has disturbed rows.**" : ""}`,
@@ -1049,6 +1052,18 @@ function readPackageVersion(name: string): string {
   }
 }
 
+/** The service with metrics on and off after its first run (off): on, on, off, then off, on, on, off per round. */
+async function runMetricsRounds(setup: DbSetup): Promise<{ on: ServerRun[]; off: ServerRun[] }> {
+  const on: ServerRun[] = [];
+  const off: ServerRun[] = [];
+  for (let round = 0; round < settings.metricsRounds; round++) {
+    if (round > 0) off.push(await runService(setup));
+    on.push(await runService(setup, true), await runService(setup, true));
+    off.push(await runService(setup));
+  }
+  return { on, off };
+}
+
 // ---------------------------------------------------------------------------------------------
 
 async function main(): Promise<void> {
@@ -1063,9 +1078,7 @@ async function main(): Promise<void> {
     const setup = await setUpDatabase(kind);
     const baseline = await runBaseline(setup);
     const service = await runService(setup);
-    const metricsRuns = settings.metricsComparison
-      ? { on: [await runService(setup, true), await runService(setup, true)], off: await runService(setup) }
-      : undefined;
+    const metricsRuns = settings.metricsComparison ? await runMetricsRounds(setup) : undefined;
     await setup.teardown();
     reports.push({ setup, baseline, service, ...(metricsRuns ? { metricsRuns } : {}) });
   }

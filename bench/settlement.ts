@@ -1,0 +1,510 @@
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import {
+  type Address,
+  createPublicClient,
+  createWalletClient,
+  erc20Abi,
+  formatUnits,
+  type Hex,
+  http,
+  parseEther,
+  parseUnits,
+} from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { type Devnet, rpc, startDevnet } from "../src/devnet/chain.ts";
+import { liveNetworkEnv } from "../test/support/devnet-env.ts";
+import {
+  callService,
+  type ServiceProcess,
+  startService,
+  stopService,
+} from "../test/support/service-process.ts";
+
+// Crypto-payment settlement on the devnet: N live USDC payments in one workspace are created
+// through the API, paid on chain in ONE block (automine and interval mining paused while the payer
+// sends, then evm_mine), and the service detects, confirms and settles them (net → the workspace's
+// settlement address, 1.5 % fee → the treasury). Two scenarios on one devnet and one service:
+// (1) payments received on the workspace EOA (the default wallet type), settled by two signed
+// transactions each; (2) the workspace's default wallet type set to its smart wallet, settled by
+// sponsored user operations through the Alto bundler.
+// Measured: wall time from the payers' block to the last payment seen `forwarded`, settlements/s
+// over it, and per payment the time from its transfer's block to its `forwarded` (p50, p99), as
+// seen by polling GET /api/v1/payments every POLL_MS. Then the exact outcome is checked: every
+// payment forwarded by its own transfer, and the settlement address and the treasury received
+// exactly N × net and N × fee (the service's bigint split: fee = gross × 150 / 10000 rounded half up).
+//
+// The service runs as its own process (`node src/main.ts`, test/support/service-process.ts, embedded
+// PGlite under a temporary DATA_DIR): the process starts the chain job itself, so this file needs
+// nothing from src/ but the devnet, and runs unchanged on older trees of the project.
+// Configuration as the live tests have it: liveNetworkEnv (LIVE_CONFIRMATIONS=2, watcher/chain job
+// every 100 ms), the devnet's defaults (automine plus a block every second), the test bundler env.
+// Each workspace first settles one unmeasured payment: the smart wallet is then deployed. A batch
+// meeting an undeployed smart wallet fails (AA10: every operation of the batch carries the
+// initCode); BENCH_SETTLEMENT_WARMUP=0 skips the warm-up to show it.
+//
+// `node bench/settlement.ts` prints a markdown table. BENCH_SETTLEMENT_PAYMENTS overrides 40.
+
+const TOKEN_DECIMALS = 6;
+const AMOUNT = "10";
+const FEE_BPS = 150n;
+const BPS = 10_000n;
+/** The devnet's interval mining period (startDevnet's default), restored after each payers' block. */
+const BLOCK_TIME_MS = 1000;
+const POLL_MS = 20;
+const SETTLE_TIMEOUT_MS = 180_000;
+const ADMIN_SECRET = randomBytes(24).toString("hex");
+
+const log = (message: string) => process.stderr.write(`[bench:settlement] ${message}\n`);
+const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
+const same = (a: string | null | undefined, b: string) => a?.toLowerCase() === b.toLowerCase();
+const randomAddress = () => privateKeyToAccount(generatePrivateKey()).address;
+
+// ---------------------------------------------------------------------------------------------
+// Cleanup: every started thing registers its undo step, run in reverse order exactly once.
+
+const cleanups: { name: string; run: () => Promise<void> }[] = [];
+
+function defer(name: string, run: () => Promise<void>): void {
+  cleanups.push({ name, run });
+}
+
+async function cleanupAll(): Promise<void> {
+  for (let entry = cleanups.pop(); entry; entry = cleanups.pop()) {
+    try {
+      await entry.run();
+    } catch (err) {
+      log(`cleanup of ${entry.name} failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+export interface LatencySummary {
+  p50: number;
+  p99: number;
+  min: number;
+  max: number;
+}
+
+function summarize(values: number[]): LatencySummary {
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (p: number) =>
+    sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN;
+  return { p50: at(50), p99: at(99), min: sorted[0] ?? Number.NaN, max: sorted.at(-1) ?? Number.NaN };
+}
+
+function envInt(name: string, fallback: number): number {
+  const raw = process.env[name]?.trim();
+  if (!raw) return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive whole number`);
+  return value;
+}
+
+/** The service's split (src/domain/money.ts): fee = gross × 150 / 10000 rounded half up, net = the rest. */
+function splitFee(gross: bigint): { fee: bigint; net: bigint } {
+  const fee = (gross * FEE_BPS + BPS / 2n) / BPS;
+  return { fee, net: gross - fee };
+}
+
+/** The fields of the API's Payment object this bench reads. */
+interface PaymentJson {
+  id: string;
+  status: string;
+  walletType: string;
+  receivingAddress: string | null;
+  merchantWallet: string | null;
+  feeAmount: string;
+  netAmount: string;
+  txHash: string | null;
+  settlementTxHashes: { net: string | null; fee: string | null } | null;
+  failureReason: string | null;
+}
+
+/** One API call that must answer `expected`; the answer's JSON as the caller says it is. */
+async function api<T>(
+  service: ServiceProcess,
+  method: string,
+  path: string,
+  token: string,
+  expected: number[],
+  body?: unknown,
+): Promise<T> {
+  const res = await callService<T>(service, method, path, token, body);
+  if (!expected.includes(res.status))
+    throw new Error(`${method} ${path} answered ${res.status}: ${JSON.stringify(res.json).slice(0, 500)}`);
+  return res.json;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The chain, seen from outside the service
+
+function devnetClients(devnet: Devnet) {
+  const chain = createPublicClient({
+    chain: devnet.chain,
+    transport: http(devnet.rpcUrl),
+    pollingInterval: 50,
+  });
+  const payer = createWalletClient({
+    account: privateKeyToAccount(devnet.accounts.payer.privateKey),
+    chain: devnet.chain,
+    transport: http(devnet.rpcUrl),
+  });
+  const usdcBalance = (address: string) =>
+    chain.readContract({
+      address: devnet.tokens.USDC,
+      abi: erc20Abi,
+      functionName: "balanceOf",
+      args: [address as Address],
+    });
+  return { chain, payer, usdcBalance };
+}
+
+type Clients = ReturnType<typeof devnetClients>;
+
+/**
+ * The payer sends `count` USDC transfers of `amount` to `to`, all in one block: automine and
+ * interval mining are paused while it sends (explicit nonces, gas and fees: nothing waits for a
+ * block), then evm_mine mines them together and mining is restored as startDevnet set it.
+ * Returns the transfers' hashes, the block and the moment it was mined.
+ */
+async function payInOneBlock(devnet: Devnet, clients: Clients, to: Address, amount: bigint, count: number) {
+  const { chain, payer } = clients;
+  const transfer = { address: devnet.tokens.USDC, abi: erc20Abi, functionName: "transfer" } as const;
+  const gas = await chain.estimateContractGas({ ...transfer, args: [to, amount], account: payer.account });
+  const fees = await chain.estimateFeesPerGas();
+  const first = await chain.getTransactionCount({ address: payer.account.address, blockTag: "pending" });
+  const hashes: Hex[] = [];
+  let minedAt: number;
+  await rpc(devnet.rpcUrl, "evm_setAutomine", [false]);
+  await rpc(devnet.rpcUrl, "evm_setIntervalMining", [0]);
+  try {
+    for (let i = 0; i < count; i++) {
+      hashes.push(
+        await payer.writeContract({
+          ...transfer,
+          args: [to, amount],
+          nonce: first + i,
+          gas: gas * 2n,
+          ...fees,
+        }),
+      );
+    }
+    await rpc(devnet.rpcUrl, "evm_mine", []);
+    minedAt = performance.now();
+  } finally {
+    await rpc(devnet.rpcUrl, "evm_setAutomine", [true]);
+    await rpc(devnet.rpcUrl, "evm_setIntervalMining", [BLOCK_TIME_MS]);
+  }
+  const receipts = await Promise.all(hashes.map((hash) => chain.getTransactionReceipt({ hash })));
+  const failed = receipts.filter((r) => r.status !== "success");
+  if (failed.length > 0) throw new Error(`${failed.length} payer transfers reverted`);
+  const blocks = new Set(receipts.map((r) => r.blockNumber));
+  if (blocks.size !== 1) throw new Error(`the payer transfers landed in ${blocks.size} blocks, not one`);
+  return { hashes, block: receipts[0]?.blockNumber ?? 0n, minedAt };
+}
+
+// ---------------------------------------------------------------------------------------------
+// One scenario
+
+type WalletKind = "eoa" | "smart_wallet";
+
+export interface ScenarioFigures {
+  kind: WalletKind;
+  payments: number;
+  /** From the payers' block mined to the last payment seen forwarded. */
+  wallMs: number;
+  settlementsPerSecond: number;
+  /** Per payment, from its transfer's block mined to it seen forwarded. */
+  latency: LatencySummary;
+  /** Received by the settlement address and the treasury, checked equal to N × net and N × fee. */
+  netTotal: bigint;
+  feeTotal: bigint;
+  /** Distinct settlement transactions (the smart wallet's net and fee share a user operation's). */
+  settlementTransactions: number;
+}
+
+/** Pages through GET /api/v1/payments (the workspace's live payments, newest first). */
+async function listPayments(service: ServiceProcess, key: string): Promise<PaymentJson[]> {
+  const all: PaymentJson[] = [];
+  for (let offset = 0; ; offset += 100) {
+    const page = await api<{ payments: PaymentJson[]; total: number }>(
+      service,
+      "GET",
+      `/api/v1/payments?limit=100&offset=${offset}`,
+      key,
+      [200],
+    );
+    all.push(...page.payments);
+    if (page.payments.length < 100 || all.length >= page.total) return all;
+  }
+}
+
+/**
+ * Polls the workspace's payments every POLL_MS until all are forwarded; the moment each was first
+ * seen so. Fails at once when one fails or expires, and when SETTLE_TIMEOUT_MS has passed.
+ */
+async function waitForwarded(service: ServiceProcess, key: string, ids: string[]) {
+  const seen = new Map<string, { at: number; payment: PaymentJson }>();
+  const wanted = new Set(ids);
+  const deadline = performance.now() + SETTLE_TIMEOUT_MS;
+  let last: PaymentJson[] = [];
+  while (seen.size < wanted.size) {
+    if (performance.now() > deadline) {
+      const counts = last.reduce<Record<string, number>>((c, p) => {
+        c[p.status] = (c[p.status] ?? 0) + 1;
+        return c;
+      }, {});
+      throw new Error(
+        `${wanted.size - seen.size} of ${wanted.size} payments not forwarded within ${SETTLE_TIMEOUT_MS} ms: ${JSON.stringify(counts)}`,
+      );
+    }
+    last = await listPayments(service, key);
+    const at = performance.now();
+    for (const payment of last) {
+      if (!wanted.has(payment.id) || seen.has(payment.id)) continue;
+      if (payment.status === "forwarded") seen.set(payment.id, { at, payment });
+      else if (payment.status === "failed" || payment.status === "expired")
+        throw new Error(`payment ${payment.id} ${payment.status}: ${payment.failureReason ?? ""}`);
+    }
+    if (seen.size < wanted.size) await sleep(POLL_MS);
+  }
+  return seen;
+}
+
+async function scenario(
+  service: ServiceProcess,
+  devnet: Devnet,
+  clients: Clients,
+  kind: WalletKind,
+  count: number,
+  warmUp: boolean,
+): Promise<ScenarioFigures> {
+  // A fresh settlement address per scenario: what it holds afterwards is exactly what was settled.
+  const settlementAddress = randomAddress();
+  const created = await api<{
+    workspace: { id: string; eoa: { address: string } };
+    apiKeys: { live: { key: string } };
+  }>(service, "POST", "/api/v1/workspaces", ADMIN_SECRET, [201], {
+    name: `Settlement bench (${kind})`,
+    settlementAddress,
+  });
+  const key = created.apiKeys.live.key;
+  let receiving = created.workspace.eoa.address as Address;
+  if (kind === "smart_wallet") {
+    const smart = await api<{ smartWallet: { address: string }; defaultWalletType: string }>(
+      service,
+      "POST",
+      `/api/v1/workspaces/${created.workspace.id}/smart-wallet`,
+      key,
+      [200, 201],
+      { setDefault: true },
+    );
+    if (smart.defaultWalletType !== "smart_wallet")
+      throw new Error(`the default wallet type is ${smart.defaultWalletType}, not smart_wallet`);
+    receiving = smart.smartWallet.address as Address;
+  } else {
+    // ETH for the settlement legs' gas, as the gas top-up job would have given it long before:
+    // the figure is the settlement's, not a top-up's.
+    const hash = await clients.payer.sendTransaction({ to: receiving, value: parseEther("1") });
+    if ((await clients.chain.waitForTransactionReceipt({ hash })).status !== "success")
+      throw new Error("funding the workspace EOA with ETH failed");
+  }
+
+  const gross = parseUnits(AMOUNT, TOKEN_DECIMALS);
+  const { fee, net } = splitFee(gross);
+  // No walletType: the workspace's default decides where the payment is received.
+  const createPayments = async (n: number): Promise<string[]> => {
+    const ids: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const res = await api<{ payment: PaymentJson; receivingAddress: string }>(
+        service,
+        "POST",
+        "/api/v1/payments",
+        key,
+        [201],
+        { tokenSymbol: "USDC", amount: AMOUNT },
+      );
+      const p = res.payment;
+      if (!same(res.receivingAddress, receiving) || p.walletType !== kind || p.status !== "pending")
+        throw new Error(`unexpected payment: ${JSON.stringify(res).slice(0, 500)}`);
+      if (!same(p.merchantWallet, settlementAddress))
+        throw new Error(`payment ${p.id} settles to ${p.merchantWallet}, not the workspace's address`);
+      if (parseUnits(p.feeAmount, TOKEN_DECIMALS) !== fee || parseUnits(p.netAmount, TOKEN_DECIMALS) !== net)
+        throw new Error(`payment ${p.id}: fee ${p.feeAmount} net ${p.netAmount}, expected ${fee} ${net}`);
+      ids.push(p.id);
+    }
+    return ids;
+  };
+
+  if (warmUp) {
+    // Unmeasured: the first settlement from a smart wallet also deploys it (initCode), and a batch
+    // on an undeployed wallet is a different thing to measure (see BENCH_SETTLEMENT_WARMUP).
+    log(`${kind}: warm-up, one payment settled first`);
+    const first = await createPayments(1);
+    await payInOneBlock(devnet, clients, receiving, gross, 1);
+    await waitForwarded(service, key, first);
+  }
+
+  log(`${kind}: creating ${count} live payments of ${AMOUNT} USDC to ${receiving}`);
+  const ids = await createPayments(count);
+  const treasury = devnet.accounts.treasury.address;
+  const [treasuryBefore, settledBefore, receivingBefore] = await Promise.all([
+    clients.usdcBalance(treasury),
+    clients.usdcBalance(settlementAddress),
+    clients.usdcBalance(receiving),
+  ]);
+  log(`${kind}: paying all ${count} in one block, then waiting for them to be forwarded`);
+  const paid = await payInOneBlock(devnet, clients, receiving, gross, count);
+  const forwarded = await waitForwarded(service, key, ids);
+
+  const latencies: number[] = [];
+  const usedTransfers = new Set<string>();
+  const settlementTxs = new Set<string>();
+  const paidHashes = new Set(paid.hashes.map((h) => h.toLowerCase()));
+  for (const { at, payment } of forwarded.values()) {
+    const tx = payment.txHash?.toLowerCase();
+    if (!tx || !paidHashes.has(tx) || usedTransfers.has(tx))
+      throw new Error(`payment ${payment.id} forwarded by ${payment.txHash}, not one transfer of its own`);
+    usedTransfers.add(tx);
+    const legs = payment.settlementTxHashes;
+    if (!legs?.net || !legs.fee) throw new Error(`payment ${payment.id} forwarded without settlement hashes`);
+    settlementTxs.add(legs.net).add(legs.fee);
+    // All transfers are in one block: each payment's latency counts from that block.
+    latencies.push(at - paid.minedAt);
+  }
+  const wallMs = Math.max(...latencies);
+
+  const netTotal = (await clients.usdcBalance(settlementAddress)) - settledBefore;
+  const feeTotal = (await clients.usdcBalance(treasury)) - treasuryBefore;
+  const left = await clients.usdcBalance(receiving);
+  const n = BigInt(count);
+  if (netTotal !== net * n || feeTotal !== fee * n || left !== receivingBefore)
+    throw new Error(
+      `${kind}: settlement address got ${netTotal} (expected ${net * n}), treasury ${feeTotal} (expected ${fee * n}), ${left} left on ${receiving} (expected ${receivingBefore})`,
+    );
+  log(`${kind}: ${count} forwarded in ${wallMs.toFixed(0)} ms; balances exact`);
+  return {
+    kind,
+    payments: count,
+    wallMs,
+    settlementsPerSecond: (count / wallMs) * 1000,
+    latency: summarize(latencies),
+    netTotal,
+    feeTotal,
+    settlementTransactions: settlementTxs.size,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+export interface SettlementBenchFigures {
+  config: Record<string, string>;
+  scenarios: ScenarioFigures[];
+}
+
+export async function benchSettlement(): Promise<SettlementBenchFigures> {
+  const count = envInt("BENCH_SETTLEMENT_PAYMENTS", 40);
+  const warmUp = process.env.BENCH_SETTLEMENT_WARMUP !== "0";
+  try {
+    log("starting the devnet with the ERC-4337 stack");
+    const devnet = await startDevnet({ accountAbstraction: true, blockTimeMs: BLOCK_TIME_MS });
+    defer("devnet", () => devnet.stop());
+    const aa = devnet.aa;
+    if (!aa) throw new Error("startDevnet({ accountAbstraction: true }) returned no aa");
+    // As test/smart-wallets-live.test.ts configures the service.
+    const live = liveNetworkEnv(devnet, {
+      LIVE_BUNDLER_URL: aa.bundlerUrl,
+      LIVE_PAYMASTER_ADDRESS: aa.paymaster,
+      LIVE_ENTRYPOINT_ADDRESS: aa.entryPoint,
+      LIVE_ACCOUNT_FACTORY_ADDRESS: aa.accountFactory,
+    });
+    const dataDir = mkdtempSync(join(tmpdir(), "bench-settlement-data-"));
+    defer("service data folder", async () => rmSync(dataDir, { recursive: true, force: true }));
+    log("starting the service (node src/main.ts)");
+    const service = await startService({ ...live, DATA_DIR: dataDir, ADMIN_SECRET });
+    defer("service", () => stopService(service.child));
+    const clients = devnetClients(devnet);
+
+    const scenarios: ScenarioFigures[] = [];
+    try {
+      for (const kind of ["eoa", "smart_wallet"] as const)
+        scenarios.push(await scenario(service, devnet, clients, kind, count, warmUp));
+    } catch (err) {
+      // What the service logged (warn and up) usually says why.
+      log(`the service's last output:\n${service.output().slice(-3000)}`);
+      throw err;
+    }
+    return {
+      config: {
+        payments: `${count} × ${AMOUNT} USDC per scenario, one workspace each, paid in one block`,
+        LIVE_CONFIRMATIONS: live.LIVE_CONFIRMATIONS ?? "",
+        LIVE_POLL_INTERVAL_MS: live.LIVE_POLL_INTERVAL_MS ?? "",
+        devnet: `automine + a block every ${BLOCK_TIME_MS} ms`,
+        bundler: "Alto, standard send (no LIVE_BUNDLER_INSTANT_BUNDLING, as the tests)",
+        service: "node src/main.ts, embedded PGlite under DATA_DIR",
+        poll: `GET /api/v1/payments every ${POLL_MS} ms`,
+        "warm-up": warmUp
+          ? "one payment per workspace settled before the measured batch (deploys the smart wallet)"
+          : "none (BENCH_SETTLEMENT_WARMUP=0: the batch meets an undeployed smart wallet)",
+      },
+      scenarios,
+    };
+  } finally {
+    await cleanupAll();
+  }
+}
+
+export function renderSettlementTable(f: SettlementBenchFigures): string {
+  const ms = (n: number) => n.toFixed(0);
+  const usdc = (n: bigint) => formatUnits(n, TOKEN_DECIMALS);
+  const label = (kind: WalletKind) =>
+    kind === "eoa" ? "Workspace EOA (two signed transfers each)" : "Smart wallet (sponsored user operations)";
+  const rows = f.scenarios.map(
+    (s) =>
+      `| ${label(s.kind)} | ${s.payments} | ${ms(s.wallMs)} | ${s.settlementsPerSecond.toFixed(1)} | ${ms(s.latency.p50)} | ${ms(s.latency.p99)} | ${s.settlementTransactions} | ${usdc(s.netTotal)} | ${usdc(s.feeTotal)} |`,
+  );
+  const lines = f.scenarios.map(
+    (s) =>
+      `${label(s.kind)}: ${s.payments} forwarded ${ms(s.wallMs)} ms after the payers' block (${s.settlementsPerSecond.toFixed(1)} settlements/s); per payment p50 ${ms(s.latency.p50)} ms, p99 ${ms(s.latency.p99)} ms, min ${ms(s.latency.min)} ms, max ${ms(s.latency.max)} ms; net and fee exact.`,
+  );
+  return [
+    "| Settlement from | Payments | Wall ms (block → last forwarded) | Settlements/s | p50 ms | p99 ms | Settlement txs | Net to merchant (USDC) | Fee to treasury (USDC) |",
+    "| :-- | --: | --: | --: | --: | --: | --: | --: | --: |",
+    ...rows,
+    "",
+    ...lines,
+    "",
+    `Configuration: ${Object.entries(f.config)
+      .map(([k, v]) => `${k} ${v}`)
+      .join("; ")}.`,
+  ].join("\n");
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
+    process.on(signal, () => {
+      log(`${signal}: cleaning up…`);
+      void cleanupAll().finally(() => process.exit(130));
+    });
+  }
+  let code = 0;
+  try {
+    const figures = await benchSettlement();
+    process.stdout.write(
+      `\n${renderSettlementTable(figures)}\n\nDevnet (Hardhat node + Alto bundler), service and bench on one 2-core machine shared with other processes.\n`,
+    );
+  } catch (err) {
+    log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    code = 1;
+  } finally {
+    await cleanupAll();
+  }
+  process.exit(code);
+}
