@@ -35,6 +35,7 @@ let chain: PublicClient;
 let bundler: BundlerClient;
 let fund: DevnetClients["fund"];
 let usdcBalance: DevnetClients["usdcBalance"];
+let sendUsdc: DevnetClients["sendUsdc"];
 let workers: Workers | undefined;
 /** Apps started by one test, closed (keeping the shared database) after it. */
 const extraApps: TestApp[] = [];
@@ -50,7 +51,7 @@ beforeAll(async () => {
     LIVE_ACCOUNT_FACTORY_ADDRESS: aa.accountFactory,
   });
   t = await startTestApp(env);
-  ({ chain, fund, usdcBalance } = devnetClients(devnet));
+  ({ chain, fund, usdcBalance, sendUsdc } = devnetClients(devnet));
   bundler = createBundlerClient({ client: chain, transport: http(aa.bundlerUrl), pollingInterval: 100 });
 }, 120_000);
 
@@ -370,6 +371,44 @@ describe("a live USDC payment received on the smart wallet", () => {
     expect(await ethBalance(smart)).toBe(0n);
     const hashes = forwarded.settlementTxHashes as { net: string; fee: string };
     expect(hashes.fee).toBe(hashes.net);
+  });
+});
+
+describe("payments of a new smart wallet paid in one block", () => {
+  it("are all forwarded: one operation deploys the account, the others follow it (none fails AA10)", async () => {
+    const ws = await createWorkspace(t);
+    const smart = await smartWalletOf(ws);
+    const merchant = randomAddress();
+    const ids: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const res = await t.request({
+        method: "POST",
+        url: "/api/v1/payments",
+        headers: bearer(ws.liveKey),
+        payload: { tokenSymbol: "USDC", amount: "10", merchantWallet: merchant, walletType: "smart_wallet" },
+      });
+      expect(res.statusCode, res.body).toBe(201);
+      ids.push(res.json().payment.id);
+    }
+    // All four transfers in one block: confirmed in one tick, settled together while the account
+    // is not deployed yet.
+    await rpc(devnet.rpcUrl, "evm_setAutomine", [false]);
+    await rpc(devnet.rpcUrl, "evm_setIntervalMining", [0]);
+    const hashes: Hex[] = [];
+    try {
+      for (let i = 0; i < 4; i++) hashes.push(await sendUsdc(smart, parseUnits("10", 6)));
+      await rpc(devnet.rpcUrl, "evm_mine", []);
+    } finally {
+      await rpc(devnet.rpcUrl, "evm_setAutomine", [true]);
+      await rpc(devnet.rpcUrl, "evm_setIntervalMining", [1000]);
+    }
+    const receipts = await Promise.all(hashes.map((hash) => chain.getTransactionReceipt({ hash })));
+    expect(new Set(receipts.map((r) => r.blockNumber)).size).toBe(1);
+
+    startWorkers();
+    for (const id of ids) await waitForStatus(ws.liveKey, id, "forwarded");
+    expect(await usdcBalance(merchant)).toBe(4n * parseUnits("9.85", 6));
+    expect(await usdcBalance(smart)).toBe(0n);
   });
 });
 

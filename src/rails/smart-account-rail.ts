@@ -1,6 +1,7 @@
 import type { OperationOutcome, PreparedOperation, SmartAccounts } from "../chain/evm/smart-accounts.ts";
 import type { ChainToken, Hex, Network } from "../chain/network.ts";
 import { firstLineOf } from "../domain/errors.ts";
+import { KeyedQueue } from "../platform/concurrency/keyed-queue.ts";
 import {
   balancesOf,
   type Move,
@@ -26,6 +27,14 @@ export class SmartAccountRail implements Rail {
   readonly pipelined = false;
   readonly #network: Network;
   readonly #accounts: SmartAccounts;
+  /** Accounts this process has seen a move of included: deployed, so their moves run side by side. */
+  readonly #deployed = new Set<Hex>();
+  /**
+   * Until then, one move at a time per account: each of several moves prepared together (the
+   * settlements of a new wallet's first payments) would carry the account's deployment, and the
+   * EntryPoint deploys an account once (AA10): all but one would fail.
+   */
+  readonly #firstMoves = new KeyedQueue();
 
   constructor(network: Network, accounts: SmartAccounts) {
     this.#network = network;
@@ -61,6 +70,18 @@ export class SmartAccountRail implements Rail {
   async reconcile(): Promise<void> {}
 
   async submit(move: Move, hooks: MoveHooks, preparedAhead?: Promise<Prepared>): Promise<Submission> {
+    if (this.#deployed.has(move.from)) return this.#submit(move, hooks, preparedAhead);
+    return this.#firstMoves.run(move.from, async () => {
+      // Deployed by the move before this one: what was prepared ahead may still carry the deployment.
+      const ahead = this.#deployed.has(move.from) ? undefined : preparedAhead;
+      const submission = await this.#submit(move, hooks, ahead);
+      // Outcomes here are settled already (the operation was sent and its receipt awaited).
+      if ((await submission.outcome).status === "success") this.#deployed.add(move.from);
+      return submission;
+    });
+  }
+
+  async #submit(move: Move, hooks: MoveHooks, preparedAhead?: Promise<Prepared>): Promise<Submission> {
     if (hooks.persist && !(await hooks.persist())) throw new MoveRefused("not recorded by its caller");
     const record = hooks.recordOperation;
     if (!record) throw new Error("a smart account move needs recordOperation");
