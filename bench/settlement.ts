@@ -42,9 +42,10 @@ import {
 // nothing from src/ but the devnet, and runs unchanged on older trees of the project.
 // Configuration as the live tests have it: liveNetworkEnv (LIVE_CONFIRMATIONS=2, watcher/chain job
 // every 100 ms), the devnet's defaults (automine plus a block every second), the test bundler env.
-// Each workspace first settles one unmeasured payment: the smart wallet is then deployed. A batch
-// meeting an undeployed smart wallet fails (AA10: every operation of the batch carries the
-// initCode); BENCH_SETTLEMENT_WARMUP=0 skips the warm-up to show it.
+// Each workspace first settles one unmeasured payment: the smart wallet is then deployed, so the
+// figure is of settlements alone. (Before 1fadf59 a batch meeting an undeployed smart wallet
+// failed AA10, every operation carrying the deployment; BENCH_SETTLEMENT_WARMUP=0 skips the
+// warm-up, to show it on such a tree.)
 //
 // `node bench/settlement.ts` prints a markdown table. BENCH_SETTLEMENT_PAYMENTS overrides 40.
 
