@@ -6,6 +6,7 @@ import QRCode from "qrcode";
 import { toPublicPayment } from "../src/modules/hosted-page/public-payment.ts";
 import { renderPaymentPage } from "../src/modules/hosted-page/render.ts";
 import { bearer, createWorkspace, startTestApp, type TestApp } from "../test/support/app.ts";
+import { type LatencySummary, summarize } from "./support.ts";
 
 // Server render time of the hosted payment page GET /pay/<id>, in process (`app.http.inject`, so
 // no socket): a pending live crypto payment (with its QR code) and a forwarded one, 2,000 requests
@@ -20,19 +21,6 @@ const GOALS = { renderP50Ms: 5, weightBytes: 100 * 1024 };
 const WARMUP = 300;
 
 const log = (message: string) => process.stderr.write(`[bench:hosted-page] ${message}\n`);
-
-export interface LatencySummary {
-  p50: number;
-  p99: number;
-  mean: number;
-}
-
-function summarize(values: number[]): LatencySummary {
-  const sorted = [...values].sort((a, b) => a - b);
-  const at = (p: number) =>
-    sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN;
-  return { p50: at(50), p99: at(99), mean: sorted.reduce((a, b) => a + b, 0) / Math.max(1, sorted.length) };
-}
 
 /** A port nothing listens on (taken and released at once): the dummy RPC URL. */
 async function unusedPort(): Promise<number> {

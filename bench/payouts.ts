@@ -3,7 +3,6 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import autocannon from "autocannon";
 import {
@@ -19,6 +18,7 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { freePort, rpc, startDevnet } from "../src/devnet/chain.ts";
 import { bearer, createWorkspace, startTestApp } from "../test/support/app.ts";
 import { liveNetworkEnv } from "../test/support/devnet-env.ts";
+import { cleanups, type LatencySummary, runAsScript, summarize } from "./support.ts";
 
 // Payout throughput.
 // (a) Sandbox: `POST /api/v1/payouts` against the service run as a child process (`node src/main.ts`)
@@ -46,50 +46,11 @@ const GOALS = { sandboxPayoutsPerSecond: 1_000, livePayoutsPerSecond: 50 };
 const log = (message: string) => process.stderr.write(`[bench:payouts] ${message}\n`);
 const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
 
-// ---------------------------------------------------------------------------------------------
-// Cleanup: every started thing registers its undo step, run in reverse order exactly once.
-
-const cleanups: { name: string; run: () => Promise<void> }[] = [];
-
-function defer(name: string, fn: () => Promise<void>): () => Promise<void> {
-  let running: Promise<void> | undefined;
-  const entry = { name, run: () => (running ??= fn()) };
-  cleanups.push(entry);
-  return async () => {
-    const index = cleanups.indexOf(entry);
-    if (index >= 0) cleanups.splice(index, 1);
-    await entry.run();
-  };
-}
-
-async function cleanupAll(): Promise<void> {
-  for (let entry = cleanups.pop(); entry; entry = cleanups.pop()) {
-    try {
-      await entry.run();
-    } catch (err) {
-      log(`cleanup of ${entry.name} failed: ${err instanceof Error ? err.message : String(err)}`);
-    }
-  }
-}
+const steps = cleanups(log);
+const { defer } = steps;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
-
-export interface LatencySummary {
-  p50: number;
-  p99: number;
-}
-
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return sorted[index] ?? Number.NaN;
-}
-
-function summarize(values: number[]): LatencySummary {
-  const sorted = [...values].sort((a, b) => a - b);
-  return { p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
-}
 
 function envInt(name: string, fallback: number): number {
   const raw = process.env[name]?.trim();
@@ -497,7 +458,7 @@ export async function benchPayouts(): Promise<PayoutBenchFigures> {
     ];
     return { sandbox, live, liveBlocks, goals };
   } finally {
-    await cleanupAll();
+    await steps.cleanupAll();
   }
 }
 
@@ -521,29 +482,19 @@ export function renderPayoutTable(f: PayoutBenchFigures): string {
   ].join("\n");
 }
 
-if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
-    process.on(signal, () => {
-      log(`${signal}: cleaning up…`);
-      void cleanupAll().finally(() => process.exit(130));
-    });
-  }
-  let code = 0;
-  try {
+await runAsScript(
+  import.meta.url,
+  log,
+  async () => {
     const figures = await benchPayouts();
     if (figures.sandbox.serviceLogLines.length > 0)
       log(
         `the service logged at warn or above; last lines:\n${figures.sandbox.serviceLogLines.slice(-5).join("\n")}`,
       );
     process.stdout.write(`\n${renderPayoutTable(figures)}\n\n${machineNote()}\n`);
-  } catch (err) {
-    log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
-    code = 1;
-  } finally {
-    await cleanupAll();
-  }
-  process.exit(code);
-}
+  },
+  steps,
+);
 
 function machineNote(): string {
   return "Other processes share this 2-core machine; load generator, service, PostgreSQL and the devnet all run on it.";

@@ -1,8 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import {
   type Address,
   createPublicClient,
@@ -23,6 +22,7 @@ import {
   startService,
   stopService,
 } from "../test/support/service-process.ts";
+import { cleanups, type LatencySummary, runAsScript, summarize } from "./support.ts";
 
 // Crypto-payment settlement on the devnet: N live USDC payments in one workspace are created
 // through the API, paid on chain in ONE block (automine and interval mining paused while the payer
@@ -64,41 +64,11 @@ const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
 const same = (a: string | null | undefined, b: string) => a?.toLowerCase() === b.toLowerCase();
 const randomAddress = () => privateKeyToAccount(generatePrivateKey()).address;
 
-// ---------------------------------------------------------------------------------------------
-// Cleanup: every started thing registers its undo step, run in reverse order exactly once.
-
-const cleanups: { name: string; run: () => Promise<void> }[] = [];
-
-function defer(name: string, run: () => Promise<void>): void {
-  cleanups.push({ name, run });
-}
-
-async function cleanupAll(): Promise<void> {
-  for (let entry = cleanups.pop(); entry; entry = cleanups.pop()) {
-    try {
-      await entry.run();
-    } catch (err) {
-      log(`cleanup of ${entry.name} failed: ${err instanceof Error ? err.message : String(err)}`);
-    }
-  }
-}
+const steps = cleanups(log);
+const { defer } = steps;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
-
-export interface LatencySummary {
-  p50: number;
-  p99: number;
-  min: number;
-  max: number;
-}
-
-function summarize(values: number[]): LatencySummary {
-  const sorted = [...values].sort((a, b) => a - b);
-  const at = (p: number) =>
-    sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN;
-  return { p50: at(50), p99: at(99), min: sorted[0] ?? Number.NaN, max: sorted.at(-1) ?? Number.NaN };
-}
 
 function envInt(name: string, fallback: number): number {
   const raw = process.env[name]?.trim();
@@ -458,7 +428,7 @@ export async function benchSettlement(): Promise<SettlementBenchFigures> {
       scenarios,
     };
   } finally {
-    await cleanupAll();
+    await steps.cleanupAll();
   }
 }
 
@@ -488,24 +458,14 @@ export function renderSettlementTable(f: SettlementBenchFigures): string {
   ].join("\n");
 }
 
-if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
-    process.on(signal, () => {
-      log(`${signal}: cleaning up…`);
-      void cleanupAll().finally(() => process.exit(130));
-    });
-  }
-  let code = 0;
-  try {
+await runAsScript(
+  import.meta.url,
+  log,
+  async () => {
     const figures = await benchSettlement();
     process.stdout.write(
       `\n${renderSettlementTable(figures)}\n\nDevnet (Hardhat node + Alto bundler), service and bench on one 2-core machine shared with other processes.\n`,
     );
-  } catch (err) {
-    log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
-    code = 1;
-  } finally {
-    await cleanupAll();
-  }
-  process.exit(code);
-}
+  },
+  steps,
+);

@@ -1,5 +1,3 @@
-import { resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import {
   type Address,
   createPublicClient,
@@ -13,6 +11,7 @@ import { privateKeyToAccount } from "viem/accounts";
 import { type Devnet, mintToken, startDevnet } from "../src/devnet/chain.ts";
 import { bearer, createWorkspace, startTestApp, type TestApp } from "../test/support/app.ts";
 import { liveNetworkEnv } from "../test/support/devnet-env.ts";
+import { type LatencySummary, runAsScript, summarize } from "./support.ts";
 
 // Time from payout request to response, EOA vs smart wallet (ERC-4337: user operation through the
 // Alto bundler, gas sponsored by the devnet paymaster), on a devnet started with
@@ -30,27 +29,6 @@ const DESTINATION = "0x2222222222222222222222222222222222222222";
 const GOAL_RATIO = 2;
 
 const log = (message: string) => process.stderr.write(`[bench:smart-wallet] ${message}\n`);
-
-export interface LatencySummary {
-  p50: number;
-  p99: number;
-  mean: number;
-  min: number;
-  max: number;
-}
-
-function summarize(values: number[]): LatencySummary {
-  const sorted = [...values].sort((a, b) => a - b);
-  const at = (p: number) =>
-    sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN;
-  return {
-    p50: at(50),
-    p99: at(99),
-    mean: sorted.reduce((a, b) => a + b, 0) / Math.max(1, sorted.length),
-    min: sorted[0] ?? Number.NaN,
-    max: sorted[sorted.length - 1] ?? Number.NaN,
-  };
-}
 
 export interface SmartWalletPayoutFigures {
   payouts: number;
@@ -193,16 +171,9 @@ export function renderSmartWalletTable(f: SmartWalletPayoutFigures): string {
   ].join("\n");
 }
 
-if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  let code = 0;
-  try {
-    const figures = await benchSmartWalletPayouts();
-    process.stdout.write(
-      `\n${renderSmartWalletTable(figures)}\n\nDevnet (Hardhat node + Alto bundler), app and database on one 2-core machine shared with other processes.\n`,
-    );
-  } catch (err) {
-    log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
-    code = 1;
-  }
-  process.exit(code);
-}
+await runAsScript(import.meta.url, log, async () => {
+  const figures = await benchSmartWalletPayouts();
+  process.stdout.write(
+    `\n${renderSmartWalletTable(figures)}\n\nDevnet (Hardhat node + Alto bundler), app and database on one 2-core machine shared with other processes.\n`,
+  );
+});

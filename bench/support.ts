@@ -1,0 +1,93 @@
+import { resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+// What the benches share: latency summaries (nearest-rank percentiles) and a registry of undo
+// steps, run in reverse order exactly once, also when a bench fails or is interrupted.
+
+export interface LatencySummary {
+  p50: number;
+  p99: number;
+  mean: number;
+  min: number;
+  max: number;
+}
+
+/** Nearest rank of an ascending list; NaN when empty. */
+export function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return (
+    sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN
+  );
+}
+
+export function summarize(values: readonly number[]): LatencySummary {
+  const sorted = [...values].sort((a, b) => a - b);
+  return {
+    p50: percentile(sorted, 50),
+    p99: percentile(sorted, 99),
+    mean: sorted.reduce((a, b) => a + b, 0) / Math.max(1, sorted.length),
+    min: sorted[0] ?? Number.NaN,
+    max: sorted.at(-1) ?? Number.NaN,
+  };
+}
+
+export interface Cleanups {
+  /** Registers an undo step; the returned function runs it now (once) and takes it off the list. */
+  defer(name: string, fn: () => Promise<void>): () => Promise<void>;
+  /** Runs every step still registered, newest first; a failing step is logged, the rest still run. */
+  cleanupAll(): Promise<void>;
+}
+
+export function cleanups(log: (message: string) => void): Cleanups {
+  const steps: { name: string; run: () => Promise<void> }[] = [];
+  return {
+    defer(name, fn) {
+      let running: Promise<void> | undefined;
+      const entry = { name, run: () => (running ??= fn()) };
+      steps.push(entry);
+      return async () => {
+        const index = steps.indexOf(entry);
+        if (index >= 0) steps.splice(index, 1);
+        await entry.run();
+      };
+    },
+    async cleanupAll() {
+      for (let entry = steps.pop(); entry; entry = steps.pop()) {
+        try {
+          await entry.run();
+        } catch (err) {
+          log(`cleanup of ${entry.name} failed: ${err instanceof Error ? err.message : String(err)}`);
+        }
+      }
+    },
+  };
+}
+
+/**
+ * Runs `body` when `moduleUrl` is the script node was started with (not when it is imported): a
+ * signal or a failure still runs every cleanup step; the exit code says whether it succeeded.
+ */
+export async function runAsScript(
+  moduleUrl: string,
+  log: (message: string) => void,
+  body: () => Promise<void>,
+  steps?: Cleanups,
+): Promise<void> {
+  if (!process.argv[1] || resolve(process.argv[1]) !== fileURLToPath(moduleUrl)) return;
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
+    process.on(signal, () => {
+      log(`${signal}: cleaning up…`);
+      void (steps?.cleanupAll() ?? Promise.resolve()).finally(() => process.exit(130));
+    });
+  }
+  let code = 0;
+  try {
+    await body();
+  } catch (err) {
+    log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    code = 1;
+  } finally {
+    await steps?.cleanupAll();
+  }
+  process.exit(code);
+}
