@@ -18,7 +18,7 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { freePort, rpc, startDevnet } from "../src/devnet/chain.ts";
 import { bearer, createWorkspace, startTestApp } from "../test/support/app.ts";
 import { liveNetworkEnv } from "../test/support/devnet-env.ts";
-import { cleanups, type LatencySummary, runAsScript, summarize } from "./support.ts";
+import { cleanups, envInt, type LatencySummary, runAsScript, summarize } from "./support.ts";
 
 // Payout throughput.
 // (a) Sandbox: `POST /api/v1/payouts` against the service run as a child process (`node src/main.ts`)
@@ -51,14 +51,6 @@ const { defer } = steps;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
-
-function envInt(name: string, fallback: number): number {
-  const raw = process.env[name]?.trim();
-  if (!raw) return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive whole number`);
-  return value;
-}
 
 async function postJson(url: string, body: unknown, headers: Record<string, string>) {
   const res = await fetch(url, {

@@ -22,7 +22,7 @@ import {
   startService,
   stopService,
 } from "../test/support/service-process.ts";
-import { cleanups, type LatencySummary, runAsScript, summarize } from "./support.ts";
+import { cleanups, envInt, type LatencySummary, runAsScript, summarize } from "./support.ts";
 
 // Crypto-payment settlement on the devnet: N live USDC payments in one workspace are created
 // through the API, paid on chain in ONE block (automine and interval mining paused while the payer
@@ -69,14 +69,6 @@ const { defer } = steps;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
-
-function envInt(name: string, fallback: number): number {
-  const raw = process.env[name]?.trim();
-  if (!raw) return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive whole number`);
-  return value;
-}
 
 /** The service's split (src/domain/money.ts): fee = gross × 150 / 10000 rounded half up, net = the rest. */
 function splitFee(gross: bigint): { fee: bigint; net: bigint } {

@@ -4,6 +4,15 @@ import { fileURLToPath } from "node:url";
 // What the benches share: latency summaries (nearest-rank percentiles) and a registry of undo
 // steps, run in reverse order exactly once, also when a bench fails or is interrupted.
 
+/** A positive whole number from the environment, or `fallback` when unset. */
+export function envInt(name: string, fallback: number): number {
+  const raw = process.env[name]?.trim();
+  if (!raw) return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive whole number`);
+  return value;
+}
+
 export interface LatencySummary {
   p50: number;
   p99: number;

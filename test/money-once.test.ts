@@ -21,6 +21,16 @@ const USDC = (amount: string) => parseUnits(amount, 6);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const refusal = { error: { code: -32000, message: "nonce too high (refused by the test's node)" } };
 
+/** The node refuses the first transaction broadcast through the proxy, and takes every later one. */
+function refuseFirstBroadcast(): RpcHook {
+  let refused = false;
+  return async ({ method }) => {
+    if (method !== "eth_sendRawTransaction" || refused) return undefined;
+    refused = true;
+    return refusal;
+  };
+}
+
 let devnet: Devnet;
 let chain: PublicClient;
 let fund: DevnetClients["fund"];
@@ -88,12 +98,7 @@ function holding(holds: (method: string, params: unknown[]) => boolean) {
 
 describe("a transaction is sent once, in nonce order", () => {
   it("one the node refused is cancelled, never sent again: its payout, answered as failed, is never paid", async () => {
-    let refused = false;
-    const proxy = await startRpcProxy(devnet.rpcUrl, async ({ method }) => {
-      if (method !== "eth_sendRawTransaction" || refused) return undefined;
-      refused = true;
-      return refusal;
-    });
+    const proxy = await startRpcProxy(devnet.rpcUrl, refuseFirstBroadcast());
     try {
       const t = await app({ LIVE_RPC_URL: proxy.url });
       const ws = await createWorkspace(t);
@@ -380,12 +385,7 @@ describe("a payment is settled once", () => {
   }, 60_000);
 
   it("pays no one when the node refuses its net leg: the fee leg is cancelled too, never sent", async () => {
-    let refused = false;
-    const proxy = await startRpcProxy(devnet.rpcUrl, async ({ method }) => {
-      if (method !== "eth_sendRawTransaction" || refused) return undefined;
-      refused = true;
-      return refusal;
-    });
+    const proxy = await startRpcProxy(devnet.rpcUrl, refuseFirstBroadcast());
     try {
       const t = await app({ LIVE_RPC_URL: proxy.url });
       const { ws, id, merchant } = await confirmedPayment(t);
