@@ -1,5 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { claimPayoutKey } from "../src/modules/payouts/keys.ts";
+import type { NewPayout } from "../src/modules/payouts/repo.ts";
 import * as sending from "../src/modules/payouts/sending-repo.ts";
 import { bearer, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
 
@@ -18,9 +20,10 @@ beforeAll(async () => {
 });
 afterAll(async () => t?.close());
 
+/** A payout recorded processing with its key claimed, as funds.ts records one (another instance's). */
 async function processingOriginal(key: string) {
   const ws = await createWorkspace(t);
-  const payout = await sending.insertPayout(t.database.db, {
+  const original: NewPayout = {
     id: randomUUID(),
     scope: { workspaceId: ws.id, environment: "sandbox" },
     idempotencyKey: key,
@@ -32,8 +35,12 @@ async function processingOriginal(key: string) {
     description: null,
     metadata: {},
     createdAt: new Date(),
+  };
+  const payout = await t.database.db.transaction().execute(async (trx) => {
+    if (!(await claimPayoutKey(trx, { ...original, idempotencyKey: key })))
+      throw new Error("the original's key was taken");
+    return sending.insertPayout(trx, original);
   });
-  if (!payout) throw new Error("the original was not recorded");
   return { ws, payout };
 }
 

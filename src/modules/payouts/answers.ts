@@ -2,8 +2,10 @@ import type { AppContext } from "../../context.ts";
 import { PAUSE_AFTER_FAILURES } from "../../domain/circuit-breaker.ts";
 import { type AppError, conflict, InternalError, PayoutFailed } from "../../domain/errors.ts";
 import { COMPLETED_PAYOUT, FAILED_PAYOUT, OPEN_PAYOUT } from "../../domain/payout-state.ts";
+import { idempotentResource } from "../../platform/db/idempotency.ts";
 import type { Notices } from "../../platform/db/notices.ts";
 import type { MoveOutcome } from "../../rails/rail.ts";
+import { payoutKeyScope } from "./keys.ts";
 import * as repo from "./repo.ts";
 import { toPayoutView } from "./view.ts";
 
@@ -50,9 +52,15 @@ export class PayoutAnswers {
     );
   }
 
+  /** The payout recorded under idempotencyKey `key`, if any. */
+  async original(scope: repo.Scope, key: string): Promise<repo.PayoutRow | undefined> {
+    const id = await idempotentResource(this.#ctx.db, payoutKeyScope(scope, key));
+    return id === null ? undefined : repo.findById(this.#ctx.db, id);
+  }
+
   /** The payout recorded under `key` meanwhile (a concurrent request got there first), answered as a repeat. */
   async repeatOf(scope: repo.Scope, key: string | null): Promise<PayoutResponse> {
-    const existing = await repo.findByIdempotencyKey(this.#ctx.db, scope, key ?? "");
+    const existing = key === null ? undefined : await this.original(scope, key);
     if (!existing) throw new InternalError("Payout failed");
     return this.duplicate(existing);
   }

@@ -62,7 +62,7 @@ export class PayoutCreation {
     this.#decisions.assertConfigured(scope);
 
     if (request.idempotencyKey) {
-      const existing = await repo.findByIdempotencyKey(this.#ctx.db, scope, request.idempotencyKey);
+      const existing = await this.#answers.original(scope, request.idempotencyKey);
       if (existing) return this.#answers.duplicate(existing);
     }
 

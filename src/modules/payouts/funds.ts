@@ -4,10 +4,12 @@ import { InsufficientBalance, InsufficientGas } from "../../domain/errors.ts";
 import { formatAmount, NATIVE_TOKEN, TOKEN_DECIMALS } from "../../domain/money.ts";
 import { checkFunds } from "../../domain/payout-funds.ts";
 import { settlingWhole, stillToSettle } from "../../domain/unsettled-payments.ts";
+import type { Db } from "../../platform/db/database.ts";
 import type { SessionTurns } from "../../platform/db/wallet-lock.ts";
 import type { Rail } from "../../rails/rail.ts";
 import type { PaymentsService } from "../payments/service.ts";
-import { findByIdempotencyKey, type NewPayout, type PayoutRow } from "./repo.ts";
+import { claimPayoutKey } from "./keys.ts";
+import type { NewPayout, PayoutRow } from "./repo.ts";
 import * as sending from "./sending-repo.ts";
 
 // The balance check of a live payout (part 4.10), made so that it holds across instances: in a
@@ -16,7 +18,7 @@ import * as sending from "./sending-repo.ts";
 // (domain/payout-funds.ts) and recorded. A second instance's payout from the same wallet waits
 // for that turn to end, then sees this one among what is on its way out.
 
-/** Records the payout (processing, leased) if the wallet can pay it; undefined if its key is taken. */
+/** Records the payout (processing, leased) if the wallet can pay it; undefined if its idempotencyKey is taken. */
 export async function recordIfFunded(
   ctx: AppContext,
   turns: SessionTurns,
@@ -40,14 +42,13 @@ export async function recordIfFunded(
     rail.funds(from, gasPaid && token !== NATIVE_TOKEN ? [token, NATIVE_TOKEN] : [token]),
     gas,
   ]);
-  return turns.run(`payout-funds:${environment}:${from.toLowerCase()}`, async () => {
+  const checkAndRecord = async (db: Db): Promise<PayoutRow | undefined> => {
     // A repeat of an idempotency key in flight (on another instance): its original is among
     // what is on its way out, so the check would refuse it; it is answered as a repeat instead.
-    if (payout.idempotencyKey) {
-      if (await findByIdempotencyKey(ctx.db, payout.scope, payout.idempotencyKey)) return undefined;
-    }
+    const { idempotencyKey } = payout;
+    if (idempotencyKey && !(await claimPayoutKey(db, { ...payout, idempotencyKey }))) return undefined;
     const committed = await sending.committedFrom(
-      ctx.db,
+      db,
       environment,
       from,
       funds.minedNonce,
@@ -77,6 +78,11 @@ export async function recordIfFunded(
         action: `Send at least ${formatAmount(verdict.required - shown, 18)} ETH to ${from}, or wait for the automatic gas top-up`,
       });
     }
-    return sending.insertPayout(ctx.db, payout);
-  });
+    return sending.insertPayout(db, payout);
+  };
+  return turns.run(`payout-funds:${environment}:${from.toLowerCase()}`, () =>
+    // With a key, its claim, the check and the record are one transaction: a refusal leaves the
+    // key unclaimed, and a concurrent repeat waits for this one to commit, then is answered as one.
+    payout.idempotencyKey ? ctx.db.transaction().execute(checkAndRecord) : checkAndRecord(ctx.db),
+  );
 }

@@ -4,8 +4,10 @@ import type { Environment } from "../../config.ts";
 import { AUTO_RESUME_AFTER_MS, type BreakerState } from "../../domain/circuit-breaker.ts";
 import type { PayoutRequest } from "../../domain/payout-request.ts";
 import { COMPLETED_PAYOUT, OPEN_PAYOUT, type PayoutStatus } from "../../domain/payout-state.ts";
+import { claimCtes } from "../../platform/db/idempotency.ts";
 import type { DatabaseSchema, PayoutsTable } from "../../platform/db/schema.ts";
 import { outboxCtesFrom } from "../webhooks/outbox.ts";
+import { PAYOUT_KEY_CLAIM } from "./keys.ts";
 
 export type PayoutRow = Selectable<PayoutsTable>;
 type Db = Kysely<DatabaseSchema>;
@@ -68,20 +70,6 @@ export function requestedColumns(payout: NewPayout) {
 
 export async function findById(db: Db, id: string): Promise<PayoutRow | undefined> {
   return db.selectFrom("payouts").selectAll().where("id", "=", id).executeTakeFirst();
-}
-
-export async function findByIdempotencyKey(
-  db: Db,
-  scope: Scope,
-  key: string,
-): Promise<PayoutRow | undefined> {
-  return db
-    .selectFrom("payouts")
-    .selectAll()
-    .where("workspace_id", "=", scope.workspaceId)
-    .where("environment", "=", scope.environment)
-    .where("idempotency_key", "=", key)
-    .executeTakeFirst();
 }
 
 export async function finishPayout(
@@ -172,6 +160,8 @@ export interface SandboxPayout extends NewPayout {
   /** The sandbox twin of a smart wallet payout's user operation hash. */
   userOpHash: string | null;
   completedAt: Date;
+  /** The request hash recorded with its idempotencyKey's claim (keys.ts). */
+  requestHash: string;
   /** The `payout.completed` event's data, should the transfer succeed. */
   payload: Record<string, unknown>;
 }
@@ -181,15 +171,15 @@ export type SandboxPayoutResult =
   | { outcome: "success" | "failure_address"; row: PayoutRow; breaker: BreakerState }
   /** Not recorded: the wallet's balance (read under its debit lock) is short. */
   | { outcome: "insufficient"; balance: bigint }
-  /** Not recorded: a payout with its idempotency key exists (the caller reads that one). */
+  /** Not recorded: its idempotencyKey was claimed before (the caller reads that payout). */
   | { outcome: "duplicate" };
 
 /**
  * Sandbox payouts (instant and final) in ONE statement, its own transaction: each payout's transfer is decided against its wallet's balance; a payout that can be
  * paid is recorded completed with its ledger transfer and its `payout.completed` event; one to
  * the failure address is recorded processing with its reverted transfer (the caller fails it,
- * which counts toward the breaker); one that the balance cannot cover, or whose idempotency key
- * is taken, writes nothing. Each wallet and token debits at most once per call.
+ * which counts toward the breaker); one that the balance cannot cover, or whose idempotencyKey
+ * was claimed before (keys.ts), writes nothing. Each wallet and token debits at most once per call.
  */
 export async function recordSandboxPayouts(
   db: Db,
@@ -210,11 +200,19 @@ export async function recordSandboxPayouts(
         ${column((p) => p.walletType)}::text[], ${column((p) => p.description)}::text[],
         ${column((p) => JSON.stringify(p.metadata))}::jsonb[], ${column((p) => p.createdAt.toISOString())}::timestamptz[],
         ${column((p) => p.userOpHash)}::text[], ${column((p) => p.completedAt.toISOString())}::timestamptz[],
-        ${column((p) => JSON.stringify(p.payload))}::jsonb[]
+        ${column((p) => JSON.stringify(p.payload))}::jsonb[], ${column((p) => p.requestHash)}::text[]
       ) WITH ORDINALITY AS r(id, workspace_id, environment, idempotency_key, token_symbol, amount,
                              destination_address, from_address, wallet_type, description, metadata,
-                             created_at, user_op_hash, completed_at, payload, pos)
+                             created_at, user_op_hash, completed_at, payload, request_hash, pos)
     ),
+    ${claimCtes(
+      "claimed",
+      PAYOUT_KEY_CLAIM.scope,
+      sql`SELECT p.workspace_id, p.environment, p.idempotency_key AS key, p.request_hash,
+                 p.id AS resource_id, p.created_at
+          FROM payout_req p JOIN transfer_decided d ON d.pos = p.pos
+          WHERE d.outcome <> 'insufficient' AND p.idempotency_key IS NOT NULL`,
+    )},
     inserted AS (
       INSERT INTO payouts (id, workspace_id, environment, idempotency_key, status, token_symbol, amount,
                            destination_address, from_address, wallet_type, description, metadata,
@@ -228,7 +226,7 @@ export async function recordSandboxPayouts(
              p.created_at, CASE WHEN d.outcome = 'success' THEN p.completed_at END
       FROM payout_req p JOIN transfer_decided d ON d.pos = p.pos
       WHERE d.outcome <> 'insufficient'
-      ON CONFLICT (workspace_id, environment, idempotency_key) DO NOTHING
+        AND (p.idempotency_key IS NULL OR p.id IN (SELECT resource_id FROM claimed))
       RETURNING *
     ),
     applied AS (

@@ -3,6 +3,7 @@ import type { AppContext } from "../../context.ts";
 import { COMPLETED_PAYOUT } from "../../domain/payout-state.ts";
 import { coalescedCall } from "../../platform/db/coalesced-write.ts";
 import type { LedgerContribution } from "../../rails/rail.ts";
+import { payoutFingerprint } from "./keys.ts";
 import * as repo from "./repo.ts";
 import { toPayoutView } from "./view.ts";
 
@@ -50,6 +51,7 @@ export class SandboxPayoutRecords {
       transfer,
       userOpHash: contribution.userOpHash,
       completedAt,
+      requestHash: payout.idempotencyKey ? payoutFingerprint(payout) : "",
       payload: { ...toPayoutView(completed) },
     });
     if (result instanceof Error) throw result;

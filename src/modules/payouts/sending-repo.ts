@@ -61,8 +61,11 @@ export async function committedFrom(
   );
 }
 
-/** Records a live payout as processing, leased to the caller; undefined when its key is taken. */
-export async function insertPayout(trx: Db, payout: NewPayout): Promise<PayoutRow | undefined> {
+/**
+ * Records a live payout as processing, leased to the caller. Its idempotencyKey was claimed first
+ * (funds.ts); the unique key on the payouts table stays as the schema's backstop.
+ */
+export async function insertPayout(trx: Db, payout: NewPayout): Promise<PayoutRow> {
   return trx
     .insertInto("payouts")
     .values({
@@ -72,9 +75,8 @@ export async function insertPayout(trx: Db, payout: NewPayout): Promise<PayoutRo
       created_at: payout.createdAt,
       lease_expires_at: lease,
     })
-    .onConflict((oc) => oc.columns(["workspace_id", "environment", "idempotency_key"]).doNothing())
     .returningAll()
-    .executeTakeFirst();
+    .executeTakeFirstOrThrow();
 }
 
 /**

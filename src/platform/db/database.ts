@@ -22,6 +22,7 @@ import * as cardSessionPartialIndex from "./migrations/014_card_session_partial_
 import * as masterKeyCheck from "./migrations/015_master_key_check.ts";
 import * as onePayerPerNonce from "./migrations/016_one_payer_per_nonce.ts";
 import * as payoutEndedNotice from "./migrations/017_payout_ended_notice.ts";
+import * as payoutKeys from "./migrations/018_payout_keys_in_idempotency_records.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -53,6 +54,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "015_master_key_check": masterKeyCheck,
   "016_one_payer_per_nonce": onePayerPerNonce,
   "017_payout_ended_notice": payoutEndedNotice,
+  "018_payout_keys_in_idempotency_records": payoutKeys,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

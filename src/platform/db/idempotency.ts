@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { Kysely } from "kysely";
+import { type Kysely, type RawBuilder, sql } from "kysely";
 import stringify from "safe-stable-stringify";
 import type { DatabaseSchema } from "./schema.ts";
 
@@ -9,6 +9,11 @@ import type { DatabaseSchema } from "./schema.ts";
 // Records older than the retention window are reclaimed by the next request with that key (they
 // are never deleted: the lapsed record is what tells a key's later use from its earlier one).
 // Ages are measured on the service's clock (`now`), as every other deadline is.
+//
+// Two kinds of callers share it. Payments store their response and replay it (D5). Payouts answer
+// a repeat from the payout itself as it stands now (D6), so their claim names the payout it
+// creates, and their keys never lapse (part 4.10: a repeat returns the original result); a
+// sandbox payout's claim is a CTE of its one statement (claimCtes).
 
 const HOUR_MS = 3_600_000;
 
@@ -23,8 +28,18 @@ export type IdempotencyClaim =
   | { kind: "new" }
   | { kind: "replay"; status: number; body: unknown; resourceId: string | null }
   | { kind: "mismatch"; resourceId: string | null }
-  /** The other request is still running in this very transaction's view (cannot happen on PostgreSQL). */
-  | { kind: "in_progress" };
+  /**
+   * No response stored: the other request is still running in this very transaction's view
+   * (cannot happen on PostgreSQL), or its caller answers from the resource (`resourceId`).
+   */
+  | { kind: "in_progress"; resourceId: string | null };
+
+export interface ClaimOptions {
+  /** After how long a key may be used afresh; null: never. Default 24 h (D5). */
+  retentionHours?: number | null;
+  /** The resource the claiming request creates, named with the claim (payouts). */
+  resourceId?: string;
+}
 
 /** "Same body" means equal JSON after parsing (D13): key order does not matter. */
 export function requestFingerprint(body: unknown): string {
@@ -38,9 +53,10 @@ export async function claimIdempotencyKey(
   scope: IdempotencyScope,
   fingerprint: string,
   now: Date,
-  retentionHours = 24,
+  options: ClaimOptions = {},
 ): Promise<IdempotencyClaim> {
-  const lapsedBefore = new Date(now.getTime() - retentionHours * HOUR_MS);
+  const retentionHours = options.retentionHours === undefined ? 24 : options.retentionHours;
+  const resourceId = options.resourceId ?? null;
   const inserted = await trx
     .insertInto("idempotency_keys")
     .values({
@@ -49,20 +65,22 @@ export async function claimIdempotencyKey(
       scope: scope.scope,
       key: scope.key,
       request_hash: fingerprint,
+      resource_id: resourceId,
       created_at: now,
     })
-    .onConflict((oc) =>
-      oc
-        .columns(["workspace_id", "environment", "scope", "key"])
+    .onConflict((oc) => {
+      const conflict = oc.columns(["workspace_id", "environment", "scope", "key"]);
+      if (retentionHours === null) return conflict.doNothing();
+      return conflict
         .doUpdateSet({
           request_hash: fingerprint,
-          resource_id: null,
+          resource_id: resourceId,
           response_status: null,
           response_body: null,
           created_at: now,
         })
-        .where("idempotency_keys.created_at", "<", lapsedBefore),
-    )
+        .where("idempotency_keys.created_at", "<", new Date(now.getTime() - retentionHours * HOUR_MS));
+    })
     .returning("key")
     .executeTakeFirst();
   if (inserted) return { kind: "new" };
@@ -76,7 +94,7 @@ export async function claimIdempotencyKey(
     .where("key", "=", scope.key)
     .executeTakeFirstOrThrow();
   if (existing.request_hash !== fingerprint) return { kind: "mismatch", resourceId: existing.resource_id };
-  if (existing.response_status === null) return { kind: "in_progress" };
+  if (existing.response_status === null) return { kind: "in_progress", resourceId: existing.resource_id };
   return {
     kind: "replay",
     status: existing.response_status,
@@ -135,4 +153,37 @@ export async function peekIdempotencyKey(
   const lapsed = row.created_at.getTime() < now.getTime() - retentionHours * HOUR_MS;
   if (!lapsed && row.response_status !== null) return { kind: "answered" };
   return { kind: "free", previous: row.resource_id ?? row.created_at.toISOString() };
+}
+
+/** The resource recorded under a key of a caller that answers repeats from it; null: none yet. */
+export async function idempotentResource(
+  db: Kysely<DatabaseSchema>,
+  scope: IdempotencyScope,
+): Promise<string | null> {
+  const row = await db
+    .selectFrom("idempotency_keys")
+    .select("resource_id")
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment)
+    .where("scope", "=", scope.scope)
+    .where("key", "=", scope.key)
+    .executeTakeFirst();
+  return row?.resource_id ?? null;
+}
+
+/**
+ * The claim of keys that never lapse, as CTEs of a caller's one statement (a sandbox payout is
+ * recorded, paid and completed in one): `${name}` returns the `resource_id` of each row of
+ * `source` whose key it claimed; a key claimed before, or twice in `source`, returns nothing for
+ * the later row, which the caller then leaves unwritten. `source` selects workspace_id,
+ * environment, key, request_hash, resource_id and created_at.
+ */
+export function claimCtes(name: string, scope: string, source: RawBuilder<unknown>): RawBuilder<unknown> {
+  return sql`${sql.id(name)} AS (
+      INSERT INTO idempotency_keys (workspace_id, environment, scope, key, request_hash, resource_id, created_at)
+      SELECT s.workspace_id, s.environment, ${scope}, s.key, s.request_hash, s.resource_id, s.created_at
+      FROM (${source}) s
+      ON CONFLICT (workspace_id, environment, scope, key) DO NOTHING
+      RETURNING resource_id
+    )`;
 }
