@@ -13,8 +13,9 @@ import { type RpcHook, startRpcProxy } from "./support/rpc-proxy.ts";
 // is never sent again once its nonce is cancelled, so a payout answered as failed is never paid;
 // a transaction its sender never broadcast is sent before the next one (a nonce is never
 // skipped); the reconciler leaves a payout another instance is sending alone, and one whose
-// sender was stopped past its lease is failed unsent, after which that sender sends nothing;
-// instances share one wallet's balance; a payment's settlement is unique and fenced by the lease.
+// sender was stopped past its lease is failed unsent, after which that sender sends nothing; a
+// busy node's "limit exceeded" is no refusal; instances share one wallet's balance; a payment's
+// settlement is unique and fenced by the lease.
 
 const randomAddress = () => privateKeyToAccount(generatePrivateKey()).address;
 const USDC = (amount: string) => parseUnits(amount, 6);
@@ -206,6 +207,43 @@ describe("what goes wrong after a transaction is recorded", () => {
       // broadcast again, mined, and the payout completes, once.
       await sleep(3_500);
       await t.app.ctx.senders.live?.reconcile();
+      await until("the payout to complete", async () => {
+        await t.app.ctx.senders.live?.reconcile();
+        await t.app.services.payouts.reconcile("live");
+        return (await payoutRow(t, ws))?.status === "completed" ? true : undefined;
+      });
+      expect(await usdcBalance(destination)).toBe(USDC("10"));
+      expect((await recordedFor(t, ws)).map((r) => [Number(r.nonce), r.purpose, r.status])).toEqual([
+        [0, "payout", "mined"],
+      ]);
+    } finally {
+      await proxy.close();
+    }
+  }, 60_000);
+});
+
+describe("a busy node", () => {
+  it("is no refusal: a broadcast answered 'limit exceeded' is kept open (202), never cancelled, and paid once", async () => {
+    // EIP-1474's -32005: the node rate-limits the first broadcast and says nothing of the transaction.
+    let limited = false;
+    const proxy = await startRpcProxy(devnet.rpcUrl, async ({ method }) => {
+      if (method !== "eth_sendRawTransaction" || limited) return undefined;
+      limited = true;
+      return { error: { code: -32005, message: "limit exceeded (the test's node)" } };
+    });
+    try {
+      const t = await app({ LIVE_RPC_URL: proxy.url });
+      const ws = await createWorkspace(t);
+      await fund(ws.eoaAddress, { USDC: "50", ETH: "1" });
+      const destination = randomAddress();
+      const res = await payout(t, ws, { tokenSymbol: "USDC", amount: "10", destinationAddress: destination });
+      expect(res.statusCode, res.body).toBe(202);
+      expect((await payoutRow(t, ws))?.status).toBe("processing");
+      const recorded = await recordedFor(t, ws);
+      expect(recorded.map((r) => [Number(r.nonce), r.purpose, r.status])).toEqual([[0, "payout", "signed"]]);
+      expect(res.json().payout.txHash).toBe(recorded[0]?.tx_hash);
+      // Past the rebroadcast age the reconciler sends the same transaction again; it is mined once.
+      await sleep(3_500);
       await until("the payout to complete", async () => {
         await t.app.ctx.senders.live?.reconcile();
         await t.app.services.payouts.reconcile("live");

@@ -19,3 +19,17 @@ export function errorText(err: unknown): string {
   const e = err as { details?: string; shortMessage?: string; message?: string };
   return firstLine(e.details || e.shortMessage || e.message || "refused").slice(0, 300);
 }
+
+/**
+ * EIP-1474's "resource unavailable" (-32002) and "limit exceeded" (-32005): the node is busy or
+ * rate-limits us, and says nothing of the transaction. Answered to a broadcast, that is no
+ * refusal: the transaction is kept and sent again, never cancelled for it.
+ */
+const BUSY_CODES = new Set([-32002, -32005]);
+
+export function isNodeBusy(err: unknown): boolean {
+  for (let e = err as { code?: unknown; cause?: unknown } | undefined; e; e = e.cause as typeof e) {
+    if (typeof e.code === "number" && BUSY_CODES.has(e.code)) return true;
+  }
+  return false;
+}

@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from "fastify";
 import type { Db } from "../platform/db/database.ts";
 import { SessionTurns } from "../platform/db/wallet-lock.ts";
 import type { FeeQuote, Hex, Network, ReceiptStatus } from "./network.ts";
-import { errorText, isNodeAnswer } from "./node-errors.ts";
+import { errorText, isNodeAnswer, isNodeBusy } from "./node-errors.ts";
 import * as sent from "./sent-transactions.ts";
 import {
   type OutgoingTransfer,
@@ -379,12 +379,16 @@ export class TransactionSender {
     return null;
   }
 
-  /** Null once the node has the transaction; the node's reason when it refused it. */
+  /**
+   * Null once the node has the transaction; the node's reason when it refused it. Throws when the
+   * node is busy (rate limits): nothing is decided, the transaction stays open to be sent again.
+   */
   async #broadcast(tx: sent.RecordedTransaction): Promise<string | null> {
     try {
       await this.#network.broadcast(tx.raw);
       return null;
     } catch (err) {
+      if (isNodeBusy(err)) throw err;
       if (!isNodeAnswer(err)) {
         // No answer (network): it may have arrived; the receipt wait and the reconciler tell.
         this.#log.warn({ err, txHash: tx.txHash }, "broadcast got no answer; the transaction stays open");
