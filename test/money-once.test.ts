@@ -1,3 +1,4 @@
+import { sql } from "kysely";
 import { type Address, type PublicClient, parseUnits } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -14,8 +15,9 @@ import { type RpcHook, startRpcProxy } from "./support/rpc-proxy.ts";
 // a transaction its sender never broadcast is sent before the next one (a nonce is never
 // skipped); the reconciler leaves a payout another instance is sending alone, and one whose
 // sender was stopped past its lease is failed unsent, after which that sender sends nothing; a
-// busy node's "limit exceeded" is no refusal; instances share one wallet's balance; a payment's
-// settlement is unique and fenced by the lease.
+// busy node's "limit exceeded" is no refusal; a wallet another instance holds does not hold up
+// the reconciliation of the others; instances share one wallet's balance; a payment's settlement
+// is unique and fenced by the lease.
 
 const randomAddress = () => privateKeyToAccount(generatePrivateKey()).address;
 const USDC = (amount: string) => parseUnits(amount, 6);
@@ -257,6 +259,83 @@ describe("a busy node", () => {
       await proxy.close();
     }
   }, 60_000);
+});
+
+// Needs PostgreSQL (DATABASE_URL): wallets take turns across instances through its session locks.
+describe.skipIf(!process.env.DATABASE_URL)("a wallet another instance holds", () => {
+  it("does not hold up the reconciliation of the other wallets' transactions", async () => {
+    let busy = true; // the node rate-limits every broadcast: both payouts are left open (202)
+    const proxy = await startRpcProxy(devnet.rpcUrl, async ({ method }) =>
+      method === "eth_sendRawTransaction" && busy
+        ? { error: { code: -32005, message: "limit exceeded (the test's node)" } }
+        : undefined,
+    );
+    let release = () => {};
+    let holder: Promise<void> = Promise.resolve();
+    try {
+      const t = await app({ LIVE_RPC_URL: proxy.url });
+      const [free, held] = [await createWorkspace(t), await createWorkspace(t)];
+      const destinations = new Map([
+        [free, randomAddress()],
+        [held, randomAddress()],
+      ]);
+      for (const [ws, destination] of destinations) {
+        await fund(ws.eoaAddress, { USDC: "50", ETH: "1" });
+        const res = await payout(t, ws, {
+          tokenSymbol: "USDC",
+          amount: "10",
+          destinationAddress: destination,
+        });
+        expect(res.statusCode, res.body).toBe(202);
+      }
+      // Another instance holds the second wallet's turn, as one stopped in the middle of a send
+      // would until PostgreSQL ends its idle session.
+      const released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let locked!: () => void;
+      const isLocked = new Promise<void>((resolve) => {
+        locked = resolve;
+      });
+      const lockName = `wallet:live:${held.eoaAddress.toLowerCase()}`;
+      holder = t.database.db.connection().execute(async (session) => {
+        await sql`SELECT pg_advisory_lock(hashtext(${lockName}))`.execute(session);
+        locked();
+        await released;
+        await sql`SELECT pg_advisory_unlock(hashtext(${lockName}))`.execute(session);
+      });
+      await isLocked;
+      busy = false;
+      await sleep(3_500); // past the rebroadcast age
+
+      const pass = t.app.ctx.senders.live?.reconcile().then(() => "finished" as const);
+      expect(await Promise.race([pass, sleep(10_000).then(() => "held up" as const)])).toBe("finished");
+      await until("the free wallet's payout to complete", async () => {
+        await t.app.ctx.senders.live?.reconcile();
+        await t.app.services.payouts.reconcile("live");
+        return (await payoutRow(t, free))?.status === "completed" ? true : undefined;
+      });
+      expect((await recordedFor(t, held)).map((r) => r.status)).toEqual(["signed"]);
+      expect(await usdcBalance(destinations.get(held) ?? "")).toBe(0n);
+
+      // Once the other instance lets go, the held wallet's transaction is sent, once.
+      release();
+      await holder;
+      await until("the held wallet's payout to complete", async () => {
+        await t.app.ctx.senders.live?.reconcile();
+        await t.app.services.payouts.reconcile("live");
+        return (await payoutRow(t, held))?.status === "completed" ? true : undefined;
+      });
+      for (const [ws, destination] of destinations) {
+        expect(await usdcBalance(destination)).toBe(USDC("10"));
+        expect((await recordedFor(t, ws)).map((r) => [Number(r.nonce), r.status])).toEqual([[0, "mined"]]);
+      }
+    } finally {
+      release();
+      await holder;
+      await proxy.close();
+    }
+  }, 90_000);
 });
 
 describe("the reconciler and the instance sending a payout", () => {

@@ -1,8 +1,9 @@
 import type { FastifyBaseLogger } from "fastify";
 import type { Db } from "../platform/db/database.ts";
-import { SessionTurns } from "../platform/db/wallet-lock.ts";
-import type { FeeQuote, Hex, Network, ReceiptStatus } from "./network.ts";
+import { NOT_FREE, SessionTurns } from "../platform/db/wallet-lock.ts";
+import type { FeeQuote, Hex, Network } from "./network.ts";
 import { errorText, isNodeAnswer, isNodeBusy } from "./node-errors.ts";
+import { CANCELLED, cancellationMined, recordReceipts } from "./receipts.ts";
 import * as sent from "./sent-transactions.ts";
 import {
   type OutgoingTransfer,
@@ -28,7 +29,6 @@ const RECEIPT_TIMEOUT_MS = 60_000;
 /** The reconciler broadcasts again only what its sender, if alive, has had time to broadcast. */
 const REBROADCAST_AFTER_MS = 3_000;
 const NOT_SENT_AFTER_REFUSAL = "not sent yet: an earlier transaction of its wallet could not be sent";
-const CANCELLED = "its nonce was taken by a cancelling transaction";
 const WITHDRAWN = "not sent: an earlier transfer sent with it was refused";
 
 export class TransactionSender {
@@ -132,7 +132,7 @@ export class TransactionSender {
         continue;
       }
       // The cancellation is mined: the refused transaction can never be.
-      await this.#cancellationMined(cancelHash, cancelled, tx.txHash);
+      await cancellationMined(this.#db, cancelHash, cancelled, tx.txHash);
       const why = reason === WITHDRAWN ? reason : `refused by the node: ${reason}`;
       results.push({ ...result, status: "reverted", error: `${why}; ${CANCELLED}` });
     }
@@ -160,13 +160,13 @@ export class TransactionSender {
   }
 
   async #reconcileWallet(from: Hex, txs: sent.OpenTransaction[]): Promise<void> {
-    const open = await this.#recordReceipts(txs);
+    const open = await recordReceipts(this.#db, this.#network, txs);
     if (open.length === 0) return;
     // A nonce another transaction took, buried under the confirmations: only if the node has no
     // receipt for this one and does not know it at all is it never to be mined.
     const buried = await this.#network.minedNonce(from, this.#network.confirmations);
     const taken = open.filter((tx) => tx.nonce < buried);
-    for (const tx of await this.#recordReceipts(taken)) {
+    for (const tx of await recordReceipts(this.#db, this.#network, taken)) {
       if (await this.#network.known(tx.txHash)) continue;
       await sent.settleTransaction(
         this.#db,
@@ -181,7 +181,10 @@ export class TransactionSender {
     if (!open.some((tx) => tx.settled)) return;
     const pending = await this.#network.pendingNonce(from);
     if (!open.some((tx) => tx.settled && tx.nonce >= pending)) return;
-    await this.#holdWallet(from, async () => {
+    // Only if no other instance holds the wallet now: its holder is sending (and fills gaps below
+    // its nonce) or was stopped, whose lock ends with its session; the next pass tries again, and
+    // the wallets after this one are not held up meanwhile.
+    const turn = await this.#holdWalletIfFree(from, async () => {
       for (const tx of await sent.toBroadcast(this.#db, this.#network.environment, from, pending, null)) {
         const refusal = await this.#broadcast(tx);
         if (refusal !== null) {
@@ -193,34 +196,28 @@ export class TransactionSender {
         }
       }
     });
-  }
-
-  /** Records the outcome of those of `txs` that are mined; returns the others. */
-  async #recordReceipts<T extends { txHash: Hex; replaces: Hex | null }>(txs: T[]): Promise<T[]> {
-    const statuses = await Promise.all(txs.map((tx) => this.#network.receipt(tx.txHash)));
-    const open: T[] = [];
-    for (const [i, tx] of txs.entries()) {
-      const status = statuses[i] ?? "not_found";
-      if (status === "not_found") open.push(tx);
-      else if (tx.replaces) await this.#cancellationMined(tx.txHash, status, tx.replaces);
-      else await sent.settleTransaction(this.#db, tx.txHash, status, "transaction reverted", new Date());
-    }
-    return open;
-  }
-
-  /** A cancellation is mined (either way): it took the nonce of the transaction it replaces. */
-  async #cancellationMined(cancelHash: Hex, status: Exclude<ReceiptStatus, "not_found">, replaced: Hex) {
-    await sent.settleTransaction(this.#db, cancelHash, status, "cancellation reverted", new Date());
-    await sent.settleTransaction(this.#db, replaced, "replaced", CANCELLED, new Date());
+    if (turn === NOT_FREE)
+      this.#log.info({ from }, "another instance holds the wallet; broadcast again next pass");
   }
 
   /** One wallet's sends take turns, in this process and across instances (wallet-lock.ts). */
   #holdWallet<T>(from: Hex, task: () => Promise<T>): Promise<T> {
     const wallet = this.#walletKey(from);
-    return this.#turns.run(wallet, (fresh) => {
+    return this.#turns.run(wallet, this.#walletTurn(wallet, task));
+  }
+
+  /** The same turn, unless another instance holds the wallet now (NOT_FREE then). */
+  #holdWalletIfFree<T>(from: Hex, task: () => Promise<T>): Promise<T | typeof NOT_FREE> {
+    const wallet = this.#walletKey(from);
+    return this.#turns.runIfFree(wallet, this.#walletTurn(wallet, task));
+  }
+
+  #walletTurn<T>(wallet: string, task: () => Promise<T>): (fresh: boolean) => Promise<T> {
+    return (fresh) => {
+      // Another instance may have recorded nonces since this process last held the lock.
       if (fresh) this.#nextNonce.delete(wallet);
       return task();
-    });
+    };
   }
 
   #walletKey(from: Hex): string {

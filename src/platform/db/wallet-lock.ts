@@ -18,6 +18,9 @@ import { sessionLockPool } from "./database.ts";
 // changed (a wallet's last nonce) have changed since the previous turn.
 // The embedded database is one process's alone: the queue is all the ordering it needs.
 
+/** What runIfFree answers when another instance holds the lock. */
+export const NOT_FREE: unique symbol = Symbol("not free");
+
 const MAX_TURNS_PER_LOCK = 16;
 const LINGER_MS = 25;
 /**
@@ -50,12 +53,31 @@ export class SessionTurns {
    * on the embedded database, where there is no lock to keep).
    */
   run<T>(name: string, task: (fresh: boolean) => Promise<T>): Promise<T> {
+    return this.#turn(name, "wait", task) as Promise<T>;
+  }
+
+  /**
+   * Runs `task` in the next turn of `name` unless another instance holds its lock now: then
+   * resolves to NOT_FREE at once. For work that the next attempt can do as well (a reconciler's
+   * pass), which must not wait out a stopped instance's lock (up to the sessions' idle limit).
+   */
+  runIfFree<T>(name: string, task: (fresh: boolean) => Promise<T>): Promise<T | typeof NOT_FREE> {
+    return this.#turn(name, "try", task);
+  }
+
+  #turn<T>(
+    name: string,
+    mode: "wait" | "try",
+    task: (fresh: boolean) => Promise<T>,
+  ): Promise<T | typeof NOT_FREE> {
     this.#waiting.set(name, (this.#waiting.get(name) ?? 0) + 1);
     return this.#queue.run(name, async () => {
       const waiting = (this.#waiting.get(name) ?? 1) - 1;
       if (waiting === 0) this.#waiting.delete(name);
       else this.#waiting.set(name, waiting);
-      const { held, fresh } = await this.#lock(name);
+      const lock = await this.#lock(name, mode);
+      if (lock === NOT_FREE) return NOT_FREE;
+      const { held, fresh } = lock;
       try {
         return await task(fresh);
       } finally {
@@ -64,8 +86,14 @@ export class SessionTurns {
     });
   }
 
-  /** The lock of `name`, kept from an earlier turn or taken now; none on the embedded database. */
-  async #lock(name: string): Promise<{ held: HeldLock | undefined; fresh: boolean }> {
+  /**
+   * The lock of `name`, kept from an earlier turn or taken now (waited for, or only if free);
+   * none on the embedded database.
+   */
+  async #lock(
+    name: string,
+    mode: "wait" | "try",
+  ): Promise<{ held: HeldLock | undefined; fresh: boolean } | typeof NOT_FREE> {
     const kept = this.#held.get(name);
     if (kept) {
       clearTimeout(kept.linger);
@@ -77,7 +105,16 @@ export class SessionTurns {
     if (!pool) return { held: undefined, fresh: true };
     const client = await pool.connect();
     try {
-      await client.query("SELECT pg_advisory_lock(hashtext($1))", [name]);
+      if (mode === "wait") await client.query("SELECT pg_advisory_lock(hashtext($1))", [name]);
+      else {
+        const taken = await client.query<{ ok: boolean }>("SELECT pg_try_advisory_lock(hashtext($1)) AS ok", [
+          name,
+        ]);
+        if (!taken.rows[0]?.ok) {
+          client.release();
+          return NOT_FREE;
+        }
+      }
     } catch (err) {
       client.release(err instanceof Error ? err : true);
       throw err;
