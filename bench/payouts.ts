@@ -5,20 +5,13 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import autocannon from "autocannon";
-import {
-  type Address,
-  createPublicClient,
-  createWalletClient,
-  erc20Abi,
-  http,
-  parseEther,
-  parseUnits,
-} from "viem";
+import { erc20Abi } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { freePort, rpc, startDevnet } from "../src/devnet/chain.ts";
 import { bearer, createWorkspace, startTestApp } from "../test/support/app.ts";
+import { devnetClients } from "../test/support/devnet-clients.ts";
 import { liveNetworkEnv } from "../test/support/devnet-env.ts";
-import { cleanups, envInt, type LatencySummary, runAsScript, summarize } from "./support.ts";
+import { cleanups, dig, envInt, type LatencySummary, postJson, runAsScript, summarize } from "./support.ts";
 
 // Payout throughput.
 // (a) Sandbox: `POST /api/v1/payouts` against the service run as a child process (`node src/main.ts`)
@@ -51,32 +44,6 @@ const { defer } = steps;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
-
-async function postJson(url: string, body: unknown, headers: Record<string, string>) {
-  const res = await fetch(url, {
-    method: "POST",
-    headers: { "content-type": "application/json", ...headers },
-    body: JSON.stringify(body),
-    signal: AbortSignal.timeout(30_000),
-  });
-  const text = await res.text();
-  let json: unknown = text;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    // keep the text
-  }
-  return { status: res.status, json };
-}
-
-function dig(value: unknown, ...path: string[]): unknown {
-  let current = value;
-  for (const key of path) {
-    if (typeof current !== "object" || current === null) return undefined;
-    current = (current as Record<string, unknown>)[key];
-  }
-  return current;
-}
 
 async function startPostgres(): Promise<string> {
   const pgDir = mkdtempSync(join(tmpdir(), "bench-payouts-pg-"));
@@ -298,26 +265,9 @@ async function liveScenario(
   });
   defer("in-process app", () => t.close());
 
-  const payer = createWalletClient({
-    account: privateKeyToAccount(devnet.accounts.payer.privateKey),
-    chain: devnet.chain,
-    transport: http(devnet.rpcUrl),
-  });
-  const chain = createPublicClient({
-    chain: devnet.chain,
-    transport: http(devnet.rpcUrl),
-    pollingInterval: 50,
-  });
+  const { chain, payer, fund } = devnetClients(devnet);
   const ws = await createWorkspace(t);
-  const fundUsdc = await payer.writeContract({
-    address: devnet.tokens.USDC,
-    abi: erc20Abi,
-    functionName: "transfer",
-    args: [ws.eoaAddress as Address, parseUnits("1000", 6)],
-  });
-  await chain.waitForTransactionReceipt({ hash: fundUsdc });
-  const fundEth = await payer.sendTransaction({ to: ws.eoaAddress as Address, value: parseEther("5") });
-  await chain.waitForTransactionReceipt({ hash: fundEth });
+  await fund(ws.eoaAddress, { USDC: "1000", ETH: "5" });
 
   const payout = () =>
     t.request({

@@ -9,6 +9,7 @@ import { promisify } from "node:util";
 import autocannon from "autocannon";
 import pg from "pg";
 import { type OverheadRow, renderOverhead } from "./metrics-overhead.ts";
+import { dig, postJson } from "./support.ts";
 
 // `npm run bench`: measures the service's sandbox `POST /api/v1/payments` and
 // `GET /api/v1/payments/{id}` against PostgreSQL and embedded PGlite, next to a bare Fastify
@@ -362,37 +363,7 @@ async function waitForQuiet(label: string): Promise<number> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// HTTP helpers and load
-
-async function postJson(
-  url: string,
-  body: unknown,
-  headers: Record<string, string>,
-): Promise<{ status: number; json: unknown }> {
-  const res = await fetch(url, {
-    method: "POST",
-    headers: { "content-type": "application/json", ...headers },
-    body: JSON.stringify(body),
-    signal: AbortSignal.timeout(30_000),
-  });
-  const text = await res.text();
-  let json: unknown = text;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    // keep the text for the error message
-  }
-  return { status: res.status, json };
-}
-
-function dig(value: unknown, ...path: string[]): unknown {
-  let current = value;
-  for (const key of path) {
-    if (typeof current !== "object" || current === null) return undefined;
-    current = (current as Record<string, unknown>)[key];
-  }
-  return current;
-}
+// Load
 
 interface Target {
   url: string;

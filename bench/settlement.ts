@@ -2,20 +2,11 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import {
-  type Address,
-  createPublicClient,
-  createWalletClient,
-  erc20Abi,
-  formatUnits,
-  type Hex,
-  http,
-  parseEther,
-  parseUnits,
-} from "viem";
+import { type Address, erc20Abi, formatUnits, type Hex, parseUnits } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { type Devnet, rpc, startDevnet } from "../src/devnet/chain.ts";
-import { liveNetworkEnv } from "../test/support/devnet-env.ts";
+import { type DevnetClients, devnetClients } from "../test/support/devnet-clients.ts";
+import { liveSmartWalletEnv } from "../test/support/devnet-env.ts";
 import {
   callService,
   type ServiceProcess,
@@ -39,8 +30,9 @@ import { cleanups, envInt, type LatencySummary, runAsScript, summarize } from ".
 //
 // The service runs as its own process (`node src/main.ts`, test/support/service-process.ts, embedded
 // PGlite under a temporary DATA_DIR): the process starts the chain job itself, so this file needs
-// nothing from src/ but the devnet, and runs unchanged on older trees of the project.
-// Configuration as the live tests have it: liveNetworkEnv (LIVE_CONFIRMATIONS=2, watcher/chain job
+// nothing from src/ but the devnet; it runs on an older tree of the project given this tree's
+// bench/support.ts and test/support/ (devnet-clients.ts, devnet-env.ts, service-process.ts).
+// Configuration as the live tests have it: liveSmartWalletEnv (LIVE_CONFIRMATIONS=2, watcher/chain job
 // every 100 ms), the devnet's defaults (automine plus a block every second), the test bundler env.
 // Each workspace first settles one unmeasured payment: the smart wallet is then deployed, so the
 // figure is of settlements alone. (Before 1fadf59 a batch meeting an undeployed smart wallet
@@ -108,36 +100,19 @@ async function api<T>(
 // ---------------------------------------------------------------------------------------------
 // The chain, seen from outside the service
 
-function devnetClients(devnet: Devnet) {
-  const chain = createPublicClient({
-    chain: devnet.chain,
-    transport: http(devnet.rpcUrl),
-    pollingInterval: 50,
-  });
-  const payer = createWalletClient({
-    account: privateKeyToAccount(devnet.accounts.payer.privateKey),
-    chain: devnet.chain,
-    transport: http(devnet.rpcUrl),
-  });
-  const usdcBalance = (address: string) =>
-    chain.readContract({
-      address: devnet.tokens.USDC,
-      abi: erc20Abi,
-      functionName: "balanceOf",
-      args: [address as Address],
-    });
-  return { chain, payer, usdcBalance };
-}
-
-type Clients = ReturnType<typeof devnetClients>;
-
 /**
  * The payer sends `count` USDC transfers of `amount` to `to`, all in one block: automine and
  * interval mining are paused while it sends (explicit nonces, gas and fees: nothing waits for a
  * block), then evm_mine mines them together and mining is restored as startDevnet set it.
  * Returns the transfers' hashes, the block and the moment it was mined.
  */
-async function payInOneBlock(devnet: Devnet, clients: Clients, to: Address, amount: bigint, count: number) {
+async function payInOneBlock(
+  devnet: Devnet,
+  clients: DevnetClients,
+  to: Address,
+  amount: bigint,
+  count: number,
+) {
   const { chain, payer } = clients;
   const transfer = { address: devnet.tokens.USDC, abi: erc20Abi, functionName: "transfer" } as const;
   const gas = await chain.estimateContractGas({ ...transfer, args: [to, amount], account: payer.account });
@@ -244,7 +219,7 @@ async function waitForwarded(service: ServiceProcess, key: string, ids: string[]
 async function scenario(
   service: ServiceProcess,
   devnet: Devnet,
-  clients: Clients,
+  clients: DevnetClients,
   kind: WalletKind,
   count: number,
   warmUp: boolean,
@@ -275,9 +250,7 @@ async function scenario(
   } else {
     // ETH for the settlement legs' gas, as the gas top-up job would have given it long before:
     // the figure is the settlement's, not a top-up's.
-    const hash = await clients.payer.sendTransaction({ to: receiving, value: parseEther("1") });
-    if ((await clients.chain.waitForTransactionReceipt({ hash })).status !== "success")
-      throw new Error("funding the workspace EOA with ETH failed");
+    await clients.fund(receiving, { ETH: "1" });
   }
 
   const gross = parseUnits(AMOUNT, TOKEN_DECIMALS);
@@ -382,12 +355,7 @@ export async function benchSettlement(): Promise<SettlementBenchFigures> {
     const aa = devnet.aa;
     if (!aa) throw new Error("startDevnet({ accountAbstraction: true }) returned no aa");
     // As test/smart-wallets-live.test.ts configures the service.
-    const live = liveNetworkEnv(devnet, {
-      LIVE_BUNDLER_URL: aa.bundlerUrl,
-      LIVE_PAYMASTER_ADDRESS: aa.paymaster,
-      LIVE_ENTRYPOINT_ADDRESS: aa.entryPoint,
-      LIVE_ACCOUNT_FACTORY_ADDRESS: aa.accountFactory,
-    });
+    const live = liveSmartWalletEnv(devnet, aa);
     const dataDir = mkdtempSync(join(tmpdir(), "bench-settlement-data-"));
     defer("service data folder", async () => rmSync(dataDir, { recursive: true, force: true }));
     log("starting the service (node src/main.ts)");

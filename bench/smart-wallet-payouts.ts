@@ -1,16 +1,8 @@
-import {
-  type Address,
-  createPublicClient,
-  createWalletClient,
-  erc20Abi,
-  http,
-  parseEther,
-  parseUnits,
-} from "viem";
-import { privateKeyToAccount } from "viem/accounts";
+import type { Address } from "viem";
 import { type Devnet, mintToken, startDevnet } from "../src/devnet/chain.ts";
 import { bearer, createWorkspace, startTestApp, type TestApp } from "../test/support/app.ts";
-import { liveNetworkEnv } from "../test/support/devnet-env.ts";
+import { devnetClients } from "../test/support/devnet-clients.ts";
+import { liveSmartWalletEnv } from "../test/support/devnet-env.ts";
 import { type LatencySummary, runAsScript, summarize } from "./support.ts";
 
 // Time from payout request to response, EOA vs smart wallet (ERC-4337: user operation through the
@@ -52,12 +44,7 @@ export async function benchSmartWalletPayouts(): Promise<SmartWalletPayoutFigure
     devnet = await startDevnet({ accountAbstraction: true });
     const aa = devnet.aa;
     if (!aa) throw new Error("startDevnet({ accountAbstraction: true }) returned no aa");
-    const env = liveNetworkEnv(devnet, {
-      LIVE_BUNDLER_URL: aa.bundlerUrl,
-      LIVE_PAYMASTER_ADDRESS: aa.paymaster,
-      LIVE_ENTRYPOINT_ADDRESS: aa.entryPoint,
-      LIVE_ACCOUNT_FACTORY_ADDRESS: aa.accountFactory,
-    });
+    const env = liveSmartWalletEnv(devnet, aa);
     // As `npm run devnet` configures it: the devnet's Alto bundles an operation when asked.
     t = await startTestApp({ ...env, LIVE_BUNDLER_INSTANT_BUNDLING: "true" });
     const app = t;
@@ -75,27 +62,7 @@ export async function benchSmartWalletPayouts(): Promise<SmartWalletPayoutFigure
 
     // Funding: USDC and ETH (gas) for the EOA from the payer; USDC minted to the smart wallet,
     // which needs no ETH (the paymaster sponsors its gas).
-    const payer = createWalletClient({
-      account: privateKeyToAccount(devnet.accounts.payer.privateKey),
-      chain: devnet.chain,
-      transport: http(devnet.rpcUrl),
-    });
-    const chain = createPublicClient({
-      chain: devnet.chain,
-      transport: http(devnet.rpcUrl),
-      pollingInterval: 50,
-    });
-    await chain.waitForTransactionReceipt({
-      hash: await payer.writeContract({
-        address: devnet.tokens.USDC,
-        abi: erc20Abi,
-        functionName: "transfer",
-        args: [ws.eoaAddress as Address, parseUnits("1000", 6)],
-      }),
-    });
-    await chain.waitForTransactionReceipt({
-      hash: await payer.sendTransaction({ to: ws.eoaAddress as Address, value: parseEther("5") }),
-    });
+    await devnetClients(devnet).fund(ws.eoaAddress, { USDC: "1000", ETH: "5" });
     await mintToken(devnet, "USDC", smart, "1000");
 
     const payout = async (walletType: "eoa" | "smart_wallet", through: TestApp = app) => {

@@ -1,8 +1,8 @@
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
-// What the benches share: latency summaries (nearest-rank percentiles) and a registry of undo
-// steps, run in reverse order exactly once, also when a bench fails or is interrupted.
+// What the benches share: JSON over HTTP, latency summaries (nearest-rank percentiles) and a
+// registry of undo steps, run in reverse order exactly once, also when a bench fails or is interrupted.
 
 /** A positive whole number from the environment, or `fallback` when unset. */
 export function envInt(name: string, fallback: number): number {
@@ -11,6 +11,38 @@ export function envInt(name: string, fallback: number): number {
   const value = Number(raw);
   if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive whole number`);
   return value;
+}
+
+/** POSTs `body` as JSON; the answer's status and its JSON (its text when it is not JSON). */
+export async function postJson(
+  url: string,
+  body: unknown,
+  headers: Record<string, string>,
+): Promise<{ status: number; json: unknown }> {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(30_000),
+  });
+  const text = await res.text();
+  let json: unknown = text;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    // keep the text for the error message
+  }
+  return { status: res.status, json };
+}
+
+/** The value at `path` inside parsed JSON; undefined where a step is not an object. */
+export function dig(value: unknown, ...path: string[]): unknown {
+  let current = value;
+  for (const key of path) {
+    if (typeof current !== "object" || current === null) return undefined;
+    current = (current as Record<string, unknown>)[key];
+  }
+  return current;
 }
 
 export interface LatencySummary {

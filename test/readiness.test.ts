@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type Devnet, startDevnet } from "../src/devnet/chain.ts";
 import { openDatabase } from "../src/platform/db/database.ts";
 import { freshDatabaseUrl, startTestApp, type TestApp } from "./support/app.ts";
-import { liveNetworkEnv } from "./support/devnet-env.ts";
+import { liveSmartWalletEnv } from "./support/devnet-env.ts";
 import { type RpcCall, startRpcProxy } from "./support/rpc-proxy.ts";
 
 // GET /ready for a load balancer (the real app on a real database, a real devnet with its bundler):
@@ -62,12 +62,9 @@ describe("/ready on the devnet", () => {
     );
     closers.push(bundler.close);
     // Provider-style URLs with the key in the path and in the query (the proxies ignore both).
-    env = liveNetworkEnv(devnet, {
+    env = liveSmartWalletEnv(devnet, aa, {
       LIVE_RPC_URL: `${rpc.url}/v2/${RPC_SECRET}`,
       LIVE_BUNDLER_URL: `${bundler.url}/rpc?apikey=${BUNDLER_SECRET}`,
-      LIVE_PAYMASTER_ADDRESS: aa.paymaster,
-      LIVE_ENTRYPOINT_ADDRESS: aa.entryPoint,
-      LIVE_ACCOUNT_FACTORY_ADDRESS: aa.accountFactory,
     });
     t = await startTestApp(env);
   }, 180_000);

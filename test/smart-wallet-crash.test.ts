@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Devnet, rpc as devnetRpc, startDevnet } from "../src/devnet/chain.ts";
 import { openDatabase, pgliteDirFor } from "../src/platform/db/database.ts";
 import { type DevnetClients, devnetClients } from "./support/devnet-clients.ts";
-import { liveNetworkEnv } from "./support/devnet-env.ts";
+import { liveSmartWalletEnv } from "./support/devnet-env.ts";
 import {
   callService,
   type Json,
@@ -56,12 +56,7 @@ beforeAll(async () => {
   });
   if (!devnet.aa) throw new Error("startDevnet({ accountAbstraction: true }) returned no aa");
   aa = devnet.aa;
-  env = liveNetworkEnv(devnet, {
-    LIVE_BUNDLER_URL: aa.bundlerUrl,
-    LIVE_PAYMASTER_ADDRESS: aa.paymaster,
-    LIVE_ENTRYPOINT_ADDRESS: aa.entryPoint,
-    LIVE_ACCOUNT_FACTORY_ADDRESS: aa.accountFactory,
-  });
+  env = liveSmartWalletEnv(devnet, aa);
   ({ chain, fund, usdcBalance } = devnetClients(devnet));
   bundler = createBundlerClient({ client: chain, transport: http(aa.bundlerUrl), pollingInterval: 100 });
 }, 120_000);

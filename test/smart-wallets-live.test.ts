@@ -9,7 +9,7 @@ import { type Devnet, freePort, mintToken, rpc, startDevnet } from "../src/devne
 import { createWorkers, type Workers } from "../src/workers.ts";
 import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
 import { type DevnetClients, devnetClients } from "./support/devnet-clients.ts";
-import { liveNetworkEnv } from "./support/devnet-env.ts";
+import { liveSmartWalletEnv } from "./support/devnet-env.ts";
 
 // Smart wallets (ERC-4337) on a real local chain with EntryPoint v0.8, a SimpleAccountFactory, a
 // sponsoring paymaster and an Alto bundler (interface 4.1, 4.10, 4.13, 4.18, 7; decisions D11, D13):
@@ -44,12 +44,7 @@ beforeAll(async () => {
   devnet = await startDevnet({ accountAbstraction: true });
   if (!devnet.aa) throw new Error("startDevnet({ accountAbstraction: true }) returned no aa");
   aa = devnet.aa;
-  env = liveNetworkEnv(devnet, {
-    LIVE_BUNDLER_URL: aa.bundlerUrl,
-    LIVE_PAYMASTER_ADDRESS: aa.paymaster,
-    LIVE_ENTRYPOINT_ADDRESS: aa.entryPoint,
-    LIVE_ACCOUNT_FACTORY_ADDRESS: aa.accountFactory,
-  });
+  env = liveSmartWalletEnv(devnet, aa);
   t = await startTestApp(env);
   ({ chain, fund, usdcBalance, sendUsdc } = devnetClients(devnet));
   bundler = createBundlerClient({ client: chain, transport: http(aa.bundlerUrl), pollingInterval: 100 });

@@ -1,5 +1,6 @@
 import {
   type Address,
+  type Chain,
   createPublicClient,
   createWalletClient,
   erc20Abi,
@@ -8,17 +9,21 @@ import {
   type PublicClient,
   parseEther,
   parseUnits,
+  type Transport,
+  type WalletClient,
 } from "viem";
-import { privateKeyToAccount } from "viem/accounts";
-import { expect } from "vitest";
+import { type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
 import type { Devnet } from "../../src/devnet/chain.ts";
 
 // A test devnet seen from outside the service: its public client, and the payer's wallet (it
-// holds the devnet's test USDC and ETH) to fund the wallets a test pays from.
+// holds the devnet's test USDC and ETH) to fund the wallets a test pays from. No vitest here: the
+// benches use it too.
 
 export interface DevnetClients {
   /** Reads the chain; polls every 50 ms while it waits for a receipt. */
   chain: PublicClient;
+  /** The devnet payer's wallet. */
+  payer: WalletClient<Transport, Chain, PrivateKeyAccount>;
   /** The USDC balance of `address`, in the token's smallest unit. */
   usdcBalance(address: string): Promise<bigint>;
   /** Sends `amount` USDC (smallest unit) from the payer, without waiting for it to be mined. */
@@ -45,8 +50,13 @@ export function devnetClients(devnet: Devnet): DevnetClients {
       functionName: "transfer",
       args: [to as Address, amount],
     });
+  const succeeded = async (hash: Hex) => {
+    const { status } = await chain.waitForTransactionReceipt({ hash });
+    if (status !== "success") throw new Error(`funding transaction ${hash} ended ${status}`);
+  };
   return {
     chain,
+    payer,
     usdcBalance: (address) =>
       chain.readContract({
         address: devnet.tokens.USDC,
@@ -57,12 +67,12 @@ export function devnetClients(devnet: Devnet): DevnetClients {
     sendUsdc,
     async fund(address, amounts) {
       if (amounts.USDC) {
-        const hash = await sendUsdc(address, parseUnits(amounts.USDC, 6));
-        expect((await chain.waitForTransactionReceipt({ hash })).status).toBe("success");
+        await succeeded(await sendUsdc(address, parseUnits(amounts.USDC, 6)));
       }
       if (amounts.ETH) {
-        const hash = await payer.sendTransaction({ to: address as Address, value: parseEther(amounts.ETH) });
-        expect((await chain.waitForTransactionReceipt({ hash })).status).toBe("success");
+        await succeeded(
+          await payer.sendTransaction({ to: address as Address, value: parseEther(amounts.ETH) }),
+        );
       }
     },
   };

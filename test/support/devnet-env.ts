@@ -1,4 +1,4 @@
-import type { Devnet } from "../../src/devnet/chain.ts";
+import type { Devnet, DevnetAccountAbstraction } from "../../src/devnet/chain.ts";
 
 /** The LIVE_* variables (D14) that point the service at a test devnet. */
 export function liveNetworkEnv(devnet: Devnet, extra: Record<string, string> = {}): Record<string, string> {
@@ -15,4 +15,19 @@ export function liveNetworkEnv(devnet: Devnet, extra: Record<string, string> = {
     RATE_LIMIT_LIVE: "100000",
     ...extra,
   };
+}
+
+/** liveNetworkEnv plus the ERC-4337 variables that point the service at the devnet's bundler and contracts. */
+export function liveSmartWalletEnv(
+  devnet: Devnet,
+  aa: DevnetAccountAbstraction,
+  extra: Record<string, string> = {},
+): Record<string, string> {
+  return liveNetworkEnv(devnet, {
+    LIVE_BUNDLER_URL: aa.bundlerUrl,
+    LIVE_PAYMASTER_ADDRESS: aa.paymaster,
+    LIVE_ENTRYPOINT_ADDRESS: aa.entryPoint,
+    LIVE_ACCOUNT_FACTORY_ADDRESS: aa.accountFactory,
+    ...extra,
+  });
 }
