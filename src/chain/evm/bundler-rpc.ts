@@ -2,12 +2,24 @@ import { BaseError, HttpRequestError, RpcRequestError } from "viem";
 import type { UserOperation } from "viem/account-abstraction";
 import { firstLine } from "../../domain/errors.ts";
 import type { Hex } from "../network.ts";
-import type { OperationOutcome } from "./smart-accounts.ts";
 
 // The boundary with the bundler's JSON-RPC: the methods viem does not type (Alto's and Pimlico's
 // `pimlico_*`, and the raw sends of an already signed operation), the wire forms of an operation
 // and its receipt, and what a bundler's error says. The casts to and from viem's types are made
 // here and only here: `bundlerCall` is the one untyped request, documented below.
+
+/** How a user operation ended, as far as the bundler tells. */
+export type OperationOutcome =
+  | { status: "success"; userOpHash: Hex; txHash: Hex }
+  | {
+      status: "reverted";
+      userOpHash: Hex;
+      txHash: Hex | null;
+      error: string;
+      /** The bundler answered the send with an error: the operation is not in its mempool. */
+      refused?: boolean;
+    }
+  | { status: "pending"; userOpHash: Hex };
 
 /** An operation as viem's prepareUserOperation fills it (with the account object beside it). */
 export type FilledOperation = UserOperation<"0.8"> & { account?: unknown };

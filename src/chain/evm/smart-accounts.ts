@@ -18,12 +18,15 @@ import {
   bundlerMessage,
   type FilledOperation,
   neverReached,
+  type OperationOutcome,
   operationOf,
   outcomeOf,
   prepareOperation,
   type RpcUserOperationReceipt,
   serializeForRpc,
 } from "./bundler-rpc.ts";
+
+export type { OperationOutcome } from "./bundler-rpc.ts";
 
 // ERC-4337 smart wallets (D11): SimpleAccount (EntryPoint v0.8) owned by the workspace EOA, gas
 // sponsored by the paymaster, operations sent through the bundler. The address is counterfactual:
@@ -49,18 +52,6 @@ export interface PreparedOperation {
   /** The operation's nonce key (see `prepare`). Absent for an operation read back. */
   nonceKey?: bigint;
 }
-
-export type OperationOutcome =
-  | { status: "success"; userOpHash: Hex; txHash: Hex }
-  | {
-      status: "reverted";
-      userOpHash: Hex;
-      txHash: Hex | null;
-      error: string;
-      /** The bundler answered the send with an error: the operation is not in its mempool. */
-      refused?: boolean;
-    }
-  | { status: "pending"; userOpHash: Hex };
 
 /** The gas limits of an account's operation that do not depend on what its calls do. */
 interface GasProfile {

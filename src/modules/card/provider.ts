@@ -1,10 +1,19 @@
 import Stripe from "stripe";
-import type { CardProviderConfig } from "../../config.ts";
+import type { CardProviderConfig, Environment } from "../../config.ts";
+import { ProviderError } from "../../domain/errors.ts";
 
 // The one adapter to the hosted card checkout provider (Stripe Checkout's API, through the
 // official SDK, pinned to the API version of part 9). Everything provider-shaped stays here.
 
 export const CARD_API_VERSION = "2026-05-27.dahlia";
+
+/** The provider of each environment with card payments configured. */
+export type CardProviders = Partial<Record<Environment, CardProvider>>;
+
+/** Raised by payments when the provider cannot be reached or refuses (the spec's 502). */
+export function providerUnavailable(detail: string, cause?: unknown): ProviderError {
+  return new ProviderError("Card provider error", { detail }, { cause });
+}
 /** The provider accepts a session expiry between 30 minutes and 24 hours from now. */
 const MIN_SESSION_SECONDS = 30 * 60 + 60;
 const MAX_SESSION_SECONDS = 24 * 60 * 60 - 60;

@@ -1,7 +1,7 @@
 import type Stripe from "stripe";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
-import { badRequest, ProviderError } from "../../domain/errors.ts";
+import { badRequest } from "../../domain/errors.ts";
 import {
   isVerified,
   type PaymentStatus,
@@ -11,14 +11,12 @@ import {
 import { isUuid } from "../../domain/validation.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
 import type { CardPaymentRef, PaymentsService } from "../payments/service.ts";
-import type { CardProvider } from "./provider.ts";
+import type { CardProviders } from "./provider.ts";
 import * as repo from "./repo.ts";
 
 // Inbound card-provider webhooks (part 4.9, D5): verify the signature with the environment's
 // signing secret (the environment is the event's livemode), de-duplicate by event id in the
 // same transaction as the payment change, and map the provider's events onto our lifecycle.
-
-export type CardProviders = Partial<Record<Environment, CardProvider>>;
 
 /**
  * Session events that move a payment. A session completes `unpaid` when the payer chose a delayed
@@ -143,9 +141,4 @@ function paymentRefOf(event: Stripe.Event): CardPaymentRef | undefined {
   if (object.object === "checkout.session" && object.id) return { checkoutSessionId: object.id };
   const paymentId = object.metadata?.paymentId;
   return isUuid(paymentId) ? { paymentId } : undefined;
-}
-
-/** Raised by payments when the provider cannot be reached or refuses (the spec's 502). */
-export function providerUnavailable(detail: string, cause?: unknown): ProviderError {
-  return new ProviderError("Card provider error", { detail }, { cause });
 }

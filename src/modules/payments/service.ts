@@ -26,7 +26,7 @@ import {
 import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
 import type { StatusTotal } from "../../platform/db/status-totals.ts";
 import type { KeyPrincipal } from "../../platform/http/auth.ts";
-import { type CardProviders, providerUnavailable } from "../card/service.ts";
+import { type CardProviders, providerUnavailable } from "../card/provider.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import * as chainRepo from "./chain-repo.ts";
 import { deterministicUuid, idempotentName, providerIdempotencyKey } from "./checkout-keys.ts";

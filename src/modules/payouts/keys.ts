@@ -4,20 +4,15 @@ import {
   type IdempotencyScope,
   requestFingerprint,
 } from "../../platform/db/idempotency.ts";
-import type { NewPayout, Scope } from "./repo.ts";
+import { type NewPayout, PAYOUT_KEY_SCOPE, type Scope } from "./repo.ts";
 
 // A payout's idempotencyKey (part 4.10, D6) in the platform's idempotency records: claimed in the
 // transaction (or the one statement) that records the payout, naming it, and never lapsing. A
 // repeat is answered from the payout as it stands (answers.ts), whatever body it brings.
 
-const PAYOUT_KEYS = "payouts";
-
 export function payoutKeyScope(scope: Scope, key: string): IdempotencyScope {
-  return { workspaceId: scope.workspaceId, environment: scope.environment, scope: PAYOUT_KEYS, key };
+  return { workspaceId: scope.workspaceId, environment: scope.environment, scope: PAYOUT_KEY_SCOPE, key };
 }
-
-/** Claims of payout keys never lapse (a repeat returns the original result, however late). */
-export const PAYOUT_KEY_CLAIM = { retentionHours: null, scope: PAYOUT_KEYS } as const;
 
 /** What the payout asks for, as the record's request hash. */
 export function payoutFingerprint(payout: NewPayout): string {
@@ -45,7 +40,8 @@ export async function claimPayoutKey(
     payoutKeyScope(payout.scope, payout.idempotencyKey),
     payoutFingerprint(payout),
     payout.createdAt,
-    { retentionHours: PAYOUT_KEY_CLAIM.retentionHours, resourceId: payout.id },
+    // Never lapsing: a repeat returns the original result, however late.
+    { retentionHours: null, resourceId: payout.id },
   );
   return claim.kind === "new";
 }

@@ -7,11 +7,13 @@ import { COMPLETED_PAYOUT, OPEN_PAYOUT, type PayoutStatus } from "../../domain/p
 import { claimCtes } from "../../platform/db/idempotency.ts";
 import type { DatabaseSchema, PayoutsTable } from "../../platform/db/schema.ts";
 import { outboxCtesFrom } from "../webhooks/outbox.ts";
-import { PAYOUT_KEY_CLAIM } from "./keys.ts";
 
 export type PayoutRow = Selectable<PayoutsTable>;
 type Db = Kysely<DatabaseSchema>;
 export type Scope = { workspaceId: string; environment: Environment };
+
+/** The scope of payouts' idempotencyKeys in the platform's idempotency records (keys.ts). */
+export const PAYOUT_KEY_SCOPE = "payouts";
 
 export interface NewPayout {
   /** Chosen before it is recorded: the move's records (and a ledger transfer's hash) name it. */
@@ -207,7 +209,7 @@ export async function recordSandboxPayouts(
     ),
     ${claimCtes(
       "claimed",
-      PAYOUT_KEY_CLAIM.scope,
+      PAYOUT_KEY_SCOPE,
       sql`SELECT p.workspace_id, p.environment, p.idempotency_key AS key, p.request_hash,
                  p.id AS resource_id, p.created_at
           FROM payout_req p JOIN transfer_decided d ON d.pos = p.pos

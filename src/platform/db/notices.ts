@@ -1,5 +1,9 @@
 import type { FastifyBaseLogger } from "fastify";
-import type { Db } from "./database.ts";
+import type { Kysely } from "kysely";
+import type { DatabaseSchema } from "./schema.ts";
+
+/** The database handle (database.ts's Db, named here so that database.ts may import this file). */
+type Db = Kysely<DatabaseSchema>;
 
 // Notices from the database (LISTEN/NOTIFY), for a request that must wait until something another
 // instance does has committed (a payout its idempotency key repeats, ending): it is woken by the
