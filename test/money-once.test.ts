@@ -306,6 +306,9 @@ describe.skipIf(!process.env.DATABASE_URL)("a wallet another instance holds", ()
       });
       await isLocked;
       busy = false;
+      // This instance's next payout from the held wallet waits for the lock as well.
+      const second = randomAddress();
+      const waiting = payout(t, held, { tokenSymbol: "USDC", amount: "5", destinationAddress: second });
       await sleep(3_500); // past the rebroadcast age
 
       const pass = t.app.ctx.senders.live?.reconcile().then(() => "finished" as const);
@@ -318,18 +321,29 @@ describe.skipIf(!process.env.DATABASE_URL)("a wallet another instance holds", ()
       expect((await recordedFor(t, held)).map((r) => r.status)).toEqual(["signed"]);
       expect(await usdcBalance(destinations.get(held) ?? "")).toBe(0n);
 
-      // Once the other instance lets go, the held wallet's transaction is sent, once.
+      // Once the other instance lets go, the held wallet's transactions are sent, each once.
       release();
       await holder;
-      await until("the held wallet's payout to complete", async () => {
+      const secondRes = await waiting;
+      expect(secondRes.statusCode, secondRes.body).toBe(200);
+      await until("the held wallet's payouts to complete", async () => {
         await t.app.ctx.senders.live?.reconcile();
         await t.app.services.payouts.reconcile("live");
-        return (await payoutRow(t, held))?.status === "completed" ? true : undefined;
+        const rows = await t.database.db
+          .selectFrom("payouts")
+          .select("status")
+          .where("workspace_id", "=", held.id)
+          .execute();
+        return rows.length === 2 && rows.every((r) => r.status === "completed") ? true : undefined;
       });
-      for (const [ws, destination] of destinations) {
+      for (const destination of destinations.values())
         expect(await usdcBalance(destination)).toBe(USDC("10"));
-        expect((await recordedFor(t, ws)).map((r) => [Number(r.nonce), r.status])).toEqual([[0, "mined"]]);
-      }
+      expect(await usdcBalance(second)).toBe(USDC("5"));
+      expect((await recordedFor(t, free)).map((r) => [Number(r.nonce), r.status])).toEqual([[0, "mined"]]);
+      expect((await recordedFor(t, held)).map((r) => [Number(r.nonce), r.status])).toEqual([
+        [0, "mined"],
+        [1, "mined"],
+      ]);
     } finally {
       release();
       await holder;
@@ -538,6 +552,50 @@ describe("a payment is settled once", () => {
         [0, "settlement_net", "replaced"],
         [1, "cancel", "mined"],
         [1, "settlement_fee", "replaced"],
+      ]);
+    } finally {
+      await proxy.close();
+    }
+  }, 60_000);
+
+  it("a busy node on its net leg withdraws nothing: both legs stay open and are paid once it takes them", async () => {
+    let limited = false;
+    const proxy = await startRpcProxy(devnet.rpcUrl, async ({ method }) => {
+      if (method !== "eth_sendRawTransaction" || limited) return undefined;
+      limited = true;
+      return { error: { code: -32005, message: "limit exceeded (the test's node)" } };
+    });
+    try {
+      const t = await app({ LIVE_RPC_URL: proxy.url });
+      const { ws, id, merchant } = await confirmedPayment(t);
+      const network = t.app.ctx.networks.live;
+      const rail = t.app.rails.live?.eoa;
+      if (!network || !rail) throw new Error("no live network");
+      const treasuryBefore = await usdcBalance(network.treasuryAddress);
+      const settlement = new Settlement(
+        t.database.db,
+        network,
+        { eoa: rail },
+        t.app.services.workspaces,
+        t.app.ctx.log,
+        t.app.ctx.now,
+      );
+      await settlement.tick();
+      await sleep(3_500); // past the rebroadcast age: the reconciler sends both legs again
+      await until("the payment to be forwarded", async () => {
+        await settlement.tick();
+        const { status } = await t.database.db
+          .selectFrom("payments")
+          .select("status")
+          .where("id", "=", id)
+          .executeTakeFirstOrThrow();
+        return status === "forwarded" ? true : undefined;
+      });
+      expect(await usdcBalance(merchant)).toBe(USDC("19.70"));
+      expect(await usdcBalance(network.treasuryAddress)).toBe(treasuryBefore + USDC("0.30"));
+      expect((await recordedFor(t, ws)).map((r) => [Number(r.nonce), r.purpose, r.status])).toEqual([
+        [0, "settlement_net", "mined"],
+        [1, "settlement_fee", "mined"],
       ]);
     } finally {
       await proxy.close();

@@ -1,13 +1,17 @@
+import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import * as sending from "../src/modules/payouts/sending-repo.ts";
 import { MIGRATIONS } from "../src/platform/db/database.ts";
 import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
 
 // A payout's idempotencyKey lives in the platform's idempotency records (keys.ts), claimed in the
 // statement that records the payout: a payout the balance refuses leaves its key free, and a key
 // a payout used before the upgrade (when it lived only on the payout's row) still answers as the
-// repeat of that payout after migration 018.
+// repeat of that payout after migration 018, as does one that an older instance records during a
+// rolling upgrade.
 
 const DESTINATION = "0x2222222222222222222222222222222222222222";
+const TX_HASH = `0x${"cd".repeat(32)}`;
 
 let t: TestApp;
 beforeAll(async () => {
@@ -73,5 +77,38 @@ describe("a payout's idempotencyKey", () => {
       },
     });
     expect(await usdcBalance(ws)).toBe(balance);
+  });
+
+  it("recorded by an instance older than migration 018 (a rolling upgrade) is answered as its repeat", async () => {
+    const ws = await createWorkspace(t);
+    // The older instance records the key on the payout only, and completes it.
+    const older = await sending.insertPayout(t.database.db, {
+      id: randomUUID(),
+      scope: { workspaceId: ws.id, environment: "sandbox" },
+      idempotencyKey: "from-an-older-instance",
+      tokenSymbol: "USDC",
+      amount: 2_000_000n,
+      destinationAddress: DESTINATION,
+      fromAddress: ws.eoaAddress,
+      walletType: "eoa",
+      description: null,
+      metadata: {},
+      createdAt: new Date(),
+    });
+    await t.database.db
+      .updateTable("payouts")
+      .set({ status: "completed", tx_hash: TX_HASH, completed_at: new Date() })
+      .where("id", "=", older.id)
+      .execute();
+
+    const repeat = await payout(ws, "2", "from-an-older-instance");
+    expect(repeat.statusCode, repeat.body).toBe(200);
+    expect(repeat.json()).toEqual({
+      payout: {
+        txHash: TX_HASH,
+        status: "completed",
+        note: "Duplicate idempotencyKey; original result returned",
+      },
+    });
   });
 });

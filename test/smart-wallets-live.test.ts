@@ -10,6 +10,7 @@ import { createWorkers, type Workers } from "../src/workers.ts";
 import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
 import { type DevnetClients, devnetClients } from "./support/devnet-clients.ts";
 import { liveSmartWalletEnv } from "./support/devnet-env.ts";
+import { startRpcProxy } from "./support/rpc-proxy.ts";
 
 // Smart wallets (ERC-4337) on a real local chain with EntryPoint v0.8, a SimpleAccountFactory, a
 // sponsoring paymaster and an Alto bundler (interface 4.1, 4.10, 4.13, 4.18, 7; decisions D11, D13):
@@ -344,6 +345,61 @@ describe("a live USDC payment received on the smart wallet", () => {
       "payment.forwarded",
     ]);
   });
+
+  it("whose recorded operation an instance could not send is sent by the next one and forwarded with its transaction", async () => {
+    // The first instance's bundler connection drops every send: its settlement records the
+    // operation, then cannot tell whether the bundler has it, so the payment stays confirmed.
+    const proxy = await startRpcProxy(aa.bundlerUrl, async ({ method }) =>
+      method.includes("sendUserOperation") ? "drop" : undefined,
+    );
+    const first = await startTestApp({ ...env, LIVE_BUNDLER_URL: proxy.url }, { database: t.database });
+    let firstWorkers: Workers | undefined;
+    try {
+      const ws = await createWorkspace(first);
+      const smart = (await createSmartWallet(ws, first)).body.smartWallet.address as Address;
+      const merchant = randomAddress();
+      const res = await first.request({
+        method: "POST",
+        url: "/api/v1/payments",
+        headers: bearer(ws.liveKey),
+        payload: { tokenSymbol: "USDC", amount: "20", merchantWallet: merchant, walletType: "smart_wallet" },
+      });
+      expect(res.statusCode, res.body).toBe(201);
+      const id = res.json().payment.id as string;
+      firstWorkers = createWorkers(first.app, { dispatcher: { pollIntervalMs: 50 } });
+      firstWorkers.start();
+      await fund(smart, { USDC: "20" });
+      const recorded = async () =>
+        (
+          await t.database.db
+            .selectFrom("payments")
+            .select(["status", "settlement_user_op_hash"])
+            .where("id", "=", id)
+            .executeTakeFirstOrThrow()
+        ).settlement_user_op_hash;
+      const deadline = Date.now() + 30_000;
+      while (!(await recorded()) || !proxy.methods.some((m) => m.includes("sendUserOperation"))) {
+        if (Date.now() > deadline) throw new Error("the first instance recorded no settlement operation");
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await firstWorkers.stop();
+      firstWorkers = undefined;
+      expect((await waitForStatus(ws.liveKey, id, "confirmed")).settlementTxHashes).toBeNull();
+
+      // The next instance sends the same recorded operation again, never a new one.
+      startWorkers();
+      const forwarded = await waitForStatus(ws.liveKey, id, "forwarded", 60_000);
+      expect(await usdcBalance(merchant)).toBe(parseUnits("19.7", 6));
+      const hashes = forwarded.settlementTxHashes as { net: string; fee: string };
+      expect(hashes.net).toMatch(TX_HASH);
+      expect(hashes.fee).toBe(hashes.net);
+      await expectCarriedUserOperation(hashes.net, (await recorded()) ?? undefined, smart);
+    } finally {
+      await firstWorkers?.stop();
+      await first.close(true);
+      await proxy.close();
+    }
+  }, 120_000);
 
   it("with the default set to smart_wallet, a payment without walletType is received and settled there", async () => {
     const ws = await createWorkspace(t);

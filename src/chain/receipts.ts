@@ -1,11 +1,45 @@
 import type { Db } from "../platform/db/database.ts";
 import type { Hex, Network, ReceiptStatus } from "./network.ts";
 import * as sent from "./sent-transactions.ts";
+import type { SentTransfer, SubmittedTransfer } from "./sent-types.ts";
 
 // What the chain says of recorded transactions, written down: a receipt settles its transaction,
 // and a mined cancellation settles the transaction whose nonce it took as well.
 
 export const CANCELLED = "its nonce was taken by a cancelling transaction";
+/** Why a leg sent together with a refused one was cancelled (TransactionSender's `together`). */
+export const WITHDRAWN = "not sent: an earlier transfer sent with it was refused";
+const RECEIPT_TIMEOUT_MS = 60_000;
+
+/** Waits for the receipts of submitted transfers (or of their cancellations) and records their outcome. */
+export async function awaitReceipts(
+  db: Db,
+  network: Pick<Network, "waitForReceipt">,
+  submitted: SubmittedTransfer[],
+): Promise<SentTransfer[]> {
+  const results: SentTransfer[] = [];
+  for (const tx of submitted) {
+    const result = { txHash: tx.txHash, token: tx.token, purpose: tx.purpose };
+    if (tx.refusal === null) {
+      const status = await network.waitForReceipt(tx.txHash, RECEIPT_TIMEOUT_MS);
+      if (status !== "not_found")
+        await sent.settleTransaction(db, tx.txHash, status, "transaction reverted", new Date());
+      results.push({ ...result, status, error: null });
+      continue;
+    }
+    const { reason, cancelHash } = tx.refusal;
+    const cancelled = cancelHash ? await network.waitForReceipt(cancelHash, RECEIPT_TIMEOUT_MS) : "not_found";
+    if (!cancelHash || cancelled === "not_found") {
+      results.push({ ...result, status: "not_found", error: null });
+      continue;
+    }
+    // The cancellation is mined: the refused transaction can never be.
+    await cancellationMined(db, cancelHash, cancelled, tx.txHash);
+    const why = reason === WITHDRAWN ? reason : `refused by the node: ${reason}`;
+    results.push({ ...result, status: "reverted", error: `${why}; ${CANCELLED}` });
+  }
+  return results;
+}
 
 /** Records the outcome of those of `txs` that are mined; returns the others. */
 export async function recordReceipts<T extends { txHash: Hex; replaces: Hex | null }>(

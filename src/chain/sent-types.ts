@@ -42,9 +42,10 @@ export interface SubmittedTransfer {
   purpose: string;
   /**
    * The node refused it: why, and the cancelling transaction now holding its nonce (null when
-   * that could not be broadcast either: the outcome stays open).
+   * that could not be broadcast either: the outcome stays open). `unsent`: nothing was refused
+   * (a busy node): it stays open, to be sent again, and the legs sent with it are not withdrawn.
    */
-  refusal: { reason: string; cancelHash: Hex | null } | null;
+  refusal: { reason: string; cancelHash: Hex | null; unsent?: true } | null;
 }
 
 export interface SentTransfer {

@@ -3,7 +3,7 @@ import type { Db } from "../platform/db/database.ts";
 import { NOT_FREE, SessionTurns } from "../platform/db/wallet-lock.ts";
 import type { FeeQuote, Hex, Network } from "./network.ts";
 import { errorText, isNodeAnswer, isNodeBusy } from "./node-errors.ts";
-import { CANCELLED, cancellationMined, recordReceipts } from "./receipts.ts";
+import { awaitReceipts, recordReceipts, WITHDRAWN } from "./receipts.ts";
 import * as sent from "./sent-transactions.ts";
 import {
   type OutgoingTransfer,
@@ -25,11 +25,9 @@ import {
 // its nonce, and fails once that is mined; if even that cannot be broadcast, both stay open and
 // the outcome stays unknown until one of them is mined. A nonce is never skipped.
 
-const RECEIPT_TIMEOUT_MS = 60_000;
 /** The reconciler broadcasts again only what its sender, if alive, has had time to broadcast. */
 const REBROADCAST_AFTER_MS = 3_000;
 const NOT_SENT_AFTER_REFUSAL = "not sent yet: an earlier transaction of its wallet could not be sent";
-const WITHDRAWN = "not sent: an earlier transfer sent with it was refused";
 
 export class TransactionSender {
   readonly #db: Db;
@@ -92,7 +90,7 @@ export class TransactionSender {
       for (const [i, tx] of recorded.entries()) {
         const refusal = await this.#sendRecorded(privateKey, from, tx);
         submitted.push(submittedOf(tx, refusal));
-        if (refusal && options.together) {
+        if (refusal && !refusal.unsent && options.together) {
           // Legs of one whole: the ones after a refused leg are cancelled, never paid without it.
           for (const later of recorded.slice(i + 1)) {
             submitted.push(submittedOf(later, await this.#withdraw(privateKey, from, later)));
@@ -112,31 +110,8 @@ export class TransactionSender {
   }
 
   /** Waits for the receipts of submitted transfers and records their outcome. */
-  async receipts(submitted: SubmittedTransfer[]): Promise<SentTransfer[]> {
-    const results: SentTransfer[] = [];
-    for (const tx of submitted) {
-      const result = { txHash: tx.txHash, token: tx.token, purpose: tx.purpose };
-      if (tx.refusal === null) {
-        const status = await this.#network.waitForReceipt(tx.txHash, RECEIPT_TIMEOUT_MS);
-        if (status !== "not_found")
-          await sent.settleTransaction(this.#db, tx.txHash, status, "transaction reverted", new Date());
-        results.push({ ...result, status, error: null });
-        continue;
-      }
-      const { reason, cancelHash } = tx.refusal;
-      const cancelled = cancelHash
-        ? await this.#network.waitForReceipt(cancelHash, RECEIPT_TIMEOUT_MS)
-        : "not_found";
-      if (!cancelHash || cancelled === "not_found") {
-        results.push({ ...result, status: "not_found", error: null });
-        continue;
-      }
-      // The cancellation is mined: the refused transaction can never be.
-      await cancellationMined(this.#db, cancelHash, cancelled, tx.txHash);
-      const why = reason === WITHDRAWN ? reason : `refused by the node: ${reason}`;
-      results.push({ ...result, status: "reverted", error: `${why}; ${CANCELLED}` });
-    }
-    return results;
+  receipts(submitted: SubmittedTransfer[]): Promise<SentTransfer[]> {
+    return awaitReceipts(this.#db, this.#network, submitted);
   }
 
   /**
@@ -314,12 +289,19 @@ export class TransactionSender {
     from: Hex,
     tx: sent.RecordedTransaction,
   ): Promise<SubmittedTransfer["refusal"]> {
-    let reason = await this.#broadcast(tx);
-    if (reason === null) return null;
-    if (await this.#fillGapBelow(privateKey, from, tx.nonce)) {
+    let reason: string | null;
+    try {
       reason = await this.#broadcast(tx);
-      if (reason === null) return null;
+      if (reason !== null && (await this.#fillGapBelow(privateKey, from, tx.nonce)))
+        reason = await this.#broadcast(tx);
+    } catch (err) {
+      // Nothing is decided about it (a busy node; no answer while filling a gap below it): it
+      // stays open, to be sent again, and the legs sent with it are not withdrawn.
+      const level = isNodeBusy(err) ? "warn" : "error";
+      this.#log[level]({ err, txHash: tx.txHash }, "a transaction could not be sent yet; it stays open");
+      return { reason: `not sent yet: ${errorText(err)}`, cancelHash: null, unsent: true };
     }
+    if (reason === null) return null;
     this.#log.warn(
       { txHash: tx.txHash, nonce: tx.nonce, reason },
       "the node refused a transaction; cancelling it",

@@ -108,6 +108,8 @@ export type Prepared = PreparedOperation;
 export interface RecordedOperation {
   userOpHash: Hex;
   serialized: string;
+  /** The purposes of the legs it carries, named in the outcome (all in its one transaction). */
+  purposes?: string[];
 }
 
 export interface ResumeOptions {

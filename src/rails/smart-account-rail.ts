@@ -63,7 +63,7 @@ export class SmartAccountRail implements Rail {
     const outcome = options.failIfNeverIncluded
       ? await this.#accounts.sendAgain(operation)
       : await this.#accounts.send(operation, { resend: true });
-    return moveOutcomeOf(outcome, []);
+    return moveOutcomeOf(outcome, operation.purposes ?? []);
   }
 
   /** Recorded operations are sent again by their owners' reconcilers (`resume`). */

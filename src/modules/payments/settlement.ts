@@ -125,6 +125,7 @@ export class Settlement {
       const operation = {
         userOpHash: payment.settlement_user_op_hash as Hex,
         serialized: payment.settlement_user_operation,
+        purposes: (await this.#move(payment)).legs.map((leg) => leg.purpose),
       };
       const resumed = rail.resume(operation, { failIfNeverIncluded: false });
       if (!resumed) return;

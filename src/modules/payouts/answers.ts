@@ -55,7 +55,11 @@ export class PayoutAnswers {
   /** The payout recorded under idempotencyKey `key`, if any. */
   async original(scope: repo.Scope, key: string): Promise<repo.PayoutRow | undefined> {
     const id = await idempotentResource(this.#ctx.db, payoutKeyScope(scope, key));
-    return id === null ? undefined : repo.findById(this.#ctx.db, id);
+    if (id !== null) return repo.findById(this.#ctx.db, id);
+    // During a rolling upgrade an instance older than migration 018 records its payouts' keys on
+    // the payout only: such a payout is the original too (a new claim would meet the payouts'
+    // unique key).
+    return repo.findByIdempotencyKey(this.#ctx.db, scope, key);
   }
 
   /** The payout recorded under `key` meanwhile (a concurrent request got there first), answered as a repeat. */

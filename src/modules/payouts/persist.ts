@@ -5,6 +5,7 @@ import type { PaymentsService } from "../payments/service.ts";
 import { recordIfFunded } from "./funds.ts";
 import type * as repo from "./repo.ts";
 import type { SandboxPayoutRecords } from "./sandbox-payouts.ts";
+import type { SandboxPayoutResult } from "./sandbox-repo.ts";
 import * as sending from "./sending-repo.ts";
 
 // The persist step of a payout: the hooks its rail calls to record it. A live payout is recorded
@@ -15,7 +16,7 @@ import * as sending from "./sending-repo.ts";
 /** What the hooks recorded, for the answer. */
 export interface Recorded {
   row?: repo.PayoutRow;
-  ledger?: repo.SandboxPayoutResult;
+  ledger?: SandboxPayoutResult;
 }
 
 export class PayoutPersistence {

@@ -1,10 +1,8 @@
 import { type Kysely, type Selectable, sql } from "kysely";
-import { type LedgerTransfer, SimulatedLedger, type TransferOutcome } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
 import { AUTO_RESUME_AFTER_MS, type BreakerState } from "../../domain/circuit-breaker.ts";
 import type { PayoutRequest } from "../../domain/payout-request.ts";
 import { COMPLETED_PAYOUT, OPEN_PAYOUT, type PayoutStatus } from "../../domain/payout-state.ts";
-import { claimCtes } from "../../platform/db/idempotency.ts";
 import type { DatabaseSchema, PayoutsTable } from "../../platform/db/schema.ts";
 import { outboxCtesFrom } from "../webhooks/outbox.ts";
 
@@ -72,6 +70,21 @@ export function requestedColumns(payout: NewPayout) {
 
 export async function findById(db: Db, id: string): Promise<PayoutRow | undefined> {
   return db.selectFrom("payouts").selectAll().where("id", "=", id).executeTakeFirst();
+}
+
+/** A payout by the idempotencyKey on its row (recorded by an instance older than migration 018). */
+export async function findByIdempotencyKey(
+  db: Db,
+  scope: Scope,
+  key: string,
+): Promise<PayoutRow | undefined> {
+  return db
+    .selectFrom("payouts")
+    .selectAll()
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment)
+    .where("idempotency_key", "=", key)
+    .executeTakeFirst();
 }
 
 export async function finishPayout(
@@ -156,134 +169,15 @@ export async function completePayouts(
   });
 }
 
-/** A sandbox payout to record, pay from the simulated ledger and complete in one statement. */
-export interface SandboxPayout extends NewPayout {
-  transfer: LedgerTransfer;
-  /** The sandbox twin of a smart wallet payout's user operation hash. */
-  userOpHash: string | null;
-  completedAt: Date;
-  /** The request hash recorded with its idempotencyKey's claim (keys.ts). */
-  requestHash: string;
-  /** The `payout.completed` event's data, should the transfer succeed. */
-  payload: Record<string, unknown>;
-}
-
-export type SandboxPayoutResult =
-  /** Recorded; completed with its event, or left processing for the caller to fail (reverted). */
-  | { outcome: "success" | "failure_address"; row: PayoutRow; breaker: BreakerState }
-  /** Not recorded: the wallet's balance (read under its debit lock) is short. */
-  | { outcome: "insufficient"; balance: bigint }
-  /** Not recorded: its idempotencyKey was claimed before (the caller reads that payout). */
-  | { outcome: "duplicate" };
-
-/**
- * Sandbox payouts (instant and final) in ONE statement, its own transaction: each payout's transfer is decided against its wallet's balance; a payout that can be
- * paid is recorded completed with its ledger transfer and its `payout.completed` event; one to
- * the failure address is recorded processing with its reverted transfer (the caller fails it,
- * which counts toward the breaker); one that the balance cannot cover, or whose idempotencyKey
- * was claimed before (keys.ts), writes nothing. Each wallet and token debits at most once per call.
- */
-export async function recordSandboxPayouts(
-  db: Db,
-  payouts: readonly SandboxPayout[],
-): Promise<SandboxPayoutResult[]> {
-  const column = <T>(pick: (p: SandboxPayout) => T) => payouts.map(pick);
-  const result = await sql<
-    Partial<PayoutRow> &
-      BreakerColumns & { request_pos: string; transfer_outcome: TransferOutcome; transfer_balance: string }
-  >`
-    WITH ${SimulatedLedger.decisionCtes(payouts.map((p) => p.transfer))},
-    payout_req AS (
-      SELECT * FROM unnest(
-        ${column((p) => p.id)}::uuid[], ${column((p) => p.scope.workspaceId)}::uuid[],
-        ${column((p) => p.scope.environment)}::text[], ${column((p) => p.idempotencyKey)}::text[],
-        ${column((p) => p.tokenSymbol)}::text[], ${column((p) => p.amount.toString())}::numeric[],
-        ${column((p) => p.destinationAddress)}::text[], ${column((p) => p.fromAddress)}::text[],
-        ${column((p) => p.walletType)}::text[], ${column((p) => p.description)}::text[],
-        ${column((p) => JSON.stringify(p.metadata))}::jsonb[], ${column((p) => p.createdAt.toISOString())}::timestamptz[],
-        ${column((p) => p.userOpHash)}::text[], ${column((p) => p.completedAt.toISOString())}::timestamptz[],
-        ${column((p) => JSON.stringify(p.payload))}::jsonb[], ${column((p) => p.requestHash)}::text[]
-      ) WITH ORDINALITY AS r(id, workspace_id, environment, idempotency_key, token_symbol, amount,
-                             destination_address, from_address, wallet_type, description, metadata,
-                             created_at, user_op_hash, completed_at, payload, request_hash, pos)
-    ),
-    ${claimCtes(
-      "claimed",
-      PAYOUT_KEY_SCOPE,
-      sql`SELECT p.workspace_id, p.environment, p.idempotency_key AS key, p.request_hash,
-                 p.id AS resource_id, p.created_at
-          FROM payout_req p JOIN transfer_decided d ON d.pos = p.pos
-          WHERE d.outcome <> 'insufficient' AND p.idempotency_key IS NOT NULL`,
-    )},
-    inserted AS (
-      INSERT INTO payouts (id, workspace_id, environment, idempotency_key, status, token_symbol, amount,
-                           destination_address, from_address, wallet_type, description, metadata,
-                           tx_hash, user_op_hash, user_operation, created_at, completed_at)
-      SELECT p.id, p.workspace_id, p.environment, p.idempotency_key,
-             CASE WHEN d.outcome = 'success' THEN ${sql.lit(COMPLETED_PAYOUT)} ELSE ${sql.lit(OPEN_PAYOUT)} END,
-             p.token_symbol, p.amount, p.destination_address, p.from_address, p.wallet_type,
-             p.description, p.metadata,
-             CASE WHEN d.outcome = 'success' THEN d.tx_hash END,
-             p.user_op_hash, CASE WHEN p.user_op_hash IS NOT NULL THEN '' END,
-             p.created_at, CASE WHEN d.outcome = 'success' THEN p.completed_at END
-      FROM payout_req p JOIN transfer_decided d ON d.pos = p.pos
-      WHERE d.outcome <> 'insufficient'
-        AND (p.idempotency_key IS NULL OR p.id IN (SELECT resource_id FROM claimed))
-      RETURNING *
-    ),
-    applied AS (
-      SELECT d.* FROM transfer_decided d
-      JOIN payout_req p ON p.pos = d.pos
-      JOIN inserted i ON i.id = p.id
-    ),
-    ${SimulatedLedger.writeCtes("applied")},
-    ${outboxCtesFrom(sql`
-      SELECT i.workspace_id, i.environment, 'payout.completed', p.payload
-      FROM inserted i JOIN payout_req p ON p.id = i.id
-      WHERE i.status = ${sql.lit(COMPLETED_PAYOUT)}`)}
-    SELECT i.*, p.pos::text AS request_pos, d.outcome AS transfer_outcome, d.balance::text AS transfer_balance,
-           b.status AS breaker_status, b.fail_streak AS breaker_fail_streak,
-           b.paused_at AS breaker_paused_at, b.reason AS breaker_reason
-    FROM payout_req p
-    JOIN transfer_decided d ON d.pos = p.pos
-    LEFT JOIN inserted i ON i.id = p.id
-    LEFT JOIN payout_breakers b ON b.workspace_id = p.workspace_id AND b.environment = p.environment`.execute(
-    db,
-  );
-  const byPos = new Map(result.rows.map((found) => [Number(found.request_pos), found]));
-  return payouts.map((_payout, index): SandboxPayoutResult => {
-    const found = byPos.get(index + 1);
-    if (!found) throw new Error("a sandbox payout got no answer");
-    if (found.transfer_outcome === "insufficient")
-      return { outcome: "insufficient", balance: BigInt(found.transfer_balance) };
-    if (!found.id) return { outcome: "duplicate" };
-    const {
-      breaker_status,
-      breaker_fail_streak,
-      breaker_paused_at,
-      breaker_reason,
-      request_pos: _pos,
-      transfer_outcome,
-      transfer_balance: _balance,
-      ...row
-    } = found;
-    return {
-      outcome: transfer_outcome,
-      row: row as PayoutRow,
-      breaker: breakerFromColumns({ breaker_status, breaker_fail_streak, breaker_paused_at, breaker_reason }),
-    };
-  });
-}
-
-/** The breaker's columns as completePayouts' LEFT JOIN returns them. */
-interface BreakerColumns {
+/** The breaker's columns as completePayouts' (and the sandbox statement's) LEFT JOIN returns them. */
+export interface BreakerColumns {
   breaker_status: string | null;
   breaker_fail_streak: number | null;
   breaker_paused_at: Date | null;
   breaker_reason: string | null;
 }
 
-function breakerFromColumns(columns: BreakerColumns): BreakerState {
+export function breakerFromColumns(columns: BreakerColumns): BreakerState {
   // No breaker row yet (LEFT JOIN): the columns are all null, and the breaker is the initial one.
   return toBreakerState(
     columns.breaker_status === null

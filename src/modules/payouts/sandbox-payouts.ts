@@ -5,30 +5,34 @@ import { coalescedCall } from "../../platform/db/coalesced-write.ts";
 import type { LedgerContribution } from "../../rails/rail.ts";
 import { payoutFingerprint } from "./keys.ts";
 import * as repo from "./repo.ts";
+import * as sandboxRepo from "./sandbox-repo.ts";
 import { toPayoutView } from "./view.ts";
 
 // The record of a sandbox payout (D3), the caller's side of the simulated ledger rail: the payout,
 // its ledger transfer and, when the transfer succeeds, its completion with `payout.completed`, in
 // ONE statement shared with the sandbox payouts asked for in the same round of I/O. The ledger's
-// balance is checked where the money moves (repo.recordSandboxPayouts).
+// balance is checked where the money moves (sandboxRepo.recordSandboxPayouts).
 
 export class SandboxPayoutRecords {
   readonly #ctx: AppContext;
-  readonly #record: (payout: repo.SandboxPayout) => Promise<repo.SandboxPayoutResult | Error>;
+  readonly #record: (payout: sandboxRepo.SandboxPayout) => Promise<sandboxRepo.SandboxPayoutResult | Error>;
 
   constructor(ctx: AppContext) {
     this.#ctx = ctx;
-    this.#record = coalescedCall((payouts: readonly repo.SandboxPayout[]) =>
+    this.#record = coalescedCall((payouts: readonly sandboxRepo.SandboxPayout[]) =>
       SimulatedLedger.inDebitRounds(
         payouts,
         (payout) => payout.transfer,
-        (round) => repo.recordSandboxPayouts(ctx.db, round),
+        (round) => sandboxRepo.recordSandboxPayouts(ctx.db, round),
       ),
     );
   }
 
   /** Records `payout` with the ledger's contribution (its one transfer); throws what the statement threw. */
-  async record(payout: repo.NewPayout, contribution: LedgerContribution): Promise<repo.SandboxPayoutResult> {
+  async record(
+    payout: repo.NewPayout,
+    contribution: LedgerContribution,
+  ): Promise<sandboxRepo.SandboxPayoutResult> {
     const [transfer] = contribution.transfers;
     if (!transfer || contribution.transfers.length !== 1) throw new Error("a payout moves one transfer");
     const completedAt = this.#ctx.now();

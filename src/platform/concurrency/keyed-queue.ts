@@ -3,6 +3,11 @@
 export class KeyedQueue {
   readonly #tails = new Map<string, Promise<unknown>>();
 
+  /** Whether a task of `key` is running or waiting. */
+  busy(key: string): boolean {
+    return this.#tails.has(key);
+  }
+
   async run<T>(key: string, task: () => Promise<T>): Promise<T> {
     const previous = this.#tails.get(key) ?? Promise.resolve();
     const next = previous.then(task, task);

@@ -183,6 +183,9 @@ export function claimCtes(name: string, scope: string, source: RawBuilder<unknow
       INSERT INTO idempotency_keys (workspace_id, environment, scope, key, request_hash, resource_id, created_at)
       SELECT s.workspace_id, s.environment, ${scope}, s.key, s.request_hash, s.resource_id, s.created_at
       FROM (${source}) s
+      -- One order for every statement's claims, so that two statements claiming the same keys
+      -- wait on each other in line, not in a circle.
+      ORDER BY s.workspace_id, s.environment, s.key
       ON CONFLICT (workspace_id, environment, scope, key) DO NOTHING
       RETURNING resource_id
     )`;

@@ -62,6 +62,11 @@ export class SessionTurns {
    * pass), which must not wait out a stopped instance's lock (up to the sessions' idle limit).
    */
   runIfFree<T>(name: string, task: (fresh: boolean) => Promise<T>): Promise<T | typeof NOT_FREE> {
+    // A turn of this process already waiting for the lock (no lock kept) may be waiting for
+    // another instance's: not behind it either.
+    if (sessionLockPool(this.#db) && this.#queue.busy(name) && !this.#held.has(name)) {
+      return Promise.resolve(NOT_FREE);
+    }
     return this.#turn(name, "try", task);
   }
 
