@@ -602,6 +602,54 @@ describe("a payment is settled once", () => {
     }
   }, 60_000);
 
+  it("waits for a gas top-up sent and not mined yet, instead of failing the payment", async () => {
+    const t = await app();
+    const ws = await createWorkspace(t);
+    const merchant = randomAddress();
+    const created = await t.request({
+      method: "POST",
+      url: "/api/v1/payments",
+      headers: bearer(ws.liveKey),
+      payload: { tokenSymbol: "USDC", amount: "20", merchantWallet: merchant },
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    const id = created.json().payment.id as string;
+    await fund(ws.eoaAddress, { USDC: "20" }); // no ETH: the settlement needs a top-up
+    await t.database.db.updateTable("payments").set({ status: "confirmed" }).where("id", "=", id).execute();
+    const network = t.app.ctx.networks.live;
+    const rail = t.app.rails.live?.eoa;
+    if (!network || !rail) throw new Error("no live network");
+    let topUp: "pending" | "funded" = "pending";
+    const settlement = new Settlement(
+      t.database.db,
+      network,
+      { eoa: rail },
+      t.app.services.workspaces,
+      t.app.ctx.log,
+      t.app.ctx.now,
+      { topUp: async () => topUp },
+    );
+    const status = async () =>
+      (
+        await t.database.db
+          .selectFrom("payments")
+          .select("status")
+          .where("id", "=", id)
+          .executeTakeFirstOrThrow()
+      ).status;
+    await settlement.tick();
+    await settlement.tick();
+    expect(await status()).toBe("confirmed");
+    // The top-up is mined: the next tick settles.
+    await fund(ws.eoaAddress, { ETH: "1" });
+    topUp = "funded";
+    await until("the payment to be forwarded", async () => {
+      await settlement.tick();
+      return (await status()) === "forwarded" ? true : undefined;
+    });
+    expect(await usdcBalance(merchant)).toBe(USDC("19.70"));
+  }, 60_000);
+
   it("a worker that does not hold the chain job's lease records and sends nothing", async () => {
     const t = await app();
     const { id, merchant } = await confirmedPayment(t);

@@ -401,6 +401,44 @@ describe("a live USDC payment received on the smart wallet", () => {
     }
   }, 120_000);
 
+  it("waits out a bundler that does not answer while preparing it, instead of failing the payment", async () => {
+    let down = true; // every bundler call loses its connection until the bundler is back
+    const proxy = await startRpcProxy(aa.bundlerUrl, async () => (down ? "drop" : undefined));
+    const app = await startTestApp({ ...env, LIVE_BUNDLER_URL: proxy.url }, { database: t.database });
+    extraApps.push(app);
+    try {
+      const ws = await createWorkspace(app);
+      const smart = (await createSmartWallet(ws, app)).body.smartWallet.address as Address;
+      const merchant = randomAddress();
+      const res = await app.request({
+        method: "POST",
+        url: "/api/v1/payments",
+        headers: bearer(ws.liveKey),
+        payload: { tokenSymbol: "USDC", amount: "20", merchantWallet: merchant, walletType: "smart_wallet" },
+      });
+      expect(res.statusCode, res.body).toBe(201);
+      const id = res.json().payment.id as string;
+      startWorkers(app);
+      await fund(smart, { USDC: "20" });
+      await waitForStatus(ws.liveKey, id, "confirmed");
+      // One preparation is three tries (the transport's retries); a fourth is the next tick's.
+      const estimates = () => proxy.methods.filter((m) => m === "eth_estimateUserOperationGas").length;
+      const deadline = Date.now() + 30_000;
+      while (estimates() < 4) {
+        if (Date.now() > deadline) throw new Error("the settlement did not ask the bundler again");
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect((await waitForStatus(ws.liveKey, id, "confirmed")).failureReason).toBeNull();
+      down = false;
+      const forwarded = await waitForStatus(ws.liveKey, id, "forwarded", 60_000);
+      expect(await usdcBalance(merchant)).toBe(parseUnits("19.7", 6));
+      const hashes = forwarded.settlementTxHashes as { net: string; fee: string };
+      expect(hashes.fee).toBe(hashes.net);
+    } finally {
+      await proxy.close();
+    }
+  }, 120_000);
+
   it("with the default set to smart_wallet, a payment without walletType is received and settled there", async () => {
     const ws = await createWorkspace(t);
     const created = await createSmartWallet(ws, t, { setDefault: true });

@@ -43,6 +43,7 @@ export interface MoveOutcome {
   userOpHash?: string;
   /** Each leg's transaction, by purpose. */
   legs: Array<{ purpose: string; txHash: string }>;
+  /** Why it reverted; on a pending background move, what failed on the way (it is tried again). */
   error: string | null;
   /** Reverted before anything was recorded or sent (the bundler would not prepare it, say). */
   unsent?: true;

@@ -1,3 +1,4 @@
+import { answeredWithError } from "../chain/evm/bundler-rpc.ts";
 import type { OperationOutcome, PreparedOperation, SmartAccounts } from "../chain/evm/smart-accounts.ts";
 import type { ChainToken, Hex, Network } from "../chain/network.ts";
 import { firstLineOf } from "../domain/errors.ts";
@@ -89,7 +90,9 @@ export class SmartAccountRail implements Rail {
     // Nobody waits on a background move: the bundler's own estimate, and no second operation to
     // record should the bundler refuse one with reused limits.
     const estimate = move.background ? ("bundler" as const) : undefined;
-    type Attempt = { failure: string } | { prepared: PreparedOperation; outcome: OperationOutcome };
+    type Attempt =
+      | { failure: string; answered: boolean }
+      | { prepared: PreparedOperation; outcome: OperationOutcome };
     const prepareAndSend = async (
       options: { estimate?: "bundler"; nonceKey?: bigint } = {},
     ): Promise<Attempt> => {
@@ -99,7 +102,10 @@ export class SmartAccountRail implements Rail {
           ? preparedAhead
           : this.#accounts.prepare(await move.signingKey(), callsOf(move), options));
       } catch (err) {
-        return { failure: `bundler or paymaster failure: ${firstLineOf(err)}` };
+        return {
+          failure: `bundler or paymaster failure: ${firstLineOf(err)}`,
+          answered: answeredWithError(err),
+        };
       }
       if (!(await record(prepared.userOpHash, prepared.serialized))) {
         throw new MoveRefused("its caller would not record the operation");
@@ -118,12 +124,34 @@ export class SmartAccountRail implements Rail {
       // nonce (key and sequence 0), so at most one of the two can ever be included.
       attempt = await prepareAndSend({ estimate: "bundler", nonceKey: attempt.prepared.nonceKey });
     }
+    if (move.background && mayPass(attempt)) {
+      // Nobody waits on it: a bundler or paymaster that did not answer is asked again next time
+      // (the recorded operation is sent again; one never prepared is prepared anew).
+      const error =
+        "failure" in attempt
+          ? attempt.failure
+          : attempt.outcome.status === "reverted"
+            ? attempt.outcome.error
+            : null;
+      return { outcome: Promise.resolve({ status: "pending", txHash: "", legs: [], error }) };
+    }
     const outcome: MoveOutcome =
       "outcome" in attempt
         ? moveOutcomeOf(attempt.outcome, legs)
         : { status: "reverted", txHash: "", legs: [], error: attempt.failure, unsent: true };
     return { outcome: Promise.resolve(outcome) };
   }
+}
+
+/**
+ * The attempt failed without an answer from the bundler or the paymaster (unreachable, an HTTP
+ * error such as 429, a timeout): nothing says the operation is wrong, and the failure may pass.
+ * An operation the bundler refused, or one included and reverted, has its answer.
+ */
+function mayPass(attempt: { failure: string; answered: boolean } | { outcome: OperationOutcome }): boolean {
+  if ("failure" in attempt) return !attempt.answered;
+  const { outcome } = attempt;
+  return outcome.status === "reverted" && outcome.txHash === null && !outcome.refused;
 }
 
 function callsOf(move: Move) {

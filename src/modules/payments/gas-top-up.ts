@@ -53,9 +53,14 @@ export async function topUpGas(
 }
 
 /**
+ * What a top-up of one wallet came to: it holds enough now; the top-up is sent and not mined yet
+ * (it may still be); or none can be had (no gas funder, or the top-up failed).
+ */
+export type TopUpResult = "funded" | "pending" | "unavailable";
+
+/**
  * Tops up one wallet right away so that it holds at least `needed` wei (settlement calls this
- * instead of failing a payment whose wallet the periodic job has not funded yet). Returns false
- * when no gas funder is configured or the top-up did not succeed.
+ * instead of failing a payment whose wallet the periodic job has not funded yet).
  */
 export async function topUpWallet(
   network: Network,
@@ -66,11 +71,11 @@ export async function topUpWallet(
   log: FastifyBaseLogger,
   metrics: Metrics,
   options: SubmitOptions = {},
-): Promise<boolean> {
-  if (!config.gasFunderKey) return false;
+): Promise<TopUpResult> {
+  if (!config.gasFunderKey) return "unavailable";
   const funderKey = config.gasFunderKey as Hex;
   const balance = await network.balance(address, "ETH");
-  if (balance >= needed) return true;
+  if (balance >= needed) return "funded";
   const target = needed > config.gasTopUpTarget ? needed : config.gasTopUpTarget;
   const [sent] = await sender.send(
     funderKey,
@@ -83,7 +88,8 @@ export async function topUpWallet(
     { to: address, amountWei: (target - balance).toString(), txHash: sent?.txHash, status: sent?.status },
     "gas top-up",
   );
-  return sent?.status === "success";
+  if (sent?.status === "success") return "funded";
+  return sent?.status === "not_found" ? "pending" : "unavailable";
 }
 
 /** A top-up's receipt, as the metrics name it: one not mined in time is still pending. */

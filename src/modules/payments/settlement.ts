@@ -9,6 +9,7 @@ import type { Metrics } from "../../platform/metrics/metrics.ts";
 import { type Leg, type Move, type MoveOutcome, MoveRefused, type Rail } from "../../rails/rail.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import * as chainRepo from "./chain-repo.ts";
+import type { TopUpResult } from "./gas-top-up.ts";
 import * as settlementRepo from "./settlement-repo.ts";
 import { applyTransition, batchTransition } from "./transitions.ts";
 
@@ -31,12 +32,14 @@ const SETTLES = batchTransition("settlement_completed");
 export type Fence = (trx: Db) => Promise<void>;
 
 export interface SettlementOptions {
-  /** Funds a receiving wallet with gas on demand (false when it cannot). */
-  topUp?: (address: Hex, neededWei: bigint) => Promise<boolean>;
+  /** Funds a receiving wallet with gas on demand (gas-top-up.ts). */
+  topUp?: (address: Hex, neededWei: bigint) => Promise<TopUpResult>;
   /** Throws in a transaction once this worker may no longer send (its job's lease is gone). */
   fence?: Fence;
   metrics?: Metrics;
 }
+
+const TOP_UP_PENDING = Symbol("gas top-up pending");
 
 /** Nothing to record: another worker settled the payment, or it moved on meanwhile. */
 class SettlementNotDue extends Error {
@@ -51,7 +54,7 @@ export class Settlement {
   readonly #workspaces: WorkspacesService;
   readonly #log: FastifyBaseLogger;
   readonly #now: () => Date;
-  readonly #topUp: (address: Hex, neededWei: bigint) => Promise<boolean>;
+  readonly #topUp: (address: Hex, neededWei: bigint) => Promise<TopUpResult>;
   readonly #fence: Fence;
   readonly #metrics: Metrics | undefined;
 
@@ -65,7 +68,7 @@ export class Settlement {
     options: SettlementOptions = {},
   ) {
     this.#fence = options.fence ?? (async () => {});
-    this.#topUp = options.topUp ?? (async () => false);
+    this.#topUp = options.topUp ?? (async () => "unavailable");
     this.#metrics = options.metrics;
     this.#db = db;
     this.#network = network;
@@ -133,12 +136,21 @@ export class Settlement {
     } else {
       const move = await this.#move(payment);
       const unfunded = await this.#unfunded(payment, rail, move);
+      if (unfunded === TOP_UP_PENDING) {
+        this.#log.warn({ paymentId: payment.id }, "settlement waits for its wallet's gas top-up to be mined");
+        return;
+      }
       if (unfunded) return this.#failUnsent(payment, unfunded);
       const submitted = await this.#submit(payment, rail, move);
       if (!submitted) return;
       outcome = submitted;
     }
-    if (outcome.status === "pending") return; // the next tick finishes it
+    if (outcome.status === "pending") {
+      // The next tick finishes it; one that failed on the way says why (it is tried again).
+      if (outcome.error)
+        this.#log.warn({ paymentId: payment.id, reason: outcome.error }, "settlement retried next tick");
+      return;
+    }
     if (outcome.unsent) return this.#failUnsent(payment, outcome.error ?? "not sent");
     if (outcome.status === "reverted") {
       // A user operation's error says which call failed; an EOA leg's is its transaction's.
@@ -183,8 +195,15 @@ export class Settlement {
     };
   }
 
-  /** Why the receiving wallet cannot pay the settlement (after topping its gas up), if it cannot. */
-  async #unfunded(payment: PaymentRow, rail: Rail, move: Move): Promise<string | undefined> {
+  /**
+   * Why the receiving wallet cannot pay the settlement (after topping its gas up), if it cannot;
+   * TOP_UP_PENDING while its top-up is sent and not mined yet (the next tick looks again).
+   */
+  async #unfunded(
+    payment: PaymentRow,
+    rail: Rail,
+    move: Move,
+  ): Promise<string | typeof TOP_UP_PENDING | undefined> {
     const token = payment.token_symbol as ChainToken;
     const gross = BigInt(payment.gross_amount);
     const gasPerTransfer = rail.gasRequired(token);
@@ -197,10 +216,10 @@ export class Settlement {
     if (tokenBalance < gross) return `insufficient ${token} balance in ${where}`;
     if (gas === undefined || ethBalance === undefined) return undefined; // sponsored
     const ethNeeded = gas * BigInt(move.legs.length) + (token === NATIVE_TOKEN ? gross : 0n);
-    if (ethBalance < ethNeeded && !(await this.#topUp(move.from, ethNeeded))) {
-      return "insufficient ETH for gas in the receiving wallet";
-    }
-    return undefined;
+    if (ethBalance >= ethNeeded) return undefined;
+    const topUp = await this.#topUp(move.from, ethNeeded);
+    if (topUp === "pending") return TOP_UP_PENDING;
+    return topUp === "funded" ? undefined : "insufficient ETH for gas in the receiving wallet";
   }
 
   /**
