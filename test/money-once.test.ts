@@ -3,6 +3,7 @@ import { type Address, type PublicClient, parseUnits } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Devnet, rpc, startDevnet } from "../src/devnet/chain.ts";
+import { topUpGas, topUpWallet } from "../src/modules/payments/gas-top-up.ts";
 import { Settlement } from "../src/modules/payments/settlement.ts";
 import { PeriodicJob } from "../src/platform/jobs/periodic-job.ts";
 import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
@@ -648,6 +649,56 @@ describe("a payment is settled once", () => {
       return (await status()) === "forwarded" ? true : undefined;
     });
     expect(await usdcBalance(merchant)).toBe(USDC("19.70"));
+  }, 60_000);
+
+  it("sends a wallet no second gas top-up while one is on its way", async () => {
+    const t = await app();
+    const ws = await createWorkspace(t);
+    const network = t.app.ctx.networks.live;
+    const sender = t.app.ctx.senders.live;
+    const config = t.config.networks.live;
+    if (!network || !sender || !config?.gasFunderKey) throw new Error("no live network with a gas funder");
+    // A top-up to the wallet recorded and not mined yet (from another funder, so that this
+    // one's nonces stay as they are).
+    await t.database.db
+      .insertInto("chain_transactions")
+      .values({
+        environment: "live",
+        from_address: randomAddress(),
+        nonce: "0",
+        purpose: "gas_topup",
+        to_address: ws.eoaAddress,
+        token_symbol: "ETH",
+        amount: "10000000000000000",
+        raw_tx: "0x00",
+        tx_hash: `0x${"ee".repeat(32)}`,
+        status: "signed",
+      })
+      .execute();
+    const needed = 1_000_000_000_000_000n;
+    const topUp = () =>
+      topUpWallet(
+        network,
+        config,
+        sender,
+        ws.eoaAddress as Address,
+        needed,
+        t.app.ctx.log,
+        t.app.ctx.metrics,
+      );
+    expect(await topUp()).toBe("pending");
+    expect(
+      await topUpGas(network, config, sender, t.app.services.workspaces, t.app.ctx.log, t.app.ctx.metrics),
+    ).toBe(0);
+    expect(await chain.getBalance({ address: ws.eoaAddress as Address })).toBe(0n);
+    // Once it is settled (here: never mined), the wallet is topped up again.
+    await t.database.db
+      .updateTable("chain_transactions")
+      .set({ status: "replaced" })
+      .where("tx_hash", "=", `0x${"ee".repeat(32)}`)
+      .execute();
+    expect(await topUp()).toBe("funded");
+    expect(await chain.getBalance({ address: ws.eoaAddress as Address })).toBe(10_000_000_000_000_000n);
   }, 60_000);
 
   it("a worker that does not hold the chain job's lease records and sends nothing", async () => {

@@ -211,6 +211,23 @@ export async function openTransactions(
   }));
 }
 
+/** The recipients (lower case) of the environment's open transactions of `purpose`. */
+export async function openRecipients(
+  db: Db,
+  environment: Environment,
+  purpose: string,
+): Promise<Set<string>> {
+  const rows = await db
+    .selectFrom("chain_transactions")
+    .select("to_address")
+    .distinct()
+    .where("environment", "=", environment)
+    .where("purpose", "=", purpose)
+    .where("status", "=", "signed")
+    .execute();
+  return new Set(rows.map((row) => row.to_address.toLowerCase()));
+}
+
 /** Notes why the node refused a transaction that stays open (its nonce is not taken yet). */
 export async function noteRefusal(db: Db, txHash: Hex, reason: string): Promise<void> {
   await db

@@ -109,6 +109,11 @@ export class TransactionSender {
     });
   }
 
+  /** Who has a transaction of `purpose` on its way from any wallet (signed, not settled yet). */
+  openRecipients(purpose: string): Promise<Set<string>> {
+    return sent.openRecipients(this.#db, this.#network.environment, purpose);
+  }
+
   /** Waits for the receipts of submitted transfers and records their outcome. */
   receipts(submitted: SubmittedTransfer[]): Promise<SentTransfer[]> {
     return awaitReceipts(this.#db, this.#network, submitted);

@@ -11,6 +11,8 @@ import type { WorkspacesService } from "../workspaces/service.ts";
 // threshold gets ETH from the gas-funding account, up to the target. The job runs once per
 // interval on one instance; each top-up is a recorded transaction (purpose "gas_topup") and a log line.
 
+const GAS_TOP_UP = "gas_topup";
+
 export async function topUpGas(
   network: Network,
   config: NetworkConfig,
@@ -26,14 +28,16 @@ export async function topUpGas(
   const funder = privateKeyToAccount(funderKey).address;
   const addresses = await workspaces.allEoaAddresses();
   const balances = await Promise.all(addresses.map((a) => network.balance(a as Hex, "ETH")));
+  // A wallet whose top-up is still on its way is not sent a second one.
+  const onTheirWay = await sender.openRecipients(GAS_TOP_UP);
   const transfers = addresses
     .map((address, i) => ({ address, balance: balances[i] ?? 0n }))
-    .filter((w) => w.balance < config.gasTopUpThreshold)
+    .filter((w) => w.balance < config.gasTopUpThreshold && !onTheirWay.has(w.address.toLowerCase()))
     .map((w) => ({
       token: "ETH" as const,
       to: w.address as Hex,
       amount: config.gasTopUpTarget - w.balance,
-      purpose: "gas_topup",
+      purpose: GAS_TOP_UP,
     }));
   if (transfers.length === 0) return 0;
   const sent = await sender.send(funderKey, funder, transfers, options);
@@ -76,11 +80,12 @@ export async function topUpWallet(
   const funderKey = config.gasFunderKey as Hex;
   const balance = await network.balance(address, "ETH");
   if (balance >= needed) return "funded";
+  if ((await sender.openRecipients(GAS_TOP_UP)).has(address.toLowerCase())) return "pending";
   const target = needed > config.gasTopUpTarget ? needed : config.gasTopUpTarget;
   const [sent] = await sender.send(
     funderKey,
     privateKeyToAccount(funderKey).address,
-    [{ token: "ETH", to: address, amount: target - balance, purpose: "gas_topup" }],
+    [{ token: "ETH", to: address, amount: target - balance, purpose: GAS_TOP_UP }],
     options,
   );
   if (sent) metrics.gasTopUp(network.environment, topUpOutcome(sent.status));
