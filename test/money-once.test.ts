@@ -4,7 +4,7 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Devnet, rpc, startDevnet } from "../src/devnet/chain.ts";
 import { topUpGas, topUpWallet } from "../src/modules/payments/gas-top-up.ts";
-import { Settlement } from "../src/modules/payments/settlement.ts";
+import { Settlement, type SettlementOptions } from "../src/modules/payments/settlement.ts";
 import { PeriodicJob } from "../src/platform/jobs/periodic-job.ts";
 import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
 import { type DevnetClients, devnetClients } from "./support/devnet-clients.ts";
@@ -24,14 +24,16 @@ const randomAddress = () => privateKeyToAccount(generatePrivateKey()).address;
 const USDC = (amount: string) => parseUnits(amount, 6);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const refusal = { error: { code: -32000, message: "nonce too high (refused by the test's node)" } };
+/** EIP-1474's -32005: the node rate-limits a call and says nothing of the transaction. */
+const limitExceeded = { error: { code: -32005, message: "limit exceeded (the test's node)" } };
 
-/** The node refuses the first transaction broadcast through the proxy, and takes every later one. */
-function refuseFirstBroadcast(): RpcHook {
-  let refused = false;
+/** The node answers the first transaction broadcast through the proxy with `answer`, and takes every later one. */
+function answerFirstBroadcast(answer: { error: { code: number; message: string } }): RpcHook {
+  let answered = false;
   return async ({ method }) => {
-    if (method !== "eth_sendRawTransaction" || refused) return undefined;
-    refused = true;
-    return refusal;
+    if (method !== "eth_sendRawTransaction" || answered) return undefined;
+    answered = true;
+    return answer;
   };
 }
 
@@ -75,6 +77,14 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, ms = 
   }
 }
 
+/** Runs both reconcilers (transactions, then payouts) until `done`. */
+const reconcileUntil = (t: TestApp, what: string, done: () => Promise<boolean>) =>
+  until(what, async () => {
+    await t.app.ctx.senders.live?.reconcile();
+    await t.app.services.payouts.reconcile("live");
+    return (await done()) ? true : undefined;
+  });
+
 const recordedFor = (t: TestApp, ws: CreatedWorkspace) =>
   t.database.db
     .selectFrom("chain_transactions")
@@ -86,6 +96,23 @@ const recordedFor = (t: TestApp, ws: CreatedWorkspace) =>
 
 const payoutRow = (t: TestApp, ws: CreatedWorkspace) =>
   t.database.db.selectFrom("payouts").selectAll().where("workspace_id", "=", ws.id).executeTakeFirst();
+
+/**
+ * A 10 USDC payout left open (202) at nonce 0 is finished by the reconcilers once past the
+ * rebroadcast age: its transaction sent again, mined once, the payout completed.
+ */
+async function expectFinishedOnce(t: TestApp, ws: CreatedWorkspace, destination: string) {
+  await sleep(3_500);
+  await reconcileUntil(
+    t,
+    "the payout to complete",
+    async () => (await payoutRow(t, ws))?.status === "completed",
+  );
+  expect(await usdcBalance(destination)).toBe(USDC("10"));
+  expect((await recordedFor(t, ws)).map((r) => [Number(r.nonce), r.purpose, r.status])).toEqual([
+    [0, "payout", "mined"],
+  ]);
+}
 
 /** A hook that holds every call for which `holds` is true until `release()`. */
 function holding(holds: (method: string, params: unknown[]) => boolean) {
@@ -102,7 +129,7 @@ function holding(holds: (method: string, params: unknown[]) => boolean) {
 
 describe("a transaction is sent once, in nonce order", () => {
   it("one the node refused is cancelled, never sent again: its payout, answered as failed, is never paid", async () => {
-    const proxy = await startRpcProxy(devnet.rpcUrl, refuseFirstBroadcast());
+    const proxy = await startRpcProxy(devnet.rpcUrl, answerFirstBroadcast(refusal));
     try {
       const t = await app({ LIVE_RPC_URL: proxy.url });
       const ws = await createWorkspace(t);
@@ -208,17 +235,7 @@ describe("what goes wrong after a transaction is recorded", () => {
       expect((await payoutRow(t, ws))?.status).toBe("processing");
       // The reconcilers: the transaction recorded more than 3 s ago and unknown to the node is
       // broadcast again, mined, and the payout completes, once.
-      await sleep(3_500);
-      await t.app.ctx.senders.live?.reconcile();
-      await until("the payout to complete", async () => {
-        await t.app.ctx.senders.live?.reconcile();
-        await t.app.services.payouts.reconcile("live");
-        return (await payoutRow(t, ws))?.status === "completed" ? true : undefined;
-      });
-      expect(await usdcBalance(destination)).toBe(USDC("10"));
-      expect((await recordedFor(t, ws)).map((r) => [Number(r.nonce), r.purpose, r.status])).toEqual([
-        [0, "payout", "mined"],
-      ]);
+      await expectFinishedOnce(t, ws, destination);
     } finally {
       await proxy.close();
     }
@@ -227,13 +244,7 @@ describe("what goes wrong after a transaction is recorded", () => {
 
 describe("a busy node", () => {
   it("is no refusal: a broadcast answered 'limit exceeded' is kept open (202), never cancelled, and paid once", async () => {
-    // EIP-1474's -32005: the node rate-limits the first broadcast and says nothing of the transaction.
-    let limited = false;
-    const proxy = await startRpcProxy(devnet.rpcUrl, async ({ method }) => {
-      if (method !== "eth_sendRawTransaction" || limited) return undefined;
-      limited = true;
-      return { error: { code: -32005, message: "limit exceeded (the test's node)" } };
-    });
+    const proxy = await startRpcProxy(devnet.rpcUrl, answerFirstBroadcast(limitExceeded));
     try {
       const t = await app({ LIVE_RPC_URL: proxy.url });
       const ws = await createWorkspace(t);
@@ -246,16 +257,7 @@ describe("a busy node", () => {
       expect(recorded.map((r) => [Number(r.nonce), r.purpose, r.status])).toEqual([[0, "payout", "signed"]]);
       expect(res.json().payout.txHash).toBe(recorded[0]?.tx_hash);
       // Past the rebroadcast age the reconciler sends the same transaction again; it is mined once.
-      await sleep(3_500);
-      await until("the payout to complete", async () => {
-        await t.app.ctx.senders.live?.reconcile();
-        await t.app.services.payouts.reconcile("live");
-        return (await payoutRow(t, ws))?.status === "completed" ? true : undefined;
-      });
-      expect(await usdcBalance(destination)).toBe(USDC("10"));
-      expect((await recordedFor(t, ws)).map((r) => [Number(r.nonce), r.purpose, r.status])).toEqual([
-        [0, "payout", "mined"],
-      ]);
+      await expectFinishedOnce(t, ws, destination);
     } finally {
       await proxy.close();
     }
@@ -267,9 +269,7 @@ describe.skipIf(!process.env.DATABASE_URL)("a wallet another instance holds", ()
   it("does not hold up the reconciliation of the other wallets' transactions", async () => {
     let busy = true; // the node rate-limits every broadcast: both payouts are left open (202)
     const proxy = await startRpcProxy(devnet.rpcUrl, async ({ method }) =>
-      method === "eth_sendRawTransaction" && busy
-        ? { error: { code: -32005, message: "limit exceeded (the test's node)" } }
-        : undefined,
+      method === "eth_sendRawTransaction" && busy ? limitExceeded : undefined,
     );
     let release = () => {};
     let holder: Promise<void> = Promise.resolve();
@@ -314,11 +314,11 @@ describe.skipIf(!process.env.DATABASE_URL)("a wallet another instance holds", ()
 
       const pass = t.app.ctx.senders.live?.reconcile().then(() => "finished" as const);
       expect(await Promise.race([pass, sleep(10_000).then(() => "held up" as const)])).toBe("finished");
-      await until("the free wallet's payout to complete", async () => {
-        await t.app.ctx.senders.live?.reconcile();
-        await t.app.services.payouts.reconcile("live");
-        return (await payoutRow(t, free))?.status === "completed" ? true : undefined;
-      });
+      await reconcileUntil(
+        t,
+        "the free wallet's payout to complete",
+        async () => (await payoutRow(t, free))?.status === "completed",
+      );
       expect((await recordedFor(t, held)).map((r) => r.status)).toEqual(["signed"]);
       expect(await usdcBalance(destinations.get(held) ?? "")).toBe(0n);
 
@@ -327,15 +327,13 @@ describe.skipIf(!process.env.DATABASE_URL)("a wallet another instance holds", ()
       await holder;
       const secondRes = await waiting;
       expect(secondRes.statusCode, secondRes.body).toBe(200);
-      await until("the held wallet's payouts to complete", async () => {
-        await t.app.ctx.senders.live?.reconcile();
-        await t.app.services.payouts.reconcile("live");
+      await reconcileUntil(t, "the held wallet's payouts to complete", async () => {
         const rows = await t.database.db
           .selectFrom("payouts")
           .select("status")
           .where("workspace_id", "=", held.id)
           .execute();
-        return rows.length === 2 && rows.every((r) => r.status === "completed") ? true : undefined;
+        return rows.length === 2 && rows.every((r) => r.status === "completed");
       });
       for (const destination of destinations.values())
         expect(await usdcBalance(destination)).toBe(USDC("10"));
@@ -478,7 +476,37 @@ describe("an idempotency key repeated on another instance", () => {
 });
 
 describe("a payment is settled once", () => {
-  async function confirmedPayment(t: TestApp) {
+  const paymentStatus = async (t: TestApp, id: string) =>
+    (
+      await t.database.db
+        .selectFrom("payments")
+        .select("status")
+        .where("id", "=", id)
+        .executeTakeFirstOrThrow()
+    ).status;
+
+  /** The settlement of the app's live EOA payments, run by hand (`tick`), with its network. */
+  function eoaSettlement(t: TestApp, options: SettlementOptions = {}) {
+    const network = t.app.ctx.networks.live;
+    const rail = t.app.rails.live?.eoa;
+    if (!network || !rail) throw new Error("no live network");
+    const settlement = new Settlement(
+      t.database.db,
+      network,
+      { eoa: rail },
+      t.app.services.workspaces,
+      t.app.ctx.log,
+      t.app.ctx.now,
+      options,
+    );
+    return { settlement, network };
+  }
+
+  /** A confirmed 20 USDC payment on a new workspace's EOA, which holds `funds` (its gross and gas). */
+  async function confirmedPayment(
+    t: TestApp,
+    funds: { USDC: string; ETH?: string } = { USDC: "20", ETH: "1" },
+  ) {
     const ws = await createWorkspace(t);
     const merchant = randomAddress();
     const created = await t.request({
@@ -489,7 +517,7 @@ describe("a payment is settled once", () => {
     });
     expect(created.statusCode, created.body).toBe(201);
     const id = created.json().payment.id as string;
-    await fund(ws.eoaAddress, { USDC: "20", ETH: "1" });
+    await fund(ws.eoaAddress, funds);
     // Arranged as the watcher leaves it once the transfer has its confirmations.
     await t.database.db.updateTable("payments").set({ status: "confirmed" }).where("id", "=", id).execute();
     return { ws, id, merchant };
@@ -517,23 +545,13 @@ describe("a payment is settled once", () => {
   }, 60_000);
 
   it("pays no one when the node refuses its net leg: the fee leg is cancelled too, never sent", async () => {
-    const proxy = await startRpcProxy(devnet.rpcUrl, refuseFirstBroadcast());
+    const proxy = await startRpcProxy(devnet.rpcUrl, answerFirstBroadcast(refusal));
     try {
       const t = await app({ LIVE_RPC_URL: proxy.url });
       const { ws, id, merchant } = await confirmedPayment(t);
-      const network = t.app.ctx.networks.live;
-      const rail = t.app.rails.live?.eoa;
-      if (!network || !rail) throw new Error("no live network");
+      const { settlement, network } = eoaSettlement(t);
       const treasury = network.treasuryAddress;
       const treasuryBefore = await usdcBalance(treasury);
-      const settlement = new Settlement(
-        t.database.db,
-        network,
-        { eoa: rail },
-        t.app.services.workspaces,
-        t.app.ctx.log,
-        t.app.ctx.now,
-      );
       await settlement.tick();
       // Later ticks (past the reconciler's rebroadcast age) send nothing more.
       await sleep(3_500);
@@ -560,37 +578,17 @@ describe("a payment is settled once", () => {
   }, 60_000);
 
   it("a busy node on its net leg withdraws nothing: both legs stay open and are paid once it takes them", async () => {
-    let limited = false;
-    const proxy = await startRpcProxy(devnet.rpcUrl, async ({ method }) => {
-      if (method !== "eth_sendRawTransaction" || limited) return undefined;
-      limited = true;
-      return { error: { code: -32005, message: "limit exceeded (the test's node)" } };
-    });
+    const proxy = await startRpcProxy(devnet.rpcUrl, answerFirstBroadcast(limitExceeded));
     try {
       const t = await app({ LIVE_RPC_URL: proxy.url });
       const { ws, id, merchant } = await confirmedPayment(t);
-      const network = t.app.ctx.networks.live;
-      const rail = t.app.rails.live?.eoa;
-      if (!network || !rail) throw new Error("no live network");
+      const { settlement, network } = eoaSettlement(t);
       const treasuryBefore = await usdcBalance(network.treasuryAddress);
-      const settlement = new Settlement(
-        t.database.db,
-        network,
-        { eoa: rail },
-        t.app.services.workspaces,
-        t.app.ctx.log,
-        t.app.ctx.now,
-      );
       await settlement.tick();
       await sleep(3_500); // past the rebroadcast age: the reconciler sends both legs again
       await until("the payment to be forwarded", async () => {
         await settlement.tick();
-        const { status } = await t.database.db
-          .selectFrom("payments")
-          .select("status")
-          .where("id", "=", id)
-          .executeTakeFirstOrThrow();
-        return status === "forwarded" ? true : undefined;
+        return (await paymentStatus(t, id)) === "forwarded" ? true : undefined;
       });
       expect(await usdcBalance(merchant)).toBe(USDC("19.70"));
       expect(await usdcBalance(network.treasuryAddress)).toBe(treasuryBefore + USDC("0.30"));
@@ -605,39 +603,10 @@ describe("a payment is settled once", () => {
 
   it("waits for a gas top-up sent and not mined yet, instead of failing the payment", async () => {
     const t = await app();
-    const ws = await createWorkspace(t);
-    const merchant = randomAddress();
-    const created = await t.request({
-      method: "POST",
-      url: "/api/v1/payments",
-      headers: bearer(ws.liveKey),
-      payload: { tokenSymbol: "USDC", amount: "20", merchantWallet: merchant },
-    });
-    expect(created.statusCode, created.body).toBe(201);
-    const id = created.json().payment.id as string;
-    await fund(ws.eoaAddress, { USDC: "20" }); // no ETH: the settlement needs a top-up
-    await t.database.db.updateTable("payments").set({ status: "confirmed" }).where("id", "=", id).execute();
-    const network = t.app.ctx.networks.live;
-    const rail = t.app.rails.live?.eoa;
-    if (!network || !rail) throw new Error("no live network");
+    const { ws, id, merchant } = await confirmedPayment(t, { USDC: "20" }); // no ETH: it needs a top-up
     let topUp: "pending" | "funded" = "pending";
-    const settlement = new Settlement(
-      t.database.db,
-      network,
-      { eoa: rail },
-      t.app.services.workspaces,
-      t.app.ctx.log,
-      t.app.ctx.now,
-      { topUp: async () => topUp },
-    );
-    const status = async () =>
-      (
-        await t.database.db
-          .selectFrom("payments")
-          .select("status")
-          .where("id", "=", id)
-          .executeTakeFirstOrThrow()
-      ).status;
+    const { settlement } = eoaSettlement(t, { topUp: async () => topUp });
+    const status = () => paymentStatus(t, id);
     await settlement.tick();
     await settlement.tick();
     expect(await status()).toBe("confirmed");
@@ -704,38 +673,20 @@ describe("a payment is settled once", () => {
   it("a worker that does not hold the chain job's lease records and sends nothing", async () => {
     const t = await app();
     const { id, merchant } = await confirmedPayment(t);
-    const network = t.app.ctx.networks.live;
-    const rail = t.app.rails.live?.eoa;
-    if (!network || !rail) throw new Error("no live network");
     const job = new PeriodicJob(t.database.db, t.app.ctx.log, {
       name: "chain.live",
       intervalMs: 100,
       tick: async () => {},
     });
     const settlement = (fence: (trx: typeof t.database.db) => Promise<void>) =>
-      new Settlement(
-        t.database.db,
-        network,
-        { eoa: rail },
-        t.app.services.workspaces,
-        t.app.ctx.log,
-        t.app.ctx.now,
-        { fence },
-      );
+      eoaSettlement(t, { fence }).settlement;
     // Another instance holds the lease.
     await t.database.db
       .insertInto("job_leases")
       .values({ name: "chain.live", holder: "another instance", expires_at: new Date(Date.now() + 60_000) })
       .execute();
     await settlement((trx) => job.fence(trx)).tick();
-    const status = async () =>
-      (
-        await t.database.db
-          .selectFrom("payments")
-          .select("status")
-          .where("id", "=", id)
-          .executeTakeFirstOrThrow()
-      ).status;
+    const status = () => paymentStatus(t, id);
     expect(await status()).toBe("confirmed");
     expect(
       await t.database.db

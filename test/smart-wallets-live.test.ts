@@ -105,9 +105,21 @@ async function createSmartWallet(ws: CreatedWorkspace, app: TestApp = t, payload
   return { status: res.statusCode, body: res.json() };
 }
 
-async function smartWalletOf(ws: CreatedWorkspace): Promise<Address> {
-  const created = await createSmartWallet(ws);
+async function smartWalletOf(ws: CreatedWorkspace, app: TestApp = t): Promise<Address> {
+  const created = await createSmartWallet(ws, app);
   return created.body.smartWallet.address as Address;
+}
+
+/** A live USDC payment of `amount` to be received on the workspace's smart wallet; its 201 body. */
+async function smartWalletPayment(ws: CreatedWorkspace, amount: string, merchant: string, app: TestApp = t) {
+  const res = await app.request({
+    method: "POST",
+    url: "/api/v1/payments",
+    headers: bearer(ws.liveKey),
+    payload: { tokenSymbol: "USDC", amount, merchantWallet: merchant, walletType: "smart_wallet" },
+  });
+  expect(res.statusCode, res.body).toBe(201);
+  return res.json();
 }
 
 const payout = (ws: CreatedWorkspace, body: Json, app: TestApp = t) =>
@@ -294,14 +306,7 @@ describe("a live USDC payment received on the smart wallet", () => {
     const treasuryBefore = await usdcBalance(treasury);
     const depositBefore = await paymasterDeposit();
 
-    const res = await t.request({
-      method: "POST",
-      url: "/api/v1/payments",
-      headers: bearer(ws.liveKey),
-      payload: { tokenSymbol: "USDC", amount: "100", merchantWallet: merchant, walletType: "smart_wallet" },
-    });
-    expect(res.statusCode, res.body).toBe(201);
-    const created = res.json();
+    const created = await smartWalletPayment(ws, "100", merchant);
     expect(created.receivingAddress).toBe(smart);
     expect(created.payment.status).toBe("pending");
 
@@ -356,16 +361,9 @@ describe("a live USDC payment received on the smart wallet", () => {
     let firstWorkers: Workers | undefined;
     try {
       const ws = await createWorkspace(first);
-      const smart = (await createSmartWallet(ws, first)).body.smartWallet.address as Address;
+      const smart = await smartWalletOf(ws, first);
       const merchant = randomAddress();
-      const res = await first.request({
-        method: "POST",
-        url: "/api/v1/payments",
-        headers: bearer(ws.liveKey),
-        payload: { tokenSymbol: "USDC", amount: "20", merchantWallet: merchant, walletType: "smart_wallet" },
-      });
-      expect(res.statusCode, res.body).toBe(201);
-      const id = res.json().payment.id as string;
+      const id = (await smartWalletPayment(ws, "20", merchant, first)).payment.id as string;
       firstWorkers = createWorkers(first.app, { dispatcher: { pollIntervalMs: 50 } });
       firstWorkers.start();
       await fund(smart, { USDC: "20" });
@@ -408,16 +406,9 @@ describe("a live USDC payment received on the smart wallet", () => {
     extraApps.push(app);
     try {
       const ws = await createWorkspace(app);
-      const smart = (await createSmartWallet(ws, app)).body.smartWallet.address as Address;
+      const smart = await smartWalletOf(ws, app);
       const merchant = randomAddress();
-      const res = await app.request({
-        method: "POST",
-        url: "/api/v1/payments",
-        headers: bearer(ws.liveKey),
-        payload: { tokenSymbol: "USDC", amount: "20", merchantWallet: merchant, walletType: "smart_wallet" },
-      });
-      expect(res.statusCode, res.body).toBe(201);
-      const id = res.json().payment.id as string;
+      const id = (await smartWalletPayment(ws, "20", merchant, app)).payment.id as string;
       startWorkers(app);
       await fund(smart, { USDC: "20" });
       await waitForStatus(ws.liveKey, id, "confirmed");
@@ -469,16 +460,7 @@ describe("payments of a new smart wallet paid in one block", () => {
     const smart = await smartWalletOf(ws);
     const merchant = randomAddress();
     const ids: string[] = [];
-    for (let i = 0; i < 4; i++) {
-      const res = await t.request({
-        method: "POST",
-        url: "/api/v1/payments",
-        headers: bearer(ws.liveKey),
-        payload: { tokenSymbol: "USDC", amount: "10", merchantWallet: merchant, walletType: "smart_wallet" },
-      });
-      expect(res.statusCode, res.body).toBe(201);
-      ids.push(res.json().payment.id);
-    }
+    for (let i = 0; i < 4; i++) ids.push((await smartWalletPayment(ws, "10", merchant)).payment.id);
     // All four transfers in one block: confirmed in one tick, settled together while the account
     // is not deployed yet.
     await rpc(devnet.rpcUrl, "evm_setAutomine", [false]);
