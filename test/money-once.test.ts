@@ -601,6 +601,52 @@ describe("a payment is settled once", () => {
     }
   }, 60_000);
 
+  it("a net leg left open, then refused when the wallet's next send fills the gap, takes the fee leg with it", async () => {
+    // The node is busy for the net leg's first broadcast (it stays open, the fee waits behind it),
+    // then refuses the net leg whenever it is sent again.
+    let netRaw: string | undefined;
+    const proxy = await startRpcProxy(devnet.rpcUrl, async ({ method, params }) => {
+      if (method !== "eth_sendRawTransaction") return undefined;
+      if (netRaw === undefined) {
+        netRaw = String(params[0]);
+        return limitExceeded;
+      }
+      return params[0] === netRaw ? refusal : undefined;
+    });
+    try {
+      const t = await app({ LIVE_RPC_URL: proxy.url });
+      const { ws, id, merchant } = await confirmedPayment(t, { USDC: "21", ETH: "1" }); // 1 USDC of its own
+      const { settlement, network } = eoaSettlement(t);
+      const treasuryBefore = await usdcBalance(network.treasuryAddress);
+      await settlement.tick();
+      // The wallet's next send: a payout, whose nonce comes after both legs.
+      const destination = randomAddress();
+      const paid = await payout(t, ws, {
+        tokenSymbol: "USDC",
+        amount: "0.1",
+        destinationAddress: destination,
+      });
+      expect(paid.statusCode, paid.body).toBe(200);
+      await until("the settlement to end", async () => {
+        await settlement.tick();
+        return (await paymentStatus(t, id)) === "confirmed" ? undefined : true;
+      });
+      expect(await paymentStatus(t, id)).toBe("failed");
+      expect(await usdcBalance(merchant)).toBe(0n);
+      expect(await usdcBalance(network.treasuryAddress)).toBe(treasuryBefore);
+      expect(await usdcBalance(destination)).toBe(USDC("0.1"));
+      expect((await recordedFor(t, ws)).map((r) => [Number(r.nonce), r.purpose, r.status])).toEqual([
+        [0, "cancel", "mined"],
+        [0, "settlement_net", "replaced"],
+        [1, "cancel", "mined"],
+        [1, "settlement_fee", "replaced"],
+        [2, "payout", "mined"],
+      ]);
+    } finally {
+      await proxy.close();
+    }
+  }, 60_000);
+
   it("waits for a gas top-up sent and not mined yet, instead of failing the payment", async () => {
     const t = await app();
     const { ws, id, merchant } = await confirmedPayment(t, { USDC: "20" }); // no ETH: it needs a top-up

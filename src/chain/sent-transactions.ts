@@ -17,13 +17,14 @@ export interface RecordedTransaction {
   purpose: string;
   /** Set on a cancelling transaction: the one whose nonce it takes. */
   replaces: Hex | null;
+  /** The payment it settles: a payment's legs go together (none is paid without the others). */
+  paymentId: string | null;
 }
 
 export interface NewTransaction extends RecordedTransaction {
   from: Hex;
   to: Hex;
   amount: bigint;
-  paymentId: string | null;
   payoutId: string | null;
 }
 
@@ -109,8 +110,9 @@ export async function toBroadcast(
     token_symbol: ChainToken;
     purpose: string;
     replaces_tx_hash: Hex | null;
+    payment_id: string | null;
   }>`
-    SELECT DISTINCT ON (nonce) tx_hash, raw_tx, nonce, token_symbol, purpose, replaces_tx_hash
+    SELECT DISTINCT ON (nonce) tx_hash, raw_tx, nonce, token_symbol, purpose, replaces_tx_hash, payment_id
     FROM chain_transactions
     WHERE environment = ${environment} AND from_address = ${from} AND status = 'signed'
       AND nonce >= ${fromNonce} ${toNonce === null ? sql`` : sql`AND nonce < ${toNonce}`}
@@ -123,6 +125,7 @@ export async function toBroadcast(
     token: row.token_symbol,
     purpose: row.purpose,
     replaces: row.replaces_tx_hash,
+    paymentId: row.payment_id,
   }));
 }
 
@@ -141,15 +144,9 @@ export async function recordCancellation(
     token: "ETH" as const,
     purpose: "cancel",
     replaces: tx.txHash,
-  };
-  await recordTransaction(db, environment, {
-    ...cancel,
-    from,
-    to: from,
-    amount: 0n,
     paymentId: null,
-    payoutId: null,
-  });
+  };
+  await recordTransaction(db, environment, { ...cancel, from, to: from, amount: 0n, payoutId: null });
   return cancel;
 }
 
@@ -157,7 +154,7 @@ export async function recordCancellation(
 export async function cancellationOf(db: Db, txHash: Hex): Promise<RecordedTransaction | undefined> {
   const row = await db
     .selectFrom("chain_transactions")
-    .select(["tx_hash", "raw_tx", "nonce", "token_symbol", "purpose", "replaces_tx_hash"])
+    .select(["tx_hash", "raw_tx", "nonce", "token_symbol", "purpose", "replaces_tx_hash", "payment_id"])
     .where("replaces_tx_hash", "=", txHash)
     .where("status", "=", "signed")
     .executeTakeFirst();
@@ -169,6 +166,7 @@ export async function cancellationOf(db: Db, txHash: Hex): Promise<RecordedTrans
     token: row.token_symbol as ChainToken,
     purpose: row.purpose,
     replaces: row.replaces_tx_hash as Hex,
+    paymentId: row.payment_id,
   };
 }
 

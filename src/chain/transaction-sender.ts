@@ -325,11 +325,18 @@ export class TransactionSender {
     if (pending >= nonce) return false;
     const missing = await sent.toBroadcast(this.#db, this.#network.environment, from, pending, nonce);
     if (missing.length !== nonce - pending) return false; // a nonce with nothing recorded: not ours to fill
+    const refused = new Set<string>(); // payments whose leg the node refused here
     for (const tx of missing) {
+      if (tx.paymentId !== null && refused.has(tx.paymentId)) {
+        // A leg sent together with one refused: cancelled too, never paid without it.
+        if ((await this.#withdraw(privateKey, from, tx)).cancelHash === null) return false;
+        continue;
+      }
       const reason = await this.#broadcast(tx);
       if (reason === null) continue;
       if (tx.replaces !== null) return false;
       await sent.noteRefusal(this.#db, tx.txHash, reason);
+      if (tx.paymentId !== null) refused.add(tx.paymentId);
       if ((await this.#cancel(privateKey, from, tx)) === null) return false;
     }
     return true;
