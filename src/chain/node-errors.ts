@@ -3,16 +3,19 @@
 
 import { firstLine } from "../domain/errors.ts";
 
-/** A JSON-RPC error object from the node (as opposed to a timeout or a refused connection). */
-export function isNodeAnswer(err: unknown): boolean {
-  for (
-    let e = err as { name?: string; code?: unknown; cause?: unknown } | undefined;
-    e;
-    e = e.cause as typeof e
-  ) {
-    if (e.name === "RpcRequestError" || (typeof e.code === "number" && e.code < 0)) return true;
+type ErrorLink = { name?: string; code?: unknown; cause?: unknown };
+
+/** Whether `err` or an error in its cause chain satisfies `test`. */
+function someCause(err: unknown, test: (e: ErrorLink) => boolean): boolean {
+  for (let e = err as ErrorLink | undefined; e; e = e.cause as ErrorLink | undefined) {
+    if (test(e)) return true;
   }
   return false;
+}
+
+/** A JSON-RPC error object from the node (as opposed to a timeout or a refused connection). */
+export function isNodeAnswer(err: unknown): boolean {
+  return someCause(err, (e) => e.name === "RpcRequestError" || (typeof e.code === "number" && e.code < 0));
 }
 
 export function errorText(err: unknown): string {
@@ -28,8 +31,5 @@ export function errorText(err: unknown): string {
 const BUSY_CODES = new Set([-32002, -32005]);
 
 export function isNodeBusy(err: unknown): boolean {
-  for (let e = err as { code?: unknown; cause?: unknown } | undefined; e; e = e.cause as typeof e) {
-    if (typeof e.code === "number" && BUSY_CODES.has(e.code)) return true;
-  }
-  return false;
+  return someCause(err, (e) => typeof e.code === "number" && BUSY_CODES.has(e.code));
 }

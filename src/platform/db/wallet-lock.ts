@@ -53,7 +53,7 @@ export class SessionTurns {
    * on the embedded database, where there is no lock to keep).
    */
   run<T>(name: string, task: (fresh: boolean) => Promise<T>): Promise<T> {
-    return this.#turn(name, "wait", task) as Promise<T>;
+    return this.#turn(name, "wait", task);
   }
 
   /**
@@ -70,6 +70,8 @@ export class SessionTurns {
     return this.#turn(name, "try", task);
   }
 
+  #turn<T>(name: string, mode: "wait", task: (fresh: boolean) => Promise<T>): Promise<T>;
+  #turn<T>(name: string, mode: "try", task: (fresh: boolean) => Promise<T>): Promise<T | typeof NOT_FREE>;
   #turn<T>(
     name: string,
     mode: "wait" | "try",
