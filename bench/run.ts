@@ -9,7 +9,7 @@ import { promisify } from "node:util";
 import autocannon from "autocannon";
 import pg from "pg";
 import { type OverheadRow, renderOverhead } from "./metrics-overhead.ts";
-import { dig, postJson } from "./support.ts";
+import { cleanups, dig, postJson, runAsScript } from "./support.ts";
 
 // `npm run bench`: measures the service's sandbox `POST /api/v1/payments` and
 // `GET /api/v1/payments/{id}` against PostgreSQL and embedded PGlite, next to a bare Fastify
@@ -83,59 +83,8 @@ const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
 // Cleanup: everything started registers how to undo it; undone in reverse order, exactly once,
 // whether the run ends normally, throws or is interrupted.
 
-interface Cleanup {
-  name: string;
-  run: () => Promise<void>;
-}
-
-const cleanups: Cleanup[] = [];
-
-/** Registers an undo step; the returned function runs it now (once) and unregisters it. */
-function defer(name: string, fn: () => Promise<void>): () => Promise<void> {
-  let running: Promise<void> | undefined;
-  const entry: Cleanup = {
-    name,
-    run: () => {
-      if (!running) running = fn();
-      return running;
-    },
-  };
-  cleanups.push(entry);
-  return async () => {
-    const index = cleanups.indexOf(entry);
-    if (index >= 0) cleanups.splice(index, 1);
-    await entry.run();
-  };
-}
-
-let cleaningUp: Promise<void> | undefined;
-
-function cleanupAll(): Promise<void> {
-  if (!cleaningUp) {
-    cleaningUp = (async () => {
-      for (let entry = cleanups.pop(); entry; entry = cleanups.pop()) {
-        try {
-          await entry.run();
-        } catch (err) {
-          log(`cleanup of ${entry.name} failed: ${err instanceof Error ? err.message : String(err)}`);
-        }
-      }
-    })();
-  }
-  return cleaningUp;
-}
-
-const SIGNAL_EXIT_CODES = { SIGINT: 130, SIGTERM: 143, SIGHUP: 129 } as const;
-for (const [signal, code] of Object.entries(SIGNAL_EXIT_CODES)) {
-  process.on(signal, () => {
-    log(`${signal}: stopping the servers and PostgreSQL…`);
-    void cleanupAll().finally(() => process.exit(code));
-  });
-}
-process.on("uncaughtException", (err) => {
-  log(`uncaught: ${err.stack ?? err.message}`);
-  void cleanupAll().finally(() => process.exit(1));
-});
+const steps = cleanups(log);
+const { defer } = steps;
 
 // ---------------------------------------------------------------------------------------------
 // Child processes
@@ -1062,13 +1011,4 @@ async function main(): Promise<void> {
   process.stdout.write(`\n${summary}\n\nWritten to ${RESULTS_FILE}\n`);
 }
 
-let exitCode = 0;
-try {
-  await main();
-} catch (err) {
-  log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
-  exitCode = 1;
-} finally {
-  await cleanupAll();
-}
-process.exit(exitCode);
+await runAsScript(import.meta.url, log, main, steps);

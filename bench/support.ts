@@ -81,6 +81,7 @@ export interface Cleanups {
 
 export function cleanups(log: (message: string) => void): Cleanups {
   const steps: { name: string; run: () => Promise<void> }[] = [];
+  let pass: Promise<void> | undefined;
   return {
     defer(name, fn) {
       let running: Promise<void> | undefined;
@@ -92,17 +93,25 @@ export function cleanups(log: (message: string) => void): Cleanups {
         await entry.run();
       };
     },
-    async cleanupAll() {
-      for (let entry = steps.pop(); entry; entry = steps.pop()) {
-        try {
-          await entry.run();
-        } catch (err) {
-          log(`cleanup of ${entry.name} failed: ${err instanceof Error ? err.message : String(err)}`);
+    cleanupAll() {
+      // A signal during the cleanup after a failure joins the pass under way.
+      pass ??= (async () => {
+        for (let entry = steps.pop(); entry; entry = steps.pop()) {
+          try {
+            await entry.run();
+          } catch (err) {
+            log(`cleanup of ${entry.name} failed: ${err instanceof Error ? err.message : String(err)}`);
+          }
         }
-      }
+        pass = undefined;
+      })();
+      return pass;
     },
   };
 }
+
+/** 128 + the signal's number, as a shell reports a process the signal ended. */
+const SIGNAL_EXIT_CODES = { SIGINT: 130, SIGTERM: 143, SIGHUP: 129 } as const;
 
 /**
  * Runs `body` when `moduleUrl` is the script node was started with (not when it is imported): a
@@ -115,12 +124,17 @@ export async function runAsScript(
   steps?: Cleanups,
 ): Promise<void> {
   if (!process.argv[1] || resolve(process.argv[1]) !== fileURLToPath(moduleUrl)) return;
-  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
+  const cleanup = () => steps?.cleanupAll() ?? Promise.resolve();
+  for (const [signal, exitCode] of Object.entries(SIGNAL_EXIT_CODES)) {
     process.on(signal, () => {
       log(`${signal}: cleaning up…`);
-      void (steps?.cleanupAll() ?? Promise.resolve()).finally(() => process.exit(130));
+      void cleanup().finally(() => process.exit(exitCode));
     });
   }
+  process.on("uncaughtException", (err) => {
+    log(`uncaught: ${err.stack ?? err.message}`);
+    void cleanup().finally(() => process.exit(1));
+  });
   let code = 0;
   try {
     await body();
@@ -128,7 +142,7 @@ export async function runAsScript(
     log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     code = 1;
   } finally {
-    await steps?.cleanupAll();
+    await cleanup();
   }
   process.exit(code);
 }
