@@ -2,7 +2,7 @@ import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { badRequest, notFound } from "../../domain/errors.ts";
 import { descriptionProblem, isPlainObject, isUuid } from "../../domain/validation.ts";
-import type { KeyPrincipal } from "../../platform/http/auth.ts";
+import type { Tenant } from "../../platform/http/auth.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import type { AgentFields, AgentRow } from "./repo.ts";
 import * as repo from "./repo.ts";
@@ -63,7 +63,7 @@ export class AgentsService {
     this.#ctx = ctx;
   }
 
-  async create(principal: KeyPrincipal, body: unknown): Promise<AgentView> {
+  async create(principal: Tenant, body: unknown): Promise<AgentView> {
     if (!isPlainObject(body)) throw badRequest("Request body must be a JSON object");
     const fields = validateFields(body, true);
     return this.#ctx.db.transaction().execute(async (trx) => {
@@ -79,18 +79,18 @@ export class AgentsService {
     });
   }
 
-  async get(principal: KeyPrincipal, id: string): Promise<AgentView> {
+  async get(principal: Tenant, id: string): Promise<AgentView> {
     const row = await this.#find(this.#ctx.db, principal, id);
     if (!row) throw notFound("Agent not found");
     return toView(row);
   }
 
   /** An agent of the workspace and environment exists (wallet ownership check). */
-  async exists(principal: KeyPrincipal, id: string): Promise<boolean> {
+  async exists(principal: Tenant, id: string): Promise<boolean> {
     return (await this.#find(this.#ctx.db, principal, id)) !== undefined;
   }
 
-  async list(principal: KeyPrincipal, query: { page: number; limit: number; search?: string | undefined }) {
+  async list(principal: Tenant, query: { page: number; limit: number; search?: string | undefined }) {
     const { rows, total } = await repo.listAgents(this.#ctx.db, principal, {
       search: query.search,
       limit: query.limit,
@@ -102,7 +102,7 @@ export class AgentsService {
     };
   }
 
-  async update(principal: KeyPrincipal, id: string, body: unknown): Promise<AgentView> {
+  async update(principal: Tenant, id: string, body: unknown): Promise<AgentView> {
     if (!isPlainObject(body)) throw badRequest("Request body must be a JSON object");
     const fields = validateFields(body, false);
     const now = this.#ctx.now();
@@ -129,7 +129,7 @@ export class AgentsService {
     });
   }
 
-  async remove(principal: KeyPrincipal, id: string): Promise<{ agentId: string; deleted: true }> {
+  async remove(principal: Tenant, id: string): Promise<{ agentId: string; deleted: true }> {
     const now = this.#ctx.now();
     return this.#ctx.db.transaction().execute(async (trx) => {
       const current = await this.#find(trx, principal, id, true);
@@ -146,11 +146,11 @@ export class AgentsService {
     });
   }
 
-  async #find(db: AppContext["db"], principal: KeyPrincipal, id: string, forUpdate = false) {
+  async #find(db: AppContext["db"], principal: Tenant, id: string, forUpdate = false) {
     return isUuid(id) ? repo.findAgent(db, principal, id, forUpdate) : undefined;
   }
 }
 
-function scope(principal: KeyPrincipal): { workspaceId: string; environment: Environment } {
+function scope(principal: Tenant): { workspaceId: string; environment: Environment } {
   return { workspaceId: principal.workspaceId, environment: principal.environment };
 }

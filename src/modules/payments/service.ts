@@ -25,7 +25,7 @@ import {
 } from "../../platform/db/idempotency.ts";
 import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
 import type { StatusTotal } from "../../platform/db/status-totals.ts";
-import type { KeyPrincipal } from "../../platform/http/auth.ts";
+import type { Tenant } from "../../platform/http/auth.ts";
 import { type CardProviders, providerUnavailable } from "../card/provider.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import * as chainRepo from "./chain-repo.ts";
@@ -77,7 +77,7 @@ export class PaymentsService {
   }
 
   async create(
-    principal: KeyPrincipal,
+    principal: Tenant,
     body: unknown,
     idempotencyKey: string | undefined,
   ): Promise<CreatePaymentResult> {
@@ -254,7 +254,7 @@ export class PaymentsService {
   }
 
   async list(
-    principal: KeyPrincipal,
+    principal: Tenant,
     query: {
       status?: PaymentStatus | undefined;
       environment?: Environment | undefined;
@@ -288,7 +288,7 @@ export class PaymentsService {
   }
 
   /** Count and gross volume of the key's payments per status and token. */
-  totalsByStatus(principal: KeyPrincipal): Promise<StatusTotal[]> {
+  totalsByStatus(principal: Tenant): Promise<StatusTotal[]> {
     return repo.totalsByStatus(this.#ctx.db, principal);
   }
 
@@ -308,14 +308,14 @@ export class PaymentsService {
     return repo.recordLastPaymentError(trx, id, error, at);
   }
 
-  async get(principal: KeyPrincipal, id: string): Promise<PaymentView> {
+  async get(principal: Tenant, id: string): Promise<PaymentView> {
     // Outside a transaction: GETs arriving together share one query (by id; tenant checked here).
     const row = isUuid(id) ? repo.visibleTo(await this.#byId(id.toLowerCase()), principal) : undefined;
     if (!row) throw notFound("Payment not found");
     return toPaymentView(row);
   }
 
-  async cancel(principal: KeyPrincipal, id: string): Promise<PaymentView> {
+  async cancel(principal: Tenant, id: string): Promise<PaymentView> {
     const now = this.#ctx.now();
     // A pending card payment's checkout is expired at the provider first: if the payer has
     // already paid, the payment cannot be cancelled (its completed event will forward it).
@@ -342,16 +342,13 @@ export class PaymentsService {
     return toPaymentView(cancelled);
   }
 
-  async verify(
-    principal: KeyPrincipal,
-    paymentId: unknown,
-  ): Promise<{ verified: boolean; payment: PaymentView }> {
+  async verify(principal: Tenant, paymentId: unknown): Promise<{ verified: boolean; payment: PaymentView }> {
     if (typeof paymentId !== "string" || paymentId.length === 0) throw badRequest("paymentId is required");
     const payment = await this.get(principal, paymentId);
     return { verified: isVerified(payment.status as PaymentStatus), payment };
   }
 
-  async unmatched(principal: KeyPrincipal, page: { limit: number; offset: number }) {
+  async unmatched(principal: Tenant, page: { limit: number; offset: number }) {
     const { rows, total } = await chainRepo.listUnmatched(this.#ctx.db, principal, page);
     return {
       transfers: rows.map((r) => ({
@@ -370,7 +367,7 @@ export class PaymentsService {
 
   async #load(
     db: Kysely<DatabaseSchema>,
-    principal: KeyPrincipal,
+    principal: Tenant,
     id: string,
     forUpdate = false,
   ): Promise<PaymentRow> {

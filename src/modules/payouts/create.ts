@@ -5,7 +5,7 @@ import type { BreakerState } from "../../domain/circuit-breaker.ts";
 import { badRequest, CircuitBreakerOpen } from "../../domain/errors.ts";
 import { validatePayoutRequest } from "../../domain/payout-request.ts";
 import { KeyedQueue } from "../../platform/concurrency/keyed-queue.ts";
-import type { KeyPrincipal } from "../../platform/http/auth.ts";
+import type { Tenant } from "../../platform/http/auth.ts";
 import type { Move } from "../../rails/rail.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import type { PayoutAnswers, PayoutResponse } from "./answers.ts";
@@ -54,7 +54,7 @@ export class PayoutCreation {
     this.#answers = parts.answers;
   }
 
-  async create(principal: KeyPrincipal, body: unknown): Promise<PayoutResponse> {
+  async create(principal: Tenant, body: unknown): Promise<PayoutResponse> {
     const validated = validatePayoutRequest(body);
     if (!validated.ok) throw badRequest(validated.message);
     const request = validated.value;

@@ -5,7 +5,7 @@ import { resume } from "../../domain/circuit-breaker.ts";
 import { formatAmount, NATIVE_TOKEN, TOKEN_DECIMALS } from "../../domain/money.ts";
 import { Notices } from "../../platform/db/notices.ts";
 import { SessionTurns } from "../../platform/db/wallet-lock.ts";
-import type { KeyPrincipal } from "../../platform/http/auth.ts";
+import type { Tenant } from "../../platform/http/auth.ts";
 import type { Mailer } from "../../platform/mail/mailer.ts";
 import type { Rails } from "../../rails/index.ts";
 import type { PaymentsService } from "../payments/service.ts";
@@ -79,7 +79,7 @@ export class PayoutsService {
     return this.#endings.close();
   }
 
-  create(principal: KeyPrincipal, body: unknown): Promise<PayoutResponse> {
+  create(principal: Tenant, body: unknown): Promise<PayoutResponse> {
     return this.#creation.create(principal, body);
   }
 
@@ -88,7 +88,7 @@ export class PayoutsService {
     return this.#reconciler.reconcile(environment);
   }
 
-  async history(principal: KeyPrincipal, page: { limit: number; offset: number }) {
+  async history(principal: Tenant, page: { limit: number; offset: number }) {
     const { rows, total } = await repo.listCompleted(this.#ctx.db, principal, page);
     return {
       payouts: rows.map((row) => ({
@@ -113,7 +113,7 @@ export class PayoutsService {
     return repo.pausedCounts(this.#ctx.db);
   }
 
-  async resumePayouts(principal: KeyPrincipal) {
+  async resumePayouts(principal: Tenant) {
     const scope = { workspaceId: principal.workspaceId, environment: principal.environment };
     const outcome = await this.#ctx.db.transaction().execute(async (trx) => {
       const state = await repo.lockBreaker(trx, scope);
@@ -130,7 +130,7 @@ export class PayoutsService {
     };
   }
 
-  async state(principal: KeyPrincipal) {
+  async state(principal: Tenant) {
     const state = await repo.readBreaker(this.#ctx.db, principal);
     return {
       status: state.status,

@@ -12,7 +12,7 @@ import {
 } from "../../domain/money.ts";
 import { parseAmountField } from "../../domain/validation.ts";
 import type { StatusTotal } from "../../platform/db/status-totals.ts";
-import type { KeyPrincipal } from "../../platform/http/auth.ts";
+import type { Tenant } from "../../platform/http/auth.ts";
 import type { Rails } from "../../rails/index.ts";
 import type { PaymentsService } from "../payments/service.ts";
 import type { WalletsService } from "../wallets/service.ts";
@@ -47,7 +47,7 @@ export class WalletService {
     this.#agentWallets = agentWallets;
   }
 
-  async balances(principal: KeyPrincipal) {
+  async balances(principal: Tenant) {
     const workspace = await this.#workspaces.profile(principal.workspaceId);
     const channel = this.#rails[principal.environment]?.eoa;
     const read = async (address: string | null) => {
@@ -68,7 +68,7 @@ export class WalletService {
     return { environment: principal.environment, eoa, smartWallet };
   }
 
-  async faucet(principal: KeyPrincipal, body: unknown) {
+  async faucet(principal: Tenant, body: unknown) {
     if (principal.environment !== "sandbox")
       throw forbidden("The faucet exists only in the sandbox: use a svc_test_ key");
     const input = (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
@@ -94,7 +94,7 @@ export class WalletService {
    * The faucet also credits an agent or user wallet (`walletId`): its balance change is reported
    * as wallet.balance.updated, written with the credit in one transaction.
    */
-  async #faucetToAgentWallet(principal: KeyPrincipal, input: Record<string, unknown>) {
+  async #faucetToAgentWallet(principal: Tenant, input: Record<string, unknown>) {
     const token = input.tokenSymbol;
     if (!isWalletCurrency(token)) throw badRequest("Invalid token symbol");
     const decimals = TOKEN_DECIMALS[token];
@@ -136,7 +136,7 @@ export class WalletService {
     };
   }
 
-  async stats(principal: KeyPrincipal) {
+  async stats(principal: Tenant) {
     const payments = await this.#payments.totalsByStatus(principal);
     const payouts = await walletRepo.totalsByStatus(this.#ctx.db, principal);
     const shape = (rows: readonly StatusTotal[]) =>

@@ -7,7 +7,7 @@ import { badRequest, notFound } from "../../domain/errors.ts";
 import { formatAmount, isWalletCurrency, TOKEN_DECIMALS, type WalletCurrency } from "../../domain/money.ts";
 import { isPlainObject, isUuid } from "../../domain/validation.ts";
 import type { Db } from "../../platform/db/database.ts";
-import type { KeyPrincipal } from "../../platform/http/auth.ts";
+import type { Tenant } from "../../platform/http/auth.ts";
 import type { AgentsService } from "../agents/service.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import type { WalletRow, WatchedWallet } from "./repo.ts";
@@ -52,7 +52,7 @@ export class WalletsService {
     };
   }
 
-  async create(principal: KeyPrincipal, body: unknown) {
+  async create(principal: Tenant, body: unknown) {
     if (!isPlainObject(body)) throw badRequest("Request body must be a JSON object");
     const { ownerId, type, currencies } = body;
     if (typeof ownerId !== "string" || ownerId.length === 0 || ownerId.length > 200) {
@@ -83,14 +83,14 @@ export class WalletsService {
     });
   }
 
-  async get(principal: KeyPrincipal, id: string) {
+  async get(principal: Tenant, id: string) {
     const row = await this.find(principal, id);
     const [withBalances] = await this.#withBalances(principal.environment, [row]);
     return withBalances;
   }
 
   async list(
-    principal: KeyPrincipal,
+    principal: Tenant,
     query: {
       page: number;
       limit: number;
@@ -116,7 +116,7 @@ export class WalletsService {
     };
   }
 
-  async balance(principal: KeyPrincipal, id: string, currency: string) {
+  async balance(principal: Tenant, id: string, currency: string) {
     const row = await this.find(principal, id);
     if (!isWalletCurrency(currency)) throw badRequest("currency must be ETH, USDC or DAI");
     if (!row.currencies.includes(currency)) throw badRequest(`This wallet does not hold ${currency}`);
@@ -129,7 +129,7 @@ export class WalletsService {
     };
   }
 
-  async addCurrency(principal: KeyPrincipal, id: string, body: unknown) {
+  async addCurrency(principal: Tenant, id: string, body: unknown) {
     const currency = isPlainObject(body) ? body.currency : undefined;
     if (!isWalletCurrency(currency)) throw badRequest("currency must be ETH, USDC or DAI");
     const row = await this.find(principal, id);
@@ -144,7 +144,7 @@ export class WalletsService {
   }
 
   /** A wallet of the key's workspace and environment (the sandbox faucet credits it too). */
-  async find(principal: KeyPrincipal, id: unknown): Promise<WalletRow> {
+  async find(principal: Tenant, id: unknown): Promise<WalletRow> {
     const row = isUuid(id) ? await repo.findWallet(this.#ctx.db, principal, id) : undefined;
     if (!row) throw notFound("Wallet not found");
     return row;
@@ -178,6 +178,6 @@ function toView(row: WalletRow) {
   };
 }
 
-function scope(principal: KeyPrincipal): { workspaceId: string; environment: Environment } {
+function scope(principal: Tenant): { workspaceId: string; environment: Environment } {
   return { workspaceId: principal.workspaceId, environment: principal.environment };
 }

@@ -4,7 +4,7 @@ import type { AppContext } from "../../context.ts";
 import { badRequest, notFound } from "../../domain/errors.ts";
 import { isSubscribableEvent } from "../../domain/events.ts";
 import { isUuid, MAX_URL } from "../../domain/validation.ts";
-import type { KeyPrincipal } from "../../platform/http/auth.ts";
+import type { Tenant } from "../../platform/http/auth.ts";
 import {
   assertLiteralHostAllowed,
   BlockedDestinationError,
@@ -100,7 +100,7 @@ export class WebhooksService {
     return repo.dueBacklog(this.#ctx.db);
   }
 
-  async register(principal: KeyPrincipal, body: unknown): Promise<WebhookView & { signingSecret: string }> {
+  async register(principal: Tenant, body: unknown): Promise<WebhookView & { signingSecret: string }> {
     const input = (typeof body === "object" && body !== null ? body : {}) as {
       url?: unknown;
       events?: unknown;
@@ -126,11 +126,11 @@ export class WebhooksService {
     return { ...toWebhookView(row), signingSecret };
   }
 
-  async list(principal: KeyPrincipal): Promise<WebhookView[]> {
+  async list(principal: Tenant): Promise<WebhookView[]> {
     return (await repo.listEndpoints(this.#ctx.db, principal)).map(toWebhookView);
   }
 
-  async remove(principal: KeyPrincipal, id: string): Promise<void> {
+  async remove(principal: Tenant, id: string): Promise<void> {
     const endpointId = parseId(id);
     if (
       endpointId === null ||
@@ -141,7 +141,7 @@ export class WebhooksService {
   }
 
   async deliveries(
-    principal: KeyPrincipal,
+    principal: Tenant,
     id: string,
     page: { limit: number; offset: number },
   ): Promise<{ deliveries: DeliveryView[]; total: number }> {
@@ -150,7 +150,7 @@ export class WebhooksService {
     return { deliveries: rows.map(toDeliveryView), total };
   }
 
-  async retry(principal: KeyPrincipal, id: string, deliveryId: string): Promise<DeliveryView> {
+  async retry(principal: Tenant, id: string, deliveryId: string): Promise<DeliveryView> {
     const endpoint = await this.#endpoint(principal, id);
     const row = isUuid(deliveryId)
       ? await repo.requeueDelivery(this.#ctx.db, endpoint.id, deliveryId, this.#ctx.now())
@@ -159,7 +159,7 @@ export class WebhooksService {
     return toDeliveryView(row);
   }
 
-  async #endpoint(principal: KeyPrincipal, id: string): Promise<repo.EndpointRow> {
+  async #endpoint(principal: Tenant, id: string): Promise<repo.EndpointRow> {
     const endpointId = parseId(id);
     const endpoint =
       endpointId === null ? undefined : await repo.findEndpoint(this.#ctx.db, principal, endpointId);

@@ -19,6 +19,9 @@ export type SessionResolution = { workspaceId: string; csrfToken: string; sessio
 
 export type KeyPrincipal = Extract<Principal, { kind: "key" }>;
 
+/** Whose data a request reads or changes: a key's workspace and environment, or a dashboard session's. */
+export type Tenant = Pick<KeyPrincipal, "workspaceId" | "environment">;
+
 export type KeyResolution =
   | { status: "ok"; principal: KeyPrincipal }
   | { status: "revoked" }
