@@ -83,7 +83,10 @@ export function transition(from: PaymentStatus, trigger: PaymentTrigger): Transi
   return { ok: true, from, to: rule.to, event: rule.event };
 }
 
+/** Paid and settled: what `verify` answers true for (D5), and what the dashboard counts as volume. */
+export const SETTLED_STATUS: PaymentStatus = "forwarded";
+
 /** `verify` answers true only for a fully settled payment (D5). */
 export function isVerified(status: PaymentStatus): boolean {
-  return status === "forwarded";
+  return status === SETTLED_STATUS;
 }

@@ -3,9 +3,18 @@ import { Type } from "typebox";
 import { ENVIRONMENTS } from "../../config.ts";
 import { CARD_CURRENCY, CRYPTO_TOKENS } from "../../domain/money.ts";
 import { PAYMENT_STATUSES } from "../../domain/payment-state.ts";
+import { MAX_DESCRIPTION } from "../../domain/validation.ts";
 import { requireKey } from "../../platform/http/auth.ts";
+import { CsvDownload, sendCsv } from "../../platform/http/csv.ts";
 import { OffsetPage } from "../../platform/http/schemas.ts";
 import { documentedBodyOnly } from "../../platform/http/validation.ts";
+import {
+  PAYMENT_CSV_COLUMNS,
+  PAYMENT_METHODS,
+  PAYMENT_TOKENS,
+  parsePaymentFilter,
+  paymentsCsv,
+} from "./browse.ts";
 import type { PaymentsService } from "./service.ts";
 
 const Status = Type.Enum(PAYMENT_STATUSES);
@@ -80,6 +89,28 @@ const CreatePaymentBody = Type.Object(
 
 const PaymentId = Type.Object({ id: Type.String({ description: "Payment UUID" }) });
 
+const ExportQuery = Type.Object({
+  status: Type.Optional(Status),
+  environment: Type.Optional(Environment),
+  tokenSymbol: Type.Optional(Type.Enum(PAYMENT_TOKENS)),
+  paymentMethod: Type.Optional(Type.Enum(PAYMENT_METHODS)),
+  createdFrom: Type.Optional(
+    Type.String({
+      description: "Created at or after: YYYY-MM-DD (UTC) or an ISO 8601 date-time",
+      examples: ["2025-01-01"],
+    }),
+  ),
+  createdTo: Type.Optional(
+    Type.String({ description: "Created before (exclusive), as createdFrom", examples: ["2025-02-01"] }),
+  ),
+  search: Type.Optional(
+    Type.String({
+      maxLength: MAX_DESCRIPTION,
+      description: "A payment id, or text found in the description (case-insensitive)",
+    }),
+  ),
+});
+
 export const paymentsRoutes =
   (payments: PaymentsService): FastifyPluginAsyncTypebox =>
   async (app) => {
@@ -140,6 +171,28 @@ export const paymentsRoutes =
         },
       },
       async (request) => payments.list(requireKey(request), request.query),
+    );
+
+    app.get(
+      "/api/v1/payments/export.csv",
+      {
+        schema: {
+          tags: ["Payments"],
+          summary: "Download the key's payments as CSV, newest first (streamed)",
+          description: `RFC 4180, UTF-8, header row. Columns: ${PAYMENT_CSV_COLUMNS.join(", ")}. Cells beginning with = + - @ are prefixed with '. An environment other than the key's gives the header row alone.`,
+          security: [{ apiKey: [] }],
+          querystring: ExportQuery,
+          response: { 200: CsvDownload },
+        },
+      },
+      async (request, reply) => {
+        const tenant = requireKey(request);
+        const filter = parsePaymentFilter(request.query);
+        const environment = request.query.environment ?? tenant.environment;
+        // The other environment's payments are never shown (D13): its export is the header row.
+        const rows = environment === tenant.environment ? payments.exportPayments(tenant, filter) : [];
+        return sendCsv(reply, `payments-${environment}.csv`, paymentsCsv(rows));
+      },
     );
 
     app.get(

@@ -28,12 +28,14 @@ import type { StatusTotal } from "../../platform/db/status-totals.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import { type CardProviders, providerUnavailable } from "../card/provider.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
+import { browsePayments, type PaymentFilter, paymentsForExport } from "./browse.ts";
 import * as chainRepo from "./chain-repo.ts";
 import { deterministicUuid, idempotentName, providerIdempotencyKey } from "./checkout-keys.ts";
+import { type DailyTotal, dailyPayments } from "./daily.ts";
 import type { CardPaymentRef, NewPaymentWrite, PayerRow, PaymentChanges } from "./repo.ts";
 import * as repo from "./repo.ts";
 import { applyTransition } from "./transitions.ts";
-import { type PaymentView, toPaymentView } from "./view.ts";
+import { type PaymentView, toPaymentView, toUnmatchedView } from "./view.ts";
 
 export type { CardPaymentRef, PayerRow };
 
@@ -274,6 +276,25 @@ export class PaymentsService {
     return { payments: rows.map(toPaymentView), total };
   }
 
+  /** Payments per UTC day since `since`: created, and paid per token (the dashboard's chart). */
+  daily(tenant: Tenant, since: Date): Promise<DailyTotal[]> {
+    return dailyPayments(this.#ctx.db, tenant, since);
+  }
+
+  /** A keyset page of the tenant's payments matching `filter`, newest first (browse.ts). */
+  browse(
+    tenant: Tenant,
+    filter: PaymentFilter,
+    page: { after?: string; limit: number },
+  ): Promise<{ payments: PaymentView[]; next: string | null }> {
+    return browsePayments(this.#ctx.db, tenant, filter, page);
+  }
+
+  /** Every payment matching `filter`, newest first, read in batches as it is consumed (D18). */
+  exportPayments(tenant: Tenant, filter: PaymentFilter): AsyncIterable<PaymentView> {
+    return paymentsForExport(this.#ctx.db, tenant, filter);
+  }
+
   /**
    * The payments received on `address` that are not settled yet, with their recorded settlement
    * transfers: a payout must leave their money on the wallet (domain/unsettled-payments.ts).
@@ -350,19 +371,7 @@ export class PaymentsService {
 
   async unmatched(principal: Tenant, page: { limit: number; offset: number }) {
     const { rows, total } = await chainRepo.listUnmatched(this.#ctx.db, principal, page);
-    return {
-      transfers: rows.map((r) => ({
-        amount: formatAmount(BigInt(r.amount), TOKEN_DECIMALS[r.token_symbol as TokenSymbol]),
-        token: r.token_symbol,
-        from: r.from_address,
-        to: r.to_address,
-        txHash: r.tx_hash,
-        blockNumber: Number(r.block_number),
-        reason: r.reason,
-        createdAt: r.created_at.toISOString(),
-      })),
-      total,
-    };
+    return { transfers: rows.map(toUnmatchedView), total };
   }
 
   async #load(

@@ -1,8 +1,9 @@
+import type { Selectable } from "kysely";
 import type { Environment } from "../../config.ts";
 import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
 import type { PaymentMethod, WalletType } from "../../domain/payment-request.ts";
 import type { PaymentStatus } from "../../domain/payment-state.ts";
-import type { PaymentRow } from "../../platform/db/schema.ts";
+import type { PaymentRow, UnmatchedTransfersTable } from "../../platform/db/schema.ts";
 
 // The Payment object of part 2, camelCase, amounts per D4. The same object is the `data` of
 // every payment.* webhook event, so what merchants read and what they receive never differ.
@@ -71,5 +72,19 @@ export function toPaymentView(row: PaymentRow): PaymentView {
     checkoutUrl: row.checkout_url,
     cardCheckoutSessionId: row.card_checkout_session_id,
     lastPaymentError: row.last_payment_error ?? null,
+  };
+}
+
+/** An incoming transfer that matched no payment (the D13 inbox), as the API lists it. */
+export function toUnmatchedView(r: Selectable<UnmatchedTransfersTable>) {
+  return {
+    amount: formatAmount(BigInt(r.amount), TOKEN_DECIMALS[r.token_symbol as TokenSymbol]),
+    token: r.token_symbol,
+    from: r.from_address,
+    to: r.to_address,
+    txHash: r.tx_hash,
+    blockNumber: Number(r.block_number),
+    reason: r.reason,
+    createdAt: r.created_at.toISOString(),
   };
 }

@@ -1,9 +1,13 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
+import { ENVIRONMENTS } from "../../config.ts";
 import { CRYPTO_TOKENS } from "../../domain/money.ts";
+import { PAYOUT_STATUSES } from "../../domain/payout-state.ts";
 import { assertWorkspaceAccess, requireKey } from "../../platform/http/auth.ts";
+import { CsvDownload, sendCsv } from "../../platform/http/csv.ts";
 import { OffsetPage } from "../../platform/http/schemas.ts";
 import { documentedBodyOnly } from "../../platform/http/validation.ts";
+import { PAYOUT_CSV_COLUMNS, parsePayoutFilter, payoutsCsv } from "./browse.ts";
 import type { PayoutsService } from "./service.ts";
 import type { WalletService } from "./wallet-service.ts";
 
@@ -52,6 +56,31 @@ export const payoutsRoutes =
         },
       },
       async (request) => payouts.history(requireKey(request), request.query),
+    );
+
+    app.get(
+      "/api/v1/payouts/export.csv",
+      {
+        schema: {
+          tags: ["Payouts"],
+          summary: "Download the key's payouts as CSV, newest first (streamed)",
+          description: `Every status unless status names one. RFC 4180, UTF-8, header row. Columns: ${PAYOUT_CSV_COLUMNS.join(", ")}. Cells beginning with = + - @ are prefixed with '. An environment other than the key's gives the header row alone.`,
+          security: [{ apiKey: [] }],
+          querystring: Type.Object({
+            status: Type.Optional(Type.Enum(PAYOUT_STATUSES)),
+            environment: Type.Optional(Type.Enum(ENVIRONMENTS)),
+          }),
+          response: { 200: CsvDownload },
+        },
+      },
+      async (request, reply) => {
+        const tenant = requireKey(request);
+        const filter = parsePayoutFilter(request.query);
+        const environment = request.query.environment ?? tenant.environment;
+        // The other environment's payouts are never shown (D13): its export is the header row.
+        const rows = environment === tenant.environment ? payouts.exportPayouts(tenant, filter) : [];
+        return sendCsv(reply, `payouts-${environment}.csv`, payoutsCsv(rows));
+      },
     );
 
     app.post(

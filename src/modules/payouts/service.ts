@@ -2,6 +2,7 @@ import type { ChainToken } from "../../chain/network.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { resume } from "../../domain/circuit-breaker.ts";
+import { notFound } from "../../domain/errors.ts";
 import { formatAmount, NATIVE_TOKEN, TOKEN_DECIMALS } from "../../domain/money.ts";
 import { Notices } from "../../platform/db/notices.ts";
 import { SessionTurns } from "../../platform/db/wallet-lock.ts";
@@ -11,6 +12,7 @@ import type { Rails } from "../../rails/index.ts";
 import type { PaymentsService } from "../payments/service.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import { PayoutAnswers } from "./answers.ts";
+import { browsePayouts, type PayoutFilter, type PayoutRecord, payoutOf, payoutsForExport } from "./browse.ts";
 import { PayoutCreation } from "./create.ts";
 import { PayoutDecisions } from "./decide.ts";
 import { PayoutLeases } from "./leases.ts";
@@ -20,8 +22,9 @@ import { PayoutReconciler } from "./reconciler.ts";
 import * as repo from "./repo.ts";
 import { SandboxPayoutRecords } from "./sandbox-payouts.ts";
 import { PayoutSends } from "./send.ts";
+import { type PayoutView, toPayoutView } from "./view.ts";
 
-export { type PayoutView, toPayoutView } from "./view.ts";
+export { type PayoutView, toPayoutView };
 
 // Synchronous payouts (part 4.10, D6) guarded by the circuit breaker (part 3). The payout itself
 // is an operation over the Rail port (create.ts: validate → decide → persist → send → finish);
@@ -106,6 +109,27 @@ export class PayoutsService {
       limit: page.limit,
       offset: page.offset,
     };
+  }
+
+  /** Every payout matching `filter`, newest first, read in keyset batches as consumed (D18). */
+  exportPayouts(tenant: Tenant, filter: PayoutFilter): AsyncGenerator<PayoutRecord> {
+    return payoutsForExport(this.#ctx.db, tenant, filter);
+  }
+
+  /** A keyset page of the tenant's payouts matching `filter`, newest first (the dashboard's list). */
+  browse(
+    tenant: Tenant,
+    filter: PayoutFilter,
+    page: { after?: string | undefined; limit: number },
+  ): Promise<{ payouts: PayoutRecord[]; next: string | null }> {
+    return browsePayouts(this.#ctx.db, tenant, filter, page);
+  }
+
+  /** One payout of the tenant, by id; 404 for anyone else's. */
+  async get(tenant: Tenant, id: string): Promise<PayoutRecord> {
+    const found = await payoutOf(this.#ctx.db, tenant, id);
+    if (!found) throw notFound("Payout not found");
+    return found;
   }
 
   /** Paused workspaces per environment, for the metrics. */
