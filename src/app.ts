@@ -15,6 +15,8 @@ import { AgentsService } from "./modules/agents/service.ts";
 import { CardProvider, type CardProviders } from "./modules/card/provider.ts";
 import { cardWebhookRoutes } from "./modules/card/routes.ts";
 import { CardWebhooks } from "./modules/card/service.ts";
+import { Logins } from "./modules/dashboard/login.ts";
+import { dashboardRoutes } from "./modules/dashboard/routes.ts";
 import { SESSION_COOKIE, SessionsService } from "./modules/dashboard/sessions.ts";
 import { hostedPageRoutes } from "./modules/hosted-page/routes.ts";
 import { keysRoutes } from "./modules/keys/routes.ts";
@@ -223,6 +225,19 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   await http.register(hostedPageRoutes(ctx, payments));
   await http.register(smartWalletRoutes(smartWallets));
   await http.register(agentsAndWalletsRoutes(agents, agentWallets));
+  await http.register(
+    dashboardRoutes(ctx, {
+      sessions,
+      logins: new Logins(ctx, workspaces),
+      workspaces,
+      payments,
+      payouts,
+      wallet,
+      webhooks,
+      keys,
+      smartWallets,
+    }),
+  );
 
   return {
     http,

@@ -23,6 +23,8 @@ export interface NetworkConfig {
   gasTopUpThreshold: bigint;
   gasTopUpTarget: bigint;
   pollIntervalMs: number;
+  /** A block explorer's base URL (`<explorer>/tx/<hash>`), for the dashboard's links; optional. */
+  explorerUrl: string | undefined;
   /** ERC-4337 (D11): present when a bundler is configured for this network. */
   accountAbstraction:
     | {
@@ -255,6 +257,7 @@ function network(env: Env, environment: Environment): NetworkConfig | undefined 
     gasTopUpThreshold: wei("GAS_TOPUP_THRESHOLD_WEI", 2_000_000_000_000_000n),
     gasTopUpTarget: wei("GAS_TOPUP_TARGET_WEI", 10_000_000_000_000_000n),
     pollIntervalMs: integer(env, `${p}_POLL_INTERVAL_MS`, 1000, 50, 60_000),
+    explorerUrl: url(env, `${p}_EXPLORER_URL`, ["http:", "https:"])?.replace(/\/+$/, ""),
     accountAbstraction: accountAbstraction(env, p, address),
   };
 }

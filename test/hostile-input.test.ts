@@ -75,6 +75,7 @@ const WRITTEN_TABLES = [
   "agent_wallets",
   "card_events",
   "dashboard_sessions",
+  "dashboard_login_attempts",
 ] as const;
 
 async function writtenState(): Promise<string> {
@@ -482,6 +483,19 @@ function baselines(): Record<string, Operation> {
       },
     },
     "GET /api/v1/payments": { auth: "key", query: { status: "pending", environment: "sandbox", ...page } },
+    "GET /api/v1/payments/export.csv": {
+      auth: "key",
+      query: {
+        status: "forwarded",
+        environment: "sandbox",
+        tokenSymbol: "USDC",
+        paymentMethod: "crypto",
+        createdFrom: "2024-01-01",
+        createdTo: "2100-01-01T00:00:00Z",
+        search: "x",
+      },
+    },
+    "GET /api/v1/payouts/export.csv": { auth: "key", query: { status: "completed", environment: "sandbox" } },
     "GET /api/v1/payments/{id}": { auth: "key", params: { id: fixtures.paymentId } },
     "POST /api/v1/payments/{id}/cancel": { auth: "key", params: { id: UNKNOWN_UUID } },
     "GET /api/v1/transfers/unmatched": { auth: "key", query: page },

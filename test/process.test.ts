@@ -580,6 +580,60 @@ describe("the CLI", () => {
   );
 
   it(
+    "`workspace set-password` reads the password from standard input, and the dashboard then signs in with it",
+    async () => {
+      const dataDir = freshDataDir();
+      const env = { DATA_DIR: dataDir, LOG_LEVEL: "warn" };
+      const cli = spawnNode(
+        ["src/cli.ts", "workspace", "create", "--name", "SetCo", "--email", "set@co.test"],
+        env,
+      );
+      expect(await waitForExit(cli, 90_000), `stderr: ${cli.stderr()}`).toEqual({ code: 0, signal: null });
+      const id = (JSON.parse(cli.stdout()) as CreatedWorkspaceJson).workspace.id;
+
+      const short = spawnNode(["src/cli.ts", "workspace", "set-password", "--workspace", id], env, "short\n");
+      expect((await waitForExit(short, 60_000)).code).toBe(2);
+      expect(short.stderr()).toContain("password must be 12 to 200 characters");
+      const unknown = spawnNode(
+        ["src/cli.ts", "workspace", "set-password", "--workspace", "00000000-0000-4000-8000-000000000000"],
+        env,
+        "a long dashboard password\n",
+      );
+      expect((await waitForExit(unknown, 60_000)).code).toBe(2);
+      expect(unknown.stderr()).toContain("Workspace not found");
+      const set = spawnNode(
+        ["src/cli.ts", "workspace", "set-password", "--workspace", id],
+        env,
+        "a long dashboard password\n",
+      );
+      expect(await waitForExit(set, 60_000), `stderr: ${set.stderr()}`).toEqual({ code: 0, signal: null });
+      expect(set.stdout()).toContain(`Password set for workspace ${id}`);
+      // The password never reaches the output.
+      expect(set.stdout() + set.stderr()).not.toContain("a long dashboard password");
+
+      const server = await startServer(dataDir);
+      const form = await fetch(`${server.baseUrl}/dashboard/login`);
+      const loginCookie = (form.headers.get("set-cookie") ?? "").split(";")[0] ?? "";
+      const token = /name="_csrf" value="([^"]+)"/.exec(await form.text())?.[1] ?? "";
+      const login = await fetch(`${server.baseUrl}/dashboard/login`, {
+        method: "POST",
+        redirect: "manual",
+        headers: { cookie: loginCookie, "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({
+          email: "set@co.test",
+          password: "a long dashboard password",
+          _csrf: token,
+        }),
+      });
+      expect(login.status).toBe(303);
+      expect(login.headers.get("set-cookie")).toMatch(/svc_session=[^;]+;.*HttpOnly/);
+      const exit = await stopServer(server);
+      expect(exit, `stderr: ${server.stderr()}`).toEqual({ code: 0, signal: null });
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
     "exits non-zero with usage when --name is missing, creating nothing",
     async () => {
       const dataDir = freshDataDir();

@@ -44,13 +44,17 @@ export interface NodeProcess {
   output: () => string;
 }
 
-/** Runs `node <args>` in the repository with `env` on top of a clean environment. */
-export function spawnNode(args: string[], env: Record<string, string>): NodeProcess {
+/**
+ * Runs `node <args>` in the repository with `env` on top of a clean environment; `input`, when
+ * given, is written to its standard input, which is then closed.
+ */
+export function spawnNode(args: string[], env: Record<string, string>, input?: string): NodeProcess {
   const child = spawn(process.execPath, args, {
     cwd: ROOT,
     env: { ...cleanEnv(), ...env },
-    stdio: ["ignore", "pipe", "pipe"],
+    stdio: [input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
   });
+  if (input !== undefined) child.stdin?.end(input);
   running.add(child);
   let out = "";
   let err = "";

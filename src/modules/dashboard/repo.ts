@@ -1,7 +1,8 @@
 import type { Kysely } from "kysely";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 
-// SQL of dashboard sessions. Rows are keyed by the hash of the cookie's token, never the token.
+// SQL of dashboard sessions and login attempts. Sessions are keyed by the hash of the cookie's
+// token, never the token; attempts by the hash of their e-mail or client address.
 
 type Db = Kysely<DatabaseSchema>;
 
@@ -24,6 +25,79 @@ export async function findSession(db: Db, idHash: string): Promise<SessionRow | 
     .executeTakeFirst();
 }
 
+/** Moves an unexpired session's expiry on (idle expiry); false when it had already expired. */
+export async function extendSession(db: Db, idHash: string, now: Date, expiresAt: Date): Promise<boolean> {
+  const result = await db
+    .updateTable("dashboard_sessions")
+    .set({ expires_at: expiresAt })
+    .where("id_hash", "=", idHash)
+    .where("expires_at", ">", now)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
 export async function deleteSession(db: Db, idHash: string): Promise<void> {
   await db.deleteFrom("dashboard_sessions").where("id_hash", "=", idHash).execute();
+}
+
+/** Expired sessions of a workspace, cleared when it opens a new one. */
+export async function deleteExpiredSessions(db: Db, workspaceId: string, now: Date): Promise<void> {
+  await db
+    .deleteFrom("dashboard_sessions")
+    .where("workspace_id", "=", workspaceId)
+    .where("expires_at", "<=", now)
+    .execute();
+}
+
+/** Other sessions of a workspace (a password change signs them out). */
+export async function deleteOtherSessions(db: Db, workspaceId: string, keepIdHash: string): Promise<void> {
+  await db
+    .deleteFrom("dashboard_sessions")
+    .where("workspace_id", "=", workspaceId)
+    .where("id_hash", "<>", keepIdHash)
+    .execute();
+}
+
+/** One row per subject of an attempt; their ids, to take back when the attempt succeeds. */
+export async function recordAttempt(db: Db, subjects: string[], at: Date): Promise<string[]> {
+  const rows = await db
+    .insertInto("dashboard_login_attempts")
+    .values(subjects.map((subject_hash) => ({ subject_hash, attempted_at: at })))
+    .returning("id")
+    .execute();
+  return rows.map((r) => r.id);
+}
+
+/** Attempts per subject since `since`, with the oldest of them (when the window frees a place). */
+export async function recentAttempts(
+  db: Db,
+  subjects: string[],
+  since: Date,
+): Promise<Array<{ subject: string; count: number; oldest: Date }>> {
+  const rows = await db
+    .selectFrom("dashboard_login_attempts")
+    .select((eb) => [
+      "subject_hash",
+      eb.fn.countAll<string>().as("count"),
+      eb.fn.min("attempted_at").as("oldest"),
+    ])
+    .where("subject_hash", "in", subjects)
+    .where("attempted_at", ">", since)
+    .groupBy("subject_hash")
+    .execute();
+  return rows.map((r) => ({ subject: r.subject_hash, count: Number(r.count), oldest: new Date(r.oldest) }));
+}
+
+export async function deleteAttempts(db: Db, ids: string[]): Promise<void> {
+  if (ids.length > 0) await db.deleteFrom("dashboard_login_attempts").where("id", "in", ids).execute();
+}
+
+/** A subject's attempts: an e-mail's, once its password was right. */
+export async function clearAttempts(db: Db, subject: string): Promise<void> {
+  await db.deleteFrom("dashboard_login_attempts").where("subject_hash", "=", subject).execute();
+}
+
+/** Attempts out of every window: nothing counts them any more. */
+export async function pruneAttempts(db: Db, before: Date): Promise<void> {
+  await db.deleteFrom("dashboard_login_attempts").where("attempted_at", "<=", before).execute();
 }

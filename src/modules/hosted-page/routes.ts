@@ -4,6 +4,7 @@ import type { FastifyPluginAsync, FastifyReply } from "fastify";
 import { LRUCache } from "lru-cache";
 import QRCode from "qrcode";
 import type { AppContext } from "../../context.ts";
+import { pageSecurityHeaders } from "../../platform/http/page-security.ts";
 import type { PaymentsService } from "../payments/service.ts";
 import { type NetworkFacts, type PublicPayment, toPublicPayment } from "./public-payment.ts";
 import { renderNotFoundPage, renderPaymentPage } from "./render.ts";
@@ -40,23 +41,7 @@ async function qrSvgOf(paymentUri: string): Promise<string> {
 }
 
 function securityHeaders(reply: FastifyReply, nonce?: string): void {
-  reply
-    .header(
-      "content-security-policy",
-      [
-        "default-src 'none'",
-        `script-src 'self'${nonce ? ` 'nonce-${nonce}'` : ""}`,
-        "style-src 'self'",
-        "img-src 'self' data:",
-        "connect-src 'self'",
-        "base-uri 'none'",
-        "form-action 'none'",
-        "frame-ancestors 'none'",
-      ].join("; "),
-    )
-    .header("x-frame-options", "DENY")
-    .header("referrer-policy", "no-referrer")
-    .header("x-content-type-options", "nosniff");
+  pageSecurityHeaders(reply, { ...(nonce ? { nonce } : {}), formAction: "'none'" });
 }
 
 export const hostedPageRoutes =

@@ -4,7 +4,6 @@ import type { ChainToken } from "../../chain/network.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { badRequest, conflict, notFound, serviceUnavailable } from "../../domain/errors.ts";
-import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
 import { validatePaymentRequest } from "../../domain/payment-request.ts";
 import {
   isVerified,

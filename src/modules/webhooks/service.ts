@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
-import { badRequest, notFound } from "../../domain/errors.ts";
+import { badRequest, conflict, notFound } from "../../domain/errors.ts";
 import { isSubscribableEvent } from "../../domain/events.ts";
 import { isUuid, MAX_URL } from "../../domain/validation.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
@@ -10,7 +10,9 @@ import {
   BlockedDestinationError,
   destinationPolicy,
 } from "../../platform/http/outbound-guard.ts";
+import * as history from "./history-repo.ts";
 import * as repo from "./repo.ts";
+import { insertTestEvent } from "./test-event-repo.ts";
 
 // Webhook registrations (parts 4.6–4.8, D7) and their delivery log. Registrations belong to the
 // key's workspace and environment; the signing secret is shown once and stored encrypted.
@@ -35,6 +37,15 @@ export interface DeliveryView {
   deliveredAt: string | null;
 }
 
+/** An event of a subject (a payment) and where it was delivered. */
+export interface SubjectEvent {
+  id: string;
+  event: string;
+  status: string | null;
+  createdAt: string;
+  deliveries: Array<DeliveryView & { webhookId: string; url: string }>;
+}
+
 export function toWebhookView(row: repo.EndpointRow): WebhookView {
   return {
     id: row.id,
@@ -45,7 +56,20 @@ export function toWebhookView(row: repo.EndpointRow): WebhookView {
   };
 }
 
-function toDeliveryView(row: repo.DeliveryRow): DeliveryView {
+type DeliveryFields = Pick<
+  repo.DeliveryRow,
+  | "id"
+  | "event_type"
+  | "status"
+  | "attempts"
+  | "last_response_code"
+  | "last_error"
+  | "next_attempt_at"
+  | "created_at"
+  | "delivered_at"
+>;
+
+function toDeliveryView(row: DeliveryFields): DeliveryView {
   const status = row.status as DeliveryView["status"];
   return {
     id: row.id,
@@ -130,6 +154,31 @@ export class WebhooksService {
     return (await repo.listEndpoints(this.#ctx.db, principal)).map(toWebhookView);
   }
 
+  /** One registration of the tenant (404 for another workspace's or environment's id). */
+  async get(principal: Tenant, id: string): Promise<WebhookView> {
+    return toWebhookView(await this.#endpoint(principal, id));
+  }
+
+  /**
+   * Queues one `webhook.test` event for this registration only (whatever it subscribed to, never
+   * fanned out to others), event and delivery in one statement; the dispatcher signs and sends it
+   * like any event. 404 for another tenant's id, 409 for a disabled registration.
+   */
+  async sendTest(principal: Tenant, id: string): Promise<DeliveryView> {
+    const endpointId = parseId(id);
+    if (endpointId === null) throw notFound("Webhook not found");
+    const written = await insertTestEvent(this.#ctx.db, principal, endpointId, {
+      webhookId: endpointId,
+      message: "Test event from the dashboard",
+      createdAt: this.#ctx.now().toISOString(),
+    });
+    if (written.outcome === "missing") throw notFound("Webhook not found");
+    if (written.outcome === "inactive") {
+      throw conflict("Webhook is disabled: register the endpoint again to receive events");
+    }
+    return toDeliveryView(written.delivery);
+  }
+
   async remove(principal: Tenant, id: string): Promise<void> {
     const endpointId = parseId(id);
     if (
@@ -157,6 +206,31 @@ export class WebhooksService {
       : undefined;
     if (!row) throw notFound("Delivery not found");
     return toDeliveryView(row);
+  }
+
+  /**
+   * What happened to a payment, from its events: each event (its type, the status it carried,
+   * when) with the deliveries it fanned out to, oldest first. For the dashboard's detail page.
+   */
+  async historyOf(tenant: Tenant, subjectId: string): Promise<SubjectEvent[]> {
+    const events = await history.eventsOfSubject(this.#ctx.db, tenant, subjectId);
+    const deliveries = await history.deliveriesOfEvents(
+      this.#ctx.db,
+      events.map((e) => e.id),
+    );
+    return events.map((e) => ({
+      id: e.id,
+      event: e.event_type,
+      status: e.status,
+      createdAt: e.created_at.toISOString(),
+      deliveries: deliveries
+        .filter((d) => d.outbox_event_id === e.id)
+        .map((d) => ({
+          ...toDeliveryView({ ...d, event_type: e.event_type }),
+          webhookId: String(d.endpoint_id),
+          url: d.url,
+        })),
+    }));
   }
 
   async #endpoint(principal: Tenant, id: string): Promise<repo.EndpointRow> {

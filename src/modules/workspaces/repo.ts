@@ -168,3 +168,76 @@ export async function receivingWallets(
   const rows = await db.selectFrom("workspace_wallets").select(["address", "workspace_id"]).execute();
   return rows.map((r) => ({ address: r.address, workspaceId: r.workspace_id }));
 }
+
+/** Workspaces whose admin e-mail is `email` (stored lower-cased) and that have a password. */
+export async function loginCandidates(
+  db: Kysely<DatabaseSchema>,
+  email: string,
+): Promise<Array<{ id: string; name: string; passwordHash: string }>> {
+  const rows = await db
+    .selectFrom("workspaces")
+    .select(["id", "name", "admin_password_hash"])
+    .where("admin_email", "=", email)
+    .where("admin_password_hash", "is not", null)
+    .orderBy("created_at")
+    .execute();
+  return rows.flatMap((r) =>
+    r.admin_password_hash ? [{ id: r.id, name: r.name, passwordHash: r.admin_password_hash }] : [],
+  );
+}
+
+export async function setPasswordHash(
+  db: Kysely<DatabaseSchema>,
+  id: string,
+  hash: string,
+): Promise<boolean> {
+  const result = await db
+    .updateTable("workspaces")
+    .set({ admin_password_hash: hash })
+    .where("id", "=", id)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
+export async function passwordHashOf(db: Kysely<DatabaseSchema>, id: string): Promise<string | null> {
+  const row = await db
+    .selectFrom("workspaces")
+    .select("admin_password_hash")
+    .where("id", "=", id)
+    .executeTakeFirst();
+  return row?.admin_password_hash ?? null;
+}
+
+/** The dashboard's settings: the fields given are set (null clears the settlement address). */
+export async function updateSettings(
+  db: Kysely<DatabaseSchema>,
+  id: string,
+  values: { settlementAddress: string | null; adminEmail: string },
+): Promise<boolean> {
+  const result = await db
+    .updateTable("workspaces")
+    .set({ settlement_address: values.settlementAddress, admin_email: values.adminEmail })
+    .where("id", "=", id)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
+export async function settingsOf(
+  db: Kysely<DatabaseSchema>,
+  id: string,
+): Promise<
+  { settlementAddress: string | null; adminEmail: string | null; hasPassword: boolean } | undefined
+> {
+  const row = await db
+    .selectFrom("workspaces")
+    .select(["settlement_address", "admin_email", "admin_password_hash"])
+    .where("id", "=", id)
+    .executeTakeFirst();
+  return row
+    ? {
+        settlementAddress: row.settlement_address,
+        adminEmail: row.admin_email,
+        hasPassword: row.admin_password_hash !== null,
+      }
+    : undefined;
+}

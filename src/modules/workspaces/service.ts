@@ -169,6 +169,58 @@ export class WorkspacesService {
     return repo.setDefaultWalletType(this.#ctx.db, workspaceId, value);
   }
 
+  /**
+   * The workspaces a dashboard login names: those whose admin e-mail is `email` and that have a
+   * password (an e-mail is not unique across workspaces; docs/dashboard.md says how login chooses).
+   */
+  loginCandidates(email: string): Promise<Array<{ id: string; name: string; passwordHash: string }>> {
+    return repo.loginCandidates(this.#ctx.db, email.trim().toLowerCase());
+  }
+
+  /** The stored hash of the admin password, null when none was set. */
+  passwordHash(workspaceId: string): Promise<string | null> {
+    return isUuid(workspaceId) ? repo.passwordHashOf(this.#ctx.db, workspaceId) : Promise.resolve(null);
+  }
+
+  /** Sets the admin password (the CLI's set-password, the dashboard's settings). */
+  async setPassword(workspaceId: string, password: string): Promise<void> {
+    if (typeof password !== "string" || password.length < 12 || password.length > 200)
+      throw badRequest("password must be 12 to 200 characters");
+    const hash = await hashPassword(password);
+    if (!isUuid(workspaceId) || !(await repo.setPasswordHash(this.#ctx.db, workspaceId, hash)))
+      throw notFound("Workspace not found");
+  }
+
+  /** What the dashboard's settings page shows. */
+  async settings(workspaceId: string) {
+    const found = isUuid(workspaceId) ? await repo.settingsOf(this.#ctx.db, workspaceId) : undefined;
+    if (!found) throw notFound("Workspace not found");
+    return found;
+  }
+
+  /**
+   * The dashboard's settings form: the settlement address (empty clears it: payments then need a
+   * merchantWallet of their own) and the admin e-mail, checked as at creation.
+   */
+  async updateSettings(
+    workspaceId: string,
+    input: { settlementAddress: string; adminEmail: string },
+  ): Promise<void> {
+    const settlementAddress = input.settlementAddress.trim();
+    const adminEmail = input.adminEmail.trim().toLowerCase();
+    if (settlementAddress !== "" && !isAddress(settlementAddress))
+      throw badRequest("settlementAddress must be 0x followed by 40 hex characters");
+    if (!EMAIL.test(adminEmail) || adminEmail.length > 254)
+      throw badRequest("adminEmail must be an e-mail address");
+    const updated =
+      isUuid(workspaceId) &&
+      (await repo.updateSettings(this.#ctx.db, workspaceId, {
+        settlementAddress: settlementAddress === "" ? null : settlementAddress,
+        adminEmail,
+      }));
+    if (!updated) throw notFound("Workspace not found");
+  }
+
   /** One query: payments read this on every create. */
   async profile(id: string): Promise<WorkspaceProfile> {
     // Keyed by the database's spelling of a UUID (lower case).

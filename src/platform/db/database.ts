@@ -23,6 +23,7 @@ import * as masterKeyCheck from "./migrations/015_master_key_check.ts";
 import * as onePayerPerNonce from "./migrations/016_one_payer_per_nonce.ts";
 import * as payoutEndedNotice from "./migrations/017_payout_ended_notice.ts";
 import * as payoutKeys from "./migrations/018_payout_keys_in_idempotency_records.ts";
+import * as dashboardLogins from "./migrations/019_dashboard.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -55,6 +56,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "016_one_payer_per_nonce": onePayerPerNonce,
   "017_payout_ended_notice": payoutEndedNotice,
   "018_payout_keys_in_idempotency_records": payoutKeys,
+  "019_dashboard": dashboardLogins,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -264,6 +264,12 @@ export interface DashboardSessionsTable {
   expires_at: Date;
 }
 
+export interface DashboardLoginAttemptsTable {
+  id: Generated<string>;
+  subject_hash: string;
+  attempted_at: Generated<Date>;
+}
+
 export interface AgentsTable {
   id: Generated<string>;
   workspace_id: string;
@@ -308,6 +314,7 @@ export interface DatabaseSchema {
   ledger_transactions: LedgerTransactionsTable;
   card_events: CardEventsTable;
   dashboard_sessions: DashboardSessionsTable;
+  dashboard_login_attempts: DashboardLoginAttemptsTable;
   agents: AgentsTable;
   agent_wallets: AgentWalletsTable;
 }

@@ -131,7 +131,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
 }
 
 /** Turns an Ajv error into one sentence naming the field, e.g. "limit must be <= 100". */
-function validationMessage(err: FastifyError): string {
+export function validationMessage(err: FastifyError): string {
   const first = err.validation?.[0];
   if (!first) return "Invalid request";
   const part = err.validationContext ?? "request";

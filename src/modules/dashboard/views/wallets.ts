@@ -1,0 +1,54 @@
+import type { Environment } from "../../../config.ts";
+import { amount, copyButton, empty, hex, time } from "./format.ts";
+import { type HtmlSafeString, html, nothing, safe } from "./html.ts";
+
+// The workspace's wallets: addresses with copy and QR, balances, creating the smart wallet and
+// choosing the default (both through the part 4.14 endpoints, called by our script with the
+// session's CSRF token).
+
+export interface WalletCard {
+  label: string;
+  address: string;
+  createdAt: string;
+  balances: Record<string, string>;
+  /** The QR code of the address, an SVG we drew (qrcode). */
+  qrSvg: string;
+}
+
+export function walletsBody(options: {
+  environment: Environment;
+  eoa: WalletCard | null;
+  smartWallet: WalletCard | null;
+  defaultWalletType: "workspace" | "smart_wallet";
+  networkConfigured: boolean;
+}): HtmlSafeString {
+  const card = (
+    w: WalletCard,
+    id: string,
+  ) => html`<section class="card wallet" id="${id}" aria-labelledby="${id}-title">
+<h2 id="${id}-title">${w.label}</h2>
+<p>${hex(w.address)} ${copyButton(w.address, "Copy address")}</p>
+<figure class="qr"><div role="img" aria-label="QR code of the address ${w.address}">${safe(w.qrSvg)}</div></figure>
+${
+  options.networkConfigured
+    ? html`<ul class="balances">${Object.entries(w.balances).map(([token, value]) => html`<li>${amount(value, token)}</li>`)}</ul>`
+    : html`<p class="muted">Balances need a network: none is configured for ${options.environment}.</p>`
+}
+<p class="muted">Created ${time(w.createdAt)}</p></section>`;
+  const smart = options.smartWallet
+    ? card(options.smartWallet, "smart-wallet")
+    : html`<section class="card" id="smart-wallet" aria-labelledby="smart-wallet-title"><h2 id="smart-wallet-title">Smart wallet</h2>
+${empty("No smart wallet yet.", html`<p>A smart wallet (ERC-4337) pays its own gas through the paymaster.</p>`)}
+<button type="button" class="primary" id="create-smart-wallet" data-action="create-smart-wallet">Create the smart wallet</button>
+<p class="action-status" role="status" aria-live="polite"></p></section>`;
+  return html`<div class="grid two">${options.eoa ? card(options.eoa, "eoa-wallet") : empty("No workspace wallet.")}${smart}</div>
+<section class="card" aria-labelledby="default-title"><h2 id="default-title">Default wallet</h2>
+<p>New payments and payouts use this wallet unless they name one (<code>walletType</code>).</p>
+<fieldset class="choice"><legend>Default wallet type</legend>
+<label class="inline-label"><input type="radio" name="defaultWalletType" value="workspace" ${options.defaultWalletType === "workspace" ? html`checked` : nothing}> Workspace wallet (EOA)</label>
+<label class="inline-label"><input type="radio" name="defaultWalletType" value="smart_wallet" ${options.defaultWalletType === "smart_wallet" ? html`checked` : nothing} ${options.smartWallet ? nothing : html`disabled`}> Smart wallet</label>
+</fieldset>
+<button type="button" id="save-default" data-action="save-default">Save default</button>
+<p class="action-status" role="status" aria-live="polite"></p>
+<noscript><p class="muted">Changing wallets needs JavaScript.</p></noscript></section>`;
+}

@@ -1,0 +1,176 @@
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { Type } from "typebox";
+import { InvalidRequest } from "../../domain/errors.ts";
+import type { WebhooksService } from "../webhooks/service.ts";
+import { EnvIdParams, EnvParams, field, type PageKit, queryOf } from "./page-kit.ts";
+import {
+  EMPTY_FORM,
+  type WebhookForm,
+  webhookCreatedBody,
+  webhookDetailBody,
+  webhooksListBody,
+} from "./views/webhooks.ts";
+
+// The webhooks section under /dashboard/<env>/webhooks: the environment's registrations and the
+// form that adds one (its signing secret shown once, on the answer), a webhook's page with its
+// delivery log (Resend), Send test event and delete. Everything goes through WebhooksService for
+// the tenant of the session and the URL, so another workspace's or environment's id is a 404.
+
+/** Deliveries per page of the log. */
+const PAGE_SIZE = 25;
+/** Pages of the log one can ask for (the offset stays far below the database's limit). */
+const MAX_PAGE = 999_999;
+
+const DeliveryParams = Type.Object({
+  env: Type.String({ maxLength: 16 }),
+  id: Type.String({ maxLength: 64 }),
+  deliveryId: Type.String({ maxLength: 64 }),
+});
+
+export const webhookPages =
+  (services: { webhooks: WebhooksService }, kit: PageKit): FastifyPluginAsyncTypebox =>
+  async (app) => {
+    const webhooks = services.webhooks;
+
+    app.get("/dashboard/:env/webhooks", { schema: { params: EnvParams } }, async (request, reply) => {
+      const tenant = kit.tenantOf(request, request.params.env);
+      const list = await webhooks.list(tenant);
+      return kit.render(
+        request,
+        reply,
+        tenant,
+        { title: "Webhooks", section: "webhooks", path: "/webhooks" },
+        (csrfToken) =>
+          webhooksListBody({ environment: tenant.environment, csrfToken, webhooks: list, form: EMPTY_FORM }),
+      );
+    });
+
+    app.post("/dashboard/:env/webhooks", { schema: { params: EnvParams } }, async (request, reply) => {
+      const tenant = kit.tenantOf(request, request.params.env);
+      const form: WebhookForm = {
+        url: (field(request.body, "url") ?? "").trim(),
+        events: checkedEvents(request.body),
+      };
+      let created: Awaited<ReturnType<WebhooksService["register"]>>;
+      try {
+        created = await webhooks.register(tenant, { url: form.url, events: form.events });
+      } catch (err) {
+        if (!(err instanceof InvalidRequest)) throw err;
+        // The form again, as typed, with the service's message next to the field it is about.
+        const list = await webhooks.list(tenant);
+        reply.status(400);
+        return kit.render(
+          request,
+          reply,
+          tenant,
+          { title: "Webhooks", section: "webhooks", path: "/webhooks" },
+          (csrfToken) =>
+            webhooksListBody({
+              environment: tenant.environment,
+              csrfToken,
+              webhooks: list,
+              form: { ...form, error: { field: fieldOf(err.message), message: err.message } },
+            }),
+        );
+      }
+      // The secret is in this answer only: never in a cookie, a URL or another page.
+      reply.status(201);
+      return kit.render(
+        request,
+        reply,
+        tenant,
+        { title: "Webhook added", section: "webhooks", path: "/webhooks" },
+        () => webhookCreatedBody({ environment: tenant.environment, webhook: created }),
+      );
+    });
+
+    app.get("/dashboard/:env/webhooks/:id", { schema: { params: EnvIdParams } }, async (request, reply) => {
+      const tenant = kit.tenantOf(request, request.params.env);
+      const page = pageOf(queryOf(request).page);
+      const webhook = await webhooks.get(tenant, request.params.id);
+      const log = await webhooks.deliveries(tenant, request.params.id, {
+        limit: PAGE_SIZE,
+        offset: (page - 1) * PAGE_SIZE,
+      });
+      return kit.render(
+        request,
+        reply,
+        tenant,
+        // The environment switch leads to the other environment's list: this id is not there.
+        { title: "Webhook", section: "webhooks", path: "/webhooks" },
+        (csrfToken) =>
+          webhookDetailBody({
+            environment: tenant.environment,
+            csrfToken,
+            webhook,
+            log: { ...log, page, pageSize: PAGE_SIZE },
+          }),
+      );
+    });
+
+    app.post(
+      "/dashboard/:env/webhooks/:id/delete",
+      { schema: { params: EnvIdParams } },
+      async (request, reply) => {
+        const tenant = kit.tenantOf(request, request.params.env);
+        await webhooks.remove(tenant, request.params.id);
+        return kit.done(reply, tenant.environment, "/webhooks", "webhook-deleted");
+      },
+    );
+
+    app.post(
+      "/dashboard/:env/webhooks/:id/test",
+      { schema: { params: EnvIdParams } },
+      async (request, reply) => {
+        const tenant = kit.tenantOf(request, request.params.env);
+        await webhooks.sendTest(tenant, request.params.id);
+        return kit.done(reply, tenant.environment, webhookPath(request.params.id), "test-sent");
+      },
+    );
+
+    app.post(
+      "/dashboard/:env/webhooks/:id/deliveries/:deliveryId/retry",
+      { schema: { params: DeliveryParams } },
+      async (request, reply) => {
+        const tenant = kit.tenantOf(request, request.params.env);
+        await webhooks.retry(tenant, request.params.id, request.params.deliveryId);
+        // Back to the page of the log the button was on.
+        const page = pageOf(field(request.body, "page"));
+        const path = webhookPath(request.params.id);
+        return kit.done(
+          reply,
+          tenant.environment,
+          page > 1 ? `${path}?page=${page}` : path,
+          "delivery-queued",
+        );
+      },
+    );
+  };
+
+/** The ticked `events` checkboxes: one is a string, several an array. */
+function checkedEvents(body: unknown): string[] {
+  if (typeof body !== "object" || body === null) return [];
+  const value: unknown = Reflect.get(body, "events");
+  if (typeof value === "string") return [value];
+  if (Array.isArray(value)) return value.filter((v): v is string => typeof v === "string");
+  return [];
+}
+
+/** Which field a refusal of WebhooksService.register is about: the URL's messages name it. */
+function fieldOf(message: string): "url" | "events" {
+  return /webhook url/i.test(message) ? "url" : "events";
+}
+
+/** The page of the delivery log a query or form names (1 when none). */
+function pageOf(value: unknown): number {
+  if (value === undefined || value === "") return 1;
+  if (typeof value !== "string" || !/^[1-9][0-9]{0,5}$/.test(value)) {
+    throw new InvalidRequest(`page must be a whole number from 1 to ${MAX_PAGE}`);
+  }
+  return Number(value);
+}
+
+/** A webhook's page; the id was accepted by the service (digits only), encoded all the same. */
+function webhookPath(id: string): string {
+  return `/webhooks/${encodeURIComponent(id)}`;
+}

@@ -1,0 +1,262 @@
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import QRCode from "qrcode";
+import { Type } from "typebox";
+import type { AppContext } from "../../context.ts";
+import { InvalidRequest } from "../../domain/errors.ts";
+import { verifyPassword } from "../../platform/secrets/hashing.ts";
+import type { KeysService } from "../keys/service.ts";
+import type { PaymentsService } from "../payments/service.ts";
+import type { WalletService } from "../payouts/wallet-service.ts";
+import type { SmartWalletsService } from "../smart-wallets/service.ts";
+import type { WorkspacesService } from "../workspaces/service.ts";
+import { EnvIdParams, EnvParams, type PageKit, queryOf } from "./page-kit.ts";
+import type { SessionsService } from "./sessions.ts";
+import { keysBody } from "./views/keys.ts";
+import { type SettingsForm, settingsBody } from "./views/settings.ts";
+import { unmatchedBody } from "./views/unmatched.ts";
+import { type WalletCard, walletsBody } from "./views/wallets.ts";
+
+// API keys, wallets, the unmatched inbox and the workspace's settings.
+
+export interface WorkspacePageServices {
+  workspaces: WorkspacesService;
+  keys: KeysService;
+  payments: PaymentsService;
+  wallet: WalletService;
+  smartWallets: SmartWalletsService;
+  sessions: SessionsService;
+}
+
+const UNMATCHED_PAGE = 25;
+const CsrfOnly = Type.Object({ _csrf: Type.String({ maxLength: 100 }) });
+
+export const workspacePages =
+  (ctx: AppContext, services: WorkspacePageServices, kit: PageKit): FastifyPluginAsyncTypebox =>
+  async (app) => {
+    const showKeys = async (
+      request: Parameters<PageKit["render"]>[0],
+      reply: Parameters<PageKit["render"]>[1],
+      env: string,
+      extra: { created?: { key: string; name: string | null }; error?: string; name?: string } = {},
+    ) => {
+      const tenant = kit.tenantOf(request, env);
+      const keys = await services.keys.list(tenant.workspaceId, tenant.environment);
+      return kit.render(
+        request,
+        reply,
+        tenant,
+        { title: "API keys", section: "keys", path: "/keys" },
+        (csrfToken) => keysBody({ environment: tenant.environment, keys, csrfToken, ...extra }),
+      );
+    };
+
+    app.get("/dashboard/:env/keys", { schema: { params: EnvParams } }, async (request, reply) =>
+      showKeys(request, reply, request.params.env),
+    );
+
+    app.post(
+      "/dashboard/:env/keys",
+      {
+        schema: {
+          params: EnvParams,
+          body: Type.Object({ _csrf: Type.String(), name: Type.Optional(Type.String()) }),
+        },
+      },
+      async (request, reply) => {
+        const tenant = kit.tenantOf(request, request.params.env);
+        const name = (request.body.name ?? "").trim();
+        if (name.length > 200) {
+          reply.status(400);
+          return showKeys(request, reply, request.params.env, {
+            error: "A name has at most 200 characters",
+            name,
+          });
+        }
+        const issued = await services.keys.create(
+          tenant.workspaceId,
+          tenant.environment,
+          tenant.environment,
+          name || null,
+        );
+        // The key itself is in this answer only; nothing stores or redirects it.
+        reply.status(201);
+        return showKeys(request, reply, request.params.env, {
+          created: { key: issued.key, name: name || null },
+        });
+      },
+    );
+
+    app.post(
+      "/dashboard/:env/keys/:id/revoke",
+      { schema: { params: EnvIdParams, body: CsrfOnly } },
+      async (request, reply) => {
+        const tenant = kit.tenantOf(request, request.params.env);
+        await services.keys.revoke(tenant.workspaceId, tenant.environment, request.params.id);
+        return kit.done(reply, tenant.environment, "/keys", "key-revoked");
+      },
+    );
+
+    app.get("/dashboard/:env/wallets", { schema: { params: EnvParams } }, async (request, reply) => {
+      const tenant = kit.tenantOf(request, request.params.env);
+      const [setup, balances] = await Promise.all([
+        services.smartWallets.get(tenant.workspaceId),
+        services.wallet.balances(tenant),
+      ]);
+      const card = async (
+        label: string,
+        wallet: { address: string; createdAt: string } | null,
+        read: { balances: Record<string, string> } | null,
+      ): Promise<WalletCard | null> =>
+        wallet
+          ? {
+              label,
+              address: wallet.address,
+              createdAt: wallet.createdAt,
+              balances: read?.balances ?? {},
+              qrSvg: await QRCode.toString(wallet.address, {
+                type: "svg",
+                margin: 1,
+                errorCorrectionLevel: "M",
+              }),
+            }
+          : null;
+      const [eoa, smartWallet] = await Promise.all([
+        card("Workspace wallet (EOA)", setup.eoa, balances.eoa),
+        card("Smart wallet", setup.smartWallet, balances.smartWallet),
+      ]);
+      return kit.render(
+        request,
+        reply,
+        tenant,
+        { title: "Wallets", section: "wallets", path: "/wallets" },
+        () =>
+          walletsBody({
+            environment: tenant.environment,
+            eoa,
+            smartWallet,
+            defaultWalletType: setup.defaultWalletType,
+            networkConfigured: ctx.config.networks[tenant.environment] !== undefined,
+          }),
+      );
+    });
+
+    app.get("/dashboard/:env/unmatched", { schema: { params: EnvParams } }, async (request, reply) => {
+      const tenant = kit.tenantOf(request, request.params.env);
+      const raw = queryOf(request).offset;
+      const offset = typeof raw === "string" && /^\d{1,7}$/.test(raw) ? Number(raw) : 0;
+      const page = await services.payments.unmatched(tenant, { limit: UNMATCHED_PAGE, offset });
+      return kit.render(
+        request,
+        reply,
+        tenant,
+        { title: "Unmatched transfers", section: "unmatched", path: "/unmatched" },
+        () =>
+          unmatchedBody({
+            environment: tenant.environment,
+            transfers: page.transfers,
+            total: page.total,
+            offset,
+            limit: UNMATCHED_PAGE,
+            explorer: ctx.config.networks[tenant.environment]?.explorerUrl ?? null,
+          }),
+      );
+    });
+
+    const showSettings = async (
+      request: Parameters<PageKit["render"]>[0],
+      reply: Parameters<PageKit["render"]>[1],
+      env: string,
+      typed: Partial<Pick<SettingsForm, "settlementAddress" | "adminEmail" | "error">> = {},
+    ) => {
+      const tenant = kit.tenantOf(request, env);
+      const saved = await services.workspaces.settings(tenant.workspaceId);
+      return kit.render(
+        request,
+        reply,
+        tenant,
+        { title: "Settings", section: "settings", path: "/settings" },
+        (csrfToken) =>
+          settingsBody({
+            environment: tenant.environment,
+            csrfToken,
+            settlementAddress: typed.settlementAddress ?? saved.settlementAddress ?? "",
+            adminEmail: typed.adminEmail ?? saved.adminEmail ?? "",
+            hasPassword: saved.hasPassword,
+            error: typed.error,
+          }),
+      );
+    };
+
+    app.get("/dashboard/:env/settings", { schema: { params: EnvParams } }, async (request, reply) =>
+      showSettings(request, reply, request.params.env),
+    );
+
+    app.post(
+      "/dashboard/:env/settings",
+      {
+        schema: {
+          params: EnvParams,
+          body: Type.Object({
+            _csrf: Type.String(),
+            settlementAddress: Type.String({ maxLength: 200 }),
+            adminEmail: Type.String({ maxLength: 300 }),
+          }),
+        },
+      },
+      async (request, reply) => {
+        const tenant = kit.tenantOf(request, request.params.env);
+        const { settlementAddress, adminEmail } = request.body;
+        try {
+          await services.workspaces.updateSettings(tenant.workspaceId, { settlementAddress, adminEmail });
+        } catch (err) {
+          if (!(err instanceof InvalidRequest)) throw err;
+          reply.status(400);
+          const field = err.message.startsWith("adminEmail") ? "adminEmail" : "settlementAddress";
+          return showSettings(request, reply, request.params.env, {
+            settlementAddress,
+            adminEmail,
+            error: { field, message: err.message },
+          });
+        }
+        return kit.done(reply, tenant.environment, "/settings", "settings-saved");
+      },
+    );
+
+    app.post(
+      "/dashboard/:env/settings/password",
+      {
+        schema: {
+          params: EnvParams,
+          body: Type.Object({
+            _csrf: Type.String(),
+            currentPassword: Type.String({ maxLength: 200 }),
+            newPassword: Type.String({ maxLength: 1000 }),
+            username: Type.Optional(Type.String({ maxLength: 300 })),
+          }),
+        },
+      },
+      async (request, reply) => {
+        const tenant = kit.tenantOf(request, request.params.env);
+        const { currentPassword, newPassword } = request.body;
+        const stored = await services.workspaces.passwordHash(tenant.workspaceId);
+        if (!stored || !(await verifyPassword(currentPassword, stored))) {
+          reply.status(400);
+          return showSettings(request, reply, request.params.env, {
+            error: { field: "currentPassword", message: "The current password is not right" },
+          });
+        }
+        try {
+          await services.workspaces.setPassword(tenant.workspaceId, newPassword);
+        } catch (err) {
+          if (!(err instanceof InvalidRequest)) throw err;
+          reply.status(400);
+          return showSettings(request, reply, request.params.env, {
+            error: { field: "newPassword", message: "The new password must be 12 to 200 characters" },
+          });
+        }
+        const session = request.dashboard;
+        if (session) await services.sessions.closeOthers(tenant.workspaceId, session.sessionId);
+        return kit.done(reply, tenant.environment, "/settings", "password-changed");
+      },
+    );
+  };

@@ -1,0 +1,83 @@
+import type { LightMyRequestResponse } from "fastify";
+import { expect } from "vitest";
+import type { TestApp } from "./app.ts";
+
+// A browser's side of the dashboard's forms, over inject: cookies kept per "browser", the login
+// form's CSRF token read from the page, urlencoded posts.
+
+export class DashboardClient {
+  readonly #t: TestApp;
+  readonly cookies = new Map<string, string>();
+  readonly #ip: string;
+
+  constructor(t: TestApp, ip = "203.0.113.7") {
+    this.#t = t;
+    this.#ip = ip;
+  }
+
+  #keep(res: LightMyRequestResponse): void {
+    for (const c of res.cookies) {
+      if (c.value === "" || (c.expires && c.expires.getTime() <= Date.now())) this.cookies.delete(c.name);
+      else this.cookies.set(c.name, c.value);
+    }
+  }
+
+  #cookieHeader(): string {
+    return [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
+  }
+
+  async get(url: string): Promise<LightMyRequestResponse> {
+    const res = await this.#t.request({
+      method: "GET",
+      url,
+      headers: { cookie: this.#cookieHeader() },
+      remoteAddress: this.#ip,
+    });
+    this.#keep(res);
+    return res;
+  }
+
+  async post(
+    url: string,
+    form: Record<string, string>,
+    headers: Record<string, string> = {},
+  ): Promise<LightMyRequestResponse> {
+    const res = await this.#t.request({
+      method: "POST",
+      url,
+      headers: {
+        cookie: this.#cookieHeader(),
+        "content-type": "application/x-www-form-urlencoded",
+        ...headers,
+      },
+      payload: new URLSearchParams(form).toString(),
+      remoteAddress: this.#ip,
+    });
+    this.#keep(res);
+    return res;
+  }
+
+  /** Opens the login page and submits it; the response of the POST. */
+  async login(
+    email: string,
+    password: string,
+    extra: Record<string, string> = {},
+  ): Promise<LightMyRequestResponse> {
+    const page = await this.get("/dashboard/login");
+    expect(page.statusCode).toBe(200);
+    return this.post("/dashboard/login", { email, password, _csrf: formToken(page.body), ...extra });
+  }
+
+  /** The CSRF token a signed-in page carries for its forms. */
+  async csrf(url = "/dashboard/sandbox"): Promise<string> {
+    const page = await this.get(url);
+    expect(page.statusCode, page.body.slice(0, 300)).toBe(200);
+    return formToken(page.body);
+  }
+}
+
+export function formToken(body: string): string {
+  const match = /name="_csrf" value="([^"]+)"/.exec(body);
+  if (!match?.[1]) throw new Error("no CSRF token on the page");
+  return match[1];
+}
