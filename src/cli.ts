@@ -3,6 +3,7 @@ import pino from "pino";
 import { openRuntime } from "./bootstrap.ts";
 import { type Config, ConfigError, loadConfig } from "./config.ts";
 import { AppError } from "./domain/errors.ts";
+import { SessionsService } from "./modules/dashboard/sessions.ts";
 import { WorkspacesService } from "./modules/workspaces/service.ts";
 import { InFlight } from "./platform/concurrency/in-flight.ts";
 import { loggerOptions, urlScrubber } from "./platform/log/scrub.ts";
@@ -57,7 +58,7 @@ async function main(argv: string[]): Promise<number> {
   loadedConfig = config;
   const { database, secrets } = await openRuntime(config);
   try {
-    const service = new WorkspacesService({
+    const context = {
       config,
       db: database.db,
       secrets,
@@ -67,10 +68,15 @@ async function main(argv: string[]): Promise<number> {
       now: () => new Date(),
       inFlight: new InFlight(),
       metrics: new Metrics(false),
-    });
+    };
+    const service = new WorkspacesService(context);
     if (command === "set-password") {
       await service.setPassword(values.workspace ?? "", password ?? "");
-      process.stdout.write(`Password set for workspace ${values.workspace}.\n`);
+      // The way back in after a compromise: no session opened with the old password survives.
+      await new SessionsService(context).closeAll(values.workspace ?? "");
+      process.stdout.write(
+        `Password set for workspace ${values.workspace}; its dashboard sessions are signed out.\n`,
+      );
       return 0;
     }
     const created = await service.create({

@@ -142,6 +142,36 @@ describe("settings", () => {
   });
 });
 
+describe("the current password", () => {
+  it("is limited like a login: the sixth wrong guess in 15 minutes is refused, the right one too", async () => {
+    // A workspace of its own: the other tests' wrong current passwords count against theirs.
+    const own = `limited-${Math.random().toString(36).slice(2, 8)}@shop.example`;
+    await createWorkspace(t, { name: "Guarded", adminEmail: own, adminPassword: PASSWORD });
+    const browser = new DashboardClient(t, "198.51.100.40");
+    expect((await browser.login(own, PASSWORD)).statusCode).toBe(303);
+    const csrf = await browser.csrf("/dashboard/sandbox/settings");
+    const answers: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      const res = await browser.post("/dashboard/sandbox/settings/password", {
+        _csrf: csrf,
+        currentPassword: `wrong guess ${i}`,
+        newPassword: "a brand new password",
+      });
+      answers.push(res.statusCode);
+    }
+    expect(answers).toEqual([400, 400, 400, 400, 400, 429]);
+    const right = await browser.post("/dashboard/sandbox/settings/password", {
+      _csrf: csrf,
+      currentPassword: PASSWORD,
+      newPassword: "a brand new password",
+    });
+    expect(right.statusCode).toBe(429);
+    expect(right.body).toContain("Too many wrong passwords");
+    // Nothing changed: the old password still signs in (from another address).
+    expect((await new DashboardClient(t, "198.51.100.41").login(own, PASSWORD)).statusCode).toBe(303);
+  });
+});
+
 describe("wallets and the unmatched inbox", () => {
   it("shows the EOA with its QR code, and the smart wallet once created through the 4.14 endpoint", async () => {
     const browser = await signedIn("198.51.100.28");
@@ -173,7 +203,7 @@ describe("wallets and the unmatched inbox", () => {
 
 /** The id of the key row whose prefix is `prefix`, from the keys page. */
 function keyIdOnPage(body: string, prefix: string): string | undefined {
-  for (const match of body.matchAll(/<tr data-key-id="([0-9a-f-]{36})"><td class="mono">([^<…]+)…/g)) {
+  for (const match of body.matchAll(/<tr data-key-id="([0-9a-f-]{36})"><td class="mono nowrap">([^<…]+)…/g)) {
     if (match[2] === prefix) return match[1];
   }
   return undefined;

@@ -162,6 +162,46 @@ describe("login", () => {
     expect((await new DashboardClient(t, "192.0.2.100").login(emailB, PASSWORD)).statusCode).toBe(303);
   });
 
+  it("does not let a right password of another workspace with the same e-mail reset the failures", async () => {
+    const email = `victim-${Math.random().toString(36).slice(2, 8)}@shop.example`;
+    await createWorkspace(t, { name: "Victim", adminEmail: email, adminPassword: PASSWORD });
+    // An attacker's own workspace given the victim's e-mail, with a password the attacker knows.
+    await createWorkspace(t, {
+      name: "Attacker",
+      adminEmail: email,
+      adminPassword: "the attacker's password",
+    });
+    const answers: number[] = [];
+    for (let round = 0; round < 2; round++) {
+      for (let i = 0; i < 4; i++)
+        answers.push(
+          (
+            await new DashboardClient(t, `192.0.2.${130 + round * 10 + i}`).login(
+              email,
+              `guess ${round}-${i}`,
+            )
+          ).statusCode,
+        );
+      answers.push(
+        (await new DashboardClient(t, `192.0.2.${139 + round * 10}`).login(email, "the attacker's password"))
+          .statusCode,
+      );
+    }
+    expect(answers).toEqual([401, 401, 401, 401, 303, 401, 429, 429, 429, 429]);
+  });
+
+  it("answers a NUL character in a form field with 400 naming it, before any sign-in", async () => {
+    const browser = new DashboardClient(t, "198.51.100.60");
+    const page = await browser.get("/dashboard/login");
+    const res = await browser.post("/dashboard/login", {
+      email: "a\u0000b@shop.example",
+      password: PASSWORD,
+      _csrf: /name="_csrf" value="([^"]+)"/.exec(page.body)?.[1] ?? "",
+    });
+    expect(res.statusCode).toBe(400);
+    expect(res.body).toContain("email must not contain NUL characters");
+  });
+
   it("asks which workspace when several share the e-mail and the password", async () => {
     const email = `shared-${Math.random().toString(36).slice(2, 8)}@shop.example`;
     const first = await createWorkspace(t, {

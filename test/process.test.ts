@@ -607,7 +607,9 @@ describe("the CLI", () => {
         "a long dashboard password\n",
       );
       expect(await waitForExit(set, 60_000), `stderr: ${set.stderr()}`).toEqual({ code: 0, signal: null });
-      expect(set.stdout()).toContain(`Password set for workspace ${id}`);
+      expect(set.stdout()).toContain(
+        `Password set for workspace ${id}; its dashboard sessions are signed out.`,
+      );
       // The password never reaches the output.
       expect(set.stdout() + set.stderr()).not.toContain("a long dashboard password");
 
@@ -626,9 +628,34 @@ describe("the CLI", () => {
         }),
       });
       expect(login.status).toBe(303);
+      const session = /svc_session=[^;]+/.exec(login.headers.get("set-cookie") ?? "")?.[0] ?? "";
       expect(login.headers.get("set-cookie")).toMatch(/svc_session=[^;]+;.*HttpOnly/);
-      const exit = await stopServer(server);
-      expect(exit, `stderr: ${server.stderr()}`).toEqual({ code: 0, signal: null });
+      const overview = await fetch(`${server.baseUrl}/dashboard/sandbox`, {
+        headers: { cookie: session },
+        redirect: "manual",
+      });
+      expect(overview.status).toBe(200);
+      expect(await stopServer(server), `stderr: ${server.stderr()}`).toEqual({ code: 0, signal: null });
+
+      // Setting the password again from the command line signs every session out.
+      const reset = spawnNode(
+        ["src/cli.ts", "workspace", "set-password", "--workspace", id],
+        env,
+        "another long password\n",
+      );
+      expect(await waitForExit(reset, 60_000), `stderr: ${reset.stderr()}`).toEqual({
+        code: 0,
+        signal: null,
+      });
+      const again = await startServer(dataDir);
+      const signedOut = await fetch(`${again.baseUrl}/dashboard/sandbox`, {
+        headers: { cookie: session },
+        redirect: "manual",
+      });
+      expect(signedOut.status).toBe(303);
+      expect(signedOut.headers.get("location")).toBe("/dashboard/login");
+      const exit = await stopServer(again);
+      expect(exit, `stderr: ${again.stderr()}`).toEqual({ code: 0, signal: null });
     },
     TEST_TIMEOUT_MS,
   );

@@ -58,6 +58,11 @@ export async function deleteOtherSessions(db: Db, workspaceId: string, keepIdHas
     .execute();
 }
 
+/** Every session of a workspace (its password was set from the command line). */
+export async function deleteWorkspaceSessions(db: Db, workspaceId: string): Promise<void> {
+  await db.deleteFrom("dashboard_sessions").where("workspace_id", "=", workspaceId).execute();
+}
+
 /** One row per subject of an attempt; their ids, to take back when the attempt succeeds. */
 export async function recordAttempt(db: Db, subjects: string[], at: Date): Promise<string[]> {
   const rows = await db
@@ -90,11 +95,6 @@ export async function recentAttempts(
 
 export async function deleteAttempts(db: Db, ids: string[]): Promise<void> {
   if (ids.length > 0) await db.deleteFrom("dashboard_login_attempts").where("id", "in", ids).execute();
-}
-
-/** A subject's attempts: an e-mail's, once its password was right. */
-export async function clearAttempts(db: Db, subject: string): Promise<void> {
-  await db.deleteFrom("dashboard_login_attempts").where("subject_hash", "=", subject).execute();
 }
 
 /** Attempts out of every window: nothing counts them any more. */

@@ -162,7 +162,8 @@ export const dashboardRoutes =
 
     // Everything else needs a session.
     await app.register(async (signedIn) => {
-      signedIn.addHook("preHandler", async (request, reply) => {
+      // Before the body is validated: a signed-out form goes to the login page, not to a 400.
+      signedIn.addHook("preValidation", async (request, reply) => {
         const token = request.cookies[SESSION_COOKIE];
         const session = token ? await deps.sessions.resolve(token) : null;
         if (!session) return reply.redirect("/dashboard/login", 303);

@@ -59,6 +59,11 @@ export class SessionsService {
     await repo.deleteSession(this.#ctx.db, hashApiKey(token));
   }
 
+  /** A password set from the command line (recovery): every session of the workspace ends. */
+  async closeAll(workspaceId: string): Promise<void> {
+    await repo.deleteWorkspaceSessions(this.#ctx.db, workspaceId);
+  }
+
   /** After a password change: every other session of the workspace ends. */
   async closeOthers(workspaceId: string, sessionId: string): Promise<void> {
     await repo.deleteOtherSessions(this.#ctx.db, workspaceId, sessionId);

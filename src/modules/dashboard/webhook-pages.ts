@@ -133,9 +133,9 @@ export const webhookPages =
       { schema: { params: DeliveryParams } },
       async (request, reply) => {
         const tenant = kit.tenantOf(request, request.params.env);
-        await webhooks.retry(tenant, request.params.id, request.params.deliveryId);
-        // Back to the page of the log the button was on.
+        // Back to the page of the log the button was on (read first: a bad one changes nothing).
         const page = pageOf(field(request.body, "page"));
+        await webhooks.retry(tenant, request.params.id, request.params.deliveryId);
         const path = webhookPath(request.params.id);
         return kit.done(
           reply,

@@ -3,12 +3,12 @@ import QRCode from "qrcode";
 import { Type } from "typebox";
 import type { AppContext } from "../../context.ts";
 import { InvalidRequest } from "../../domain/errors.ts";
-import { verifyPassword } from "../../platform/secrets/hashing.ts";
 import type { KeysService } from "../keys/service.ts";
 import type { PaymentsService } from "../payments/service.ts";
 import type { WalletService } from "../payouts/wallet-service.ts";
 import type { SmartWalletsService } from "../smart-wallets/service.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
+import type { Logins } from "./login.ts";
 import { EnvIdParams, EnvParams, type PageKit, queryOf } from "./page-kit.ts";
 import type { SessionsService } from "./sessions.ts";
 import { keysBody } from "./views/keys.ts";
@@ -25,6 +25,7 @@ export interface WorkspacePageServices {
   wallet: WalletService;
   smartWallets: SmartWalletsService;
   sessions: SessionsService;
+  logins: Logins;
 }
 
 const UNMATCHED_PAGE = 25;
@@ -135,7 +136,6 @@ export const workspacePages =
             eoa,
             smartWallet,
             defaultWalletType: setup.defaultWalletType,
-            networkConfigured: ctx.config.networks[tenant.environment] !== undefined,
           }),
       );
     });
@@ -238,11 +238,18 @@ export const workspacePages =
       async (request, reply) => {
         const tenant = kit.tenantOf(request, request.params.env);
         const { currentPassword, newPassword } = request.body;
-        const stored = await services.workspaces.passwordHash(tenant.workspaceId);
-        if (!stored || !(await verifyPassword(currentPassword, stored))) {
-          reply.status(400);
+        const checked = await services.logins.checkPassword(tenant.workspaceId, currentPassword, request.ip);
+        if (checked !== "ok") {
+          const limited = typeof checked === "object";
+          if (limited) reply.header("retry-after", String(checked.retryAfterSeconds));
+          reply.status(limited ? 429 : 400);
           return showSettings(request, reply, request.params.env, {
-            error: { field: "currentPassword", message: "The current password is not right" },
+            error: {
+              field: "currentPassword",
+              message: limited
+                ? "Too many wrong passwords. Try again in a few minutes."
+                : "The current password is not right",
+            },
           });
         }
         try {

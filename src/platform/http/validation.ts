@@ -28,13 +28,20 @@ export function registerValidation(app: FastifyInstance): void {
   app.setValidatorCompiler(({ schema, httpPart }) =>
     (httpPart === "body" ? bodyAjv : textAjv).compile(schema),
   );
-  // The text rule of JSON bodies (input-rules.ts) for query strings and path segments, on every
-  // route, schema or not: `%00` decodes to a NUL that no text column holds.
+  // The text rule of JSON bodies (input-rules.ts) for query strings, path segments and the
+  // dashboard's urlencoded forms, on every route, schema or not: `%00` decodes to a NUL that no
+  // text column holds.
   app.addHook("preValidation", async (request) => {
     const problem =
-      textParameterProblem(request.query, "query") ?? textParameterProblem(request.params, "path");
+      textParameterProblem(request.query, "query") ??
+      textParameterProblem(request.params, "path") ??
+      (isForm(request.headers["content-type"]) ? textParameterProblem(request.body, "form") : null);
     if (problem) throw new InvalidRequest(problem);
   });
+}
+
+function isForm(contentType: string | undefined): boolean {
+  return contentType?.toLowerCase().startsWith("application/x-www-form-urlencoded") ?? false;
 }
 
 function textParameterProblem(values: unknown, part: string): string | null {

@@ -44,11 +44,11 @@ ${options.error ? html`<p class="field-error" id="key-name-error">${options.erro
 ${
   options.keys.length === 0
     ? empty("No keys in this environment.")
-    : html`<div class="table-wrap"><table class="list" id="keys-table"><thead><tr><th scope="col">Key</th><th scope="col">Name</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">State</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
+    : html`<div class="table-wrap"><table class="list" id="keys-table"><thead><tr><th scope="col">Key</th><th scope="col">Name</th><th scope="col" class="wide-only">Created</th><th scope="col">Last used</th><th scope="col">State</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
 <tbody>${options.keys.map(
         (
           k,
-        ) => html`<tr data-key-id="${k.id}"><td class="mono">${k.prefix}…</td><td>${k.name ?? ""}</td><td>${time(k.createdAt)}</td><td>${time(k.lastUsedAt)}</td>
+        ) => html`<tr data-key-id="${k.id}"><td class="mono nowrap">${k.prefix}…</td><td>${k.name ?? ""}</td><td class="wide-only">${time(k.createdAt)}</td><td>${time(k.lastUsedAt)}</td>
 <td>${k.revokedAt ? html`<span class="status status-failed">revoked</span> ${time(k.revokedAt)}` : html`<span class="status status-active">active</span>`}</td>
 <td>${
           k.revokedAt

@@ -20,7 +20,6 @@ export function walletsBody(options: {
   eoa: WalletCard | null;
   smartWallet: WalletCard | null;
   defaultWalletType: "workspace" | "smart_wallet";
-  networkConfigured: boolean;
 }): HtmlSafeString {
   const card = (
     w: WalletCard,
@@ -30,7 +29,7 @@ export function walletsBody(options: {
 <p>${hex(w.address)} ${copyButton(w.address, "Copy address")}</p>
 <figure class="qr"><div role="img" aria-label="QR code of the address ${w.address}">${safe(w.qrSvg)}</div></figure>
 ${
-  options.networkConfigured
+  Object.keys(w.balances).length > 0
     ? html`<ul class="balances">${Object.entries(w.balances).map(([token, value]) => html`<li>${amount(value, token)}</li>`)}</ul>`
     : html`<p class="muted">Balances need a network: none is configured for ${options.environment}.</p>`
 }

@@ -118,7 +118,9 @@ export function webhookCreatedBody(options: {
 
 function lastResponse(d: DeliveryView): HtmlSafeString {
   if (d.lastResponseCode === null && d.lastError === null) return html`<span class="muted">—</span>`;
-  return html`${d.lastResponseCode !== null ? html`HTTP ${d.lastResponseCode}` : nothing}${d.lastResponseCode !== null && d.lastError ? html`<br>` : nothing}${d.lastError ? html`<span class="wh-error-text">${d.lastError}</span>` : nothing}`;
+  // The dispatcher records a refusal's status as its error too ("HTTP 500"): shown once.
+  const error = d.lastError && d.lastError !== `HTTP ${d.lastResponseCode}` ? d.lastError : null;
+  return html`${d.lastResponseCode !== null ? html`HTTP ${d.lastResponseCode}` : nothing}${d.lastResponseCode !== null && error ? html`<br>` : nothing}${error ? html`<span class="wh-error-text">${error}</span>` : nothing}`;
 }
 
 function when(d: DeliveryView): HtmlSafeString {
