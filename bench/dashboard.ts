@@ -204,6 +204,8 @@ export interface DashboardFigures {
   exportSeconds: number;
   rssBeforeMiB: number;
   exportPeakMiB: number;
+  /** Peak RSS growth of each of the three exports. */
+  exportGrowthsMiB: number[];
   /** Whether clear_refs reset the peak (else the peak is the process lifetime's). */
   peakReset: boolean;
   goals: Array<{ text: string; met: boolean }>;
@@ -253,28 +255,54 @@ export async function benchDashboard(): Promise<DashboardFigures> {
 
   const pid = service.proc.pid;
   if (pid === undefined) throw new Error("no service pid");
-  const rssBefore = procStatusKiB(pid, "VmRSS");
+  // Three exports one after the other: the peak of each over the resident size before it. The
+  // first also pays for compiling the export's code; the figure kept is the median.
+  const exports: Array<{
+    growthKiB: number;
+    rssBefore: number;
+    peak: number;
+    seconds: number;
+    bytes: number;
+    rows: number;
+  }> = [];
   let peakReset = true;
-  try {
-    writeFileSync(`/proc/${pid}/clear_refs`, "5");
-  } catch {
-    peakReset = false;
+  for (let round = 0; round < 3; round++) {
+    const rssBefore = procStatusKiB(pid, "VmRSS");
+    try {
+      writeFileSync(`/proc/${pid}/clear_refs`, "5");
+    } catch {
+      peakReset = false;
+    }
+    log(`exporting every payment as CSV (${round + 1} of 3)`);
+    const begin = performance.now();
+    const res = await fetch(`${service.base}/dashboard/sandbox/payments/export.csv`, { headers: { cookie } });
+    if (res.status !== 200 || !res.body) throw new Error(`export: ${res.status}`);
+    let bytes = 0;
+    let lines = 0;
+    for await (const chunk of res.body) {
+      bytes += chunk.length;
+      for (const byte of chunk) if (byte === 10) lines++;
+    }
+    const peak = procStatusKiB(pid, "VmHWM");
+    // A description has no line break here: each record is one line, after the header.
+    if (lines - 1 !== count) throw new Error(`the export had ${lines - 1} rows, not ${count}`);
+    exports.push({
+      growthKiB: peak - rssBefore,
+      rssBefore,
+      peak,
+      seconds: (performance.now() - begin) / 1000,
+      bytes,
+      rows: lines - 1,
+    });
   }
-  log("exporting every payment as CSV");
-  const begin = performance.now();
-  const res = await fetch(`${service.base}/dashboard/sandbox/payments/export.csv`, { headers: { cookie } });
-  if (res.status !== 200 || !res.body) throw new Error(`export: ${res.status}`);
-  let bytes = 0;
-  let lines = 0;
-  for await (const chunk of res.body) {
-    bytes += chunk.length;
-    for (const byte of chunk) if (byte === 10) lines++;
-  }
-  const exportSeconds = (performance.now() - begin) / 1000;
-  const peak = procStatusKiB(pid, "VmHWM");
-  // A description has no line break here: each record is one line, after the header.
-  const exportRows = lines - 1;
-  if (exportRows !== count) throw new Error(`the export had ${exportRows} rows, not ${count}`);
+  const median = [...exports].sort((a, b) => a.growthKiB - b.growthKiB)[1];
+  if (!median) throw new Error("no export measured");
+  const rssBefore = median.rssBefore;
+  const peak = median.peak;
+  const exportSeconds = median.seconds;
+  const bytes = median.bytes;
+  const exportRows = median.rows;
+  log(`export growth per round (MiB): ${exports.map((e) => (e.growthKiB / 1024).toFixed(1)).join(", ")}`);
   const growthMiB = (peak - rssBefore) / 1024;
   const goals = [
     ...pages.map((p) => ({
@@ -294,6 +322,7 @@ export async function benchDashboard(): Promise<DashboardFigures> {
     exportSeconds,
     rssBeforeMiB: rssBefore / 1024,
     exportPeakMiB: peak / 1024,
+    exportGrowthsMiB: exports.map((e) => e.growthKiB / 1024),
     peakReset,
     goals,
   };
@@ -311,7 +340,7 @@ export function renderDashboardTable(f: DashboardFigures): string {
         `| ${p.name} | ${p.requests} | ${fmt(p.latency.p50)} | ${fmt(p.latency.mean)} | ${fmt(p.latency.p99)} |`,
     ),
     "",
-    `CSV export: ${f.exportRows.toLocaleString("en-US")} rows, ${fmt(f.exportBytes / 1024 / 1024, 1)} MiB in ${fmt(f.exportSeconds)} s; service RSS ${fmt(f.rssBeforeMiB, 1)} MiB before, peak ${fmt(f.exportPeakMiB, 1)} MiB during (${f.peakReset ? "peak reset before the export" : "lifetime peak: clear_refs was not permitted"}).`,
+    `CSV export (median of three in a row): ${f.exportRows.toLocaleString("en-US")} rows, ${fmt(f.exportBytes / 1024 / 1024, 1)} MiB in ${fmt(f.exportSeconds)} s; service RSS ${fmt(f.rssBeforeMiB, 1)} MiB before, peak ${fmt(f.exportPeakMiB, 1)} MiB during (${f.peakReset ? "peak reset before each export" : "lifetime peak: clear_refs was not permitted"}); growth of each: ${f.exportGrowthsMiB.map((g) => fmt(g, 1)).join(", ")} MiB.`,
     "",
     ...f.goals.map((g) => `- [${g.met ? "x" : " "}] ${g.text} — **${g.met ? "met" : "missed"}**`),
   ].join("\n");

@@ -1,6 +1,7 @@
 import { privateKeyToAccount } from "viem/accounts";
 import type { App } from "./app.ts";
 import { ChainWatcher } from "./modules/payments/chain-watcher.ts";
+import { compactPaymentTotals } from "./modules/payments/daily.ts";
 import { expireDuePayments } from "./modules/payments/expiry.ts";
 import { topUpGas, topUpWallet } from "./modules/payments/gas-top-up.ts";
 import { Settlement } from "./modules/payments/settlement.ts";
@@ -10,7 +11,7 @@ import { PeriodicJob } from "./platform/jobs/periodic-job.ts";
 
 // Background work of one process: webhook delivery (any number of instances share it through
 // SKIP LOCKED) and single-leader periodic jobs: per configured network, the chain watcher plus
-// settlement; payment expiry; gas top-ups.
+// settlement; payment expiry; gas top-ups; folding the payment totals' deltas.
 
 export interface Workers {
   dispatcher: WebhookDispatcher;
@@ -21,6 +22,8 @@ export interface Workers {
 
 const EXPIRY_INTERVAL_MS = 5_000; // D13: expired within 10 s
 const GAS_TOP_UP_INTERVAL_MS = 60_000;
+/** The payment totals' deltas are folded this often: reads sum at most this long's deltas. */
+const TOTALS_INTERVAL_MS = 5_000;
 
 export function createWorkers(app: App, options: { dispatcher?: DispatcherOptions } = {}): Workers {
   const { ctx } = app;
@@ -31,6 +34,13 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
       intervalMs: EXPIRY_INTERVAL_MS,
       tick: async () => {
         await expireDuePayments(ctx.db, ctx.now(), ctx.metrics);
+      },
+    }),
+    new PeriodicJob(ctx.db, ctx.log, {
+      name: "payments.totals",
+      intervalMs: TOTALS_INTERVAL_MS,
+      tick: async () => {
+        await compactPaymentTotals(ctx.db);
       },
     }),
   ];

@@ -2,7 +2,7 @@ import type { Kysely } from "kysely";
 import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
-import { dailyTotals } from "./daily-repo.ts";
+import { compactTotals, dailyTotals } from "./totals-repo.ts";
 
 /** A day's payments of one token: how many were created, and the gross of those paid. */
 export interface DailyTotal {
@@ -30,4 +30,20 @@ export async function dailyPayments(
       paid: formatAmount(paidUnits, TOKEN_DECIMALS[r.token_symbol as TokenSymbol]),
     };
   });
+}
+
+/** Deltas folded per statement of a compaction. */
+const COMPACTION_BATCH = 5_000;
+
+/**
+ * Folds the payment totals' deltas into their buckets (the payments.totals job): batch after
+ * batch until fewer than a batch are left. Answers how many it folded.
+ */
+export async function compactPaymentTotals(db: Kysely<DatabaseSchema>): Promise<number> {
+  let folded = 0;
+  for (;;) {
+    const batch = await compactTotals(db, COMPACTION_BATCH);
+    folded += batch;
+    if (batch < COMPACTION_BATCH) return folded;
+  }
 }

@@ -4,7 +4,6 @@ import type { Environment } from "../../config.ts";
 import type { PaymentStatus } from "../../domain/payment-state.ts";
 import { newestFirst } from "../../platform/db/page.ts";
 import type { DatabaseSchema, PaymentRow, PaymentsTable } from "../../platform/db/schema.ts";
-import { type StatusTotal, totalsByStatus as statusTotals } from "../../platform/db/status-totals.ts";
 import { type OutboxEvent, outboxCtes } from "../webhooks/outbox.ts";
 
 export interface NewPayment {
@@ -303,12 +302,4 @@ export type PayerRow = Pick<PaymentRow, (typeof PAYER_COLUMNS)[number]>;
 /** A payment's payer-facing columns, by id alone (the page's link is its only credential). */
 export async function findForPayer(db: Kysely<DatabaseSchema>, id: string): Promise<PayerRow | undefined> {
   return db.selectFrom("payments").select(PAYER_COLUMNS).where("id", "=", id).executeTakeFirst();
-}
-
-/** Count and gross volume of the scope's payments per status and token. */
-export function totalsByStatus(
-  db: Kysely<DatabaseSchema>,
-  scope: { workspaceId: string; environment: Environment },
-): Promise<StatusTotal[]> {
-  return statusTotals(db, { table: "payments", amount: "gross_amount" }, scope);
 }

@@ -33,6 +33,7 @@ import { deterministicUuid, idempotentName, providerIdempotencyKey } from "./che
 import { type DailyTotal, dailyPayments } from "./daily.ts";
 import type { CardPaymentRef, NewPaymentWrite, PayerRow, PaymentChanges } from "./repo.ts";
 import * as repo from "./repo.ts";
+import { statusTotals } from "./totals-repo.ts";
 import { applyTransition } from "./transitions.ts";
 import { type PaymentView, toPaymentView, toUnmatchedView } from "./view.ts";
 
@@ -309,7 +310,7 @@ export class PaymentsService {
 
   /** Count and gross volume of the key's payments per status and token. */
   totalsByStatus(principal: Tenant): Promise<StatusTotal[]> {
-    return repo.totalsByStatus(this.#ctx.db, principal);
+    return statusTotals(this.#ctx.db, principal);
   }
 
   // The card rail's webhooks: in `trx`, the transaction that also records the provider's event,

@@ -24,6 +24,7 @@ import * as onePayerPerNonce from "./migrations/016_one_payer_per_nonce.ts";
 import * as payoutEndedNotice from "./migrations/017_payout_ended_notice.ts";
 import * as payoutKeys from "./migrations/018_payout_keys_in_idempotency_records.ts";
 import * as dashboardLogins from "./migrations/019_dashboard.ts";
+import * as paymentTotals from "./migrations/020_payment_totals.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -57,6 +58,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "017_payout_ended_notice": payoutEndedNotice,
   "018_payout_keys_in_idempotency_records": payoutKeys,
   "019_dashboard": dashboardLogins,
+  "020_payment_totals": paymentTotals,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

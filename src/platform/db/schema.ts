@@ -264,6 +264,19 @@ export interface DashboardSessionsTable {
   expires_at: Date;
 }
 
+/** Maintained by the payment_totals_delta trigger (migration 020); compacted by a job. */
+export interface PaymentTotalsTable {
+  id: Generated<string>;
+  workspace_id: string;
+  environment: string;
+  day: ColumnType<string, string, string>;
+  token_symbol: string;
+  status: string;
+  count: ColumnType<string, string | number | bigint, string | number | bigint>;
+  volume: Units;
+  compacted: Generated<boolean>;
+}
+
 export interface DashboardLoginAttemptsTable {
   id: Generated<string>;
   subject_hash: string;
@@ -315,6 +328,7 @@ export interface DatabaseSchema {
   card_events: CardEventsTable;
   dashboard_sessions: DashboardSessionsTable;
   dashboard_login_attempts: DashboardLoginAttemptsTable;
+  payment_totals: PaymentTotalsTable;
   agents: AgentsTable;
   agent_wallets: AgentWalletsTable;
 }
