@@ -28,6 +28,7 @@ const TOTALS_INTERVAL_MS = 5_000;
 export function createWorkers(app: App, options: { dispatcher?: DispatcherOptions } = {}): Workers {
   const { ctx } = app;
   const dispatcher = new WebhookDispatcher(ctx, options.dispatcher);
+  const totalsState = { foldedSinceVacuum: 0 };
   const jobs: PeriodicJob[] = [
     new PeriodicJob(ctx.db, ctx.log, {
       name: "payments.expiry",
@@ -40,7 +41,7 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
       name: "payments.totals",
       intervalMs: TOTALS_INTERVAL_MS,
       tick: async () => {
-        await compactPaymentTotals(ctx.db);
+        await compactPaymentTotals(ctx.db, totalsState);
       },
     }),
   ];

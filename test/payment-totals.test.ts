@@ -2,6 +2,7 @@ import fc from "fast-check";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compactPaymentTotals } from "../src/modules/payments/daily.ts";
+import { vacuumTotals } from "../src/modules/payments/totals-repo.ts";
 import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
 import { FakeCardProvider } from "./support/fake-card-provider.ts";
 
@@ -180,5 +181,34 @@ describe("payment totals", () => {
       n: string;
     }>`SELECT count(*)::text AS n FROM payment_totals WHERE workspace_id = ${own.id}`.execute(db);
     expect(after.rows[0]?.n).toBe(before.rows[0]?.n);
+  });
+
+  it("drop a bucket that came back to nothing, and the table can be vacuumed", async () => {
+    const own = await createWorkspace(t);
+    const db = t.database.db;
+    await sql`INSERT INTO payments (workspace_id, environment, status, payment_method, payment_provider,
+        token_symbol, gross_amount, fee_amount, net_amount, wallet_type, metadata, expires_at)
+      VALUES (${own.id}, 'live', 'pending', 'crypto', 'onchain', 'USDC', 5, 0, 5, 'eoa', '{}'::jsonb, now())`.execute(
+      db,
+    );
+    await compactPaymentTotals(db);
+    await sql`UPDATE payments SET status = 'expired' WHERE workspace_id = ${own.id}`.execute(db);
+    const state = { foldedSinceVacuum: 0 };
+    expect(await compactPaymentTotals(db, state)).toBeGreaterThan(0);
+    const rows = await sql<{ status: string; count: string }>`
+      SELECT status, count::text FROM payment_totals WHERE workspace_id = ${own.id} ORDER BY status`.execute(
+      db,
+    );
+    expect(rows.rows).toEqual([{ status: "expired", count: "1" }]);
+    await vacuumTotals(db);
+    await expectExact(own.id);
+  });
+
+  // Last: it empties the payments of every test above.
+  it("are emptied by a TRUNCATE of the payments", async () => {
+    const db = t.database.db;
+    await sql`TRUNCATE payments CASCADE`.execute(db);
+    const left = await sql<{ n: string }>`SELECT count(*)::text AS n FROM payment_totals`.execute(db);
+    expect(left.rows[0]?.n).toBe("0");
   });
 });

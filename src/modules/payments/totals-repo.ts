@@ -68,3 +68,16 @@ export async function compactTotals(db: Db, limit: number): Promise<number> {
     SELECT count(*) AS folded FROM gone`.execute(db);
   return Number(rows[0]?.folded ?? 0);
 }
+
+/** Compacted buckets back to nothing: they add nothing to any read. */
+export async function dropEmptyBuckets(db: Db): Promise<void> {
+  await sql`DELETE FROM payment_totals WHERE compacted AND count = 0 AND volume = 0`.execute(db);
+}
+
+/**
+ * Space of folded deltas made reusable, and the planner's statistics refreshed. PGlite runs no
+ * autovacuum: without this the table would only grow (PostgreSQL's autovacuum does it as well).
+ */
+export async function vacuumTotals(db: Db): Promise<void> {
+  await sql`VACUUM (ANALYZE) payment_totals`.execute(db);
+}

@@ -6,8 +6,10 @@ import { type Kysely, sql } from "kysely";
 // transaction, so the totals can never disagree with the payments. Writers only ever INSERT
 // delta rows: no row is shared between two payment writes, so the totals add no lock waits and
 // no deadlocks to the payment paths. A periodic job folds the deltas into one compacted row per
-// bucket (modules/payments/totals.ts). The dashboard's chart and /api/v1/wallet/stats read
-// these instead of aggregating every payment.
+// bucket (modules/payments/totals-repo.ts, daily.ts). The dashboard's chart and
+// /api/v1/wallet/stats read these instead of aggregating every payment.
+// Rolling out: the backfill below runs in the migration's transaction after the triggers exist,
+// so writes to payments wait for it (one GROUP BY over every payment) and none escapes it.
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`
     CREATE TABLE payment_totals (
@@ -28,6 +30,14 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     CREATE UNIQUE INDEX payment_totals_bucket ON payment_totals (workspace_id, environment, day, token_symbol, status)
     WHERE compacted`.execute(db);
   await sql`CREATE INDEX payment_totals_deltas ON payment_totals (id) WHERE NOT compacted`.execute(db);
+  // Compacted buckets that came back to nothing (a day's pending payments all moved on), removed
+  // by the compaction.
+  await sql`CREATE INDEX payment_totals_empty ON payment_totals (id) WHERE compacted AND count = 0`.execute(
+    db,
+  );
+  // Deltas are appended at the end and deleted soon after: vacuum must not truncate the table's
+  // end under an exclusive lock that payment writes (through the trigger) would wait on.
+  await sql`ALTER TABLE payment_totals SET (vacuum_truncate = false)`.execute(db);
 
   // One function for the three statements: each groups what it changed, old rows counted −1 and
   // new rows +1, only where a bucket or the amount changed (an update of other columns adds nothing).
@@ -39,6 +49,8 @@ export async function up(db: Kysely<unknown>): Promise<void> {
         SELECT workspace_id, environment, (created_at AT TIME ZONE 'UTC')::date, token_symbol, status,
                count(*), sum(gross_amount)
         FROM new_rows GROUP BY 1, 2, 3, 4, 5;
+      ELSIF TG_OP = 'TRUNCATE' THEN
+        DELETE FROM payment_totals;
       ELSIF TG_OP = 'DELETE' THEN
         INSERT INTO payment_totals (workspace_id, environment, day, token_symbol, status, count, volume)
         SELECT workspace_id, environment, (created_at AT TIME ZONE 'UTC')::date, token_symbol, status,
@@ -76,6 +88,9 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`
     CREATE TRIGGER payment_totals_delete AFTER DELETE ON payments
     REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION payment_totals_delta()`.execute(db);
+  await sql`
+    CREATE TRIGGER payment_totals_truncate AFTER TRUNCATE ON payments
+    FOR EACH STATEMENT EXECUTE FUNCTION payment_totals_delta()`.execute(db);
 
   // The payments already recorded, as compacted buckets.
   await sql`
@@ -86,6 +101,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
 }
 
 export async function down(db: Kysely<unknown>): Promise<void> {
+  await sql`DROP TRIGGER payment_totals_truncate ON payments`.execute(db);
   await sql`DROP TRIGGER payment_totals_delete ON payments`.execute(db);
   await sql`DROP TRIGGER payment_totals_update ON payments`.execute(db);
   await sql`DROP TRIGGER payment_totals_insert ON payments`.execute(db);
