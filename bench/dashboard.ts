@@ -1,12 +1,8 @@
-import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { promisify } from "node:util";
+import { readFileSync, writeFileSync } from "node:fs";
 import pg from "pg";
-import { freePort } from "../src/devnet/chain.ts";
 import { encodeCursor } from "../src/modules/payments/browse.ts";
+import { startPostgres, startService } from "./service-process.ts";
 import { cleanups, envInt, type LatencySummary, runAsScript, summarize } from "./support.ts";
 
 // The merchant dashboard with a workspace of 100,000 sandbox payments (spread over 60 days, every
@@ -21,97 +17,13 @@ import { cleanups, envInt, type LatencySummary, runAsScript, summarize } from ".
 // `node bench/dashboard.ts` prints a markdown table. BENCH_DASHBOARD_PAYMENTS (100,000) and
 // BENCH_DASHBOARD_REQUESTS (200 per page, after 30 warm-up) override the sizes.
 
-const execFileAsync = promisify(execFile);
-const ROOT = resolve(import.meta.dirname, "..");
-const PG_SCRIPT = join(ROOT, "scripts", "local-postgres.sh");
-const HOST = "127.0.0.1";
 const PASSWORD = "bench dashboard password";
 const EMAIL = "bench@dashboard.example";
 const GOALS = { pageP50Ms: 20, exportGrowthMiB: 50 };
 const WARMUP = 30;
 
 const log = (message: string) => process.stderr.write(`[bench:dashboard] ${message}\n`);
-const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
 const steps = cleanups(log);
-const { defer } = steps;
-
-async function startPostgres(): Promise<string> {
-  const pgDir = mkdtempSync(join(tmpdir(), "bench-dashboard-pg-"));
-  const port = await freePort();
-  defer("PostgreSQL server", async () => {
-    await execFileAsync("bash", [PG_SCRIPT, "stop", pgDir]).catch(() => undefined);
-    rmSync(pgDir, { recursive: true, force: true });
-  });
-  log(`starting PostgreSQL in ${pgDir} on port ${port}`);
-  const { stdout } = await execFileAsync("bash", [PG_SCRIPT, "start", pgDir, String(port)]);
-  const url = stdout.trim().split("\n").pop()?.trim();
-  if (!url?.startsWith("postgres")) throw new Error(`unexpected output of local-postgres.sh: ${stdout}`);
-  return url;
-}
-
-async function startService(
-  databaseUrl: string,
-  adminSecret: string,
-): Promise<{ base: string; proc: ChildProcess }> {
-  const port = await freePort();
-  const dataDir = mkdtempSync(join(tmpdir(), "bench-dashboard-data-"));
-  defer("service data folder", async () => rmSync(dataDir, { recursive: true, force: true }));
-  const env: Record<string, string> = {};
-  for (const name of ["PATH", "HOME", "TMPDIR", "LANG", "TZ"]) {
-    const value = process.env[name];
-    if (value !== undefined) env[name] = value;
-  }
-  Object.assign(env, {
-    PORT: String(port),
-    HOST,
-    DATA_DIR: dataDir,
-    ADMIN_SECRET: adminSecret,
-    LOG_LEVEL: "warn",
-    DATABASE_URL: databaseUrl,
-    MASTER_KEY: randomBytes(32).toString("hex"),
-  });
-  const proc = spawn(process.execPath, ["src/main.ts"], {
-    cwd: ROOT,
-    env,
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const exited = new Promise<void>((done) => proc.once("exit", () => done()));
-  const alive = () => proc.exitCode === null && proc.signalCode === null;
-  defer("service", async () => {
-    if (!alive()) return;
-    proc.kill("SIGTERM");
-    const graceful = await Promise.race([exited.then(() => true), sleep(20_000).then(() => false)]);
-    if (!graceful && alive()) {
-      proc.kill("SIGKILL");
-      await exited;
-    }
-  });
-  const tail: string[] = [];
-  const keep = (chunk: Buffer) => {
-    tail.push(
-      ...chunk
-        .toString("utf8")
-        .split("\n")
-        .filter((l) => l.trim() !== ""),
-    );
-    tail.splice(0, Math.max(0, tail.length - 20));
-  };
-  proc.stdout?.on("data", keep);
-  proc.stderr?.on("data", keep);
-  const base = `http://${HOST}:${port}`;
-  const deadline = Date.now() + 90_000;
-  for (;;) {
-    if (!alive()) throw new Error(`the service exited; its last output:\n${tail.join("\n")}`);
-    try {
-      if ((await fetch(`${base}/health`, { signal: AbortSignal.timeout(2_000) })).ok) break;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) throw new Error("the service was not ready within 90 s");
-    await sleep(200);
-  }
-  return { base, proc };
-}
 
 /** 100,000 payments in one statement: every status, three tokens, 60 days back from now. */
 async function seed(databaseUrl: string, workspaceId: string, count: number): Promise<void> {
@@ -214,9 +126,9 @@ export interface DashboardFigures {
 export async function benchDashboard(): Promise<DashboardFigures> {
   const count = envInt("BENCH_DASHBOARD_PAYMENTS", 100_000);
   const requests = envInt("BENCH_DASHBOARD_REQUESTS", 200);
-  const databaseUrl = await startPostgres();
+  const databaseUrl = await startPostgres("dashboard", steps, log);
   const adminSecret = randomBytes(24).toString("hex");
-  const service = await startService(databaseUrl, adminSecret);
+  const service = await startService("dashboard", steps, { databaseUrl, adminSecret });
   const created = await fetch(`${service.base}/api/v1/workspaces`, {
     method: "POST",
     headers: { authorization: `Bearer ${adminSecret}`, "content-type": "application/json" },

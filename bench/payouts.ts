@@ -1,16 +1,12 @@
-import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { promisify } from "node:util";
 import autocannon from "autocannon";
 import { erc20Abi } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { freePort, rpc, startDevnet } from "../src/devnet/chain.ts";
+import { rpc, startDevnet } from "../src/devnet/chain.ts";
 import { bearer, createWorkspace, startTestApp } from "../test/support/app.ts";
 import { devnetClients } from "../test/support/devnet-clients.ts";
 import { liveNetworkEnv } from "../test/support/devnet-env.ts";
+import { startPostgres, startService } from "./service-process.ts";
 import { cleanups, dig, envInt, type LatencySummary, postJson, runAsScript, summarize } from "./support.ts";
 
 // Payout throughput.
@@ -28,104 +24,17 @@ import { cleanups, dig, envInt, type LatencySummary, postJson, runAsScript, summ
 // `node bench/payouts.ts` prints a markdown table. Environment: BENCH_PAYOUTS_DURATION (measured
 // seconds of (a), default 10), BENCH_PAYOUTS_WARMUP (default 2), BENCH_PAYOUTS_CONNECTIONS (default 32).
 
-const execFileAsync = promisify(execFile);
-const ROOT = resolve(import.meta.dirname, "..");
-const PG_SCRIPT = join(ROOT, "scripts", "local-postgres.sh");
-const HOST = "127.0.0.1";
 const DESTINATION = "0x2222222222222222222222222222222222222222";
 const SETTLEMENT_ADDRESS = "0x1111111111111111111111111111111111111111";
 const GOALS = { sandboxPayoutsPerSecond: 1_000, livePayoutsPerSecond: 50 };
 
 const log = (message: string) => process.stderr.write(`[bench:payouts] ${message}\n`);
-const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
 
 const steps = cleanups(log);
 const { defer } = steps;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
-
-async function startPostgres(): Promise<string> {
-  const pgDir = mkdtempSync(join(tmpdir(), "bench-payouts-pg-"));
-  const port = await freePort();
-  defer("PostgreSQL server", async () => {
-    await execFileAsync("bash", [PG_SCRIPT, "stop", pgDir]).catch(() => undefined);
-    rmSync(pgDir, { recursive: true, force: true });
-  });
-  log(`starting PostgreSQL in ${pgDir} on port ${port}`);
-  const { stdout } = await execFileAsync("bash", [PG_SCRIPT, "start", pgDir, String(port)]);
-  const url = stdout.trim().split("\n").pop()?.trim();
-  if (!url?.startsWith("postgres")) throw new Error(`unexpected output of local-postgres.sh: ${stdout}`);
-  return url;
-}
-
-interface Service {
-  base: string;
-  proc: ChildProcess;
-  tail: string[];
-}
-
-async function startService(databaseUrl: string, adminSecret: string): Promise<Service> {
-  const port = await freePort();
-  const dataDir = mkdtempSync(join(tmpdir(), "bench-payouts-data-"));
-  defer("service data folder", async () => rmSync(dataDir, { recursive: true, force: true }));
-  const env: Record<string, string> = {};
-  for (const name of ["PATH", "HOME", "TMPDIR", "LANG", "TZ"]) {
-    const value = process.env[name];
-    if (value !== undefined) env[name] = value;
-  }
-  Object.assign(env, {
-    PORT: String(port),
-    HOST,
-    DATA_DIR: dataDir,
-    ADMIN_SECRET: adminSecret,
-    RATE_LIMIT_SANDBOX: "10000000",
-    LOG_LEVEL: "warn",
-    DATABASE_URL: databaseUrl,
-    // A server database needs the key every instance shares (the service refuses to start without).
-    MASTER_KEY: randomBytes(32).toString("hex"),
-  });
-  const proc = spawn(process.execPath, ["src/main.ts"], {
-    cwd: ROOT,
-    env,
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const exited = new Promise<void>((done) => proc.once("exit", () => done()));
-  const alive = () => proc.exitCode === null && proc.signalCode === null;
-  defer("service", async () => {
-    if (!alive()) return;
-    proc.kill("SIGTERM");
-    const graceful = await Promise.race([exited.then(() => true), sleep(20_000).then(() => false)]);
-    if (!graceful && alive()) {
-      proc.kill("SIGKILL");
-      await exited;
-    }
-  });
-  const tail: string[] = [];
-  const keep = (chunk: Buffer) => {
-    for (const line of chunk.toString("utf8").split("\n")) {
-      if (line.trim() === "") continue;
-      tail.push(line.slice(0, 2000));
-      if (tail.length > 20) tail.shift();
-    }
-  };
-  proc.stdout?.on("data", keep);
-  proc.stderr?.on("data", keep);
-  const base = `http://${HOST}:${port}`;
-  const deadline = Date.now() + 90_000;
-  for (;;) {
-    if (!alive()) throw new Error(`the service exited; its last output:\n${tail.join("\n")}`);
-    try {
-      const res = await fetch(`${base}/health`, { signal: AbortSignal.timeout(2_000) });
-      if (res.ok) break;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) throw new Error("the service was not ready within 90 s");
-    await sleep(200);
-  }
-  return { base, proc, tail };
-}
 
 // ---------------------------------------------------------------------------------------------
 // (a) Sandbox
@@ -151,7 +60,11 @@ async function sandboxScenario(databaseUrl: string): Promise<SandboxFigures> {
   const warmup = Number(process.env.BENCH_PAYOUTS_WARMUP ?? "2");
   const workspaces = 50;
   const adminSecret = randomBytes(24).toString("hex");
-  const service = await startService(databaseUrl, adminSecret);
+  const service = await startService("payouts", steps, {
+    databaseUrl,
+    adminSecret,
+    env: { RATE_LIMIT_SANDBOX: "10000000" },
+  });
 
   log(`creating and funding ${workspaces} sandbox workspaces`);
   const keys: string[] = [];
@@ -384,7 +297,7 @@ export interface PayoutBenchFigures {
 
 export async function benchPayouts(): Promise<PayoutBenchFigures> {
   try {
-    const databaseUrl = await startPostgres();
+    const databaseUrl = await startPostgres("payouts", steps, log);
     const sandbox = await sandboxScenario(databaseUrl);
     const live = await liveScenario(databaseUrl, { automine: true });
     const liveBlocks = await liveScenario(databaseUrl, { automine: false, blockTimeMs: 1000 });

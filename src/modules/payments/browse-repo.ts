@@ -1,6 +1,7 @@
 import { type Kysely, sql } from "kysely";
 import type { Environment } from "../../config.ts";
 import type { PaymentStatus } from "../../domain/payment-state.ts";
+import { keysetKey, olderThan } from "../../platform/db/page.ts";
 import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
 
 // The SQL of the payments browser and export (browse.ts): keyset pages, newest first.
@@ -53,7 +54,7 @@ export function paymentsAfterQuery(
   let select = db
     .selectFrom("payments")
     .selectAll()
-    .select(sql<string>`to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`.as("key_at"))
+    .select(keysetKey.as("key_at"))
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment);
   if (query.status) select = select.where("status", "=", query.status);
@@ -66,9 +67,7 @@ export function paymentsAfterQuery(
     select = select.where(sql<boolean>`description ILIKE ${query.descriptionLike} ESCAPE '\\'`);
   }
   if (after) {
-    select = select.where(
-      sql<boolean>`(created_at, id) < (${after.createdAt}::timestamptz, ${after.id}::uuid)`,
-    );
+    select = select.where(olderThan(after));
   }
   return select.orderBy("created_at", "desc").orderBy("id", "desc").limit(limit);
 }

@@ -1,5 +1,6 @@
-import { type Kysely, sql } from "kysely";
+import type { Kysely } from "kysely";
 import type { PayoutStatus } from "../../domain/payout-state.ts";
+import { keysetKey, olderThan } from "../../platform/db/page.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 import type { PayoutRow, Scope } from "./repo.ts";
 
@@ -23,14 +24,12 @@ export async function payoutsAfter(
   let select = db
     .selectFrom("payouts")
     .selectAll()
-    .select(sql<string>`to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`.as("key_at"))
+    .select(keysetKey.as("key_at"))
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment);
   if (status) select = select.where("status", "=", status);
   if (after) {
-    select = select.where(
-      sql<boolean>`(created_at, id) < (${after.createdAt}::timestamptz, ${after.id}::uuid)`,
-    );
+    select = select.where(olderThan(after));
   }
   return select.orderBy("created_at", "desc").orderBy("id", "desc").limit(limit).execute();
 }
@@ -44,7 +43,7 @@ export async function payoutById(
   return db
     .selectFrom("payouts")
     .selectAll()
-    .select(sql<string>`to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`.as("key_at"))
+    .select(keysetKey.as("key_at"))
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment)
     .where("id", "=", id)

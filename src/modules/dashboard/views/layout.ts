@@ -44,20 +44,25 @@ export function base(environment: Environment): string {
   return `/dashboard/${environment}`;
 }
 
-export function page(frame: PageFrame, body: HtmlSafeString): HtmlSafeString {
-  const other: Environment = frame.environment === "sandbox" ? "live" : "sandbox";
-  const root = base(frame.environment);
+/** The document's head: our stylesheet only; `extra` adds meta tags (the CSRF token). */
+function head(title: string, extra: HtmlSafeString = nothing): HtmlSafeString {
   return html`<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
-<meta name="csrf-token" content="${frame.csrfToken}">
+${extra}
 <link rel="icon" href="data:,">
-<title>${frame.title} · ${frame.workspaceName} · Dashboard</title>
+<title>${title} · Dashboard</title>
 <link rel="stylesheet" href="/dashboard/assets/dashboard.css">
-</head>
+</head>`;
+}
+
+export function page(frame: PageFrame, body: HtmlSafeString): HtmlSafeString {
+  const other: Environment = frame.environment === "sandbox" ? "live" : "sandbox";
+  const root = base(frame.environment);
+  return html`${head(`${frame.title} · ${frame.workspaceName}`, html`<meta name="csrf-token" content="${frame.csrfToken}">`)}
 <body class="env-${frame.environment}">
 <a class="skip" href="#main">Skip to content</a>
 ${
@@ -95,16 +100,7 @@ ${body}
 
 /** A page outside the signed-in frame (login, not found). */
 export function bare(title: string, nonce: string, body: HtmlSafeString): HtmlSafeString {
-  return html`<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
-<link rel="icon" href="data:,">
-<title>${title} · Dashboard</title>
-<link rel="stylesheet" href="/dashboard/assets/dashboard.css">
-</head>
+  return html`${head(title)}
 <body class="bare">
 <main id="main">
 ${body}
