@@ -32,6 +32,7 @@ const ASSETS = new Map<string, { type: string; body: Buffer }>(
   [
     ["dashboard.js", "text/javascript; charset=utf-8"],
     ["dashboard.css", "text/css; charset=utf-8"],
+    ["pages.css", "text/css; charset=utf-8"],
   ].map(([file, type]) => [
     file ?? "",
     { type: type ?? "", body: readFileSync(new URL(`./assets/${file}`, import.meta.url)) },

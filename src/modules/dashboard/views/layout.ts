@@ -56,6 +56,7 @@ ${extra}
 <link rel="icon" href="data:,">
 <title>${title} · Dashboard</title>
 <link rel="stylesheet" href="/dashboard/assets/dashboard.css">
+<link rel="stylesheet" href="/dashboard/assets/pages.css">
 </head>`;
 }
 
