@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { Type } from "typebox";
-import { ENVIRONMENTS, type Environment } from "../../config.ts";
+import { type Config, ENVIRONMENTS, type Environment } from "../../config.ts";
 import { NotFound, Unauthorized } from "../../domain/errors.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import { pageSecurityHeaders } from "../../platform/http/page-security.ts";
@@ -100,6 +100,11 @@ function noticeOf(request: FastifyRequest): string | undefined {
   if (typeof query !== "object" || query === null) return undefined;
   const key: unknown = Reflect.get(query, "notice");
   return typeof key === "string" ? NOTICES.get(key) : undefined;
+}
+
+/** The block explorer's base URL of an environment's network (links to `<explorer>/tx/<hash>`). */
+export function explorerOf(config: Config, environment: Environment): string | null {
+  return config.networks[environment]?.explorerUrl ?? null;
 }
 
 /** The environment a page's URL names; any other segment is a page that does not exist. */

@@ -1,5 +1,4 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { InvalidRequest } from "../../domain/errors.ts";
 import { sendCsv } from "../../platform/http/csv.ts";
@@ -11,7 +10,7 @@ import type { WebhooksService } from "../webhooks/service.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import { dailyPoints } from "./daily.ts";
 import { readFilterForm } from "./filter-form.ts";
-import { EnvIdParams, EnvParams, type PageKit, queryOf } from "./page-kit.ts";
+import { EnvIdParams, EnvParams, explorerOf, type PageKit, queryOf } from "./page-kit.ts";
 import { overviewBody } from "./views/overview.ts";
 import { paymentDetailBody, paymentsListBody } from "./views/payments.ts";
 
@@ -115,7 +114,7 @@ export const pageRoutes =
             environment: tenant.environment,
             payment,
             history,
-            explorer: explorerOf(ctx, tenant.environment),
+            explorer: explorerOf(ctx.config, tenant.environment),
             csrfToken,
           }),
       );
@@ -137,7 +136,3 @@ export const pageRoutes =
       return kit.done(reply, tenant.environment, "", outcome.resumed ? "resumed" : "not-paused");
     });
   };
-
-function explorerOf(ctx: AppContext, environment: Environment): string | null {
-  return ctx.config.networks[environment]?.explorerUrl ?? null;
-}

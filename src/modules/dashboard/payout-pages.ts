@@ -3,7 +3,7 @@ import type { AppContext } from "../../context.ts";
 import { sendCsv } from "../../platform/http/csv.ts";
 import { parsePayoutFilter, payoutsCsv } from "../payouts/browse.ts";
 import type { PayoutsService } from "../payouts/service.ts";
-import { EnvIdParams, EnvParams, type PageKit, queryOf } from "./page-kit.ts";
+import { EnvIdParams, EnvParams, explorerOf, type PageKit, queryOf } from "./page-kit.ts";
 import { payoutDetailBody, payoutsListBody } from "./views/payouts.ts";
 
 // The payouts pages: the breaker with Resume Payouts, the list (every status, keyset pages), a
@@ -62,12 +62,7 @@ export const payoutPages =
         reply,
         tenant,
         { title: "Payout", section: "payouts", path: `/payouts/${payout.id}` },
-        () =>
-          payoutDetailBody(
-            tenant.environment,
-            payout,
-            ctx.config.networks[tenant.environment]?.explorerUrl ?? null,
-          ),
+        () => payoutDetailBody(tenant.environment, payout, explorerOf(ctx.config, tenant.environment)),
       );
     });
   };

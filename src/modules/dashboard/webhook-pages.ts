@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { InvalidRequest } from "../../domain/errors.ts";
+import type { Tenant } from "../../platform/http/auth.ts";
 import type { WebhooksService } from "../webhooks/service.ts";
 import { EnvIdParams, EnvParams, field, type PageKit, queryOf } from "./page-kit.ts";
 import {
@@ -32,18 +33,26 @@ export const webhookPages =
   async (app) => {
     const webhooks = services.webhooks;
 
-    app.get("/dashboard/:env/webhooks", { schema: { params: EnvParams } }, async (request, reply) => {
-      const tenant = kit.tenantOf(request, request.params.env);
+    /** The environment's registrations and the add form (blank, or as typed with its error). */
+    const showList = async (
+      request: Parameters<PageKit["render"]>[0],
+      reply: Parameters<PageKit["render"]>[1],
+      tenant: Tenant,
+      form: WebhookForm,
+    ) => {
       const list = await webhooks.list(tenant);
       return kit.render(
         request,
         reply,
         tenant,
         { title: "Webhooks", section: "webhooks", path: "/webhooks" },
-        (csrfToken) =>
-          webhooksListBody({ environment: tenant.environment, csrfToken, webhooks: list, form: EMPTY_FORM }),
+        (csrfToken) => webhooksListBody({ environment: tenant.environment, csrfToken, webhooks: list, form }),
       );
-    });
+    };
+
+    app.get("/dashboard/:env/webhooks", { schema: { params: EnvParams } }, async (request, reply) =>
+      showList(request, reply, kit.tenantOf(request, request.params.env), EMPTY_FORM),
+    );
 
     app.post("/dashboard/:env/webhooks", { schema: { params: EnvParams } }, async (request, reply) => {
       const tenant = kit.tenantOf(request, request.params.env);
@@ -57,21 +66,11 @@ export const webhookPages =
       } catch (err) {
         if (!(err instanceof InvalidRequest)) throw err;
         // The form again, as typed, with the service's message next to the field it is about.
-        const list = await webhooks.list(tenant);
         reply.status(400);
-        return kit.render(
-          request,
-          reply,
-          tenant,
-          { title: "Webhooks", section: "webhooks", path: "/webhooks" },
-          (csrfToken) =>
-            webhooksListBody({
-              environment: tenant.environment,
-              csrfToken,
-              webhooks: list,
-              form: { ...form, error: { field: fieldOf(err.message), message: err.message } },
-            }),
-        );
+        return showList(request, reply, tenant, {
+          ...form,
+          error: { field: fieldOf(err.message), message: err.message },
+        });
       }
       // The secret is in this answer only: never in a cookie, a URL or another page.
       reply.status(201);

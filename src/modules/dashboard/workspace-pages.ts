@@ -9,7 +9,7 @@ import type { WalletService } from "../payouts/wallet-service.ts";
 import type { SmartWalletsService } from "../smart-wallets/service.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import type { Logins } from "./login.ts";
-import { EnvIdParams, EnvParams, type PageKit, queryOf } from "./page-kit.ts";
+import { EnvIdParams, EnvParams, explorerOf, type PageKit, queryOf } from "./page-kit.ts";
 import type { SessionsService } from "./sessions.ts";
 import { keysBody } from "./views/keys.ts";
 import { type SettingsForm, settingsBody } from "./views/settings.ts";
@@ -157,7 +157,7 @@ export const workspacePages =
             total: page.total,
             offset,
             limit: UNMATCHED_PAGE,
-            explorer: ctx.config.networks[tenant.environment]?.explorerUrl ?? null,
+            explorer: explorerOf(ctx.config, tenant.environment),
           }),
       );
     });

@@ -1,6 +1,7 @@
 import { type Kysely, sql } from "kysely";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
+import type { DeliveryFields } from "./repo.ts";
 
 // What the outbox says about one subject (a payment): its events, oldest first, each with the
 // deliveries it fanned out to. Read through the expression index on the payload's id.
@@ -12,19 +13,12 @@ export interface SubjectEventRow {
   created_at: Date;
 }
 
-export interface SubjectDeliveryRow {
-  id: string;
+/** A delivery of one of the subject's events, with the registration it goes to. */
+export type SubjectDeliveryRow = Omit<DeliveryFields, "event_type"> & {
   outbox_event_id: string;
   endpoint_id: number;
   url: string;
-  status: string;
-  attempts: number;
-  last_response_code: number | null;
-  last_error: string | null;
-  next_attempt_at: Date;
-  created_at: Date;
-  delivered_at: Date | null;
-}
+};
 
 export async function eventsOfSubject(
   db: Kysely<DatabaseSchema>,

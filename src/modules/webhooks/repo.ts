@@ -10,6 +10,20 @@ import { applyAttempts } from "./health.ts";
 
 export type EndpointRow = Selectable<WebhookEndpointsTable>;
 export type DeliveryRow = Selectable<WebhookDeliveriesTable>;
+
+/** What a delivery shows of itself (the delivery log, a payment's history, a test event). */
+export type DeliveryFields = Pick<
+  DeliveryRow,
+  | "id"
+  | "event_type"
+  | "status"
+  | "attempts"
+  | "last_response_code"
+  | "last_error"
+  | "next_attempt_at"
+  | "created_at"
+  | "delivered_at"
+>;
 type Scope = { workspaceId: string; environment: Environment };
 
 export async function insertEndpoint(

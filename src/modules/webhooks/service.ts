@@ -56,20 +56,7 @@ export function toWebhookView(row: repo.EndpointRow): WebhookView {
   };
 }
 
-type DeliveryFields = Pick<
-  repo.DeliveryRow,
-  | "id"
-  | "event_type"
-  | "status"
-  | "attempts"
-  | "last_response_code"
-  | "last_error"
-  | "next_attempt_at"
-  | "created_at"
-  | "delivered_at"
->;
-
-function toDeliveryView(row: DeliveryFields): DeliveryView {
+function toDeliveryView(row: repo.DeliveryFields): DeliveryView {
   const status = row.status as DeliveryView["status"];
   return {
     id: row.id,

@@ -1,6 +1,7 @@
 import { type Kysely, sql } from "kysely";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
+import type { DeliveryFields } from "./repo.ts";
 
 // The dashboard's "Send test event": one outbox event of kind `webhook.test` and one delivery to
 // the chosen registration only (not fanned out, whatever the registration subscribed to), both
@@ -9,17 +10,8 @@ import type { Tenant } from "../../platform/http/auth.ts";
 /** The kind of a test event; not in the catalogue, so no registration can subscribe to it. */
 export const TEST_EVENT = "webhook.test";
 
-export interface TestDeliveryRow {
-  id: string;
-  event_type: string;
-  status: string;
-  attempts: number;
-  last_response_code: number | null;
-  last_error: string | null;
-  next_attempt_at: Date;
-  created_at: Date;
-  delivered_at: Date | null;
-}
+/** The test event's delivery, as the delivery log shows it. */
+export type TestDeliveryRow = DeliveryFields;
 
 /**
  * Writes the test event and its delivery when the registration is the tenant's, not deleted and

@@ -33,7 +33,7 @@ function webhookRows(environment: Environment, webhooks: WebhookView[]): HtmlSaf
 <tbody>${webhooks.map(
     (w) => html`<tr data-webhook-id="${w.id}">
 <td class="wh-url mono">${w.url}</td><td class="wh-events">${eventsText(w.events)}</td><td>${state(w)}</td>
-<td>${time(w.created_at)}</td><td><a href="${root}/webhooks/${w.id}">Deliveries and settings<span class="wh-sr"> of webhook ${w.id}</span></a></td></tr>`,
+<td>${time(w.created_at)}</td><td><a href="${root}/webhooks/${w.id}">Deliveries and settings<span class="visually-hidden"> of webhook ${w.id}</span></a></td></tr>`,
   )}</tbody></table></div>`;
 }
 
