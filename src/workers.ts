@@ -1,10 +1,10 @@
 import { privateKeyToAccount } from "viem/accounts";
 import type { App } from "./app.ts";
 import { ChainWatcher } from "./modules/payments/chain-watcher.ts";
-import { compactPaymentTotals } from "./modules/payments/daily.ts";
 import { expireDuePayments } from "./modules/payments/expiry.ts";
 import { topUpGas, topUpWallet } from "./modules/payments/gas-top-up.ts";
 import { Settlement } from "./modules/payments/settlement.ts";
+import { compactPaymentTotals } from "./modules/payments/totals.ts";
 import { type DispatcherOptions, WebhookDispatcher } from "./modules/webhooks/dispatcher.ts";
 import type { Db } from "./platform/db/database.ts";
 import { PeriodicJob } from "./platform/jobs/periodic-job.ts";

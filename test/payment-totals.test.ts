@@ -1,7 +1,8 @@
 import fc from "fast-check";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { compactPaymentTotals } from "../src/modules/payments/daily.ts";
+import { PAYMENT_STATUSES } from "../src/domain/payment-state.ts";
+import { compactPaymentTotals } from "../src/modules/payments/totals.ts";
 import { vacuumTotals } from "../src/modules/payments/totals-repo.ts";
 import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
 import { FakeCardProvider } from "./support/fake-card-provider.ts";
@@ -89,15 +90,7 @@ describe("payment totals", () => {
   });
 
   it("stay exact through any sequence of inserts, status moves, amount and day changes and deletes, folded or not", async () => {
-    const statuses = [
-      "pending",
-      "detected",
-      "confirmed",
-      "forwarded",
-      "failed",
-      "expired",
-      "cancelled",
-    ] as const;
+    const statuses = PAYMENT_STATUSES;
     const own = await createWorkspace(t);
     const db = t.database.db;
     const op = fc.oneof(

@@ -6,7 +6,7 @@ import { type Kysely, sql } from "kysely";
 // transaction, so the totals can never disagree with the payments. Writers only ever INSERT
 // delta rows: no row is shared between two payment writes, so the totals add no lock waits and
 // no deadlocks to the payment paths. A periodic job folds the deltas into one compacted row per
-// bucket (modules/payments/totals-repo.ts, daily.ts). The dashboard's chart and
+// bucket (modules/payments/totals.ts, totals-repo.ts). The dashboard's chart and
 // /api/v1/wallet/stats read these instead of aggregating every payment.
 // Rolling out: the backfill below runs in the migration's transaction after the triggers exist,
 // so writes to payments wait for it (one GROUP BY over every payment) and none escapes it.
