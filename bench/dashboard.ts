@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
 import pg from "pg";
-import { encodeCursor } from "../src/modules/payments/browse.ts";
+import { encodeCursor } from "../src/platform/db/page.ts";
 import { startPostgres, startService } from "./service-process.ts";
 import { cleanups, envInt, type LatencySummary, runAsScript, summarize } from "./support.ts";
 

@@ -79,3 +79,39 @@ export function parseAmountField(input: unknown, decimals: number): bigint | nul
   const units = parsePositiveAmount(significant, decimals);
   return units !== null && units <= MAX_AMOUNT_UNITS ? units : null;
 }
+
+const INSTANT =
+  /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,6}))?)?(Z|[+-]\d{2}:\d{2})?)?$/;
+
+const within = (n: number, low: number, high: number) => n >= low && n <= high;
+
+/**
+ * A date (midnight UTC) or date-time (UTC unless it names an offset), checked field by field:
+ * Date.parse would roll 2025-02-30 over into March, and read a zone-less time as local time.
+ */
+export function parseInstant(value: string): Date | null {
+  const m = INSTANT.exec(value);
+  if (!m) return null;
+  const field = (i: number) => Number(m[i] ?? 0);
+  const [year, month, day, hour, minute, second] = [
+    field(1),
+    field(2),
+    field(3),
+    field(4),
+    field(5),
+    field(6),
+  ];
+  const millis = Number((m[7] ?? "").padEnd(3, "0").slice(0, 3));
+  if (!within(year, 1000, 9999) || !within(month, 1, 12) || !within(hour, 0, 23)) return null;
+  if (!within(minute, 0, 59) || !within(second, 0, 59)) return null;
+  // Day 31 of a 30-day month would come back as the 1st of the next.
+  if (!within(day, 1, 31) || new Date(Date.UTC(year, month - 1, day)).getUTCDate() !== day) return null;
+  const zone = m[8] ?? "Z";
+  let offsetMinutes = 0;
+  if (zone !== "Z") {
+    const [hours, minutes] = [Number(zone.slice(1, 3)), Number(zone.slice(4, 6))];
+    if (!within(hours, 0, 23) || !within(minutes, 0, 59)) return null;
+    offsetMinutes = (zone.startsWith("-") ? -1 : 1) * (hours * 60 + minutes);
+  }
+  return new Date(Date.UTC(year, month - 1, day, hour, minute, second, millis) - offsetMinutes * 60_000);
+}

@@ -1,16 +1,13 @@
 import { type Kysely, sql } from "kysely";
 import type { Environment } from "../../config.ts";
 import type { PaymentStatus } from "../../domain/payment-state.ts";
-import { keysetKey, olderThan } from "../../platform/db/page.ts";
+import { type KeysetKey, keysetKey, olderThan } from "../../platform/db/page.ts";
 import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
 
 // The SQL of the payments browser and export (browse.ts): keyset pages, newest first.
 
 /** Where a page starts: after the payment with this created_at (ISO, microseconds) and id. */
-export interface PaymentKey {
-  createdAt: string;
-  id: string;
-}
+export type PaymentKey = KeysetKey;
 
 /** The filter as SQL sees it: `search` already split into an id or a description pattern. */
 export interface PaymentQuery {

@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { InvalidRequest } from "../../domain/errors.ts";
-import { decodeCursor, encodeCursor, parseInstant, parsePaymentFilter } from "./browse.ts";
+import { parseInstant } from "../../domain/validation.ts";
+import { decodeCursor, encodeCursor } from "../../platform/db/page.ts";
+import { parsePaymentFilter } from "./browse.ts";
 
 // The payments browser's inputs: the filter of a query string and the opaque cursor (browse.ts).
 

@@ -3,7 +3,8 @@ import type { Kysely } from "kysely";
 import { badRequest } from "../../domain/errors.ts";
 import { CARD_CURRENCY, CRYPTO_TOKENS } from "../../domain/money.ts";
 import { PAYMENT_STATUSES, type PaymentStatus } from "../../domain/payment-state.ts";
-import { isUuid, MAX_DESCRIPTION } from "../../domain/validation.ts";
+import { isUuid, MAX_DESCRIPTION, parseInstant } from "../../domain/validation.ts";
+import { decodeCursor, keysetPage } from "../../platform/db/page.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import { type CsvRecord, csvStream, inBatches, mapRows } from "../../platform/http/csv.ts";
@@ -93,64 +94,7 @@ function instantParam(query: Readonly<Record<string, unknown>>, name: string): D
   return instant;
 }
 
-const INSTANT =
-  /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,6}))?)?(Z|[+-]\d{2}:\d{2})?)?$/;
-
 const within = (n: number, low: number, high: number) => n >= low && n <= high;
-
-/**
- * A date (midnight UTC) or date-time (UTC unless it names an offset), checked field by field:
- * Date.parse would roll 2025-02-30 over into March, and read a zone-less time as local time.
- */
-export function parseInstant(value: string): Date | null {
-  const m = INSTANT.exec(value);
-  if (!m) return null;
-  const field = (i: number) => Number(m[i] ?? 0);
-  const [year, month, day, hour, minute, second] = [
-    field(1),
-    field(2),
-    field(3),
-    field(4),
-    field(5),
-    field(6),
-  ];
-  const millis = Number((m[7] ?? "").padEnd(3, "0").slice(0, 3));
-  if (!within(year, 1000, 9999) || !within(month, 1, 12) || !within(hour, 0, 23)) return null;
-  if (!within(minute, 0, 59) || !within(second, 0, 59)) return null;
-  // Day 31 of a 30-day month would come back as the 1st of the next.
-  if (!within(day, 1, 31) || new Date(Date.UTC(year, month - 1, day)).getUTCDate() !== day) return null;
-  const zone = m[8] ?? "Z";
-  let offsetMinutes = 0;
-  if (zone !== "Z") {
-    const [hours, minutes] = [Number(zone.slice(1, 3)), Number(zone.slice(4, 6))];
-    if (!within(hours, 0, 23) || !within(minutes, 0, 59)) return null;
-    offsetMinutes = (zone.startsWith("-") ? -1 : 1) * (hours * 60 + minutes);
-  }
-  return new Date(Date.UTC(year, month - 1, day, hour, minute, second, millis) - offsetMinutes * 60_000);
-}
-
-// The cursor: base64url of "<created_at ISO, microseconds>|<id>", opaque to clients. Microseconds
-// because PostgreSQL keeps them: a key rounded to the millisecond would skip or repeat rows.
-
-const CURSOR_TEXT = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z)\|([0-9a-f-]{36})$/;
-
-export function encodeCursor(key: PaymentKey): string {
-  return Buffer.from(`${key.createdAt}|${key.id}`, "utf8").toString("base64url");
-}
-
-/** The key a cursor names; 400 naming `cursor` for anything `encodeCursor` did not make. */
-export function decodeCursor(cursor: string): PaymentKey {
-  const malformed = () => badRequest("cursor is malformed: pass the `next` value of the previous page");
-  if (cursor.length > 200) throw malformed();
-  const decoded = Buffer.from(cursor, "base64url").toString("utf8");
-  const match = CURSOR_TEXT.exec(decoded);
-  // Node's decoder skips characters outside the alphabet: only the exact encoding is accepted.
-  if (!match?.[1] || !match[2] || encodeCursor({ createdAt: match[1], id: match[2] }) !== cursor) {
-    throw malformed();
-  }
-  if (!isUuid(match[2]) || !parseInstant(match[1])) throw malformed();
-  return { createdAt: match[1], id: match[2] };
-}
 
 function toQuery(filter: PaymentFilter): PaymentQuery {
   const { search, ...rest } = filter;
@@ -175,12 +119,8 @@ export async function browsePayments(
   const after = page.after ? decodeCursor(page.after) : null;
   // One row more than the page says whether another page follows.
   const rows = await paymentsAfter(db, tenant, toQuery(filter), after, page.limit + 1);
-  const shown = rows.slice(0, page.limit);
-  const last = shown.at(-1);
-  return {
-    payments: shown.map(toPaymentView),
-    next: rows.length > page.limit && last ? encodeCursor(keyOf(last)) : null,
-  };
+  const { shown, next } = keysetPage(rows, page.limit, keyOf);
+  return { payments: shown.map(toPaymentView), next };
 }
 
 /**

@@ -3,10 +3,10 @@ import type { Kysely } from "kysely";
 import { badRequest } from "../../domain/errors.ts";
 import { PAYOUT_STATUSES, type PayoutStatus } from "../../domain/payout-state.ts";
 import { isUuid } from "../../domain/validation.ts";
+import { decodeCursor, keysetPage } from "../../platform/db/page.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import { type CsvRecord, csvStream, inBatches, mapRows } from "../../platform/http/csv.ts";
-import { decodeCursor, encodeCursor } from "../payments/browse.ts";
 import { type KeyedPayoutRow, payoutById, payoutsAfter } from "./export-repo.ts";
 import { type PayoutView, toPayoutView } from "./view.ts";
 
@@ -63,12 +63,8 @@ export async function browsePayouts(
   const after = page.after ? decodeCursor(page.after) : null;
   // One row more than the page says whether another page follows.
   const rows = await payoutsAfter(db, tenant, filter.status, after, page.limit + 1);
-  const shown = rows.slice(0, page.limit);
-  const last = shown.at(-1);
-  return {
-    payouts: shown.map(toRecord),
-    next: rows.length > page.limit && last ? encodeCursor(keyOf(last)) : null,
-  };
+  const { shown, next } = keysetPage(rows, page.limit, keyOf);
+  return { payouts: shown.map(toRecord), next };
 }
 
 export async function payoutOf(

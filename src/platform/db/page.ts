@@ -1,4 +1,6 @@
 import { type SelectQueryBuilder, sql } from "kysely";
+import { badRequest } from "../../domain/errors.ts";
+import { isUuid, parseInstant } from "../../domain/validation.ts";
 
 // Every list of the API is a page of rows, newest first, with the total that matches its filter:
 // two queries sent together, so a page does not wait for its count.
@@ -31,6 +33,49 @@ export async function newestFirst<DB, TB extends keyof DB, R>(
 export const keysetKey = sql<string>`to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
 
 /** Rows that come after `key` newest first: the row comparison (created_at, id) indexes serve. */
-export function olderThan(key: { createdAt: string; id: string }) {
+export function olderThan(key: KeysetKey) {
   return sql<boolean>`(created_at, id) < (${key.createdAt}::timestamptz, ${key.id}::uuid)`;
+}
+
+/** Where a keyset page starts: after the row with this created_at (ISO, microseconds) and id. */
+export interface KeysetKey {
+  createdAt: string;
+  id: string;
+}
+
+// The cursor: base64url of "<created_at ISO, microseconds>|<id>", opaque to clients. Microseconds
+// because PostgreSQL keeps them: a key rounded to the millisecond would skip or repeat rows.
+
+const CURSOR_TEXT = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z)\|([0-9a-f-]{36})$/;
+
+export function encodeCursor(key: KeysetKey): string {
+  return Buffer.from(`${key.createdAt}|${key.id}`, "utf8").toString("base64url");
+}
+
+/** The key a cursor names; 400 naming `cursor` for anything `encodeCursor` did not make. */
+export function decodeCursor(cursor: string): KeysetKey {
+  const malformed = () => badRequest("cursor is malformed: pass the `next` value of the previous page");
+  if (cursor.length > 200) throw malformed();
+  const decoded = Buffer.from(cursor, "base64url").toString("utf8");
+  const match = CURSOR_TEXT.exec(decoded);
+  // Node's decoder skips characters outside the alphabet: only the exact encoding is accepted.
+  if (!match?.[1] || !match[2] || encodeCursor({ createdAt: match[1], id: match[2] }) !== cursor) {
+    throw malformed();
+  }
+  if (!isUuid(match[2]) || !parseInstant(match[1])) throw malformed();
+  return { createdAt: match[1], id: match[2] };
+}
+
+/**
+ * A keyset page from rows read with one more than `limit`: the rows to show, and the cursor of
+ * the next page (that extra row says one follows), null at the end.
+ */
+export function keysetPage<T>(
+  rows: readonly T[],
+  limit: number,
+  keyOf: (row: T) => KeysetKey,
+): { shown: T[]; next: string | null } {
+  const shown = rows.slice(0, limit);
+  const last = shown.at(-1);
+  return { shown, next: rows.length > limit && last ? encodeCursor(keyOf(last)) : null };
 }
