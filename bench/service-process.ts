@@ -25,7 +25,10 @@ export async function startPostgres(
   const pgDir = mkdtempSync(join(tmpdir(), `bench-${name}-pg-`));
   const port = await freePort();
   steps.defer("PostgreSQL server", async () => {
-    await execFileAsync("bash", [PG_SCRIPT, "stop", pgDir]).catch(() => undefined);
+    // A server that is already down is fine to clean up after; anything else is said.
+    await execFileAsync("bash", [PG_SCRIPT, "stop", pgDir]).catch((err: unknown) =>
+      log(`stopping PostgreSQL in ${pgDir} failed: ${err instanceof Error ? err.message : String(err)}`),
+    );
     rmSync(pgDir, { recursive: true, force: true });
   });
   log(`starting PostgreSQL in ${pgDir} on port ${port}`);
