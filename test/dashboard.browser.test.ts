@@ -306,11 +306,17 @@ describe.skipIf(!HAS_CHROMIUM)("dashboard in Chromium", () => {
   it("creates the smart wallet and makes it the default", async () => {
     await page.goto(`${origin}/dashboard/sandbox/wallets`);
     await shoot("wallets-before");
+    // Each action reloads the page once it is done: wait for that load, or a later navigation
+    // of ours races the script's reload and is aborted.
+    let reloaded = page.waitForEvent("load");
     await page.getByRole("button", { name: "Create the smart wallet" }).click();
+    await reloaded;
     await page.locator("#smart-wallet h2").filter({ hasText: "Smart wallet" }).waitFor();
-    await expect.poll(() => page.locator("#create-smart-wallet").count()).toBe(0);
+    expect(await page.locator("#create-smart-wallet").count()).toBe(0);
     await page.getByRole("radio", { name: "Smart wallet" }).check();
+    reloaded = page.waitForEvent("load");
     await page.getByRole("button", { name: "Save default" }).click();
+    await reloaded;
     await expect
       .poll(async () => {
         const setup = await t.request({
@@ -321,9 +327,6 @@ describe.skipIf(!HAS_CHROMIUM)("dashboard in Chromium", () => {
         return setup.json().workspace.defaultWalletType;
       })
       .toBe("smart_wallet");
-    // The script reloads the page once saved; read a fresh copy.
-    await page.waitForLoadState("load");
-    await page.goto(`${origin}/dashboard/sandbox/wallets`);
     expect(await page.getByRole("radio", { name: "Smart wallet" }).isChecked()).toBe(true);
     await shoot("wallets");
   });
