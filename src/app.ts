@@ -23,11 +23,15 @@ import { keysRoutes } from "./modules/keys/routes.ts";
 import { KeysService } from "./modules/keys/service.ts";
 import { paymentsRoutes } from "./modules/payments/routes.ts";
 import { PaymentsService } from "./modules/payments/service.ts";
+import { settlementsRoutes } from "./modules/payments/settlements-routes.ts";
+import { SettlementsService } from "./modules/payments/settlements-service.ts";
 import { payoutsRoutes } from "./modules/payouts/routes.ts";
 import { PayoutsService } from "./modules/payouts/service.ts";
 import { WalletService } from "./modules/payouts/wallet-service.ts";
 import { smartWalletRoutes } from "./modules/smart-wallets/routes.ts";
 import { SmartWalletsService } from "./modules/smart-wallets/service.ts";
+import { splitsRoutes } from "./modules/splits/routes.ts";
+import { SplitsService } from "./modules/splits/service.ts";
 import { WalletsService } from "./modules/wallets/service.ts";
 import { webhooksRoutes } from "./modules/webhooks/routes.ts";
 import { WebhooksService } from "./modules/webhooks/service.ts";
@@ -79,6 +83,8 @@ export interface App {
     smartWallets: SmartWalletsService;
     agents: AgentsService;
     agentWallets: WalletsService;
+    splits: SplitsService;
+    settlements: SettlementsService;
   };
 }
 
@@ -139,7 +145,9 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     const card = deps.config.card[environment];
     if (card) cardProviders[environment] = new CardProvider(card, deps.config.card.apiBase);
   }
-  const payments = new PaymentsService(ctx, workspaces, cardProviders);
+  const splits = new SplitsService(ctx);
+  const settlements = new SettlementsService(ctx);
+  const payments = new PaymentsService(ctx, workspaces, splits, cardProviders);
   const cardWebhooks = new CardWebhooks(ctx, cardProviders, payments);
   const webhooks = new WebhooksService(ctx);
   const sessions = new SessionsService(ctx);
@@ -219,6 +227,8 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   await http.register(workspacesRoutes(workspaces));
   await http.register(keysRoutes(keys));
   await http.register(paymentsRoutes(payments));
+  await http.register(splitsRoutes(splits));
+  await http.register(settlementsRoutes(settlements));
   await http.register(webhooksRoutes(webhooks));
   await http.register(payoutsRoutes(payouts, wallet));
   await http.register(cardWebhookRoutes(cardWebhooks));
@@ -256,6 +266,8 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
       smartWallets,
       agents,
       agentWallets,
+      splits,
+      settlements,
     },
   };
 }

@@ -474,7 +474,14 @@ describe("POST /api/v1/payments — live card", () => {
     await expect(
       db
         .insertInto("payments")
-        .values({ ...row, id: randomUUID(), metadata: "{}", last_payment_error: null })
+        .values({
+          ...row,
+          id: randomUUID(),
+          metadata: "{}",
+          last_payment_error: null,
+          split_snapshot: null,
+          settlement: null,
+        })
         .execute(),
     ).rejects.toThrow(/unique constraint "payments_card_checkout_session"/);
     // … while any number of payments without one are written.

@@ -2,6 +2,7 @@ import { type Kysely, type RawBuilder, sql, type Updateable } from "kysely";
 import { type LedgerCredit, SimulatedLedger } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
 import type { PaymentStatus } from "../../domain/payment-state.ts";
+import type { SettlementRecord, SplitShare } from "../../domain/splits.ts";
 import { newestFirst } from "../../platform/db/page.ts";
 import type { DatabaseSchema, PaymentRow, PaymentsTable } from "../../platform/db/schema.ts";
 import { type OutboxEvent, outboxCtes } from "../webhooks/outbox.ts";
@@ -29,6 +30,10 @@ export interface NewPayment {
   createdAt: Date;
   cardCheckoutSessionId?: string | null;
   checkoutUrl?: string | null;
+  /** The enabled splits in force at creation (D15); null or absent: splits were off. */
+  splitSnapshot?: SplitShare[] | null;
+  /** A payment settled as it is written (the sandbox's): its settlement's record. */
+  settlement?: { id: string; at: Date; record: SettlementRecord } | null;
 }
 
 /**
@@ -73,6 +78,10 @@ export function newPaymentRow(p: NewPayment & { id: string }): PaymentRow {
     failure_reason: null,
     settlement_user_op_hash: null,
     settlement_user_operation: null,
+    split_snapshot: p.splitSnapshot ?? null,
+    settlement_id: p.settlement?.id ?? null,
+    settled_at: p.settlement?.at ?? null,
+    settlement: p.settlement?.record ?? null,
   };
 }
 
@@ -80,7 +89,7 @@ export function newPaymentRow(p: NewPayment & { id: string }): PaymentRow {
  * The INSERT of rows built by newPaymentRow (at least one), as a query to run or to embed in a
  * larger statement. Each column goes as ONE array parameter that unnest turns back into rows, so
  * the statement text is the same for any number of rows: prepared once per connection and
- * planned once, with 22 parameters to build and send instead of 22 per row (a VALUES list made a
+ * planned once, with 26 parameters to build and send instead of 26 per row (a VALUES list made a
  * new text, and a new plan, for every batch size). Columns not named keep their defaults.
  */
 export function insertPaymentsQuery(rows: readonly PaymentRow[]): RawBuilder<unknown> {
@@ -90,7 +99,8 @@ export function insertPaymentsQuery(rows: readonly PaymentRow[]): RawBuilder<unk
                           token_symbol, gross_amount, fee_amount, net_amount, merchant_wallet,
                           wallet_type, receiving_address, description, metadata, return_url,
                           cancel_url, expires_at, card_checkout_session_id, checkout_url,
-                          created_at, updated_at)
+                          created_at, updated_at, split_snapshot, settlement_id, settled_at,
+                          settlement)
     SELECT * FROM unnest(
       ${column((r) => r.id)}::uuid[],
       ${column((r) => r.workspace_id)}::uuid[],
@@ -113,15 +123,23 @@ export function insertPaymentsQuery(rows: readonly PaymentRow[]): RawBuilder<unk
       ${column((r) => r.card_checkout_session_id)}::text[],
       ${column((r) => r.checkout_url)}::text[],
       ${column((r) => r.created_at.toISOString())}::timestamptz[],
-      ${column((r) => r.updated_at.toISOString())}::timestamptz[]
+      ${column((r) => r.updated_at.toISOString())}::timestamptz[],
+      ${column((r) => json(r.split_snapshot))}::jsonb[],
+      ${column((r) => r.settlement_id)}::uuid[],
+      ${column((r) => r.settled_at?.toISOString() ?? null)}::timestamptz[],
+      ${column((r) => json(r.settlement))}::jsonb[]
     )`;
 }
 
-/** A new payment as written: its row, its events and (sandbox crypto) the ledger credit. */
+function json(value: object | null): string | null {
+  return value === null ? null : JSON.stringify(value);
+}
+
+/** A new payment as written: its row, its events and (sandbox crypto) the ledger credits. */
 export interface NewPaymentWrite {
   row: PaymentRow;
   events: OutboxEvent[];
-  credit: LedgerCredit | null;
+  credits: LedgerCredit[];
 }
 
 /**
@@ -132,7 +150,7 @@ export async function writeNewPayments(
   db: Kysely<DatabaseSchema>,
   writes: readonly NewPaymentWrite[],
 ): Promise<void> {
-  const credits = writes.flatMap((w) => (w.credit ? [w.credit] : []));
+  const credits = writes.flatMap((w) => w.credits);
   const ctes = [
     sql`payment_row AS (${insertPaymentsQuery(writes.map((w) => w.row))})`,
     outboxCtes(writes.flatMap((w) => w.events)),

@@ -26,6 +26,7 @@ import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
 import type { StatusTotal } from "../../platform/db/status-totals.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import { type CardProviders, providerUnavailable } from "../card/provider.ts";
+import type { SplitsService } from "../splits/service.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import { browsePayments, type PaymentFilter, paymentsForExport } from "./browse.ts";
 import * as chainRepo from "./chain-repo.ts";
@@ -33,6 +34,8 @@ import { deterministicUuid, idempotentName, providerIdempotencyKey } from "./che
 import { type DailyTotal, dailyPayments } from "./daily.ts";
 import type { CardPaymentRef, NewPaymentWrite, PayerRow, PaymentChanges } from "./repo.ts";
 import * as repo from "./repo.ts";
+import { sandboxSettlement } from "./sandbox-settlement.ts";
+import { settlementEvents } from "./settlement-record.ts";
 import { statusTotals } from "./totals-repo.ts";
 import { applyTransition } from "./transitions.ts";
 import { type PaymentView, toPaymentView, toUnmatchedView } from "./view.ts";
@@ -63,14 +66,20 @@ export interface CreatePaymentResult {
 export class PaymentsService {
   readonly #ctx: AppContext;
   readonly #workspaces: WorkspacesService;
-
+  readonly #splits: SplitsService;
   readonly #card: CardProviders;
   readonly #byId: (id: string) => Promise<PaymentRow | undefined>;
   readonly #writeNew: (write: NewPaymentWrite) => Promise<void>;
 
-  constructor(ctx: AppContext, workspaces: WorkspacesService, card: CardProviders = {}) {
+  constructor(
+    ctx: AppContext,
+    workspaces: WorkspacesService,
+    splits: SplitsService,
+    card: CardProviders = {},
+  ) {
     this.#ctx = ctx;
     this.#workspaces = workspaces;
+    this.#splits = splits;
     this.#card = card;
     this.#byId = coalescedLookup((ids: readonly string[]) => repo.findPaymentsByIds(ctx.db, ids));
     this.#writeNew = coalescedWrite((writes: readonly NewPaymentWrite[]) =>
@@ -165,8 +174,21 @@ export class PaymentsService {
     // events, the ledger credit and the webhook deliveries, in ONE statement; `payment.created`
     // still shows the payment as created, pending (D13). Live payments wait for the chain/provider.
     const completed = live ? null : transition("pending", "sandbox_completed");
+    const id = paymentId ?? randomUUID();
+    const crypto = request.paymentMethod === "crypto" && receivingAddress ? receivingAddress : null;
+    // Crypto payments keep the splits in force now (D15); card payments are settled by the provider.
+    const splitSnapshot = crypto ? await this.#splits.snapshot(principal) : null;
+    const sandbox =
+      completed?.ok && crypto
+        ? sandboxSettlement(
+            { id, net: request.net, token: request.tokenSymbol as ChainToken, splitSnapshot, wallet: crypto },
+            now,
+          )
+        : null;
     const row = repo.newPaymentRow({
-      id: paymentId ?? randomUUID(),
+      id,
+      splitSnapshot,
+      settlement: sandbox?.settlement ?? null,
       cardCheckoutSessionId: checkout?.id ?? null,
       checkoutUrl: checkout?.url ?? null,
       status: completed?.ok ? completed.to : "pending",
@@ -204,17 +226,9 @@ export class PaymentsService {
         ...(completed?.ok && completed.event
           ? [{ ...eventScope(row), type: completed.event, payload: { ...view } }]
           : []),
+        ...(sandbox ? settlementEvents(row) : []),
       ],
-      // The net amount lands in the workspace's sandbox wallet, so the merchant can pay it out.
-      credit:
-        completed?.ok && request.paymentMethod === "crypto" && receivingAddress
-          ? {
-              address: receivingAddress,
-              token: request.tokenSymbol as ChainToken,
-              amount: request.net,
-              reference: `payment:${row.id}`,
-            }
-          : null,
+      credits: sandbox?.credits ?? [],
     };
 
     if (!scope) {

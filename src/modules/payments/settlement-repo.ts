@@ -31,3 +31,40 @@ export async function recordSettlementOperation(
     .executeTakeFirst();
   return updated.numUpdatedRows > 0n;
 }
+
+export interface SettlementFilter {
+  workspaceId: string;
+  environment: string;
+  paymentId?: string | undefined;
+  limit: number;
+  offset: number;
+}
+
+/** Payments whose settlement is recorded, most recently settled first, with their count. */
+export async function listSettled(
+  db: Db,
+  filter: SettlementFilter,
+): Promise<{ rows: PaymentRow[]; total: number }> {
+  let base = db
+    .selectFrom("payments")
+    .where("workspace_id", "=", filter.workspaceId)
+    .where("environment", "=", filter.environment)
+    .where("settlement_id", "is not", null);
+  if (filter.paymentId) base = base.where("id", "=", filter.paymentId);
+  const [rows, counted] = await Promise.all([
+    base
+      .selectAll()
+      .orderBy("settled_at", "desc")
+      .orderBy("id", "desc")
+      .limit(filter.limit)
+      .offset(filter.offset)
+      .execute(),
+    base.select((eb) => eb.fn.countAll<string>().as("total")).executeTakeFirstOrThrow(),
+  ]);
+  return { rows, total: Number(counted.total) };
+}
+
+/** The payment that carries settlement `settlementId`, of any tenant: the caller checks whose. */
+export async function findSettled(db: Db, settlementId: string): Promise<PaymentRow | undefined> {
+  return db.selectFrom("payments").selectAll().where("settlement_id", "=", settlementId).executeTakeFirst();
+}

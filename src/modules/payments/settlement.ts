@@ -6,16 +6,28 @@ import type { Db } from "../../platform/db/database.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
 import { LeaseLost } from "../../platform/jobs/periodic-job.ts";
 import type { Metrics } from "../../platform/metrics/metrics.ts";
-import { type Leg, type Move, type MoveOutcome, MoveRefused, type Rail } from "../../rails/rail.ts";
+import { type Move, type MoveOutcome, MoveRefused, type Rail } from "../../rails/rail.ts";
+import { recordEvents } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import * as chainRepo from "./chain-repo.ts";
 import type { TopUpResult } from "./gas-top-up.ts";
+import {
+  FEE_LEG,
+  type LegOutcomes,
+  MERCHANT_LEG,
+  settlementColumns,
+  settlementEvents,
+  settlementLegs,
+} from "./settlement-record.ts";
 import * as settlementRepo from "./settlement-repo.ts";
 import { applyTransition, batchTransition } from "./transitions.ts";
 
 // Settles confirmed payments from the receiving wallet as one move on the wallet's rail: its legs
-// (net to the merchant, fee to the treasury) are data, recorded before they are sent (an EOA's
-// transactions, or a smart account's one user operation). `forwarded` only once every leg is
+// (the merchant's part of the net, the fee to the treasury, each split of the payment's snapshot:
+// settlement-record.ts) are data, recorded before they are sent (an EOA's transactions, or a
+// smart account's one user operation carrying every leg). The settlement is recorded on the
+// payment with its forwarded or failed transition, with its settlement.recorded and
+// split.recorded events, in one transaction. `forwarded` only once every leg is
 // mined with a success receipt (D13); a failure is `failed` with the reason. A payment whose
 // legs were already recorded (a restart mid-settlement) is finished from those records, never
 // sent again.
@@ -135,6 +147,7 @@ export class Settlement {
       outcome = await resumed;
     } else {
       const move = await this.#move(payment);
+      if (move.legs.length === 0) return this.#forward(payment, []); // every part rounds to 0
       const unfunded = await this.#unfunded(payment, rail, move);
       if (unfunded === TOP_UP_PENDING) {
         this.#log.warn({ paymentId: payment.id }, "settlement waits for its wallet's gas top-up to be mined");
@@ -158,7 +171,7 @@ export class Settlement {
         payment.wallet_type === "smart_wallet"
           ? (outcome.error ?? "reverted")
           : `settlement transaction ${outcome.txHash} ${outcome.error ?? "reverted"}`;
-      return this.#fail(payment, reason);
+      return this.#fail(payment, reason, outcome.txHash);
     }
     return this.#forward(
       payment,
@@ -166,21 +179,10 @@ export class Settlement {
     );
   }
 
-  /** The settlement as a move: its legs as data (the net to the merchant, the fee to the treasury). */
+  /** The settlement as a move: its legs as data (settlement-record.ts). */
   async #move(payment: PaymentRow): Promise<Move> {
     const from = payment.receiving_address as Hex;
-    const token = payment.token_symbol as ChainToken;
-    const fee = BigInt(payment.fee_amount);
-    const legs: Leg[] = [
-      {
-        token,
-        to: payment.merchant_wallet as Hex,
-        amount: BigInt(payment.net_amount),
-        purpose: "settlement_net",
-      },
-    ];
-    if (fee > 0n)
-      legs.push({ token, to: this.#network.treasuryAddress, amount: fee, purpose: "settlement_fee" });
+    const legs = settlementLegs(payment, this.#network.treasuryAddress);
     // A smart wallet's operations are signed by its owner, the workspace EOA.
     const signer =
       payment.wallet_type === "smart_wallet"
@@ -274,32 +276,64 @@ export class Settlement {
   }
 
   async #forward(payment: PaymentRow, txs: Array<{ purpose: string; tx_hash: string }>): Promise<void> {
+    const legs: LegOutcomes = new Map(txs.map((t) => [t.purpose, { txHash: t.tx_hash, sent: true }]));
     const now = this.#now();
     const moved = await this.#db.transaction().execute(async (trx) => {
       const current = await settlementRepo.lockPayment(trx, payment.id);
       if (current?.status !== SETTLES.from) return [];
-      return [
-        await applyTransition(trx, current, "settlement_completed", now, {
-          settlement_net_tx_hash: txs.find((t) => t.purpose === "settlement_net")?.tx_hash ?? null,
-          settlement_fee_tx_hash: txs.find((t) => t.purpose === "settlement_fee")?.tx_hash ?? null,
-          forwarded_at: now,
-        }),
-      ];
+      const forwarded = await applyTransition(trx, current, "settlement_completed", now, {
+        settlement_net_tx_hash: legs.get(MERCHANT_LEG)?.txHash ?? null,
+        settlement_fee_tx_hash: legs.get(FEE_LEG)?.txHash ?? null,
+        forwarded_at: now,
+        ...settlementColumns(current, legs, now),
+      });
+      await recordEvents(trx, settlementEvents(forwarded));
+      return [forwarded];
     });
     this.#metrics?.paymentsMoved(moved, "forwarded");
   }
 
-  /** Fails a settlement on what the chain or the bundler said of its recorded transfers. */
-  async #fail(payment: PaymentRow, reason: string): Promise<void> {
+  /**
+   * Fails a settlement on what the chain or the bundler said of its recorded transfers: a leg
+   * mined with a success receipt is reported sent, every other one failed (a smart account's
+   * legs all share `operationTx`, the one that carried its reverted operation).
+   */
+  async #fail(payment: PaymentRow, reason: string, operationTx?: string): Promise<void> {
     this.#log.warn({ paymentId: payment.id, reason }, "settlement failed");
+    const now = this.#now();
     const moved = await this.#db.transaction().execute(async (trx) => {
       const current = await settlementRepo.lockPayment(trx, payment.id);
       if (current?.status !== SETTLES.from) return [];
-      return [
-        await applyTransition(trx, current, "settlement_failed", this.#now(), { failure_reason: reason }),
-      ];
+      const recorded = await sent.transactionsOfPayment(trx, payment.id);
+      const legs: LegOutcomes = new Map<string, { txHash: string | null; sent: boolean }>(
+        recorded.length > 0
+          ? recorded
+              .filter((t) => t.status !== "rejected") // replaced by a cancellation: not the leg's
+              .map((t) => [t.purpose, { txHash: t.tx_hash, sent: t.status === "mined" }])
+          : settlementLegs(current, this.#network.treasuryAddress).map((leg) => [
+              leg.purpose,
+              { txHash: operationTx ?? null, sent: false },
+            ]),
+      );
+      return [await this.#failed(trx, current, reason, legs, now)];
     });
     this.#metrics?.paymentsMoved(moved, "failed");
+  }
+
+  /** The failed transition with its settlement record and events. */
+  async #failed(
+    trx: Db,
+    current: PaymentRow,
+    reason: string,
+    legs: LegOutcomes,
+    now: Date,
+  ): Promise<PaymentRow> {
+    const failed = await applyTransition(trx, current, "settlement_failed", now, {
+      failure_reason: reason,
+      ...settlementColumns(current, legs, now),
+    });
+    await recordEvents(trx, settlementEvents(failed));
+    return failed;
   }
 
   /**
@@ -313,7 +347,7 @@ export class Settlement {
         const current = await this.#stillDue(trx, payment.id);
         if (current.settlement_user_operation)
           throw new SettlementNotDue("its operation is already recorded");
-        return applyTransition(trx, current, "settlement_failed", this.#now(), { failure_reason: reason });
+        return this.#failed(trx, current, reason, new Map(), this.#now());
       });
       this.#metrics?.paymentsMoved([failed], "failed");
       this.#log.warn({ paymentId: payment.id, reason }, "settlement failed");

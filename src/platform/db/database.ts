@@ -25,6 +25,7 @@ import * as payoutEndedNotice from "./migrations/017_payout_ended_notice.ts";
 import * as payoutKeys from "./migrations/018_payout_keys_in_idempotency_records.ts";
 import * as dashboardLogins from "./migrations/019_dashboard.ts";
 import * as paymentTotals from "./migrations/020_payment_totals.ts";
+import * as splits from "./migrations/021_splits.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -59,6 +60,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "018_payout_keys_in_idempotency_records": payoutKeys,
   "019_dashboard": dashboardLogins,
   "020_payment_totals": paymentTotals,
+  "021_splits": splits,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

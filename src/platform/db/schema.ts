@@ -1,4 +1,5 @@
 import type { ColumnType, Generated, JSONColumnType, Selectable } from "kysely";
+import type { SettlementRecord, SplitShare, StoredSplit } from "../../domain/splits.ts";
 
 // The tables as Kysely sees them. Amounts are numeric(78,0) columns holding smallest units; both
 // drivers hand them back as strings, converted to bigint in the repos.
@@ -76,6 +77,20 @@ export interface PaymentsTable {
   failure_reason: ColumnType<string | null, string | null | undefined, string | null>;
   settlement_user_op_hash: ColumnType<string | null, string | null | undefined, string | null>;
   settlement_user_operation: ColumnType<string | null, string | null | undefined, string | null>;
+  /** The enabled splits when it was created (D15); null: splits were off. */
+  split_snapshot: ColumnType<SplitShare[] | null, string | null | undefined, string | null>;
+  settlement_id: ColumnType<string | null, string | null | undefined, string | null>;
+  settled_at: NullableTimestamp;
+  /** Its settlement's legs and their outcomes, once it ended (forwarded or failed). */
+  settlement: ColumnType<SettlementRecord | null, string | null | undefined, string | null>;
+}
+
+export interface SplitConfigsTable {
+  workspace_id: string;
+  environment: string;
+  enabled: boolean;
+  splits: Json<StoredSplit[]>;
+  updated_at: Timestamp;
 }
 
 export interface IdempotencyKeysTable {
@@ -329,6 +344,7 @@ export interface DatabaseSchema {
   dashboard_sessions: DashboardSessionsTable;
   dashboard_login_attempts: DashboardLoginAttemptsTable;
   payment_totals: PaymentTotalsTable;
+  split_configs: SplitConfigsTable;
   agents: AgentsTable;
   agent_wallets: AgentWalletsTable;
 }
