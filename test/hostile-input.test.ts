@@ -499,6 +499,16 @@ function baselines(): Record<string, Operation> {
     "GET /api/v1/payments/{id}": { auth: "key", params: { id: fixtures.paymentId } },
     "POST /api/v1/payments/{id}/cancel": { auth: "key", params: { id: UNKNOWN_UUID } },
     "GET /api/v1/transfers/unmatched": { auth: "key", query: page },
+    "GET /api/v1/splits": { auth: "key" },
+    "PUT /api/v1/splits": {
+      auth: "key",
+      body: {
+        enabled: true,
+        splits: [{ label: "Seller", percentBps: 100, destination: MERCHANT, enabled: true }],
+      },
+    },
+    "GET /api/v1/settlements": { auth: "key", query: { paymentId: fixtures.paymentId, ...page } },
+    "GET /api/v1/settlements/{id}": { auth: "key", params: { id: UNKNOWN_UUID } },
     "POST /api/v1/verify": { auth: "key", body: { paymentId: fixtures.paymentId } },
     "POST /api/v1/webhooks": {
       auth: "key",

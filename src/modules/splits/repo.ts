@@ -18,20 +18,42 @@ export interface ConfigScope {
   environment: Environment;
 }
 
-/** The configuration, locked for its replacement when `forUpdate`; undefined: never configured. */
-export async function readConfig(
-  db: Db,
-  scope: ConfigScope,
-  forUpdate = false,
-): Promise<SplitConfig | undefined> {
-  let query = db
+/** The configuration; undefined: never configured. */
+export async function readConfig(db: Db, scope: ConfigScope): Promise<SplitConfig | undefined> {
+  const row = await db
     .selectFrom("split_configs")
     .select(["enabled", "splits", "updated_at"])
     .where("workspace_id", "=", scope.workspaceId)
-    .where("environment", "=", scope.environment);
-  if (forUpdate) query = query.forUpdate();
-  const row = await query.executeTakeFirst();
+    .where("environment", "=", scope.environment)
+    .executeTakeFirst();
   return row ? { enabled: row.enabled, splits: row.splits, updatedAt: row.updated_at } : undefined;
+}
+
+/**
+ * The configuration locked for its replacement in the caller's transaction. A scope never
+ * configured gets its (empty, disabled) row first, so there is always a row to lock: two first
+ * replacements at once take turns, and the second keeps the ids the first gave its labels.
+ */
+export async function lockConfig(trx: Db, scope: ConfigScope, now: Date): Promise<SplitConfig> {
+  await trx
+    .insertInto("split_configs")
+    .values({
+      workspace_id: scope.workspaceId,
+      environment: scope.environment,
+      enabled: false,
+      splits: "[]",
+      updated_at: now,
+    })
+    .onConflict((oc) => oc.columns(["workspace_id", "environment"]).doNothing())
+    .execute();
+  const row = await trx
+    .selectFrom("split_configs")
+    .select(["enabled", "splits", "updated_at"])
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment)
+    .forUpdate()
+    .executeTakeFirstOrThrow();
+  return { enabled: row.enabled, splits: row.splits, updatedAt: row.updated_at };
 }
 
 /** The configurations of several scopes in one query, keyed "workspaceId environment". */
@@ -56,26 +78,16 @@ export async function readConfigs(db: Db, keys: readonly string[]): Promise<Map<
   );
 }
 
+/** Replaces the configuration whose row the caller locked (lockConfig). */
 export async function writeConfig(
   db: Db,
   scope: ConfigScope,
   config: SplitConfig & { updatedAt: Date },
 ): Promise<void> {
   await db
-    .insertInto("split_configs")
-    .values({
-      workspace_id: scope.workspaceId,
-      environment: scope.environment,
-      enabled: config.enabled,
-      splits: JSON.stringify(config.splits),
-      updated_at: config.updatedAt,
-    })
-    .onConflict((oc) =>
-      oc.columns(["workspace_id", "environment"]).doUpdateSet({
-        enabled: config.enabled,
-        splits: JSON.stringify(config.splits),
-        updated_at: config.updatedAt,
-      }),
-    )
+    .updateTable("split_configs")
+    .set({ enabled: config.enabled, splits: JSON.stringify(config.splits), updated_at: config.updatedAt })
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment)
     .execute();
 }

@@ -41,8 +41,8 @@ export class SplitsService {
     if (!checked.ok) throw badRequest(checked.message);
     const now = this.#ctx.now();
     return this.#ctx.db.transaction().execute(async (trx) => {
-      const before = await repo.readConfig(trx, tenant, true);
-      const splits = replaceSplits(before?.splits ?? [], checked.value.splits, randomUUID, now);
+      const before = await repo.lockConfig(trx, tenant, now);
+      const splits = replaceSplits(before.splits, checked.value.splits, randomUUID, now);
       await repo.writeConfig(trx, tenant, { enabled: checked.value.enabled, splits, updatedAt: now });
       return { enabled: checked.value.enabled, splits };
     });
