@@ -246,6 +246,8 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
       webhooks,
       keys,
       smartWallets,
+      splits,
+      settlements,
     }),
   );
 

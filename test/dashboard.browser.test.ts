@@ -385,6 +385,7 @@ describe.skipIf(!HAS_CHROMIUM)("dashboard in Chromium", () => {
   it("walks the other pages", async () => {
     for (const [name, path] of [
       ["unmatched", "/dashboard/sandbox/unmatched"],
+      ["splits", "/dashboard/sandbox/splits"],
       ["settings", "/dashboard/sandbox/settings"],
       ["overview-live", "/dashboard/live"],
       ["payments-live", "/dashboard/live/payments"],

@@ -33,6 +33,7 @@ const NOTICES = new Map([
   ["password-changed", "Password changed. Other sessions were signed out."],
   ["smart-wallet-created", "The smart wallet is ready."],
   ["default-saved", "Default wallet saved."],
+  ["splits-saved", "Splits saved. Crypto payments created from now on use them."],
 ]);
 
 export type Notice = Parameters<typeof NOTICES.get>[0];

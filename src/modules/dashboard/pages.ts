@@ -4,6 +4,7 @@ import { InvalidRequest } from "../../domain/errors.ts";
 import { sendCsv } from "../../platform/http/csv.ts";
 import { paymentsCsv } from "../payments/browse.ts";
 import type { PaymentsService } from "../payments/service.ts";
+import type { SettlementsService } from "../payments/settlements-service.ts";
 import type { PayoutsService } from "../payouts/service.ts";
 import type { WalletService } from "../payouts/wallet-service.ts";
 import type { WebhooksService } from "../webhooks/service.ts";
@@ -23,6 +24,7 @@ export interface DashboardServices {
   payouts: PayoutsService;
   wallet: WalletService;
   webhooks: WebhooksService;
+  settlements: SettlementsService;
 }
 
 /** Payments per page of the list. */
@@ -103,7 +105,12 @@ export const pageRoutes =
     app.get("/dashboard/:env/payments/:id", { schema: { params: EnvIdParams } }, async (request, reply) => {
       const tenant = kit.tenantOf(request, request.params.env);
       const payment = await services.payments.get(tenant, request.params.id);
-      const history = await services.webhooks.historyOf(tenant, payment.id);
+      const [history, settled] = await Promise.all([
+        services.webhooks.historyOf(tenant, payment.id),
+        payment.paymentMethod === "crypto"
+          ? services.settlements.list(tenant, { paymentId: payment.id, limit: 1, offset: 0 })
+          : { settlements: [] },
+      ]);
       return kit.render(
         request,
         reply,
@@ -116,6 +123,7 @@ export const pageRoutes =
             history,
             explorer: explorerOf(ctx.config, tenant.environment),
             csrfToken,
+            settlement: settled.settlements[0] ?? null,
           }),
       );
     });

@@ -14,6 +14,7 @@ import { field, PageKit } from "./page-kit.ts";
 import { type DashboardServices, pageRoutes } from "./pages.ts";
 import { payoutPages } from "./payout-pages.ts";
 import { SESSION_COOKIE, type SessionsService } from "./sessions.ts";
+import { type SplitPageServices, splitPages } from "./split-pages.ts";
 import { html } from "./views/html.ts";
 import { bare } from "./views/layout.ts";
 import { loginPage } from "./views/login.ts";
@@ -54,7 +55,7 @@ declare module "fastify" {
 
 const SAFE_METHODS = new Set(["GET", "HEAD"]);
 
-export interface DashboardDependencies extends DashboardServices, WorkspacePageServices {
+export interface DashboardDependencies extends DashboardServices, WorkspacePageServices, SplitPageServices {
   sessions: SessionsService;
   logins: Logins;
 }
@@ -198,6 +199,7 @@ export const dashboardRoutes =
       await signedIn.register(webhookPages(deps, kit));
       await signedIn.register(workspacePages(ctx, deps, kit));
       await signedIn.register(payoutPages(ctx, deps, kit));
+      await signedIn.register(splitPages(ctx, deps, kit));
     });
   };
 

@@ -22,17 +22,19 @@ export type Section =
   | "overview"
   | "payments"
   | "payouts"
+  | "splits"
   | "webhooks"
   | "keys"
   | "wallets"
   | "unmatched"
   | "settings";
 
-// Splits (D15) and refunds (D19) join here and on the payment's page when they are built.
+// Refunds (D19) join here and on the payment's page when they are built.
 const SECTIONS: Array<[Section, string, string]> = [
   ["overview", "Overview", ""],
   ["payments", "Payments", "/payments"],
   ["payouts", "Payouts", "/payouts"],
+  ["splits", "Splits", "/splits"],
   ["webhooks", "Webhooks", "/webhooks"],
   ["keys", "API keys", "/keys"],
   ["wallets", "Wallets", "/wallets"],

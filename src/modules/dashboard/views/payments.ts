@@ -1,11 +1,13 @@
 import type { Environment } from "../../../config.ts";
 import { PAYMENT_STATUSES } from "../../../domain/payment-state.ts";
 import { PAYMENT_METHODS, PAYMENT_TOKENS } from "../../payments/browse.ts";
+import type { SettlementAnswer } from "../../payments/settlements-service.ts";
 import type { PaymentView } from "../../payments/view.ts";
 import type { SubjectEvent } from "../../webhooks/service.ts";
 import { amount, copyButton, empty, facts, hex, status, time } from "./format.ts";
 import { type HtmlSafeString, html, nothing } from "./html.ts";
 import { base } from "./layout.ts";
+import { paymentSettlementCard } from "./splits.ts";
 
 // The payments list (filters, search, keyset pages, CSV of the same filter) and a payment's
 // detail (its facts, on-chain transactions, status history with each event's deliveries, cancel).
@@ -87,6 +89,8 @@ export function paymentDetailBody(options: {
   history: SubjectEvent[];
   explorer: string | null;
   csrfToken: string;
+  /** Its settlement (D15) once recorded: the legs, with a link to the splits page. */
+  settlement?: SettlementAnswer | null | undefined;
 }): HtmlSafeString {
   const p = options.payment;
   const root = base(options.environment);
@@ -133,6 +137,7 @@ ${
       ])
 }
 </section>
+${options.settlement ? paymentSettlementCard(options.environment, options.settlement, options.explorer) : nothing}
 <section class="card" aria-labelledby="history-title"><h2 id="history-title">Status history and webhook deliveries</h2>
 ${
   options.history.length === 0
