@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from "fastify";
 import type { ChainToken, Hex, Network } from "../../chain/network.ts";
 import * as sent from "../../chain/sent-transactions.ts";
 import { NATIVE_TOKEN } from "../../domain/money.ts";
+import { stillToSettle } from "../../domain/unsettled-payments.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
 import { LeaseLost } from "../../platform/jobs/periodic-job.ts";
@@ -209,19 +210,34 @@ export class Settlement {
     const token = payment.token_symbol as ChainToken;
     const gross = BigInt(payment.gross_amount);
     const gasPerTransfer = rail.gasRequired(token);
-    const [tokenBalance, ethBalance, gas] = await Promise.all([
+    const [tokenBalance, ethBalance, gas, othersEth] = await Promise.all([
       rail.balance(move.from, token),
       gasPerTransfer ? rail.balance(move.from, NATIVE_TOKEN) : undefined,
       gasPerTransfer,
+      gasPerTransfer ? this.#ethOfOthers(payment) : 0n,
     ]);
     const where = payment.wallet_type === "smart_wallet" ? "the smart wallet" : "the receiving wallet";
     if (tokenBalance < gross) return `insufficient ${token} balance in ${where}`;
     if (gas === undefined || ethBalance === undefined) return undefined; // sponsored
-    const ethNeeded = gas * BigInt(move.legs.length) + (token === NATIVE_TOKEN ? gross : 0n);
+    // ETH the wallet received for other payments it has not settled yet is theirs: this
+    // settlement's gas never comes out of it (or their settlement would find it short), so
+    // without enough ETH besides it, the wallet is topped up.
+    const ethNeeded = gas * BigInt(move.legs.length) + (token === NATIVE_TOKEN ? gross : 0n) + othersEth;
     if (ethBalance >= ethNeeded) return undefined;
     const topUp = await this.#topUp(move.from, ethNeeded);
     if (topUp === "pending") return TOP_UP_PENDING;
     return topUp === "funded" ? undefined : "insufficient ETH for gas in the receiving wallet";
+  }
+
+  /** ETH received on the payment's wallet for other payments whose settlement is not recorded. */
+  async #ethOfOthers(payment: PaymentRow): Promise<bigint> {
+    const unsettled = await chainRepo.unsettledOn(
+      this.#db,
+      this.#network.environment,
+      payment.receiving_address ?? "",
+    );
+    const others = unsettled.filter((other) => other.id !== payment.id);
+    return stillToSettle(others).get(NATIVE_TOKEN)?.amount ?? 0n;
   }
 
   /**
