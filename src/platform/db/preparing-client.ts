@@ -52,14 +52,25 @@ export class PreparingClient extends pg.Client {
     const id = statementId(config);
     const prepare =
       id !== undefined && (this.#prepared.has(id) || this.#prepared.size < MAX_PREPARED_PER_CONNECTION);
-    if (!prepare) return super.query(config, values) as Promise<QueryResult>;
+    if (!prepare) return this.#promised({ text: config, values });
     this.#prepared.add(id);
-    const run = () =>
-      super.query({ name: `s${id}_${this.#generation}`, text: config, values }) as Promise<QueryResult>;
+    const run = () => this.#promised({ name: `s${id}_${this.#generation}`, text: config, values });
     return run().catch((err: unknown) => {
       if (!isChangedResultType(err) || this.getTransactionStatus() !== "I") throw err;
       this.#generation++;
       return run();
+    });
+  }
+
+  /**
+   * pg's callback form in a promise of our own. Measured (bench/RESULTS.md, dashboard, 2026-11-26):
+   * through pg's own promise form V8 promoted most rows of every result to the old generation
+   * (60–100 MiB per 100,000 rows, then freed only by a full collection), through the callback
+   * 1–6 MiB; a CSV export of 100,000 payments first grew the process by 122–128 MiB, now 25–26.
+   */
+  #promised(config: pg.QueryConfig): Promise<QueryResult> {
+    return new Promise((resolve, reject) => {
+      super.query(config, (err: Error | null, result: QueryResult) => (err ? reject(err) : resolve(result)));
     });
   }
 }
