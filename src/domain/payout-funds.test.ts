@@ -23,7 +23,7 @@ describe("checkFunds", () => {
       short: "balance",
       available: 40n,
     });
-    const unsettled = new Map([["USDC", { amount: 60n, payments: 1 }]]);
+    const unsettled = new Map([["USDC", { amount: 60n, payments: 1, transfers: 2 }]]);
     expect(checkFunds({ ...base, amount: 41n, unsettled })).toEqual({
       ok: false,
       short: "balance",
@@ -65,9 +65,21 @@ describe("checkFunds", () => {
 
   it("reserves the gas of the two settlement transfers of every payment not settled yet", () => {
     // Two USDC payments to settle: 4 ERC-20 transfers, 400 wei; 600 left for this payout's 100.
-    const unsettled = new Map([["USDC", { amount: 0n, payments: 2 }]]);
+    const unsettled = new Map([["USDC", { amount: 0n, payments: 2, transfers: 4 }]]);
     expect(checkFunds({ ...base, unsettled })).toEqual({ ok: true });
     expect(checkFunds({ ...base, unsettled, balances: { USDC: 100n, ETH: 499n } })).toEqual({
+      ok: false,
+      short: "gas",
+      ethBalance: 99n,
+      required: 100n,
+    });
+  });
+
+  it("reserves the gas of every split transfer too (D15: one more transfer per split)", () => {
+    // One USDC payment with 5 splits to settle: 7 ERC-20 transfers, 700 wei; 300 left.
+    const unsettled = new Map([["USDC", { amount: 0n, payments: 1, transfers: 7 }]]);
+    expect(checkFunds({ ...base, unsettled, balances: { USDC: 100n, ETH: 800n } })).toEqual({ ok: true });
+    expect(checkFunds({ ...base, unsettled, balances: { USDC: 100n, ETH: 799n } })).toEqual({
       ok: false,
       short: "gas",
       ethBalance: 99n,

@@ -8,9 +8,6 @@ import type { Settling } from "./unsettled-payments.ts";
 // belongs to the merchant and the treasury. On the EOA path each of those transactions also
 // pays gas from the wallet's ETH.
 
-/** A settlement sends the net to the merchant and the fee to the treasury. */
-const SETTLEMENT_TRANSFERS = 2;
-
 export interface Committed {
   /** What the transactions (and payouts not signed yet) of one token take from the wallet. */
   amount: bigint;
@@ -44,8 +41,7 @@ export function checkFunds(check: FundsCheck): FundsVerdict {
   if (gas) {
     for (const token of new Set([...check.committed.keys(), ...check.unsettled.keys()])) {
       const transfers =
-        (check.committed.get(token)?.transactions ?? 0) +
-        SETTLEMENT_TRANSFERS * (check.unsettled.get(token)?.payments ?? 0);
+        (check.committed.get(token)?.transactions ?? 0) + (check.unsettled.get(token)?.transfers ?? 0);
       gasCommitted += BigInt(transfers) * (token === "ETH" ? gas.eth : gas.erc20);
     }
   }

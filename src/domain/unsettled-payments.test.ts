@@ -2,8 +2,20 @@ import { describe, expect, it } from "vitest";
 import { settlingWhole, stillToSettle, type UnsettledPayment } from "./unsettled-payments.ts";
 
 describe("stillToSettle", () => {
-  const unrecorded: UnsettledPayment = { id: "a", token: "USDC", gross: 100n, settlementRecorded: false };
-  const recorded: UnsettledPayment = { id: "b", token: "USDC", gross: 50n, settlementRecorded: true };
+  const unrecorded: UnsettledPayment = {
+    id: "a",
+    token: "USDC",
+    gross: 100n,
+    splits: 0,
+    settlementRecorded: false,
+  };
+  const recorded: UnsettledPayment = {
+    id: "b",
+    token: "USDC",
+    gross: 50n,
+    splits: 0,
+    settlementRecorded: true,
+  };
 
   it("is nothing without unsettled payments", () => {
     expect(stillToSettle([])).toEqual(new Map());
@@ -14,15 +26,23 @@ describe("stillToSettle", () => {
       stillToSettle([unrecorded, { ...unrecorded, gross: 7n }, { ...unrecorded, token: "ETH" }]),
     ).toEqual(
       new Map([
-        ["USDC", { amount: 107n, payments: 2 }],
-        ["ETH", { amount: 100n, payments: 1 }],
+        ["USDC", { amount: 107n, payments: 2, transfers: 4 }],
+        ["ETH", { amount: 100n, payments: 1, transfers: 2 }],
       ]),
     );
   });
 
   it("leaves a recorded settlement to the wallet's recorded transactions", () => {
     expect(stillToSettle([recorded])).toEqual(new Map());
-    expect(stillToSettle([unrecorded, recorded])).toEqual(new Map([["USDC", { amount: 100n, payments: 1 }]]));
+    expect(stillToSettle([unrecorded, recorded])).toEqual(
+      new Map([["USDC", { amount: 100n, payments: 1, transfers: 2 }]]),
+    );
     expect(settlingWhole([unrecorded, recorded])).toEqual(["a"]);
+  });
+
+  it("counts one more transfer per split of a payment's snapshot", () => {
+    expect(stillToSettle([{ ...unrecorded, splits: 5 }, unrecorded])).toEqual(
+      new Map([["USDC", { amount: 200n, payments: 2, transfers: 9 }]]),
+    );
   });
 });

@@ -7,8 +7,10 @@
 export interface UnsettledPayment {
   id: string;
   token: string;
-  /** What the payment brought in; it all leaves again (net to the merchant, fee to the treasury). */
+  /** What the payment brought in; it all leaves again (to the merchant, the treasury, its splits). */
   gross: bigint;
+  /** How many splits its settlement carries (its snapshot's): each is one more transfer. */
+  splits: number;
   /**
    * Its settlement transfers are recorded: from then on they are the wallet's recorded
    * transactions, which the balance check counts on their own (domain/payout-funds.ts).
@@ -19,9 +21,14 @@ export interface UnsettledPayment {
 /** Settlement money still on the wallet, of one token. */
 export interface Settling {
   amount: bigint;
-  /** How many payments it is (each settles with its own transfers, which pay gas). */
+  /** How many payments it is. */
   payments: number;
+  /** How many transfers their settlements send (each pays gas on the EOA path): at most. */
+  transfers: number;
 }
+
+/** A settlement sends the merchant's part and the fee, and one transfer per split (D15). */
+export const SETTLEMENT_TRANSFERS = 2;
 
 /**
  * What `payments` will still take from their wallet, per token: the gross of each whose
@@ -31,8 +38,13 @@ export function stillToSettle(payments: readonly UnsettledPayment[]): Map<string
   const byToken = new Map<string, Settling>();
   for (const payment of payments) {
     if (payment.settlementRecorded) continue;
-    const settling = byToken.get(payment.token) ?? { amount: 0n, payments: 0 };
-    byToken.set(payment.token, { amount: settling.amount + payment.gross, payments: settling.payments + 1 });
+    const settling = byToken.get(payment.token) ?? { amount: 0n, payments: 0, transfers: 0 };
+    byToken.set(payment.token, {
+      amount: settling.amount + payment.gross,
+      payments: settling.payments + 1,
+      // A part that rounds to 0 is not sent: this is the most a settlement sends.
+      transfers: settling.transfers + SETTLEMENT_TRANSFERS + payment.splits,
+    });
   }
   return byToken;
 }

@@ -308,7 +308,13 @@ export async function unsettledOn(
 ): Promise<UnsettledPayment[]> {
   const rows = await db
     .selectFrom("payments as p")
-    .select(["p.id", "p.token_symbol", "p.gross_amount", sent.recordedForPayment(sql`p.id`).as("recorded")])
+    .select([
+      "p.id",
+      "p.token_symbol",
+      "p.gross_amount",
+      sql<number>`coalesce(jsonb_array_length(p.split_snapshot), 0)::int`.as("splits"),
+      sent.recordedForPayment(sql`p.id`).as("recorded"),
+    ])
     .where("p.environment", "=", environment)
     .where("p.status", "in", UNSETTLED_STATUSES)
     .where(sql<string>`lower(p.receiving_address)`, "=", address.toLowerCase())
@@ -317,6 +323,7 @@ export async function unsettledOn(
     id: row.id,
     token: row.token_symbol,
     gross: BigInt(row.gross_amount),
+    splits: Number(row.splits),
     settlementRecorded: row.recorded,
   }));
 }

@@ -328,7 +328,8 @@ export class Settlement {
               .map((t) => [t.purpose, { txHash: t.tx_hash, sent: t.status === "mined" }])
           : settlementLegs(current, this.#network.treasuryAddress).map((leg) => [
               leg.purpose,
-              { txHash: operationTx ?? null, sent: false },
+              // A rail with no transaction to name gives "" (an operation the bundler refused).
+              { txHash: operationTx || null, sent: false },
             ]),
       );
       return [await this.#failed(trx, current, reason, legs, now)];

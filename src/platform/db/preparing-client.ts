@@ -69,8 +69,13 @@ export class PreparingClient extends pg.Client {
    * 1–6 MiB; a CSV export of 100,000 payments first grew the process by 122–128 MiB, now 25–26.
    */
   #promised(config: pg.QueryConfig): Promise<QueryResult> {
-    return new Promise((resolve, reject) => {
+    return new Promise<QueryResult>((resolve, reject) => {
       super.query(config, (err: Error | null, result: QueryResult) => (err ? reject(err) : resolve(result)));
+    }).catch((err: unknown) => {
+      // As pg's promise form does: the stack then names the caller that awaited the query
+      // (async frames), not only the socket read that delivered the error.
+      if (err instanceof Error) Error.captureStackTrace(err);
+      throw err;
     });
   }
 }
