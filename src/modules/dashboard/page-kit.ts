@@ -121,6 +121,12 @@ export function queryOf(request: FastifyRequest): Readonly<Record<string, unknow
   return typeof query === "object" && query !== null ? { ...query } : {};
 }
 
+/** The `offset` query parameter of an offset-paged list: 0 unless it is up to 7 digits. */
+export function offsetOf(request: FastifyRequest): number {
+  const raw = queryOf(request).offset;
+  return typeof raw === "string" && /^\d{1,7}$/.test(raw) ? Number(raw) : 0;
+}
+
 /** A form field of an urlencoded body, when given once as text. */
 export function field(body: unknown, name: string): string | undefined {
   if (typeof body !== "object" || body === null) return undefined;

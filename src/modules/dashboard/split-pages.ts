@@ -5,7 +5,7 @@ import { InvalidRequest } from "../../domain/errors.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import type { SettlementsService } from "../payments/settlements-service.ts";
 import type { SplitsService } from "../splits/service.ts";
-import { EnvParams, explorerOf, type PageKit, queryOf } from "./page-kit.ts";
+import { EnvParams, explorerOf, offsetOf, type PageKit, queryOf } from "./page-kit.ts";
 import {
   enabledShare,
   formOf,
@@ -40,8 +40,7 @@ export const splitPages =
       typed: SplitsFormValues | undefined,
     ) => {
       const query = queryOf(request);
-      const rawOffset = query.offset;
-      const offset = typeof rawOffset === "string" && /^\d{1,7}$/.test(rawOffset) ? Number(rawOffset) : 0;
+      const offset = offsetOf(request);
       const rawPayment = query.payment;
       const paymentId =
         typeof rawPayment === "string" && rawPayment !== "" && rawPayment.length <= 64

@@ -9,7 +9,7 @@ import type { WalletService } from "../payouts/wallet-service.ts";
 import type { SmartWalletsService } from "../smart-wallets/service.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import type { Logins } from "./login.ts";
-import { EnvIdParams, EnvParams, explorerOf, type PageKit, queryOf } from "./page-kit.ts";
+import { EnvIdParams, EnvParams, explorerOf, offsetOf, type PageKit } from "./page-kit.ts";
 import type { SessionsService } from "./sessions.ts";
 import { keysBody } from "./views/keys.ts";
 import { type SettingsForm, settingsBody } from "./views/settings.ts";
@@ -142,8 +142,7 @@ export const workspacePages =
 
     app.get("/dashboard/:env/unmatched", { schema: { params: EnvParams } }, async (request, reply) => {
       const tenant = kit.tenantOf(request, request.params.env);
-      const raw = queryOf(request).offset;
-      const offset = typeof raw === "string" && /^\d{1,7}$/.test(raw) ? Number(raw) : 0;
+      const offset = offsetOf(request);
       const page = await services.payments.unmatched(tenant, { limit: UNMATCHED_PAGE, offset });
       return kit.render(
         request,
