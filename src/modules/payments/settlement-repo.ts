@@ -1,4 +1,5 @@
 import type { Db } from "../../platform/db/database.ts";
+import { newestFirst } from "../../platform/db/page.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
 
 // The SQL of settlement on the payment's row: the row under lock (the transfers recorded for it are
@@ -51,17 +52,12 @@ export async function listSettled(
     .where("environment", "=", filter.environment)
     .where("settlement_id", "is not", null);
   if (filter.paymentId) base = base.where("id", "=", filter.paymentId);
-  const [rows, counted] = await Promise.all([
-    base
-      .selectAll()
-      .orderBy("settled_at", "desc")
-      .orderBy("id", "desc")
-      .limit(filter.limit)
-      .offset(filter.offset)
-      .execute(),
-    base.select((eb) => eb.fn.countAll<string>().as("total")).executeTakeFirstOrThrow(),
-  ]);
-  return { rows, total: Number(counted.total) };
+  return newestFirst(
+    base.selectAll(),
+    base.select((eb) => eb.fn.countAll<string>().as("total")),
+    filter,
+    "settled_at",
+  );
 }
 
 /** The payment that carries settlement `settlementId`, of any tenant: the caller checks whose. */

@@ -6,17 +6,18 @@ import { isUuid, parseInstant } from "../../domain/validation.ts";
 // two queries sent together, so a page does not wait for its count.
 
 /**
- * The page of `rows` that `page` names, newest first (created_at, then id for ties), and the
- * total that `count` (the same filter, counted) finds.
+ * The page of `rows` that `page` names, newest first (by `newest`, created_at unless named, then
+ * id for ties), and the total that `count` (the same filter, counted) finds.
  */
 export async function newestFirst<DB, TB extends keyof DB, R>(
   rows: SelectQueryBuilder<DB, TB, R>,
   count: SelectQueryBuilder<DB, TB, { total: string | number | bigint }>,
   page: { limit: number; offset: number },
+  newest = "created_at",
 ) {
   const [found, counted] = await Promise.all([
     rows
-      .orderBy(sql.ref("created_at"), "desc")
+      .orderBy(sql.ref(newest), "desc")
       .orderBy(sql.ref("id"), "desc")
       .limit(page.limit)
       .offset(page.offset)
