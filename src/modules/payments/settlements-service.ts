@@ -1,6 +1,7 @@
 import type { AppContext } from "../../context.ts";
 import { notFound } from "../../domain/errors.ts";
 import { isUuid } from "../../domain/validation.ts";
+import type { PaymentRow } from "../../platform/db/schema.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import { visibleTo } from "./repo.ts";
 import { type SettlementView, toSettlementView } from "./settlement-record.ts";
@@ -12,7 +13,7 @@ import * as settlementRepo from "./settlement-repo.ts";
 
 export type SettlementAnswer = SettlementView & { createdAt: string };
 
-function toAnswer(row: Parameters<typeof toSettlementView>[0]): SettlementAnswer {
+function toAnswer(row: PaymentRow): SettlementAnswer {
   return { ...toSettlementView(row), createdAt: (row.settled_at ?? row.updated_at).toISOString() };
 }
 

@@ -18,6 +18,10 @@ export interface ConfigScope {
   environment: Environment;
 }
 
+function toConfig(row: { enabled: boolean; splits: StoredSplit[]; updated_at: Date }): SplitConfig {
+  return { enabled: row.enabled, splits: row.splits, updatedAt: row.updated_at };
+}
+
 /** The configuration; undefined: never configured. */
 export async function readConfig(db: Db, scope: ConfigScope): Promise<SplitConfig | undefined> {
   const row = await db
@@ -26,7 +30,7 @@ export async function readConfig(db: Db, scope: ConfigScope): Promise<SplitConfi
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment)
     .executeTakeFirst();
-  return row ? { enabled: row.enabled, splits: row.splits, updatedAt: row.updated_at } : undefined;
+  return row ? toConfig(row) : undefined;
 }
 
 /**
@@ -53,7 +57,7 @@ export async function lockConfig(trx: Db, scope: ConfigScope, now: Date): Promis
     .where("environment", "=", scope.environment)
     .forUpdate()
     .executeTakeFirstOrThrow();
-  return { enabled: row.enabled, splits: row.splits, updatedAt: row.updated_at };
+  return toConfig(row);
 }
 
 /** The configurations of several scopes in one query, keyed "workspaceId environment". */
@@ -70,12 +74,7 @@ export async function readConfigs(db: Db, keys: readonly string[]): Promise<Map<
     FROM split_configs c
     JOIN unnest(${pairs.map((p) => p[0])}::uuid[], ${pairs.map((p) => p[1])}::text[]) AS k(workspace_id, environment)
       ON c.workspace_id = k.workspace_id AND c.environment = k.environment`.execute(db);
-  return new Map(
-    rows.rows.map((row) => [
-      `${row.workspace_id} ${row.environment}`,
-      { enabled: row.enabled, splits: row.splits, updatedAt: row.updated_at },
-    ]),
-  );
+  return new Map(rows.rows.map((row) => [`${row.workspace_id} ${row.environment}`, toConfig(row)]));
 }
 
 /** Replaces the configuration whose row the caller locked (lockConfig). */
