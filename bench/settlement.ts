@@ -83,7 +83,8 @@ interface PaymentJson {
 }
 
 /** One API call that must answer `expected`; the answer's JSON as the caller says it is. */
-async function api<T>(
+/** A call to the service that must answer one of `expected`; its JSON (also bench/splits.ts's). */
+export async function api<T>(
   service: ServiceProcess,
   method: string,
   path: string,

@@ -7,12 +7,8 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { startDevnet } from "../src/devnet/chain.ts";
 import { type DevnetClients, devnetClients } from "../test/support/devnet-clients.ts";
 import { liveSmartWalletEnv } from "../test/support/devnet-env.ts";
-import {
-  callService,
-  type ServiceProcess,
-  startService,
-  stopService,
-} from "../test/support/service-process.ts";
+import { type ServiceProcess, startService, stopService } from "../test/support/service-process.ts";
+import { api } from "./settlement.ts";
 import { cleanups, envInt, type LatencySummary, runAsScript, summarize } from "./support.ts";
 
 // Settlement with splits (issue 24, D15) on the devnet: live USDC payments settled from the
@@ -108,21 +104,6 @@ interface SettlementJson {
   txRef: string | null;
   splits: Array<{ label: string; amount: string; destination: string; status: string; txRef: string | null }>;
   createdAt: string;
-}
-
-/** One API call that must answer one of `expected`. */
-async function api<T>(
-  service: ServiceProcess,
-  method: string,
-  path: string,
-  token: string,
-  expected: number[],
-  body?: unknown,
-): Promise<T> {
-  const res = await callService<T>(service, method, path, token, body);
-  if (!expected.includes(res.status))
-    throw new Error(`${method} ${path} answered ${res.status}: ${JSON.stringify(res.json).slice(0, 500)}`);
-  return res.json;
 }
 
 // ---------------------------------------------------------------------------------------------
