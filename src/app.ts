@@ -13,6 +13,7 @@ import { firstLine } from "./domain/errors.ts";
 import { agentsAndWalletsRoutes } from "./modules/agents/routes.ts";
 import { AgentsService } from "./modules/agents/service.ts";
 import { CardProvider, type CardProviders } from "./modules/card/provider.ts";
+import { CardRefunds } from "./modules/card/refunds.ts";
 import { cardWebhookRoutes } from "./modules/card/routes.ts";
 import { CardWebhooks } from "./modules/card/service.ts";
 import { Logins } from "./modules/dashboard/login.ts";
@@ -21,13 +22,19 @@ import { SESSION_COOKIE, SessionsService } from "./modules/dashboard/sessions.ts
 import { hostedPageRoutes } from "./modules/hosted-page/routes.ts";
 import { keysRoutes } from "./modules/keys/routes.ts";
 import { KeysService } from "./modules/keys/service.ts";
+import { RefundShares } from "./modules/payments/refund-shares.ts";
 import { paymentsRoutes } from "./modules/payments/routes.ts";
 import { PaymentsService } from "./modules/payments/service.ts";
 import { settlementsRoutes } from "./modules/payments/settlements-routes.ts";
 import { SettlementsService } from "./modules/payments/settlements-service.ts";
+import { UnmatchedInbox } from "./modules/payments/unmatched.ts";
+import { unmatchedRoutes } from "./modules/payments/unmatched-routes.ts";
 import { payoutsRoutes } from "./modules/payouts/routes.ts";
 import { PayoutsService } from "./modules/payouts/service.ts";
 import { WalletService } from "./modules/payouts/wallet-service.ts";
+import { refundsRoutes } from "./modules/refunds/routes.ts";
+import { RefundsService } from "./modules/refunds/service.ts";
+import { WalletRefunds } from "./modules/refunds/wallet-refunds.ts";
 import { smartWalletRoutes } from "./modules/smart-wallets/routes.ts";
 import { SmartWalletsService } from "./modules/smart-wallets/service.ts";
 import { splitsRoutes } from "./modules/splits/routes.ts";
@@ -85,6 +92,9 @@ export interface App {
     agentWallets: WalletsService;
     splits: SplitsService;
     settlements: SettlementsService;
+    refunds: RefundsService;
+    unmatched: UnmatchedInbox;
+    cardRefunds: CardRefunds;
   };
 }
 
@@ -148,7 +158,10 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   const splits = new SplitsService(ctx);
   const settlements = new SettlementsService(ctx);
   const payments = new PaymentsService(ctx, workspaces, splits, cardProviders);
-  const cardWebhooks = new CardWebhooks(ctx, cardProviders, payments);
+  const refundShares = new RefundShares();
+  const cardRefunds = new CardRefunds(ctx, cardProviders, refundShares);
+  const cardWebhooks = new CardWebhooks(ctx, cardProviders, payments, cardRefunds);
+  const unmatched = new UnmatchedInbox(ctx, workspaces);
   const webhooks = new WebhooksService(ctx);
   const sessions = new SessionsService(ctx);
   const agents = new AgentsService(ctx);
@@ -161,6 +174,14 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   http.addHook("onClose", async () => mailer.close());
   const payouts = new PayoutsService(ctx, { workspaces, payments, rails, mailer });
   http.addHook("onClose", async () => payouts.close());
+  const refunds = new RefundsService(ctx, {
+    payments,
+    workspaces,
+    shares: refundShares,
+    inbox: unmatched,
+    wallet: new WalletRefunds(payouts, refundShares, unmatched),
+    card: cardRefunds,
+  });
   const wallet = new WalletService(ctx, workspaces, rails, ledger, payments, agentWallets);
   const scrub = urlScrubber(deps.config);
   metrics.setSources({
@@ -227,6 +248,8 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   await http.register(workspacesRoutes(workspaces));
   await http.register(keysRoutes(keys));
   await http.register(paymentsRoutes(payments));
+  await http.register(unmatchedRoutes(unmatched));
+  await http.register(refundsRoutes(refunds));
   await http.register(splitsRoutes(splits));
   await http.register(settlementsRoutes(settlements));
   await http.register(webhooksRoutes(webhooks));
@@ -248,6 +271,8 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
       smartWallets,
       splits,
       settlements,
+      refunds,
+      unmatched,
     }),
   );
 
@@ -270,6 +295,9 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
       agentWallets,
       splits,
       settlements,
+      refunds,
+      unmatched,
+      cardRefunds,
     },
   };
 }

@@ -94,6 +94,10 @@ describe("a payout's idempotencyKey", () => {
       description: null,
       metadata: {},
       createdAt: new Date(),
+      kind: "payout",
+      paymentId: null,
+      unmatchedTransferId: null,
+      reason: null,
     });
     await t.database.db
       .updateTable("payouts")

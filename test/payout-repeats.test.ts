@@ -35,6 +35,10 @@ async function processingOriginal(key: string) {
     description: null,
     metadata: {},
     createdAt: new Date(),
+    kind: "payout",
+    paymentId: null,
+    unmatchedTransferId: null,
+    reason: null,
   };
   const payout = await t.database.db.transaction().execute(async (trx) => {
     if (!(await claimPayoutKey(trx, { ...original, idempotencyKey: key })))

@@ -31,6 +31,10 @@ describe("a payout claimed for sending", () => {
         description: null,
         metadata: {},
         createdAt: new Date(),
+        kind: "payout",
+        paymentId: null,
+        unmatchedTransferId: null,
+        reason: null,
       });
       if (!payout) throw new Error("not recorded");
       let claimed!: () => void;

@@ -20,7 +20,8 @@ export type ErrorCode =
   | "PAYOUT_FAILED"
   | "PROVIDER_ERROR"
   | "UNAVAILABLE"
-  | "CIRCUIT_BREAKER_OPEN";
+  | "CIRCUIT_BREAKER_OPEN"
+  | "REFUND_EXCEEDED";
 
 export type ErrorDetails = Readonly<Record<string, unknown>>;
 
@@ -138,6 +139,11 @@ export class PayoutFailed extends AppError {
  */
 export class CircuitBreakerOpen extends AppError {
   readonly code = "CIRCUIT_BREAKER_OPEN";
+}
+
+/** A refund larger than what its payment has left to refund (D19): details `{refundable}`. */
+export class RefundExceeded extends AppError {
+  readonly code = "REFUND_EXCEEDED";
 }
 
 export const badRequest = (message: string, details?: ErrorDetails): InvalidRequest =>

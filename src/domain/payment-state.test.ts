@@ -11,6 +11,9 @@ import {
   UNSETTLED_STATUSES,
 } from "./payment-state.ts";
 
+/** Triggers a merchant fires on purpose that may reopen a final payment (D19). */
+const MERCHANT_REOPENS: readonly PaymentTrigger[] = ["unmatched_attached"];
+
 describe("payment transitions", () => {
   it.each<[PaymentStatus, PaymentTrigger, PaymentStatus, string | null]>([
     ["pending", "transfer_detected", "detected", "payment.detected"],
@@ -35,11 +38,20 @@ describe("payment transitions", () => {
     }
   });
 
-  it("never moves a final payment again, whatever happens", () => {
+  it("never moves a final payment again, whatever the payer, the chain or the provider does", () => {
     for (const status of FINAL_STATUSES) {
       for (const trigger of Object.keys(TRANSITIONS) as PaymentTrigger[]) {
+        if (MERCHANT_REOPENS.includes(trigger)) continue;
         expect(transition(status, trigger).ok, `${status} + ${trigger}`).toBe(false);
       }
+    }
+  });
+
+  it("lets only the merchant attach a transfer to an expired payment (D19), and nothing else final", () => {
+    expect(transition("expired", "unmatched_attached")).toMatchObject({ ok: true, to: "detected" });
+    expect(transition("pending", "unmatched_attached")).toMatchObject({ ok: true, to: "detected" });
+    for (const status of FINAL_STATUSES.filter((s) => s !== "expired")) {
+      expect(transition(status, "unmatched_attached").ok, status).toBe(false);
     }
   });
 
@@ -50,15 +62,19 @@ describe("payment transitions", () => {
         if (transition(status, trigger).ok) allowed++;
       }
     }
-    expect(allowed).toBe(12);
+    expect(allowed).toBe(14);
   });
 
   it("verifies only forwarded", () => {
     expect(PAYMENT_STATUSES.filter(isVerified)).toEqual(["forwarded"]);
   });
 
-  it("calls final exactly the statuses no trigger leaves", () => {
-    const left = new Set(Object.values(TRANSITIONS).flatMap((rule) => rule.from));
+  it("calls final exactly the statuses no trigger but the merchant's attach leaves", () => {
+    const left = new Set(
+      Object.entries(TRANSITIONS)
+        .filter(([trigger]) => !MERCHANT_REOPENS.includes(trigger as PaymentTrigger))
+        .flatMap(([, rule]) => rule.from),
+    );
     expect(PAYMENT_STATUSES.filter(isFinal)).toEqual(PAYMENT_STATUSES.filter((s) => !left.has(s)));
   });
 

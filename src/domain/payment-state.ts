@@ -34,7 +34,8 @@ export type PaymentTrigger =
   | "card_async_payment_failed"
   | "card_checkout_expired"
   | "expiry_elapsed"
-  | "cancel_requested";
+  | "cancel_requested"
+  | "unmatched_attached";
 
 interface TransitionRule {
   from: readonly PaymentStatus[];
@@ -58,6 +59,9 @@ export const TRANSITIONS: Readonly<Record<PaymentTrigger, TransitionRule>> = {
   card_checkout_expired: { from: ["pending"], to: "expired", event: "payment.expired" },
   expiry_elapsed: { from: ["pending"], to: "expired", event: "payment.expired" },
   cancel_requested: { from: ["pending"], to: "cancelled", event: "payment.cancelled" },
+  // The merchant attaches a transfer that matched nothing (an underpayment, a late payment: D19);
+  // the payment then goes on like one the watcher matched, confirmed and settled as usual.
+  unmatched_attached: { from: ["pending", "expired"], to: "detected", event: "payment.detected" },
 };
 
 export const FINAL_STATUSES: readonly PaymentStatus[] = ["forwarded", "failed", "expired", "cancelled"];
@@ -68,7 +72,10 @@ export const FINAL_STATUSES: readonly PaymentStatus[] = ["forwarded", "failed", 
  */
 export const UNSETTLED_STATUSES: readonly PaymentStatus[] = ["detected", "confirmed"];
 
-/** No trigger moves a payment out of a final status. */
+/**
+ * No trigger of the payer, the chain or the provider moves a payment out of a final status; the
+ * merchant may attach a transfer to an expired payment (unmatched_attached, D19).
+ */
 export function isFinal(status: PaymentStatus): boolean {
   return FINAL_STATUSES.includes(status);
 }

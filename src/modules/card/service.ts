@@ -12,6 +12,7 @@ import { isUuid } from "../../domain/validation.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
 import type { CardPaymentRef, PaymentsService } from "../payments/service.ts";
 import type { CardProviders } from "./provider.ts";
+import type { CardRefunds } from "./refunds.ts";
 import * as repo from "./repo.ts";
 
 // Inbound card-provider webhooks (part 4.9, D5): verify the signature with the environment's
@@ -39,8 +40,9 @@ export class CardWebhooks {
   readonly #providers: CardProviders;
   readonly #payments: PaymentsService;
 
-  constructor(ctx: AppContext, providers: CardProviders, payments: PaymentsService) {
+  constructor(ctx: AppContext, providers: CardProviders, payments: PaymentsService, refunds: CardRefunds) {
     this.#ctx = ctx;
+    void refunds; // IN PROGRESS (helper): refund events
     this.#providers = providers;
     this.#payments = payments;
   }

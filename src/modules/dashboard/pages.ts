@@ -7,6 +7,7 @@ import type { PaymentsService } from "../payments/service.ts";
 import type { SettlementsService } from "../payments/settlements-service.ts";
 import type { PayoutsService } from "../payouts/service.ts";
 import type { WalletService } from "../payouts/wallet-service.ts";
+import type { RefundsService } from "../refunds/service.ts";
 import type { WebhooksService } from "../webhooks/service.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import { dailyPoints } from "./daily.ts";
@@ -25,6 +26,7 @@ export interface DashboardServices {
   wallet: WalletService;
   webhooks: WebhooksService;
   settlements: SettlementsService;
+  refunds: RefundsService;
 }
 
 /** Payments per page of the list. */

@@ -5,6 +5,7 @@ import type { AppContext } from "../../context.ts";
 import { InvalidRequest } from "../../domain/errors.ts";
 import type { KeysService } from "../keys/service.ts";
 import type { PaymentsService } from "../payments/service.ts";
+import type { UnmatchedInbox } from "../payments/unmatched.ts";
 import type { WalletService } from "../payouts/wallet-service.ts";
 import type { SmartWalletsService } from "../smart-wallets/service.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
@@ -22,6 +23,7 @@ export interface WorkspacePageServices {
   workspaces: WorkspacesService;
   keys: KeysService;
   payments: PaymentsService;
+  unmatched: UnmatchedInbox;
   wallet: WalletService;
   smartWallets: SmartWalletsService;
   sessions: SessionsService;
@@ -143,7 +145,7 @@ export const workspacePages =
     app.get("/dashboard/:env/unmatched", { schema: { params: EnvParams } }, async (request, reply) => {
       const tenant = kit.tenantOf(request, request.params.env);
       const offset = offsetOf(request);
-      const page = await services.payments.unmatched(tenant, { limit: UNMATCHED_PAGE, offset });
+      const page = await services.unmatched.list(tenant, { limit: UNMATCHED_PAGE, offset });
       return kit.render(
         request,
         reply,

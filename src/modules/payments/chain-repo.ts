@@ -311,7 +311,8 @@ export async function unsettledOn(
     .select([
       "p.id",
       "p.token_symbol",
-      "p.gross_amount",
+      // What the wallet received for it: an attached transfer's amount (D19), else the gross.
+      sql<string>`coalesce(p.amount_received, p.gross_amount)`.as("gross_amount"),
       sql<number>`coalesce(jsonb_array_length(p.split_snapshot), 0)::int`.as("splits"),
       sent.recordedForPayment(sql`p.id`).as("recorded"),
     ])

@@ -11,6 +11,7 @@ import { recordEvents } from "../webhooks/outbox.ts";
 import { receivingWallets } from "../workspaces/service.ts";
 import * as chainRepo from "./chain-repo.ts";
 import { batchTransition, emitPaymentEvents } from "./transitions.ts";
+import { UNMATCHED_REASON } from "./unmatched-repo.ts";
 
 // Follows an environment's chain: scans new blocks for transfers to the service's receiving
 // addresses, matches them to pending payments (D5) → detected, and counts confirmations →
@@ -24,7 +25,6 @@ const MAX_BLOCKS_PER_SCAN = 200;
 const MAX_BLOCKS_PER_TICK = 5_000n;
 /** How far to step back when the chain under the cursor changed. */
 const REORG_REWIND = 64n;
-const UNMATCHED_REASON = "no pending payment for this token and amount at this address";
 /** Detected payments checked against the chain per tick. */
 const CONFIRM_BATCH = 500;
 /**

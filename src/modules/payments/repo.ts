@@ -82,6 +82,8 @@ export function newPaymentRow(p: NewPayment & { id: string }): PaymentRow {
     settlement_id: p.settlement?.id ?? null,
     settled_at: p.settlement?.at ?? null,
     settlement: p.settlement?.record ?? null,
+    amount_received: null,
+    refunded_amount: "0",
   };
 }
 

@@ -60,9 +60,26 @@ export const PaymentSchema = Type.Object(
     checkoutUrl: NullableString(),
     cardCheckoutSessionId: NullableString(),
     lastPaymentError: NullableObject<Record<string, unknown>>(),
+    amountReceived: NullableString(),
+    refundedAmount: Type.String({ examples: ["0.00"] }),
   },
   { additionalProperties: true },
 );
+
+/** An incoming transfer that matched no payment (D13), and what became of it (D19). */
+export const UnmatchedTransferSchema = Type.Object({
+  id: Type.String({ format: "uuid" }),
+  status: Type.Union([Type.Literal("open"), Type.Literal("attached"), Type.Literal("returned")]),
+  paymentId: NullableString(),
+  amount: Type.String(),
+  token: Type.String(),
+  from: Type.String(),
+  to: Type.String(),
+  txHash: Type.String(),
+  blockNumber: Type.Integer(),
+  reason: Type.String(),
+  createdAt: Type.String(),
+});
 
 const CreatePaymentBody = Type.Object(
   {
@@ -221,36 +238,6 @@ export const paymentsRoutes =
         },
       },
       async (request) => ({ payment: await payments.cancel(requireKey(request), request.params.id) }),
-    );
-
-    app.get(
-      "/api/v1/transfers/unmatched",
-      {
-        schema: {
-          tags: ["Payments"],
-          summary: "Incoming transfers that matched no pending payment (never lost, listed here)",
-          security: [{ apiKey: [] }],
-          querystring: Type.Object(OffsetPage),
-          response: {
-            200: Type.Object({
-              transfers: Type.Array(
-                Type.Object({
-                  amount: Type.String(),
-                  token: Type.String(),
-                  from: Type.String(),
-                  to: Type.String(),
-                  txHash: Type.String(),
-                  blockNumber: Type.Integer(),
-                  reason: Type.String(),
-                  createdAt: Type.String(),
-                }),
-              ),
-              total: Type.Integer(),
-            }),
-          },
-        },
-      },
-      async (request) => payments.unmatched(requireKey(request), request.query),
     );
 
     app.post(

@@ -38,7 +38,7 @@ import { sandboxSettlement } from "./sandbox-settlement.ts";
 import { settlementEvents } from "./settlement-record.ts";
 import { statusTotals } from "./totals-repo.ts";
 import { applyTransition } from "./transitions.ts";
-import { type PaymentView, toPaymentView, toUnmatchedView } from "./view.ts";
+import { type PaymentView, toPaymentView } from "./view.ts";
 
 export type { CardPaymentRef, PayerRow };
 
@@ -383,9 +383,9 @@ export class PaymentsService {
     return { verified: isVerified(payment.status as PaymentStatus), payment };
   }
 
-  async unmatched(principal: Tenant, page: { limit: number; offset: number }) {
-    const { rows, total } = await chainRepo.listUnmatched(this.#ctx.db, principal, page);
-    return { transfers: rows.map(toUnmatchedView), total };
+  /** The tenant's payment as stored (for an operation on it, such as a refund); 404 for anyone else's. */
+  row(principal: Tenant, id: string): Promise<PaymentRow> {
+    return this.#load(this.#ctx.db, principal, id);
   }
 
   async #load(

@@ -208,7 +208,8 @@ export class Settlement {
     move: Move,
   ): Promise<string | typeof TOP_UP_PENDING | undefined> {
     const token = payment.token_symbol as ChainToken;
-    const gross = BigInt(payment.gross_amount);
+    // What the wallet received for it: the gross, or what an attached transfer paid (D19).
+    const gross = BigInt(payment.amount_received ?? payment.gross_amount);
     const gasPerTransfer = rail.gasRequired(token);
     const [tokenBalance, ethBalance, gas, othersEth] = await Promise.all([
       rail.balance(move.from, token),

@@ -3,6 +3,7 @@ import type { Environment } from "../../config.ts";
 import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
 import type { PaymentMethod, WalletType } from "../../domain/payment-request.ts";
 import type { PaymentStatus } from "../../domain/payment-state.ts";
+import type { UnmatchedStatus } from "../../domain/unmatched-state.ts";
 import type { PaymentRow, UnmatchedTransfersTable } from "../../platform/db/schema.ts";
 
 // The Payment object of part 2, camelCase, amounts per D4. The same object is the `data` of
@@ -38,6 +39,10 @@ export interface PaymentView {
   checkoutUrl: string | null;
   cardCheckoutSessionId: string | null;
   lastPaymentError: Record<string, unknown> | null;
+  /** What an attached unmatched transfer paid (D19); null when paid as asked. */
+  amountReceived: string | null;
+  /** Refunds completed or on their way (D19). */
+  refundedAmount: string;
 }
 
 export function toPaymentView(row: PaymentRow): PaymentView {
@@ -72,12 +77,17 @@ export function toPaymentView(row: PaymentRow): PaymentView {
     checkoutUrl: row.checkout_url,
     cardCheckoutSessionId: row.card_checkout_session_id,
     lastPaymentError: row.last_payment_error ?? null,
+    amountReceived: row.amount_received == null ? null : formatAmount(BigInt(row.amount_received), decimals),
+    refundedAmount: formatAmount(BigInt(row.refunded_amount ?? 0), decimals),
   };
 }
 
 /** An incoming transfer that matched no payment (the D13 inbox), as the API lists it. */
 export function toUnmatchedView(r: Selectable<UnmatchedTransfersTable>) {
   return {
+    id: r.id,
+    status: r.status as UnmatchedStatus,
+    paymentId: r.payment_id,
     amount: formatAmount(BigInt(r.amount), TOKEN_DECIMALS[r.token_symbol as TokenSymbol]),
     token: r.token_symbol,
     from: r.from_address,

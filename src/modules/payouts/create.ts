@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { Hex } from "../../chain/network.ts";
+import type { ChainToken, Hex } from "../../chain/network.ts";
 import type { AppContext } from "../../context.ts";
 import type { BreakerState } from "../../domain/circuit-breaker.ts";
 import { badRequest, CircuitBreakerOpen } from "../../domain/errors.ts";
@@ -9,7 +9,7 @@ import type { Tenant } from "../../platform/http/auth.ts";
 import type { Move } from "../../rails/rail.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import type { PayoutAnswers, PayoutResponse } from "./answers.ts";
-import type { PayoutDecisions } from "./decide.ts";
+import type { PayoutDecisions, WalletChoice } from "./decide.ts";
 import { InFlightPayouts } from "./in-flight.ts";
 import { RESUME_ACTION, type Scope } from "./outcomes.ts";
 import * as repo from "./repo.ts";
@@ -65,7 +65,40 @@ export class PayoutCreation {
       const existing = await this.#answers.original(scope, request.idempotencyKey);
       if (existing) return this.#answers.duplicate(existing);
     }
+    return this.#run(scope, request.walletType, (wallet, now) =>
+      repo.newPayout(randomUUID(), scope, request, wallet.from, wallet.walletType, now),
+    );
+  }
 
+  /**
+   * A transfer another module orders (a refund, a return: kinds.ts) through the same steps and
+   * rules as a payout. Resolves with its row once it ended, or once it was left to the reconciler
+   * (still processing); rejects with why nothing was recorded (the breaker, the balance, the
+   * orderer's guard).
+   */
+  async transfer(scope: Scope, order: repo.TransferOrder): Promise<repo.PayoutRow> {
+    this.#decisions.assertConfigured(scope);
+    try {
+      await this.#run(scope, order.walletType, (wallet, now) =>
+        repo.newTransfer(scope, order, wallet.from, wallet.walletType, now),
+      );
+    } catch (err) {
+      // A transfer that failed answers as its row (a failure its breaker counted): only one that
+      // was never recorded is the orderer's error.
+      const row = await repo.findById(this.#ctx.db, order.id);
+      if (row) return row;
+      throw err;
+    }
+    const row = await repo.findById(this.#ctx.db, order.id);
+    if (!row) throw new Error(`transfer ${order.id} answered without its record`);
+    return row;
+  }
+
+  async #run(
+    scope: Scope,
+    walletType: "eoa" | "smart_wallet" | null,
+    build: (wallet: WalletChoice, now: Date) => repo.NewPayout,
+  ): Promise<PayoutResponse> {
     const scopeKey = `${scope.workspaceId}:${scope.environment}`;
     // The queue's task hands back the payout's result wrapped, never as a bare promise: a promise
     // returned from it would be adopted, and the turn would last until the outcome.
@@ -85,18 +118,18 @@ export class PayoutCreation {
       }
       if (!breaker.allowed) throw pausedError(breaker.state);
 
-      const wallet = this.#decisions.wallet(scope, request, await profile);
+      const wallet = this.#decisions.wallet(scope, walletType, await profile);
       const signingKey = () => this.#workspaces.signingKey(scope.workspaceId, wallet.owner);
-      const payout = repo.newPayout(randomUUID(), scope, request, wallet.from, wallet.walletType, now);
+      const payout = build(wallet, now);
       const move: Move = {
         from: wallet.from,
         signingKey,
         legs: [
           {
-            token: request.tokenSymbol,
-            to: request.destinationAddress as Hex,
-            amount: request.amount,
-            purpose: "payout",
+            token: payout.tokenSymbol as ChainToken,
+            to: payout.destinationAddress as Hex,
+            amount: payout.amount,
+            purpose: payout.kind,
           },
         ],
         payoutId: payout.id,

@@ -2,7 +2,6 @@ import type { Hex } from "../../chain/network.ts";
 import type { AppContext } from "../../context.ts";
 import { type BreakerState, decideAttempt, resume } from "../../domain/circuit-breaker.ts";
 import { badRequest, serviceUnavailable } from "../../domain/errors.ts";
-import type { PayoutRequest } from "../../domain/payout-request.ts";
 import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
 import type { Rails } from "../../rails/index.ts";
 import type { Rail } from "../../rails/rail.ts";
@@ -57,11 +56,10 @@ export class PayoutDecisions {
     });
   }
 
-  /** The wallet and rail of `request`, or the 400/503 that says why there is none. */
-  wallet(scope: Scope, request: PayoutRequest, workspace: WorkspaceProfile): WalletChoice {
+  /** The wallet and rail `requested` (else the workspace's default), or the 400/503 that says why there is none. */
+  wallet(scope: Scope, requested: "eoa" | "smart_wallet" | null, workspace: WorkspaceProfile): WalletChoice {
     if (!workspace.eoaAddress) throw badRequest("No workspace wallet found. Provision a wallet first.");
-    const walletType =
-      request.walletType ?? (workspace.defaultWalletType === "smart_wallet" ? "smart_wallet" : "eoa");
+    const walletType = requested ?? (workspace.defaultWalletType === "smart_wallet" ? "smart_wallet" : "eoa");
     const rail = this.#rails[scope.environment]?.[walletType];
     if (!rail)
       throw serviceUnavailable(`Smart wallets are not configured for ${scope.environment}: no bundler`);

@@ -26,7 +26,8 @@ export async function payoutsAfter(
     .selectAll()
     .select(keysetKey.as("key_at"))
     .where("workspace_id", "=", scope.workspaceId)
-    .where("environment", "=", scope.environment);
+    .where("environment", "=", scope.environment)
+    .where("kind", "=", "payout");
   if (status) select = select.where("status", "=", status);
   if (after) {
     select = select.where(olderThan(after));
@@ -46,6 +47,7 @@ export async function payoutById(
     .select(keysetKey.as("key_at"))
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment)
+    .where("kind", "=", "payout")
     .where("id", "=", id)
     .executeTakeFirst();
 }

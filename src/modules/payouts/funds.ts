@@ -46,6 +46,8 @@ export async function recordIfFunded(
     // A repeat of an idempotency key in flight (on another instance): its original is among
     // what is on its way out, so the check would refuse it; it is answered as a repeat instead.
     const { idempotencyKey } = payout;
+    // The orderer's fence first (a refund's share of its payment): a refusal records nothing.
+    await payout.guard?.(db);
     if (idempotencyKey && !(await claimPayoutKey(db, { ...payout, idempotencyKey }))) return undefined;
     const committed = await sending.committedFrom(
       db,
@@ -83,6 +85,9 @@ export async function recordIfFunded(
   return turns.run(`payout-funds:${environment}:${from.toLowerCase()}`, () =>
     // With a key, its claim, the check and the record are one transaction: a refusal leaves the
     // key unclaimed, and a concurrent repeat waits for this one to commit, then is answered as one.
-    payout.idempotencyKey ? ctx.db.transaction().execute(checkAndRecord) : checkAndRecord(ctx.db),
+    // So are an orderer's fence and the record it fences.
+    payout.idempotencyKey || payout.guard
+      ? ctx.db.transaction().execute(checkAndRecord)
+      : checkAndRecord(ctx.db),
   );
 }

@@ -13,8 +13,8 @@ import type { Mailer } from "../../platform/mail/mailer.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import { completedAnswer, type PayoutAnswers, type PayoutResponse, payoutFailed } from "./answers.ts";
+import type { TransferKinds } from "./kinds.ts";
 import * as repo from "./repo.ts";
-import { toPayoutView } from "./view.ts";
 
 // How a payout ends, for the caller waiting on it and for the reconciler that finishes it later:
 // completed (its event, and a streak reset), failed (its event, counted by the circuit breaker,
@@ -33,14 +33,20 @@ export class PayoutOutcomes {
   readonly #workspaces: WorkspacesService;
   readonly #mailer: Mailer;
   readonly #answers: PayoutAnswers;
+  readonly #kinds: TransferKinds;
   /** Completions made together share one statement. */
   readonly #completePayout: (
     completion: repo.PayoutCompletion,
   ) => Promise<{ row: repo.PayoutRow | undefined; breaker: BreakerState }>;
 
-  constructor(ctx: AppContext, workspaces: WorkspacesService, mailer: Mailer, answers: PayoutAnswers) {
+  constructor(
+    ctx: AppContext,
+    parts: { workspaces: WorkspacesService; mailer: Mailer; answers: PayoutAnswers; kinds: TransferKinds },
+  ) {
+    const { workspaces, mailer, answers } = parts;
     this.#ctx = ctx;
     this.#answers = answers;
+    this.#kinds = parts.kinds;
     this.#workspaces = workspaces;
     this.#mailer = mailer;
     this.#completePayout = coalescedCall((completions: readonly repo.PayoutCompletion[]) =>
@@ -55,7 +61,7 @@ export class PayoutOutcomes {
   }
 
   /**
-   * Completes a processing payout with its `payout.completed` event; undefined when it was no
+   * Completes a processing payout with its `payout.completed` event (its kind's); undefined when it was no
    * longer processing. The payout and its event are one statement (shared with the completions
    * made together). Most successes follow successes: only a streak to reset (a failure came
    * first) takes the breaker's lock, right after; a crash between the two leaves that streak as
@@ -66,11 +72,13 @@ export class PayoutOutcomes {
     payout: repo.PayoutRow,
     txHash: string,
   ): Promise<repo.PayoutRow | undefined> {
+    const kind = this.#kinds.of(payout.kind);
     const { row, breaker } = await this.#completePayout({
       id: payout.id,
       txHash,
       at: this.#ctx.now(),
-      payload: { ...toPayoutView(payout) },
+      event: kind.completedEvent,
+      payload: kind.view(payout),
     });
     if (row) {
       this.#ctx.metrics.payoutEnded("completed", row);
@@ -130,6 +138,8 @@ export class PayoutOutcomes {
         at,
       });
       if (!done) return undefined;
+      const kind = this.#kinds.of(done.kind);
+      await kind.released?.(trx, done);
       const state = await repo.lockBreaker(trx, scope);
       const failure = recordFailure(state, detail, at);
       await repo.writeBreaker(trx, scope, failure.state);
@@ -137,8 +147,8 @@ export class PayoutOutcomes {
         {
           workspaceId: done.workspace_id,
           environment: done.environment as Environment,
-          type: "payout.failed",
-          payload: { ...toPayoutView(done), error: detail, failStreak: failure.state.failStreak },
+          type: kind.failedEvent,
+          payload: { ...kind.view(done), ...kind.failureDetails(detail, failure.state.failStreak) },
         },
       ]);
       return { ...failure, row: done };

@@ -3,6 +3,7 @@ import * as sent from "../../chain/sent-transactions.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import type { Rails } from "../../rails/index.ts";
+import type { TransferKinds } from "./kinds.ts";
 import type { PayoutLeases } from "./leases.ts";
 import type { PayoutOutcomes } from "./outcomes.ts";
 import type { PayoutRow } from "./repo.ts";
@@ -22,12 +23,17 @@ export class PayoutReconciler {
   readonly #outcomes: PayoutOutcomes;
   readonly #leases: PayoutLeases;
   readonly #rails: Rails;
+  readonly #kinds: TransferKinds;
 
-  constructor(ctx: AppContext, outcomes: PayoutOutcomes, leases: PayoutLeases, rails: Rails) {
+  constructor(
+    ctx: AppContext,
+    parts: { outcomes: PayoutOutcomes; leases: PayoutLeases; rails: Rails; kinds: TransferKinds },
+  ) {
     this.#ctx = ctx;
-    this.#outcomes = outcomes;
-    this.#leases = leases;
-    this.#rails = rails;
+    this.#outcomes = parts.outcomes;
+    this.#leases = parts.leases;
+    this.#rails = parts.rails;
+    this.#kinds = parts.kinds;
   }
 
   /** Returns how many payouts it finished. */
@@ -80,6 +86,12 @@ export class PayoutReconciler {
       return true;
     }
     // Nothing recorded: never sent, unless its sender claims it at this moment (then a no-op).
-    return (await sending.failNeverSent(this.#ctx.db, payout.id, NEVER_SENT, this.#ctx.now())) !== undefined;
+    // What its record took elsewhere (a refund's share of its payment) is given back with it.
+    const failed = await this.#ctx.db.transaction().execute(async (trx) => {
+      const row = await sending.failNeverSent(trx, payout.id, NEVER_SENT, this.#ctx.now());
+      if (row) await this.#kinds.of(row.kind).released?.(trx, row);
+      return row;
+    });
+    return failed !== undefined;
   }
 }

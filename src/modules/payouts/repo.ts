@@ -5,6 +5,7 @@ import type { PayoutRequest } from "../../domain/payout-request.ts";
 import { COMPLETED_PAYOUT, OPEN_PAYOUT, type PayoutStatus } from "../../domain/payout-state.ts";
 import type { DatabaseSchema, PayoutsTable } from "../../platform/db/schema.ts";
 import { outboxCtesFrom } from "../webhooks/outbox.ts";
+import type { TransferKindName } from "./kinds.ts";
 
 export type PayoutRow = Selectable<PayoutsTable>;
 type Db = Kysely<DatabaseSchema>;
@@ -26,6 +27,60 @@ export interface NewPayout {
   description: string | null;
   metadata: Record<string, string>;
   createdAt: Date;
+  kind: TransferKindName;
+  /** What a refund refunds, or a return returns (kinds.ts). */
+  paymentId: string | null;
+  unmatchedTransferId: string | null;
+  reason: string | null;
+  /**
+   * The orderer's fence, run first in the transaction that records the transfer: it takes what
+   * the transfer needs in its own tables (a refund's share of its payment) or throws, and then
+   * nothing is recorded.
+   */
+  guard?: (trx: Db) => Promise<void>;
+}
+
+/** A transfer another module orders through the payout operation (kinds.ts): a refund, a return. */
+export interface TransferOrder {
+  /** Chosen by the orderer, whose guard may name it. */
+  id: string;
+  kind: Exclude<TransferKindName, "payout">;
+  tokenSymbol: string;
+  amount: bigint;
+  destinationAddress: string;
+  walletType: "eoa" | "smart_wallet" | null;
+  paymentId: string | null;
+  unmatchedTransferId: string | null;
+  reason: string | null;
+  guard: (trx: Db) => Promise<void>;
+}
+
+/** The transfer `order` asks for, from `fromAddress`. */
+export function newTransfer(
+  scope: Scope,
+  order: TransferOrder,
+  fromAddress: string,
+  walletType: string,
+  createdAt: Date,
+): NewPayout {
+  return {
+    id: order.id,
+    scope,
+    idempotencyKey: null,
+    tokenSymbol: order.tokenSymbol,
+    amount: order.amount,
+    destinationAddress: order.destinationAddress,
+    fromAddress,
+    walletType,
+    description: null,
+    metadata: {},
+    createdAt,
+    kind: order.kind,
+    paymentId: order.paymentId,
+    unmatchedTransferId: order.unmatchedTransferId,
+    reason: order.reason,
+    guard: order.guard,
+  };
 }
 
 /** The payout a validated request asks for, from `fromAddress`. */
@@ -49,6 +104,10 @@ export function newPayout(
     description: request.description,
     metadata: request.metadata,
     createdAt,
+    kind: "payout",
+    paymentId: null,
+    unmatchedTransferId: null,
+    reason: null,
   };
 }
 
@@ -65,11 +124,49 @@ export function requestedColumns(payout: NewPayout) {
     from_address: payout.fromAddress,
     wallet_type: payout.walletType,
     description: payout.description,
+    kind: payout.kind,
+    payment_id: payout.paymentId,
+    unmatched_transfer_id: payout.unmatchedTransferId,
+    reason: payout.reason,
   };
 }
 
 export async function findById(db: Db, id: string): Promise<PayoutRow | undefined> {
   return db.selectFrom("payouts").selectAll().where("id", "=", id).executeTakeFirst();
+}
+
+/** A transfer of the scope by id, any kind. */
+export async function findInScope(db: Db, scope: Scope, id: string): Promise<PayoutRow | undefined> {
+  return db
+    .selectFrom("payouts")
+    .selectAll()
+    .where("id", "=", id)
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment)
+    .executeTakeFirst();
+}
+
+/** The transfers ordered for a payment (its refunds) or an unmatched transfer (its returns), oldest first. */
+export async function transfersFor(
+  db: Db,
+  scope: Scope,
+  subject: { paymentId: string } | { unmatchedTransferId: string },
+  page: { limit: number; offset: number },
+): Promise<{ rows: PayoutRow[]; total: number }> {
+  const base = db
+    .selectFrom("payouts")
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment)
+    .where((eb) =>
+      "paymentId" in subject
+        ? eb("payment_id", "=", subject.paymentId)
+        : eb("unmatched_transfer_id", "=", subject.unmatchedTransferId),
+    );
+  const [rows, count] = await Promise.all([
+    base.selectAll().orderBy("created_at").orderBy("id").limit(page.limit).offset(page.offset).execute(),
+    base.select((eb) => eb.fn.countAll().as("total")).executeTakeFirstOrThrow(),
+  ]);
+  return { rows, total: Number(count.total) };
 }
 
 /** A payout by the idempotencyKey on its row (recorded by an instance older than migration 018). */
@@ -105,6 +202,8 @@ export interface PayoutCompletion {
   id: string;
   txHash: string;
   at: Date;
+  /** The event of its kind (kinds.ts): payout.completed for a payout. */
+  event: string;
   /** The event's data as the caller has it; txHash, status and userOpHash come from the row. */
   payload: Record<string, unknown>;
 }
@@ -119,26 +218,27 @@ export async function completePayouts(
   completions: readonly PayoutCompletion[],
 ): Promise<Array<{ row: PayoutRow | undefined; breaker: BreakerState }>> {
   const event = sql`
-    SELECT done.workspace_id, done.environment, 'payout.completed',
+    SELECT done.workspace_id, done.environment, done.event,
            done.payload
              || jsonb_build_object('txHash', done.tx_hash, 'status', done.status)
              || CASE WHEN done.user_op_hash IS NULL THEN '{}'::jsonb
                      ELSE jsonb_build_object('userOpHash', done.user_op_hash) END
     FROM done`;
-  const result = await sql<PayoutRow & BreakerColumns & { payload: unknown }>`
+  const result = await sql<PayoutRow & BreakerColumns & { payload: unknown; event: string }>`
     WITH req AS (
       SELECT * FROM unnest(
         ${completions.map((c) => c.id)}::uuid[], ${completions.map((c) => c.txHash)}::text[],
         ${completions.map((c) => c.at.toISOString())}::timestamptz[],
-        ${completions.map((c) => JSON.stringify(c.payload))}::jsonb[]
-      ) AS r(id, tx_hash, completed_at, payload)
+        ${completions.map((c) => JSON.stringify(c.payload))}::jsonb[],
+        ${completions.map((c) => c.event)}::text[]
+      ) AS r(id, tx_hash, completed_at, payload, event)
     ),
     done AS (
       UPDATE payouts p
       SET status = ${sql.lit(COMPLETED_PAYOUT)}, tx_hash = req.tx_hash, error = NULL, completed_at = req.completed_at
       FROM req
       WHERE p.id = req.id AND p.status = ${sql.lit(OPEN_PAYOUT)}
-      RETURNING p.*, req.payload
+      RETURNING p.*, req.payload, req.event
     ),
     ${outboxCtesFrom(event)}
     SELECT done.*, b.status AS breaker_status, b.fail_streak AS breaker_fail_streak,
@@ -157,6 +257,7 @@ export async function completePayouts(
       breaker_paused_at,
       breaker_reason,
       payload: _payload,
+      event: _event,
       ...row
     } = found;
     const breaker = breakerFromColumns({
@@ -208,6 +309,7 @@ export async function listCompleted(db: Db, scope: Scope, page: { limit: number;
     .selectFrom("payouts")
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment)
+    .where("kind", "=", "payout")
     .where("status", "=", COMPLETED_PAYOUT);
   const [rows, count] = await Promise.all([
     base

@@ -4,9 +4,9 @@ import { COMPLETED_PAYOUT } from "../../domain/payout-state.ts";
 import { coalescedCall } from "../../platform/db/coalesced-write.ts";
 import type { LedgerContribution } from "../../rails/rail.ts";
 import { payoutFingerprint } from "./keys.ts";
+import type { TransferKinds } from "./kinds.ts";
 import * as repo from "./repo.ts";
 import * as sandboxRepo from "./sandbox-repo.ts";
-import { toPayoutView } from "./view.ts";
 
 // The record of a sandbox payout (D3), the caller's side of the simulated ledger rail: the payout,
 // its ledger transfer and, when the transfer succeeds, its completion with `payout.completed`, in
@@ -16,9 +16,11 @@ import { toPayoutView } from "./view.ts";
 export class SandboxPayoutRecords {
   readonly #ctx: AppContext;
   readonly #record: (payout: sandboxRepo.SandboxPayout) => Promise<sandboxRepo.SandboxPayoutResult | Error>;
+  readonly #kinds: TransferKinds;
 
-  constructor(ctx: AppContext) {
+  constructor(ctx: AppContext, kinds: TransferKinds) {
     this.#ctx = ctx;
+    this.#kinds = kinds;
     this.#record = coalescedCall((payouts: readonly sandboxRepo.SandboxPayout[]) =>
       SimulatedLedger.inDebitRounds(
         payouts,
@@ -50,14 +52,27 @@ export class SandboxPayoutRecords {
       lease_expires_at: null,
       send_claimed_at: null,
     };
-    const result = await this.#record({
+    const kind = this.#kinds.of(payout.kind);
+    const record: sandboxRepo.SandboxPayout = {
       ...payout,
       transfer,
       userOpHash: contribution.userOpHash,
       completedAt,
       requestHash: payout.idempotencyKey ? payoutFingerprint(payout) : "",
-      payload: { ...toPayoutView(completed) },
-    });
+      event: kind.completedEvent,
+      payload: kind.view(completed),
+    };
+    const { guard } = payout;
+    if (guard) {
+      // Fenced by its orderer: the fence and the statement share a transaction of their own.
+      return this.#ctx.db.transaction().execute(async (trx) => {
+        await guard(trx);
+        const [result] = await sandboxRepo.recordSandboxPayouts(trx, [record]);
+        if (!result) throw new Error("a sandbox transfer got no answer");
+        return result;
+      });
+    }
+    const result = await this.#record(record);
     if (result instanceof Error) throw result;
     return result;
   }

@@ -26,7 +26,8 @@ export interface SandboxPayout extends NewPayout {
   completedAt: Date;
   /** The request hash recorded with its idempotencyKey's claim (keys.ts). */
   requestHash: string;
-  /** The `payout.completed` event's data, should the transfer succeed. */
+  /** The completed event of its kind (`payout.completed`) and its data, should the transfer succeed. */
+  event: string;
   payload: Record<string, unknown>;
 }
 
@@ -64,10 +65,14 @@ export async function recordSandboxPayouts(
         ${column((p) => p.walletType)}::text[], ${column((p) => p.description)}::text[],
         ${column((p) => JSON.stringify(p.metadata))}::jsonb[], ${column((p) => p.createdAt.toISOString())}::timestamptz[],
         ${column((p) => p.userOpHash)}::text[], ${column((p) => p.completedAt.toISOString())}::timestamptz[],
-        ${column((p) => JSON.stringify(p.payload))}::jsonb[], ${column((p) => p.requestHash)}::text[]
+        ${column((p) => JSON.stringify(p.payload))}::jsonb[], ${column((p) => p.requestHash)}::text[],
+        ${column((p) => p.event)}::text[], ${column((p) => p.kind)}::text[],
+        ${column((p) => p.paymentId)}::uuid[], ${column((p) => p.unmatchedTransferId)}::uuid[],
+        ${column((p) => p.reason)}::text[]
       ) WITH ORDINALITY AS r(id, workspace_id, environment, idempotency_key, token_symbol, amount,
                              destination_address, from_address, wallet_type, description, metadata,
-                             created_at, user_op_hash, completed_at, payload, request_hash, pos)
+                             created_at, user_op_hash, completed_at, payload, request_hash, event,
+                             kind, payment_id, unmatched_transfer_id, reason, pos)
     ),
     ${claimCtes(
       "claimed",
@@ -80,14 +85,16 @@ export async function recordSandboxPayouts(
     inserted AS (
       INSERT INTO payouts (id, workspace_id, environment, idempotency_key, status, token_symbol, amount,
                            destination_address, from_address, wallet_type, description, metadata,
-                           tx_hash, user_op_hash, user_operation, created_at, completed_at)
+                           tx_hash, user_op_hash, user_operation, created_at, completed_at,
+                           kind, payment_id, unmatched_transfer_id, reason)
       SELECT p.id, p.workspace_id, p.environment, p.idempotency_key,
              CASE WHEN d.outcome = 'success' THEN ${sql.lit(COMPLETED_PAYOUT)} ELSE ${sql.lit(OPEN_PAYOUT)} END,
              p.token_symbol, p.amount, p.destination_address, p.from_address, p.wallet_type,
              p.description, p.metadata,
              CASE WHEN d.outcome = 'success' THEN d.tx_hash END,
              p.user_op_hash, CASE WHEN p.user_op_hash IS NOT NULL THEN '' END,
-             p.created_at, CASE WHEN d.outcome = 'success' THEN p.completed_at END
+             p.created_at, CASE WHEN d.outcome = 'success' THEN p.completed_at END,
+             p.kind, p.payment_id, p.unmatched_transfer_id, p.reason
       FROM payout_req p JOIN transfer_decided d ON d.pos = p.pos
       WHERE d.outcome <> 'insufficient'
         AND (p.idempotency_key IS NULL OR p.id IN (SELECT resource_id FROM claimed))
@@ -100,7 +107,7 @@ export async function recordSandboxPayouts(
     ),
     ${SimulatedLedger.writeCtes("applied")},
     ${outboxCtesFrom(sql`
-      SELECT i.workspace_id, i.environment, 'payout.completed', p.payload
+      SELECT i.workspace_id, i.environment, p.event, p.payload
       FROM inserted i JOIN payout_req p ON p.id = i.id
       WHERE i.status = ${sql.lit(COMPLETED_PAYOUT)}`)}
     SELECT i.*, p.pos::text AS request_pos, d.outcome AS transfer_outcome, d.balance::text AS transfer_balance,

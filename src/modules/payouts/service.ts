@@ -15,6 +15,7 @@ import { PayoutAnswers } from "./answers.ts";
 import { browsePayouts, type PayoutFilter, type PayoutRecord, payoutOf, payoutsForExport } from "./browse.ts";
 import { PayoutCreation } from "./create.ts";
 import { PayoutDecisions } from "./decide.ts";
+import { type TransferKind, type TransferKindName, TransferKinds } from "./kinds.ts";
 import { PayoutLeases } from "./leases.ts";
 import { PayoutOutcomes, type PayoutResponse } from "./outcomes.ts";
 import { PayoutPersistence } from "./persist.ts";
@@ -49,13 +50,19 @@ export class PayoutsService {
   readonly #creation: PayoutCreation;
   readonly #reconciler: PayoutReconciler;
   readonly #endings: Notices;
+  readonly #kinds = new TransferKinds();
 
   constructor(ctx: AppContext, deps: PayoutsDependencies) {
     this.#ctx = ctx;
     this.#workspaces = deps.workspaces;
     this.#endings = new Notices(ctx.db, "payout_ended", ctx.log);
     const answers = new PayoutAnswers(ctx, this.#endings);
-    const outcomes = new PayoutOutcomes(ctx, deps.workspaces, deps.mailer, answers);
+    const outcomes = new PayoutOutcomes(ctx, {
+      workspaces: deps.workspaces,
+      mailer: deps.mailer,
+      answers,
+      kinds: this.#kinds,
+    });
     // Payouts this process is sending, leased to it; the reconciler leaves them alone.
     const leases = new PayoutLeases(ctx.db, ctx.log);
     const sends = new PayoutSends(ctx, {
@@ -63,7 +70,7 @@ export class PayoutsService {
       answers,
       leases,
       persistence: new PayoutPersistence(ctx, {
-        sandbox: new SandboxPayoutRecords(ctx),
+        sandbox: new SandboxPayoutRecords(ctx, this.#kinds),
         fundsTurns: new SessionTurns(ctx.db, ctx.log),
         payments: deps.payments,
       }),
@@ -74,7 +81,7 @@ export class PayoutsService {
       sends,
       answers,
     });
-    this.#reconciler = new PayoutReconciler(ctx, outcomes, leases, deps.rails);
+    this.#reconciler = new PayoutReconciler(ctx, { outcomes, leases, rails: deps.rails, kinds: this.#kinds });
   }
 
   /** Stops listening for the endings of payouts (the app's close). */
@@ -84,6 +91,36 @@ export class PayoutsService {
 
   create(principal: Tenant, body: unknown): Promise<PayoutResponse> {
     return this.#creation.create(principal, body);
+  }
+
+  /**
+   * Registers a kind of transfer another module orders (kinds.ts): its events, and what a failed
+   * one gives back in that module's tables.
+   */
+  registerKind(name: Exclude<TransferKindName, "payout">, kind: TransferKind): void {
+    this.#kinds.register(name, kind);
+  }
+
+  /**
+   * Sends a transfer of a registered kind like a payout (create.ts): its row once it ended or was
+   * left to the reconciler; rejects with why nothing was recorded.
+   */
+  transfer(scope: repo.Scope, order: repo.TransferOrder): Promise<repo.PayoutRow> {
+    return this.#creation.transfer(scope, order);
+  }
+
+  /** Transfers of a kind ordered for `subject` (a payment's refunds, an unmatched transfer's returns), oldest first. */
+  transfersFor(
+    scope: repo.Scope,
+    subject: { paymentId: string } | { unmatchedTransferId: string },
+    page: { limit: number; offset: number },
+  ): Promise<{ rows: repo.PayoutRow[]; total: number }> {
+    return repo.transfersFor(this.#ctx.db, scope, subject, page);
+  }
+
+  /** One transfer of the scope by id (any kind); undefined for anyone else's. */
+  findTransfer(scope: repo.Scope, id: string): Promise<repo.PayoutRow | undefined> {
+    return repo.findInScope(this.#ctx.db, scope, id);
   }
 
   /** Finishes payouts no live instance owns any more, from what the chain says (reconciler.ts). */

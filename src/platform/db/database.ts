@@ -26,6 +26,7 @@ import * as payoutKeys from "./migrations/018_payout_keys_in_idempotency_records
 import * as dashboardLogins from "./migrations/019_dashboard.ts";
 import * as paymentTotals from "./migrations/020_payment_totals.ts";
 import * as splits from "./migrations/021_splits.ts";
+import * as refunds from "./migrations/022_refunds.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -61,6 +62,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "019_dashboard": dashboardLogins,
   "020_payment_totals": paymentTotals,
   "021_splits": splits,
+  "022_refunds": refunds,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -190,3 +190,19 @@ export function claimCtes(name: string, scope: string, source: RawBuilder<unknow
       RETURNING resource_id
     )`;
 }
+
+/** The resource recorded under a key and the hash of the request that claimed it; null: none yet. */
+export async function idempotentClaim(
+  db: Kysely<DatabaseSchema>,
+  scope: IdempotencyScope,
+): Promise<{ resourceId: string | null; requestHash: string } | null> {
+  const row = await db
+    .selectFrom("idempotency_keys")
+    .select(["resource_id", "request_hash"])
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment)
+    .where("scope", "=", scope.scope)
+    .where("key", "=", scope.key)
+    .executeTakeFirst();
+  return row ? { resourceId: row.resource_id, requestHash: row.request_hash } : null;
+}

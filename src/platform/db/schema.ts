@@ -83,6 +83,10 @@ export interface PaymentsTable {
   settled_at: NullableTimestamp;
   /** Its settlement's legs and their outcomes, once it ended (forwarded or failed). */
   settlement: ColumnType<SettlementRecord | null, string | null | undefined, string | null>;
+  /** What an attached unmatched transfer paid (D19); null: the gross, paid as asked. */
+  amount_received: ColumnType<string | null, string | bigint | null | undefined, string | bigint | null>;
+  /** Refunds completed or on their way (D19); a failed refund gives its amount back. */
+  refunded_amount: ColumnType<string, string | bigint | undefined, string | bigint>;
 }
 
 export interface SplitConfigsTable {
@@ -163,6 +167,10 @@ export interface UnmatchedTransfersTable {
   block_number: ColumnType<string, string | bigint, string | bigint>;
   reason: string;
   created_at: Generated<Date>;
+  /** open, attached (to payment_id) or returned (D19). */
+  status: ColumnType<string, string | undefined, string>;
+  payment_id: ColumnType<string | null, string | null | undefined, string | null>;
+  resolved_at: NullableTimestamp;
 }
 
 /** The chain watcher's claim on a transfer it has accounted for (migration 011). */
@@ -230,6 +238,27 @@ export interface PayoutsTable {
   lease_expires_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
   /** When its sender recorded its transaction (or began to): it may have been sent since. */
   send_claimed_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  /** payout, refund (of payment_id) or return (of unmatched_transfer_id): migration 022. */
+  kind: ColumnType<string, string | undefined, string>;
+  payment_id: ColumnType<string | null, string | null | undefined, string | null>;
+  unmatched_transfer_id: ColumnType<string | null, string | null | undefined, string | null>;
+  reason: ColumnType<string | null, string | null | undefined, string | null>;
+}
+
+/** A refund of a card payment, made at the provider (D19, migration 022). */
+export interface CardRefundsTable {
+  id: string;
+  workspace_id: string;
+  environment: string;
+  payment_id: string;
+  token_symbol: string;
+  amount: Units;
+  reason: string | null;
+  status: string;
+  provider_refund_id: string | null;
+  error: string | null;
+  created_at: Timestamp;
+  completed_at: NullableTimestamp;
 }
 
 export interface PayoutBreakersTable {
@@ -341,6 +370,7 @@ export interface DatabaseSchema {
   ledger_entries: LedgerEntriesTable;
   ledger_transactions: LedgerTransactionsTable;
   card_events: CardEventsTable;
+  card_refunds: CardRefundsTable;
   dashboard_sessions: DashboardSessionsTable;
   dashboard_login_attempts: DashboardLoginAttemptsTable;
   payment_totals: PaymentTotalsTable;

@@ -23,6 +23,7 @@ const ANSWERS: Record<ErrorCode, { status: number; codeInBody?: true }> = {
   PROVIDER_ERROR: { status: 502 },
   UNAVAILABLE: { status: 503 },
   CIRCUIT_BREAKER_OPEN: { status: 503, codeInBody: true },
+  REFUND_EXCEEDED: { status: 400 },
 };
 
 /** The HTTP status an error code is answered with. */

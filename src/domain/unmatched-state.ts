@@ -1,0 +1,26 @@
+// What becomes of a transfer that matched no payment (D13, D19), as one transition table: only
+// it decides an unmatched transfer's status, and the repo's compare-and-set takes `from` and `to`
+// from it. A transfer is open until the merchant attaches it to a payment (final) or returns it
+// to its sender; a return that fails leaves it open again, so nothing a payer sent is stranded.
+
+export const UNMATCHED_STATUSES = ["open", "attached", "returned"] as const;
+export type UnmatchedStatus = (typeof UNMATCHED_STATUSES)[number];
+
+export type UnmatchedTrigger =
+  /** Attached to a pending or expired payment, which settles what it carried. */
+  | "attached"
+  /** Its return is recorded (before anything is sent). */
+  | "return_recorded"
+  /** Its return failed: nothing left the wallet. */
+  | "return_failed";
+
+interface UnmatchedRule {
+  from: UnmatchedStatus;
+  to: UnmatchedStatus;
+}
+
+export const UNMATCHED_TRANSITIONS = {
+  attached: { from: "open", to: "attached" },
+  return_recorded: { from: "open", to: "returned" },
+  return_failed: { from: "returned", to: "open" },
+} as const satisfies Record<UnmatchedTrigger, UnmatchedRule>;

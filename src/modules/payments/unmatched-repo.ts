@@ -1,0 +1,67 @@
+import { type RawBuilder, type Selectable, sql } from "kysely";
+import type { Environment } from "../../config.ts";
+import { UNMATCHED_TRANSITIONS, type UnmatchedTrigger } from "../../domain/unmatched-state.ts";
+import type { Db } from "../../platform/db/database.ts";
+import type { UnmatchedTransfersTable } from "../../platform/db/schema.ts";
+
+// SQL of the unmatched inbox's actions (D19). A status changes only by a compare-and-set whose
+// `from` and `to` come from the transition table (domain/unmatched-state.ts).
+
+/** Why a transfer is in the inbox: it matched no payment (the watcher's reason, and the sandbox's). */
+export const UNMATCHED_REASON = "no pending payment for this token and amount at this address";
+
+export type UnmatchedRow = Selectable<UnmatchedTransfersTable>;
+type Scope = { workspaceId: string; environment: Environment };
+
+/** An unmatched transfer of the scope; `forUpdate` locks it for an action. */
+export async function findUnmatched(
+  db: Db,
+  scope: Scope,
+  id: string,
+  forUpdate = false,
+): Promise<UnmatchedRow | undefined> {
+  let query = db
+    .selectFrom("unmatched_transfers")
+    .selectAll()
+    .where("id", "=", id)
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment);
+  if (forUpdate) query = query.forUpdate();
+  return query.executeTakeFirst();
+}
+
+/** Moves the transfer by `trigger` if it is still where the rule starts; undefined otherwise. */
+export async function moveUnmatched(
+  db: Db,
+  id: string,
+  trigger: UnmatchedTrigger,
+  changes: { payment_id?: string | null; resolved_at: Date | null },
+): Promise<UnmatchedRow | undefined> {
+  const rule = UNMATCHED_TRANSITIONS[trigger];
+  return db
+    .updateTable("unmatched_transfers")
+    .set({ ...changes, status: rule.to })
+    .where("id", "=", id)
+    .where("status", "=", rule.from)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/** A sandbox payer's transfer (D19), recorded in the inbox as the watcher records a live one: an INSERT … RETURNING * for the caller's statement. */
+export function insertUnmatchedQuery(row: {
+  workspaceId: string;
+  environment: Environment;
+  tokenSymbol: string;
+  amount: bigint;
+  fromAddress: string;
+  toAddress: string;
+  txHash: string;
+  reason: string;
+}): RawBuilder<unknown> {
+  return sql`
+    INSERT INTO unmatched_transfers (workspace_id, environment, token_symbol, amount, from_address,
+                                     to_address, tx_hash, log_index, block_number, reason)
+    VALUES (${row.workspaceId}, ${row.environment}, ${row.tokenSymbol}, ${row.amount.toString()}::numeric,
+            ${row.fromAddress}, ${row.toAddress}, ${row.txHash}, 0, 0, ${row.reason})
+    RETURNING *`;
+}

@@ -1,0 +1,182 @@
+import { sql } from "kysely";
+import type { ChainToken } from "../../chain/network.ts";
+import { SimulatedLedger, sandboxTxHash } from "../../chain/simulated/ledger.ts";
+import type { AppContext } from "../../context.ts";
+import { badRequest, conflict, forbidden, notFound } from "../../domain/errors.ts";
+import { isCryptoToken, splitFee, TOKEN_DECIMALS } from "../../domain/money.ts";
+import { type PaymentStatus, transition } from "../../domain/payment-state.ts";
+import type { UnmatchedStatus } from "../../domain/unmatched-state.ts";
+import { isAddress, isPlainObject, isUuid, parseAmountField } from "../../domain/validation.ts";
+import type { Db } from "../../platform/db/database.ts";
+import type { Tenant } from "../../platform/http/auth.ts";
+import type { WorkspacesService } from "../workspaces/service.ts";
+import * as chainRepo from "./chain-repo.ts";
+import * as repo from "./repo.ts";
+import { applyTransition } from "./transitions.ts";
+import * as unmatchedRepo from "./unmatched-repo.ts";
+import { type PaymentView, toPaymentView, toUnmatchedView } from "./view.ts";
+
+// The unmatched inbox (D13, D19): transfers to a workspace wallet that matched no payment, and
+// what the merchant does with them. Attaching one to a pending or expired payment of the same
+// token and wallet moves that payment on as if the watcher had matched it (detected, then
+// confirmed and settled as usual) with what the transfer actually carried: amountReceived, the fee
+// and the net (and the splits, at settlement) computed on it. Returning one is a transfer out of
+// the wallet ordered by the refunds module, which claims it here (claimForReturn) in the
+// transaction that records that transfer, and reopens it if the transfer fails. Each happens once:
+// the transfer's row is locked and moved by a compare-and-set from `open`.
+
+export type UnmatchedView = ReturnType<typeof toUnmatchedView>;
+
+export class UnmatchedInbox {
+  readonly #ctx: AppContext;
+  readonly #workspaces: WorkspacesService;
+
+  constructor(ctx: AppContext, workspaces: WorkspacesService) {
+    this.#ctx = ctx;
+    this.#workspaces = workspaces;
+  }
+
+  async list(tenant: Tenant, page: { limit: number; offset: number }) {
+    const { rows, total } = await chainRepo.listUnmatched(this.#ctx.db, tenant, page);
+    return { transfers: rows.map(toUnmatchedView), total };
+  }
+
+  /** One transfer of the tenant's inbox; 404 for anyone else's. */
+  async get(tenant: Tenant, id: string): Promise<unmatchedRepo.UnmatchedRow> {
+    const row = isUuid(id) ? await unmatchedRepo.findUnmatched(this.#ctx.db, tenant, id) : undefined;
+    if (!row) throw notFound("Unmatched transfer not found");
+    return row;
+  }
+
+  /** POST …/unmatched/{id}/attach `{paymentId}`: the payment then settles what the transfer carried. */
+  async attach(
+    tenant: Tenant,
+    id: string,
+    body: unknown,
+  ): Promise<{ transfer: UnmatchedView; payment: PaymentView }> {
+    const paymentId = isPlainObject(body) ? body.paymentId : undefined;
+    if (paymentId === undefined || paymentId === null || paymentId === "")
+      throw badRequest("paymentId is required");
+    if (!isUuid(paymentId)) throw notFound("Payment not found");
+    await this.get(tenant, id); // 404 before anything is locked
+    const now = this.#ctx.now();
+    const { transfer, payment } = await this.#ctx.db.transaction().execute(async (trx) => {
+      const locked = await this.#lockOpen(trx, tenant, id);
+      const row = await repo.findPayment(trx, tenant, paymentId, true);
+      if (!row) throw notFound("Payment not found");
+      if (row.payment_method !== "crypto")
+        throw badRequest("Only a crypto payment can take an unmatched transfer", {
+          paymentMethod: row.payment_method,
+        });
+      if (!transition(row.status as PaymentStatus, "unmatched_attached").ok)
+        throw badRequest("Only a pending or expired payment can take an unmatched transfer", {
+          status: row.status,
+        });
+      if (row.token_symbol !== locked.token_symbol)
+        throw badRequest(
+          `The transfer carried ${locked.token_symbol}, the payment asks for ${row.token_symbol}`,
+        );
+      if (row.receiving_address?.toLowerCase() !== locked.to_address.toLowerCase())
+        throw badRequest("The transfer reached another wallet than the payment's receivingAddress", {
+          transferTo: locked.to_address,
+          receivingAddress: row.receiving_address,
+        });
+      const received = splitFee(BigInt(locked.amount));
+      const moved = await applyTransition(trx, row, "unmatched_attached", now, {
+        amount_received: received.gross.toString(),
+        fee_amount: received.fee.toString(),
+        net_amount: received.net.toString(),
+        detected_tx_hash: locked.tx_hash,
+        detected_log_index: locked.log_index,
+        detected_block: locked.block_number,
+        payer_address: locked.from_address,
+        detected_at: now,
+      });
+      const attached = await unmatchedRepo.moveUnmatched(trx, id, "attached", {
+        payment_id: moved.id,
+        resolved_at: now,
+      });
+      if (!attached) throw conflict("Unmatched transfer changed concurrently; retry");
+      return { transfer: attached, payment: moved };
+    });
+    this.#ctx.metrics.paymentsMoved([payment], payment.status);
+    return { transfer: toUnmatchedView(transfer), payment: toPaymentView(payment) };
+  }
+
+  /**
+   * Claims an open transfer of the tenant for its return, in the transaction that records the
+   * return (its guard): 404 for none, 409 once it is attached or returned.
+   */
+  async claimForReturn(trx: Db, tenant: Tenant, id: string): Promise<unmatchedRepo.UnmatchedRow> {
+    await this.#lockOpen(trx, tenant, id);
+    const claimed = await unmatchedRepo.moveUnmatched(trx, id, "return_recorded", {
+      resolved_at: this.#ctx.now(),
+    });
+    if (!claimed) throw conflict("Unmatched transfer changed concurrently; retry");
+    return claimed;
+  }
+
+  /** Its return failed (nothing left the wallet): the transfer is open again, in the failure's transaction. */
+  async reopen(trx: Db, id: string): Promise<void> {
+    await unmatchedRepo.moveUnmatched(trx, id, "return_failed", { resolved_at: null });
+  }
+
+  /**
+   * POST /api/v1/sandbox/incoming-transfer (D19): a payer's transfer to the workspace wallet on
+   * the simulated ledger. Sandbox payments settle at creation, so none is ever pending: it lands
+   * in the inbox, credited and recorded in one statement.
+   */
+  async sandboxIncoming(tenant: Tenant, body: unknown): Promise<{ transfer: UnmatchedView }> {
+    if (tenant.environment !== "sandbox")
+      throw forbidden("Incoming transfers are simulated only in the sandbox: use a svc_test_ key");
+    const input = isPlainObject(body) ? body : {};
+    const token = input.tokenSymbol;
+    if (!isCryptoToken(token)) throw badRequest("Invalid token symbol");
+    const amount = parseAmountField(input.amount, TOKEN_DECIMALS[token]);
+    if (amount === null) throw badRequest("Amount must be a positive number");
+    const from = input.fromAddress ?? SANDBOX_PAYER;
+    if (!isAddress(from)) throw badRequest("Invalid fromAddress format");
+    const walletType = input.walletType ?? "eoa";
+    if (walletType !== "eoa" && walletType !== "smart_wallet")
+      throw badRequest("Invalid walletType: use eoa or smart_wallet");
+    const workspace = await this.#workspaces.profile(tenant.workspaceId);
+    const to = walletType === "smart_wallet" ? workspace.smartWalletAddress : workspace.eoaAddress;
+    if (!to)
+      throw badRequest(
+        walletType === "smart_wallet"
+          ? "No smart wallet for this workspace: create one with POST /api/v1/workspaces/{id}/smart-wallet"
+          : "No workspace wallet found. Provision a wallet first.",
+      );
+    const reference = `incoming:${crypto.randomUUID()}`;
+    const row = await sql<unmatchedRepo.UnmatchedRow>`
+      WITH ${SimulatedLedger.creditCtes(to, token as ChainToken, amount, reference)},
+      inbox AS (${unmatchedRepo.insertUnmatchedQuery({
+        workspaceId: tenant.workspaceId,
+        environment: tenant.environment,
+        tokenSymbol: token,
+        amount,
+        fromAddress: from,
+        toAddress: to,
+        txHash: sandboxTxHash(reference),
+        reason: unmatchedRepo.UNMATCHED_REASON,
+      })})
+      SELECT * FROM inbox`.execute(this.#ctx.db);
+    const transfer = row.rows[0];
+    if (!transfer) throw new Error("the sandbox transfer was not recorded");
+    return { transfer: toUnmatchedView(transfer) };
+  }
+
+  async #lockOpen(trx: Db, tenant: Tenant, id: string): Promise<unmatchedRepo.UnmatchedRow> {
+    const row = await unmatchedRepo.findUnmatched(trx, tenant, id, true);
+    if (!row) throw notFound("Unmatched transfer not found");
+    if ((row.status as UnmatchedStatus) !== "open")
+      throw conflict(`Unmatched transfer is already ${row.status}`, {
+        status: row.status,
+        paymentId: row.payment_id,
+      });
+    return row;
+  }
+}
+
+/** The sender of a sandbox incoming transfer that names none: a fixed, recognisable address. */
+const SANDBOX_PAYER = "0x000000000000000000000000000000000000bEEF";

@@ -1,0 +1,47 @@
+import type { Db } from "../../platform/db/database.ts";
+import type { PayoutRow } from "./repo.ts";
+import { toPayoutView } from "./view.ts";
+
+// The kinds of transfer out of a workspace wallet (migration 022): a payout, and the transfers
+// other modules order through the same operation (a refund, the return of an unmatched transfer).
+// They share every rule of a payout — the breaker, the balance and gas checks, the record before
+// broadcast, the reconciler — and differ only in what they announce and in what their record took
+// elsewhere, which a failure gives back. The module that orders a kind registers it here.
+
+export type TransferKindName = "payout" | "refund" | "return";
+
+export interface TransferKind {
+  /** The event of a completed transfer, and of a failed one counted by the breaker. */
+  completedEvent: string;
+  failedEvent: string;
+  /** The event's data for the transfer as its row stands (status and txHash are the row's). */
+  view(row: PayoutRow): Record<string, unknown>;
+  /** A failed transfer's event data beyond its view. */
+  failureDetails(error: string, failStreak: number): Record<string, unknown>;
+  /**
+   * Runs in the transaction that fails a transfer of this kind (however it failed): gives back
+   * what its record took in the orderer's own tables.
+   */
+  released?(trx: Db, row: PayoutRow): Promise<void>;
+}
+
+const PAYOUT: TransferKind = {
+  completedEvent: "payout.completed",
+  failedEvent: "payout.failed",
+  view: (row) => ({ ...toPayoutView(row) }),
+  failureDetails: (error, failStreak) => ({ error, failStreak }),
+};
+
+export class TransferKinds {
+  readonly #kinds = new Map<string, TransferKind>([["payout", PAYOUT]]);
+
+  register(name: Exclude<TransferKindName, "payout">, kind: TransferKind): void {
+    this.#kinds.set(name, kind);
+  }
+
+  of(name: string): TransferKind {
+    const kind = this.#kinds.get(name);
+    if (!kind) throw new Error(`no transfer kind "${name}" is registered`);
+    return kind;
+  }
+}

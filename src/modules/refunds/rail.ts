@@ -1,0 +1,46 @@
+import type { Environment } from "../../config.ts";
+import type { Db } from "../../platform/db/database.ts";
+import type { PaymentRow } from "../../platform/db/schema.ts";
+import type { RefundView } from "./view.ts";
+
+// How a payment's money goes back (D19), one implementation per way it came in: a crypto payment
+// is refunded from a workspace wallet through the payout operation and its Rail port
+// (wallet-refunds.ts: the sandbox ledger, the EOA, the smart account), a card payment at the
+// card provider (modules/card/refunds.ts, the card rail). The refund operation (service.ts) picks
+// the one of the payment's provider from a map and never asks which it holds.
+
+export type Scope = { workspaceId: string; environment: Environment };
+
+export interface RefundOrder {
+  /** The refund's id, chosen by the operation (its idempotency claim names it). */
+  id: string;
+  /** Decided by the operation (what was asked, or what was left to refund when it looked). */
+  amount: bigint;
+  /** Where the money goes on chain; null for a card (it goes back to the card). */
+  destinationAddress: string | null;
+  walletType: "eoa" | "smart_wallet" | null;
+  reason: string | null;
+  /**
+   * Runs first in the transaction that records the refund: claims the Idempotency-Key and takes
+   * the amount from what the payment has left to refund (payments/refund-shares.ts), or throws,
+   * and then nothing is recorded and nothing moves.
+   */
+  guard: (trx: Db) => Promise<void>;
+}
+
+export interface RefundRail {
+  /**
+   * Records the refund (after `order.guard`, in the same transaction) before any money moves,
+   * then moves it. Resolves with the refund once it ended, or while it is still pending (the
+   * rail's own recovery finishes it); rejects with why nothing was recorded.
+   */
+  refund(scope: Scope, payment: PaymentRow, order: RefundOrder): Promise<RefundView>;
+  /** The refunds of a payment made by this rail, oldest first. */
+  refundsOf(
+    scope: Scope,
+    paymentId: string,
+    page: { limit: number; offset: number },
+  ): Promise<{ refunds: RefundView[]; total: number }>;
+  /** A refund this rail made, by id; undefined if none (or another tenant's). */
+  find(scope: Scope, id: string): Promise<RefundView | undefined>;
+}

@@ -1,0 +1,213 @@
+import { randomUUID } from "node:crypto";
+import type { AppContext } from "../../context.ts";
+import { badRequest, conflict, InternalError } from "../../domain/errors.ts";
+import { TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
+import {
+  idempotencyKeyProblem,
+  type RefundRequest,
+  validateRefundRequest,
+} from "../../domain/refund-request.ts";
+import { parseAmountField } from "../../domain/validation.ts";
+import type { Db } from "../../platform/db/database.ts";
+import type { PaymentRow } from "../../platform/db/schema.ts";
+import type { Tenant } from "../../platform/http/auth.ts";
+import { type RefundShares, refundable, refundExceeded } from "../payments/refund-shares.ts";
+import type { PaymentsService } from "../payments/service.ts";
+import type { UnmatchedInbox } from "../payments/unmatched.ts";
+import type { WorkspacesService } from "../workspaces/service.ts";
+import { claimRefundKey, RefundKeyTaken, refundFingerprint, refundUnderKey } from "./keys.ts";
+import type { RefundRail, Scope } from "./rail.ts";
+import type { RefundView } from "./view.ts";
+import type { WalletRefunds } from "./wallet-refunds.ts";
+
+// Refunds and returns (D19) as operations: validate → decide (the amount, the rail of the
+// payment's provider) → persist and move (the rail records the refund after the guard, in one
+// transaction, before any money moves) → the refund as it stands. The guard claims the
+// Idempotency-Key and takes the amount from what the payment has left to refund, under the
+// payment's row lock, so concurrent refunds of one payment never pass what it received.
+
+export type RefundAnswer = { replayed: boolean; refund: RefundView };
+
+/** The one status a payment can be refunded in: settled (D19). */
+const REFUNDABLE_STATUS = "forwarded";
+
+export class RefundsService {
+  readonly #ctx: AppContext;
+  readonly #payments: PaymentsService;
+  readonly #workspaces: WorkspacesService;
+  readonly #shares: RefundShares;
+  readonly #inbox: UnmatchedInbox;
+  readonly #wallet: WalletRefunds;
+  /** How each provider's payments are refunded: its rail (rail.ts). */
+  readonly #rails: ReadonlyMap<string, RefundRail>;
+
+  constructor(
+    ctx: AppContext,
+    parts: {
+      payments: PaymentsService;
+      workspaces: WorkspacesService;
+      shares: RefundShares;
+      inbox: UnmatchedInbox;
+      wallet: WalletRefunds;
+      card: RefundRail;
+    },
+  ) {
+    this.#ctx = ctx;
+    this.#payments = parts.payments;
+    this.#workspaces = parts.workspaces;
+    this.#shares = parts.shares;
+    this.#inbox = parts.inbox;
+    this.#wallet = parts.wallet;
+    // Keyed by the payments' paymentProvider.
+    this.#rails = new Map<string, RefundRail>([
+      ["onchain", parts.wallet],
+      ["card", parts.card],
+    ]);
+  }
+
+  /** POST /api/v1/payments/{id}/refunds. */
+  async create(
+    tenant: Tenant,
+    paymentId: string,
+    body: unknown,
+    key: string | undefined,
+  ): Promise<RefundAnswer> {
+    const request = this.#validated(body, key);
+    const payment = await this.#payments.row(tenant, paymentId);
+    const fingerprint = refundFingerprint(payment.id, request);
+    const repeat = key ? await refundUnderKey(this.#ctx.db, tenant, key, fingerprint) : null;
+    if (repeat) return this.#repeat(tenant, repeat);
+    if (payment.status !== REFUNDABLE_STATUS)
+      throw badRequest("Only forwarded payments can be refunded", { status: payment.status });
+    const amount = this.#amount(payment, request.amount);
+    const id = randomUUID();
+    const at = this.#ctx.now();
+    const guard = async (trx: Db) => {
+      if (key) await claimRefundKey(trx, tenant, key, { id, fingerprint, at });
+      await this.#shares.take(trx, tenant, payment.id, amount);
+    };
+    const rail = this.#railOf(payment);
+    return this.#answer(tenant, () =>
+      rail.refund(tenant, payment, {
+        id,
+        amount,
+        destinationAddress: request.destinationAddress,
+        walletType: request.walletType,
+        reason: request.reason,
+        guard,
+      }),
+    );
+  }
+
+  /** GET /api/v1/payments/{id}/refunds. */
+  async list(tenant: Tenant, paymentId: string, page: { limit: number; offset: number }) {
+    const payment = await this.#payments.row(tenant, paymentId);
+    const { refunds, total } = await this.#railOf(payment).refundsOf(tenant, payment.id, page);
+    return { refunds, total, limit: page.limit, offset: page.offset };
+  }
+
+  /** POST /api/v1/transfers/unmatched/{id}/return: the transfer's amount back, by default to its sender. */
+  async returnTransfer(
+    tenant: Tenant,
+    id: string,
+    body: unknown,
+    key: string | undefined,
+  ): Promise<RefundAnswer> {
+    const request = this.#validated(body, key);
+    if (request.amount !== undefined)
+      throw badRequest("amount cannot be set: a return sends the whole transfer back");
+    const transfer = await this.#inbox.get(tenant, id);
+    const fingerprint = refundFingerprint(transfer.id, request);
+    const repeat = key ? await refundUnderKey(this.#ctx.db, tenant, key, fingerprint) : null;
+    if (repeat) return this.#repeat(tenant, repeat);
+    if (transfer.status !== "open")
+      throw conflict(`Unmatched transfer is already ${transfer.status}`, { status: transfer.status });
+    const workspace = await this.#workspaces.profile(tenant.workspaceId);
+    const reached = transfer.to_address.toLowerCase();
+    const walletType =
+      workspace.smartWalletAddress?.toLowerCase() === reached
+        ? "smart_wallet"
+        : workspace.eoaAddress?.toLowerCase() === reached
+          ? "eoa"
+          : null;
+    if (!walletType)
+      throw badRequest(
+        "The transfer reached a wallet that is not the workspace's: it cannot be returned from here",
+        {
+          to: transfer.to_address,
+        },
+      );
+    if (request.walletType && request.walletType !== walletType)
+      throw badRequest(
+        `The transfer reached the workspace's ${walletType} wallet: it is returned from there`,
+      );
+    const refundId = randomUUID();
+    const at = this.#ctx.now();
+    const guard = async (trx: Db) => {
+      if (key) await claimRefundKey(trx, tenant, key, { id: refundId, fingerprint, at });
+      await this.#inbox.claimForReturn(trx, tenant, transfer.id);
+    };
+    return this.#answer(tenant, () =>
+      this.#wallet.returnTransfer(tenant, transfer, {
+        id: refundId,
+        destinationAddress: request.destinationAddress,
+        walletType,
+        reason: request.reason,
+        guard,
+      }),
+    );
+  }
+
+  #validated(body: unknown, key: string | undefined): RefundRequest {
+    const keyProblem = idempotencyKeyProblem(key);
+    if (keyProblem) throw badRequest(keyProblem);
+    const validated = validateRefundRequest(body);
+    if (!validated.ok) throw badRequest(validated.message);
+    return validated.value;
+  }
+
+  /** What is asked, or everything left; 400 for a malformed amount or one past what is left. */
+  #amount(payment: PaymentRow, asked: unknown): bigint {
+    const left = refundable(payment);
+    const amount =
+      asked === undefined
+        ? left
+        : parseAmountField(asked, TOKEN_DECIMALS[payment.token_symbol as TokenSymbol]);
+    if (amount === null) throw badRequest("Amount must be a positive number");
+    // Checked again under the payment's lock when the refund is recorded (refund-shares.ts).
+    if (amount <= 0n || amount > left) throw refundExceeded(payment, left);
+    return amount;
+  }
+
+  async #answer(tenant: Tenant, move: () => Promise<RefundView>): Promise<RefundAnswer> {
+    try {
+      return { replayed: false, refund: await move() };
+    } catch (err) {
+      // A concurrent request with the same key recorded its refund first.
+      if (err instanceof RefundKeyTaken) return this.#repeat(tenant, err);
+      throw err;
+    }
+  }
+
+  /** A repeated Idempotency-Key: the refund it made, as it stands; another request under it is a conflict. */
+  async #repeat(scope: Scope, taken: RefundKeyTaken): Promise<RefundAnswer> {
+    const refund = taken.refundId ? await this.#find(scope, taken.refundId) : undefined;
+    if (!taken.sameRequest) throw conflict("Idempotency key already used", { refund: refund ?? null });
+    if (!refund) throw new InternalError("The refund recorded under this Idempotency-Key was not found");
+    return { replayed: true, refund };
+  }
+
+  async #find(scope: Scope, id: string): Promise<RefundView | undefined> {
+    for (const rail of this.#rails.values()) {
+      const found = await rail.find(scope, id);
+      if (found) return found;
+    }
+    return undefined;
+  }
+
+  #railOf(payment: PaymentRow): RefundRail {
+    const rail = this.#rails.get(payment.payment_provider);
+    if (!rail) throw new Error(`no refund rail for payment provider "${payment.payment_provider}"`);
+    return rail;
+  }
+}

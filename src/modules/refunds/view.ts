@@ -1,0 +1,41 @@
+import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
+import { type RefundStatus, refundStatusOfTransfer } from "../../domain/refund-state.ts";
+import type { PayoutRow } from "../payouts/repo.ts";
+
+// The refund object of D19, the body of POST/GET …/refunds and the `data` of refund.* events.
+
+export interface RefundView {
+  id: string;
+  /** null for the return of an unmatched transfer. */
+  paymentId: string | null;
+  amount: string;
+  tokenSymbol: string;
+  /** null for a card refund (the money goes back to the card). */
+  destinationAddress: string | null;
+  status: RefundStatus;
+  /** The transaction that carried it on chain; a card refund's provider refund id. */
+  txHash: string | null;
+  reason: string | null;
+  createdAt: string;
+  /** A smart wallet's user operation (like payouts, D13). */
+  userOpHash?: string;
+  /** The unmatched transfer a return sends back. */
+  unmatchedTransferId?: string;
+}
+
+/** The refund (or return) a transfer out of a workspace wallet carries. */
+export function refundOfTransfer(row: PayoutRow): RefundView {
+  return {
+    id: row.id,
+    paymentId: row.payment_id,
+    amount: formatAmount(BigInt(row.amount), TOKEN_DECIMALS[row.token_symbol as TokenSymbol]),
+    tokenSymbol: row.token_symbol,
+    destinationAddress: row.destination_address,
+    status: refundStatusOfTransfer(row.status),
+    txHash: row.tx_hash,
+    reason: row.reason,
+    createdAt: row.created_at.toISOString(),
+    ...(row.user_op_hash ? { userOpHash: row.user_op_hash } : {}),
+    ...(row.unmatched_transfer_id ? { unmatchedTransferId: row.unmatched_transfer_id } : {}),
+  };
+}

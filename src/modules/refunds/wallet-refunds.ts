@@ -1,0 +1,97 @@
+import type { ChainToken } from "../../chain/network.ts";
+import { badRequest } from "../../domain/errors.ts";
+import type { Db } from "../../platform/db/database.ts";
+import type { PaymentRow } from "../../platform/db/schema.ts";
+import type { RefundShares } from "../payments/refund-shares.ts";
+import type { UnmatchedInbox } from "../payments/unmatched.ts";
+import type { UnmatchedRow } from "../payments/unmatched-repo.ts";
+import type { PayoutRow } from "../payouts/repo.ts";
+import type { PayoutsService } from "../payouts/service.ts";
+import type { RefundOrder, RefundRail, Scope } from "./rail.ts";
+import { type RefundView, refundOfTransfer } from "./view.ts";
+
+// Refunds of crypto payments and returns of unmatched transfers: transfers out of a workspace
+// wallet, ordered through the payout operation (payouts/create.ts) and so through the Rail port
+// — the sandbox ledger, the EOA, the smart account — with the payouts' breaker, balance and gas
+// checks, record before broadcast and reconciler. A refund's record takes its amount from what
+// the payment has left to refund; a return's claims its unmatched transfer; a transfer that fails
+// gives either back (its kind's `released`, in the failure's transaction).
+
+export class WalletRefunds implements RefundRail {
+  readonly #payouts: PayoutsService;
+
+  constructor(payouts: PayoutsService, shares: RefundShares, inbox: UnmatchedInbox) {
+    this.#payouts = payouts;
+    const common = {
+      completedEvent: "refund.completed",
+      failedEvent: "refund.failed",
+      view: (row: PayoutRow) => ({ ...refundOfTransfer(row) }),
+      failureDetails: (error: string) => ({ error }),
+    };
+    payouts.registerKind("refund", {
+      ...common,
+      released: (trx: Db, row: PayoutRow) =>
+        shares.giveBack(trx, subjectOf(row.payment_id), BigInt(row.amount)),
+    });
+    payouts.registerKind("return", {
+      ...common,
+      released: (trx: Db, row: PayoutRow) => inbox.reopen(trx, subjectOf(row.unmatched_transfer_id)),
+    });
+  }
+
+  async refund(scope: Scope, payment: PaymentRow, order: RefundOrder): Promise<RefundView> {
+    const destination = order.destinationAddress ?? payment.payer_address;
+    if (!destination)
+      throw badRequest("destinationAddress is required: the payment has no payerAddress to refund to");
+    const row = await this.#payouts.transfer(scope, {
+      id: order.id,
+      kind: "refund",
+      tokenSymbol: payment.token_symbol,
+      amount: order.amount,
+      destinationAddress: destination,
+      walletType: order.walletType,
+      paymentId: payment.id,
+      unmatchedTransferId: null,
+      reason: order.reason,
+      guard: order.guard,
+    });
+    return refundOfTransfer(row);
+  }
+
+  /** Sends `transfer`'s amount back (D19): to its sender unless told otherwise, from the wallet it reached. */
+  async returnTransfer(
+    scope: Scope,
+    transfer: UnmatchedRow,
+    order: Omit<RefundOrder, "amount">,
+  ): Promise<RefundView> {
+    const row = await this.#payouts.transfer(scope, {
+      id: order.id,
+      kind: "return",
+      tokenSymbol: transfer.token_symbol as ChainToken,
+      amount: BigInt(transfer.amount),
+      destinationAddress: order.destinationAddress ?? transfer.from_address,
+      walletType: order.walletType,
+      paymentId: null,
+      unmatchedTransferId: transfer.id,
+      reason: order.reason,
+      guard: order.guard,
+    });
+    return refundOfTransfer(row);
+  }
+
+  async refundsOf(scope: Scope, paymentId: string, page: { limit: number; offset: number }) {
+    const { rows, total } = await this.#payouts.transfersFor(scope, { paymentId }, page);
+    return { refunds: rows.map(refundOfTransfer), total };
+  }
+
+  async find(scope: Scope, id: string): Promise<RefundView | undefined> {
+    const row = await this.#payouts.findTransfer(scope, id);
+    return row && row.kind !== "payout" ? refundOfTransfer(row) : undefined;
+  }
+}
+
+/** A refund names its payment, a return its transfer (a CHECK of the payouts table). */
+function subjectOf(id: string | null): string {
+  if (id === null) throw new Error("a refund or return without its subject");
+  return id;
+}
