@@ -11,7 +11,8 @@ import { PeriodicJob } from "./platform/jobs/periodic-job.ts";
 
 // Background work of one process: webhook delivery (any number of instances share it through
 // SKIP LOCKED) and single-leader periodic jobs: per configured network, the chain watcher plus
-// settlement; payment expiry; gas top-ups; folding the payment totals' deltas.
+// settlement; payment expiry; gas top-ups; folding the payment totals' deltas; finishing card
+// refunds left pending at the card provider.
 
 export interface Workers {
   dispatcher: WebhookDispatcher;
@@ -24,6 +25,8 @@ const EXPIRY_INTERVAL_MS = 5_000; // D13: expired within 10 s
 const GAS_TOP_UP_INTERVAL_MS = 60_000;
 /** The payment totals' deltas are folded this often: reads sum at most this long's deltas. */
 const TOTALS_INTERVAL_MS = 5_000;
+/** Card refunds left pending (provider unreachable, or not final there) are looked at this often. */
+const CARD_REFUNDS_INTERVAL_MS = 30_000;
 
 export function createWorkers(app: App, options: { dispatcher?: DispatcherOptions } = {}): Workers {
   const { ctx } = app;
@@ -45,6 +48,17 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
       },
     }),
   ];
+  if (ctx.config.card.sandbox || ctx.config.card.live) {
+    jobs.push(
+      new PeriodicJob(ctx.db, ctx.log, {
+        name: "card.refunds",
+        intervalMs: CARD_REFUNDS_INTERVAL_MS,
+        tick: async () => {
+          await app.services.cardRefunds.reconcile();
+        },
+      }),
+    );
+  }
   for (const network of Object.values(ctx.networks)) {
     const config = ctx.config.networks[network.environment];
     if (!config) continue;

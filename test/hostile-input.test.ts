@@ -74,6 +74,8 @@ const WRITTEN_TABLES = [
   "agents",
   "agent_wallets",
   "card_events",
+  "card_refunds",
+  "unmatched_transfers",
   "dashboard_sessions",
   "dashboard_login_attempts",
 ] as const;
@@ -499,6 +501,28 @@ function baselines(): Record<string, Operation> {
     "GET /api/v1/payments/{id}": { auth: "key", params: { id: fixtures.paymentId } },
     "POST /api/v1/payments/{id}/cancel": { auth: "key", params: { id: UNKNOWN_UUID } },
     "GET /api/v1/transfers/unmatched": { auth: "key", query: page },
+    "POST /api/v1/transfers/unmatched/{id}/attach": {
+      auth: "key",
+      params: { id: UNKNOWN_UUID },
+      body: { paymentId: fixtures.paymentId },
+    },
+    "POST /api/v1/transfers/unmatched/{id}/return": {
+      auth: "key",
+      params: { id: UNKNOWN_UUID },
+      headers: { "idempotency-key": "hostile-return" },
+      body: { destinationAddress: DESTINATION, reason: "Stray" },
+    },
+    "POST /api/v1/sandbox/incoming-transfer": {
+      auth: "key",
+      body: { tokenSymbol: "USDC", amount: "1", fromAddress: DESTINATION, walletType: "eoa" },
+    },
+    "POST /api/v1/payments/{id}/refunds": {
+      auth: "key",
+      params: { id: fixtures.paymentId },
+      headers: { "idempotency-key": "hostile-refund" },
+      body: { amount: "0.01", destinationAddress: DESTINATION, walletType: "eoa", reason: "Refund" },
+    },
+    "GET /api/v1/payments/{id}/refunds": { auth: "key", params: { id: fixtures.paymentId }, query: page },
     "GET /api/v1/splits": { auth: "key" },
     "PUT /api/v1/splits": {
       auth: "key",

@@ -12,6 +12,8 @@ export const EVENT_TYPES = [
   "split.recorded",
   "payout.completed",
   "payout.failed",
+  "refund.completed",
+  "refund.failed",
   "agent.created",
   "agent.updated",
   "agent.deleted",

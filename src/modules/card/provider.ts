@@ -1,6 +1,7 @@
 import Stripe from "stripe";
 import type { CardProviderConfig, Environment } from "../../config.ts";
 import { ProviderError } from "../../domain/errors.ts";
+import type { RefundTrigger } from "../../domain/refund-state.ts";
 
 // The one adapter to the hosted card checkout provider (Stripe Checkout's API, through the
 // official SDK, pinned to the API version of part 9). Everything provider-shaped stays here.
@@ -43,6 +44,50 @@ export interface CheckoutSession {
 
 export class CardProviderError extends Error {
   override name = "CardProviderError";
+}
+
+/**
+ * The provider answered and refused: what was asked certainly did not happen (a 4xx other than a
+ * conflict or a rate limit). Any other failure (network, 5xx after the SDK's retries) may or may
+ * not have done it.
+ */
+export class CardProviderRefusal extends CardProviderError {
+  override name = "CardProviderRefusal";
+}
+
+/** A refund at the provider, its status mapped to our refund's trigger (null: not final yet). */
+export interface ProviderRefund {
+  id: string;
+  /** succeeded → completed; failed or canceled → failed; pending, requires_action → null. */
+  outcome: Exclude<RefundTrigger, "recorded"> | null;
+  /** Our refund's id (its metadata), when we made it. */
+  refundId: string | null;
+  /** Why it failed, when it did. */
+  failure: string | null;
+}
+
+export interface RefundRequest {
+  paymentIntent: string;
+  amountCents: bigint;
+  refundId: string;
+  paymentId: string;
+  idempotencyKey: string;
+}
+
+/** The one place the provider's refund statuses become ours (requests and inbound events alike). */
+export function providerRefundOf(refund: Stripe.Refund): ProviderRefund {
+  const status = refund.status ?? "pending";
+  const outcome =
+    status === "succeeded" ? "succeeded" : status === "failed" || status === "canceled" ? "failed" : null;
+  return {
+    id: refund.id,
+    outcome,
+    refundId: refund.metadata?.refundId ?? null,
+    failure:
+      outcome === "failed"
+        ? `The card provider reports the refund ${status}${refund.failure_reason ? ` (${refund.failure_reason})` : ""}`
+        : null,
+  };
 }
 
 export class CardProvider {
@@ -124,11 +169,82 @@ export class CardProvider {
     }
   }
 
+  /** The payment intent a completed checkout session was paid with (what a refund names). */
+  async paymentIntentOf(sessionId: string): Promise<string> {
+    let session: Stripe.Checkout.Session;
+    try {
+      session = await this.#stripe.checkout.sessions.retrieve(sessionId);
+    } catch (err) {
+      throw providerFailure(err);
+    }
+    const intent = session.payment_intent;
+    if (!intent) throw new CardProviderRefusal(`checkout session ${sessionId} has no payment intent`);
+    return typeof intent === "string" ? intent : intent.id;
+  }
+
+  /**
+   * Refunds part or all of a payment intent. The idempotency key makes a repeat (a retry after a
+   * crash, the reconciler) answer the refund the first call made instead of making another.
+   */
+  async createRefund(request: RefundRequest): Promise<ProviderRefund> {
+    try {
+      const refund = await this.#stripe.refunds.create(
+        {
+          payment_intent: request.paymentIntent,
+          amount: Number(request.amountCents),
+          metadata: { refundId: request.refundId, paymentId: request.paymentId },
+        },
+        { idempotencyKey: request.idempotencyKey },
+      );
+      return providerRefundOf(refund);
+    } catch (err) {
+      throw providerFailure(err);
+    }
+  }
+
+  async retrieveRefund(id: string): Promise<ProviderRefund> {
+    try {
+      return providerRefundOf(await this.#stripe.refunds.retrieve(id));
+    } catch (err) {
+      throw providerFailure(err);
+    }
+  }
+
+  /**
+   * Our refund among the payment intent's refunds, by the id in its metadata. The provider stores
+   * a request's answer under its idempotency key, a 500 included, so a refund whose creation
+   * answered 500 is looked for before it is asked for again.
+   */
+  async findRefund(paymentIntent: string, refundId: string): Promise<ProviderRefund | undefined> {
+    try {
+      for await (const refund of this.#stripe.refunds.list({ payment_intent: paymentIntent, limit: 100 })) {
+        if (refund.metadata?.refundId === refundId) return providerRefundOf(refund);
+      }
+      return undefined;
+    } catch (err) {
+      throw providerFailure(err);
+    }
+  }
+
   /** Verifies the signature header over the raw body (5 minute tolerance) and parses the event. */
   verifyEvent(rawBody: Buffer, signature: string): Stripe.Event {
     if (!this.#webhookSecret) throw new CardProviderError("no webhook signing secret configured");
     return this.#stripe.webhooks.constructEvent(rawBody, signature, this.#webhookSecret, 300);
   }
+}
+
+/** A definite refusal (CardProviderRefusal) or a failure that may have done what was asked. */
+function providerFailure(err: unknown): CardProviderError {
+  if (!(err instanceof Stripe.errors.StripeError))
+    return new CardProviderError(providerMessage(err), { cause: err });
+  const status = err.statusCode ?? 0;
+  // A conflict or a rate limit refuses for now, an idempotency error says the key was used before
+  // (so the first request may have done it): none of them is a refusal of what was asked.
+  const refused =
+    status >= 400 && status < 500 && status !== 409 && status !== 429 && err.rawType !== "idempotency_error";
+  return refused
+    ? new CardProviderRefusal(err.message.slice(0, 300), { cause: err })
+    : new CardProviderError(providerMessage(err), { cause: err });
 }
 
 function providerMessage(err: unknown): string {

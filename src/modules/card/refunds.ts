@@ -1,11 +1,44 @@
+import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
+import { badRequest, InternalError, serviceUnavailable } from "../../domain/errors.ts";
+import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
+import { REFUND_TRANSITIONS, type RefundStatus } from "../../domain/refund-state.ts";
+import type { Db } from "../../platform/db/database.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
 import type { RefundShares } from "../payments/refund-shares.ts";
 import type { RefundOrder, RefundRail, Scope } from "../refunds/rail.ts";
 import type { RefundView } from "../refunds/view.ts";
-import type { CardProviders } from "./provider.ts";
+import { recordEvents } from "../webhooks/outbox.ts";
+import {
+  type CardProvider,
+  CardProviderRefusal,
+  type CardProviders,
+  type ProviderRefund,
+} from "./provider.ts";
+import * as repo from "./refund-repo.ts";
 
-// IN PROGRESS (helper): refunds of card payments at the provider (D19), the card rail.
+// Refunds of card payments at the provider (D19), the card rail: the refund is recorded pending
+// (after the operation's guard took its amount from the payment, in one transaction), then the
+// provider is asked, with an idempotency key derived from the refund's id so that no retry ever
+// refunds twice. What the provider answers, an inbound event reports, or the reconciler finds
+// moves the refund through its transition table; a failed refund gives its amount back to the
+// payment in the transaction that fails it, with its event.
+
+/** A refund younger than this may still have its request in flight: the reconciler leaves it. */
+export const RECONCILE_GRACE_MS = 30_000;
+const RECONCILE_BATCH = 50;
+/**
+ * The provider keeps an idempotency key for 24 hours: past that, asking again under it could
+ * make a second refund, so an older refund the provider does not list is left to an operator.
+ */
+const PROVIDER_KEY_LIFETIME_MS = 23 * 60 * 60 * 1000;
+const ENVIRONMENTS: readonly Environment[] = ["sandbox", "live"];
+
+const NOT_FOR_CARDS = "is not used for card payments: the money goes back to the card";
+
+/** What the provider answered a creation: the refund, or a definite refusal. */
+type Asked = ProviderRefund | CardProviderRefusal;
+
 export class CardRefunds implements RefundRail {
   readonly #ctx: AppContext;
   readonly #providers: CardProviders;
@@ -17,23 +50,239 @@ export class CardRefunds implements RefundRail {
     this.#shares = shares;
   }
 
-  async refund(_scope: Scope, _payment: PaymentRow, _order: RefundOrder): Promise<RefundView> {
-    void this.#ctx;
-    void this.#providers;
-    void this.#shares;
-    throw new Error("card refunds: in progress");
+  async refund(scope: Scope, payment: PaymentRow, order: RefundOrder): Promise<RefundView> {
+    if (order.destinationAddress !== null) throw badRequest(`destinationAddress ${NOT_FOR_CARDS}`);
+    if (order.walletType !== null) throw badRequest(`walletType ${NOT_FOR_CARDS}`);
+    const sessionId = payment.card_checkout_session_id;
+    if (!sessionId) return cardRefundView(await this.#simulated(scope, payment, order));
+    const provider = this.#providers[scope.environment];
+    if (!provider) throw serviceUnavailable(`Card payments are not configured for ${scope.environment}`);
+    const row = await this.#ctx.db.transaction().execute(async (trx) => {
+      await order.guard(trx);
+      return repo.insertRefund(trx, this.#newRefund(scope, payment, order));
+    });
+
+    let asked: Asked;
+    try {
+      const intent = await provider.paymentIntentOf(sessionId);
+      asked = await this.#ask(provider, row, intent);
+    } catch (err) {
+      // Nothing was asked of the provider when reading the session was refused.
+      if (!(err instanceof CardProviderRefusal)) {
+        this.#ctx.log.warn(
+          { err, refundId: row.id },
+          "card refund left pending: the provider did not answer",
+        );
+        return cardRefundView(row);
+      }
+      asked = err;
+    }
+    return cardRefundView(await this.#conclude(row.id, asked));
   }
 
-  async refundsOf(): Promise<{ refunds: RefundView[]; total: number }> {
-    return { refunds: [], total: 0 };
+  async refundsOf(
+    scope: Scope,
+    paymentId: string,
+    page: { limit: number; offset: number },
+  ): Promise<{ refunds: RefundView[]; total: number }> {
+    const { rows, total } = await repo.refundsOf(this.#ctx.db, scope, paymentId, page);
+    return { refunds: rows.map(cardRefundView), total };
   }
 
-  async find(): Promise<RefundView | undefined> {
-    return undefined;
+  async find(scope: Scope, id: string): Promise<RefundView | undefined> {
+    const row = await repo.findRefund(this.#ctx.db, scope, id);
+    return row ? cardRefundView(row) : undefined;
   }
 
-  /** Finishes refunds left pending (recorded, provider not reached or not final). */
+  /**
+   * Finishes refunds left pending (recorded, the provider not reached, or not final there): a
+   * refund with a provider id is read back; one without is looked for among its payment
+   * intent's refunds, and asked for again under its idempotency key if the provider has none.
+   * Answers how many ended.
+   */
   async reconcile(): Promise<number> {
-    return 0;
+    const environments = ENVIRONMENTS.filter((environment) => this.#providers[environment]);
+    const now = this.#ctx.now();
+    const due = await repo.pendingRefunds(
+      this.#ctx.db,
+      environments,
+      new Date(now.getTime() - RECONCILE_GRACE_MS),
+      RECONCILE_BATCH,
+    );
+    let ended = 0;
+    for (const row of due) {
+      const provider = this.#providers[row.environment as Environment];
+      if (!provider) continue;
+      try {
+        const asked = await this.#lookUp(provider, row, now);
+        if (!asked) continue;
+        const after = await this.#conclude(row.id, asked);
+        if (after.status !== "pending") ended += 1;
+      } catch (err) {
+        this.#ctx.log.warn(
+          { err, refundId: row.id },
+          "card refund still pending: the provider did not answer",
+        );
+      }
+    }
+    return ended;
   }
+
+  /** The refund an inbound provider event reports on, locked in `trx`; undefined when not ours. */
+  lockReported(
+    trx: Db,
+    environment: Environment,
+    reported: ProviderRefund,
+  ): Promise<repo.CardRefundRow | undefined> {
+    return repo.lockReported(trx, environment, {
+      refundId: reported.refundId,
+      providerRefundId: reported.id,
+    });
+  }
+
+  /**
+   * Applies what the provider reports of `row` (locked by the caller): a final status moves it by
+   * the transition table (a replay or an older report moves nothing: a completed refund never
+   * goes back to pending); a pending one records the provider's id. The row after, and what
+   * happened (the inbound event's outcome).
+   */
+  async applyReported(
+    trx: Db,
+    row: repo.CardRefundRow,
+    reported: ProviderRefund,
+  ): Promise<{ row: repo.CardRefundRow; outcome: string }> {
+    if (row.provider_refund_id && row.provider_refund_id !== reported.id)
+      return {
+        row,
+        outcome: `ignored: refund is ${row.provider_refund_id} at the provider, not ${reported.id}`,
+      };
+    if (!reported.outcome) {
+      const recorded = row.provider_refund_id ? row : await repo.recordProviderId(trx, row.id, reported.id);
+      return { row: recorded, outcome: `pending at the provider (refund is ${recorded.status})` };
+    }
+    return this.#move(trx, row, reported.outcome, reported.id, reported.failure);
+  }
+
+  /** Moves `row` by `trigger` with its event; a failure gives the amount back to the payment. */
+  async #move(
+    trx: Db,
+    row: repo.CardRefundRow,
+    trigger: "succeeded" | "failed",
+    providerRefundId: string | null,
+    error: string | null,
+  ): Promise<{ row: repo.CardRefundRow; outcome: string }> {
+    const rule = REFUND_TRANSITIONS[trigger];
+    const failed = rule.to === "failed";
+    const moved = await repo.moveRefund(trx, row.id, {
+      from: rule.from,
+      to: rule.to,
+      providerRefundId,
+      error: failed ? error : null,
+      at: this.#ctx.now(),
+    });
+    if (!moved) return { row, outcome: `ignored: refund is ${row.status}` };
+    if (failed) await this.#shares.giveBack(trx, moved.payment_id, BigInt(moved.amount));
+    await recordEvents(trx, [
+      {
+        workspaceId: moved.workspace_id,
+        environment: moved.environment as Environment,
+        type: rule.event,
+        payload: { ...cardRefundView(moved), ...(failed ? { error: error ?? "refund failed" } : {}) },
+      },
+    ]);
+    return { row: moved, outcome: `applied: ${rule.to}` };
+  }
+
+  /** Applies the provider's answer to a creation in a transaction of its own; the row after. */
+  async #conclude(id: string, asked: Asked): Promise<repo.CardRefundRow> {
+    return this.#ctx.db.transaction().execute(async (trx) => {
+      const row = await repo.lockRefund(trx, id);
+      if (!(asked instanceof CardProviderRefusal)) return (await this.applyReported(trx, row, asked)).row;
+      // A refusal only ends a refund nothing else has ended (an event may have come first).
+      if (row.status !== "pending") return row;
+      return (await this.#move(trx, row, "failed", null, asked.message)).row;
+    });
+  }
+
+  /** Asks the provider for the refund; a definite refusal is an answer, anything else throws. */
+  async #ask(provider: CardProvider, row: repo.CardRefundRow, paymentIntent: string): Promise<Asked> {
+    try {
+      return await provider.createRefund({
+        paymentIntent,
+        amountCents: BigInt(row.amount),
+        refundId: row.id,
+        paymentId: row.payment_id,
+        idempotencyKey: providerIdempotencyKey(row.id),
+      });
+    } catch (err) {
+      if (err instanceof CardProviderRefusal) return err;
+      throw err;
+    }
+  }
+
+  /** What the provider knows of a pending refund; undefined when it must be left to an operator. */
+  async #lookUp(provider: CardProvider, row: repo.CardRefundRow, now: Date): Promise<Asked | undefined> {
+    if (row.provider_refund_id) return provider.retrieveRefund(row.provider_refund_id);
+    if (!row.checkout_session_id)
+      throw new InternalError(`card refund ${row.id} of a payment without a session`);
+    const intent = await provider.paymentIntentOf(row.checkout_session_id);
+    const found = await provider.findRefund(intent, row.id);
+    if (found) return found;
+    if (now.getTime() - row.created_at.getTime() > PROVIDER_KEY_LIFETIME_MS) {
+      this.#ctx.log.error(
+        { refundId: row.id },
+        "card refund pending past the provider's idempotency window and unknown there: check it at the provider",
+      );
+      return undefined;
+    }
+    return this.#ask(provider, row, intent);
+  }
+
+  /**
+   * A card payment settled without the provider (sandbox card payments complete at creation, D5)
+   * is refunded the same way: recorded and completed at once, with its event.
+   */
+  async #simulated(scope: Scope, payment: PaymentRow, order: RefundOrder): Promise<repo.CardRefundRow> {
+    if (scope.environment !== "sandbox")
+      throw new InternalError("This card payment has no checkout session at the provider to refund");
+    return this.#ctx.db.transaction().execute(async (trx) => {
+      await order.guard(trx);
+      const row = await repo.insertRefund(trx, this.#newRefund(scope, payment, order));
+      return (await this.#move(trx, row, "succeeded", null, null)).row;
+    });
+  }
+
+  #newRefund(scope: Scope, payment: PaymentRow, order: RefundOrder): repo.NewCardRefund {
+    return {
+      id: order.id,
+      workspaceId: scope.workspaceId,
+      environment: scope.environment,
+      paymentId: payment.id,
+      tokenSymbol: payment.token_symbol,
+      amount: order.amount,
+      reason: order.reason,
+      checkoutSessionId: payment.card_checkout_session_id,
+      createdAt: this.#ctx.now(),
+    };
+  }
+}
+
+/** The provider's idempotency key of a refund: one refund at the provider per refund here. */
+export function providerIdempotencyKey(refundId: string): string {
+  return `refund-${refundId}`;
+}
+
+/** The refund object of D19 for a card refund: its provider refund id as txHash, no address. */
+export function cardRefundView(row: repo.CardRefundRow): RefundView {
+  return {
+    id: row.id,
+    paymentId: row.payment_id,
+    amount: formatAmount(BigInt(row.amount), TOKEN_DECIMALS[row.token_symbol as TokenSymbol]),
+    tokenSymbol: row.token_symbol,
+    destinationAddress: null,
+    status: row.status as RefundStatus,
+    txHash: row.provider_refund_id,
+    reason: row.reason,
+    createdAt: row.created_at.toISOString(),
+  };
 }

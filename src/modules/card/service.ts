@@ -12,6 +12,7 @@ import { isUuid } from "../../domain/validation.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
 import type { CardPaymentRef, PaymentsService } from "../payments/service.ts";
 import type { CardProviders } from "./provider.ts";
+import { applyRefundEvent, reportedRefunds } from "./refund-events.ts";
 import type { CardRefunds } from "./refunds.ts";
 import * as repo from "./repo.ts";
 
@@ -39,10 +40,11 @@ export class CardWebhooks {
   readonly #ctx: AppContext;
   readonly #providers: CardProviders;
   readonly #payments: PaymentsService;
+  readonly #refunds: CardRefunds;
 
   constructor(ctx: AppContext, providers: CardProviders, payments: PaymentsService, refunds: CardRefunds) {
     this.#ctx = ctx;
-    void refunds; // IN PROGRESS (helper): refund events
+    this.#refunds = refunds;
     this.#providers = providers;
     this.#payments = payments;
   }
@@ -66,6 +68,15 @@ export class CardWebhooks {
       event = provider.verifyEvent(rawBody, signature);
     } catch {
       throw badRequest("Invalid signature");
+    }
+
+    // Refund events name a refund (or a charge), never a checkout: the refunds apply them (D19).
+    const reported = reportedRefunds(event);
+    if (reported) {
+      const { claimed } = await this.#ctx.db
+        .transaction()
+        .execute((trx) => applyRefundEvent(trx, this.#refunds, environment, event, reported));
+      return claimed ? { received: true } : { received: true, duplicate: true };
     }
 
     const { answer, moved } = await this.#ctx.db.transaction().execute(async (trx) => {

@@ -1,6 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import type { FastifyReply, FastifyRequest } from "fastify";
 import type { AppContext } from "../../context.ts";
 import { InvalidRequest } from "../../domain/errors.ts";
+import type { Tenant } from "../../platform/http/auth.ts";
 import { sendCsv } from "../../platform/http/csv.ts";
 import { paymentsCsv } from "../payments/browse.ts";
 import type { PaymentsService } from "../payments/service.ts";
@@ -13,6 +15,7 @@ import type { WorkspacesService } from "../workspaces/service.ts";
 import { dailyPoints } from "./daily.ts";
 import { readFilterForm } from "./filter-form.ts";
 import { EnvIdParams, EnvParams, explorerOf, type PageKit, queryOf } from "./page-kit.ts";
+import { blankRefundForm, type RefundFormValues } from "./refund-form.ts";
 import { overviewBody } from "./views/overview.ts";
 import { paymentDetailBody, paymentsListBody } from "./views/payments.ts";
 
@@ -31,6 +34,62 @@ export interface DashboardServices {
 
 /** Payments per page of the list. */
 const PAGE_SIZE = 25;
+/** Refunds shown on a payment's page (oldest first). */
+const REFUNDS_SHOWN = 50;
+
+export type PaymentPageServices = Pick<
+  DashboardServices,
+  "payments" | "webhooks" | "settlements" | "refunds"
+>;
+
+/**
+ * A payment's page: its facts, transactions, refunds (with the refund form, blank or as typed
+ * after a refusal), settlement and history. Also shown by the refund form's POST (refund-pages.ts).
+ */
+export const paymentPage =
+  (ctx: AppContext, services: PaymentPageServices, kit: PageKit) =>
+  async (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    tenant: Tenant,
+    id: string,
+    typed?: RefundFormValues,
+  ): Promise<FastifyReply> => {
+    const payment = await services.payments.get(tenant, id);
+    // Only a forwarded payment is refunded (D19): no other has refunds to list.
+    const refundable = payment.status === "forwarded";
+    const [history, settled, refunds] = await Promise.all([
+      services.webhooks.historyOf(tenant, payment.id),
+      payment.paymentMethod === "crypto"
+        ? services.settlements.list(tenant, { paymentId: payment.id, limit: 1, offset: 0 })
+        : { settlements: [] },
+      refundable ? services.refunds.list(tenant, payment.id, { limit: REFUNDS_SHOWN, offset: 0 }) : null,
+    ]);
+    const made = queryOf(request).refund;
+    return kit.render(
+      request,
+      reply,
+      tenant,
+      { title: "Payment", section: "payments", path: `/payments/${payment.id}` },
+      (csrfToken) =>
+        paymentDetailBody({
+          environment: tenant.environment,
+          payment,
+          history,
+          explorer: explorerOf(ctx.config, tenant.environment),
+          csrfToken,
+          settlement: settled.settlements[0] ?? null,
+          refunds: refunds
+            ? {
+                refunds: refunds.refunds,
+                total: refunds.total,
+                form: typed ?? blankRefundForm(),
+                made: typeof made === "string" ? made : undefined,
+              }
+            : undefined,
+        }),
+    );
+  };
 
 export const pageRoutes =
   (ctx: AppContext, services: DashboardServices, kit: PageKit): FastifyPluginAsyncTypebox =>
@@ -104,31 +163,10 @@ export const pageRoutes =
       },
     );
 
-    app.get("/dashboard/:env/payments/:id", { schema: { params: EnvIdParams } }, async (request, reply) => {
-      const tenant = kit.tenantOf(request, request.params.env);
-      const payment = await services.payments.get(tenant, request.params.id);
-      const [history, settled] = await Promise.all([
-        services.webhooks.historyOf(tenant, payment.id),
-        payment.paymentMethod === "crypto"
-          ? services.settlements.list(tenant, { paymentId: payment.id, limit: 1, offset: 0 })
-          : { settlements: [] },
-      ]);
-      return kit.render(
-        request,
-        reply,
-        tenant,
-        { title: "Payment", section: "payments", path: `/payments/${payment.id}` },
-        (csrfToken) =>
-          paymentDetailBody({
-            environment: tenant.environment,
-            payment,
-            history,
-            explorer: explorerOf(ctx.config, tenant.environment),
-            csrfToken,
-            settlement: settled.settlements[0] ?? null,
-          }),
-      );
-    });
+    const showPayment = paymentPage(ctx, services, kit);
+    app.get("/dashboard/:env/payments/:id", { schema: { params: EnvIdParams } }, async (request, reply) =>
+      showPayment(request, reply, kit.tenantOf(request, request.params.env), request.params.id),
+    );
 
     app.post(
       "/dashboard/:env/payments/:id/cancel",

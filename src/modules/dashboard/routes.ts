@@ -13,6 +13,7 @@ import type { Logins } from "./login.ts";
 import { field, PageKit } from "./page-kit.ts";
 import { type DashboardServices, pageRoutes } from "./pages.ts";
 import { payoutPages } from "./payout-pages.ts";
+import { refundPages } from "./refund-pages.ts";
 import { SESSION_COOKIE, type SessionsService } from "./sessions.ts";
 import { type SplitPageServices, splitPages } from "./split-pages.ts";
 import { html } from "./views/html.ts";
@@ -200,6 +201,7 @@ export const dashboardRoutes =
       await signedIn.register(workspacePages(ctx, deps, kit));
       await signedIn.register(payoutPages(ctx, deps, kit));
       await signedIn.register(splitPages(ctx, deps, kit));
+      await signedIn.register(refundPages(ctx, deps, kit));
     });
   };
 

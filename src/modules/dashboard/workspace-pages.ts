@@ -1,8 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import type { FastifyReply, FastifyRequest } from "fastify";
 import QRCode from "qrcode";
 import { Type } from "typebox";
 import type { AppContext } from "../../context.ts";
 import { InvalidRequest } from "../../domain/errors.ts";
+import type { Tenant } from "../../platform/http/auth.ts";
 import type { KeysService } from "../keys/service.ts";
 import type { PaymentsService } from "../payments/service.ts";
 import type { UnmatchedInbox } from "../payments/unmatched.ts";
@@ -10,7 +12,8 @@ import type { WalletService } from "../payouts/wallet-service.ts";
 import type { SmartWalletsService } from "../smart-wallets/service.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import type { Logins } from "./login.ts";
-import { EnvIdParams, EnvParams, explorerOf, offsetOf, type PageKit } from "./page-kit.ts";
+import { EnvIdParams, EnvParams, explorerOf, offsetOf, type PageKit, queryOf } from "./page-kit.ts";
+import { newFormToken, type UnmatchedFormError } from "./refund-form.ts";
 import type { SessionsService } from "./sessions.ts";
 import { keysBody } from "./views/keys.ts";
 import { type SettingsForm, settingsBody } from "./views/settings.ts";
@@ -32,6 +35,45 @@ export interface WorkspacePageServices {
 
 const UNMATCHED_PAGE = 25;
 const CsrfOnly = Type.Object({ _csrf: Type.String({ maxLength: 100 }) });
+
+/**
+ * The unmatched inbox's page (D13, D19), the page's `?offset=`; after a refused action (the POST
+ * routes of refund-pages.ts) with the refusal in the row of its transfer.
+ */
+export const unmatchedPage =
+  (ctx: AppContext, services: Pick<WorkspacePageServices, "unmatched">, kit: PageKit) =>
+  async (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    tenant: Tenant,
+    error?: UnmatchedFormError,
+  ): Promise<FastifyReply> => {
+    const offset = offsetOf(request);
+    const page = await services.unmatched.list(tenant, { limit: UNMATCHED_PAGE, offset });
+    const done = queryOf(request).done;
+    const tokens = new Map(
+      page.transfers.filter((t) => t.status === "open").map((t) => [t.id, newFormToken()]),
+    );
+    return kit.render(
+      request,
+      reply,
+      tenant,
+      { title: "Unmatched transfers", section: "unmatched", path: "/unmatched" },
+      (csrfToken) =>
+        unmatchedBody({
+          environment: tenant.environment,
+          transfers: page.transfers,
+          total: page.total,
+          offset,
+          limit: UNMATCHED_PAGE,
+          explorer: explorerOf(ctx.config, tenant.environment),
+          csrfToken,
+          tokenOf: (id) => tokens.get(id) ?? newFormToken(),
+          error,
+          done: typeof done === "string" ? done : undefined,
+        }),
+    );
+  };
 
 export const workspacePages =
   (ctx: AppContext, services: WorkspacePageServices, kit: PageKit): FastifyPluginAsyncTypebox =>
@@ -142,26 +184,10 @@ export const workspacePages =
       );
     });
 
-    app.get("/dashboard/:env/unmatched", { schema: { params: EnvParams } }, async (request, reply) => {
-      const tenant = kit.tenantOf(request, request.params.env);
-      const offset = offsetOf(request);
-      const page = await services.unmatched.list(tenant, { limit: UNMATCHED_PAGE, offset });
-      return kit.render(
-        request,
-        reply,
-        tenant,
-        { title: "Unmatched transfers", section: "unmatched", path: "/unmatched" },
-        () =>
-          unmatchedBody({
-            environment: tenant.environment,
-            transfers: page.transfers,
-            total: page.total,
-            offset,
-            limit: UNMATCHED_PAGE,
-            explorer: explorerOf(ctx.config, tenant.environment),
-          }),
-      );
-    });
+    const showUnmatched = unmatchedPage(ctx, services, kit);
+    app.get("/dashboard/:env/unmatched", { schema: { params: EnvParams } }, async (request, reply) =>
+      showUnmatched(request, reply, kit.tenantOf(request, request.params.env)),
+    );
 
     const showSettings = async (
       request: Parameters<PageKit["render"]>[0],

@@ -20,6 +20,8 @@ export interface PublicPayment {
   /** EIP-681 payment request for wallets (crypto, live with a network). */
   paymentUri: string | null;
   network: { name: string; chainId: number } | null;
+  /** Refunds (D19), once any: what went back of what it received, and whether that is all of it. */
+  refund: { refunded: string; received: string; full: boolean } | null;
 }
 
 export interface NetworkFacts {
@@ -29,8 +31,15 @@ export interface NetworkFacts {
 
 const HTTP_URL = /^https?:\/\//i;
 
+/** What the page says of a payment's refunds (D19): what went back of what it received. */
+type RefundColumns = Pick<PayerRow, "refunded_amount" | "amount_received">;
+
 /** `row` holds only what the payments service gives a payer (repo.ts PAYER_COLUMNS). */
-export function toPublicPayment(row: PayerRow, network: NetworkFacts | null): PublicPayment {
+export function toPublicPayment(
+  row: PayerRow,
+  network: NetworkFacts | null,
+  refunds?: RefundColumns,
+): PublicPayment {
   const decimals = TOKEN_DECIMALS[row.token_symbol as TokenSymbol];
   const units = BigInt(row.gross_amount);
   let paymentUri: string | null = null;
@@ -60,5 +69,21 @@ export function toPublicPayment(row: PayerRow, network: NetworkFacts | null): Pu
     network: network
       ? { name: network.chainId === 8453 ? "Base" : `Chain ${network.chainId}`, chainId: network.chainId }
       : null,
+    refund: refundOf(refunds, units, decimals),
+  };
+}
+
+function refundOf(
+  columns: RefundColumns | undefined,
+  gross: bigint,
+  decimals: number,
+): PublicPayment["refund"] {
+  const refunded = BigInt(columns?.refunded_amount ?? 0);
+  if (!columns || refunded <= 0n) return null;
+  const received = columns.amount_received === null ? gross : BigInt(columns.amount_received);
+  return {
+    refunded: formatAmount(refunded, decimals),
+    received: formatAmount(received, decimals),
+    full: refunded >= received,
   };
 }

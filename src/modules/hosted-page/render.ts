@@ -30,6 +30,12 @@ export function renderPaymentPage(
   body.push(`<p class="amount"><span id="amount">${e(p.amount)}</span> <span>${e(p.tokenSymbol)}</span></p>`);
   if (p.description) body.push(`<p class="description" id="description">${e(p.description)}</p>`);
   if (p.environment === "sandbox") body.push(`<p class="badge">Sandbox — no real money moves</p>`);
+  if (p.refund)
+    body.push(
+      p.refund.full
+        ? `<p class="refund" id="refund"><strong>Refunded</strong></p>`
+        : `<p class="refund" id="refund">Partially refunded: ${e(p.refund.refunded)} of ${e(p.refund.received)} ${e(p.tokenSymbol)}</p>`,
+    );
 
   if (waiting && p.paymentMethod === "crypto" && p.receivingAddress) {
     body.push(`<section aria-labelledby="send-heading">

@@ -54,16 +54,17 @@ export const hostedPageRoutes =
       return { chainId: config.chainId, tokenAddress: (symbol) => tokens[symbol] ?? null };
     };
 
-    const load = async (id: string): Promise<PublicPayment | null> => {
+    const load = async (id: string, withRefunds: boolean): Promise<PublicPayment | null> => {
       const row = await payments.forPayer(id);
-      return row ? toPublicPayment(row, networkFacts(row.environment)) : null;
+      if (!row) return null;
+      return toPublicPayment(row, networkFacts(row.environment), withRefunds ? row : undefined);
     };
 
     app.get<{ Params: { id: string } }>(
       "/pay/:id",
       { config: { auth: "none" }, schema: { hide: true } },
       async (request, reply) => {
-        const payment = await load(request.params.id);
+        const payment = await load(request.params.id, true);
         const nonce = randomBytes(16).toString("base64");
         securityHeaders(reply, nonce);
         reply.header("cache-control", "no-store").type("text/html; charset=utf-8");
@@ -77,7 +78,7 @@ export const hostedPageRoutes =
       "/pay/:id/status",
       { config: { auth: "none" }, schema: { hide: true } },
       async (request, reply) => {
-        const payment = await load(request.params.id);
+        const payment = await load(request.params.id, false);
         securityHeaders(reply);
         reply.header("cache-control", "no-store");
         if (!payment) return reply.status(404).send({ error: "Payment not found" });

@@ -315,6 +315,9 @@ export const PAYER_COLUMNS = [
   "checkout_url",
   "return_url",
   "expires_at",
+  // What went back of what it received (D19): the page of a refunded payment says so.
+  "refunded_amount",
+  "amount_received",
 ] as const satisfies readonly (keyof PaymentRow)[];
 
 export type PayerRow = Pick<PaymentRow, (typeof PAYER_COLUMNS)[number]>;

@@ -63,17 +63,43 @@ export class SandboxPayoutRecords {
       payload: kind.view(completed),
     };
     const { guard } = payout;
-    if (guard) {
-      // Fenced by its orderer: the fence and the statement share a transaction of their own.
-      return this.#ctx.db.transaction().execute(async (trx) => {
-        await guard(trx);
-        const [result] = await sandboxRepo.recordSandboxPayouts(trx, [record]);
-        if (!result) throw new Error("a sandbox transfer got no answer");
-        return result;
-      });
-    }
+    if (guard) return this.#fenced(guard, record);
     const result = await this.#record(record);
     if (result instanceof Error) throw result;
     return result;
+  }
+
+  /**
+   * A transfer fenced by its orderer: the fence and the statement share a transaction of their
+   * own, which a transfer the statement did not record rolls back, so that what the fence took (a
+   * refund's share of its payment, its idempotency claim) is not kept either.
+   */
+  async #fenced(
+    guard: NonNullable<repo.NewPayout["guard"]>,
+    record: sandboxRepo.SandboxPayout,
+  ): Promise<sandboxRepo.SandboxPayoutResult> {
+    try {
+      return await this.#ctx.db.transaction().execute(async (trx) => {
+        await guard(trx);
+        const [result] = await sandboxRepo.recordSandboxPayouts(trx, [record]);
+        if (!result) throw new Error("a sandbox transfer got no answer");
+        if (result.outcome !== "success" && result.outcome !== "failure_address")
+          throw new NotRecorded(result);
+        return result;
+      });
+    } catch (err) {
+      if (err instanceof NotRecorded) return err.result;
+      throw err;
+    }
+  }
+}
+
+/** Rolls a fenced transfer's transaction back: the statement recorded nothing. */
+class NotRecorded extends Error {
+  readonly result: sandboxRepo.SandboxPayoutResult;
+
+  constructor(result: sandboxRepo.SandboxPayoutResult) {
+    super("the sandbox transfer was not recorded");
+    this.result = result;
   }
 }

@@ -255,6 +255,8 @@ export interface CardRefundsTable {
   amount: Units;
   reason: string | null;
   status: string;
+  /** The checkout session whose payment intent it refunds. */
+  checkout_session_id: string | null;
   provider_refund_id: string | null;
   error: string | null;
   created_at: Timestamp;

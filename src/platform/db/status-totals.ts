@@ -1,4 +1,4 @@
-import { type Kysely, sql } from "kysely";
+import { type Kysely, type RawBuilder, sql } from "kysely";
 import type { Environment } from "../../config.ts";
 import type { DatabaseSchema } from "./schema.ts";
 
@@ -18,10 +18,13 @@ export async function totalsByStatus(
   db: Kysely<DatabaseSchema>,
   of: { table: "payments"; amount: "gross_amount" } | { table: "payouts"; amount: "amount" },
   scope: { workspaceId: string; environment: Environment },
+  /** Which of the table's rows count (the caller's own condition); default all. */
+  only: RawBuilder<boolean> = sql<boolean>`true`,
 ): Promise<StatusTotal[]> {
   const result = await sql<StatusTotal>`
     SELECT status, token_symbol, count(*) AS count, coalesce(sum(${sql.ref(of.amount)}), 0)::text AS volume
-    FROM ${sql.table(of.table)} WHERE workspace_id = ${scope.workspaceId} AND environment = ${scope.environment}
+    FROM ${sql.table(of.table)}
+    WHERE workspace_id = ${scope.workspaceId} AND environment = ${scope.environment} AND ${only}
     GROUP BY status, token_symbol ORDER BY status, token_symbol
   `.execute(db);
   return result.rows;

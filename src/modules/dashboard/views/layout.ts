@@ -29,7 +29,7 @@ export type Section =
   | "unmatched"
   | "settings";
 
-// Refunds (D19) join here and on the payment's page when they are built.
+// Refunds (D19) are on the payment's page; returns and attaches in the unmatched inbox.
 const SECTIONS: Array<[Section, string, string]> = [
   ["overview", "Overview", ""],
   ["payments", "Payments", "/payments"],

@@ -7,10 +7,12 @@ import type { SubjectEvent } from "../../webhooks/service.ts";
 import { amount, copyButton, empty, facts, hex, status, time } from "./format.ts";
 import { type HtmlSafeString, html, nothing } from "./html.ts";
 import { base } from "./layout.ts";
+import { type RefundsSection, refundsCard } from "./refunds.ts";
 import { paymentSettlementCard } from "./splits.ts";
 
 // The payments list (filters, search, keyset pages, CSV of the same filter) and a payment's
-// detail (its facts, on-chain transactions, status history with each event's deliveries, cancel).
+// detail (its facts, on-chain transactions, refunds, status history with each event's deliveries,
+// cancel).
 
 /** The list form's fields, as typed (dates as YYYY-MM-DD, `to` inclusive). */
 export type FilterValues = Partial<
@@ -91,9 +93,15 @@ export function paymentDetailBody(options: {
   csrfToken: string;
   /** Its settlement (D15) once recorded: the legs, with a link to the splits page. */
   settlement?: SettlementAnswer | null | undefined;
+  /** Its refunds and the refund form (D19), for a payment that may have some. */
+  refunds?: Omit<RefundsSection, "environment" | "payment" | "explorer" | "csrfToken"> | undefined;
 }): HtmlSafeString {
   const p = options.payment;
   const root = base(options.environment);
+  // What an attached unmatched transfer paid, when it is not the gross (D19).
+  const received: Array<[string, HtmlSafeString]> = p.amountReceived
+    ? [["Amount received", amount(p.amountReceived, p.tokenSymbol)]]
+    : [];
   const cancel =
     p.status === "pending"
       ? html`<form method="post" action="${root}/payments/${p.id}/cancel" class="inline" data-confirm="Cancel this payment? The payer will no longer be able to pay it.">
@@ -108,6 +116,8 @@ ${facts([
   ["Method", `${p.paymentMethod} (${p.paymentProvider})`],
   ["Fee", amount(p.feeAmount, p.tokenSymbol)],
   ["Net", amount(p.netAmount, p.tokenSymbol)],
+  ...received,
+  ["Refunded", amount(p.refundedAmount, p.tokenSymbol)],
   ["Wallet", p.walletType],
   ["Receiving address", p.receivingAddress ? hex(p.receivingAddress, { copy: true }) : null],
   ["Merchant wallet", p.merchantWallet ? hex(p.merchantWallet, { copy: true }) : null],
@@ -137,6 +147,17 @@ ${
       ])
 }
 </section>
+${
+  options.refunds
+    ? refundsCard({
+        ...options.refunds,
+        environment: options.environment,
+        payment: p,
+        explorer: options.explorer,
+        csrfToken: options.csrfToken,
+      })
+    : nothing
+}
 ${options.settlement ? paymentSettlementCard(options.environment, options.settlement, options.explorer) : nothing}
 <section class="card" aria-labelledby="history-title"><h2 id="history-title">Status history and webhook deliveries</h2>
 ${

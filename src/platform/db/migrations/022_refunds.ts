@@ -8,7 +8,8 @@ import { type Kysely, sql } from "kysely";
 //   unmatched transfer it returns. Its idempotency key is claimed in idempotency_keys (scope
 //   "refunds"), never on the row, so the payouts' unique key on idempotency_key stays theirs.
 // - A card refund is made at the provider: card_refunds, recorded before the provider is called
-//   (the provider's idempotency key derives from its id).
+//   (the provider's idempotency key derives from its id), with the checkout session whose payment
+//   intent it refunds (so that its recovery needs nothing of the payments table).
 // - A payment keeps what is refunded or on its way back (refunded_amount; a failed refund gives
 //   its amount back), never more than it received: the CHECK is the schema's backstop to the
 //   refund's row lock on the payment.
@@ -19,6 +20,11 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     ALTER TABLE payments
       ADD COLUMN amount_received numeric(78, 0) CHECK (amount_received > 0),
       ADD COLUMN refunded_amount numeric(78, 0) NOT NULL DEFAULT 0`.execute(db);
+  // An attached transfer's fee and net are computed on what it carried, not on the gross asked.
+  await sql`ALTER TABLE payments DROP CONSTRAINT payments_check`.execute(db);
+  await sql`
+    ALTER TABLE payments ADD CONSTRAINT payments_fee_and_net_of_received
+      CHECK (fee_amount + net_amount = coalesce(amount_received, gross_amount))`.execute(db);
   await sql`
     ALTER TABLE payments ADD CONSTRAINT payments_refunds_within_received
       CHECK (refunded_amount >= 0 AND refunded_amount <= coalesce(amount_received, gross_amount))`.execute(
@@ -63,6 +69,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       amount numeric(78, 0) NOT NULL CHECK (amount > 0),
       reason text,
       status text NOT NULL CHECK (status IN ('pending', 'completed', 'failed')),
+      checkout_session_id text,
       provider_refund_id text UNIQUE,
       error text,
       created_at timestamptz NOT NULL,
