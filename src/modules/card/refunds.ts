@@ -284,5 +284,6 @@ export function cardRefundView(row: repo.CardRefundRow): RefundView {
     txHash: row.provider_refund_id,
     reason: row.reason,
     createdAt: row.created_at.toISOString(),
+    ...(row.status === "failed" && row.error ? { error: row.error } : {}),
   };
 }

@@ -119,7 +119,8 @@ export function toSettlementView(row: PaymentRow): SettlementView {
     settlementId: row.settlement_id,
     paymentIds: [row.id],
     tokenSymbol: row.token_symbol,
-    grossAmount: amount(row.gross_amount),
+    // What was settled: an attached transfer's amount (D19), else the gross asked.
+    grossAmount: amount(row.amount_received ?? row.gross_amount),
     feeAmount: amount(row.fee_amount),
     netAmount: amount(row.net_amount),
     merchantAmount: amount(record.merchantAmount),

@@ -1,3 +1,4 @@
+import { PAYOUT_TRANSITIONS } from "../../domain/payout-state.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { PayoutRow } from "./repo.ts";
 import { toPayoutView } from "./view.ts";
@@ -16,6 +17,12 @@ export interface TransferKind {
   failedEvent: string;
   /** The event's data for the transfer as its row stands (status and txHash are the row's). */
   view(row: PayoutRow): Record<string, unknown>;
+  /**
+   * Whether a transfer that failed before anything was sent (its instance stopped first) is
+   * announced with `failedEvent`. A payout's is not (PAYOUT_TRANSITIONS.never_sent); a refund's
+   * is, since the merchant who asked for it may never have had an answer.
+   */
+  announcesNeverSent: boolean;
   /** A failed transfer's event data beyond its view. */
   failureDetails(error: string, failStreak: number): Record<string, unknown>;
   /**
@@ -29,6 +36,7 @@ const PAYOUT: TransferKind = {
   completedEvent: "payout.completed",
   failedEvent: "payout.failed",
   view: (row) => ({ ...toPayoutView(row) }),
+  announcesNeverSent: PAYOUT_TRANSITIONS.never_sent.event !== null,
   failureDetails: (error, failStreak) => ({ error, failStreak }),
 };
 

@@ -3,6 +3,7 @@ import * as sent from "../../chain/sent-transactions.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import type { Rails } from "../../rails/index.ts";
+import { recordEvents } from "../webhooks/outbox.ts";
 import type { TransferKinds } from "./kinds.ts";
 import type { PayoutLeases } from "./leases.ts";
 import type { PayoutOutcomes } from "./outcomes.ts";
@@ -89,7 +90,19 @@ export class PayoutReconciler {
     // What its record took elsewhere (a refund's share of its payment) is given back with it.
     const failed = await this.#ctx.db.transaction().execute(async (trx) => {
       const row = await sending.failNeverSent(trx, payout.id, NEVER_SENT, this.#ctx.now());
-      if (row) await this.#kinds.of(row.kind).released?.(trx, row);
+      if (!row) return undefined;
+      const kind = this.#kinds.of(row.kind);
+      await kind.released?.(trx, row);
+      if (kind.announcesNeverSent) {
+        await recordEvents(trx, [
+          {
+            workspaceId: row.workspace_id,
+            environment,
+            type: kind.failedEvent,
+            payload: { ...kind.view(row), ...kind.failureDetails(NEVER_SENT, 0) },
+          },
+        ]);
+      }
       return row;
     });
     return failed !== undefined;

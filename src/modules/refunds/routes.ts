@@ -25,6 +25,7 @@ export const RefundSchema = Type.Object(
     createdAt: Type.String({ format: "date-time" }),
     userOpHash: Type.Optional(Type.String()),
     unmatchedTransferId: Type.Optional(Type.String({ format: "uuid" })),
+    error: Type.Optional(Type.String({ description: "Why a failed refund failed" })),
   },
   { additionalProperties: true },
 );

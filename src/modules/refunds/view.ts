@@ -21,6 +21,8 @@ export interface RefundView {
   userOpHash?: string;
   /** The unmatched transfer a return sends back. */
   unmatchedTransferId?: string;
+  /** Why a failed refund failed (the chain's or the provider's word). */
+  error?: string;
 }
 
 /** The refund (or return) a transfer out of a workspace wallet carries. */
@@ -37,5 +39,6 @@ export function refundOfTransfer(row: PayoutRow): RefundView {
     createdAt: row.created_at.toISOString(),
     ...(row.user_op_hash ? { userOpHash: row.user_op_hash } : {}),
     ...(row.unmatched_transfer_id ? { unmatchedTransferId: row.unmatched_transfer_id } : {}),
+    ...(row.status === "failed" && row.error ? { error: row.error } : {}),
   };
 }

@@ -26,6 +26,7 @@ export class WalletRefunds implements RefundRail {
       completedEvent: "refund.completed",
       failedEvent: "refund.failed",
       view: (row: PayoutRow) => ({ ...refundOfTransfer(row) }),
+      announcesNeverSent: true,
       failureDetails: (error: string) => ({ error }),
     };
     payouts.registerKind("refund", {
