@@ -34,7 +34,7 @@ import { PayoutsService } from "./modules/payouts/service.ts";
 import { WalletService } from "./modules/payouts/wallet-service.ts";
 import { refundsRoutes } from "./modules/refunds/routes.ts";
 import { RefundsService } from "./modules/refunds/service.ts";
-import { WalletRefunds } from "./modules/refunds/wallet-refunds.ts";
+import { refundTransferKinds, WalletRefunds } from "./modules/refunds/wallet-refunds.ts";
 import { smartWalletRoutes } from "./modules/smart-wallets/routes.ts";
 import { SmartWalletsService } from "./modules/smart-wallets/service.ts";
 import { splitsRoutes } from "./modules/splits/routes.ts";
@@ -172,14 +172,20 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   const smartWallets = new SmartWalletsService(ctx, workspaces, smartAccounts.live ?? smartAccounts.sandbox);
   const mailer = deps.mailer ?? createMailer({ smtpUrl: deps.config.smtpUrl, dataDir: deps.config.dataDir });
   http.addHook("onClose", async () => mailer.close());
-  const payouts = new PayoutsService(ctx, { workspaces, payments, rails, mailer });
+  const payouts = new PayoutsService(ctx, {
+    workspaces,
+    payments,
+    rails,
+    mailer,
+    kinds: refundTransferKinds(refundShares, unmatched),
+  });
   http.addHook("onClose", async () => payouts.close());
   const refunds = new RefundsService(ctx, {
     payments,
     workspaces,
     shares: refundShares,
     inbox: unmatched,
-    wallet: new WalletRefunds(payouts, refundShares, unmatched),
+    wallet: new WalletRefunds(payouts),
     card: cardRefunds,
   });
   const wallet = new WalletService(ctx, workspaces, rails, ledger, payments, agentWallets);

@@ -18,6 +18,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type Devnet, rpc as devnetRpc, mintToken, startDevnet } from "../src/devnet/chain.ts";
 import { type Database, openDatabase, pgliteDirFor } from "../src/platform/db/database.ts";
 import { freshDatabaseUrl } from "./support/app.ts";
+import { untilConfirmed } from "./support/confirmations.ts";
 import { type DevnetClients, devnetClients } from "./support/devnet-clients.ts";
 import { liveSmartWalletEnv } from "./support/devnet-env.ts";
 import { type RpcHook, startRpcProxy } from "./support/rpc-proxy.ts";
@@ -506,6 +507,8 @@ describe("the return of an unmatched transfer, the process killed -9 between its
     const sentBefore = await sentCount(setup.eoa);
 
     proxy.arm(setup.eoa);
+    // Returned once the chain confirms it (D19, as a payment is confirmed).
+    await untilConfirmed(chain, strayHash);
     const path = `/api/v1/transfers/unmatched/${transfer.id}/return`;
     const hanging = hangingPost(first, path, setup.liveKey, {}, "crash-return-1");
     await proxy.whenHeld(first);

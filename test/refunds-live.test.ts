@@ -21,6 +21,7 @@ import { type Devnet, mintToken, startDevnet } from "../src/devnet/chain.ts";
 import { expireDuePayments } from "../src/modules/payments/expiry.ts";
 import { createWorkers, type Workers } from "../src/workers.ts";
 import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
+import { untilConfirmed } from "./support/confirmations.ts";
 import { type DevnetClients, devnetClients } from "./support/devnet-clients.ts";
 import { liveSmartWalletEnv } from "./support/devnet-env.ts";
 import { type ReceivedRequest, WebhookReceiver } from "./support/receiver.ts";
@@ -665,6 +666,8 @@ describe("the unmatched inbox: attach", () => {
 
     // It does not match the amount: it lands in the inbox, the payment stays pending.
     const transfer = await waitForUnmatched(ws, txHash);
+    // Attached or returned once the chain confirms it (D19, as a payment is confirmed).
+    await untilConfirmed(chain, txHash);
     expect(transfer).toMatchObject({
       id: expect.stringMatching(UUID),
       status: "open",
@@ -759,6 +762,8 @@ describe("the unmatched inbox: attach", () => {
     const gross = 12_340_000n;
     const txHash = await payer.pay("USDC", ws.eoaAddress, gross);
     const transfer = await waitForUnmatched(ws, txHash);
+    // Attached or returned once the chain confirms it (D19, as a payment is confirmed).
+    await untilConfirmed(chain, txHash);
     expect(transfer).toMatchObject({ status: "open", amount: "12.34", paymentId: null });
     expect((await getPayment(ws, paymentId)).status).toBe("expired");
 
@@ -782,6 +787,8 @@ describe("the unmatched inbox: return", () => {
     const stray = 7_770_000n;
     const txHash = await payer.pay("USDC", ws.eoaAddress, stray);
     const transfer = await waitForUnmatched(ws, txHash);
+    // Attached or returned once the chain confirms it (D19, as a payment is confirmed).
+    await untilConfirmed(chain, txHash);
     expect(transfer).toMatchObject({ status: "open", amount: "7.77", token: "USDC", paymentId: null });
     expect(same(transfer.from, payer.address)).toBe(true);
 

@@ -93,6 +93,11 @@ export function transition(from: PaymentStatus, trigger: PaymentTrigger): Transi
 /** Paid and settled: what `verify` answers true for (D5), and what the dashboard counts as volume. */
 export const SETTLED_STATUS: PaymentStatus = "forwarded";
 
+/** Only a settled payment is refunded (D19): its money reached the merchant and the fee. */
+export function isRefundable(status: PaymentStatus): boolean {
+  return status === SETTLED_STATUS;
+}
+
 /** `verify` answers true only for a fully settled payment (D5). */
 export function isVerified(status: PaymentStatus): boolean {
   return status === SETTLED_STATUS;

@@ -24,3 +24,10 @@ export const UNMATCHED_TRANSITIONS = {
   return_recorded: { from: "open", to: "returned" },
   return_failed: { from: "returned", to: "open" },
 } as const satisfies Record<UnmatchedTrigger, UnmatchedRule>;
+
+/** Whether the merchant may still act on a transfer in `status` (attach it, or return it). */
+export function isActionable(status: UnmatchedStatus): boolean {
+  return (
+    status === UNMATCHED_TRANSITIONS.attached.from && status === UNMATCHED_TRANSITIONS.return_recorded.from
+  );
+}

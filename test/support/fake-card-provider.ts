@@ -2,14 +2,23 @@ import { randomBytes } from "node:crypto";
 import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import Stripe from "stripe";
+import {
+  FakeCardRefunds,
+  type IdempotentResult,
+  type RefundAnswer,
+  type RefundObject,
+  type RefundStatus,
+} from "./fake-card-refunds.ts";
+
+export type { RefundAnswer, RefundObject, RefundStatus } from "./fake-card-refunds.ts";
 
 // A local stand-in for the hosted card checkout provider (the Stripe Checkout API), on 127.0.0.1.
 // The service reaches it through the official `stripe` SDK (CARD_API_BASE → host/port/protocol),
 // so what is recorded here is exactly what the SDK put on the wire: form-encoded bodies, the
 // Idempotency-Key and Stripe-Version headers. It implements the three Checkout Session calls the
-// service makes and the Refunds calls (create, retrieve, list by payment intent), keeps
-// idempotent results per account (secret key), and builds inbound events signed with the SDK's
-// own test helper.
+// service makes and the Refunds calls (create, retrieve, list by payment intent; their state,
+// answers and events are in fake-card-refunds.ts), keeps idempotent results per account (secret
+// key), and builds inbound events signed with the SDK's own test helper.
 
 export const SESSION_MIN_SECONDS = 30 * 60;
 export const SESSION_MAX_SECONDS = 24 * 60 * 60;
@@ -54,24 +63,6 @@ export interface CheckoutSessionObject {
   livemode: boolean;
 }
 
-export type RefundStatus = "pending" | "requires_action" | "succeeded" | "failed" | "canceled";
-
-export interface RefundObject {
-  id: string;
-  object: "refund";
-  amount: number;
-  balance_transaction: string | null;
-  charge: string;
-  created: number;
-  currency: string;
-  metadata: Record<string, string>;
-  payment_intent: string;
-  reason: string | null;
-  receipt_number: string | null;
-  status: RefundStatus;
-  failure_reason?: string;
-}
-
 /** A payment intent a completed session was paid with, and its one charge. */
 export interface PaymentIntentRecord {
   id: string;
@@ -80,13 +71,6 @@ export interface PaymentIntentRecord {
   sessionId: string;
   livemode: boolean;
 }
-
-/**
- * How the next refund creation answers: the status its refund gets, or a 500 — `error` made
- * nothing (a retry under the key reaches the fake again), `lost` made the refund and stored it
- * under the key but the answer never arrived (a retry under the key replays the refund).
- */
-export type RefundAnswer = RefundStatus | "error" | "lost";
 
 export interface CardEvent {
   id: string;
@@ -144,11 +128,18 @@ export class FakeCardProvider {
   readonly requests: RecordedRequest[] = [];
   readonly sessions = new Map<string, CheckoutSessionObject>();
   readonly paymentIntents = new Map<string, PaymentIntentRecord>();
-  readonly refunds = new Map<string, RefundObject>();
-  /** Answers of the next refund creations, in order (then `succeeded`). */
-  #refundAnswers: RefundAnswer[] = [];
   /** Idempotent results per account: `${secretKey}\n${key}` → the parameters and the answer. */
-  readonly #idempotency = new Map<string, { form: string; status: number; body: unknown }>();
+  readonly #idempotency = new Map<string, IdempotentResult>();
+  /** The refunds part: the /v1/refunds routes, their state and the refund events. */
+  readonly #refunds = new FakeCardRefunds({
+    requests: this.requests,
+    paymentIntents: this.paymentIntents,
+    idempotency: this.#idempotency,
+    now: () => this.#now(),
+    randomId,
+    event: (type, object, options) => this.event(type, object, options),
+  });
+  readonly refunds: Map<string, RefundObject> = this.#refunds.refunds;
   #failCreates = 0;
   /** The provider's clock (epoch ms): tests that move the service's clock move this one too. */
   #now: () => number = Date.now;
@@ -192,12 +183,12 @@ export class FakeCardProvider {
 
   /** The next refund creations answer these, one each, in order; later ones succeed. */
   answerNextRefunds(...answers: RefundAnswer[]): void {
-    this.#refundAnswers.push(...answers);
+    this.#refunds.answerNext(...answers);
   }
 
   /** Forgets answers set with `answerNextRefunds` that no creation used. */
   resetRefundAnswers(): void {
-    this.#refundAnswers = [];
+    this.#refunds.resetAnswers();
   }
 
   /** Moves the provider's clock (session creation, expiry bounds); `undefined` restores real time. */
@@ -217,30 +208,21 @@ export class FakeCardProvider {
 
   /** Refund requests: `create` (POST /v1/refunds), `retrieve` (GET /v1/refunds/:id), `list`. */
   refundCalls(kind: "create" | "retrieve" | "list"): RecordedRequest[] {
-    return this.requests.filter((r) => {
-      if (kind === "create") return r.method === "POST" && r.path === "/v1/refunds";
-      if (kind === "list") return r.method === "GET" && r.path === "/v1/refunds";
-      return r.method === "GET" && r.path.startsWith("/v1/refunds/");
-    });
+    return this.#refunds.calls(kind);
   }
 
   refund(id: string): RefundObject {
-    const refund = this.refunds.get(id);
-    if (!refund) throw new Error(`fake card provider: no refund ${id}`);
-    return refund;
+    return this.#refunds.refund(id);
   }
 
   /** The refunds of a payment intent, newest first (as the provider lists them). */
   refundsOf(paymentIntent: string): RefundObject[] {
-    return [...this.refunds.values()].filter((r) => r.payment_intent === paymentIntent).reverse();
+    return this.#refunds.of(paymentIntent);
   }
 
   /** The refund's outcome at the provider changes (as it would, before it sends the event). */
   settleRefund(id: string, status: RefundStatus, failureReason?: string): RefundObject {
-    const refund = this.refund(id);
-    refund.status = status;
-    if (failureReason) refund.failure_reason = failureReason;
-    return refund;
+    return this.#refunds.settle(id, status, failureReason);
   }
 
   session(id: string): CheckoutSessionObject {
@@ -400,10 +382,7 @@ export class FakeCardProvider {
     id: string,
     options: { livemode: boolean; status?: RefundStatus; failureReason?: string; type?: string },
   ): CardEvent {
-    const refund = options.status
-      ? this.settleRefund(id, options.status, options.failureReason)
-      : this.refund(id);
-    return this.event(options.type ?? "refund.updated", { ...refund }, options);
+    return this.#refunds.updated(id, options);
   }
 
   /**
@@ -411,43 +390,7 @@ export class FakeCardProvider {
    * is false (recent API versions leave them out of the charge).
    */
   chargeRefunded(paymentIntent: string, options: { livemode: boolean; withRefunds?: boolean }): CardEvent {
-    const intent = this.paymentIntents.get(paymentIntent);
-    if (!intent) throw new Error(`fake card provider: no payment intent ${paymentIntent}`);
-    const refunds = this.refundsOf(paymentIntent);
-    const refunded = this.#refundedOf(paymentIntent);
-    const charge: Json = {
-      id: intent.charge,
-      object: "charge",
-      amount: intent.amount,
-      amount_captured: intent.amount,
-      amount_refunded: refunded,
-      currency: "usd",
-      paid: true,
-      payment_intent: intent.id,
-      refunded: refunded >= intent.amount,
-      status: "succeeded",
-      metadata: {},
-      created: Math.floor(this.#now() / 1000),
-      ...(options.withRefunds === false
-        ? {}
-        : {
-            refunds: {
-              object: "list",
-              data: refunds.map((r) => ({ ...r })),
-              has_more: false,
-              total_count: refunds.length,
-              url: `/v1/charges/${intent.charge}/refunds`,
-            },
-          }),
-    };
-    return this.event("charge.refunded", charge, options);
-  }
-
-  /** What a payment intent has refunded or on its way back (refunds not failed or canceled). */
-  #refundedOf(paymentIntent: string): number {
-    return this.refundsOf(paymentIntent)
-      .filter((r) => r.status !== "failed" && r.status !== "canceled")
-      .reduce((sum, r) => sum + r.amount, 0);
+    return this.#refunds.chargeRefunded(paymentIntent, options);
   }
 
   /** An unattached session object (the provider knows it; the service does not). */
@@ -527,7 +470,7 @@ export class FakeCardProvider {
       return this.#create(record, secretKey, reply, fail);
     }
     if (url.pathname === "/v1/refunds" || url.pathname.startsWith("/v1/refunds/")) {
-      return this.#refundsApi(method, url, record, secretKey, reply, fail);
+      return this.#refunds.handle(method, url, record, secretKey, reply, fail);
     }
     const match = /^\/v1\/checkout\/sessions\/([^/]+)(\/expire)?$/.exec(url.pathname);
     if (match) {
@@ -554,100 +497,6 @@ export class FakeCardProvider {
       if (method === "GET" && !match[2]) return reply(200, session);
     }
     return fail(404, "invalid_request_error", `Unrecognized request URL (${method}: ${url.pathname}).`);
-  }
-
-  #refundsApi(
-    method: string,
-    url: URL,
-    record: RecordedRequest,
-    secretKey: string,
-    reply: (status: number, payload: unknown, extra?: Record<string, string>) => void,
-    fail: (status: number, type: string, message: string, extra?: Json) => void,
-  ) {
-    if (method === "GET" && url.pathname.startsWith("/v1/refunds/")) {
-      const id = decodeURIComponent(url.pathname.slice("/v1/refunds/".length));
-      const refund = this.refunds.get(id);
-      if (!refund)
-        return fail(404, "invalid_request_error", `No such refund: '${id}'`, { code: "resource_missing" });
-      return reply(200, refund);
-    }
-    if (method === "GET") {
-      const intent = url.searchParams.get("payment_intent");
-      const data = intent ? this.refundsOf(intent) : [...this.refunds.values()].reverse();
-      return reply(200, { object: "list", data, has_more: false, url: "/v1/refunds" });
-    }
-    if (method !== "POST" || url.pathname !== "/v1/refunds")
-      return fail(404, "invalid_request_error", `Unrecognized request URL (${method}: ${url.pathname}).`);
-
-    const { form } = record;
-    const fingerprint = JSON.stringify(Object.entries(form).sort(([a], [b]) => (a < b ? -1 : 1)));
-    const idemKey = record.idempotencyKey ? `${secretKey}\n${record.idempotencyKey}` : undefined;
-    const before = idemKey ? this.#idempotency.get(idemKey) : undefined;
-    if (before) {
-      if (before.form !== fingerprint)
-        return fail(
-          400,
-          "idempotency_error",
-          `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${record.idempotencyKey}' if you meant to execute a different request.`,
-        );
-      return reply(before.status, before.body, { "idempotent-replayed": "true" });
-    }
-    const answer = this.#refundAnswers.shift() ?? "succeeded";
-    // The provider's own advice on a 500 it stored: asking again under the key changes nothing.
-    const lost = () =>
-      reply(
-        500,
-        { error: { type: "api_error", message: "An unknown error occurred." } },
-        { "stripe-should-retry": "false" },
-      );
-    if (answer === "error") return lost();
-
-    const intent = form.payment_intent ? this.paymentIntents.get(form.payment_intent) : undefined;
-    if (!intent)
-      return fail(404, "invalid_request_error", `No such payment_intent: '${form.payment_intent ?? ""}'`, {
-        code: "resource_missing",
-        param: "payment_intent",
-      });
-    const left = intent.amount - this.#refundedOf(intent.id);
-    const amount = form.amount === undefined ? left : Number(form.amount);
-    if (left <= 0)
-      return fail(400, "invalid_request_error", `Charge ${intent.charge} has already been refunded.`, {
-        code: "charge_already_refunded",
-      });
-    if (!Number.isInteger(amount) || amount <= 0)
-      return fail(400, "invalid_request_error", "Invalid positive integer", { param: "amount" });
-    if (amount > left)
-      return fail(
-        400,
-        "invalid_request_error",
-        `Refund amount ($${(amount / 100).toFixed(2)}) is greater than unrefunded amount on charge ($${(left / 100).toFixed(2)})`,
-        { code: "amount_too_large", param: "amount" },
-      );
-    const metadata: Record<string, string> = {};
-    for (const [k, v] of Object.entries(form)) {
-      const m = /^metadata\[(.+)\]$/.exec(k);
-      if (m?.[1]) metadata[m[1]] = v;
-    }
-    const status: RefundStatus = answer === "lost" ? "succeeded" : answer;
-    const refund: RefundObject = {
-      id: randomId("re_"),
-      object: "refund",
-      amount,
-      balance_transaction: null,
-      charge: intent.charge,
-      created: Math.floor(this.#now() / 1000),
-      currency: "usd",
-      metadata,
-      payment_intent: intent.id,
-      reason: form.reason ?? null,
-      receipt_number: null,
-      status,
-      ...(status === "failed" ? { failure_reason: "expired_or_canceled_card" } : {}),
-    };
-    this.refunds.set(refund.id, refund);
-    if (idemKey) this.#idempotency.set(idemKey, { form: fingerprint, status: 200, body: { ...refund } });
-    if (answer === "lost") return lost();
-    return reply(200, refund);
   }
 
   #create(

@@ -38,8 +38,10 @@ export async function applyRefundEvent(
 ): Promise<{ claimed: boolean; outcome: string }> {
   // The refunds are locked before the claim (as payments are): a concurrent redelivery waits for
   // this one and then finds its id claimed.
+  // In one order (the provider's ids), so two events listing the same refunds never deadlock.
+  const ordered = [...reported].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   const targets: Array<{ reported: ProviderRefund; row: CardRefundRow | undefined }> = [];
-  for (const one of reported)
+  for (const one of ordered)
     targets.push({ reported: one, row: await refunds.lockReported(trx, environment, one) });
   const paymentId = targets.find((t) => t.row)?.row?.payment_id ?? null;
   const claimed = await repo.claimEvent(trx, { id: event.id, environment, type: event.type, paymentId });

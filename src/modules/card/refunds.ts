@@ -220,7 +220,12 @@ export class CardRefunds implements RefundRail {
     }
   }
 
-  /** What the provider knows of a pending refund; undefined when it must be left to an operator. */
+  /**
+   * What the provider knows of a pending refund; undefined when it must be left to an operator.
+   * A refusal of these reads (an expired key, a revoked permission) says nothing of the refund,
+   * which may exist: it stays pending, its amount held, and the job logs it each round, rather
+   * than being failed and perhaps refunded twice.
+   */
   async #lookUp(provider: CardProvider, row: repo.CardRefundRow, now: Date): Promise<Asked | undefined> {
     if (row.provider_refund_id) return provider.retrieveRefund(row.provider_refund_id);
     if (!row.checkout_session_id)

@@ -1,11 +1,12 @@
 import { sql } from "kysely";
-import type { ChainToken } from "../../chain/network.ts";
+import type { ChainToken, Hex } from "../../chain/network.ts";
 import { SimulatedLedger, sandboxTxHash } from "../../chain/simulated/ledger.ts";
+import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
-import { badRequest, conflict, forbidden, notFound } from "../../domain/errors.ts";
+import { badRequest, conflict, forbidden, notFound, serviceUnavailable } from "../../domain/errors.ts";
 import { isCryptoToken, splitFee, TOKEN_DECIMALS } from "../../domain/money.ts";
 import { type PaymentStatus, transition } from "../../domain/payment-state.ts";
-import type { UnmatchedStatus } from "../../domain/unmatched-state.ts";
+import { isActionable, type UnmatchedStatus } from "../../domain/unmatched-state.ts";
 import { isAddress, isPlainObject, isUuid, parseAmountField } from "../../domain/validation.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
@@ -57,8 +58,10 @@ export class UnmatchedInbox {
     const paymentId = isPlainObject(body) ? body.paymentId : undefined;
     if (paymentId === undefined || paymentId === null || paymentId === "")
       throw badRequest("paymentId is required");
-    if (!isUuid(paymentId)) throw notFound("Payment not found");
-    await this.get(tenant, id); // 404 before anything is locked
+    if (!isUuid(paymentId)) throw badRequest("paymentId must be a payment id (a UUID)");
+    // 404 before anything is locked, and a transfer the chain has not confirmed is not attached.
+    await this.assertConfirmed(await this.get(tenant, id));
+    if (!(await repo.findPayment(this.#ctx.db, tenant, paymentId))) throw notFound("Payment not found");
     const now = this.#ctx.now();
     const { transfer, payment } = await this.#ctx.db.transaction().execute(async (trx) => {
       const locked = await this.#lockOpen(trx, tenant, id);
@@ -101,6 +104,34 @@ export class UnmatchedInbox {
     });
     this.#ctx.metrics.paymentsMoved([payment], payment.status);
     return { transfer: toUnmatchedView(transfer), payment: toPaymentView(payment) };
+  }
+
+  /**
+   * A transfer seen on a network is attached or returned only once the chain confirms it as it
+   * confirms a payment: still included, under the network's confirmations. Otherwise a
+   * reorganisation could drop a transfer whose money was already sent back. The simulated
+   * ledger's are final.
+   */
+  async assertConfirmed(row: unmatchedRepo.UnmatchedRow): Promise<void> {
+    const network = this.#ctx.networks[row.environment as Environment];
+    if (!network) {
+      if (row.environment === "sandbox") return;
+      throw serviceUnavailable("Live network is not configured");
+    }
+    const [head, included] = await Promise.all([
+      network.head(),
+      network.transactionBlock(row.tx_hash as Hex),
+    ]);
+    if (!included)
+      throw conflict(
+        "The transfer is no longer on chain (a reorganisation dropped it): nothing to attach or return",
+      );
+    const confirmations = head.number - included.number + 1n;
+    if (confirmations < BigInt(network.confirmations))
+      throw conflict("The transfer is not confirmed yet: attach or return it once it is", {
+        confirmations: Number(confirmations < 0n ? 0n : confirmations),
+        required: network.confirmations,
+      });
   }
 
   /**
@@ -169,7 +200,7 @@ export class UnmatchedInbox {
   async #lockOpen(trx: Db, tenant: Tenant, id: string): Promise<unmatchedRepo.UnmatchedRow> {
     const row = await unmatchedRepo.findUnmatched(trx, tenant, id, true);
     if (!row) throw notFound("Unmatched transfer not found");
-    if ((row.status as UnmatchedStatus) !== "open")
+    if (!isActionable(row.status as UnmatchedStatus))
       throw conflict(`Unmatched transfer is already ${row.status}`, {
         status: row.status,
         paymentId: row.payment_id,

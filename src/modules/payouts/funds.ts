@@ -46,7 +46,9 @@ export async function recordIfFunded(
     // A repeat of an idempotency key in flight (on another instance): its original is among
     // what is on its way out, so the check would refuse it; it is answered as a repeat instead.
     const { idempotencyKey } = payout;
-    // The orderer's fence first (a refund's share of its payment): a refusal records nothing.
+    // The orderer's fence first (a refund's share of its payment): a refusal records nothing. A
+    // fenced transfer claims no payout key: answering a taken key here would commit the fence.
+    if (payout.guard && idempotencyKey) throw new Error("a fenced transfer cannot carry a payout key");
     await payout.guard?.(db);
     if (idempotencyKey && !(await claimPayoutKey(db, { ...payout, idempotencyKey }))) return undefined;
     const committed = await sending.committedFrom(

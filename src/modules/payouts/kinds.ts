@@ -7,7 +7,8 @@ import { toPayoutView } from "./view.ts";
 // other modules order through the same operation (a refund, the return of an unmatched transfer).
 // They share every rule of a payout — the breaker, the balance and gas checks, the record before
 // broadcast, the reconciler — and differ only in what they announce and in what their record took
-// elsewhere, which a failure gives back. The module that orders a kind registers it here.
+// elsewhere, which a failure gives back. The module that orders a kind describes it; app.ts hands
+// every description to the payouts service when it makes it.
 
 export type TransferKindName = "payout" | "refund" | "return";
 
@@ -40,16 +41,20 @@ const PAYOUT: TransferKind = {
   failureDetails: (error, failStreak) => ({ error, failStreak }),
 };
 
-export class TransferKinds {
-  readonly #kinds = new Map<string, TransferKind>([["payout", PAYOUT]]);
+/** The kinds other modules order, each described by its orderer (app.ts composes them). */
+export type OrderedKinds = Record<Exclude<TransferKindName, "payout">, TransferKind>;
 
-  register(name: Exclude<TransferKindName, "payout">, kind: TransferKind): void {
-    this.#kinds.set(name, kind);
+export class TransferKinds {
+  readonly #kinds: ReadonlyMap<string, TransferKind>;
+
+  /** Every kind the payouts table's CHECK allows is described from the start. */
+  constructor(ordered: OrderedKinds) {
+    this.#kinds = new Map<string, TransferKind>([["payout", PAYOUT], ...Object.entries(ordered)]);
   }
 
   of(name: string): TransferKind {
     const kind = this.#kinds.get(name);
-    if (!kind) throw new Error(`no transfer kind "${name}" is registered`);
+    if (!kind) throw new Error(`no transfer kind "${name}" is described`);
     return kind;
   }
 }

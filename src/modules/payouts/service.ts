@@ -15,7 +15,7 @@ import { PayoutAnswers } from "./answers.ts";
 import { browsePayouts, type PayoutFilter, type PayoutRecord, payoutOf, payoutsForExport } from "./browse.ts";
 import { PayoutCreation } from "./create.ts";
 import { PayoutDecisions } from "./decide.ts";
-import { type TransferKind, type TransferKindName, TransferKinds } from "./kinds.ts";
+import { type OrderedKinds, TransferKinds } from "./kinds.ts";
 import { PayoutLeases } from "./leases.ts";
 import { PayoutOutcomes, type PayoutResponse } from "./outcomes.ts";
 import { PayoutPersistence } from "./persist.ts";
@@ -42,6 +42,8 @@ export interface PayoutsDependencies {
   payments: Pick<PaymentsService, "unsettledOn">;
   rails: Rails;
   mailer: Mailer;
+  /** The transfers other modules order through the payout operation (kinds.ts). */
+  kinds: OrderedKinds;
 }
 
 export class PayoutsService {
@@ -50,10 +52,11 @@ export class PayoutsService {
   readonly #creation: PayoutCreation;
   readonly #reconciler: PayoutReconciler;
   readonly #endings: Notices;
-  readonly #kinds = new TransferKinds();
+  readonly #kinds: TransferKinds;
 
   constructor(ctx: AppContext, deps: PayoutsDependencies) {
     this.#ctx = ctx;
+    this.#kinds = new TransferKinds(deps.kinds);
     this.#workspaces = deps.workspaces;
     this.#endings = new Notices(ctx.db, "payout_ended", ctx.log);
     const answers = new PayoutAnswers(ctx, this.#endings);
@@ -94,15 +97,7 @@ export class PayoutsService {
   }
 
   /**
-   * Registers a kind of transfer another module orders (kinds.ts): its events, and what a failed
-   * one gives back in that module's tables.
-   */
-  registerKind(name: Exclude<TransferKindName, "payout">, kind: TransferKind): void {
-    this.#kinds.register(name, kind);
-  }
-
-  /**
-   * Sends a transfer of a registered kind like a payout (create.ts): its row once it ended or was
+   * Sends a transfer of an ordered kind like a payout (create.ts): its row once it ended or was
    * left to the reconciler; rejects with why nothing was recorded.
    */
   transfer(scope: repo.Scope, order: repo.TransferOrder): Promise<repo.PayoutRow> {

@@ -2,11 +2,13 @@ import { randomUUID } from "node:crypto";
 import type { AppContext } from "../../context.ts";
 import { badRequest, conflict, InternalError } from "../../domain/errors.ts";
 import { TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
+import { isRefundable, type PaymentStatus } from "../../domain/payment-state.ts";
 import {
   idempotencyKeyProblem,
   type RefundRequest,
   validateRefundRequest,
 } from "../../domain/refund-request.ts";
+import { isActionable, type UnmatchedStatus } from "../../domain/unmatched-state.ts";
 import { parseAmountField } from "../../domain/validation.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
@@ -27,9 +29,6 @@ import type { WalletRefunds } from "./wallet-refunds.ts";
 // payment's row lock, so concurrent refunds of one payment never pass what it received.
 
 export type RefundAnswer = { replayed: boolean; refund: RefundView };
-
-/** The one status a payment can be refunded in: settled (D19). */
-const REFUNDABLE_STATUS = "forwarded";
 
 export class RefundsService {
   readonly #ctx: AppContext;
@@ -77,7 +76,7 @@ export class RefundsService {
     const fingerprint = refundFingerprint(payment.id, request);
     const repeat = key ? await refundUnderKey(this.#ctx.db, tenant, key, fingerprint) : null;
     if (repeat) return this.#repeat(tenant, repeat);
-    if (payment.status !== REFUNDABLE_STATUS)
+    if (!isRefundable(payment.status as PaymentStatus))
       throw badRequest("Only forwarded payments can be refunded", { status: payment.status });
     const amount = this.#amount(payment, request.amount);
     const id = randomUUID();
@@ -120,8 +119,9 @@ export class RefundsService {
     const fingerprint = refundFingerprint(transfer.id, request);
     const repeat = key ? await refundUnderKey(this.#ctx.db, tenant, key, fingerprint) : null;
     if (repeat) return this.#repeat(tenant, repeat);
-    if (transfer.status !== "open")
+    if (!isActionable(transfer.status as UnmatchedStatus))
       throw conflict(`Unmatched transfer is already ${transfer.status}`, { status: transfer.status });
+    await this.#inbox.assertConfirmed(transfer);
     const workspace = await this.#workspaces.profile(tenant.workspaceId);
     const reached = transfer.to_address.toLowerCase();
     const walletType =

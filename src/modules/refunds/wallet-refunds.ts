@@ -5,6 +5,7 @@ import type { PaymentRow } from "../../platform/db/schema.ts";
 import type { RefundShares } from "../payments/refund-shares.ts";
 import type { UnmatchedInbox } from "../payments/unmatched.ts";
 import type { UnmatchedRow } from "../payments/unmatched-repo.ts";
+import type { OrderedKinds } from "../payouts/kinds.ts";
 import type { PayoutRow } from "../payouts/repo.ts";
 import type { PayoutsService } from "../payouts/service.ts";
 import type { RefundOrder, RefundRail, Scope } from "./rail.ts";
@@ -20,24 +21,8 @@ import { type RefundView, refundOfTransfer } from "./view.ts";
 export class WalletRefunds implements RefundRail {
   readonly #payouts: PayoutsService;
 
-  constructor(payouts: PayoutsService, shares: RefundShares, inbox: UnmatchedInbox) {
+  constructor(payouts: PayoutsService) {
     this.#payouts = payouts;
-    const common = {
-      completedEvent: "refund.completed",
-      failedEvent: "refund.failed",
-      view: (row: PayoutRow) => ({ ...refundOfTransfer(row) }),
-      announcesNeverSent: true,
-      failureDetails: (error: string) => ({ error }),
-    };
-    payouts.registerKind("refund", {
-      ...common,
-      released: (trx: Db, row: PayoutRow) =>
-        shares.giveBack(trx, subjectOf(row.payment_id), BigInt(row.amount)),
-    });
-    payouts.registerKind("return", {
-      ...common,
-      released: (trx: Db, row: PayoutRow) => inbox.reopen(trx, subjectOf(row.unmatched_transfer_id)),
-    });
   }
 
   async refund(scope: Scope, payment: PaymentRow, order: RefundOrder): Promise<RefundView> {
@@ -89,6 +74,33 @@ export class WalletRefunds implements RefundRail {
     const row = await this.#payouts.findTransfer(scope, id);
     return row && row.kind !== "payout" ? refundOfTransfer(row) : undefined;
   }
+}
+
+/**
+ * The two kinds of transfer this module orders through the payout operation: what they announce,
+ * and what a failed one gives back (a refund's share of its payment, a return's claim on its
+ * unmatched transfer), in the failure's transaction.
+ */
+export function refundTransferKinds(shares: RefundShares, inbox: UnmatchedInbox): OrderedKinds {
+  const common = {
+    completedEvent: "refund.completed",
+    failedEvent: "refund.failed",
+    view: (row: PayoutRow) => ({ ...refundOfTransfer(row) }),
+    // The merchant who asked may never have had an answer: a refund that never left is announced.
+    announcesNeverSent: true,
+    failureDetails: (error: string) => ({ error }),
+  };
+  return {
+    refund: {
+      ...common,
+      released: (trx: Db, row: PayoutRow) =>
+        shares.giveBack(trx, subjectOf(row.payment_id), BigInt(row.amount)),
+    },
+    return: {
+      ...common,
+      released: (trx: Db, row: PayoutRow) => inbox.reopen(trx, subjectOf(row.unmatched_transfer_id)),
+    },
+  };
 }
 
 /** A refund names its payment, a return its transfer (a CHECK of the payouts table). */
