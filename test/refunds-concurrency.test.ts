@@ -10,6 +10,7 @@ import {
   startTestApp,
   type TestApp,
 } from "./support/app.ts";
+import { pendingPayment } from "./support/refund-pages.ts";
 
 // Refunds and returns under concurrency (D19): the sum of a payment's refunds never passes its
 // gross, an unmatched transfer is returned once, and one Idempotency-Key makes one refund, however
@@ -292,6 +293,63 @@ describe.each([
       .where("workspace_id", "=", ws.id)
       .execute();
     expect(rows).toEqual([{ kind: "return", status: "completed" }]);
+  });
+
+  it(`${RACERS} concurrent attaches and returns of one transfer: exactly one of them wins`, async () => {
+    const s = setup();
+    const ws = await createWorkspace(s.a);
+    await faucet(s.a, ws, "100");
+    // Sandbox creation settles at once: the pending payments are written directly.
+    const payments = await Promise.all(Array.from({ length: 2 }, () => pendingPayment(s.a, ws, "6000000")));
+    const created = await post(s.a, ws.testKey, "/api/v1/sandbox/incoming-transfer", {
+      tokenSymbol: "USDC",
+      amount: "6",
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    const transfer = created.json().transfer as Json;
+    // Even racers attach (to one of two payments), odd ones return.
+    const answers = await race(s, (app, i) =>
+      i % 2 === 0
+        ? post(app, ws.testKey, `/api/v1/transfers/unmatched/${transfer.id}/attach`, {
+            paymentId: payments[(i / 2) % 2],
+          })
+        : post(app, ws.testKey, `/api/v1/transfers/unmatched/${transfer.id}/return`, {}),
+    );
+    const won = answers.filter((res) => res.statusCode === 200 || res.statusCode === 201);
+    expect(won, `${s.name}: ${answers.map((a) => a.statusCode).join(",")}`).toHaveLength(1);
+    for (const res of answers.filter((x) => x.statusCode >= 300)) {
+      expect(res.statusCode, res.body).toBe(409);
+      expect(res.json().error).toMatch(
+        /^Unmatched transfer (is already (returned|attached)|changed concurrently; retry)$/,
+      );
+    }
+    const [row] = await s.a.database.db
+      .selectFrom("unmatched_transfers")
+      .select(["status", "payment_id"])
+      .where("id", "=", transfer.id as string)
+      .execute();
+    const moved = await s.a.database.db
+      .selectFrom("payments")
+      .select(["id", "status", "amount_received"])
+      .where("id", "in", payments)
+      .execute();
+    const returns = await s.a.database.db
+      .selectFrom("payouts")
+      .select("status")
+      .where("unmatched_transfer_id", "=", transfer.id as string)
+      .execute();
+    if (won[0]?.statusCode === 200) {
+      // Attached: to one payment only, and never returned.
+      expect(row?.status).toBe("attached");
+      expect(moved.filter((p) => p.status === "detected")).toEqual([
+        { id: row?.payment_id, status: "detected", amount_received: "6000000" },
+      ]);
+      expect(returns).toEqual([]);
+    } else {
+      expect(row).toEqual({ status: "returned", payment_id: null });
+      expect(moved.every((p) => p.status === "pending")).toBe(true);
+      expect(returns).toEqual([{ status: "completed" }]);
+    }
   });
 
   it(`${RACERS} concurrent refunds with one Idempotency-Key: one refund, every answer names it`, async () => {
