@@ -3,6 +3,7 @@ import type { Environment } from "../../config.ts";
 import { REFUND_TRANSITIONS, type RefundStatus } from "../../domain/refund-state.ts";
 import { isUuid } from "../../domain/validation.ts";
 import type { Db } from "../../platform/db/database.ts";
+import { oldestFirst } from "../../platform/db/page.ts";
 import type { CardRefundsTable } from "../../platform/db/schema.ts";
 
 // SQL of card_refunds: a card refund is recorded pending before the provider is asked; every
@@ -148,17 +149,11 @@ export async function refundsOf(
     .where("payment_id", "=", paymentId)
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment);
-  const [rows, count] = await Promise.all([
-    of
-      .selectAll()
-      .orderBy("created_at", "asc")
-      .orderBy("id", "asc")
-      .limit(page.limit)
-      .offset(page.offset)
-      .execute(),
-    of.select((eb) => eb.fn.countAll<string>().as("total")).executeTakeFirstOrThrow(),
-  ]);
-  return { rows, total: Number(count.total) };
+  return oldestFirst(
+    of.selectAll(),
+    of.select((eb) => eb.fn.countAll<string>().as("total")),
+    page,
+  );
 }
 
 /** Pending refunds recorded before `before`, oldest first. */

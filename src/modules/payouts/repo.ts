@@ -3,6 +3,7 @@ import type { Environment } from "../../config.ts";
 import { AUTO_RESUME_AFTER_MS, type BreakerState } from "../../domain/circuit-breaker.ts";
 import type { PayoutRequest } from "../../domain/payout-request.ts";
 import { COMPLETED_PAYOUT, OPEN_PAYOUT, type PayoutStatus } from "../../domain/payout-state.ts";
+import { oldestFirst } from "../../platform/db/page.ts";
 import type { DatabaseSchema, PayoutsTable } from "../../platform/db/schema.ts";
 import { outboxCtesFrom } from "../webhooks/outbox.ts";
 import type { TransferKindName } from "./kinds.ts";
@@ -162,11 +163,11 @@ export async function transfersFor(
         ? eb("payment_id", "=", subject.paymentId)
         : eb("unmatched_transfer_id", "=", subject.unmatchedTransferId),
     );
-  const [rows, count] = await Promise.all([
-    base.selectAll().orderBy("created_at").orderBy("id").limit(page.limit).offset(page.offset).execute(),
-    base.select((eb) => eb.fn.countAll().as("total")).executeTakeFirstOrThrow(),
-  ]);
-  return { rows, total: Number(count.total) };
+  return oldestFirst(
+    base.selectAll(),
+    base.select((eb) => eb.fn.countAll().as("total")),
+    page,
+  );
 }
 
 /** A payout by the idempotencyKey on its row (recorded by an instance older than migration 018). */

@@ -9,16 +9,35 @@ import { isUuid, parseInstant } from "../../domain/validation.ts";
  * The page of `rows` that `page` names, newest first (by `newest`, created_at unless named, then
  * id for ties), and the total that `count` (the same filter, counted) finds.
  */
-export async function newestFirst<DB, TB extends keyof DB, R>(
+export function newestFirst<DB, TB extends keyof DB, R>(
   rows: SelectQueryBuilder<DB, TB, R>,
   count: SelectQueryBuilder<DB, TB, { total: string | number | bigint }>,
   page: { limit: number; offset: number },
   newest = "created_at",
 ) {
+  return inOrder(rows, count, page, newest, "desc");
+}
+
+/** As newestFirst, oldest first by created_at (a payment's refunds, in the order they were made). */
+export function oldestFirst<DB, TB extends keyof DB, R>(
+  rows: SelectQueryBuilder<DB, TB, R>,
+  count: SelectQueryBuilder<DB, TB, { total: string | number | bigint }>,
+  page: { limit: number; offset: number },
+) {
+  return inOrder(rows, count, page, "created_at", "asc");
+}
+
+async function inOrder<DB, TB extends keyof DB, R>(
+  rows: SelectQueryBuilder<DB, TB, R>,
+  count: SelectQueryBuilder<DB, TB, { total: string | number | bigint }>,
+  page: { limit: number; offset: number },
+  column: string,
+  direction: "asc" | "desc",
+) {
   const [found, counted] = await Promise.all([
     rows
-      .orderBy(sql.ref(newest), "desc")
-      .orderBy(sql.ref("id"), "desc")
+      .orderBy(sql.ref(column), direction)
+      .orderBy(sql.ref("id"), direction)
       .limit(page.limit)
       .offset(page.offset)
       .execute(),
