@@ -3,6 +3,13 @@
 // `from` and `to` from it. A payout is recorded `processing` before anything is sent and ends
 // once: `completed` when its transfer is mined with success, `failed` when it can never happen.
 
+/**
+ * What a transfer out of a workspace wallet is (the payouts table's `kind`, migration 022): a
+ * payout, a refund of a payment, or the return of an unmatched transfer. All follow this table.
+ */
+export const TRANSFER_KINDS = ["payout", "refund", "return"] as const;
+export type TransferKindName = (typeof TRANSFER_KINDS)[number];
+
 export const PAYOUT_STATUSES = ["processing", "completed", "failed"] as const;
 export type PayoutStatus = (typeof PAYOUT_STATUSES)[number];
 

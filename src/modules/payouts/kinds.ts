@@ -1,4 +1,4 @@
-import { PAYOUT_TRANSITIONS } from "../../domain/payout-state.ts";
+import { PAYOUT_TRANSITIONS, type TransferKindName } from "../../domain/payout-state.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { PayoutRow } from "./repo.ts";
 import { toPayoutView } from "./view.ts";
@@ -10,7 +10,7 @@ import { toPayoutView } from "./view.ts";
 // elsewhere, which a failure gives back. The module that orders a kind describes it; app.ts hands
 // every description to the payouts service when it makes it.
 
-export type TransferKindName = "payout" | "refund" | "return";
+export type { TransferKindName };
 
 export interface TransferKind {
   /** The event of a completed transfer, and of a failed one counted by the breaker. */

@@ -2,11 +2,15 @@ import { type Kysely, type Selectable, sql } from "kysely";
 import type { Environment } from "../../config.ts";
 import { AUTO_RESUME_AFTER_MS, type BreakerState } from "../../domain/circuit-breaker.ts";
 import type { PayoutRequest } from "../../domain/payout-request.ts";
-import { COMPLETED_PAYOUT, OPEN_PAYOUT, type PayoutStatus } from "../../domain/payout-state.ts";
+import {
+  COMPLETED_PAYOUT,
+  OPEN_PAYOUT,
+  type PayoutStatus,
+  type TransferKindName,
+} from "../../domain/payout-state.ts";
 import { oldestFirst } from "../../platform/db/page.ts";
 import type { DatabaseSchema, PayoutsTable } from "../../platform/db/schema.ts";
 import { outboxCtesFrom } from "../webhooks/outbox.ts";
-import type { TransferKindName } from "./kinds.ts";
 
 export type PayoutRow = Selectable<PayoutsTable>;
 type Db = Kysely<DatabaseSchema>;
