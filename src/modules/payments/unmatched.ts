@@ -1,13 +1,14 @@
 import { sql } from "kysely";
-import type { ChainToken, Hex } from "../../chain/network.ts";
+import type { Hex } from "../../chain/network.ts";
 import { SimulatedLedger, sandboxTxHash } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { badRequest, conflict, forbidden, notFound, serviceUnavailable } from "../../domain/errors.ts";
-import { isCryptoToken, splitFee, TOKEN_DECIMALS } from "../../domain/money.ts";
+import { splitFee } from "../../domain/money.ts";
 import { type PaymentStatus, transition } from "../../domain/payment-state.ts";
+import { validateSandboxCredit } from "../../domain/sandbox-credit.ts";
 import { isActionable, type UnmatchedStatus } from "../../domain/unmatched-state.ts";
-import { isAddress, isPlainObject, isUuid, parseAmountField } from "../../domain/validation.ts";
+import { isAddress, isPlainObject, isUuid } from "../../domain/validation.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
@@ -161,15 +162,11 @@ export class UnmatchedInbox {
     if (tenant.environment !== "sandbox")
       throw forbidden("Incoming transfers are simulated only in the sandbox: use a svc_test_ key");
     const input = isPlainObject(body) ? body : {};
-    const token = input.tokenSymbol;
-    if (!isCryptoToken(token)) throw badRequest("Invalid token symbol");
-    const amount = parseAmountField(input.amount, TOKEN_DECIMALS[token]);
-    if (amount === null) throw badRequest("Amount must be a positive number");
+    const credit = validateSandboxCredit(input);
+    if (!credit.ok) throw badRequest(credit.message);
+    const { token, amount, walletType } = credit.value;
     const from = input.fromAddress ?? SANDBOX_PAYER;
     if (!isAddress(from)) throw badRequest("Invalid fromAddress format");
-    const walletType = input.walletType ?? "eoa";
-    if (walletType !== "eoa" && walletType !== "smart_wallet")
-      throw badRequest("Invalid walletType: use eoa or smart_wallet");
     const workspace = await this.#workspaces.profile(tenant.workspaceId);
     const to = walletType === "smart_wallet" ? workspace.smartWalletAddress : workspace.eoaAddress;
     if (!to)
@@ -180,7 +177,7 @@ export class UnmatchedInbox {
       );
     const reference = `incoming:${crypto.randomUUID()}`;
     const row = await sql<unmatchedRepo.UnmatchedRow>`
-      WITH ${SimulatedLedger.creditCtes(to, token as ChainToken, amount, reference)},
+      WITH ${SimulatedLedger.creditCtes(to, token, amount, reference)},
       inbox AS (${unmatchedRepo.insertUnmatchedQuery({
         workspaceId: tenant.workspaceId,
         environment: tenant.environment,

@@ -5,11 +5,11 @@ import { badRequest, forbidden } from "../../domain/errors.ts";
 import {
   CRYPTO_TOKENS,
   formatAmount,
-  isCryptoToken,
   isWalletCurrency,
   TOKEN_DECIMALS,
   type TokenSymbol,
 } from "../../domain/money.ts";
+import { validateSandboxCredit } from "../../domain/sandbox-credit.ts";
 import { parseAmountField } from "../../domain/validation.ts";
 import type { StatusTotal } from "../../platform/db/status-totals.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
@@ -73,13 +73,9 @@ export class WalletService {
       throw forbidden("The faucet exists only in the sandbox: use a svc_test_ key");
     const input = (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
     if (input.walletId !== undefined) return this.#faucetToAgentWallet(principal, input);
-    const token = input.tokenSymbol;
-    if (!isCryptoToken(token)) throw badRequest("Invalid token symbol");
-    const amount = parseAmountField(input.amount, TOKEN_DECIMALS[token]);
-    if (amount === null) throw badRequest("Amount must be a positive number");
-    const walletType = input.walletType ?? "eoa";
-    if (walletType !== "eoa" && walletType !== "smart_wallet")
-      throw badRequest("Invalid walletType: use eoa or smart_wallet");
+    const credit = validateSandboxCredit(input);
+    if (!credit.ok) throw badRequest(credit.message);
+    const { token, amount, walletType } = credit.value;
     const workspace = await this.#workspaces.profile(principal.workspaceId);
     const address = walletType === "smart_wallet" ? workspace.smartWalletAddress : workspace.eoaAddress;
     if (!address)
