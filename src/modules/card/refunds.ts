@@ -1,4 +1,4 @@
-import type { Environment } from "../../config.ts";
+import { ENVIRONMENTS, type Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { badRequest, InternalError, serviceUnavailable } from "../../domain/errors.ts";
 import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
@@ -32,7 +32,6 @@ const RECONCILE_BATCH = 50;
  * make a second refund, so an older refund the provider does not list is left to an operator.
  */
 const PROVIDER_KEY_LIFETIME_MS = 23 * 60 * 60 * 1000;
-const ENVIRONMENTS: readonly Environment[] = ["sandbox", "live"];
 
 const NOT_FOR_CARDS = "is not used for card payments: the money goes back to the card";
 

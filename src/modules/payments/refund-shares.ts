@@ -13,42 +13,29 @@ import * as repo from "./repo.ts";
 
 export type Scope = { workspaceId: string; environment: Environment };
 
-/** The payment's refund base: what it received (an attached transfer's amount), else its gross. */
-export function refundBase(row: Pick<PaymentRow, "amount_received" | "gross_amount">): bigint {
-  return BigInt(row.amount_received ?? row.gross_amount);
-}
-
-/** What is left to refund of `row`. */
+/** What is left to refund of `row`: what it received (an attached transfer's amount, else its gross), less its refunds. */
 export function refundable(
   row: Pick<PaymentRow, "amount_received" | "gross_amount" | "refunded_amount">,
 ): bigint {
-  return refundBase(row) - BigInt(row.refunded_amount);
+  return BigInt(row.amount_received ?? row.gross_amount) - BigInt(row.refunded_amount);
 }
 
 export class RefundShares {
   /**
-   * Takes `amount` (null: everything left) of what `paymentId` has left to refund, in the
-   * caller's transaction; the payment row as it stands after. Throws RefundExceeded (with what is
-   * refundable) when more is asked than is left, or nothing is left.
+   * Takes `amount` from what `paymentId` has left to refund, in the caller's transaction, under
+   * the payment's row lock. Throws RefundExceeded (with what is refundable) when more is asked
+   * than is left.
    */
-  async take(
-    trx: Db,
-    scope: Scope,
-    paymentId: string,
-    amount: bigint | null,
-  ): Promise<{ row: PaymentRow; amount: bigint }> {
+  async take(trx: Db, scope: Scope, paymentId: string, amount: bigint): Promise<void> {
     const locked = await repo.findPayment(trx, scope, paymentId, true);
     if (!locked) throw new Error(`payment ${paymentId} vanished while refunding it`);
     const left = refundable(locked);
-    const taken = amount ?? left;
-    if (taken <= 0n || taken > left) throw refundExceeded(locked, left);
-    const row = await trx
+    if (amount <= 0n || amount > left) throw refundExceeded(locked, left);
+    await trx
       .updateTable("payments")
-      .set({ refunded_amount: sql<string>`refunded_amount + ${taken.toString()}::numeric` })
+      .set({ refunded_amount: sql<string>`refunded_amount + ${amount.toString()}::numeric` })
       .where("id", "=", paymentId)
-      .returningAll()
-      .executeTakeFirstOrThrow();
-    return { row, amount: taken };
+      .execute();
   }
 
   /** Gives `amount` back to what `paymentId` has left to refund (its refund failed), in the caller's transaction. */

@@ -1,5 +1,7 @@
+import type { Environment } from "../../config.ts";
 import { PAYOUT_TRANSITIONS, type TransferKindName } from "../../domain/payout-state.ts";
 import type { Db } from "../../platform/db/database.ts";
+import type { OutboxEvent } from "../webhooks/outbox.ts";
 import type { PayoutRow } from "./repo.ts";
 import { toPayoutView } from "./view.ts";
 
@@ -40,6 +42,21 @@ const PAYOUT: TransferKind = {
   announcesNeverSent: PAYOUT_TRANSITIONS.never_sent.event !== null,
   failureDetails: (error, failStreak) => ({ error, failStreak }),
 };
+
+/** The event announcing that `row` of `kind` failed, with why (and the breaker's streak). */
+export function failureEvent(
+  kind: TransferKind,
+  row: PayoutRow,
+  error: string,
+  failStreak: number,
+): OutboxEvent {
+  return {
+    workspaceId: row.workspace_id,
+    environment: row.environment as Environment,
+    type: kind.failedEvent,
+    payload: { ...kind.view(row), ...kind.failureDetails(error, failStreak) },
+  };
+}
 
 /** The kinds other modules order, each described by its orderer (app.ts composes them). */
 export type OrderedKinds = Record<Exclude<TransferKindName, "payout">, TransferKind>;

@@ -13,7 +13,7 @@ import type { Mailer } from "../../platform/mail/mailer.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import { completedAnswer, type PayoutAnswers, type PayoutResponse, payoutFailed } from "./answers.ts";
-import type { TransferKinds } from "./kinds.ts";
+import { failureEvent, type TransferKinds } from "./kinds.ts";
 import * as repo from "./repo.ts";
 
 // How a payout ends, for the caller waiting on it and for the reconciler that finishes it later:
@@ -143,14 +143,7 @@ export class PayoutOutcomes {
       const state = await repo.lockBreaker(trx, scope);
       const failure = recordFailure(state, detail, at);
       await repo.writeBreaker(trx, scope, failure.state);
-      await recordEvents(trx, [
-        {
-          workspaceId: done.workspace_id,
-          environment: done.environment as Environment,
-          type: kind.failedEvent,
-          payload: { ...kind.view(done), ...kind.failureDetails(detail, failure.state.failStreak) },
-        },
-      ]);
+      await recordEvents(trx, [failureEvent(kind, done, detail, failure.state.failStreak)]);
       return { ...failure, row: done };
     });
     if (result) this.#ctx.metrics.payoutEnded("failed", result.row);

@@ -4,7 +4,7 @@ import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import type { Rails } from "../../rails/index.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
-import type { TransferKinds } from "./kinds.ts";
+import { failureEvent, type TransferKinds } from "./kinds.ts";
 import type { PayoutLeases } from "./leases.ts";
 import type { PayoutOutcomes } from "./outcomes.ts";
 import type { PayoutRow } from "./repo.ts";
@@ -93,16 +93,7 @@ export class PayoutReconciler {
       if (!row) return undefined;
       const kind = this.#kinds.of(row.kind);
       await kind.released?.(trx, row);
-      if (kind.announcesNeverSent) {
-        await recordEvents(trx, [
-          {
-            workspaceId: row.workspace_id,
-            environment,
-            type: kind.failedEvent,
-            payload: { ...kind.view(row), ...kind.failureDetails(NEVER_SENT, 0) },
-          },
-        ]);
-      }
+      if (kind.announcesNeverSent) await recordEvents(trx, [failureEvent(kind, row, NEVER_SENT, 0)]);
       return row;
     });
     return failed !== undefined;

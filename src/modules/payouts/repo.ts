@@ -151,22 +151,18 @@ export async function findInScope(db: Db, scope: Scope, id: string): Promise<Pay
     .executeTakeFirst();
 }
 
-/** The transfers ordered for a payment (its refunds) or an unmatched transfer (its returns), oldest first. */
+/** The transfers ordered for a payment (its refunds), oldest first. */
 export async function transfersFor(
   db: Db,
   scope: Scope,
-  subject: { paymentId: string } | { unmatchedTransferId: string },
+  paymentId: string,
   page: { limit: number; offset: number },
 ): Promise<{ rows: PayoutRow[]; total: number }> {
   const base = db
     .selectFrom("payouts")
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment)
-    .where((eb) =>
-      "paymentId" in subject
-        ? eb("payment_id", "=", subject.paymentId)
-        : eb("unmatched_transfer_id", "=", subject.unmatchedTransferId),
-    );
+    .where("payment_id", "=", paymentId);
   return oldestFirst(
     base.selectAll(),
     base.select((eb) => eb.fn.countAll().as("total")),

@@ -104,13 +104,13 @@ export class PayoutsService {
     return this.#creation.transfer(scope, order);
   }
 
-  /** Transfers of a kind ordered for `subject` (a payment's refunds, an unmatched transfer's returns), oldest first. */
+  /** The transfers ordered for a payment (its refunds), oldest first. */
   transfersFor(
     scope: repo.Scope,
-    subject: { paymentId: string } | { unmatchedTransferId: string },
+    paymentId: string,
     page: { limit: number; offset: number },
   ): Promise<{ rows: repo.PayoutRow[]; total: number }> {
-    return repo.transfersFor(this.#ctx.db, scope, subject, page);
+    return repo.transfersFor(this.#ctx.db, scope, paymentId, page);
   }
 
   /** One transfer of the scope by id (any kind); undefined for anyone else's. */

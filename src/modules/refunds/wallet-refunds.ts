@@ -66,7 +66,7 @@ export class WalletRefunds implements RefundRail {
   }
 
   async refundsOf(scope: Scope, paymentId: string, page: { limit: number; offset: number }) {
-    const { rows, total } = await this.#payouts.transfersFor(scope, { paymentId }, page);
+    const { rows, total } = await this.#payouts.transfersFor(scope, paymentId, page);
     return { refunds: rows.map(refundOfTransfer), total };
   }
 
