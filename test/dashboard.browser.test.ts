@@ -354,13 +354,17 @@ describe.skipIf(!HAS_CHROMIUM)("dashboard in Chromium", () => {
       });
       await receiver.waitFor(1, (r) => r.json.event === "payment.created");
       const failedRow = page.locator("#deliveries-table tbody tr").first();
+      // The receiver answered before the dispatcher recorded the attempt: wait for the row to show
+      // the attempt, not merely to exist (CI once read it while still "pending, 0 attempts").
       await expect
-        .poll(async () => {
-          await page.reload();
-          return failedRow.getAttribute("data-status");
-        })
-        .not.toBe(null);
-      expect(await failedRow.textContent()).toContain("500");
+        .poll(
+          async () => {
+            await page.reload();
+            return (await failedRow.getAttribute("data-status")) === null ? "" : failedRow.textContent();
+          },
+          { timeout: 15_000 },
+        )
+        .toContain("500");
       await shoot("webhook-deliveries");
       receiver.respond = () => ({ status: 200 });
       await failedRow.getByRole("button", { name: /^Resend payment\.created/ }).click();
