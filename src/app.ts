@@ -39,6 +39,10 @@ import { smartWalletRoutes } from "./modules/smart-wallets/routes.ts";
 import { SmartWalletsService } from "./modules/smart-wallets/service.ts";
 import { splitsRoutes } from "./modules/splits/routes.ts";
 import { SplitsService } from "./modules/splits/service.ts";
+import { swapTransferKind } from "./modules/swaps/kind.ts";
+import { swapsRoutes } from "./modules/swaps/routes.ts";
+import { SwapsService } from "./modules/swaps/service.ts";
+import { buildSwapVenues } from "./modules/swaps/venues.ts";
 import { WalletsService } from "./modules/wallets/service.ts";
 import { webhooksRoutes } from "./modules/webhooks/routes.ts";
 import { WebhooksService } from "./modules/webhooks/service.ts";
@@ -170,6 +174,8 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   const { rails, smartAccounts } = buildRails(deps.config, networks, senders, ledger);
   // Smart wallet addresses come from the live network's account factory (else the sandbox's).
   const smartWallets = new SmartWalletsService(ctx, workspaces, smartAccounts.live ?? smartAccounts.sandbox);
+  // Where each environment's swaps trade (D16): Uniswap v3 on a network, the ledger's pools in the sandbox.
+  const swapVenues = buildSwapVenues(deps.config, deps.db, ledger, smartAccounts);
   const mailer = deps.mailer ?? createMailer({ smtpUrl: deps.config.smtpUrl, dataDir: deps.config.dataDir });
   http.addHook("onClose", async () => mailer.close());
   const payouts = new PayoutsService(ctx, {
@@ -177,7 +183,10 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     payments,
     rails,
     mailer,
-    kinds: refundTransferKinds(refundShares, unmatched),
+    kinds: {
+      ...refundTransferKinds(refundShares, unmatched),
+      swap: swapTransferKind(deps.db, swapVenues),
+    },
   });
   http.addHook("onClose", async () => payouts.close());
   const refunds = new RefundsService(ctx, {
@@ -188,7 +197,8 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     wallet: new WalletRefunds(payouts),
     card: cardRefunds,
   });
-  const wallet = new WalletService(ctx, workspaces, rails, ledger, payments, agentWallets);
+  const swaps = new SwapsService(ctx, { payouts, venues: swapVenues });
+  const wallet = new WalletService(ctx, workspaces, rails, ledger, payments, agentWallets, swaps);
   const scrub = urlScrubber(deps.config);
   metrics.setSources({
     pausedWorkspaces: () => payouts.pausedWorkspaces(),
@@ -256,6 +266,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   await http.register(paymentsRoutes(payments));
   await http.register(unmatchedRoutes(unmatched));
   await http.register(refundsRoutes(refunds));
+  await http.register(swapsRoutes(swaps));
   await http.register(splitsRoutes(splits));
   await http.register(settlementsRoutes(settlements));
   await http.register(webhooksRoutes(webhooks));

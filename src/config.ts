@@ -39,6 +39,17 @@ export interface NetworkConfig {
         instantBundling: boolean;
       }
     | undefined;
+  swap: SwapConfig | undefined;
+}
+
+/** Uniswap v3 contracts of a network (D16); swaps there answer 503 without them. */
+export interface SwapConfig {
+  routerAddress: string;
+  quoterAddress: string;
+  factoryAddress: string;
+  wethAddress: string;
+  /** The pools' fee tiers (hundredths of a basis point) a quote compares. */
+  feeTiers: number[];
 }
 
 /** The hosted card checkout provider (Stripe Checkout API) of one environment. */
@@ -217,6 +228,35 @@ function accountAbstraction(
   };
 }
 
+const SWAP_ADDRESSES = ["SWAP_ROUTER_ADDRESS", "SWAP_QUOTER_ADDRESS", "SWAP_FACTORY_ADDRESS", "WETH_ADDRESS"];
+
+function swap(
+  env: Env,
+  p: string,
+  address: (name: string, required: boolean) => string | undefined,
+): SwapConfig | undefined {
+  const given = SWAP_ADDRESSES.filter((name) => optional(env, `${p}_${name}`) !== undefined);
+  if (given.length === 0) return undefined;
+  const missing = SWAP_ADDRESSES.filter((name) => !given.includes(name));
+  if (missing.length > 0) {
+    throw new ConfigError(
+      `${missing.map((name) => `${p}_${name}`).join(", ")} required with ${p}_${given[0]} (swaps need all four Uniswap v3 addresses)`,
+    );
+  }
+  const tiersRaw = optional(env, `${p}_SWAP_FEE_TIERS`) ?? "100,500,3000,10000";
+  const feeTiers = tiersRaw.split(",").map((tier) => tier.trim());
+  if (feeTiers.some((tier) => !/^[0-9]{1,6}$/.test(tier) || Number(tier) >= 1_000_000)) {
+    throw new ConfigError(`${p}_SWAP_FEE_TIERS must be fee tiers separated by commas, e.g. 500,3000,10000`);
+  }
+  return {
+    routerAddress: address("SWAP_ROUTER_ADDRESS", true) as string,
+    quoterAddress: address("SWAP_QUOTER_ADDRESS", true) as string,
+    factoryAddress: address("SWAP_FACTORY_ADDRESS", true) as string,
+    wethAddress: address("WETH_ADDRESS", true) as string,
+    feeTiers: [...new Set(feeTiers.map(Number))],
+  };
+}
+
 function network(env: Env, environment: Environment): NetworkConfig | undefined {
   const p = environment.toUpperCase();
   const rpcUrl = url(env, `${p}_RPC_URL`, ["http:", "https:", "ws:", "wss:"]);
@@ -259,6 +299,7 @@ function network(env: Env, environment: Environment): NetworkConfig | undefined 
     pollIntervalMs: integer(env, `${p}_POLL_INTERVAL_MS`, 1000, 50, 60_000),
     explorerUrl: url(env, `${p}_EXPLORER_URL`, ["http:", "https:"])?.replace(/\/+$/, ""),
     accountAbstraction: accountAbstraction(env, p, address),
+    swap: swap(env, p, address),
   };
 }
 

@@ -227,7 +227,7 @@ describe("sandbox payouts: success", () => {
     const before = await get(ws.testKey, "/api/v1/wallet/balance");
     expect(before.json()).toEqual({
       environment: "sandbox",
-      eoa: { address: ws.eoaAddress, balances: { USDC: "100.00", ETH: "0.00", ADAO: "0.00" } },
+      eoa: { address: ws.eoaAddress, balances: { USDC: "100.00", ETH: "0.00", ADAO: "0.00", DAI: "0.00" } },
       smartWallet: null,
     });
 
@@ -258,7 +258,7 @@ describe("sandbox payouts: success", () => {
     const after = await get(ws.testKey, "/api/v1/wallet/balance");
     expect(after.json()).toEqual({
       environment: "sandbox",
-      eoa: { address: ws.eoaAddress, balances: { USDC: "90.00", ETH: "0.00", ADAO: "0.00" } },
+      eoa: { address: ws.eoaAddress, balances: { USDC: "90.00", ETH: "0.00", ADAO: "0.00", DAI: "0.00" } },
       smartWallet: null,
     });
     expect(await ledgerBalance(destination, "USDC")).toBe(10_000_000n);

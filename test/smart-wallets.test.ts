@@ -753,7 +753,7 @@ describe("sandbox payouts with walletType smart_wallet", () => {
     const after = await balances(ws);
     expect(after.smartWallet).toEqual({
       address: smartWallet.address,
-      balances: { USDC: "0.00", ETH: "0.75", ADAO: "37.50" },
+      balances: { USDC: "0.00", ETH: "0.75", ADAO: "37.50", DAI: "0.00" },
     });
     expect(await t.app.services.ledger.balance(destination, "ETH")).toBe(250_000_000_000_000_000n);
     expect(await t.app.services.ledger.balance(destination, "ADAO")).toBe(12_500_000_000_000_000_000n);
@@ -882,15 +882,15 @@ describe("GET /api/v1/wallet/balance with a smart wallet", () => {
     const before = await balances(ws);
     expect(before).toEqual({
       environment: "sandbox",
-      eoa: { address: ws.eoaAddress, balances: { USDC: "0.00", ETH: "0.00", ADAO: "0.00" } },
+      eoa: { address: ws.eoaAddress, balances: { USDC: "0.00", ETH: "0.00", ADAO: "0.00", DAI: "0.00" } },
       smartWallet: null,
     });
 
     const { smartWallet } = await createSmartWallet(ws);
     expect(await balances(ws)).toEqual({
       environment: "sandbox",
-      eoa: { address: ws.eoaAddress, balances: { USDC: "0.00", ETH: "0.00", ADAO: "0.00" } },
-      smartWallet: { address: smartWallet.address, balances: { USDC: "0.00", ETH: "0.00", ADAO: "0.00" } },
+      eoa: { address: ws.eoaAddress, balances: { USDC: "0.00", ETH: "0.00", ADAO: "0.00", DAI: "0.00" } },
+      smartWallet: { address: smartWallet.address, balances: { USDC: "0.00", ETH: "0.00", ADAO: "0.00", DAI: "0.00" } },
     });
 
     await faucet(ws, { tokenSymbol: "USDC", amount: "12.345678", walletType: "smart_wallet" });
@@ -898,10 +898,10 @@ describe("GET /api/v1/wallet/balance with a smart wallet", () => {
     await faucet(ws, { tokenSymbol: "ADAO", amount: "3" });
     expect(await balances(ws)).toEqual({
       environment: "sandbox",
-      eoa: { address: ws.eoaAddress, balances: { USDC: "0.00", ETH: "0.00", ADAO: "3.00" } },
+      eoa: { address: ws.eoaAddress, balances: { USDC: "0.00", ETH: "0.00", ADAO: "3.00", DAI: "0.00" } },
       smartWallet: {
         address: smartWallet.address,
-        balances: { USDC: "12.345678", ETH: "0.50", ADAO: "0.00" },
+        balances: { USDC: "12.345678", ETH: "0.50", ADAO: "0.00", DAI: "0.00" },
       },
     });
   });

@@ -29,6 +29,20 @@ export interface TransferRequest {
   token: ChainToken;
   to: Hex;
   amount: bigint;
+  /**
+   * A contract call instead of a transfer (a swap's approval or its router call): sent to `to`
+   * with `call.data` and `call.value` wei. `token` and `amount` then say what the call may take
+   * from the wallet at most, which is what the records reserve of its balance.
+   */
+  call?: ContractCall;
+}
+
+export interface ContractCall {
+  data: Hex;
+  /** Wei sent with the call. */
+  value: bigint;
+  /** The gas limit of the call's transaction (an EOA's; a user operation estimates its own). */
+  gas: bigint;
 }
 
 /** EIP-1559 fees per gas, in wei. */

@@ -269,7 +269,9 @@ export async function payoutTransaction(
     .select(["tx_hash", "status", "error"])
     .where("payout_id", "=", payoutId)
     .where("replaces_tx_hash", "is", null)
-    .orderBy("created_at", "desc")
+    // The last of its legs (a swap's router call after its approval) is mined only after the
+    // others, so its status is the move's.
+    .orderBy("nonce", "desc")
     .executeTakeFirst();
   return row && { txHash: row.tx_hash as Hex, status: row.status, error: row.error };
 }

@@ -20,19 +20,49 @@ import { registerDeployer, withDeployer } from "./deployer.ts";
 import { launch } from "./launcher.ts";
 import { rpc } from "./rpc.ts";
 import type { Devnet, DevnetAccount, DevnetOptions, TokenSymbol } from "./types.ts";
+import { deployUniswap, loadUniswapArtifacts } from "./uniswap.ts";
 
 // A local EVM chain for development and tests (D3, D13, D14): a Hardhat 3 node (EDR) run as a
 // child process on 127.0.0.1, mining a block every second and on each transaction, with the
 // service's test tokens deployed and a payer account holding plenty of each; optionally the
 // ERC-4337 stack too (D11): EntryPoint v0.8, SimpleAccountFactory, a sponsoring paymaster and an
-// Alto bundler (src/devnet/account-abstraction.ts).
+// Alto bundler (src/devnet/account-abstraction.ts); optionally WETH9 and Uniswap v3 with seeded pools
+// (D16, src/devnet/uniswap.ts).
 
 // The devnet's public face: tests and benches import from this module alone, so it passes on the
-// names that its parts (deployer.ts, launcher.ts, rpc.ts, types.ts) define.
+// names that its parts (deployer.ts, launcher.ts, rpc.ts, types.ts, uniswap.ts) define.
 export { type DeployerClients, withDeployer } from "./deployer.ts";
 export { freePort, type NodeExit } from "./launcher.ts";
 export { rpc } from "./rpc.ts";
-export type { Devnet, DevnetAccount, DevnetAccountAbstraction, DevnetOptions, TokenSymbol } from "./types.ts";
+export type {
+  Devnet,
+  DevnetAccount,
+  DevnetAccountAbstraction,
+  DevnetOptions,
+  DevnetSwap,
+  DevnetSwapPool,
+  SwapAsset,
+  SwapPair,
+  TokenSymbol,
+} from "./types.ts";
+export {
+  fullRangeTicks,
+  type MoveSwapPoolRequest,
+  moveSwapPool,
+  POOL_INIT_CODE_HASH,
+  POSITION_MANAGER_ABI,
+  type PoolSwap,
+  poolAddress,
+  QUOTER_V2_ABI,
+  SEEDED_POOLS,
+  type SeededPool,
+  SWAP_ROUTER_ABI,
+  sqrtPriceX96,
+  TICK_SPACINGS,
+  UNISWAP_V3_FACTORY_ABI,
+  UNISWAP_V3_POOL_ABI,
+  WETH9_ABI,
+} from "./uniswap.ts";
 
 /** The test tokens the devnet deploys, with the decimals the service's catalogue gives them. */
 export const TOKENS: Record<TokenSymbol, { name: string; decimals: number }> = {
@@ -90,6 +120,8 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
   const blockTimeMs = options.blockTimeMs ?? 1000;
   const artifactPromise = testTokenArtifact(); // compiles (or loads the cache) while the node starts
   artifactPromise.catch(() => {}); // awaited below; avoid an unhandled rejection meanwhile
+  const uniswapArtifacts = options.swaps ? loadUniswapArtifacts() : undefined; // likewise
+  uniswapArtifacts?.catch(() => {});
 
   const node = await launch({ port: options.port, freeOn: "127.0.0.1" }, async (port) => {
     const url = `http://127.0.0.1:${port}`;
@@ -202,9 +234,14 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
     };
     registerDeployer(devnet, { publicClient, deployer });
 
-    if (options.accountAbstraction) {
-      const aaStart = performance.now();
-      const contracts = await deployAccountAbstraction(devnet);
+    // Both go through the deployer's queue: the ERC-4337 contracts first, since the bundler needs
+    // them, then Uniswap, deployed while the bundler starts.
+    const aaStart = performance.now();
+    const aaContracts = options.accountAbstraction ? deployAccountAbstraction(devnet) : undefined;
+    const uniswap = options.swaps ? deployUniswap(devnet, uniswapArtifacts) : undefined;
+    uniswap?.catch(() => {}); // awaited below, once the bundler is up (or failed)
+    if (aaContracts) {
+      const contracts = await aaContracts;
       const aaDeployMs = Math.round(performance.now() - aaStart);
       bundler = await startBundler({
         rpcUrl,
@@ -222,6 +259,11 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
         bundlerExited: bundler.exited,
       };
       devnet.timings = { ...devnet.timings, aaDeployMs, bundlerStartMs: bundler.startMs };
+    }
+    if (uniswap) {
+      const { swap, ms } = await uniswap;
+      devnet.swap = swap;
+      devnet.timings = { ...devnet.timings, swapDeployMs: ms };
     }
     return devnet;
   } catch (err) {

@@ -42,6 +42,11 @@ export function testTokenArtifact(): Promise<Artifact> {
   return compileContract("TestToken.sol", "TestToken");
 }
 
+/** The WETH9 artifact: wrapped ether on OpenZeppelin's ERC20 (deposit, withdraw, receive), no constructor arguments. */
+export function weth9Artifact(): Promise<Artifact> {
+  return compileContract("WETH9.sol", "WETH9");
+}
+
 /**
  * The SponsoringPaymaster artifact (devnet only): an ERC-4337 v0.8 paymaster with
  * constructor(entryPoint) that sponsors every user operation.

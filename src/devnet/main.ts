@@ -1,41 +1,14 @@
 import { mkdir, rename, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { type Devnet, startDevnet } from "./chain.ts";
+import { type Devnet, SEEDED_POOLS, startDevnet } from "./chain.ts";
+import { envFileText } from "./env-file.ts";
 
 // `npm run devnet`: a local chain standing in for the live network (D3, D11, D14). Starts the
-// Hardhat node on DEVNET_PORT (default 8545) with the test tokens and the ERC-4337 contracts
-// deployed, and an Alto bundler on DEVNET_BUNDLER_PORT (default: a free port; Alto binds 0.0.0.0),
-// writes DATA_DIR/devnet.env once the chain and the bundler answer, and stays in the foreground
+// Hardhat node on DEVNET_PORT (default 8545) with the test tokens, the ERC-4337 contracts and
+// Uniswap v3 with seeded pools (D16) deployed, and an Alto bundler on DEVNET_BUNDLER_PORT (default:
+// a free port; Alto binds 0.0.0.0), writes DATA_DIR/devnet.env once the chain and the bundler answer, and stays in the foreground
 // until Ctrl-C or SIGTERM, which stop both (nothing else is removed: the env file stays for the next
 // run to overwrite).
-
-function envFileText(devnet: Devnet): string {
-  const { tokens, accounts, aa } = devnet;
-  if (!aa) throw new Error("The devnet was started without its ERC-4337 stack");
-  const lines = [
-    "# Written by `npm run devnet`: a local chain standing in for the live network.",
-    `# Load it with NETWORK_ENV_FILE=<this file> npm start (variables already set win).`,
-    `LIVE_RPC_URL=${devnet.rpcUrl}`,
-    `LIVE_CHAIN_ID=${devnet.chainId}`,
-    `LIVE_USDC_ADDRESS=${tokens.USDC}`,
-    `LIVE_ADAO_ADDRESS=${tokens.ADAO}`,
-    `LIVE_DAI_ADDRESS=${tokens.DAI}`,
-    `LIVE_TREASURY_ADDRESS=${accounts.treasury.address}`,
-    "LIVE_CONFIRMATIONS=2",
-    `LIVE_GAS_FUNDER_KEY=${accounts.gasFunder.privateKey}`,
-    "# ERC-4337 (D11): the bundler, a paymaster sponsoring every user operation (devnet only),",
-    "# EntryPoint v0.8 and the SimpleAccountFactory.",
-    `LIVE_BUNDLER_URL=${aa.bundlerUrl}`,
-    `LIVE_PAYMASTER_ADDRESS=${aa.paymaster}`,
-    `LIVE_ENTRYPOINT_ADDRESS=${aa.entryPoint}`,
-    `LIVE_ACCOUNT_FACTORY_ADDRESS=${aa.accountFactory}`,
-    "# This Alto bundles an operation at once when asked (pimlico_sendUserOperationNow).",
-    "LIVE_BUNDLER_INSTANT_BUNDLING=true",
-    "# A funded account holding every test token, for demos and tests (not used by the service).",
-    `DEVNET_PAYER_KEY=${accounts.payer.privateKey}`,
-  ];
-  return `${lines.join("\n")}\n`;
-}
 
 function portFromEnv(name: string, fallback: string | undefined): number | undefined {
   const raw = process.env[name] || fallback;
@@ -77,6 +50,7 @@ async function main(): Promise<void> {
   devnet = await startDevnet({
     port,
     accountAbstraction: true,
+    swaps: true,
     bundlerPort,
     onOutput: verbose ? (text) => process.stdout.write(text) : undefined,
     // Alto logs at "warn" and up only: always worth seeing.
@@ -91,8 +65,9 @@ async function main(): Promise<void> {
     process.stderr.write(`The Hardhat node exited unexpectedly (code ${code}, signal ${signal}).\n`);
     process.exit(1);
   });
-  const aa = devnet.aa;
+  const { aa, swap } = devnet;
   if (!aa) throw new Error("The devnet started without its ERC-4337 stack");
+  if (!swap) throw new Error("The devnet started without Uniswap v3");
   void aa.bundlerExited.then(async ({ code, signal }) => {
     if (stopping) return;
     stopping = true;
@@ -114,7 +89,8 @@ async function main(): Promise<void> {
   process.stdout.write(
     [
       `Devnet ready: ${devnet.rpcUrl} (chain id ${devnet.chainId}), node up in ${timings.nodeStartMs} ms, tokens deployed in ${timings.deployMs} ms,`,
-      `ERC-4337 contracts in ${timings.aaDeployMs} ms, bundler up in ${timings.bundlerStartMs} ms.`,
+      `ERC-4337 contracts in ${timings.aaDeployMs} ms, bundler up in ${timings.bundlerStartMs} ms,`,
+      `Uniswap v3 deployed and seeded in ${timings.swapDeployMs} ms (while the bundler started).`,
       "A block is mined every second and on each transaction.",
       "",
       `  USDC  ${tokens.USDC}  (6 decimals)`,
@@ -129,6 +105,16 @@ async function main(): Promise<void> {
       `  EntryPoint  ${aa.entryPoint}  (v0.8)`,
       `  factory     ${aa.accountFactory}  (SimpleAccountFactory)`,
       `  paymaster   ${aa.paymaster}  (sponsors every user operation: devnet only)`,
+      "",
+      `  swap router ${swap.router}  (Uniswap v3 SwapRouter)`,
+      `  quoter      ${swap.quoter}  (QuoterV2)`,
+      `  v3 factory  ${swap.factory}`,
+      `  WETH        ${swap.weth}  (WETH9)`,
+      ...SEEDED_POOLS.map(({ pair, asset, fee, assetAmount, usdcAmount }) => {
+        const address = swap.pools.find((p) => p.pair === pair)?.address;
+        const price = Number(usdcAmount) / Number(assetAmount);
+        return `  ${pair.padEnd(11)} ${address}  (fee ${fee}, 1 ${asset} = ${price} USDC, held by the deployer)`;
+      }),
       "",
       `Env file: ${envFile}`,
       "Start the service against it with:",

@@ -6,6 +6,12 @@ import type { NodeExit } from "./launcher.ts";
 
 export type TokenSymbol = "USDC" | "ADAO" | "DAI";
 
+/** What a devnet swap sells or buys: a test token, or ETH (WETH in the pools). */
+export type SwapAsset = TokenSymbol | "ETH";
+
+/** The seeded Uniswap v3 pools, each USDC against one asset. */
+export type SwapPair = "USDC/ETH" | "USDC/DAI" | "USDC/ADAO";
+
 export interface DevnetAccount {
   address: Address;
   privateKey: Hex;
@@ -29,6 +35,43 @@ export interface DevnetOptions {
   bundlerPort?: number;
   /** Receives the bundler's stdout/stderr (Alto's log, warnings and up). Dropped when omitted. */
   onBundlerOutput?: (text: string) => void;
+  /**
+   * Also deploy WETH9 and Uniswap v3 (factory, SwapRouter, QuoterV2, NonfungiblePositionManager)
+   * and seed the pools of SEEDED_POOLS (src/devnet/uniswap.ts); see {@link Devnet.swap}. Default
+   * false: it costs most tests time for nothing.
+   */
+  swaps?: boolean;
+}
+
+/** One seeded Uniswap v3 pool: full-range liquidity held by the deployer. */
+export interface DevnetSwapPool {
+  pair: SwapPair;
+  /** Fee tier in hundredths of a basis point (500 = 0.05 %, 3000 = 0.3 %). */
+  fee: number;
+  tickSpacing: number;
+  /** The pool contract, as the factory's getPool gives it. */
+  address: Address;
+  /** The pool's tokens, sorted by address as Uniswap does (token0 < token1). */
+  token0: Address;
+  token1: Address;
+  token0Symbol: TokenSymbol | "WETH";
+  token1Symbol: TokenSymbol | "WETH";
+}
+
+/** Uniswap v3 of a devnet started with `swaps: true` (D16). */
+export interface DevnetSwap {
+  /** UniswapV3Factory (v3-core 1.0.1 artifact, as shipped). */
+  factory: Address;
+  /** SwapRouter (v3-periphery artifact, as shipped). */
+  router: Address;
+  /** QuoterV2: its quote functions are non-view, for eth_call only. */
+  quoter: Address;
+  /** NonfungiblePositionManager; it holds the seeded positions' NFTs for the deployer. */
+  positionManager: Address;
+  /** The devnet's WETH9, the router's and the quoter's WETH. */
+  weth: Address;
+  /** The seeded pools, in the order of SEEDED_POOLS. */
+  pools: DevnetSwapPool[];
 }
 
 /** The ERC-4337 stack of a devnet started with `accountAbstraction: true`. */
@@ -62,11 +105,20 @@ export interface Devnet {
   };
   /** Present when started with `accountAbstraction: true`. */
   aa?: DevnetAccountAbstraction;
+  /** Present when started with `swaps: true`. */
+  swap?: DevnetSwap;
   /**
    * Milliseconds from spawn to the first eth_chainId answer, for deploying and minting the tokens,
-   * and (with account abstraction) for deploying its contracts and until the bundler answers.
+   * (with account abstraction) for deploying its contracts and until the bundler answers, and (with
+   * swaps) for deploying Uniswap v3 and seeding its pools.
    */
-  timings: { nodeStartMs: number; deployMs: number; aaDeployMs?: number; bundlerStartMs?: number };
+  timings: {
+    nodeStartMs: number;
+    deployMs: number;
+    aaDeployMs?: number;
+    bundlerStartMs?: number;
+    swapDeployMs?: number;
+  };
   /** Resolves when the node process has exited, for whatever reason. */
   exited: Promise<NodeExit>;
   /**

@@ -14,6 +14,8 @@ export const EVENT_TYPES = [
   "payout.failed",
   "refund.completed",
   "refund.failed",
+  "swap.completed",
+  "swap.failed",
   "agent.created",
   "agent.updated",
   "agent.deleted",

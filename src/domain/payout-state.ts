@@ -5,9 +5,10 @@
 
 /**
  * What a transfer out of a workspace wallet is (the payouts table's `kind`, migration 022): a
- * payout, a refund of a payment, or the return of an unmatched transfer. All follow this table.
+ * payout, a refund of a payment, the return of an unmatched transfer, or a swap (migration 023).
+ * All follow this table.
  */
-export const TRANSFER_KINDS = ["payout", "refund", "return"] as const;
+export const TRANSFER_KINDS = ["payout", "refund", "return", "swap"] as const;
 export type TransferKindName = (typeof TRANSFER_KINDS)[number];
 
 export const PAYOUT_STATUSES = ["processing", "completed", "failed"] as const;

@@ -93,5 +93,6 @@ function outcomeOf(sent: SentTransfer[]): MoveOutcome {
       error: reverted.error ?? "transaction reverted",
     };
   }
-  return { status: "success", txHash: first.txHash, legs, error: null };
+  // The last leg completes the move (a swap's router call after its approval).
+  return { status: "success", txHash: (sent.at(-1) ?? first).txHash, legs, error: null };
 }

@@ -54,6 +54,8 @@ export class LedgerRail implements Rail {
 
   async submit(move: Move, hooks: MoveHooks): Promise<Submission> {
     if (!hooks.recordWithTransfers) throw new Error("the simulated ledger needs recordWithTransfers");
+    // No contract runs on the ledger: a sandbox swap hands it the transfer to its simulated pool.
+    if (move.legs.some((leg) => leg.call)) throw new Error("the simulated ledger moves transfers only");
     const owner = move.payoutId ? `payout:${move.payoutId}` : `payment:${move.paymentId}`;
     const transfers: LedgerTransfer[] = move.legs.map((leg) => ({
       from: move.from,

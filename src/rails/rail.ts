@@ -1,6 +1,6 @@
 import type { RawBuilder } from "kysely";
 import type { PreparedOperation } from "../chain/evm/smart-accounts.ts";
-import type { ChainToken, Hex } from "../chain/network.ts";
+import type { ChainToken, ContractCall, Hex } from "../chain/network.ts";
 import type { LedgerTransfer } from "../chain/simulated/ledger.ts";
 import type { Db } from "../platform/db/database.ts";
 
@@ -18,6 +18,12 @@ export interface Leg {
   to: Hex;
   amount: bigint;
   purpose: string;
+  /**
+   * A contract call instead of a transfer (a swap's approval and router call): `token` and
+   * `amount` are what it may take from the wallet, reserved while it is on its way. Rails on a
+   * chain make the call; the simulated ledger moves transfers only.
+   */
+  call?: ContractCall;
 }
 
 export interface Move {
@@ -38,7 +44,11 @@ export interface Move {
 /** The outcome of a move: success once every leg is mined with a success receipt. */
 export interface MoveOutcome {
   status: "success" | "reverted" | "pending";
-  /** The first leg's transaction (a smart account's: the one that carried its operation). */
+  /**
+   * On success the last leg's transaction, which completes the move (a swap's router call after
+   * its approval); otherwise the one that reverted, or the first. A smart account's: the one that
+   * carried its operation.
+   */
   txHash: string;
   userOpHash?: string;
   /** Each leg's transaction, by purpose. */

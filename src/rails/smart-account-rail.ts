@@ -155,7 +155,12 @@ function mayPass(attempt: { failure: string; answered: boolean } | { outcome: Op
 }
 
 function callsOf(move: Move) {
-  return move.legs.map((leg) => ({ token: leg.token, to: leg.to, amount: leg.amount }));
+  return move.legs.map((leg) => ({
+    token: leg.token,
+    to: leg.to,
+    amount: leg.amount,
+    ...(leg.call ? { call: leg.call } : {}),
+  }));
 }
 
 /** Every leg rides in the operation's one transaction. */

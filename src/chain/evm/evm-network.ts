@@ -258,7 +258,13 @@ export class EvmNetwork implements Network {
       type: "eip1559" as const,
     };
     let raw: Hex;
-    if (request.token === "ETH") {
+    if (request.call) {
+      const { data, value, gas } = request.call;
+      raw = await signTransaction({
+        privateKey,
+        transaction: { ...common, to: request.to, value, gas, data },
+      });
+    } else if (request.token === "ETH") {
       raw = await signTransaction({
         privateKey,
         transaction: { ...common, to: request.to, value: request.amount, gas: ETH_TRANSFER_GAS },

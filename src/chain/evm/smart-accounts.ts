@@ -2,7 +2,15 @@ import { randomBytes } from "node:crypto";
 import { LRUCache } from "lru-cache";
 import { toSimpleSmartAccount } from "permissionless/accounts";
 import { getAccountNonce } from "permissionless/actions";
-import { createPublicClient, defineChain, encodeFunctionData, erc20Abi, http, type PublicClient } from "viem";
+import {
+  createPublicClient,
+  defineChain,
+  encodeFunctionData,
+  erc20Abi,
+  http,
+  type Log,
+  type PublicClient,
+} from "viem";
 import {
   createBundlerClient,
   entryPoint08Address,
@@ -11,7 +19,7 @@ import {
 } from "viem/account-abstraction";
 import { privateKeyToAccount } from "viem/accounts";
 import type { NetworkConfig } from "../../config.ts";
-import type { ChainToken, Hex } from "../network.ts";
+import type { ChainToken, ContractCall, Hex } from "../network.ts";
 import {
   answeredWithError,
   bundlerCall,
@@ -36,6 +44,8 @@ export interface SmartCall {
   token: ChainToken;
   to: Hex;
   amount: bigint;
+  /** A contract call instead of a transfer (network.ts `TransferRequest.call`; its gas is unused here). */
+  call?: ContractCall;
 }
 
 export interface PreparedOperation {
@@ -143,6 +153,7 @@ export class SmartAccounts {
 
   #callsOf(calls: SmartCall[]) {
     return calls.map((call) => {
+      if (call.call) return { to: call.to, value: call.call.value, data: call.call.data };
       if (call.token === "ETH") return { to: call.to, value: call.amount, data: "0x" as Hex };
       const token = this.#tokens[call.token];
       if (!token) throw new Error(`${call.token} is not configured on this network`);
@@ -178,7 +189,8 @@ export class SmartAccounts {
     const account = await this.#account(ownerKey);
     const nonceKey = options.nonceKey ?? freshNonceKey();
     const operationCalls = this.#callsOf(calls);
-    const kind = `${account.address} ${calls.map((call) => call.token).join(",")}`;
+    // A contract call's gas depends on what it calls: its kind names the contract and function.
+    const kind = `${account.address} ${calls.map((call) => (call.call ? `${call.to}:${call.call.data.slice(0, 10)}` : call.token)).join(",")}`;
     const known = options.estimate === "bundler" ? undefined : this.#gasProfiles.get(kind);
     const fill = (gas?: GasProfile & { callGasLimit: bigint }) =>
       prepareOperation(this.#bundler, {
@@ -361,6 +373,11 @@ export class SmartAccounts {
       key: operation.nonce >> 64n,
     });
     return nonce !== operation.nonce;
+  }
+
+  /** The logs one included operation emitted (not the rest of its bundle's), as the bundler tells them. */
+  async operationLogs(userOpHash: Hex): Promise<Log[]> {
+    return (await this.#bundler.getUserOperationReceipt({ hash: userOpHash })).logs;
   }
 
   async receipt(userOpHash: Hex): Promise<OperationOutcome> {

@@ -14,6 +14,7 @@ import { InFlightPayouts } from "./in-flight.ts";
 import { RESUME_ACTION, type Scope } from "./outcomes.ts";
 import * as repo from "./repo.ts";
 import type { PayoutSends } from "./send.ts";
+import { newTransfer, type TransferOrder } from "./transfer-order.ts";
 
 // A payout (part 4.10, D6) as an operation: validate → decide (the breaker, the wallet and its
 // rail) → persist → send → finish (send.ts). One workspace and environment decides one payout at
@@ -76,11 +77,11 @@ export class PayoutCreation {
    * (still processing); rejects with why nothing was recorded (the breaker, the balance, the
    * orderer's guard).
    */
-  async transfer(scope: Scope, order: repo.TransferOrder): Promise<repo.PayoutRow> {
+  async transfer(scope: Scope, order: TransferOrder): Promise<repo.PayoutRow> {
     this.#decisions.assertConfigured(scope);
     try {
       await this.#run(scope, order.walletType, (wallet, now) =>
-        repo.newTransfer(scope, order, wallet.from, wallet.walletType, now),
+        newTransfer(scope, order, wallet.from, wallet.walletType, now),
       );
     } catch (err) {
       // A transfer that failed answers as its row (a failure its breaker counted): only one that
@@ -92,6 +93,20 @@ export class PayoutCreation {
     const row = await repo.findById(this.#ctx.db, order.id);
     if (!row) throw new Error(`transfer ${order.id} answered without its record`);
     return row;
+  }
+
+  /** The wallet a transfer with `walletType` would leave (else the default), or the 400/503 saying why none. */
+  async walletFor(
+    scope: Scope,
+    walletType: "eoa" | "smart_wallet" | null,
+  ): Promise<{ walletType: "eoa" | "smart_wallet"; from: Hex }> {
+    this.#decisions.assertConfigured(scope);
+    const wallet = this.#decisions.wallet(
+      scope,
+      walletType,
+      await this.#workspaces.profile(scope.workspaceId),
+    );
+    return { walletType: wallet.walletType, from: wallet.from };
   }
 
   async #run(
@@ -124,7 +139,7 @@ export class PayoutCreation {
       const move: Move = {
         from: wallet.from,
         signingKey,
-        legs: [
+        legs: payout.legs ?? [
           {
             token: payout.tokenSymbol as ChainToken,
             to: payout.destinationAddress as Hex,

@@ -33,6 +33,13 @@ export interface TransferKind {
    * what its record took in the orderer's own tables.
    */
   released?(trx: Db, row: PayoutRow): Promise<void>;
+  /**
+   * What the chain says of a completed transfer beyond its row (a swap's amounts, read from its
+   * receipt's logs), merged into its `completedEvent`. Awaited before the completion is recorded,
+   * so it may store what it read in the orderer's own tables (idempotently: the reconciler may ask
+   * again); throwing leaves the transfer processing, for the reconciler to complete later.
+   */
+  completion?(row: PayoutRow, txHash: string): Promise<Record<string, unknown>>;
 }
 
 const PAYOUT: TransferKind = {

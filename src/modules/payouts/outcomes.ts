@@ -73,12 +73,13 @@ export class PayoutOutcomes {
     txHash: string,
   ): Promise<repo.PayoutRow | undefined> {
     const kind = this.#kinds.of(payout.kind);
+    const details = kind.completion ? await kind.completion(payout, txHash) : {};
     const { row, breaker } = await this.#completePayout({
       id: payout.id,
       txHash,
       at: this.#ctx.now(),
       event: kind.completedEvent,
-      payload: kind.view(payout),
+      payload: { ...kind.view(payout), ...details },
     });
     if (row) {
       this.#ctx.metrics.payoutEnded("completed", row);

@@ -10,6 +10,7 @@ import {
 } from "../../domain/payout-state.ts";
 import { oldestFirst } from "../../platform/db/page.ts";
 import type { DatabaseSchema, PayoutsTable } from "../../platform/db/schema.ts";
+import type { Leg } from "../../rails/rail.ts";
 import { outboxCtesFrom } from "../webhooks/outbox.ts";
 
 export type PayoutRow = Selectable<PayoutsTable>;
@@ -43,49 +44,11 @@ export interface NewPayout {
    * nothing is recorded.
    */
   guard?: (trx: Db) => Promise<void>;
-}
-
-/** A transfer another module orders through the payout operation (kinds.ts): a refund, a return. */
-export interface TransferOrder {
-  /** Chosen by the orderer, whose guard may name it. */
-  id: string;
-  kind: Exclude<TransferKindName, "payout">;
-  tokenSymbol: string;
-  amount: bigint;
-  destinationAddress: string;
-  walletType: "eoa" | "smart_wallet" | null;
-  paymentId: string | null;
-  unmatchedTransferId: string | null;
-  reason: string | null;
-  guard: (trx: Db) => Promise<void>;
-}
-
-/** The transfer `order` asks for, from `fromAddress`. */
-export function newTransfer(
-  scope: Scope,
-  order: TransferOrder,
-  fromAddress: string,
-  walletType: string,
-  createdAt: Date,
-): NewPayout {
-  return {
-    id: order.id,
-    scope,
-    idempotencyKey: null,
-    tokenSymbol: order.tokenSymbol,
-    amount: order.amount,
-    destinationAddress: order.destinationAddress,
-    fromAddress,
-    walletType,
-    description: null,
-    metadata: {},
-    createdAt,
-    kind: order.kind,
-    paymentId: order.paymentId,
-    unmatchedTransferId: order.unmatchedTransferId,
-    reason: order.reason,
-    guard: order.guard,
-  };
+  /**
+   * The move's legs, where it is not one transfer of `amount` to `destinationAddress` (a swap's
+   * approval and router call, built for `fromAddress`). Not stored: the rail records what it sends.
+   */
+  legs?: Leg[];
 }
 
 /** The payout a validated request asks for, from `fromAddress`. */
@@ -149,6 +112,18 @@ export async function findInScope(db: Db, scope: Scope, id: string): Promise<Pay
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment)
     .executeTakeFirst();
+}
+
+/** Transfers of the scope among `ids`, any kind. */
+export async function findAllInScope(db: Db, scope: Scope, ids: readonly string[]): Promise<PayoutRow[]> {
+  if (ids.length === 0) return [];
+  return db
+    .selectFrom("payouts")
+    .selectAll()
+    .where("id", "in", ids)
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment)
+    .execute();
 }
 
 /** The transfers ordered for a payment (its refunds), oldest first. */

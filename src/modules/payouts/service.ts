@@ -1,4 +1,4 @@
-import type { ChainToken } from "../../chain/network.ts";
+import type { ChainToken, Hex } from "../../chain/network.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { resume } from "../../domain/circuit-breaker.ts";
@@ -23,6 +23,7 @@ import { PayoutReconciler } from "./reconciler.ts";
 import * as repo from "./repo.ts";
 import { SandboxPayoutRecords } from "./sandbox-payouts.ts";
 import { PayoutSends } from "./send.ts";
+import type { TransferOrder } from "./transfer-order.ts";
 import { type PayoutView, toPayoutView } from "./view.ts";
 
 export { type PayoutView, toPayoutView };
@@ -100,8 +101,21 @@ export class PayoutsService {
    * Sends a transfer of an ordered kind like a payout (create.ts): its row once it ended or was
    * left to the reconciler; rejects with why nothing was recorded.
    */
-  transfer(scope: repo.Scope, order: repo.TransferOrder): Promise<repo.PayoutRow> {
+  transfer(scope: repo.Scope, order: TransferOrder): Promise<repo.PayoutRow> {
     return this.#creation.transfer(scope, order);
+  }
+
+  /** The wallet a transfer would leave (walletType, else the workspace's default): see create.ts. */
+  walletFor(
+    scope: repo.Scope,
+    walletType: "eoa" | "smart_wallet" | null,
+  ): Promise<{ walletType: "eoa" | "smart_wallet"; from: Hex }> {
+    return this.#creation.walletFor(scope, walletType);
+  }
+
+  /** Transfers of the scope by id (any kind); anyone else's are left out. */
+  transfersIn(scope: repo.Scope, ids: readonly string[]): Promise<repo.PayoutRow[]> {
+    return repo.findAllInScope(this.#ctx.db, scope, ids);
   }
 
   /** The transfers ordered for a payment (its refunds), oldest first. */

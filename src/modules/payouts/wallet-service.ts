@@ -1,4 +1,4 @@
-import type { Hex } from "../../chain/network.ts";
+import type { ChainToken, Hex } from "../../chain/network.ts";
 import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
 import type { AppContext } from "../../context.ts";
 import { badRequest, forbidden } from "../../domain/errors.ts";
@@ -15,6 +15,7 @@ import type { StatusTotal } from "../../platform/db/status-totals.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import type { Rails } from "../../rails/index.ts";
 import type { PaymentsService } from "../payments/service.ts";
+import type { SwapsService } from "../swaps/service.ts";
 import type { WalletsService } from "../wallets/service.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
@@ -30,6 +31,7 @@ export class WalletService {
   readonly #ledger: SimulatedLedger;
   readonly #payments: PaymentsService;
   readonly #agentWallets: WalletsService;
+  readonly #swaps: Pick<SwapsService, "totals">;
 
   constructor(
     ctx: AppContext,
@@ -38,7 +40,9 @@ export class WalletService {
     ledger: SimulatedLedger,
     payments: PaymentsService,
     agentWallets: WalletsService,
+    swaps: Pick<SwapsService, "totals">,
   ) {
+    this.#swaps = swaps;
     this.#ctx = ctx;
     this.#workspaces = workspaces;
     this.#rails = rails;
@@ -50,12 +54,16 @@ export class WalletService {
   async balances(principal: Tenant) {
     const workspace = await this.#workspaces.profile(principal.workspaceId);
     const channel = this.#rails[principal.environment]?.eoa;
+    // The payment tokens, and DAI where the environment has it (a swap may buy it, D16).
+    const network = this.#ctx.networks[principal.environment];
+    const withDai = network ? network.tokens.includes("DAI") : principal.environment === "sandbox";
+    const tokens: ChainToken[] = [...CRYPTO_TOKENS, ...(withDai ? (["DAI"] as const) : [])];
     const read = async (address: string | null) => {
       if (!address) return null;
       const balances: Record<string, string> = {};
       if (channel) {
-        const values = await Promise.all(CRYPTO_TOKENS.map((t) => channel.balance(address as Hex, t)));
-        CRYPTO_TOKENS.forEach((t, i) => {
+        const values = await Promise.all(tokens.map((t) => channel.balance(address as Hex, t)));
+        tokens.forEach((t, i) => {
           balances[t] = formatAmount(values[i] ?? 0n, TOKEN_DECIMALS[t]);
         });
       }
@@ -135,6 +143,7 @@ export class WalletService {
   async stats(principal: Tenant) {
     const payments = await this.#payments.totalsByStatus(principal);
     const payouts = await walletRepo.totalsByStatus(this.#ctx.db, principal);
+    const swaps = await this.#swaps.totals(principal);
     const shape = (rows: readonly StatusTotal[]) =>
       rows.map((r) => ({
         status: r.status,
@@ -146,6 +155,7 @@ export class WalletService {
       environment: principal.environment,
       payments: shape(payments),
       payouts: shape(payouts),
+      swaps,
     };
   }
 }

@@ -17,7 +17,7 @@ import { type RefundShares, refundable, refundExceeded } from "../payments/refun
 import type { PaymentsService } from "../payments/service.ts";
 import type { UnmatchedInbox } from "../payments/unmatched.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
-import { claimRefundKey, RefundKeyTaken, refundFingerprint, refundUnderKey } from "./keys.ts";
+import { RefundKeyTaken, refundKeys } from "./keys.ts";
 import type { RefundRail, Scope } from "./rail.ts";
 import type { RefundView } from "./view.ts";
 import type { WalletRefunds } from "./wallet-refunds.ts";
@@ -73,8 +73,8 @@ export class RefundsService {
   ): Promise<RefundAnswer> {
     const request = this.#validated(body, key);
     const payment = await this.#payments.row(tenant, paymentId);
-    const fingerprint = refundFingerprint(payment.id, request);
-    const repeat = key ? await refundUnderKey(this.#ctx.db, tenant, key, fingerprint) : null;
+    const fingerprint = refundKeys.fingerprint(payment.id, request);
+    const repeat = key ? await refundKeys.under(this.#ctx.db, tenant, key, fingerprint) : null;
     if (repeat) return this.#repeat(tenant, repeat);
     if (!isRefundable(payment.status as PaymentStatus))
       throw badRequest("Only forwarded payments can be refunded", { status: payment.status });
@@ -82,7 +82,7 @@ export class RefundsService {
     const id = randomUUID();
     const at = this.#ctx.now();
     const guard = async (trx: Db) => {
-      if (key) await claimRefundKey(trx, tenant, key, { id, fingerprint, at });
+      if (key) await refundKeys.claim(trx, tenant, key, { id, fingerprint, at });
       await this.#shares.take(trx, tenant, payment.id, amount);
     };
     const rail = this.#railOf(payment);
@@ -116,8 +116,8 @@ export class RefundsService {
     if (request.amount !== undefined)
       throw badRequest("amount cannot be set: a return sends the whole transfer back");
     const transfer = await this.#inbox.get(tenant, id);
-    const fingerprint = refundFingerprint(transfer.id, request);
-    const repeat = key ? await refundUnderKey(this.#ctx.db, tenant, key, fingerprint) : null;
+    const fingerprint = refundKeys.fingerprint(transfer.id, request);
+    const repeat = key ? await refundKeys.under(this.#ctx.db, tenant, key, fingerprint) : null;
     if (repeat) return this.#repeat(tenant, repeat);
     if (!isActionable(transfer.status as UnmatchedStatus))
       throw conflict(`Unmatched transfer is already ${transfer.status}`, { status: transfer.status });
@@ -144,7 +144,7 @@ export class RefundsService {
     const refundId = randomUUID();
     const at = this.#ctx.now();
     const guard = async (trx: Db) => {
-      if (key) await claimRefundKey(trx, tenant, key, { id: refundId, fingerprint, at });
+      if (key) await refundKeys.claim(trx, tenant, key, { id: refundId, fingerprint, at });
       await this.#inbox.claimForReturn(trx, tenant, transfer.id);
     };
     return this.#answer(tenant, () =>
@@ -191,7 +191,7 @@ export class RefundsService {
 
   /** A repeated Idempotency-Key: the refund it made, as it stands; another request under it is a conflict. */
   async #repeat(scope: Scope, taken: RefundKeyTaken): Promise<RefundAnswer> {
-    const refund = taken.refundId ? await this.#find(scope, taken.refundId) : undefined;
+    const refund = taken.resourceId ? await this.#find(scope, taken.resourceId) : undefined;
     if (!taken.sameRequest) throw conflict("Idempotency key already used", { refund: refund ?? null });
     if (!refund) throw new InternalError("The refund recorded under this Idempotency-Key was not found");
     return { replayed: true, refund };

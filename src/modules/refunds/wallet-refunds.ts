@@ -81,7 +81,10 @@ export class WalletRefunds implements RefundRail {
  * and what a failed one gives back (a refund's share of its payment, a return's claim on its
  * unmatched transfer), in the failure's transaction.
  */
-export function refundTransferKinds(shares: RefundShares, inbox: UnmatchedInbox): OrderedKinds {
+export function refundTransferKinds(
+  shares: RefundShares,
+  inbox: UnmatchedInbox,
+): Pick<OrderedKinds, "refund" | "return"> {
   const common = {
     completedEvent: "refund.completed",
     failedEvent: "refund.failed",

@@ -27,6 +27,7 @@ import * as dashboardLogins from "./migrations/019_dashboard.ts";
 import * as paymentTotals from "./migrations/020_payment_totals.ts";
 import * as splits from "./migrations/021_splits.ts";
 import * as refunds from "./migrations/022_refunds.ts";
+import * as swaps from "./migrations/023_swaps.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -63,6 +64,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "020_payment_totals": paymentTotals,
   "021_splits": splits,
   "022_refunds": refunds,
+  "023_swaps": swaps,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

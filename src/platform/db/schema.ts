@@ -1,5 +1,6 @@
 import type { ColumnType, Generated, JSONColumnType, Selectable } from "kysely";
 import type { SettlementRecord, SplitShare, StoredSplit } from "../../domain/splits.ts";
+import type { SandboxSwapPoolsTable, SwapQuotesTable, SwapsTable } from "./schema-swaps.ts";
 
 // The tables as Kysely sees them. Amounts are numeric(78,0) columns holding smallest units; both
 // drivers hand them back as strings, converted to bigint in the repos.
@@ -379,6 +380,9 @@ export interface DatabaseSchema {
   split_configs: SplitConfigsTable;
   agents: AgentsTable;
   agent_wallets: AgentWalletsTable;
+  swap_quotes: SwapQuotesTable;
+  swaps: SwapsTable;
+  sandbox_swap_pools: SandboxSwapPoolsTable;
 }
 
 export type PaymentRow = Selectable<PaymentsTable>;

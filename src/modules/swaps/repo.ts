@@ -1,0 +1,181 @@
+import { type Selectable, sql } from "kysely";
+import type { Db } from "../../platform/db/database.ts";
+import { newestFirst } from "../../platform/db/page.ts";
+import type { RouteHop, SwapQuotesTable, SwapsTable } from "../../platform/db/schema-swaps.ts";
+import type { Scope } from "./venue.ts";
+
+// The SQL of swaps (D16, migration 023): stored quotes, and each swap's own facts beside its
+// transfer (the payouts row of the same id, read through the payouts service).
+
+export type QuoteRow = Selectable<SwapQuotesTable>;
+export type SwapRow = Selectable<SwapsTable>;
+
+export interface NewQuote {
+  id: string;
+  scope: Scope;
+  sellToken: string;
+  buyToken: string;
+  side: string;
+  sellAmount: bigint;
+  buyAmount: bigint;
+  minBuyAmount: bigint;
+  maxSellAmount: bigint;
+  slippageBps: number;
+  priceImpactBps: number;
+  walletType: string;
+  fromAddress: string;
+  route: RouteHop[];
+  gasEstimate: bigint;
+  expiresAt: Date;
+  createdAt: Date;
+}
+
+export async function insertQuote(db: Db, quote: NewQuote): Promise<QuoteRow> {
+  return db
+    .insertInto("swap_quotes")
+    .values({
+      id: quote.id,
+      workspace_id: quote.scope.workspaceId,
+      environment: quote.scope.environment,
+      sell_token: quote.sellToken,
+      buy_token: quote.buyToken,
+      side: quote.side,
+      sell_amount: quote.sellAmount,
+      buy_amount: quote.buyAmount,
+      min_buy_amount: quote.minBuyAmount,
+      max_sell_amount: quote.maxSellAmount,
+      slippage_bps: quote.slippageBps,
+      price_impact_bps: quote.priceImpactBps,
+      wallet_type: quote.walletType,
+      from_address: quote.fromAddress,
+      route: JSON.stringify(quote.route),
+      gas_estimate: quote.gasEstimate,
+      expires_at: quote.expiresAt,
+      created_at: quote.createdAt,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/** A quote of the scope; undefined for anyone else's. */
+export async function findQuote(db: Db, scope: Scope, id: string): Promise<QuoteRow | undefined> {
+  return db
+    .selectFrom("swap_quotes")
+    .selectAll()
+    .where("id", "=", id)
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment)
+    .executeTakeFirst();
+}
+
+export interface NewSwap {
+  id: string;
+  scope: Scope;
+  quoteId: string | null;
+  sellToken: string;
+  buyToken: string;
+  side: string;
+  quotedSellAmount: bigint;
+  quotedBuyAmount: bigint;
+  minBuyAmount: bigint;
+  maxSellAmount: bigint;
+  slippageBps: number;
+  route: RouteHop[];
+  /** Known at once on the sandbox's ledger; read from the chain once mined elsewhere. */
+  sold: bigint | null;
+  bought: bigint | null;
+  createdAt: Date;
+}
+
+/** Records the swap's facts in the transaction that records its transfer (after it, by id). */
+export async function insertSwap(trx: Db, swap: NewSwap): Promise<void> {
+  await trx
+    .insertInto("swaps")
+    .values({
+      id: swap.id,
+      workspace_id: swap.scope.workspaceId,
+      environment: swap.scope.environment,
+      quote_id: swap.quoteId,
+      sell_token: swap.sellToken,
+      buy_token: swap.buyToken,
+      side: swap.side,
+      quoted_sell_amount: swap.quotedSellAmount,
+      quoted_buy_amount: swap.quotedBuyAmount,
+      min_buy_amount: swap.minBuyAmount,
+      max_sell_amount: swap.maxSellAmount,
+      slippage_bps: swap.slippageBps,
+      route: JSON.stringify(swap.route),
+      sold_amount: swap.sold,
+      bought_amount: swap.bought,
+      created_at: swap.createdAt,
+    })
+    .execute();
+}
+
+export async function findSwap(db: Db, scope: Scope, id: string): Promise<SwapRow | undefined> {
+  return db
+    .selectFrom("swaps")
+    .selectAll()
+    .where("id", "=", id)
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment)
+    .executeTakeFirst();
+}
+
+export async function findById(db: Db, id: string): Promise<SwapRow | undefined> {
+  return db.selectFrom("swaps").selectAll().where("id", "=", id).executeTakeFirst();
+}
+
+/** What the chain says it sold and bought; a second reading (the reconciler's) changes nothing. */
+export async function recordAmounts(
+  db: Db,
+  id: string,
+  amounts: { sold: bigint; bought: bigint },
+): Promise<void> {
+  await db
+    .updateTable("swaps")
+    .set({ sold_amount: amounts.sold, bought_amount: amounts.bought })
+    .where("id", "=", id)
+    .where("sold_amount", "is", null)
+    .execute();
+}
+
+/** A page of the scope's swaps, newest first, with the total. */
+export async function listSwaps(
+  db: Db,
+  scope: Scope,
+  page: { limit: number; offset: number },
+): Promise<{ rows: SwapRow[]; total: number }> {
+  const base = db
+    .selectFrom("swaps")
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment);
+  return newestFirst(
+    base.selectAll(),
+    base.select((eb) => eb.fn.countAll<string>().as("total")),
+    page,
+  );
+}
+
+/**
+ * Count, sold and bought (smallest units, as text) of the scope's swaps per pair whose amounts the
+ * chain told: the completed ones (a failed swap never has them).
+ */
+export async function completedTotals(db: Db, scope: Scope) {
+  return db
+    .selectFrom("swaps")
+    .select((eb) => [
+      "sell_token",
+      "buy_token",
+      eb.fn.countAll<string>().as("count"),
+      sql<string>`sum(sold_amount)::text`.as("sold"),
+      sql<string>`sum(bought_amount)::text`.as("bought"),
+    ])
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment)
+    .where("bought_amount", "is not", null)
+    .groupBy(["sell_token", "buy_token"])
+    .orderBy("sell_token")
+    .orderBy("buy_token")
+    .execute();
+}

@@ -1,0 +1,309 @@
+import { randomUUID } from "node:crypto";
+import type { ChainToken, Hex } from "../../chain/network.ts";
+import type { AppContext } from "../../context.ts";
+import { badRequest, conflict, InternalError, notFound, serviceUnavailable } from "../../domain/errors.ts";
+import { idempotencyKeyProblem } from "../../domain/refund-request.ts";
+import { maximumIn, minimumOut } from "../../domain/swap-math.ts";
+import { type QuoteRequest, validateQuoteRequest, validateSwapRequest } from "../../domain/swap-request.ts";
+import { isUuid } from "../../domain/validation.ts";
+import type { Db } from "../../platform/db/database.ts";
+import { KeyTaken, ResourceKeys } from "../../platform/db/resource-keys.ts";
+import type { Tenant } from "../../platform/http/auth.ts";
+import type { PayoutsService } from "../payouts/service.ts";
+import { type QuoteView, quoteView } from "./quote-view.ts";
+import * as repo from "./repo.ts";
+import { PoolMoved, type Scope, type SwapAsk, type SwapVenue, type VenueQuote } from "./venue.ts";
+import { amountOf, factsOf, metadataOf, type SwapFacts, type SwapView, swapView } from "./view.ts";
+
+// Swaps (D16) as operations: quote (the venue's best fill, stored 30 s with its slippage limits)
+// → execute (re-quoted: a price past the limits is a 409 and nothing is sent; then the swap is a
+// transfer of the payout operation from the quote's wallet — its breaker, balance checks, record
+// before broadcast and reconciler — whose guard claims the Idempotency-Key and records the swap's
+// own facts in the same transaction). On a chain the quote's limits and expiry also go into the
+// router call, so a price that moves after it was sent reverts rather than costs the wallet.
+
+const QUOTE_TTL_MS = 30_000;
+/** A sandbox pool traded by another instance between the plan and the record: planned again. */
+const MAX_PLANS = 3;
+const KEYS = new ResourceKeys("swaps");
+
+export type SwapAnswer = { replayed: boolean; swap: SwapView };
+
+export class SwapsService {
+  readonly #ctx: AppContext;
+  readonly #payouts: PayoutsService;
+  readonly #venues: Partial<Record<string, SwapVenue>>;
+
+  constructor(
+    ctx: AppContext,
+    parts: { payouts: PayoutsService; venues: Partial<Record<string, SwapVenue>> },
+  ) {
+    this.#ctx = ctx;
+    this.#payouts = parts.payouts;
+    this.#venues = parts.venues;
+  }
+
+  async quote(tenant: Tenant, query: Record<string, unknown>): Promise<QuoteView> {
+    const validated = validateQuoteRequest(query);
+    if (!validated.ok) throw badRequest(validated.message);
+    return quoteView(await this.#quote(scopeOf(tenant), validated.value));
+  }
+
+  async #quote(scope: Scope, request: QuoteRequest): Promise<repo.QuoteRow> {
+    const venue = this.#venue(scope);
+    const wallet = await this.#payouts.walletFor(scope, request.walletType);
+    const ask: SwapAsk = {
+      sell: request.sellToken,
+      buy: request.buyToken,
+      side: request.side,
+      amount: request.amount,
+    };
+    const fill = await venue.quote(scope, ask);
+    if (!fill) throw badRequest("No liquidity for this pair");
+    const now = this.#ctx.now();
+    const exactIn = request.side === "exact_in";
+    return repo.insertQuote(this.#ctx.db, {
+      id: randomUUID(),
+      scope,
+      sellToken: request.sellToken,
+      buyToken: request.buyToken,
+      side: request.side,
+      sellAmount: fill.sellAmount,
+      buyAmount: fill.buyAmount,
+      minBuyAmount: exactIn ? minimumOut(fill.buyAmount, request.slippageBps) : fill.buyAmount,
+      maxSellAmount: exactIn ? fill.sellAmount : maximumIn(fill.sellAmount, request.slippageBps),
+      slippageBps: request.slippageBps,
+      priceImpactBps: fill.priceImpactBps,
+      walletType: wallet.walletType,
+      fromAddress: wallet.from,
+      route: fill.route,
+      gasEstimate: fill.gasEstimate,
+      expiresAt: new Date(now.getTime() + QUOTE_TTL_MS),
+      createdAt: now,
+    });
+  }
+
+  /** POST /swap: the swap as it ended (or is still pending), or a repeat's. */
+  async execute(tenant: Tenant, body: unknown, headerKey: string | undefined): Promise<SwapAnswer> {
+    const keyProblem = idempotencyKeyProblem(headerKey);
+    if (keyProblem) throw badRequest(keyProblem);
+    const validated = validateSwapRequest(body);
+    if (!validated.ok) throw badRequest(validated.message);
+    const { idempotencyKey, ...request } = validated.value;
+    const key = headerKey ?? idempotencyKey ?? undefined;
+    const scope = scopeOf(tenant);
+    this.#venue(scope);
+    const fingerprint = KEYS.fingerprint("swap", request);
+    const repeat = key ? await KEYS.under(this.#ctx.db, scope, key, fingerprint) : null;
+    if (repeat) return this.#repeat(scope, repeat);
+
+    const quote =
+      "quoteId" in request
+        ? await this.#stored(scope, request.quoteId)
+        : await this.#quote(scope, request.quote);
+    try {
+      return {
+        replayed: false,
+        swap: await this.#execute(scope, quote, key ? { key, fingerprint } : undefined),
+      };
+    } catch (err) {
+      // A concurrent request with the same key recorded its swap first.
+      if (err instanceof KeyTaken) return this.#repeat(scope, err);
+      if (isQuoteTaken(err)) throw conflict("Quote already executed", { quoteId: quote.id });
+      throw err;
+    }
+  }
+
+  async #stored(scope: Scope, quoteId: string): Promise<repo.QuoteRow> {
+    const quote = await repo.findQuote(this.#ctx.db, scope, quoteId);
+    if (!quote) throw notFound("Quote not found");
+    if (quote.expires_at.getTime() <= this.#ctx.now().getTime())
+      throw badRequest("Quote expired", { quoteId });
+    return quote;
+  }
+
+  async #execute(
+    scope: Scope,
+    quote: repo.QuoteRow,
+    claim?: { key: string; fingerprint: string },
+  ): Promise<SwapView> {
+    const venue = this.#venue(scope);
+    const ask: SwapAsk = {
+      sell: quote.sell_token as ChainToken,
+      buy: quote.buy_token as ChainToken,
+      side: quote.side === "exact_out" ? "exact_out" : "exact_in",
+      amount: BigInt(quote.side === "exact_out" ? quote.buy_amount : quote.sell_amount),
+    };
+    const minBuy = BigInt(quote.min_buy_amount);
+    const maxSell = BigInt(quote.max_sell_amount);
+    for (let attempt = 1; ; attempt++) {
+      const fresh = await venue.quote(scope, ask);
+      if (!fresh || fresh.buyAmount < minBuy || fresh.sellAmount > maxSell) {
+        throw priceMoved(quote, fresh);
+      }
+      const id = randomUUID();
+      const wallet = {
+        from: quote.from_address as Hex,
+        walletType: quote.wallet_type === "smart_wallet" ? ("smart_wallet" as const) : ("eoa" as const),
+      };
+      const plan = await venue.plan({
+        id,
+        scope,
+        ask,
+        quote: fresh,
+        minBuy,
+        maxSell,
+        wallet,
+        expiresAt: quote.expires_at,
+      });
+      const at = this.#ctx.now();
+      const record: repo.NewSwap = {
+        id,
+        scope,
+        quoteId: quote.id,
+        sellToken: quote.sell_token,
+        buyToken: quote.buy_token,
+        side: ask.side,
+        quotedSellAmount: fresh.sellAmount,
+        quotedBuyAmount: fresh.buyAmount,
+        minBuyAmount: minBuy,
+        maxSellAmount: maxSell,
+        slippageBps: quote.slippage_bps,
+        route: fresh.route,
+        sold: plan.known?.sold ?? null,
+        bought: plan.known?.bought ?? null,
+        createdAt: at,
+      };
+      const guard = async (trx: Db) => {
+        if (claim) await KEYS.claim(trx, scope, claim.key, { id, fingerprint: claim.fingerprint, at });
+        await repo.insertSwap(trx, record);
+        await plan.guard?.(trx);
+      };
+      try {
+        const transfer = await this.#payouts.transfer(scope, {
+          id,
+          kind: "swap",
+          tokenSymbol: quote.sell_token,
+          amount: plan.amount,
+          destinationAddress: plan.destination,
+          walletType: wallet.walletType,
+          paymentId: null,
+          unmatchedTransferId: null,
+          reason: null,
+          guard,
+          metadata: metadataOf(factsOfRecord(record)),
+          ...(plan.legs ? { legs: { from: wallet.from, legs: plan.legs } } : {}),
+        });
+        const swap = await repo.findById(this.#ctx.db, id);
+        if (!swap) throw new InternalError("A swap answered without its record");
+        return swapView(transfer, factsOf(swap));
+      } catch (err) {
+        if (err instanceof PoolMoved && attempt < MAX_PLANS) continue;
+        if (err instanceof PoolMoved) throw priceMoved(quote, null);
+        throw err;
+      }
+    }
+  }
+
+  /** A repeated Idempotency-Key: the swap it made, as it stands; another request under it is a conflict. */
+  async #repeat(scope: Scope, taken: KeyTaken): Promise<SwapAnswer> {
+    const swap = taken.resourceId ? await this.#find(scope, taken.resourceId) : undefined;
+    if (!taken.sameRequest) throw conflict("Idempotency key already used", { swap: swap ?? null });
+    if (!swap) throw new InternalError("The swap recorded under this Idempotency-Key was not found");
+    return { replayed: true, swap };
+  }
+
+  async get(tenant: Tenant, id: string): Promise<SwapView> {
+    const found = isUuid(id) ? await this.#find(scopeOf(tenant), id) : undefined;
+    if (!found) throw notFound("Swap not found");
+    return found;
+  }
+
+  async list(tenant: Tenant, page: { limit: number; offset: number }) {
+    const scope = scopeOf(tenant);
+    const { rows, total } = await repo.listSwaps(this.#ctx.db, scope, page);
+    const transfers = new Map(
+      (
+        await this.#payouts.transfersIn(
+          scope,
+          rows.map((r) => r.id),
+        )
+      ).map((t) => [t.id, t]),
+    );
+    const swaps = rows.flatMap((row) => {
+      const transfer = transfers.get(row.id);
+      return transfer ? [swapView(transfer, factsOf(row))] : [];
+    });
+    return { swaps, total, limit: page.limit, offset: page.offset };
+  }
+
+  /** Completed swaps per pair: how many, what they sold and what they bought (the wallet's stats). */
+  async totals(tenant: Tenant) {
+    const rows = await repo.completedTotals(this.#ctx.db, scopeOf(tenant));
+    return rows.map((row) => ({
+      sellToken: row.sell_token,
+      buyToken: row.buy_token,
+      count: Number(row.count),
+      sold: amountOf(row.sold, row.sell_token),
+      bought: amountOf(row.bought, row.buy_token),
+    }));
+  }
+
+  async #find(scope: Scope, id: string): Promise<SwapView | undefined> {
+    const [swap, transfer] = await Promise.all([
+      repo.findSwap(this.#ctx.db, scope, id),
+      this.#payouts.findTransfer(scope, id),
+    ]);
+    return swap && transfer ? swapView(transfer, factsOf(swap)) : undefined;
+  }
+
+  #venue(scope: Scope): SwapVenue {
+    const venue = this.#venues[scope.environment];
+    if (!venue) {
+      const p = scope.environment.toUpperCase();
+      throw serviceUnavailable(
+        `Swaps are not configured for ${scope.environment}: set ${p}_SWAP_ROUTER_ADDRESS, ${p}_SWAP_QUOTER_ADDRESS, ${p}_SWAP_FACTORY_ADDRESS and ${p}_WETH_ADDRESS`,
+      );
+    }
+    return venue;
+  }
+}
+
+function scopeOf(tenant: Tenant): Scope {
+  return { workspaceId: tenant.workspaceId, environment: tenant.environment };
+}
+
+/** A swap's facts as its transfer's metadata carries them (service.ts records both at once). */
+function factsOfRecord(record: repo.NewSwap): SwapFacts {
+  return {
+    quoteId: record.quoteId,
+    side: record.side,
+    sellToken: record.sellToken,
+    buyToken: record.buyToken,
+    sellAmount: amountOf(record.sold ?? record.quotedSellAmount, record.sellToken),
+    buyAmount: amountOf(record.bought ?? record.quotedBuyAmount, record.buyToken),
+    minBuyAmount: amountOf(record.minBuyAmount, record.buyToken),
+    maxSellAmount: amountOf(record.maxSellAmount, record.sellToken),
+    slippageBps: String(record.slippageBps),
+  };
+}
+
+/** 409: the fresh fill (null: none at all) is past the quote's limits; nothing was sent. */
+function priceMoved(quote: repo.QuoteRow, fresh: VenueQuote | null) {
+  return conflict("Price moved beyond slippage", {
+    minBuyAmount: amountOf(quote.min_buy_amount, quote.buy_token),
+    buyAmount: amountOf(fresh?.buyAmount ?? 0n, quote.buy_token),
+    ...(quote.side === "exact_out"
+      ? {
+          maxSellAmount: amountOf(quote.max_sell_amount, quote.sell_token),
+          sellAmount: fresh ? amountOf(fresh.sellAmount, quote.sell_token) : null,
+        }
+      : {}),
+  });
+}
+
+/** A unique index refused a second swap of one quote (swaps_one_per_quote). */
+function isQuoteTaken(err: unknown): boolean {
+  const e = err as { code?: unknown; constraint?: unknown } | undefined;
+  return e?.code === "23505" && e.constraint === "swaps_one_per_quote";
+}

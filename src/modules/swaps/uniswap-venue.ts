@@ -1,0 +1,80 @@
+import type { SmartAccounts } from "../../chain/evm/smart-accounts.ts";
+import type { UniswapV3 } from "../../chain/evm/uniswap.ts";
+import type { ChainToken, Hex } from "../../chain/network.ts";
+import { sqrtPriceImpactBps } from "../../domain/swap-math.ts";
+import type { RouteHop } from "../../platform/db/schema-swaps.ts";
+import type { PayoutRow } from "../payouts/repo.ts";
+import type { PlannedSwap, SwapAsk, SwapPlan, SwapVenue, VenueQuote } from "./venue.ts";
+
+// Swaps on a network's Uniswap v3 pools (D16): quoted by QuoterV2 across the fee tiers, executed
+// through SwapRouter with the quote's limits and its expiry as the deadline, so that a price that
+// moved past the slippage reverts on chain instead of costing the wallet.
+
+export class UniswapVenue implements SwapVenue {
+  readonly #uniswap: UniswapV3;
+  readonly #accounts: SmartAccounts | undefined;
+
+  constructor(uniswap: UniswapV3, accounts: SmartAccounts | undefined) {
+    this.#uniswap = uniswap;
+    this.#accounts = accounts;
+  }
+
+  async quote(_scope: unknown, ask: SwapAsk): Promise<VenueQuote | null> {
+    const best = await this.#uniswap.bestQuote(ask.sell, ask.buy, ask.side, ask.amount);
+    if (!best) return null;
+    return {
+      sellAmount: best.sellAmount,
+      buyAmount: best.buyAmount,
+      priceImpactBps: sqrtPriceImpactBps(best.sqrtPriceBefore, best.sqrtPriceAfter),
+      route: [{ protocol: "uniswap-v3", pool: best.pool, fee: best.fee }],
+      gasEstimate: best.gasEstimate,
+    };
+  }
+
+  async plan(swap: PlannedSwap): Promise<SwapPlan> {
+    const hop = swap.quote.route[0];
+    if (!hop) throw new Error("a quote without a route");
+    const { from } = swap.wallet;
+    // Read now, not at signing: a concurrent swap of the same token may spend it first, and then
+    // this one's router call reverts (failed, nothing lost) rather than overspending.
+    const allowance = swap.ask.sell === "ETH" ? 0n : await this.#uniswap.allowance(from, swap.ask.sell);
+    const calls = this.#uniswap.swapCalls(
+      {
+        sell: swap.ask.sell,
+        buy: swap.ask.buy,
+        side: swap.ask.side,
+        fee: hop.fee,
+        maxSell: swap.maxSell,
+        minBuy: swap.minBuy,
+        wallet: from,
+        deadline: BigInt(Math.floor(swap.expiresAt.getTime() / 1000)),
+        gasEstimate: swap.quote.gasEstimate,
+      },
+      allowance,
+    );
+    return {
+      amount: swap.maxSell,
+      destination: this.#uniswap.config.routerAddress as Hex,
+      legs: calls.map((call) => ({ ...call })),
+    };
+  }
+
+  async amounts(
+    row: PayoutRow,
+    txHash: string,
+    swap: { sell: ChainToken; buy: ChainToken; route: RouteHop[] },
+  ): Promise<{ sold: bigint; bought: bigint }> {
+    const pool = swap.route[0]?.pool as Hex | undefined;
+    if (!pool) throw new Error(`swap ${row.id} has no route`);
+    // A smart wallet's operation shares its transaction with the rest of its bundle: its own logs
+    // come from the bundler's receipt of the operation.
+    let logs: Awaited<ReturnType<UniswapV3["transactionLogs"]>>;
+    if (row.user_op_hash) {
+      if (!this.#accounts) throw new Error("a smart wallet swap without a bundler to ask");
+      logs = await this.#accounts.operationLogs(row.user_op_hash as Hex);
+    } else {
+      logs = await this.#uniswap.transactionLogs(txHash as Hex);
+    }
+    return this.#uniswap.swapAmounts(logs, pool, swap.sell, swap.buy);
+  }
+}

@@ -1,0 +1,66 @@
+import type { Db } from "./database.ts";
+import {
+  claimIdempotencyKey,
+  type IdempotencyScope,
+  idempotentClaim,
+  requestFingerprint,
+} from "./idempotency.ts";
+
+// An Idempotency-Key that names the resource its request created (a refund, a swap), answered
+// from that resource as it stands, never lapsing: claimed in the transaction that records the
+// resource. A repeat with the same request is answered with the resource; the same key with
+// another request is a conflict. (Payments store and replay their responses instead.)
+
+type Scope = { workspaceId: string; environment: string };
+
+/** The key was claimed before: `resourceId` names what it made; `sameRequest` whether it asked the same. */
+export class KeyTaken extends Error {
+  override name = "KeyTaken";
+  readonly resourceId: string | null;
+  readonly sameRequest: boolean;
+
+  constructor(resourceId: string | null, sameRequest: boolean) {
+    super("Idempotency-Key already claimed");
+    this.resourceId = resourceId;
+    this.sameRequest = sameRequest;
+  }
+}
+
+export class ResourceKeys {
+  readonly #scope: string;
+
+  /** `scope`: the records' scope of these keys (one per kind of resource). */
+  constructor(scope: string) {
+    this.#scope = scope;
+  }
+
+  #of(scope: Scope, key: string): IdempotencyScope {
+    return { workspaceId: scope.workspaceId, environment: scope.environment, scope: this.#scope, key };
+  }
+
+  /** What a request asks for, as its record's hash: its subject and its parsed body. */
+  fingerprint(subject: string, request: unknown): string {
+    return requestFingerprint({ subject, request });
+  }
+
+  /** Claims `key` for resource `id` in the caller's transaction; throws KeyTaken if it was claimed before. */
+  async claim(
+    trx: Db,
+    scope: Scope,
+    key: string,
+    claim: { id: string; fingerprint: string; at: Date },
+  ): Promise<void> {
+    const claimed = await claimIdempotencyKey(trx, this.#of(scope, key), claim.fingerprint, claim.at, {
+      retentionHours: null,
+      resourceId: claim.id,
+    });
+    if (claimed.kind === "new") return;
+    throw new KeyTaken(claimed.resourceId, claimed.kind !== "mismatch");
+  }
+
+  /** The resource recorded under `key`, as KeyTaken, if any (a repeat is answered from it before anything else). */
+  async under(db: Db, scope: Scope, key: string, fingerprint: string): Promise<KeyTaken | null> {
+    const claim = await idempotentClaim(db, this.#of(scope, key));
+    return claim ? new KeyTaken(claim.resourceId, claim.requestHash === fingerprint) : null;
+  }
+}

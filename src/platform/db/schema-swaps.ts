@@ -1,0 +1,62 @@
+import type { ColumnType, JSONColumnType } from "kysely";
+
+// The tables of token swaps (D16, migration 023), apart from schema.ts to keep each file small.
+
+type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
+type Units = ColumnType<string, string | bigint, string | bigint>;
+type NullableUnits = ColumnType<string | null, string | bigint | null | undefined, string | bigint | null>;
+
+/** One hop of a swap's route, as the quote shows it. */
+export interface RouteHop {
+  protocol: string;
+  pool: string;
+  fee: number;
+}
+
+export interface SwapQuotesTable {
+  id: string;
+  workspace_id: string;
+  environment: string;
+  sell_token: string;
+  buy_token: string;
+  side: string;
+  sell_amount: Units;
+  buy_amount: Units;
+  min_buy_amount: Units;
+  max_sell_amount: Units;
+  slippage_bps: number;
+  price_impact_bps: number;
+  wallet_type: string;
+  from_address: string;
+  route: JSONColumnType<RouteHop[], string, string>;
+  gas_estimate: Units;
+  expires_at: Timestamp;
+  created_at: Timestamp;
+}
+
+/** A swap's own facts; its status, hashes and error are its transfer's (the payouts row, same id). */
+export interface SwapsTable {
+  id: string;
+  workspace_id: string;
+  environment: string;
+  quote_id: string | null;
+  sell_token: string;
+  buy_token: string;
+  side: string;
+  quoted_sell_amount: Units;
+  quoted_buy_amount: Units;
+  min_buy_amount: Units;
+  max_sell_amount: Units;
+  slippage_bps: number;
+  route: JSONColumnType<RouteHop[], string, string>;
+  sold_amount: NullableUnits;
+  bought_amount: NullableUnits;
+  created_at: Timestamp;
+}
+
+export interface SandboxSwapPoolsTable {
+  workspace_id: string;
+  pair: string;
+  base_reserve: Units;
+  quote_reserve: Units;
+}
