@@ -890,7 +890,10 @@ describe("GET /api/v1/wallet/balance with a smart wallet", () => {
     expect(await balances(ws)).toEqual({
       environment: "sandbox",
       eoa: { address: ws.eoaAddress, balances: { USDC: "0.00", ETH: "0.00", ADAO: "0.00", DAI: "0.00" } },
-      smartWallet: { address: smartWallet.address, balances: { USDC: "0.00", ETH: "0.00", ADAO: "0.00", DAI: "0.00" } },
+      smartWallet: {
+        address: smartWallet.address,
+        balances: { USDC: "0.00", ETH: "0.00", ADAO: "0.00", DAI: "0.00" },
+      },
     });
 
     await faucet(ws, { tokenSymbol: "USDC", amount: "12.345678", walletType: "smart_wallet" });

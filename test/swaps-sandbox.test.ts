@@ -12,14 +12,33 @@ afterAll(async () => {
 describe("sandbox swaps smoke", () => {
   it("quotes and executes USDC → ETH", async () => {
     const ws = await createWorkspace(t);
-    const f = await t.request({ method: "POST", url: "/api/v1/sandbox/faucet", headers: bearer(ws.testKey), payload: { tokenSymbol: "USDC", amount: "1000" } });
+    const f = await t.request({
+      method: "POST",
+      url: "/api/v1/sandbox/faucet",
+      headers: bearer(ws.testKey),
+      payload: { tokenSymbol: "USDC", amount: "1000" },
+    });
     expect(f.statusCode, f.body).toBe(200);
-    const q = await t.request({ method: "GET", url: "/api/v1/swap/quote?sellToken=USDC&buyToken=ETH&sellAmount=300", headers: bearer(ws.testKey) });
+    const q = await t.request({
+      method: "GET",
+      url: "/api/v1/swap/quote?sellToken=USDC&buyToken=ETH&sellAmount=300",
+      headers: bearer(ws.testKey),
+    });
     expect(q.statusCode, q.body).toBe(200);
     console.log(q.json());
-    const s = await t.request({ method: "POST", url: "/swap", headers: { ...bearer(ws.testKey), "idempotency-key": "k1" }, payload: { quoteId: q.json().quoteId } });
+    const s = await t.request({
+      method: "POST",
+      url: "/swap",
+      headers: { ...bearer(ws.testKey), "idempotency-key": "k1" },
+      payload: { quoteId: q.json().quoteId },
+    });
     console.log(s.statusCode, s.json());
-    const again = await t.request({ method: "POST", url: "/swap", headers: { ...bearer(ws.testKey), "idempotency-key": "k1" }, payload: { quoteId: q.json().quoteId } });
+    const again = await t.request({
+      method: "POST",
+      url: "/swap",
+      headers: { ...bearer(ws.testKey), "idempotency-key": "k1" },
+      payload: { quoteId: q.json().quoteId },
+    });
     console.log(again.statusCode, again.headers["idempotent-replayed"], again.json());
     const b = await t.request({ method: "GET", url: "/api/v1/wallet/balance", headers: bearer(ws.testKey) });
     console.log(b.json());
