@@ -125,6 +125,9 @@ class ScriptedChain implements Network {
   known(): never {
     throw new Error("not used by the watcher");
   }
+  gasCost(): never {
+    throw new Error("not used");
+  }
   transferGasCost(): never {
     throw new Error("not used by the watcher");
   }

@@ -112,6 +112,8 @@ export interface Network {
   known(txHash: Hex): Promise<boolean>;
   /** Worst-case gas cost (wei) of one transfer of `token` at current prices, for pre-send checks. */
   transferGasCost(token: ChainToken): Promise<bigint>;
+  /** Worst-case cost (wei) of `units` of gas at current prices (a contract call's limit). */
+  gasCost(units: bigint): Promise<bigint>;
   /** Sends a signed transaction; sending one the node already knows is not an error. */
   broadcast(raw: Hex): Promise<void>;
   receipt(txHash: Hex): Promise<ReceiptStatus>;

@@ -87,6 +87,24 @@ describe("checkFunds", () => {
     });
   });
 
+  it("a move of contract calls (a swap) needs the gas of its calls, not a transfer's", () => {
+    // ETH 1,000: a swap whose calls may burn 1,000 wei passes; 1,001 does not.
+    expect(checkFunds({ ...base, gas: { erc20: 100n, eth: 21n, own: 1_000n } })).toEqual({ ok: true });
+    expect(checkFunds({ ...base, gas: { erc20: 100n, eth: 21n, own: 1_001n } })).toEqual({
+      ok: false,
+      short: "gas",
+      ethBalance: 1_000n,
+      required: 1_001n,
+    });
+    // Selling ETH: its amount first, the calls' gas from what is left (1,000 − 10 = 990).
+    expect(checkFunds({ ...base, token: "ETH", gas: { erc20: 100n, eth: 21n, own: 991n } })).toEqual({
+      ok: false,
+      short: "gas",
+      ethBalance: 990n,
+      required: 991n,
+    });
+  });
+
   it("a sponsored payout (smart wallet) needs no gas", () => {
     expect(checkFunds({ ...base, balances: { USDC: 10n }, gas: null })).toEqual({ ok: true });
   });

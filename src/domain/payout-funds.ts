@@ -24,8 +24,11 @@ export interface FundsCheck {
   committed: ReadonlyMap<string, Committed>;
   /** Per token symbol: money of payments received and not settled yet (unsettled-payments.ts). */
   unsettled: ReadonlyMap<string, Settling>;
-  /** The EOA path: wei of gas of one ERC-20 transfer and of one ETH transfer; null: sponsored. */
-  gas: { erc20: bigint; eth: bigint } | null;
+  /**
+   * The EOA path: wei of gas of one ERC-20 transfer and of one ETH transfer, and of this move
+   * where it is not one plain transfer (a swap's calls); null: sponsored.
+   */
+  gas: { erc20: bigint; eth: bigint; own?: bigint } | null;
 }
 
 export type FundsVerdict =
@@ -50,7 +53,7 @@ export function checkFunds(check: FundsCheck): FundsVerdict {
     check.token === "ETH" ? ethAvailable : (check.balances[check.token] ?? 0n) - leaving(check.token);
   if (available < check.amount) return { ok: false, short: "balance", available };
   if (!gas) return { ok: true };
-  const required = check.token === "ETH" ? gas.eth : gas.erc20;
+  const required = gas.own ?? (check.token === "ETH" ? gas.eth : gas.erc20);
   const ethBalance = check.token === "ETH" ? available - check.amount : ethAvailable;
   if (ethBalance < required) return { ok: false, short: "gas", ethBalance, required };
   return { ok: true };

@@ -40,6 +40,10 @@ export class EoaRail implements Rail {
     return this.#network.transferGasCost(token);
   }
 
+  gasCost(units: bigint): Promise<bigint> {
+    return this.#network.gasCost(units);
+  }
+
   prepare(): undefined {
     return undefined;
   }

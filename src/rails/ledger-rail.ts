@@ -41,6 +41,10 @@ export class LedgerRail implements Rail {
     return undefined;
   }
 
+  gasCost(): undefined {
+    return undefined;
+  }
+
   prepare(): undefined {
     return undefined;
   }

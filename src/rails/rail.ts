@@ -148,6 +148,8 @@ export interface Rail {
   funds(address: Hex, tokens: readonly ChainToken[]): Promise<WalletFunds>;
   /** ETH one transfer of `token` costs the sending wallet in gas; undefined where gas is sponsored. */
   gasRequired(token: ChainToken): Promise<bigint> | undefined;
+  /** ETH `units` of gas cost the sending wallet (a move of contract calls); undefined where sponsored. */
+  gasCost(units: bigint): Promise<bigint> | undefined;
   /**
    * Starts preparing and signing `move` while the caller's checks run, to hand to `submit`.
    * Nothing is sent or recorded: one prepared for a move that is then refused is dropped.

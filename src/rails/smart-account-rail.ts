@@ -55,6 +55,10 @@ export class SmartAccountRail implements Rail {
     return undefined;
   }
 
+  gasCost(): undefined {
+    return undefined;
+  }
+
   /** The operation's legs prepared and signed ahead, with limits reused where known. */
   async prepare(move: Move): Promise<Prepared> {
     return this.#accounts.prepare(await move.signingKey(), callsOf(move));

@@ -315,6 +315,10 @@ export class EvmNetwork implements Network {
     return (token === "ETH" ? ETH_TRANSFER_GAS : ERC20_TRANSFER_GAS) * fees.maxFeePerGas;
   }
 
+  async gasCost(units: bigint): Promise<bigint> {
+    return units * (await this.#feeEstimate()).maxFeePerGas;
+  }
+
   async broadcast(raw: Hex): Promise<void> {
     try {
       await this.#client.sendRawTransaction({ serializedTransaction: raw });

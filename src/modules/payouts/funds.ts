@@ -32,7 +32,10 @@ export async function recordIfFunded(
   const erc20Gas = rail.gasRequired("USDC");
   const ethGas = rail.gasRequired(NATIVE_TOKEN);
   const gasPaid = erc20Gas !== undefined && ethGas !== undefined;
-  const gas = gasPaid ? Promise.all([erc20Gas, ethGas]) : Promise.resolve(null);
+  // A move of contract calls (a swap) needs the gas of its calls' limits, not a transfer's.
+  const callGas = (payout.legs ?? []).reduce((sum, leg) => sum + (leg.call?.gas ?? 0n), 0n);
+  const ownGas = callGas > 0n ? rail.gasCost(callGas) : undefined;
+  const gas = gasPaid ? Promise.all([erc20Gas, ethGas, ownGas]) : Promise.resolve(null);
   gas.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
   // The money of payments received and not settled yet is read before the balance, so that a
   // settlement mined meanwhile is at worst subtracted twice (a refusal), never not at all; the
@@ -64,7 +67,9 @@ export async function recordIfFunded(
       balances: funds.balances,
       committed,
       unsettled: stillToSettle(unsettled),
-      gas: gasCosts ? { erc20: gasCosts[0] ?? 0n, eth: gasCosts[1] ?? 0n } : null,
+      gas: gasCosts
+        ? { erc20: gasCosts[0] ?? 0n, eth: gasCosts[1] ?? 0n, ...(gasCosts[2] ? { own: gasCosts[2] } : {}) }
+        : null,
     });
     if (!verdict.ok && verdict.short === "balance") {
       const decimals = TOKEN_DECIMALS[token];
