@@ -90,8 +90,11 @@ describe("devnet", () => {
     const newest = await client.getBlock({ blockNumber: last });
     const previous = await client.getBlock({ blockNumber: last - 1n });
     expect(newest.transactions).toHaveLength(0);
-    expect(Number(newest.timestamp - previous.timestamp)).toBeGreaterThanOrEqual(1);
+    // A block takes the wall clock's second (blocks of one second may share it: hardhat.config.js),
+    // so two blocks about a second apart are 0 to 2 seconds apart on the chain's clock.
+    expect(Number(newest.timestamp - previous.timestamp)).toBeGreaterThanOrEqual(0);
     expect(Number(newest.timestamp - previous.timestamp)).toBeLessThanOrEqual(2);
+    expect(Math.abs(Number(newest.timestamp) - Date.now() / 1000)).toBeLessThan(5);
   });
 
   it("mines each transaction at once (automine) and mints on demand", async () => {
