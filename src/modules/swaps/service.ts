@@ -6,6 +6,7 @@ import { idempotencyKeyProblem } from "../../domain/refund-request.ts";
 import { maximumIn, minimumOut } from "../../domain/swap-math.ts";
 import { type QuoteRequest, validateQuoteRequest, validateSwapRequest } from "../../domain/swap-request.ts";
 import { isUuid } from "../../domain/validation.ts";
+import { KeyedQueue } from "../../platform/concurrency/keyed-queue.ts";
 import type { Db } from "../../platform/db/database.ts";
 import { KeyTaken, ResourceKeys } from "../../platform/db/resource-keys.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
@@ -33,6 +34,7 @@ export class SwapsService {
   readonly #ctx: AppContext;
   readonly #payouts: PayoutsService;
   readonly #venues: Partial<Record<string, SwapVenue>>;
+  readonly #wallets = new KeyedQueue();
 
   constructor(
     ctx: AppContext,
@@ -102,10 +104,13 @@ export class SwapsService {
         ? await this.#stored(scope, request.quoteId)
         : await this.#quote(scope, request.quote);
     try {
-      return {
-        replayed: false,
-        swap: await this.#execute(scope, quote, key ? { key, fingerprint } : undefined),
-      };
+      // One swap of a wallet at a time in this process: a swap's approval is planned from the
+      // router's allowance, which a swap still on its way would spend (another instance's can: its
+      // router call then reverts, nothing swapped).
+      const swap = await this.#wallets.run(`${scope.environment}:${quote.from_address.toLowerCase()}`, () =>
+        this.#execute(scope, quote, key ? { key, fingerprint } : undefined),
+      );
+      return { replayed: false, swap };
     } catch (err) {
       // A concurrent request with the same key recorded its swap first.
       if (err instanceof KeyTaken) return this.#repeat(scope, err);

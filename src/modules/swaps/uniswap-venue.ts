@@ -35,9 +35,12 @@ export class UniswapVenue implements SwapVenue {
     const hop = swap.quote.route[0];
     if (!hop) throw new Error("a quote without a route");
     const { from } = swap.wallet;
-    // Read now, not at signing: a concurrent swap of the same token may spend it first, and then
-    // this one's router call reverts (failed, nothing lost) rather than overspending.
-    const allowance = swap.ask.sell === "ETH" ? 0n : await this.#uniswap.allowance(from, swap.ask.sell);
+    // The EOA approves only when the router's allowance is short (D16); a smart wallet's approval
+    // rides in its one sponsored operation, always, so no other operation can spend it first.
+    const allowance =
+      swap.ask.sell === "ETH" || swap.wallet.walletType === "smart_wallet"
+        ? 0n
+        : await this.#uniswap.allowance(from, swap.ask.sell);
     const calls = this.#uniswap.swapCalls(
       {
         sell: swap.ask.sell,
