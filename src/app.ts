@@ -99,6 +99,7 @@ export interface App {
     refunds: RefundsService;
     unmatched: UnmatchedInbox;
     cardRefunds: CardRefunds;
+    swaps: SwapsService;
   };
 }
 
@@ -315,6 +316,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
       refunds,
       unmatched,
       cardRefunds,
+      swaps,
     },
   };
 }

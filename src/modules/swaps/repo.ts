@@ -179,3 +179,15 @@ export async function completedTotals(db: Db, scope: Scope) {
     .orderBy("buy_token")
     .execute();
 }
+
+/** Deletes quotes that expired before `before` and no swap executed, a batch at a time; how many. */
+export async function deleteUnusedQuotes(db: Db, before: Date): Promise<number> {
+  const result = await sql<{ id: string }>`
+    DELETE FROM swap_quotes WHERE id IN (
+      SELECT q.id FROM swap_quotes q
+      WHERE q.expires_at < ${before}
+        AND NOT EXISTS (SELECT 1 FROM swaps s WHERE s.quote_id = q.id)
+      LIMIT 10000)
+    RETURNING id`.execute(db);
+  return result.rows.length;
+}

@@ -24,6 +24,8 @@ import { amountOf, factsOf, metadataOf, type SwapFacts, type SwapView, swapView 
 // router call, so a price that moves after it was sent reverts rather than costs the wallet.
 
 const QUOTE_TTL_MS = 30_000;
+/** An expired quote is kept this long (a late POST of it answers "Quote expired", not 404). */
+const QUOTE_RETENTION_MS = 3_600_000;
 /** A sandbox pool traded by another instance between the plan and the record: planned again. */
 const MAX_PLANS = 3;
 const KEYS = new ResourceKeys("swaps");
@@ -240,6 +242,11 @@ export class SwapsService {
       return transfer ? [swapView(transfer, factsOf(row))] : [];
     });
     return { swaps, total, limit: page.limit, offset: page.offset };
+  }
+
+  /** Deletes quotes that expired over an hour ago and were never executed; how many. */
+  forgetExpiredQuotes(): Promise<number> {
+    return repo.deleteUnusedQuotes(this.#ctx.db, new Date(this.#ctx.now().getTime() - QUOTE_RETENTION_MS));
   }
 
   /** Completed swaps per pair: how many, what they sold and what they bought (the wallet's stats). */
