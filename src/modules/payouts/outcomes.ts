@@ -7,7 +7,7 @@ import {
   recordSuccess,
 } from "../../domain/circuit-breaker.ts";
 import { CircuitBreakerOpen } from "../../domain/errors.ts";
-import { PAYOUT_TRANSITIONS } from "../../domain/payout-state.ts";
+import { COMPLETED_PAYOUT, PAYOUT_TRANSITIONS } from "../../domain/payout-state.ts";
 import { coalescedCall } from "../../platform/db/coalesced-write.ts";
 import type { Mailer } from "../../platform/mail/mailer.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
@@ -74,12 +74,16 @@ export class PayoutOutcomes {
   ): Promise<repo.PayoutRow | undefined> {
     const kind = this.#kinds.of(payout.kind);
     const details = kind.completion ? await kind.completion(payout, txHash) : {};
+    const at = this.#ctx.now();
+    // The event shows the transfer as it stands once completed (the statement adds the status,
+    // hashes it stores).
+    const completed = { ...payout, status: COMPLETED_PAYOUT, tx_hash: txHash, completed_at: at, error: null };
     const { row, breaker } = await this.#completePayout({
       id: payout.id,
       txHash,
-      at: this.#ctx.now(),
+      at,
       event: kind.completedEvent,
-      payload: { ...kind.view(payout), ...details },
+      payload: { ...kind.view(completed), ...details },
     });
     if (row) {
       this.#ctx.metrics.payoutEnded("completed", row);
