@@ -25,7 +25,7 @@ const UINT256_MAX = 2n ** 256n - 1n;
 let t: TestApp;
 let ws: CreatedWorkspace;
 let session: { cookie: string; csrf: string };
-let fixtures: { paymentId: string; agentId: string; walletId: string; webhookId: string };
+let fixtures: { paymentId: string; agentId: string; walletId: string; webhookId: string; swapId: string };
 
 beforeAll(async () => {
   t = await startTestApp({ RATE_LIMIT_SANDBOX: "1000000", RATE_LIMIT_LIVE: "1000000" });
@@ -49,11 +49,13 @@ beforeAll(async () => {
     events: ["payment.created"],
   });
   await created("POST", "/api/v1/sandbox/faucet", { tokenSymbol: "USDC", amount: "1000" });
+  const swap = await created("POST", "/api/v1/swap", { sellToken: "USDC", buyToken: "ETH", sellAmount: "1" });
   fixtures = {
     paymentId: payment.payment.id,
     agentId: agent.data.agentId,
     walletId: wallet.data.walletId,
     webhookId: String(webhook.webhook.id),
+    swapId: swap.swapId,
   };
 });
 afterAll(async () => t?.close());
@@ -78,6 +80,9 @@ const WRITTEN_TABLES = [
   "unmatched_transfers",
   "dashboard_sessions",
   "dashboard_login_attempts",
+  "swap_quotes",
+  "swaps",
+  "sandbox_swap_pools",
 ] as const;
 
 async function writtenState(): Promise<string> {
@@ -200,6 +205,13 @@ describe("hostile input, one example per class (issue 20)", () => {
         "Amount must be a positive number",
       );
     }
+    // A swap's amount names its field and token (D16).
+    for (const sellAmount of ["9".repeat(61), `${beyondUint256}.0`, "1".repeat(200_000)]) {
+      const body = { sellToken: "ETH", buyToken: "USDC", sellAmount };
+      expect(await expectRefused({ method: "POST", url: "/api/v1/swap", body }, "sellAmount")).toBe(
+        "sellAmount must be a positive number with at most 18 decimals for ETH",
+      );
+    }
     // The largest amount a uint256 transfer carries is still an amount (no 500 from the column).
     const largest = await send("POST", "/api/v1/payments", "key", {
       tokenSymbol: "ETH",
@@ -230,6 +242,7 @@ describe("hostile input, one example per class (issue 20)", () => {
         `/api/v1/payments?offset=${value}`,
         `/api/v1/payouts?offset=${value}`,
         `/api/v1/transfers/unmatched?offset=${value}`,
+        `/api/v1/swaps?offset=${value}`,
         `/api/v1/webhooks/${fixtures.webhookId}/deliveries?offset=${value}`,
       ]) {
         expect(await expectRefused({ method: "GET", url }, "offset")).toBe("offset must be <= 2147483647");
@@ -246,6 +259,7 @@ describe("hostile input, one example per class (issue 20)", () => {
   it("lone UTF-16 surrogates and NUL in body strings, metadata keys and values → 400 naming the field", async () => {
     const payment = { tokenSymbol: "USDC", amount: "1.00", merchantWallet: MERCHANT };
     const payout = { tokenSymbol: "USDC", amount: "0.01", destinationAddress: DESTINATION };
+    const swap = { sellToken: "USDC", buyToken: "ETH", sellAmount: "0.01" };
     const cases: Array<[string, string, object, string]> = [
       ["POST", "/api/v1/payments", { ...payment, description: "a\ud800b" }, "description"],
       ["POST", "/api/v1/payments", { ...payment, metadata: { "order\udfff": "1" } }, "metadata"],
@@ -262,6 +276,9 @@ describe("hostile input, one example per class (issue 20)", () => {
       ["POST", "/api/wallets/create", { ownerId: "\ud800", type: "user", currencies: ["ETH"] }, "ownerId"],
       ["POST", "/api/v1/keys", { name: "k\ud800" }, "name"],
       ["POST", "/api/v1/webhooks", { url: "http://127.0.0.1:9/\ud800", events: ["*"] }, "url"],
+      ["POST", "/api/v1/swap", { ...swap, sellToken: "USDC\ud800" }, "sellToken"],
+      ["POST", "/api/v1/swap", { ...swap, idempotencyKey: "key-\u0000" }, "idempotencyKey"],
+      ["POST", "/api/v1/swap", { quoteId: "\udfff" }, "quoteId"],
     ];
     for (const [method, url, body, field] of cases) await expectRefused({ method, url, body }, field);
     await expectRefused(
@@ -279,6 +296,9 @@ describe("hostile input, one example per class (issue 20)", () => {
       [`/api/wallets/${fixtures.walletId}/balance/ETH%00`, "currency"],
       ["/api/agents/%00", "agentId"],
       ["/pay/assets/page.js%00", "file"],
+      ["/api/v1/swap/quote?sellToken=USDC&buyToken=ETH%00&sellAmount=1", "buyToken"],
+      ["/swap/quote?sellToken=USDC&buyToken=ETH&buyAmount=1%00", "buyAmount"],
+      ["/api/v1/swaps/%00", "id"],
     ];
     for (const [url, field] of cases) await expectRefused({ method: "GET", url }, field);
   });
@@ -313,6 +333,8 @@ describe("hostile input, one example per class (issue 20)", () => {
         `/api/wallets/${name}`,
         `/api/wallets/${fixtures.walletId}/balance/${name}`,
         `/pay/${name}/status`,
+        `/api/v1/swaps/${name}`,
+        `/api/v1/swap/quote?sellToken=${name}&buyToken=ETH&sellAmount=1`,
       ]) {
         const answer = await send("GET", url, "key");
         expect([400, 404], `${url}: ${answer.body}`).toContain(answer.statusCode);
@@ -326,6 +348,11 @@ describe("hostile input, one example per class (issue 20)", () => {
     await expectRefused({ method: "POST", url: "/api/v1/payments", body: poisoned }, "metadata");
     const ctor = JSON.parse('{"name":"a","metadata":{"constructor":{"prototype":{"polluted":true}}}}');
     await expectRefused({ method: "POST", url: "/api/agents/create", body: ctor }, "metadata.constructor");
+    // A quoteId smuggled in through a swap body's __proto__ is refused by name, never read.
+    const swapPoison = JSON.parse(`{"__proto__":{"quoteId":"${UNKNOWN_UUID}"},"buyToken":"ETH"}`);
+    expect(await expectRefused({ method: "POST", url: "/api/v1/swap", body: swapPoison }, "__proto__")).toBe(
+      "body must not have a key named __proto__",
+    );
   });
 
   it("a 2 MiB body over a real socket → a readable 413 JSON answer on every route, never a reset", async () => {
@@ -438,6 +465,8 @@ interface Operation {
   body?: Record<string, unknown>;
   /** Routes that do not check fields (the card webhook checks its signature first). */
   fieldsUnchecked?: true;
+  /** Documented query parameters the valid request leaves out (one of two): generated cases set them. */
+  absentQuery?: string[];
 }
 
 /** A valid request per documented operation; each generated case replaces one field of it. */
@@ -452,7 +481,31 @@ function baselines(): Record<string, Operation> {
     idempotencyKey: "hostile-payout",
     walletType: "eoa",
   };
+  const swapQuery = {
+    sellToken: "USDC",
+    buyToken: "ETH",
+    sellAmount: "0.01",
+    walletType: "eoa",
+    slippageBps: "50",
+  };
+  // Either a quoteId or the quote's parameters (null: not given), executed again under one key.
+  const swap = {
+    quoteId: null,
+    ...swapQuery,
+    buyAmount: null,
+    slippageBps: 50,
+    idempotencyKey: "hostile-swap",
+  };
+  const swaps = ["/api/v1/swap", "/swap"].flatMap(
+    (path): Array<[string, Operation]> => [
+      [`GET ${path}/quote`, { auth: "key", query: swapQuery, absentQuery: ["buyAmount"] }],
+      [`POST ${path}`, { auth: "key", headers: { "idempotency-key": "hostile-swap" }, body: swap }],
+    ],
+  );
   return {
+    ...Object.fromEntries(swaps),
+    "GET /api/v1/swaps": { auth: "key", query: page },
+    "GET /api/v1/swaps/{id}": { auth: "key", params: { id: fixtures.swapId } },
     "POST /api/v1/workspaces": {
       auth: "admin",
       body: {
@@ -781,7 +834,10 @@ function mutationsOf(op: Operation): fc.Arbitrary<Mutation> {
   }
   // Fields that take numbers get number-like values more often: that is where limits break.
   const numeric = (value: unknown) => typeof value === "string" && /^[0-9]+(\.[0-9]+)?$/.test(value);
-  for (const [name, baseline] of Object.entries(op.query ?? {})) {
+  for (const [name, baseline] of [
+    ...Object.entries(op.query ?? {}),
+    ...(op.absentQuery ?? []).map((n): [string, string] => [n, ""]),
+  ]) {
     const text = numeric(baseline) ? fc.oneof(numberText, hostileUrlText) : hostileUrlText;
     const value = fc.oneof(text, fc.array(hostileUrlText, { minLength: 2, maxLength: 3 }));
     choices.push(value.map((v) => ({ in: "query" as const, name, value: v })));
@@ -887,7 +943,8 @@ describe("generated hostile values at every route (issue 20)", () => {
         }
         for (const p of operation.parameters ?? []) {
           const given = p.in === "path" ? op.params : p.in === "query" ? op.query : op.headers;
-          if (!given || !(p.name in given)) missing.push(`${key}: ${p.in} ${p.name}`);
+          const absent = p.in === "query" && op.absentQuery?.includes(p.name);
+          if (!absent && (!given || !(p.name in given))) missing.push(`${key}: ${p.in} ${p.name}`);
         }
         const schema = operation.requestBody?.content["application/json"]?.schema;
         for (const name of Object.keys(schema?.properties ?? {})) {

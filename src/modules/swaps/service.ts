@@ -1,7 +1,14 @@
 import { randomUUID } from "node:crypto";
 import type { ChainToken, Hex } from "../../chain/network.ts";
 import type { AppContext } from "../../context.ts";
-import { badRequest, conflict, InternalError, notFound, serviceUnavailable } from "../../domain/errors.ts";
+import {
+  badRequest,
+  ConcurrentChange,
+  conflict,
+  InternalError,
+  notFound,
+  serviceUnavailable,
+} from "../../domain/errors.ts";
 import { idempotencyKeyProblem } from "../../domain/refund-request.ts";
 import { maximumIn, minimumOut } from "../../domain/swap-math.ts";
 import { type QuoteRequest, validateQuoteRequest, validateSwapRequest } from "../../domain/swap-request.ts";
@@ -26,8 +33,12 @@ import { amountOf, factsOf, metadataOf, type SwapFacts, type SwapView, swapView 
 const QUOTE_TTL_MS = 30_000;
 /** An expired quote is kept this long (a late POST of it answers "Quote expired", not 404). */
 const QUOTE_RETENTION_MS = 3_600_000;
-/** A sandbox pool traded by another instance between the plan and the record: planned again. */
-const MAX_PLANS = 3;
+/**
+ * A sandbox pool traded (by another instance, or the workspace's other wallet) between a swap's
+ * plan and its record: planned again on the new reserves. Each time this happens another swap got
+ * through, so a few rounds settle any burst; the bound keeps a pathological one from spinning.
+ */
+const MAX_PLANS = 20;
 const KEYS = new ResourceKeys("swaps");
 
 export type SwapAnswer = { replayed: boolean; swap: SwapView };
@@ -206,7 +217,11 @@ export class SwapsService {
         return swapView(transfer, factsOf(swap));
       } catch (err) {
         if (err instanceof PoolMoved && attempt < MAX_PLANS) continue;
-        if (err instanceof PoolMoved) throw priceMoved(quote, null);
+        if (err instanceof PoolMoved) {
+          throw new ConcurrentChange("Other swaps kept trading against this pool meanwhile; try again", {
+            quoteId: quote.id,
+          });
+        }
         throw err;
       }
     }
