@@ -199,7 +199,9 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     card: cardRefunds,
   });
   const swaps = new SwapsService(ctx, { payouts, venues: swapVenues });
-  const wallet = new WalletService(ctx, workspaces, rails, ledger, payments, agentWallets, swaps);
+  const wallet = new WalletService(ctx, workspaces, rails, ledger, payments, agentWallets, (tenant) =>
+    swaps.totals(tenant),
+  );
   const scrub = urlScrubber(deps.config);
   metrics.setSources({
     pausedWorkspaces: () => payouts.pausedWorkspaces(),

@@ -78,8 +78,10 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
     const funder = config.gasFunderKey
       ? [privateKeyToAccount(config.gasFunderKey as `0x${string}`).address]
       : [];
+    // A swap's proceeds reach its wallet from the router (uniswap.ts): not a payment.
+    const router = config.swap ? [config.swap.routerAddress] : [];
     const watcher = new ChainWatcher(ctx.db, network, ctx.log, ctx.now, {
-      ignoredSenders: funder,
+      ignoredSenders: [...funder, ...router],
       pollIntervalMs: config.pollIntervalMs,
       metrics: ctx.metrics,
     });

@@ -68,4 +68,26 @@ describe("swap quotes' retention", () => {
       t.setNow(undefined);
     }
   });
+
+  it("refuses a quote whose least output within the slippage rounds to 0 (400, nothing stored)", async () => {
+    const ws = await createWorkspace(t);
+    // 0.0000021 ADAO buys 1 smallest unit of USDC at 0.5 USDC per ADAO (less the fee); less 0.5 %
+    // slippage, rounded down, that is 0.
+    const res = await t.request({
+      method: "GET",
+      url: "/api/v1/swap/quote?sellToken=ADAO&buyToken=USDC&sellAmount=0.0000021",
+      headers: bearer(ws.testKey),
+    });
+    expect(res.statusCode, res.body).toBe(400);
+    expect(res.json()).toEqual({
+      error: "Amount too small: the least this swap could buy within its slippage is 0",
+      buyAmount: "0.000001",
+    });
+    const stored = await t.database.db
+      .selectFrom("swap_quotes")
+      .select("id")
+      .where("workspace_id", "=", ws.id)
+      .execute();
+    expect(stored).toEqual([]);
+  });
 });

@@ -116,8 +116,15 @@ describe("executing a quote", () => {
       error: "Quote expired",
       quoteId: late.quote.quoteId,
     });
+    // Less than 5 s left counts as expired: the expiry is the swap's deadline on chain.
+    const tooLate = await quoteChecked(ws, pools, { ...USDC_ETH, amount: "10" });
+    t.setNow(new Date(tooLate.now.getTime() + 25_001));
+    refused(await swapOf(ws, { quoteId: tooLate.quote.quoteId }), 400, {
+      error: "Quote expired",
+      quoteId: tooLate.quote.quoteId,
+    });
     const inTime = await quoteChecked(ws, pools, { ...USDC_ETH, amount: "10" });
-    t.setNow(new Date(inTime.now.getTime() + 29_999));
+    t.setNow(new Date(inTime.now.getTime() + 25_000));
     expect(ok(await swapOf(ws, { quoteId: inTime.quote.quoteId })).status).toBe("completed");
     refused(await swapOf(ws, { quoteId: randomUUID() }), 404, { error: "Quote not found" });
     for (const id of [randomUUID(), "not-a-uuid", inTime.quote.quoteId]) {

@@ -1,5 +1,7 @@
 import { LRUCache } from "lru-cache";
 import {
+  BaseError,
+  ContractFunctionRevertedError,
   createPublicClient,
   decodeEventLog,
   defineChain,
@@ -35,6 +37,7 @@ const ROUTER_ABI = parseAbi([
   "function exactOutputSingle((address tokenIn, address tokenOut, uint24 fee, address recipient, uint256 deadline, uint256 amountOut, uint256 amountInMaximum, uint160 sqrtPriceLimitX96) params) payable returns (uint256 amountIn)",
   "function multicall(bytes[] data) payable returns (bytes[] results)",
   "function unwrapWETH9(uint256 amountMinimum, address recipient) payable",
+  "function sweepToken(address token, uint256 amountMinimum, address recipient) payable",
   "function refundETH() payable",
 ]);
 
@@ -175,10 +178,12 @@ export class UniswapV3 {
         sqrtPriceAfter,
         gasEstimate,
       };
-    } catch {
+    } catch (err) {
       // The quoter reverts when the pool cannot fill the amount (no liquidity in range): no quote
-      // from this tier. An unreachable node fails the pool lookup above instead, loudly.
-      return null;
+      // from this tier. Anything else (the node did not answer) is the caller's to report.
+      if (err instanceof BaseError && err.walk((e) => e instanceof ContractFunctionRevertedError))
+        return null;
+      throw err;
     }
   }
 
@@ -221,7 +226,10 @@ export class UniswapV3 {
     if (!tokenIn || !tokenOut) throw new Error(`${order.sell}/${order.buy} is not configured for swaps`);
     const ethIn = order.sell === "ETH";
     const ethOut = order.buy === "ETH";
-    const recipient = ethOut ? router : order.wallet;
+    // The pool pays the router, which hands the proceeds on to the wallet in the same call: the
+    // wallet's chain watcher ignores transfers from the router, so what a swap buys is never
+    // mistaken for a customer's payment (or an unmatched transfer) to that wallet.
+    const recipient = router;
     const swap =
       order.side === "exact_in"
         ? encodeFunctionData({
@@ -256,23 +264,25 @@ export class UniswapV3 {
               },
             ],
           });
-    const after: Hex[] = [];
-    if (ethOut) {
-      after.push(
-        encodeFunctionData({
+    const handOn = ethOut
+      ? encodeFunctionData({
           abi: ROUTER_ABI,
           functionName: "unwrapWETH9",
           args: [order.minBuy, order.wallet],
-        }),
-      );
-    }
-    if (ethIn && order.side === "exact_out") {
-      after.push(encodeFunctionData({ abi: ROUTER_ABI, functionName: "refundETH" }));
-    }
-    const data =
-      after.length === 0
-        ? swap
-        : encodeFunctionData({ abi: ROUTER_ABI, functionName: "multicall", args: [[swap, ...after]] });
+        })
+      : encodeFunctionData({
+          abi: ROUTER_ABI,
+          functionName: "sweepToken",
+          args: [tokenOut, order.minBuy, order.wallet],
+        });
+    // ETH sent and not taken by the pool (an exact output's rest, or an input the pool could not
+    // fill) would stay in the router for anyone to take: it comes back in the same call.
+    const refund = ethIn ? [encodeFunctionData({ abi: ROUTER_ABI, functionName: "refundETH" })] : [];
+    const data = encodeFunctionData({
+      abi: ROUTER_ABI,
+      functionName: "multicall",
+      args: [[swap, handOn, ...refund]],
+    });
     const gas =
       order.gasEstimate + ROUTER_OVERHEAD_GAS > MIN_SWAP_GAS
         ? order.gasEstimate + ROUTER_OVERHEAD_GAS

@@ -61,7 +61,8 @@ export class ChainWatcher {
   readonly #metrics: Metrics | undefined;
 
   /**
-   * `ignoredSenders`: the service's own funding accounts (gas top-ups are not payments).
+   * `ignoredSenders`: the service's own accounts whose transfers are not payments: the gas
+   * funder (top-ups), the swap router (what a swap bought).
    * `pollIntervalMs`: the interval of the job that ticks this watcher; without it a tick scans
    * once and does not follow the head.
    */

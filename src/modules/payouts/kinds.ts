@@ -39,7 +39,10 @@ export interface TransferKind {
    * so it may store what it read in the orderer's own tables (idempotently: the reconciler may ask
    * again); throwing leaves the transfer processing, for the reconciler to complete later.
    */
-  completion?(row: PayoutRow, txHash: string): Promise<Record<string, unknown>>;
+  completion?(
+    row: PayoutRow,
+    mined: { txHash: string; userOpHash?: string },
+  ): Promise<Record<string, unknown>>;
 }
 
 const PAYOUT: TransferKind = {

@@ -25,6 +25,8 @@ import * as repo from "./repo.ts";
 
 export type { PayoutResponse } from "./answers.ts";
 export type Scope = { workspaceId: string; environment: Environment };
+/** The transaction that completed a transfer, and a smart wallet's user operation it carried. */
+export type Mined = { txHash: string; userOpHash?: string | undefined };
 
 export const RESUME_ACTION = "POST /api/v1/workspaces/{id}/resume, or wait 30 minutes after pausedAt";
 
@@ -54,8 +56,8 @@ export class PayoutOutcomes {
     );
   }
 
-  async complete(scope: Scope, payout: repo.PayoutRow, txHash: string): Promise<PayoutResponse> {
-    const row = await this.recordCompletion(scope, payout, txHash);
+  async complete(scope: Scope, payout: repo.PayoutRow, mined: Mined): Promise<PayoutResponse> {
+    const row = await this.recordCompletion(scope, payout, mined);
     if (!row) return this.#answers.stored(scope, payout.id);
     return completedAnswer(row, row.completed_at ?? this.#ctx.now());
   }
@@ -70,10 +72,15 @@ export class PayoutOutcomes {
   async recordCompletion(
     scope: Scope,
     payout: repo.PayoutRow,
-    txHash: string,
+    mined: Mined,
   ): Promise<repo.PayoutRow | undefined> {
+    const { txHash } = mined;
     const kind = this.#kinds.of(payout.kind);
-    const details = kind.completion ? await kind.completion(payout, txHash) : {};
+    // The row the sender holds may predate its user operation's record: the outcome names it.
+    const userOpHash = mined.userOpHash ?? payout.user_op_hash ?? undefined;
+    const details = kind.completion
+      ? await kind.completion(payout, { txHash, ...(userOpHash ? { userOpHash } : {}) })
+      : {};
     const at = this.#ctx.now();
     // The event shows the transfer as it stands once completed (the statement adds the status,
     // hashes it stores).

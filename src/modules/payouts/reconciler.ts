@@ -64,7 +64,7 @@ export class PayoutReconciler {
       );
       if (!resumed) return false; // no bundler here now: left until there is one
       const outcome = await resumed;
-      if (outcome.status === "success") await this.#outcomes.recordCompletion(scope, payout, outcome.txHash);
+      if (outcome.status === "success") await this.#outcomes.recordCompletion(scope, payout, outcome);
       else if (outcome.status === "reverted") {
         await this.#outcomes.recordFailure(
           scope,
@@ -78,7 +78,7 @@ export class PayoutReconciler {
     const tx = await sent.payoutTransaction(this.#ctx.db, payout.id);
     if (tx?.status === "signed") return false; // still open: it may be mined
     if (tx?.status === "mined") {
-      await this.#outcomes.recordCompletion(scope, payout, tx.txHash);
+      await this.#outcomes.recordCompletion(scope, payout, { txHash: tx.txHash });
       return true;
     }
     if (tx) {

@@ -162,7 +162,7 @@ export class PayoutSends {
           ledger.row.completed_at ?? now,
         );
       }
-      return await this.#outcomes.complete(scope, row, outcome.txHash);
+      return await this.#outcomes.complete(scope, row, outcome);
     } catch (err) {
       if (err instanceof AppError) throw err; // the answer of a failed payout
       // Its outcome is known but could not be stored: the reconciler stores it from the chain.

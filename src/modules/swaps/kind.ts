@@ -19,7 +19,7 @@ export function swapTransferKind(db: Db, venues: Partial<Record<Environment, Swa
     // Whoever asked may never have had an answer: a swap that never left is announced.
     announcesNeverSent: true,
     failureDetails: (error: string) => ({ error }),
-    completion: async (row: PayoutRow, txHash: string) => {
+    completion: async (row: PayoutRow, mined: { txHash: string; userOpHash?: string }) => {
       const swap = await repo.findById(db, row.id);
       if (!swap) throw new Error(`swap ${row.id} has no record`);
       let sold = swap.sold_amount === null ? null : BigInt(swap.sold_amount);
@@ -27,7 +27,7 @@ export function swapTransferKind(db: Db, venues: Partial<Record<Environment, Swa
       if (sold === null || bought === null) {
         const venue = venues[row.environment as Environment];
         if (!venue) throw new Error(`no swap venue for ${row.environment}`);
-        const read = await venue.amounts(row, txHash, {
+        const read = await venue.amounts(mined, {
           sell: swap.sell_token as ChainToken,
           buy: swap.buy_token as ChainToken,
           route: swap.route,

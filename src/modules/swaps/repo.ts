@@ -191,3 +191,9 @@ export async function deleteUnusedQuotes(db: Db, before: Date): Promise<number> 
     RETURNING id`.execute(db);
   return result.rows.length;
 }
+
+/** A unique index refused a second swap of one quote (swaps_one_per_quote). */
+export function isQuoteTaken(err: unknown): boolean {
+  const e = err as { code?: unknown; constraint?: unknown } | undefined;
+  return e?.code === "23505" && e.constraint === "swaps_one_per_quote";
+}

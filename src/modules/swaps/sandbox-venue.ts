@@ -12,6 +12,8 @@ import {
   sandboxPair,
 } from "../../domain/swap-math.ts";
 import type { Db } from "../../platform/db/database.ts";
+import type { Reserves } from "./pools-repo.ts";
+import * as pools from "./pools-repo.ts";
 import type { PlannedSwap, Scope, SwapAsk, SwapPlan, SwapVenue, VenueQuote } from "./venue.ts";
 import { PoolMoved } from "./venue.ts";
 
@@ -20,11 +22,6 @@ import { PoolMoved } from "./venue.ts";
 // in SANDBOX_POOLS (docs/api.md), fee 0.3%. What a swap sells goes to the pool's ledger address as
 // a transfer of the payout operation; what it buys is credited to the wallet, and the reserves
 // move, in the transaction that records that transfer, under the pool's row lock.
-
-interface Reserves {
-  baseReserve: bigint;
-  quoteReserve: bigint;
-}
 
 export class SandboxVenue implements SwapVenue {
   readonly #db: Db;
@@ -60,7 +57,9 @@ export class SandboxVenue implements SwapVenue {
     const { scope } = swap;
     const seen = await this.#reserves(this.#db, scope, found.pair);
     const fill = fillOf(seen, found.sellIsBase, swap.ask);
-    if (!fill) throw new PoolMoved("the pool can no longer fill the swap");
+    // Traded past the quote's limits since it was quoted again: quoted once more, which answers it.
+    if (!fill || fill.buyAmount < swap.minBuy || fill.sellAmount > swap.maxSell)
+      throw new PoolMoved("the pool moved past the quote's limits");
     const sold = fill.sellAmount;
     const bought = fill.buyAmount;
     return {
@@ -69,19 +68,14 @@ export class SandboxVenue implements SwapVenue {
       known: { sold, bought },
       guard: async (trx) => {
         // The trade is the one planned only if nobody traded against the pool meanwhile.
-        const now = await this.#reserves(trx, scope, found.pair, { lock: true });
+        const now = await pools.lockReserves(trx, scope, found.pair, SANDBOX_POOLS[found.pair]);
         if (now.baseReserve !== seen.baseReserve || now.quoteReserve !== seen.quoteReserve)
           throw new PoolMoved("the pool traded meanwhile");
         const [baseIn, quoteIn] = found.sellIsBase ? [sold, -bought] : [-bought, sold];
-        await trx
-          .updateTable("sandbox_swap_pools")
-          .set({
-            base_reserve: (now.baseReserve + baseIn).toString(),
-            quote_reserve: (now.quoteReserve + quoteIn).toString(),
-          })
-          .where("workspace_id", "=", scope.workspaceId)
-          .where("pair", "=", found.pair)
-          .execute();
+        await pools.writeReserves(trx, scope, found.pair, {
+          baseReserve: now.baseReserve + baseIn,
+          quoteReserve: now.quoteReserve + quoteIn,
+        });
         await this.#ledger.credit(swap.wallet.from, swap.ask.buy, bought, `swap:${swap.id}:bought`, trx);
       },
     };
@@ -91,35 +85,9 @@ export class SandboxVenue implements SwapVenue {
     throw new Error("a sandbox swap's amounts are known when it is recorded");
   }
 
-  /** The pool's reserves, made from SANDBOX_POOLS at the workspace's first use of it. */
-  async #reserves(
-    db: Db,
-    scope: Scope,
-    pair: SandboxPair,
-    options: { lock?: boolean } = {},
-  ): Promise<Reserves> {
-    const initial = SANDBOX_POOLS[pair];
-    if (options.lock) {
-      await db
-        .insertInto("sandbox_swap_pools")
-        .values({
-          workspace_id: scope.workspaceId,
-          pair,
-          base_reserve: initial.baseReserve.toString(),
-          quote_reserve: initial.quoteReserve.toString(),
-        })
-        .onConflict((oc) => oc.doNothing())
-        .execute();
-    }
-    const row = await db
-      .selectFrom("sandbox_swap_pools")
-      .select(["base_reserve", "quote_reserve"])
-      .where("workspace_id", "=", scope.workspaceId)
-      .where("pair", "=", pair)
-      .$if(options.lock === true, (q) => q.forUpdate())
-      .executeTakeFirst();
-    if (!row) return { baseReserve: initial.baseReserve, quoteReserve: initial.quoteReserve };
-    return { baseReserve: BigInt(row.base_reserve), quoteReserve: BigInt(row.quote_reserve) };
+  /** The pool's reserves, SANDBOX_POOLS' before the workspace's first trade of the pair. */
+  async #reserves(db: Db, scope: Scope, pair: SandboxPair): Promise<Reserves> {
+    return (await pools.readReserves(db, scope, pair)) ?? SANDBOX_POOLS[pair];
   }
 }
 

@@ -31,6 +31,8 @@ import { amountOf, factsOf, metadataOf, type SwapFacts, type SwapView, swapView 
 // router call, so a price that moves after it was sent reverts rather than costs the wallet.
 
 const QUOTE_TTL_MS = 30_000;
+/** A quote executes only with this much of its life left: its expiry is the swap's deadline on chain. */
+const MIN_TIME_LEFT_MS = 5_000;
 /** An expired quote is kept this long (a late POST of it answers "Quote expired", not 404). */
 const QUOTE_RETENTION_MS = 3_600_000;
 /**
@@ -77,6 +79,12 @@ export class SwapsService {
     if (!fill) throw badRequest("No liquidity for this pair");
     const now = this.#ctx.now();
     const exactIn = request.side === "exact_in";
+    const minBuy = exactIn ? minimumOut(fill.buyAmount, request.slippageBps) : fill.buyAmount;
+    if (minBuy <= 0n) {
+      throw badRequest("Amount too small: the least this swap could buy within its slippage is 0", {
+        buyAmount: amountOf(fill.buyAmount, request.buyToken),
+      });
+    }
     return repo.insertQuote(this.#ctx.db, {
       id: randomUUID(),
       scope,
@@ -85,7 +93,7 @@ export class SwapsService {
       side: request.side,
       sellAmount: fill.sellAmount,
       buyAmount: fill.buyAmount,
-      minBuyAmount: exactIn ? minimumOut(fill.buyAmount, request.slippageBps) : fill.buyAmount,
+      minBuyAmount: minBuy,
       maxSellAmount: exactIn ? fill.sellAmount : maximumIn(fill.sellAmount, request.slippageBps),
       slippageBps: request.slippageBps,
       priceImpactBps: fill.priceImpactBps,
@@ -127,7 +135,7 @@ export class SwapsService {
     } catch (err) {
       // A concurrent request with the same key recorded its swap first.
       if (err instanceof KeyTaken) return this.#repeat(scope, err);
-      if (isQuoteTaken(err)) throw conflict("Quote already executed", { quoteId: quote.id });
+      if (repo.isQuoteTaken(err)) throw conflict("Quote already executed", { quoteId: quote.id });
       throw err;
     }
   }
@@ -135,9 +143,17 @@ export class SwapsService {
   async #stored(scope: Scope, quoteId: string): Promise<repo.QuoteRow> {
     const quote = await repo.findQuote(this.#ctx.db, scope, quoteId);
     if (!quote) throw notFound("Quote not found");
-    if (quote.expires_at.getTime() <= this.#ctx.now().getTime())
-      throw badRequest("Quote expired", { quoteId });
+    this.#assertFresh(quote);
     return quote;
+  }
+
+  /**
+   * 400 once the quote expired, or has too little time left for its deadline (the expiry) to
+   * reach the chain: a swap sent then would revert, its gas spent and counted by the breaker.
+   */
+  #assertFresh(quote: repo.QuoteRow): void {
+    if (quote.expires_at.getTime() - this.#ctx.now().getTime() < MIN_TIME_LEFT_MS)
+      throw badRequest("Quote expired", { quoteId: quote.id });
   }
 
   async #execute(
@@ -146,6 +162,8 @@ export class SwapsService {
     claim?: { key: string; fingerprint: string },
   ): Promise<SwapView> {
     const venue = this.#venue(scope);
+    // Again in the wallet's turn: it may have waited behind another swap's receipts.
+    this.#assertFresh(quote);
     const ask: SwapAsk = {
       sell: quote.sell_token as ChainToken,
       buy: quote.buy_token as ChainToken,
@@ -159,72 +177,85 @@ export class SwapsService {
       if (!fresh || fresh.buyAmount < minBuy || fresh.sellAmount > maxSell) {
         throw priceMoved(quote, fresh);
       }
-      const id = randomUUID();
-      const wallet = {
-        from: quote.from_address as Hex,
-        walletType: quote.wallet_type === "smart_wallet" ? ("smart_wallet" as const) : ("eoa" as const),
-      };
-      const plan = await venue.plan({
-        id,
-        scope,
-        ask,
-        quote: fresh,
-        minBuy,
-        maxSell,
-        wallet,
-        expiresAt: quote.expires_at,
-      });
-      const at = this.#ctx.now();
-      const record: repo.NewSwap = {
-        id,
-        scope,
-        quoteId: quote.id,
-        sellToken: quote.sell_token,
-        buyToken: quote.buy_token,
-        side: ask.side,
-        quotedSellAmount: fresh.sellAmount,
-        quotedBuyAmount: fresh.buyAmount,
-        minBuyAmount: minBuy,
-        maxSellAmount: maxSell,
-        slippageBps: quote.slippage_bps,
-        route: fresh.route,
-        sold: plan.known?.sold ?? null,
-        bought: plan.known?.bought ?? null,
-        createdAt: at,
-      };
-      const guard = async (trx: Db) => {
-        if (claim) await KEYS.claim(trx, scope, claim.key, { id, fingerprint: claim.fingerprint, at });
-        await repo.insertSwap(trx, record);
-        await plan.guard?.(trx);
-      };
       try {
-        const transfer = await this.#payouts.transfer(scope, {
-          id,
-          kind: "swap",
-          tokenSymbol: quote.sell_token,
-          amount: plan.amount,
-          destinationAddress: plan.destination,
-          walletType: wallet.walletType,
-          paymentId: null,
-          unmatchedTransferId: null,
-          reason: null,
-          guard,
-          metadata: metadataOf(factsOfRecord(record)),
-          ...(plan.legs ? { legs: { from: wallet.from, legs: plan.legs } } : {}),
-        });
-        const swap = await repo.findById(this.#ctx.db, id);
-        if (!swap) throw new InternalError("A swap answered without its record");
-        return swapView(transfer, factsOf(swap));
+        return await this.#attempt(scope, venue, { quote, ask, fresh, minBuy, maxSell }, claim);
       } catch (err) {
-        if (err instanceof PoolMoved && attempt < MAX_PLANS) continue;
-        if (err instanceof PoolMoved) {
-          throw new ConcurrentChange("Other swaps kept trading against this pool meanwhile; try again", {
-            quoteId: quote.id,
-          });
-        }
-        throw err;
+        if (!(err instanceof PoolMoved)) throw err;
+        if (attempt < MAX_PLANS) continue;
+        throw new ConcurrentChange("Other swaps kept trading against this pool meanwhile; try again", {
+          quoteId: quote.id,
+        });
       }
     }
+  }
+
+  /**
+   * Plans the swap on `fresh` and sends it as a transfer of the payout operation, its facts and
+   * idempotency claim recorded by the guard in the transaction that records the transfer.
+   * PoolMoved: the venue's pool moved since `fresh` (nothing recorded).
+   */
+  async #attempt(
+    scope: Scope,
+    venue: SwapVenue,
+    swap: { quote: repo.QuoteRow; ask: SwapAsk; fresh: VenueQuote; minBuy: bigint; maxSell: bigint },
+    claim?: { key: string; fingerprint: string },
+  ): Promise<SwapView> {
+    const { quote, ask, fresh, minBuy, maxSell } = swap;
+    const id = randomUUID();
+    const wallet = {
+      from: quote.from_address as Hex,
+      walletType: quote.wallet_type === "smart_wallet" ? ("smart_wallet" as const) : ("eoa" as const),
+    };
+    const plan = await venue.plan({
+      id,
+      scope,
+      ask,
+      quote: fresh,
+      minBuy,
+      maxSell,
+      wallet,
+      expiresAt: quote.expires_at,
+    });
+    const at = this.#ctx.now();
+    const record: repo.NewSwap = {
+      id,
+      scope,
+      quoteId: quote.id,
+      sellToken: quote.sell_token,
+      buyToken: quote.buy_token,
+      side: ask.side,
+      quotedSellAmount: fresh.sellAmount,
+      quotedBuyAmount: fresh.buyAmount,
+      minBuyAmount: minBuy,
+      maxSellAmount: maxSell,
+      slippageBps: quote.slippage_bps,
+      route: fresh.route,
+      sold: plan.known?.sold ?? null,
+      bought: plan.known?.bought ?? null,
+      createdAt: at,
+    };
+    const guard = async (trx: Db) => {
+      if (claim) await KEYS.claim(trx, scope, claim.key, { id, fingerprint: claim.fingerprint, at });
+      await repo.insertSwap(trx, record);
+      await plan.guard?.(trx);
+    };
+    const transfer = await this.#payouts.transfer(scope, {
+      id,
+      kind: "swap",
+      tokenSymbol: quote.sell_token,
+      amount: plan.amount,
+      destinationAddress: plan.destination,
+      walletType: wallet.walletType,
+      paymentId: null,
+      unmatchedTransferId: null,
+      reason: null,
+      guard,
+      metadata: metadataOf(factsOfRecord(record)),
+      ...(plan.legs ? { legs: { from: wallet.from, legs: plan.legs } } : {}),
+    });
+    const found = await repo.findById(this.#ctx.db, id);
+    if (!found) throw new InternalError("A swap answered without its record");
+    return swapView(transfer, factsOf(found));
   }
 
   /** A repeated Idempotency-Key: the swap it made, as it stands; another request under it is a conflict. */
@@ -327,10 +358,4 @@ function priceMoved(quote: repo.QuoteRow, fresh: VenueQuote | null) {
         }
       : {}),
   });
-}
-
-/** A unique index refused a second swap of one quote (swaps_one_per_quote). */
-function isQuoteTaken(err: unknown): boolean {
-  const e = err as { code?: unknown; constraint?: unknown } | undefined;
-  return e?.code === "23505" && e.constraint === "swaps_one_per_quote";
 }

@@ -1,9 +1,9 @@
 import type { SmartAccounts } from "../../chain/evm/smart-accounts.ts";
 import type { UniswapV3 } from "../../chain/evm/uniswap.ts";
 import type { ChainToken, Hex } from "../../chain/network.ts";
+import { Unavailable } from "../../domain/errors.ts";
 import { sqrtPriceImpactBps } from "../../domain/swap-math.ts";
 import type { RouteHop } from "../../platform/db/schema-swaps.ts";
-import type { PayoutRow } from "../payouts/repo.ts";
 import type { PlannedSwap, SwapAsk, SwapPlan, SwapVenue, VenueQuote } from "./venue.ts";
 
 // Swaps on a network's Uniswap v3 pools (D16): quoted by QuoterV2 across the fee tiers, executed
@@ -20,7 +20,13 @@ export class UniswapVenue implements SwapVenue {
   }
 
   async quote(_scope: unknown, ask: SwapAsk): Promise<VenueQuote | null> {
-    const best = await this.#uniswap.bestQuote(ask.sell, ask.buy, ask.side, ask.amount);
+    let best: Awaited<ReturnType<UniswapV3["bestQuote"]>>;
+    try {
+      best = await this.#uniswap.bestQuote(ask.sell, ask.buy, ask.side, ask.amount);
+    } catch (err) {
+      // Not "no liquidity": nobody could tell.
+      throw new Unavailable("The network's swap contracts did not answer; try again", {}, { cause: err });
+    }
     if (!best) return null;
     return {
       sellAmount: best.sellAmount,
@@ -63,20 +69,20 @@ export class UniswapVenue implements SwapVenue {
   }
 
   async amounts(
-    row: PayoutRow,
-    txHash: string,
+    mined: { txHash: string; userOpHash?: string },
     swap: { sell: ChainToken; buy: ChainToken; route: RouteHop[] },
   ): Promise<{ sold: bigint; bought: bigint }> {
     const pool = swap.route[0]?.pool as Hex | undefined;
-    if (!pool) throw new Error(`swap ${row.id} has no route`);
-    // A smart wallet's operation shares its transaction with the rest of its bundle: its own logs
-    // come from the bundler's receipt of the operation.
+    if (!pool) throw new Error(`a swap in ${mined.txHash} has no route`);
+    // A smart wallet's operation shares its transaction with the rest of its bundle (other
+    // wallets' swaps on the same pool among them): its own logs come from the bundler's receipt of
+    // the operation.
     let logs: Awaited<ReturnType<UniswapV3["transactionLogs"]>>;
-    if (row.user_op_hash) {
+    if (mined.userOpHash) {
       if (!this.#accounts) throw new Error("a smart wallet swap without a bundler to ask");
-      logs = await this.#accounts.operationLogs(row.user_op_hash as Hex);
+      logs = await this.#accounts.operationLogs(mined.userOpHash as Hex);
     } else {
-      logs = await this.#uniswap.transactionLogs(txHash as Hex);
+      logs = await this.#uniswap.transactionLogs(mined.txHash as Hex);
     }
     return this.#uniswap.swapAmounts(logs, pool, swap.sell, swap.buy);
   }

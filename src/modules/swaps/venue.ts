@@ -3,7 +3,6 @@ import type { Environment } from "../../config.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { RouteHop } from "../../platform/db/schema-swaps.ts";
 import type { Leg } from "../../rails/rail.ts";
-import type { PayoutRow } from "../payouts/repo.ts";
 
 // Where an environment's swaps trade (D16): Uniswap v3 on a network (uniswap-venue.ts), or the
 // sandbox's constant-product pools on the simulated ledger (sandbox-venue.ts). The swap operation
@@ -63,8 +62,7 @@ export interface SwapVenue {
   plan(swap: PlannedSwap): Promise<SwapPlan>;
   /** What a completed swap sold and bought, from the chain (its receipt's logs). */
   amounts(
-    row: PayoutRow,
-    txHash: string,
+    mined: { txHash: string; userOpHash?: string },
     swap: { sell: ChainToken; buy: ChainToken; route: RouteHop[] },
   ): Promise<{ sold: bigint; bought: bigint }>;
 }

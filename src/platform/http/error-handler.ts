@@ -86,7 +86,10 @@ export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError | AppError, request, reply) => {
     if (err instanceof AppError) {
       if (err instanceof RateLimited) reply.header("retry-after", String(err.retryAfterSeconds));
-      return reply.status(statusOf(err.code)).type("application/json").send(errorBody(err));
+      const status = statusOf(err.code);
+      // A failure of ours or of what we depend on, with what caused it: logged, not only answered.
+      if (status >= 500 && err.cause !== undefined) request.log.warn({ err }, err.message);
+      return reply.status(status).type("application/json").send(errorBody(err));
     }
     const fastifyErr = err as FastifyError;
     if (fastifyErr.validation) {
