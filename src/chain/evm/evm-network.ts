@@ -1,7 +1,6 @@
 import {
   type Chain,
   createPublicClient,
-  defineChain,
   encodeFunctionData,
   erc20Abi,
   http,
@@ -26,6 +25,7 @@ import type {
   SignedTransaction,
   TransferRequest,
 } from "../network.ts";
+import { chainOf } from "./chain-of.ts";
 
 // The viem implementation of the Network port. Reads are batched over HTTP (one round trip for
 // many blocks); transactions are signed locally with an explicit nonce and broadcast raw.
@@ -62,12 +62,7 @@ export class EvmNetwork implements Network {
     this.chainId = config.chainId;
     this.confirmations = config.confirmations;
     this.treasuryAddress = config.treasuryAddress as Hex;
-    this.#chain = defineChain({
-      id: config.chainId,
-      name: `${config.environment} network`,
-      nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
-      rpcUrls: { default: { http: [config.rpcUrl] } },
-    });
+    this.#chain = chainOf(config);
     this.#client = createPublicClient({
       chain: this.#chain,
       transport: http(config.rpcUrl, { batch: { batchSize: 200, wait: 0 }, retryCount: 2, timeout: 15_000 }),

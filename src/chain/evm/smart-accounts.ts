@@ -2,15 +2,7 @@ import { randomBytes } from "node:crypto";
 import { LRUCache } from "lru-cache";
 import { toSimpleSmartAccount } from "permissionless/accounts";
 import { getAccountNonce } from "permissionless/actions";
-import {
-  createPublicClient,
-  defineChain,
-  encodeFunctionData,
-  erc20Abi,
-  http,
-  type Log,
-  type PublicClient,
-} from "viem";
+import { createPublicClient, encodeFunctionData, erc20Abi, http, type Log, type PublicClient } from "viem";
 import {
   createBundlerClient,
   entryPoint08Address,
@@ -33,6 +25,7 @@ import {
   type RpcUserOperationReceipt,
   serializeForRpc,
 } from "./bundler-rpc.ts";
+import { chainOf } from "./chain-of.ts";
 
 export type { OperationOutcome } from "./bundler-rpc.ts";
 
@@ -111,12 +104,7 @@ export class SmartAccounts {
     if (!config.accountAbstraction) throw new Error("no bundler configured");
     this.#aa = config.accountAbstraction;
     this.#tokens = config.tokens;
-    const chain = defineChain({
-      id: config.chainId,
-      name: `${config.environment} network`,
-      nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
-      rpcUrls: { default: { http: [config.rpcUrl] } },
-    });
+    const chain = chainOf(config);
     this.#client = createPublicClient({ chain, transport: http(config.rpcUrl) }) as PublicClient;
     this.#bundler = createBundlerClient({
       client: this.#client,

@@ -4,7 +4,6 @@ import {
   ContractFunctionRevertedError,
   createPublicClient,
   decodeEventLog,
-  defineChain,
   encodeFunctionData,
   erc20Abi,
   http,
@@ -15,6 +14,7 @@ import {
 } from "viem";
 import type { NetworkConfig, SwapConfig } from "../../config.ts";
 import type { ChainToken, ContractCall, Hex } from "../network.ts";
+import { chainOf } from "./chain-of.ts";
 
 // Uniswap v3 (D16) as the live networks' swap venue: quotes from QuoterV2 across the configured fee
 // tiers, the calls that execute one through SwapRouter (ETH wrapped and unwrapped through WETH by
@@ -96,12 +96,7 @@ export class UniswapV3 {
 
   constructor(network: NetworkConfig, swap: SwapConfig) {
     this.config = swap;
-    const chain = defineChain({
-      id: network.chainId,
-      name: `${network.environment} network`,
-      nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
-      rpcUrls: { default: { http: [network.rpcUrl] } },
-    });
+    const chain = chainOf(network);
     this.#client = createPublicClient({ chain, transport: http(network.rpcUrl) }) as PublicClient;
     this.#tokens = {
       ETH: swap.wethAddress as Hex,
