@@ -30,7 +30,7 @@ import { deployUniswap, loadUniswapArtifacts } from "./uniswap.ts";
 // (D16, src/devnet/uniswap.ts).
 
 // The devnet's public face: tests and benches import from this module alone, so it passes on the
-// names that its parts (deployer.ts, launcher.ts, rpc.ts, types.ts, uniswap.ts) define.
+// names that its parts (deployer.ts, launcher.ts, rpc.ts, types.ts, uniswap.ts, uniswap-abi.ts) define.
 export { type DeployerClients, withDeployer } from "./deployer.ts";
 export { freePort, type NodeExit } from "./launcher.ts";
 export { rpc } from "./rpc.ts";
@@ -49,20 +49,22 @@ export {
   fullRangeTicks,
   type MoveSwapPoolRequest,
   moveSwapPool,
-  POOL_INIT_CODE_HASH,
-  POSITION_MANAGER_ABI,
   type PoolSwap,
   poolAddress,
-  QUOTER_V2_ABI,
   SEEDED_POOLS,
   type SeededPool,
-  SWAP_ROUTER_ABI,
   sqrtPriceX96,
   TICK_SPACINGS,
+} from "./uniswap.ts";
+export {
+  POOL_INIT_CODE_HASH,
+  POSITION_MANAGER_ABI,
+  QUOTER_V2_ABI,
+  SWAP_ROUTER_ABI,
   UNISWAP_V3_FACTORY_ABI,
   UNISWAP_V3_POOL_ABI,
   WETH9_ABI,
-} from "./uniswap.ts";
+} from "./uniswap-abi.ts";
 
 /** The test tokens the devnet deploys, with the decimals the service's catalogue gives them. */
 export const TOKENS: Record<TokenSymbol, { name: string; decimals: number }> = {
