@@ -297,6 +297,7 @@ describe("sandbox payouts: success", () => {
       USDC: "0.00",
       ETH: "0.999985",
       ADAO: "37.876543210987654322",
+      DAI: "0.00",
     });
     expect(await ledgerBalance(destination, "ETH")).toBe(15_000_000_000_000n);
     expect(await ledgerBalance(destination, "ADAO")).toBe(12_123_456_789_012_345_678n);
