@@ -2,6 +2,13 @@ import Stripe from "stripe";
 import type { CardProviderConfig, Environment } from "../../config.ts";
 import { ProviderError } from "../../domain/errors.ts";
 import type { RefundTrigger } from "../../domain/refund-state.ts";
+import {
+  ONRAMP_PATH,
+  type OnrampSessionRequest,
+  onrampParams,
+  onrampSessionOf,
+  type ProviderOnrampSession,
+} from "./onramp-provider.ts";
 
 // The one adapter to the hosted card checkout provider (Stripe Checkout's API, through the
 // official SDK, pinned to the API version of part 9). Everything provider-shaped stays here.
@@ -222,6 +229,33 @@ export class CardProvider {
       }
       return undefined;
     } catch (err) {
+      throw providerFailure(err);
+    }
+  }
+
+  /**
+   * Creates a crypto on-ramp session (D17) through the SDK's raw request (the SDK types no on-ramp
+   * resource): its authentication, retries and idempotency (our session's id as the key) stay
+   * the SDK's.
+   */
+  async createOnrampSession(request: OnrampSessionRequest): Promise<ProviderOnrampSession> {
+    try {
+      const raw: unknown = await this.#stripe.rawRequest("POST", ONRAMP_PATH, onrampParams(request), {
+        idempotencyKey: `onramp-${request.onrampId}`,
+      });
+      return onrampSessionOf(raw);
+    } catch (err) {
+      if (err instanceof CardProviderError) throw err;
+      throw providerFailure(err);
+    }
+  }
+
+  async retrieveOnrampSession(id: string): Promise<ProviderOnrampSession> {
+    try {
+      const raw: unknown = await this.#stripe.rawRequest("GET", `${ONRAMP_PATH}/${encodeURIComponent(id)}`);
+      return onrampSessionOf(raw);
+    } catch (err) {
+      if (err instanceof CardProviderError) throw err;
       throw providerFailure(err);
     }
   }

@@ -1,6 +1,6 @@
 import { TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
 import { executionPrice } from "../../domain/swap-math.ts";
-import type { RouteHop } from "../../platform/db/schema-swaps.ts";
+import type { RouteHop } from "../../platform/db/schema-exchange.ts";
 import type { QuoteRow } from "./repo.ts";
 import { amountOf } from "./view.ts";
 

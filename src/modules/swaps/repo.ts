@@ -1,7 +1,7 @@
 import { type Selectable, sql } from "kysely";
 import type { Db } from "../../platform/db/database.ts";
 import { newestFirst } from "../../platform/db/page.ts";
-import type { RouteHop, SwapQuotesTable, SwapsTable } from "../../platform/db/schema-swaps.ts";
+import type { RouteHop, SwapQuotesTable, SwapsTable } from "../../platform/db/schema-exchange.ts";
 import type { Scope } from "./venue.ts";
 
 // The SQL of swaps (D16, migration 023): stored quotes, and each swap's own facts beside its

@@ -1,7 +1,7 @@
 import type { ChainToken, Hex } from "../../chain/network.ts";
 import type { Environment } from "../../config.ts";
 import type { Db } from "../../platform/db/database.ts";
-import type { RouteHop } from "../../platform/db/schema-swaps.ts";
+import type { RouteHop } from "../../platform/db/schema-exchange.ts";
 import type { Leg } from "../../rails/rail.ts";
 
 // Where an environment's swaps trade (D16): Uniswap v3 on a network (uniswap-venue.ts), or the

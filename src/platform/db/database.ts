@@ -28,6 +28,7 @@ import * as paymentTotals from "./migrations/020_payment_totals.ts";
 import * as splits from "./migrations/021_splits.ts";
 import * as refunds from "./migrations/022_refunds.ts";
 import * as swaps from "./migrations/023_swaps.ts";
+import * as onramp from "./migrations/024_onramp.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -65,6 +66,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "021_splits": splits,
   "022_refunds": refunds,
   "023_swaps": swaps,
+  "024_onramp": onramp,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

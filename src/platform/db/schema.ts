@@ -1,6 +1,11 @@
 import type { ColumnType, Generated, JSONColumnType, Selectable } from "kysely";
 import type { SettlementRecord, SplitShare, StoredSplit } from "../../domain/splits.ts";
-import type { SandboxSwapPoolsTable, SwapQuotesTable, SwapsTable } from "./schema-swaps.ts";
+import type {
+  OnrampSessionsTable,
+  SandboxSwapPoolsTable,
+  SwapQuotesTable,
+  SwapsTable,
+} from "./schema-exchange.ts";
 
 // The tables as Kysely sees them. Amounts are numeric(78,0) columns holding smallest units; both
 // drivers hand them back as strings, converted to bigint in the repos.
@@ -383,6 +388,7 @@ export interface DatabaseSchema {
   swap_quotes: SwapQuotesTable;
   swaps: SwapsTable;
   sandbox_swap_pools: SandboxSwapPoolsTable;
+  onramp_sessions: OnrampSessionsTable;
 }
 
 export type PaymentRow = Selectable<PaymentsTable>;

@@ -1,6 +1,7 @@
 import type { ColumnType, JSONColumnType } from "kysely";
 
-// The tables of token swaps (D16, migration 023), apart from schema.ts to keep each file small.
+// The tables of exchanging one currency for another, apart from schema.ts to keep each file
+// small: token swaps (D16, migration 023) and fiat on-ramp sessions (D17, migration 024).
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 type Units = ColumnType<string, string | bigint, string | bigint>;
@@ -59,4 +60,28 @@ export interface SandboxSwapPoolsTable {
   pair: string;
   base_reserve: Units;
   quote_reserve: Units;
+}
+
+export interface OnrampSessionsTable {
+  id: string;
+  workspace_id: string;
+  environment: string;
+  provider: string;
+  provider_session_id: string;
+  status: string;
+  wallet_type: string;
+  wallet_address: string;
+  destination_currency: string;
+  destination_network: string;
+  /** Decimal strings as the provider states them (US dollars; the crypto's units). */
+  source_amount: string | null;
+  destination_amount: string | null;
+  /** Encrypted (platform/secrets). */
+  client_secret: string | null;
+  redirect_url: string | null;
+  transaction_id: string | null;
+  credited_amount: NullableUnits;
+  completed_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
 }

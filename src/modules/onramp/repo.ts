@@ -1,0 +1,173 @@
+import type { Selectable } from "kysely";
+import type { Environment } from "../../config.ts";
+import { type OnrampStatus, onrampStatusesBefore } from "../../domain/onramp-state.ts";
+import type { Db } from "../../platform/db/database.ts";
+import { newestFirst } from "../../platform/db/page.ts";
+import type { OnrampSessionsTable } from "../../platform/db/schema-exchange.ts";
+
+// The SQL of on-ramp sessions (D17, migration 024). Status changes are compare-and-sets whose
+// `from` the transition table gives (domain/onramp-state.ts).
+
+export type OnrampRow = Selectable<OnrampSessionsTable>;
+export type Scope = { workspaceId: string; environment: Environment };
+
+export interface NewOnrampSession {
+  id: string;
+  scope: Scope;
+  provider: "card" | "sandbox";
+  providerSessionId: string;
+  status: OnrampStatus;
+  walletType: string;
+  walletAddress: string;
+  destinationCurrency: string;
+  destinationNetwork: string;
+  sourceAmount: string | null;
+  destinationAmount: string | null;
+  /** Encrypted already. */
+  clientSecret: string | null;
+  redirectUrl: string | null;
+  transactionId: string | null;
+  credited: { amount: bigint; at: Date } | null;
+  createdAt: Date;
+}
+
+export async function insertSession(db: Db, session: NewOnrampSession): Promise<OnrampRow> {
+  return db
+    .insertInto("onramp_sessions")
+    .values({
+      id: session.id,
+      workspace_id: session.scope.workspaceId,
+      environment: session.scope.environment,
+      provider: session.provider,
+      provider_session_id: session.providerSessionId,
+      status: session.status,
+      wallet_type: session.walletType,
+      wallet_address: session.walletAddress,
+      destination_currency: session.destinationCurrency,
+      destination_network: session.destinationNetwork,
+      source_amount: session.sourceAmount,
+      destination_amount: session.destinationAmount,
+      client_secret: session.clientSecret,
+      redirect_url: session.redirectUrl,
+      transaction_id: session.transactionId,
+      credited_amount: session.credited?.amount ?? null,
+      completed_at: session.credited?.at ?? null,
+      created_at: session.createdAt,
+      updated_at: session.createdAt,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export async function findInScope(db: Db, scope: Scope, id: string): Promise<OnrampRow | undefined> {
+  return db
+    .selectFrom("onramp_sessions")
+    .selectAll()
+    .where("id", "=", id)
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment)
+    .executeTakeFirst();
+}
+
+/** The session the provider names, locked for the event that changes it. */
+export async function lockByProviderId(
+  trx: Db,
+  environment: Environment,
+  providerSessionId: string,
+): Promise<OnrampRow | undefined> {
+  return trx
+    .selectFrom("onramp_sessions")
+    .selectAll()
+    .where("environment", "=", environment)
+    .where("provider_session_id", "=", providerSessionId)
+    .forUpdate()
+    .executeTakeFirst();
+}
+
+/** A page of the scope's sessions, newest first, with the total. */
+export function listSessions(db: Db, scope: Scope, page: { limit: number; offset: number }) {
+  const base = db
+    .selectFrom("onramp_sessions")
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment);
+  return newestFirst(
+    base.selectAll(),
+    base.select((eb) => eb.fn.countAll<string>().as("total")),
+    page,
+  );
+}
+
+/** Moves the session to `to` with what the provider now says, if the table lets it; the new row. */
+export async function moveStatus(
+  trx: Db,
+  id: string,
+  to: OnrampStatus,
+  facts: {
+    sourceAmount: string | null;
+    destinationAmount: string | null;
+    transactionId: string | null;
+    at: Date;
+  },
+): Promise<OnrampRow | undefined> {
+  const from = onrampStatusesBefore(to);
+  if (from.length === 0) return undefined;
+  return trx
+    .updateTable("onramp_sessions")
+    .set((eb) => ({
+      status: to,
+      source_amount: eb.fn.coalesce(eb.val(facts.sourceAmount), eb.ref("source_amount")),
+      destination_amount: eb.fn.coalesce(eb.val(facts.destinationAmount), eb.ref("destination_amount")),
+      transaction_id: eb.fn.coalesce(eb.val(facts.transactionId), eb.ref("transaction_id")),
+      updated_at: facts.at,
+    }))
+    .where("id", "=", id)
+    .where("status", "in", from)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/** Fulfilled sessions not credited yet, oldest first (what the confirmation job looks at). */
+export async function toConfirm(db: Db, environment: Environment, limit: number): Promise<OnrampRow[]> {
+  return db
+    .selectFrom("onramp_sessions")
+    .selectAll()
+    .where("environment", "=", environment)
+    .where("status", "=", "fulfillment_complete")
+    .where("completed_at", "is", null)
+    .where("transaction_id", "is not", null)
+    .orderBy("updated_at")
+    .limit(limit)
+    .execute();
+}
+
+/** Credits a fulfilled session once: what the chain moved, when; undefined if it was credited already. */
+export async function credit(trx: Db, id: string, amount: bigint, at: Date): Promise<OnrampRow | undefined> {
+  return trx
+    .updateTable("onramp_sessions")
+    .set({ credited_amount: amount, completed_at: at, updated_at: at })
+    .where("id", "=", id)
+    .where("status", "=", "fulfillment_complete")
+    .where("completed_at", "is", null)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/** Which of `txHashes` are on-ramp sessions' transactions in `environment` (the watcher skips them). */
+export async function onrampTransactions(
+  db: Db,
+  environment: Environment,
+  txHashes: readonly string[],
+): Promise<Set<string>> {
+  if (txHashes.length === 0) return new Set();
+  const rows = await db
+    .selectFrom("onramp_sessions")
+    .select("transaction_id")
+    .where("environment", "=", environment)
+    .where(
+      "transaction_id",
+      "in",
+      txHashes.map((h) => h.toLowerCase()),
+    )
+    .execute();
+  return new Set(rows.flatMap((r) => (r.transaction_id ? [r.transaction_id] : [])));
+}
