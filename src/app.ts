@@ -22,6 +22,8 @@ import { SESSION_COOKIE, SessionsService } from "./modules/dashboard/sessions.ts
 import { hostedPageRoutes } from "./modules/hosted-page/routes.ts";
 import { keysRoutes } from "./modules/keys/routes.ts";
 import { KeysService } from "./modules/keys/service.ts";
+import { onrampRoutes } from "./modules/onramp/routes.ts";
+import { OnrampService } from "./modules/onramp/service.ts";
 import { RefundShares } from "./modules/payments/refund-shares.ts";
 import { paymentsRoutes } from "./modules/payments/routes.ts";
 import { PaymentsService } from "./modules/payments/service.ts";
@@ -100,6 +102,7 @@ export interface App {
     unmatched: UnmatchedInbox;
     cardRefunds: CardRefunds;
     swaps: SwapsService;
+    onramp: OnrampService;
   };
 }
 
@@ -165,7 +168,6 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   const payments = new PaymentsService(ctx, workspaces, splits, cardProviders);
   const refundShares = new RefundShares();
   const cardRefunds = new CardRefunds(ctx, cardProviders, refundShares);
-  const cardWebhooks = new CardWebhooks(ctx, cardProviders, payments, cardRefunds);
   const unmatched = new UnmatchedInbox(ctx, workspaces);
   const webhooks = new WebhooksService(ctx);
   const sessions = new SessionsService(ctx);
@@ -199,6 +201,8 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     card: cardRefunds,
   });
   const swaps = new SwapsService(ctx, { payouts, venues: swapVenues });
+  const onramp = new OnrampService(ctx, { providers: cardProviders, wallets: payouts, ledger });
+  const cardWebhooks = new CardWebhooks(ctx, cardProviders, payments, cardRefunds, onramp);
   const wallet = new WalletService(ctx, workspaces, rails, ledger, payments, agentWallets, (tenant) =>
     swaps.totals(tenant),
   );
@@ -270,6 +274,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   await http.register(unmatchedRoutes(unmatched));
   await http.register(refundsRoutes(refunds));
   await http.register(swapsRoutes(swaps));
+  await http.register(onrampRoutes(onramp));
   await http.register(splitsRoutes(splits));
   await http.register(settlementsRoutes(settlements));
   await http.register(webhooksRoutes(webhooks));
@@ -319,6 +324,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
       unmatched,
       cardRefunds,
       swaps,
+      onramp,
     },
   };
 }

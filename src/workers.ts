@@ -82,6 +82,8 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
     const router = config.swap ? [config.swap.routerAddress] : [];
     const watcher = new ChainWatcher(ctx.db, network, ctx.log, ctx.now, {
       ignoredSenders: [...funder, ...router],
+      // An on-ramp's delivery is credited to its session (onramp/confirm.ts), not taken for a payment.
+      skipTransactions: (hashes) => app.services.onramp.onrampTransactions(network.environment, hashes),
       pollIntervalMs: config.pollIntervalMs,
       metrics: ctx.metrics,
     });
@@ -95,6 +97,7 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
         await watcher.tick();
         await settlement.tick(); // reconciles every recorded transaction first
         await app.services.payouts.reconcile(network.environment);
+        await app.services.onramp.confirm(network.environment);
       },
     });
     const topUpJob: PeriodicJob = new PeriodicJob(ctx.db, ctx.log, {

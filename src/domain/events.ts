@@ -16,6 +16,8 @@ export const EVENT_TYPES = [
   "refund.failed",
   "swap.completed",
   "swap.failed",
+  "onramp.session.updated",
+  "onramp.completed",
   "agent.created",
   "agent.updated",
   "agent.deleted",

@@ -11,6 +11,7 @@ import {
 import { isUuid } from "../../domain/validation.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
 import type { CardPaymentRef, PaymentsService } from "../payments/service.ts";
+import { ONRAMP_EVENT } from "./onramp-provider.ts";
 import type { CardProviders } from "./provider.ts";
 import { applyRefundEvent, reportedRefunds } from "./refund-events.ts";
 import type { CardRefunds } from "./refunds.ts";
@@ -33,6 +34,11 @@ const SESSION_TRIGGERS: Record<string, { trigger: PaymentTrigger; needsPaid: boo
   "checkout.session.expired": { trigger: "card_checkout_expired", needsPaid: false },
 };
 
+/** Who applies on-ramp session events (the on-ramp module, handed in by app.ts). */
+export interface OnrampEvents {
+  applyEvent(trx: AppContext["db"], environment: Environment, event: Stripe.Event): Promise<string>;
+}
+
 const ASYNC_FAILURE_REASON =
   "The payer's delayed payment failed after the checkout completed (checkout.session.async_payment_failed)";
 
@@ -41,9 +47,17 @@ export class CardWebhooks {
   readonly #providers: CardProviders;
   readonly #payments: PaymentsService;
   readonly #refunds: CardRefunds;
+  readonly #onramp: OnrampEvents;
 
-  constructor(ctx: AppContext, providers: CardProviders, payments: PaymentsService, refunds: CardRefunds) {
+  constructor(
+    ctx: AppContext,
+    providers: CardProviders,
+    payments: PaymentsService,
+    refunds: CardRefunds,
+    onramp: OnrampEvents,
+  ) {
     this.#ctx = ctx;
+    this.#onramp = onramp;
     this.#refunds = refunds;
     this.#providers = providers;
     this.#payments = payments;
@@ -68,6 +82,19 @@ export class CardWebhooks {
       event = provider.verifyEvent(rawBody, signature);
     } catch {
       throw badRequest("Invalid signature");
+    }
+
+    // On-ramp sessions (D17) are the on-ramp's: claimed here like every event, applied there.
+    // The SDK's event types do not list the on-ramp's (it has no typed on-ramp resource).
+    const type: string = event.type;
+    if (type === ONRAMP_EVENT) {
+      const claimed = await this.#ctx.db.transaction().execute(async (trx) => {
+        if (!(await repo.claimEvent(trx, { id: event.id, environment, type: event.type, paymentId: null })))
+          return false;
+        await repo.recordOutcome(trx, event.id, await this.#onramp.applyEvent(trx, environment, event));
+        return true;
+      });
+      return claimed ? { received: true } : { received: true, duplicate: true };
     }
 
     // Refund events name a refund (or a charge), never a checkout: the refunds apply them (D19).

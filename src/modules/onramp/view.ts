@@ -1,3 +1,4 @@
+import type { Environment } from "../../config.ts";
 import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
 import type { OnrampRow } from "./repo.ts";
 
@@ -48,5 +49,14 @@ export function onrampView(row: OnrampRow, clientSecret?: string | null): Onramp
     completedAt: row.completed_at?.toISOString() ?? null,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
+  };
+}
+
+/** An onramp.* event of `row` (its type set by the caller); never the client secret. */
+export function eventOf(row: OnrampRow) {
+  return {
+    workspaceId: row.workspace_id,
+    environment: row.environment as Environment,
+    payload: { ...onrampView(row) },
   };
 }

@@ -49,6 +49,8 @@ const DETECT = batchTransition("transfer_detected");
 const CONFIRM = batchTransition("confirmations_met");
 const REVERT = batchTransition("detection_reverted");
 
+const NONE: ReadonlySet<string> = new Set();
+
 export class ChainWatcher {
   readonly #db: Db;
   readonly #network: Network;
@@ -56,13 +58,15 @@ export class ChainWatcher {
   readonly #now: () => Date;
   readonly #environment: Environment;
   readonly #ignoredSenders: Set<string>;
+  readonly #skipTransactions: ((txHashes: string[]) => Promise<ReadonlySet<string>>) | undefined;
   /** How long a tick keeps following the head (see HEAD_POLL_MS). */
   readonly #followMs: number;
   readonly #metrics: Metrics | undefined;
 
   /**
    * `ignoredSenders`: the service's own accounts whose transfers are not payments: the gas
-   * funder (top-ups), the swap router (what a swap bought).
+   * funder (top-ups), the swap router (what a swap bought). `skipTransactions`: which of a scan's
+   * transactions (lower-case hashes) are not payments either (an on-ramp's delivery).
    * `pollIntervalMs`: the interval of the job that ticks this watcher; without it a tick scans
    * once and does not follow the head.
    */
@@ -71,8 +75,14 @@ export class ChainWatcher {
     network: Network,
     log: FastifyBaseLogger,
     now: () => Date,
-    options: { ignoredSenders?: readonly string[]; pollIntervalMs?: number; metrics?: Metrics } = {},
+    options: {
+      ignoredSenders?: readonly string[];
+      skipTransactions?: (txHashes: string[]) => Promise<ReadonlySet<string>>;
+      pollIntervalMs?: number;
+      metrics?: Metrics;
+    } = {},
   ) {
+    this.#skipTransactions = options.skipTransactions;
     this.#metrics = options.metrics;
     this.#ignoredSenders = new Set((options.ignoredSenders ?? []).map((a) => a.toLowerCase()));
     this.#followMs = followTime(options.pollIntervalMs);
@@ -152,13 +162,19 @@ export class ChainWatcher {
       if (!toBlock) return;
       const forPayments: chainRepo.ObservedTransfer[] = [];
       const forWallets: Array<[AgentWallet, IncomingTransfer]> = [];
+      const skipped = this.#skipTransactions
+        ? await this.#skipTransactions(transfers.map((t) => t.txHash))
+        : NONE;
       const ordered = inChainOrder(transfers);
       const ordinals = transferOrdinals(ordered);
       ordered.forEach((transfer, i) => {
         const address = transfer.to.toLowerCase();
         const wallet = agentWallet.get(address);
         if (wallet) forWallets.push([wallet, transfer]);
-        else if (!this.#ignoredSenders.has(transfer.from.toLowerCase()))
+        else if (
+          !this.#ignoredSenders.has(transfer.from.toLowerCase()) &&
+          !skipped.has(transfer.txHash.toLowerCase())
+        )
           forPayments.push({
             ...transfer,
             workspaceId: owner.get(address) ?? null,

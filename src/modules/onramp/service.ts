@@ -1,0 +1,206 @@
+import { randomUUID } from "node:crypto";
+import type Stripe from "stripe";
+import type { Hex } from "../../chain/network.ts";
+import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
+import { sandboxTxHash } from "../../chain/simulated/ledger.ts";
+import type { Environment } from "../../config.ts";
+import type { AppContext } from "../../context.ts";
+import { badRequest, notFound, ProviderError, serviceUnavailable } from "../../domain/errors.ts";
+import { formatAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
+import { type OnrampRequest, validateOnrampRequest } from "../../domain/onramp-request.ts";
+import { isUuid } from "../../domain/validation.ts";
+import type { Db } from "../../platform/db/database.ts";
+import type { Tenant } from "../../platform/http/auth.ts";
+import { NotAnOnrampSession, onrampSessionOf } from "../card/onramp-provider.ts";
+import { CardProviderError, type CardProviders } from "../card/provider.ts";
+import { recordEvents } from "../webhooks/outbox.ts";
+import { confirmOnChain } from "./confirm.ts";
+import * as repo from "./repo.ts";
+import { sandboxAmounts } from "./sandbox.ts";
+import { eventOf, type OnrampView, onrampView } from "./view.ts";
+
+// Fiat on-ramp sessions (D17): a customer buys crypto with a card at the card provider, sent to a
+// workspace wallet locked in the session. The session is made at the provider first and recorded
+// only once it exists (a refusal leaves nothing behind); the provider's events then move it
+// forward (card/service.ts verifies and de-duplicates them), each change announced with
+// `onramp.session.updated`; the crypto counts once the chain shows the provider's transaction
+// moving it to the wallet (confirm.ts), announced with `onramp.completed`. The sandbox completes a
+// session at once on the simulated ledger.
+
+/** The network sessions deliver on (D17's destinationNetwork). */
+const NETWORK = "ethereum";
+
+export interface OnrampWallets {
+  walletFor(
+    scope: repo.Scope,
+    walletType: "eoa" | "smart_wallet" | null,
+  ): Promise<{ walletType: "eoa" | "smart_wallet"; from: Hex }>;
+}
+
+export class OnrampService {
+  readonly #ctx: AppContext;
+  readonly #providers: CardProviders;
+  readonly #wallets: OnrampWallets;
+  readonly #ledger: SimulatedLedger;
+
+  constructor(
+    ctx: AppContext,
+    parts: { providers: CardProviders; wallets: OnrampWallets; ledger: SimulatedLedger },
+  ) {
+    this.#ctx = ctx;
+    this.#providers = parts.providers;
+    this.#wallets = parts.wallets;
+    this.#ledger = parts.ledger;
+  }
+
+  async create(tenant: Tenant, body: unknown, customerIp: string): Promise<OnrampView> {
+    const validated = validateOnrampRequest(body);
+    if (!validated.ok) throw badRequest(validated.message);
+    const request = validated.value;
+    const scope = { workspaceId: tenant.workspaceId, environment: tenant.environment };
+    // The sandbox without a network of its own completes sessions on the simulated ledger.
+    if (scope.environment === "sandbox" && !this.#ctx.networks.sandbox) return this.#sandbox(scope, request);
+    const provider = this.#providers[scope.environment];
+    if (!provider) {
+      const suffix = scope.environment.toUpperCase();
+      throw serviceUnavailable(
+        `The card on-ramp is not configured for ${scope.environment}: set CARD_SECRET_KEY_${suffix}`,
+      );
+    }
+    const wallet = await this.#wallets.walletFor(scope, request.walletType);
+    const id = randomUUID();
+    const currency = request.destinationCurrency;
+    let session: Awaited<ReturnType<typeof provider.createOnrampSession>>;
+    try {
+      session = await provider.createOnrampSession({
+        onrampId: id,
+        walletAddress: wallet.from,
+        destinationCurrency: currency === "USDC" ? "usdc" : "eth",
+        destinationNetwork: NETWORK,
+        sourceAmount: request.sourceAmountCents === null ? null : formatAmount(request.sourceAmountCents, 2),
+        destinationAmount:
+          request.destinationAmount === null
+            ? null
+            : formatAmount(request.destinationAmount, TOKEN_DECIMALS[currency]),
+        customerIp,
+      });
+    } catch (err) {
+      if (err instanceof CardProviderError) {
+        throw new ProviderError("Card provider error", { detail: err.message }, { cause: err });
+      }
+      throw err;
+    }
+    const row = await repo.insertSession(this.#ctx.db, {
+      id,
+      scope,
+      provider: "card",
+      providerSessionId: session.id,
+      status: session.status,
+      walletType: wallet.walletType,
+      walletAddress: wallet.from,
+      destinationCurrency: currency,
+      destinationNetwork: NETWORK,
+      sourceAmount: session.sourceAmount,
+      destinationAmount: session.destinationAmount,
+      clientSecret: session.clientSecret ? this.#ctx.secrets.encrypt(session.clientSecret) : null,
+      redirectUrl: session.redirectUrl,
+      transactionId: session.transactionId?.toLowerCase() ?? null,
+      credited: null,
+      createdAt: this.#ctx.now(),
+    });
+    return onrampView(row, session.clientSecret);
+  }
+
+  /** A sandbox session, complete at once: the ledger's credit, the session and its two events in one transaction. */
+  async #sandbox(scope: repo.Scope, request: OnrampRequest): Promise<OnrampView> {
+    const wallet = await this.#wallets.walletFor(scope, request.walletType);
+    const id = randomUUID();
+    const currency = request.destinationCurrency;
+    const amounts = sandboxAmounts(request);
+    const reference = `onramp:${id}`;
+    const now = this.#ctx.now();
+    const clientSecret = `cos_sandbox_${id.replaceAll("-", "")}_secret`;
+    const row = await this.#ctx.db.transaction().execute(async (trx) => {
+      await this.#ledger.credit(wallet.from, currency, amounts.units, reference, trx);
+      const created = await repo.insertSession(trx, {
+        id,
+        scope,
+        provider: "sandbox",
+        providerSessionId: `sandbox_${id}`,
+        status: "fulfillment_complete",
+        walletType: wallet.walletType,
+        walletAddress: wallet.from,
+        destinationCurrency: currency,
+        destinationNetwork: NETWORK,
+        sourceAmount: amounts.sourceAmount,
+        destinationAmount: formatAmount(amounts.units, TOKEN_DECIMALS[currency]),
+        clientSecret: this.#ctx.secrets.encrypt(clientSecret),
+        redirectUrl: null,
+        transactionId: sandboxTxHash(reference),
+        credited: { amount: amounts.units, at: now },
+        createdAt: now,
+      });
+      // As a live session announces its end: its last status change, then its completion.
+      await recordEvents(trx, [
+        { ...eventOf(created), type: "onramp.session.updated" },
+        { ...eventOf(created), type: "onramp.completed" },
+      ]);
+      return created;
+    });
+    return onrampView(row, clientSecret);
+  }
+
+  async get(tenant: Tenant, id: string): Promise<OnrampView> {
+    const scope = { workspaceId: tenant.workspaceId, environment: tenant.environment };
+    const row = isUuid(id) ? await repo.findInScope(this.#ctx.db, scope, id) : undefined;
+    if (!row) throw notFound("On-ramp session not found");
+    return onrampView(row, row.client_secret ? this.#ctx.secrets.decrypt(row.client_secret) : null);
+  }
+
+  async list(tenant: Tenant, page: { limit: number; offset: number }) {
+    const scope = { workspaceId: tenant.workspaceId, environment: tenant.environment };
+    const { rows, total } = await repo.listSessions(this.#ctx.db, scope, page);
+    return { sessions: rows.map((row) => onrampView(row)), total, limit: page.limit, offset: page.offset };
+  }
+
+  /**
+   * A verified, first-seen `crypto.onramp_session_updated` (card/service.ts claimed it in `trx`):
+   * moves the session forward, announced; what the event did, for the event's record.
+   */
+  async applyEvent(trx: Db, environment: Environment, event: Stripe.Event): Promise<string> {
+    let session: ReturnType<typeof onrampSessionOf>;
+    try {
+      session = onrampSessionOf(event.data.object);
+    } catch (err) {
+      if (err instanceof NotAnOnrampSession) return `ignored: ${err.message}`;
+      throw err;
+    }
+    const row = await repo.lockByProviderId(trx, environment, session.id);
+    if (!row) {
+      this.#ctx.log.warn({ eventId: event.id, session: session.id }, "on-ramp event for no session of ours");
+      return "unknown on-ramp session";
+    }
+    const moved = await repo.moveStatus(trx, row.id, session.status, {
+      sourceAmount: session.sourceAmount,
+      destinationAmount: session.destinationAmount,
+      transactionId: session.transactionId?.toLowerCase() ?? null,
+      at: this.#ctx.now(),
+    });
+    // Late, replayed or out of order: a session never moves back.
+    if (!moved) return `ignored: session is ${row.status}`;
+    await recordEvents(trx, [{ ...eventOf(moved), type: "onramp.session.updated" }]);
+    return "applied";
+  }
+
+  /** Credits the fulfilled sessions whose transaction the chain now confirms; how many (a job's tick). */
+  confirm(environment: Environment): Promise<number> {
+    const network = this.#ctx.networks[environment];
+    if (!network) return Promise.resolve(0);
+    return confirmOnChain(this.#ctx, network);
+  }
+
+  /** Which of `txHashes` carried on-ramp sessions' crypto (not payments: the chain watcher skips them). */
+  onrampTransactions(environment: Environment, txHashes: readonly string[]): Promise<Set<string>> {
+    return repo.onrampTransactions(this.#ctx.db, environment, txHashes);
+  }
+}
