@@ -201,7 +201,12 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     card: cardRefunds,
   });
   const swaps = new SwapsService(ctx, { payouts, venues: swapVenues });
-  const onramp = new OnrampService(ctx, { providers: cardProviders, wallets: payouts, ledger });
+  const onramp = new OnrampService(ctx, {
+    providers: cardProviders,
+    wallets: payouts,
+    ledger,
+    inbox: unmatched,
+  });
   const cardWebhooks = new CardWebhooks(ctx, cardProviders, payments, cardRefunds, onramp);
   const wallet = new WalletService(ctx, workspaces, rails, ledger, payments, agentWallets, (tenant) =>
     swaps.totals(tenant),

@@ -1,9 +1,10 @@
 // What becomes of a transfer that matched no payment (D13, D19), as one transition table: only
 // it decides an unmatched transfer's status, and the repo's compare-and-set takes `from` and `to`
 // from it. A transfer is open until the merchant attaches it to a payment (final) or returns it
-// to its sender; a return that fails leaves it open again, so nothing a payer sent is stranded.
+// to its sender; a return that fails leaves it open again, so nothing a payer sent is stranded. One
+// that turns out to be an on-ramp session's delivery is the session's (final).
 
-export const UNMATCHED_STATUSES = ["open", "attached", "returned"] as const;
+export const UNMATCHED_STATUSES = ["open", "attached", "returned", "onramp"] as const;
 export type UnmatchedStatus = (typeof UNMATCHED_STATUSES)[number];
 
 export type UnmatchedTrigger =
@@ -12,7 +13,12 @@ export type UnmatchedTrigger =
   /** Its return is recorded (before anything is sent). */
   | "return_recorded"
   /** Its return failed: nothing left the wallet. */
-  | "return_failed";
+  | "return_failed"
+  /**
+   * It was an on-ramp session's delivery, named by the provider after the watcher saw it (D17):
+   * the session credits it, final.
+   */
+  | "onramp_delivered";
 
 interface UnmatchedRule {
   from: UnmatchedStatus;
@@ -23,6 +29,7 @@ export const UNMATCHED_TRANSITIONS = {
   attached: { from: "open", to: "attached" },
   return_recorded: { from: "open", to: "returned" },
   return_failed: { from: "returned", to: "open" },
+  onramp_delivered: { from: "open", to: "onramp" },
 } as const satisfies Record<UnmatchedTrigger, UnmatchedRule>;
 
 /** Whether the merchant may still act on a transfer in `status` (attach it, or return it). */

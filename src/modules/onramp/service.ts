@@ -37,17 +37,24 @@ export interface OnrampWallets {
   ): Promise<{ walletType: "eoa" | "smart_wallet"; from: Hex }>;
 }
 
+/** The unmatched inbox's part (payments/unmatched.ts): a delivery it holds is the session's. */
+export interface OnrampInbox {
+  claimForOnramp(trx: Db, environment: Environment, txHash: string): Promise<number>;
+}
+
 export class OnrampService {
   readonly #ctx: AppContext;
   readonly #providers: CardProviders;
   readonly #wallets: OnrampWallets;
   readonly #ledger: SimulatedLedger;
+  readonly #inbox: OnrampInbox;
 
   constructor(
     ctx: AppContext,
-    parts: { providers: CardProviders; wallets: OnrampWallets; ledger: SimulatedLedger },
+    parts: { providers: CardProviders; wallets: OnrampWallets; ledger: SimulatedLedger; inbox: OnrampInbox },
   ) {
     this.#ctx = ctx;
+    this.#inbox = parts.inbox;
     this.#providers = parts.providers;
     this.#wallets = parts.wallets;
     this.#ledger = parts.ledger;
@@ -188,6 +195,8 @@ export class OnrampService {
     });
     // Late, replayed or out of order: a session never moves back.
     if (!moved) return `ignored: session is ${row.status}`;
+    // The watcher may have seen the delivery before the provider named it: it is this session's.
+    if (moved.transaction_id) await this.#inbox.claimForOnramp(trx, environment, moved.transaction_id);
     await recordEvents(trx, [{ ...eventOf(moved), type: "onramp.session.updated" }]);
     return "applied";
   }

@@ -3,6 +3,7 @@ import { Type } from "typebox";
 import { ENVIRONMENTS } from "../../config.ts";
 import { CARD_CURRENCY, CRYPTO_TOKENS } from "../../domain/money.ts";
 import { PAYMENT_STATUSES } from "../../domain/payment-state.ts";
+import { UNMATCHED_STATUSES } from "../../domain/unmatched-state.ts";
 import { MAX_DESCRIPTION } from "../../domain/validation.ts";
 import { requireKey } from "../../platform/http/auth.ts";
 import { CsvDownload, sendCsv } from "../../platform/http/csv.ts";
@@ -69,7 +70,7 @@ export const PaymentSchema = Type.Object(
 /** An incoming transfer that matched no payment (D13), and what became of it (D19). */
 export const UnmatchedTransferSchema = Type.Object({
   id: Type.String({ format: "uuid" }),
-  status: Type.Union([Type.Literal("open"), Type.Literal("attached"), Type.Literal("returned")]),
+  status: Type.Enum(UNMATCHED_STATUSES, { description: "onramp: an on-ramp session's delivery (D17)" }),
   paymentId: NullableString(),
   amount: Type.String(),
   token: Type.String(),

@@ -47,6 +47,26 @@ export async function moveUnmatched(
     .executeTakeFirst();
 }
 
+/** Moves the open transfers of transaction `txHash` (lower-case) by `trigger`; how many. */
+export async function moveUnmatchedOfTransaction(
+  db: Db,
+  environment: Environment,
+  txHash: string,
+  trigger: UnmatchedTrigger,
+  at: Date,
+): Promise<number> {
+  const rule = UNMATCHED_TRANSITIONS[trigger];
+  const moved = await db
+    .updateTable("unmatched_transfers")
+    .set({ status: rule.to, resolved_at: at })
+    .where("environment", "=", environment)
+    .where((eb) => eb(eb.fn("lower", ["tx_hash"]), "=", txHash))
+    .where("status", "=", rule.from)
+    .returning("id")
+    .execute();
+  return moved.length;
+}
+
 /** A sandbox payer's transfer (D19), recorded in the inbox as the watcher records a live one: an INSERT … RETURNING * for the caller's statement. */
 export function insertUnmatchedQuery(row: {
   workspaceId: string;

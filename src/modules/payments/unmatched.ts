@@ -148,6 +148,20 @@ export class UnmatchedInbox {
     return claimed;
   }
 
+  /**
+   * The open transfers of `txHash` were an on-ramp session's delivery (D17: the provider named the
+   * transaction after the watcher put it here): the session's now, in the caller's transaction.
+   */
+  async claimForOnramp(trx: Db, environment: Environment, txHash: string): Promise<number> {
+    return unmatchedRepo.moveUnmatchedOfTransaction(
+      trx,
+      environment,
+      txHash,
+      "onramp_delivered",
+      this.#ctx.now(),
+    );
+  }
+
   /** Its return failed (nothing left the wallet): the transfer is open again, in the failure's transaction. */
   async reopen(trx: Db, id: string): Promise<void> {
     await unmatchedRepo.moveUnmatched(trx, id, "return_failed", { resolved_at: null });

@@ -38,6 +38,12 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`CREATE INDEX onramp_sessions_by_workspace ON onramp_sessions (workspace_id, environment, created_at DESC, id DESC)`.execute(
     db,
   );
+  // A delivery the watcher put in the unmatched inbox before the provider named its transaction is
+  // the session's: a status of its own.
+  await sql`ALTER TABLE unmatched_transfers DROP CONSTRAINT unmatched_transfers_status_check`.execute(db);
+  await sql`
+    ALTER TABLE unmatched_transfers ADD CONSTRAINT unmatched_transfers_status_check
+      CHECK (status IN ('open', 'attached', 'returned', 'onramp'))`.execute(db);
   // What the confirmation job looks at: fulfilled at the provider, not credited yet.
   await sql`
     CREATE INDEX onramp_sessions_to_confirm ON onramp_sessions (environment, updated_at)
