@@ -25,7 +25,14 @@ const UINT256_MAX = 2n ** 256n - 1n;
 let t: TestApp;
 let ws: CreatedWorkspace;
 let session: { cookie: string; csrf: string };
-let fixtures: { paymentId: string; agentId: string; walletId: string; webhookId: string; swapId: string };
+let fixtures: {
+  paymentId: string;
+  agentId: string;
+  walletId: string;
+  webhookId: string;
+  swapId: string;
+  onrampId: string;
+};
 
 beforeAll(async () => {
   t = await startTestApp({ RATE_LIMIT_SANDBOX: "1000000", RATE_LIMIT_LIVE: "1000000" });
@@ -50,12 +57,14 @@ beforeAll(async () => {
   });
   await created("POST", "/api/v1/sandbox/faucet", { tokenSymbol: "USDC", amount: "1000" });
   const swap = await created("POST", "/api/v1/swap", { sellToken: "USDC", buyToken: "ETH", sellAmount: "1" });
+  const onramp = await created("POST", "/api/v1/onramp/session", { destinationCurrency: "ETH" });
   fixtures = {
     paymentId: payment.payment.id,
     agentId: agent.data.agentId,
     walletId: wallet.data.walletId,
     webhookId: String(webhook.webhook.id),
     swapId: swap.swapId,
+    onrampId: onramp.id,
   };
 });
 afterAll(async () => t?.close());
@@ -83,6 +92,7 @@ const WRITTEN_TABLES = [
   "swap_quotes",
   "swaps",
   "sandbox_swap_pools",
+  "onramp_sessions",
 ] as const;
 
 async function writtenState(): Promise<string> {
@@ -236,6 +246,26 @@ describe("hostile input, one example per class (issue 20)", () => {
     expect(cardMax.statusCode, cardMax.body).toBe(201);
   });
 
+  it("on-ramp amounts beyond a uint256, in dollars or in the crypto bought → 400 naming the field (D17)", async () => {
+    // Also a sourceAmount whose crypto, at the sandbox's rates, is more than a uint256 or the columns hold.
+    const onramp = "/api/v1/onramp/session";
+    for (const [currency, sourceAmount] of [
+      ["USDC", "9".repeat(79)],
+      ["USDC", `1${"0".repeat(74)}`],
+      ["USDC", `2${"0".repeat(71)}`], // 2e77 units of USDC: beyond a uint256, within numeric(78, 0)
+      ["ETH", `1${"0".repeat(65)}`],
+    ]) {
+      const body = { destinationCurrency: currency, sourceAmount };
+      await expectRefused({ method: "POST", url: onramp, body }, "sourceAmount");
+    }
+    for (const destinationAmount of ["9".repeat(61), `${UINT256_MAX + 1n}.0`, "1".repeat(200_000)]) {
+      const body = { destinationCurrency: "ETH", destinationAmount };
+      expect(await expectRefused({ method: "POST", url: onramp, body }, "destinationAmount")).toBe(
+        "destinationAmount must be a positive amount of ETH with at most 18 decimals",
+      );
+    }
+  });
+
   it("offset and page beyond any list (1e20, 1e309, 2^53 + 1) → 400 naming the parameter, never clamped", async () => {
     for (const value of ["1e20", "1e309", "100000000000000000000", "9007199254740993", "2147483648"]) {
       for (const url of [
@@ -243,6 +273,7 @@ describe("hostile input, one example per class (issue 20)", () => {
         `/api/v1/payouts?offset=${value}`,
         `/api/v1/transfers/unmatched?offset=${value}`,
         `/api/v1/swaps?offset=${value}`,
+        `/api/v1/onramp/sessions?offset=${value}`,
         `/api/v1/webhooks/${fixtures.webhookId}/deliveries?offset=${value}`,
       ]) {
         expect(await expectRefused({ method: "GET", url }, "offset")).toBe("offset must be <= 2147483647");
@@ -279,6 +310,8 @@ describe("hostile input, one example per class (issue 20)", () => {
       ["POST", "/api/v1/swap", { ...swap, sellToken: "USDC\ud800" }, "sellToken"],
       ["POST", "/api/v1/swap", { ...swap, idempotencyKey: "key-\u0000" }, "idempotencyKey"],
       ["POST", "/api/v1/swap", { quoteId: "\udfff" }, "quoteId"],
+      ["POST", "/api/v1/onramp/session", { destinationCurrency: "USDC\ud800" }, "destinationCurrency"],
+      ["POST", "/onramp/session", { destinationCurrency: "ETH", sourceAmount: "1\u0000" }, "sourceAmount"],
     ];
     for (const [method, url, body, field] of cases) await expectRefused({ method, url, body }, field);
     await expectRefused(
@@ -299,6 +332,8 @@ describe("hostile input, one example per class (issue 20)", () => {
       ["/api/v1/swap/quote?sellToken=USDC&buyToken=ETH%00&sellAmount=1", "buyToken"],
       ["/swap/quote?sellToken=USDC&buyToken=ETH&buyAmount=1%00", "buyAmount"],
       ["/api/v1/swaps/%00", "id"],
+      ["/api/v1/onramp/sessions/%00", "id"],
+      ["/api/v1/onramp/sessions?limit=1%00", "limit"],
     ];
     for (const [url, field] of cases) await expectRefused({ method: "GET", url }, field);
   });
@@ -334,6 +369,7 @@ describe("hostile input, one example per class (issue 20)", () => {
         `/api/wallets/${fixtures.walletId}/balance/${name}`,
         `/pay/${name}/status`,
         `/api/v1/swaps/${name}`,
+        `/api/v1/onramp/sessions/${name}`,
         `/api/v1/swap/quote?sellToken=${name}&buyToken=ETH&sellAmount=1`,
       ]) {
         const answer = await send("GET", url, "key");
@@ -353,6 +389,10 @@ describe("hostile input, one example per class (issue 20)", () => {
     expect(await expectRefused({ method: "POST", url: "/api/v1/swap", body: swapPoison }, "__proto__")).toBe(
       "body must not have a key named __proto__",
     );
+    const onrampPoison = JSON.parse('{"__proto__":{"destinationCurrency":"USDC"}}');
+    expect(
+      await expectRefused({ method: "POST", url: "/api/v1/onramp/session", body: onrampPoison }, "__proto__"),
+    ).toBe("body must not have a key named __proto__");
   });
 
   it("a 2 MiB body over a real socket → a readable 413 JSON answer on every route, never a reset", async () => {
@@ -502,8 +542,22 @@ function baselines(): Record<string, Operation> {
       [`POST ${path}`, { auth: "key", headers: { "idempotency-key": "hostile-swap" }, body: swap }],
     ],
   );
+  // One amount or the other (null: not given); the session completes at once in the sandbox.
+  const onramp = {
+    destinationCurrency: "USDC",
+    sourceAmount: "1.00",
+    destinationAmount: null,
+    walletType: "eoa",
+  };
+  const onramps = ["/api/v1/onramp/session", "/onramp/session"].map((path): [string, Operation] => [
+    `POST ${path}`,
+    { auth: "key", body: onramp },
+  ]);
   return {
     ...Object.fromEntries(swaps),
+    ...Object.fromEntries(onramps),
+    "GET /api/v1/onramp/sessions": { auth: "key", query: page },
+    "GET /api/v1/onramp/sessions/{id}": { auth: "key", params: { id: fixtures.onrampId } },
     "GET /api/v1/swaps": { auth: "key", query: page },
     "GET /api/v1/swaps/{id}": { auth: "key", params: { id: fixtures.swapId } },
     "POST /api/v1/workspaces": {

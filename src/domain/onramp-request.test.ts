@@ -132,8 +132,9 @@ describe("validateOnrampRequest: refused, with the message naming the field", ()
     expect(refusal({ destinationCurrency: "ETH", sourceAmount: "", destinationAmount: "" })).toBe(message);
   });
 
-  it("a sourceAmount that is not a positive amount of US dollars with at most 2 decimals", () => {
-    const message = "sourceAmount must be a positive amount of US dollars with at most 2 decimals";
+  it("a sourceAmount that is not a positive amount of US dollars up to 1,000,000.00 with at most 2 decimals", () => {
+    const message =
+      "sourceAmount must be a positive amount of US dollars, at most 1000000.00, with at most 2 decimals";
     expect(ONRAMP_MESSAGES.sourceAmount).toBe(message);
     const bad = [
       "0",
@@ -156,8 +157,12 @@ describe("validateOnrampRequest: refused, with the message naming the field", ()
         expect(refusal({ destinationCurrency, sourceAmount }), JSON.stringify(sourceAmount)).toBe(message);
       }
     }
-    // Beyond what an amount column holds.
+    // Beyond what an amount column holds, and past the retail limit by a cent.
     expect(refusal({ destinationCurrency: "USDC", sourceAmount: "9".repeat(79) })).toBe(message);
+    expect(refusal({ destinationCurrency: "ETH", sourceAmount: "1000000.01" })).toBe(message);
+    expect(accepted({ destinationCurrency: "ETH", sourceAmount: "1000000.00" }).sourceAmountCents).toBe(
+      100_000_000n,
+    );
   });
 
   it("a destinationAmount that is not a positive amount of the crypto within its decimals", () => {

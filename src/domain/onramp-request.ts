@@ -12,11 +12,15 @@ export const ONRAMP_MESSAGES = {
   notAnObject: "Request body must be a JSON object",
   currency: "destinationCurrency is required: USDC or ETH",
   bothAmounts: "Give at most one of sourceAmount and destinationAmount",
-  sourceAmount: "sourceAmount must be a positive amount of US dollars with at most 2 decimals",
+  sourceAmount:
+    "sourceAmount must be a positive amount of US dollars, at most 1000000.00, with at most 2 decimals",
   destinationAmount: (currency: OnrampCurrency) =>
     `destinationAmount must be a positive amount of ${currency} with at most ${TOKEN_DECIMALS[currency]} decimals`,
   walletType: "Invalid walletType: use eoa or smart_wallet",
 } as const;
+
+/** A card purchase of crypto is a retail amount: far below what would overflow any token's units. */
+export const MAX_SOURCE_CENTS = 100_000_000n;
 
 export interface OnrampRequest {
   destinationCurrency: OnrampCurrency;
@@ -38,7 +42,8 @@ export function validateOnrampRequest(body: unknown): Validated<OnrampRequest> {
   let sourceAmountCents: bigint | null = null;
   if (given(body.sourceAmount)) {
     sourceAmountCents = parseAmountField(body.sourceAmount, 2);
-    if (sourceAmountCents === null || sourceAmountCents <= 0n) return fail(ONRAMP_MESSAGES.sourceAmount);
+    if (sourceAmountCents === null || sourceAmountCents <= 0n || sourceAmountCents > MAX_SOURCE_CENTS)
+      return fail(ONRAMP_MESSAGES.sourceAmount);
   }
   let destinationAmount: bigint | null = null;
   if (given(body.destinationAmount)) {
