@@ -84,6 +84,7 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
       ignoredSenders: [...funder, ...router],
       // An on-ramp's delivery is credited to its session (onramp/confirm.ts), not taken for a payment.
       skipTransactions: (hashes) => app.services.onramp.onrampTransactions(network.environment, hashes),
+      holdMatching: (targets) => app.services.onramp.deliveriesExpected(network.environment, targets),
       pollIntervalMs: config.pollIntervalMs,
       metrics: ctx.metrics,
     });

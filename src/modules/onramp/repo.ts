@@ -171,3 +171,28 @@ export async function onrampTransactions(
     .execute();
   return new Set(rows.flatMap((r) => (r.transaction_id ? [r.transaction_id] : [])));
 }
+
+/** Sessions to `addresses` (lower-case) that may deliver unannounced: not ended and active since `since`, or fulfilled without a transaction named. */
+export async function awaitingDelivery(
+  db: Db,
+  environment: Environment,
+  addresses: readonly string[],
+  since: Date,
+) {
+  if (addresses.length === 0) return [];
+  return db
+    .selectFrom("onramp_sessions")
+    .select(["wallet_address", "destination_currency"])
+    .where("environment", "=", environment)
+    .where((eb) => eb(eb.fn("lower", ["wallet_address"]), "in", addresses))
+    .where((eb) =>
+      eb.or([
+        eb.and([
+          eb("status", "in", ["initialized", "requires_payment", "fulfillment_processing"]),
+          eb("updated_at", ">=", since),
+        ]),
+        eb.and([eb("status", "=", "fulfillment_complete"), eb("transaction_id", "is", null)]),
+      ]),
+    )
+    .execute();
+}

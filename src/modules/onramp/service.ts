@@ -27,6 +27,8 @@ import { eventOf, type OnrampView, onrampView } from "./view.ts";
 // moving it to the wallet (confirm.ts), announced with `onramp.completed`. The sandbox completes a
 // session at once on the simulated ledger.
 
+/** How long a session not ended may still deliver to its wallet unannounced (deliveriesExpected). */
+const DELIVERY_WINDOW_MS = 3_600_000;
 /** The network sessions deliver on (D17's destinationNetwork). */
 const NETWORK = "ethereum";
 
@@ -206,6 +208,23 @@ export class OnrampService {
     const network = this.#ctx.networks[environment];
     if (!network) return Promise.resolve(0);
     return confirmOnChain(this.#ctx, network);
+  }
+
+  /**
+   * Which wallets and tokens (`address|token`, lower-case address) may be receiving a delivery of
+   * an on-ramp session not named yet: a session of theirs made or moved within the hour and not
+   * ended, or fulfilled without its transaction named. Their incoming transfers are not matched to
+   * payments meanwhile (the unmatched inbox holds them: the session claims its own, the merchant
+   * can attach the others); a session abandoned for an hour holds nothing.
+   */
+  async deliveriesExpected(
+    environment: Environment,
+    targets: ReadonlyArray<{ to: string; token: string }>,
+  ): Promise<Set<string>> {
+    const since = new Date(this.#ctx.now().getTime() - DELIVERY_WINDOW_MS);
+    const addresses = [...new Set(targets.map((t) => t.to.toLowerCase()))];
+    const open = await repo.awaitingDelivery(this.#ctx.db, environment, addresses, since);
+    return new Set(open.map((row) => `${row.wallet_address.toLowerCase()}|${row.destination_currency}`));
   }
 
   /** Which of `txHashes` carried on-ramp sessions' crypto (not payments: the chain watcher skips them). */

@@ -48,6 +48,11 @@ export async function writeCursor(
 export interface ObservedTransfer extends IncomingTransfer {
   workspaceId: string | null;
   /**
+   * False: recorded as unmatched whatever payment it would match (an on-ramp may be delivering to
+   * its wallet: its session, not a payment, may be what it pays).
+   */
+  matchable?: boolean;
+  /**
    * The n-th (from 0) transfer of its token to its recipient within its transaction. With the
    * transaction it identifies the transfer across reorgs, which can change the log index.
    */
@@ -99,9 +104,10 @@ export async function matchTransfers(
         ${column((t) => t.from)}::text[],
         ${column((t) => t.to)}::text[],
         ${column((t) => t.workspaceId)}::uuid[],
-        ${column((t) => t.ordinal)}::int[]
+        ${column((t) => t.ordinal)}::int[],
+        ${column((t) => t.matchable !== false)}::bool[]
       ) WITH ORDINALITY AS o(tx_hash, log_index, block_number, block_hash, token_symbol, amount,
-                             from_address, to_address, workspace_id, ordinal, position)
+                             from_address, to_address, workspace_id, ordinal, matchable, position)
     ),
     claimed AS (
       INSERT INTO observed_transfers (environment, tx_hash, token_symbol, to_address, ordinal,
@@ -113,12 +119,13 @@ export async function matchTransfers(
     ),
     fresh AS (
       SELECT o.*, lower(o.to_address) AS address,
-             row_number() OVER (PARTITION BY lower(o.to_address), o.token_symbol, o.amount
+             row_number() OVER (PARTITION BY lower(o.to_address), o.token_symbol, o.amount, o.matchable
                                 ORDER BY o.position) AS rank
       FROM observed o JOIN claimed c USING (tx_hash, log_index)
     ),
     wanted AS (
-      SELECT address, token_symbol, amount, count(*) AS n FROM fresh GROUP BY address, token_symbol, amount
+      SELECT address, token_symbol, amount, count(*) AS n FROM fresh WHERE matchable
+      GROUP BY address, token_symbol, amount
     ),
     candidates AS (
       SELECT w.address, w.token_symbol, w.amount, p.id,
@@ -151,7 +158,7 @@ export async function matchTransfers(
           updated_at = ${now}
       FROM fresh f
       JOIN candidates c USING (address, token_symbol, amount, rank)
-      WHERE p.id = c.id AND p.status = ${sql.lit(rule.from)}
+      WHERE p.id = c.id AND p.status = ${sql.lit(rule.from)} AND f.matchable
       RETURNING p.*
     ),
     unmatched AS (

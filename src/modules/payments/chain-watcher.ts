@@ -59,6 +59,9 @@ export class ChainWatcher {
   readonly #environment: Environment;
   readonly #ignoredSenders: Set<string>;
   readonly #skipTransactions: ((txHashes: string[]) => Promise<ReadonlySet<string>>) | undefined;
+  readonly #holdMatching:
+    | ((targets: Array<{ to: string; token: string }>) => Promise<ReadonlySet<string>>)
+    | undefined;
   /** How long a tick keeps following the head (see HEAD_POLL_MS). */
   readonly #followMs: number;
   readonly #metrics: Metrics | undefined;
@@ -67,6 +70,9 @@ export class ChainWatcher {
    * `ignoredSenders`: the service's own accounts whose transfers are not payments: the gas
    * funder (top-ups), the swap router (what a swap bought). `skipTransactions`: which of a scan's
    * transactions (lower-case hashes) are not payments either (an on-ramp's delivery).
+   * `holdMatching`: which wallets and tokens (`address|token`, the address lower-case) may be
+   * receiving an on-ramp's delivery not named yet: their transfers go to the unmatched inbox
+   * rather than pay a pending payment of the same amount (the merchant can still attach one).
    * `pollIntervalMs`: the interval of the job that ticks this watcher; without it a tick scans
    * once and does not follow the head.
    */
@@ -78,11 +84,13 @@ export class ChainWatcher {
     options: {
       ignoredSenders?: readonly string[];
       skipTransactions?: (txHashes: string[]) => Promise<ReadonlySet<string>>;
+      holdMatching?: (targets: Array<{ to: string; token: string }>) => Promise<ReadonlySet<string>>;
       pollIntervalMs?: number;
       metrics?: Metrics;
     } = {},
   ) {
     this.#skipTransactions = options.skipTransactions;
+    this.#holdMatching = options.holdMatching;
     this.#metrics = options.metrics;
     this.#ignoredSenders = new Set((options.ignoredSenders ?? []).map((a) => a.toLowerCase()));
     this.#followMs = followTime(options.pollIntervalMs);
@@ -165,6 +173,9 @@ export class ChainWatcher {
       const skipped = this.#skipTransactions
         ? await this.#skipTransactions(transfers.map((t) => t.txHash))
         : NONE;
+      const held = this.#holdMatching
+        ? await this.#holdMatching(transfers.map((t) => ({ to: t.to, token: t.token })))
+        : NONE;
       const ordered = inChainOrder(transfers);
       const ordinals = transferOrdinals(ordered);
       ordered.forEach((transfer, i) => {
@@ -177,6 +188,7 @@ export class ChainWatcher {
         )
           forPayments.push({
             ...transfer,
+            matchable: !held.has(`${address}|${transfer.token}`),
             workspaceId: owner.get(address) ?? null,
             ordinal: ordinals[i] ?? 0,
           });
