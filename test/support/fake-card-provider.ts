@@ -3,6 +3,14 @@ import { createServer, type IncomingHttpHeaders, type Server, type ServerRespons
 import type { AddressInfo } from "node:net";
 import Stripe from "stripe";
 import {
+  FakeCardOnramp,
+  type Fulfilment,
+  ONRAMP_SESSIONS_PATH,
+  type OnrampDelivery,
+  type OnrampSessionObject,
+  type OnrampStatus,
+} from "./fake-card-onramp.ts";
+import {
   FakeCardRefunds,
   type IdempotentResult,
   type RefundAnswer,
@@ -10,6 +18,7 @@ import {
   type RefundStatus,
 } from "./fake-card-refunds.ts";
 
+export type { Fulfilment, OnrampDelivery, OnrampSessionObject, OnrampStatus } from "./fake-card-onramp.ts";
 export type { RefundAnswer, RefundObject, RefundStatus } from "./fake-card-refunds.ts";
 
 // A local stand-in for the hosted card checkout provider (the Stripe Checkout API), on 127.0.0.1.
@@ -17,8 +26,9 @@ export type { RefundAnswer, RefundObject, RefundStatus } from "./fake-card-refun
 // so what is recorded here is exactly what the SDK put on the wire: form-encoded bodies, the
 // Idempotency-Key and Stripe-Version headers. It implements the three Checkout Session calls the
 // service makes and the Refunds calls (create, retrieve, list by payment intent; their state,
-// answers and events are in fake-card-refunds.ts), keeps idempotent results per account (secret
-// key), and builds inbound events signed with the SDK's own test helper.
+// answers and events are in fake-card-refunds.ts), the crypto on-ramp session calls (create,
+// retrieve; state, events and devnet deliveries in fake-card-onramp.ts), keeps idempotent results
+// per account (secret key), and builds inbound events signed with the SDK's own test helper.
 
 export const SESSION_MIN_SECONDS = 30 * 60;
 export const SESSION_MAX_SECONDS = 24 * 60 * 60;
@@ -140,6 +150,16 @@ export class FakeCardProvider {
     event: (type, object, options) => this.event(type, object, options),
   });
   readonly refunds: Map<string, RefundObject> = this.#refunds.refunds;
+  /** The crypto on-ramp part: /v1/crypto/onramp_sessions, their state, events and deliveries. */
+  readonly #onramp = new FakeCardOnramp({
+    requests: this.requests,
+    idempotency: this.#idempotency,
+    now: () => this.#now(),
+    randomId,
+    event: (type, object, options) => this.event(type, object, options),
+    sign: (event, secret) => this.sign(event, secret),
+  });
+  readonly onrampSessions: Map<string, OnrampSessionObject> = this.#onramp.sessions;
   #failCreates = 0;
   /** The provider's clock (epoch ms): tests that move the service's clock move this one too. */
   #now: () => number = Date.now;
@@ -189,6 +209,52 @@ export class FakeCardProvider {
   /** Forgets answers set with `answerNextRefunds` that no creation used. */
   resetRefundAnswers(): void {
     this.#refunds.resetAnswers();
+  }
+
+  /** The next `times` on-ramp session creations answer 500 `api_error` (the SDK retries twice). */
+  failNextOnrampCreate(times = 1): void {
+    this.#onramp.failNext(times);
+  }
+
+  /** The next on-ramp session creation is refused: 400 `invalid_request_error` with `message`. */
+  refuseNextOnrampCreate(message: string, extra: Json = {}): void {
+    this.#onramp.refuseNext(message, extra);
+  }
+
+  /** On-ramp requests: `create` (POST /v1/crypto/onramp_sessions) or `retrieve`. */
+  onrampCalls(kind: "create" | "retrieve" = "create"): RecordedRequest[] {
+    return this.#onramp.calls(kind);
+  }
+
+  onrampSession(id: string): OnrampSessionObject {
+    return this.#onramp.session(id);
+  }
+
+  /** The on-ramp session moves at the provider (before it sends the event); the updated session. */
+  setOnrampStatus(
+    id: string,
+    status: OnrampStatus,
+    facts: { transactionId?: string; destinationAmount?: string; sourceAmount?: string } = {},
+  ): OnrampSessionObject {
+    return this.#onramp.setStatus(id, status, facts);
+  }
+
+  /** `crypto.onramp_session_updated` with the session (of this fake, as it stands; or any object). */
+  onrampUpdated(session: string | OnrampSessionObject, options: { livemode: boolean }): CardEvent {
+    return this.#onramp.updated(session, options);
+  }
+
+  /** Delivers the session's crypto on the devnet, then its signed fulfillment_complete event. */
+  fulfil(id: string, delivery: OnrampDelivery): Promise<Fulfilment & { blockNumber: bigint }> {
+    return this.#onramp.fulfil(id, delivery);
+  }
+
+  /** As `fulfil`, the signed event first: the transaction is sent by `broadcast()`. */
+  fulfilAnnouncedFirst(
+    id: string,
+    delivery: OnrampDelivery,
+  ): Promise<Fulfilment & { broadcast(): Promise<bigint> }> {
+    return this.#onramp.fulfilAnnouncedFirst(id, delivery);
   }
 
   /** Moves the provider's clock (session creation, expiry bounds); `undefined` restores real time. */
@@ -468,6 +534,9 @@ export class FakeCardProvider {
 
     if (method === "POST" && url.pathname === "/v1/checkout/sessions") {
       return this.#create(record, secretKey, reply, fail);
+    }
+    if (url.pathname === ONRAMP_SESSIONS_PATH || url.pathname.startsWith(`${ONRAMP_SESSIONS_PATH}/`)) {
+      return this.#onramp.handle(method, url, record, secretKey, reply, fail);
     }
     if (url.pathname === "/v1/refunds" || url.pathname.startsWith("/v1/refunds/")) {
       return this.#refunds.handle(method, url, record, secretKey, reply, fail);
