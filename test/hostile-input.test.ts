@@ -261,7 +261,7 @@ describe("hostile input, one example per class (issue 20)", () => {
     for (const destinationAmount of ["9".repeat(61), `${UINT256_MAX + 1n}.0`, "1".repeat(200_000)]) {
       const body = { destinationCurrency: "ETH", destinationAmount };
       expect(await expectRefused({ method: "POST", url: onramp, body }, "destinationAmount")).toBe(
-        "destinationAmount must be a positive amount of ETH with at most 18 decimals",
+        "destinationAmount must be a positive amount of ETH, at most 1000, with at most 18 decimals",
       );
     }
   });

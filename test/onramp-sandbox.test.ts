@@ -325,8 +325,9 @@ describe("reading sessions: by id and listed, per workspace and environment", ()
 });
 
 describe("refusals write nothing", () => {
-  const usdc = "destinationAmount must be a positive amount of USDC with at most 6 decimals";
-  const eth = "destinationAmount must be a positive amount of ETH with at most 18 decimals";
+  const usdc =
+    "destinationAmount must be a positive amount of USDC, at most 1000000, with at most 6 decimals";
+  const eth = "destinationAmount must be a positive amount of ETH, at most 1000, with at most 18 decimals";
   const dollars =
     "sourceAmount must be a positive amount of US dollars, at most 1000000.00, with at most 2 decimals";
   const CASES: Array<[unknown, string]> = [

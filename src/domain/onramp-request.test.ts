@@ -87,10 +87,12 @@ describe("validateOnrampRequest: accepted", () => {
     );
   });
 
-  it("accepts up to the largest uint256 amount of the crypto", () => {
-    const largest = `${MAX_AMOUNT_UNITS / E6}.${(MAX_AMOUNT_UNITS % E6).toString().padStart(6, "0")}`;
-    expect(accepted({ destinationCurrency: "USDC", destinationAmount: largest }).destinationAmount).toBe(
-      MAX_AMOUNT_UNITS,
+  it("accepts up to the retail bound of the crypto: 1,000,000 USDC, 1,000 ETH", () => {
+    expect(accepted({ destinationCurrency: "USDC", destinationAmount: "1000000" }).destinationAmount).toBe(
+      1_000_000n * E6,
+    );
+    expect(accepted({ destinationCurrency: "ETH", destinationAmount: "1000" }).destinationAmount).toBe(
+      1_000n * E18,
     );
   });
 });
@@ -166,8 +168,9 @@ describe("validateOnrampRequest: refused, with the message naming the field", ()
   });
 
   it("a destinationAmount that is not a positive amount of the crypto within its decimals", () => {
-    const usdc = "destinationAmount must be a positive amount of USDC with at most 6 decimals";
-    const eth = "destinationAmount must be a positive amount of ETH with at most 18 decimals";
+    const usdc =
+      "destinationAmount must be a positive amount of USDC, at most 1000000, with at most 6 decimals";
+    const eth = "destinationAmount must be a positive amount of ETH, at most 1000, with at most 18 decimals";
     expect(ONRAMP_MESSAGES.destinationAmount("USDC")).toBe(usdc);
     expect(ONRAMP_MESSAGES.destinationAmount("ETH")).toBe(eth);
     const bad = ["0", "0.000000", "-1", "", "1e3", " 2", "abc", 1, 0, -1, {}];
@@ -185,6 +188,8 @@ describe("validateOnrampRequest: refused, with the message naming the field", ()
     expect(
       refusal({ destinationCurrency: "USDC", destinationAmount: (MAX_AMOUNT_UNITS + 1n).toString() }),
     ).toBe(usdc);
+    expect(refusal({ destinationCurrency: "USDC", destinationAmount: "1000000.000001" })).toBe(usdc);
+    expect(refusal({ destinationCurrency: "ETH", destinationAmount: "1000.000000000000000001" })).toBe(eth);
   });
 
   it("a walletType other than eoa and smart_wallet", () => {

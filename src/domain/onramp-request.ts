@@ -15,12 +15,17 @@ export const ONRAMP_MESSAGES = {
   sourceAmount:
     "sourceAmount must be a positive amount of US dollars, at most 1000000.00, with at most 2 decimals",
   destinationAmount: (currency: OnrampCurrency) =>
-    `destinationAmount must be a positive amount of ${currency} with at most ${TOKEN_DECIMALS[currency]} decimals`,
+    `destinationAmount must be a positive amount of ${currency}, at most ${currency === "USDC" ? "1000000" : "1000"}, with at most ${TOKEN_DECIMALS[currency]} decimals`,
   walletType: "Invalid walletType: use eoa or smart_wallet",
 } as const;
 
 /** A card purchase of crypto is a retail amount: far below what would overflow any token's units. */
 export const MAX_SOURCE_CENTS = 100_000_000n;
+/** The same retail bound in the crypto: 1,000,000 USDC, 1,000 ETH. */
+export const MAX_DESTINATION: Record<OnrampCurrency, bigint> = {
+  USDC: 1_000_000n * 10n ** 6n,
+  ETH: 1_000n * 10n ** 18n,
+};
 
 export interface OnrampRequest {
   destinationCurrency: OnrampCurrency;
@@ -48,7 +53,11 @@ export function validateOnrampRequest(body: unknown): Validated<OnrampRequest> {
   let destinationAmount: bigint | null = null;
   if (given(body.destinationAmount)) {
     destinationAmount = parseAmountField(body.destinationAmount, TOKEN_DECIMALS[currency]);
-    if (destinationAmount === null || destinationAmount <= 0n)
+    if (
+      destinationAmount === null ||
+      destinationAmount <= 0n ||
+      destinationAmount > MAX_DESTINATION[currency]
+    )
       return fail(ONRAMP_MESSAGES.destinationAmount(currency));
   }
   let walletType: WalletType | null = null;

@@ -8,12 +8,29 @@ import { isOnrampStatus, type OnrampStatus } from "../../domain/onramp-state.ts"
 export const ONRAMP_EVENT = "crypto.onramp_session_updated";
 export const ONRAMP_PATH = "/v1/crypto/onramp_sessions";
 
+export type OnrampNetwork = "ethereum" | "base";
+
+/**
+ * The provider's name of the network a chain id is (its mainnet or test network); undefined for a
+ * network it does not deliver on. The devnet (31337) stands in for the live network, Ethereum.
+ */
+export function onrampNetworkOf(chainId: number): OnrampNetwork | undefined {
+  const networks: Record<number, OnrampNetwork> = {
+    1: "ethereum",
+    11155111: "ethereum",
+    8453: "base",
+    84532: "base",
+    31337: "ethereum",
+  };
+  return networks[chainId];
+}
+
 export interface OnrampSessionRequest {
   /** Our session's id: the idempotency key and the session's metadata name it. */
   onrampId: string;
   walletAddress: string;
   destinationCurrency: "usdc" | "eth";
-  destinationNetwork: "ethereum";
+  destinationNetwork: OnrampNetwork;
   /** Decimal strings, at most one. */
   sourceAmount: string | null;
   destinationAmount: string | null;
@@ -52,6 +69,7 @@ export function onrampParams(request: OnrampSessionRequest): Record<string, unkn
   };
 }
 
+const TX_HASH = /^0x[0-9a-fA-F]{64}$/;
 const text = (value: unknown): string | null => (typeof value === "string" && value !== "" ? value : null);
 
 /** The provider sent something that is not an on-ramp session. */
@@ -84,6 +102,7 @@ export function onrampSessionOf(raw: unknown): ProviderOnrampSession {
     destinationAmount: text(details.destination_amount),
     destinationCurrency: text(details.destination_currency),
     destinationNetwork: text(details.destination_network),
-    transactionId: text(details.transaction_id),
+    // A hash the chain could be asked about, or none (the job asks the node for it).
+    transactionId: TX_HASH.test(text(details.transaction_id) ?? "") ? text(details.transaction_id) : null,
   };
 }

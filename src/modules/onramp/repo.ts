@@ -135,9 +135,41 @@ export async function toConfirm(db: Db, environment: Environment, limit: number)
     .where("status", "=", "fulfillment_complete")
     .where("completed_at", "is", null)
     .where("transaction_id", "is not", null)
-    .orderBy("updated_at")
+    .orderBy("confirm_checked_at", (ob) => ob.asc().nullsFirst())
     .limit(limit)
     .execute();
+}
+
+/** Notes that the confirmation job looked at the session (it takes the least recently looked at first). */
+export async function markChecked(db: Db, id: string, at: Date): Promise<void> {
+  await db.updateTable("onramp_sessions").set({ confirm_checked_at: at }).where("id", "=", id).execute();
+}
+
+/** The session that names transaction `txHash` (lower-case), if any. */
+export async function sessionOfTransaction(trx: Db, environment: Environment, txHash: string) {
+  return trx
+    .selectFrom("onramp_sessions")
+    .select("id")
+    .where("environment", "=", environment)
+    .where("transaction_id", "=", txHash)
+    .executeTakeFirst();
+}
+
+/** Names the transaction of a fulfilled session that did not have one (a later event of the same status). */
+export async function fillTransaction(
+  trx: Db,
+  id: string,
+  txHash: string,
+  at: Date,
+): Promise<OnrampRow | undefined> {
+  return trx
+    .updateTable("onramp_sessions")
+    .set({ transaction_id: txHash, updated_at: at })
+    .where("id", "=", id)
+    .where("status", "=", "fulfillment_complete")
+    .where("transaction_id", "is", null)
+    .returningAll()
+    .executeTakeFirst();
 }
 
 /** Credits a fulfilled session once: what the chain moved, when; undefined if it was credited already. */
@@ -152,7 +184,10 @@ export async function credit(trx: Db, id: string, amount: bigint, at: Date): Pro
     .executeTakeFirst();
 }
 
-/** Which of `txHashes` are on-ramp sessions' transactions in `environment` (the watcher skips them). */
+/**
+ * Which of `txHashes` delivered on-ramp sessions in `environment`, as `txHash|wallet` (lower-case):
+ * the watcher skips those transfers, and only those (a transaction may pay other wallets too).
+ */
 export async function onrampTransactions(
   db: Db,
   environment: Environment,
@@ -161,7 +196,7 @@ export async function onrampTransactions(
   if (txHashes.length === 0) return new Set();
   const rows = await db
     .selectFrom("onramp_sessions")
-    .select("transaction_id")
+    .select(["transaction_id", "wallet_address"])
     .where("environment", "=", environment)
     .where(
       "transaction_id",
@@ -169,7 +204,9 @@ export async function onrampTransactions(
       txHashes.map((h) => h.toLowerCase()),
     )
     .execute();
-  return new Set(rows.flatMap((r) => (r.transaction_id ? [r.transaction_id] : [])));
+  return new Set(
+    rows.flatMap((r) => (r.transaction_id ? [`${r.transaction_id}|${r.wallet_address.toLowerCase()}`] : [])),
+  );
 }
 
 /** Sessions to `addresses` (lower-case) that may deliver unannounced: not ended and active since `since`, or fulfilled without a transaction named. */

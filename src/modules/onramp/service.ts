@@ -11,10 +11,10 @@ import { type OnrampRequest, validateOnrampRequest } from "../../domain/onramp-r
 import { isUuid } from "../../domain/validation.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
-import { NotAnOnrampSession, onrampSessionOf } from "../card/onramp-provider.ts";
+import { NotAnOnrampSession, onrampNetworkOf, onrampSessionOf } from "../card/onramp-provider.ts";
 import { CardProviderError, type CardProviders } from "../card/provider.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
-import { confirmOnChain } from "./confirm.ts";
+import { confirmOnChain, type OnrampInbox } from "./confirm.ts";
 import * as repo from "./repo.ts";
 import { sandboxAmounts } from "./sandbox.ts";
 import { eventOf, type OnrampView, onrampView } from "./view.ts";
@@ -29,7 +29,7 @@ import { eventOf, type OnrampView, onrampView } from "./view.ts";
 
 /** How long a session not ended may still deliver to its wallet unannounced (deliveriesExpected). */
 const DELIVERY_WINDOW_MS = 3_600_000;
-/** The network sessions deliver on (D17's destinationNetwork). */
+/** The sandbox's sessions name the network a live one would (D17's destinationNetwork). */
 const NETWORK = "ethereum";
 
 export interface OnrampWallets {
@@ -37,11 +37,6 @@ export interface OnrampWallets {
     scope: repo.Scope,
     walletType: "eoa" | "smart_wallet" | null,
   ): Promise<{ walletType: "eoa" | "smart_wallet"; from: Hex }>;
-}
-
-/** The unmatched inbox's part (payments/unmatched.ts): a delivery it holds is the session's. */
-export interface OnrampInbox {
-  claimForOnramp(trx: Db, environment: Environment, txHash: string): Promise<number>;
 }
 
 export class OnrampService {
@@ -77,6 +72,10 @@ export class OnrampService {
       );
     }
     const wallet = await this.#wallets.walletFor(scope, request.walletType);
+    const chainId = this.#ctx.config.networks[scope.environment]?.chainId ?? 0;
+    const network = onrampNetworkOf(chainId);
+    if (!network)
+      throw serviceUnavailable(`The card on-ramp does not deliver on this network (chain id ${chainId})`);
     const id = randomUUID();
     const currency = request.destinationCurrency;
     let session: Awaited<ReturnType<typeof provider.createOnrampSession>>;
@@ -85,7 +84,7 @@ export class OnrampService {
         onrampId: id,
         walletAddress: wallet.from,
         destinationCurrency: currency === "USDC" ? "usdc" : "eth",
-        destinationNetwork: NETWORK,
+        destinationNetwork: network,
         sourceAmount: request.sourceAmountCents === null ? null : formatAmount(request.sourceAmountCents, 2),
         destinationAmount:
           request.destinationAmount === null
@@ -108,7 +107,7 @@ export class OnrampService {
       walletType: wallet.walletType,
       walletAddress: wallet.from,
       destinationCurrency: currency,
-      destinationNetwork: NETWORK,
+      destinationNetwork: network,
       sourceAmount: session.sourceAmount,
       destinationAmount: session.destinationAmount,
       clientSecret: session.clientSecret ? this.#ctx.secrets.encrypt(session.clientSecret) : null,
@@ -189,16 +188,44 @@ export class OnrampService {
       this.#ctx.log.warn({ eventId: event.id, session: session.id }, "on-ramp event for no session of ours");
       return "unknown on-ramp session";
     }
+    const now = this.#ctx.now();
+    let txHash = session.transactionId?.toLowerCase() ?? null;
+    if (txHash) {
+      // One transaction delivers one session (a unique index backs it).
+      const other = await repo.sessionOfTransaction(trx, environment, txHash);
+      if (other && other.id !== row.id) {
+        this.#ctx.log.error(
+          { eventId: event.id, onrampId: row.id, otherOnrampId: other.id, txHash },
+          "on-ramp event names a transaction that delivered another session: its transaction ignored",
+        );
+        txHash = null;
+      }
+    }
     const moved = await repo.moveStatus(trx, row.id, session.status, {
       sourceAmount: session.sourceAmount,
       destinationAmount: session.destinationAmount,
-      transactionId: session.transactionId?.toLowerCase() ?? null,
-      at: this.#ctx.now(),
+      transactionId: txHash,
+      at: now,
     });
-    // Late, replayed or out of order: a session never moves back.
-    if (!moved) return `ignored: session is ${row.status}`;
+    if (!moved) {
+      // A later event of the same ending may name the transaction the first one did not.
+      const filled =
+        txHash && row.status === session.status
+          ? await repo.fillTransaction(trx, row.id, txHash, now)
+          : undefined;
+      if (!filled) return `ignored: session is ${row.status}`;
+      await this.#inbox.claimForOnramp(trx, environment, {
+        txHash: txHash as string,
+        wallet: filled.wallet_address,
+      });
+      return "applied: transaction named";
+    }
     // The watcher may have seen the delivery before the provider named it: it is this session's.
-    if (moved.transaction_id) await this.#inbox.claimForOnramp(trx, environment, moved.transaction_id);
+    if (moved.transaction_id)
+      await this.#inbox.claimForOnramp(trx, environment, {
+        txHash: moved.transaction_id,
+        wallet: moved.wallet_address,
+      });
     await recordEvents(trx, [{ ...eventOf(moved), type: "onramp.session.updated" }]);
     return "applied";
   }
@@ -207,7 +234,7 @@ export class OnrampService {
   confirm(environment: Environment): Promise<number> {
     const network = this.#ctx.networks[environment];
     if (!network) return Promise.resolve(0);
-    return confirmOnChain(this.#ctx, network);
+    return confirmOnChain(this.#ctx, network, this.#inbox);
   }
 
   /**

@@ -68,8 +68,8 @@ export class ChainWatcher {
 
   /**
    * `ignoredSenders`: the service's own accounts whose transfers are not payments: the gas
-   * funder (top-ups), the swap router (what a swap bought). `skipTransactions`: which of a scan's
-   * transactions (lower-case hashes) are not payments either (an on-ramp's delivery).
+   * funder (top-ups), the swap router (what a swap bought). `skipTransactions`: which transfers of a scan's
+   * transactions are not payments either (an on-ramp's delivery), as `txHash|recipient` lower-case.
    * `holdMatching`: which wallets and tokens (`address|token`, the address lower-case) may be
    * receiving an on-ramp's delivery not named yet: their transfers go to the unmatched inbox
    * rather than pay a pending payment of the same amount (the merchant can still attach one).
@@ -184,7 +184,7 @@ export class ChainWatcher {
         if (wallet) forWallets.push([wallet, transfer]);
         else if (
           !this.#ignoredSenders.has(transfer.from.toLowerCase()) &&
-          !skipped.has(transfer.txHash.toLowerCase())
+          !skipped.has(`${transfer.txHash.toLowerCase()}|${address}`)
         )
           forPayments.push({
             ...transfer,

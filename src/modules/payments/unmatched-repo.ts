@@ -47,24 +47,34 @@ export async function moveUnmatched(
     .executeTakeFirst();
 }
 
-/** Moves the open transfers of transaction `txHash` (lower-case) by `trigger`; how many. */
+/**
+ * Moves the open transfers of transaction `txHash` (lower-case) to `to` (lower-case) by `trigger`;
+ * answers the statuses of all its transfers to `to` afterwards.
+ */
 export async function moveUnmatchedOfTransaction(
   db: Db,
   environment: Environment,
-  txHash: string,
+  transfer: { txHash: string; to: string },
   trigger: UnmatchedTrigger,
   at: Date,
-): Promise<number> {
+): Promise<string[]> {
   const rule = UNMATCHED_TRANSITIONS[trigger];
-  const moved = await db
+  await db
     .updateTable("unmatched_transfers")
     .set({ status: rule.to, resolved_at: at })
     .where("environment", "=", environment)
-    .where((eb) => eb(eb.fn("lower", ["tx_hash"]), "=", txHash))
+    .where("tx_hash", "=", transfer.txHash)
+    .where((eb) => eb(eb.fn("lower", ["to_address"]), "=", transfer.to))
     .where("status", "=", rule.from)
-    .returning("id")
     .execute();
-  return moved.length;
+  const rows = await db
+    .selectFrom("unmatched_transfers")
+    .select("status")
+    .where("environment", "=", environment)
+    .where("tx_hash", "=", transfer.txHash)
+    .where((eb) => eb(eb.fn("lower", ["to_address"]), "=", transfer.to))
+    .execute();
+  return rows.map((row) => row.status);
 }
 
 /** A sandbox payer's transfer (D19), recorded in the inbox as the watcher records a live one: an INSERT … RETURNING * for the caller's statement. */

@@ -7,7 +7,7 @@ import { badRequest, conflict, forbidden, notFound, serviceUnavailable } from ".
 import { splitFee } from "../../domain/money.ts";
 import { type PaymentStatus, transition } from "../../domain/payment-state.ts";
 import { validateSandboxCredit } from "../../domain/sandbox-credit.ts";
-import { isActionable, type UnmatchedStatus } from "../../domain/unmatched-state.ts";
+import { isActionable, UNMATCHED_TRANSITIONS, type UnmatchedStatus } from "../../domain/unmatched-state.ts";
 import { isAddress, isPlainObject, isUuid } from "../../domain/validation.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
@@ -149,17 +149,24 @@ export class UnmatchedInbox {
   }
 
   /**
-   * The open transfers of `txHash` were an on-ramp session's delivery (D17: the provider named the
-   * transaction after the watcher put it here): the session's now, in the caller's transaction.
+   * The open transfers of `txHash` to `wallet` were an on-ramp session's delivery (D17: the
+   * provider named the transaction after the watcher put it here): the session's now, in the
+   * caller's transaction. False when one of them was attached to a payment or returned meanwhile:
+   * the money is not the wallet's to credit.
    */
-  async claimForOnramp(trx: Db, environment: Environment, txHash: string): Promise<number> {
-    return unmatchedRepo.moveUnmatchedOfTransaction(
+  async claimForOnramp(
+    trx: Db,
+    environment: Environment,
+    delivery: { txHash: string; wallet: string },
+  ): Promise<boolean> {
+    const statuses = await unmatchedRepo.moveUnmatchedOfTransaction(
       trx,
       environment,
-      txHash,
+      { txHash: delivery.txHash, to: delivery.wallet.toLowerCase() },
       "onramp_delivered",
       this.#ctx.now(),
     );
+    return statuses.every((status) => status === UNMATCHED_TRANSITIONS.onramp_delivered.to);
   }
 
   /** Its return failed (nothing left the wallet): the transfer is open again, in the failure's transaction. */

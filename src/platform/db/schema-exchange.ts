@@ -82,6 +82,7 @@ export interface OnrampSessionsTable {
   transaction_id: string | null;
   credited_amount: NullableUnits;
   completed_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  confirm_checked_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
   created_at: Timestamp;
   updated_at: Timestamp;
 }

@@ -64,6 +64,7 @@ function outcome(t: UnmatchedRow, a: Actions): HtmlSafeString {
   if (t.status === "open") return actionForms(t, a);
   if (t.status === "attached" && t.paymentId)
     return html`Attached to payment <a class="mono" href="${a.root}/payments/${t.paymentId}">${t.paymentId.slice(0, 8)}<span class="visually-hidden"> (${t.paymentId})</span></a>`;
+  if (t.status === "onramp") return html`<span class="muted">An on-ramp session's delivery</span>`;
   return html`<span class="muted">Sent back</span>`;
 }
 

@@ -27,6 +27,8 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       transaction_id text,
       credited_amount numeric(78, 0) CHECK (credited_amount > 0),
       completed_at timestamptz,
+      -- When the confirmation job last looked at it: it takes the least recently looked at first.
+      confirm_checked_at timestamptz,
       created_at timestamptz NOT NULL,
       updated_at timestamptz NOT NULL,
       CHECK ((completed_at IS NULL) = (credited_amount IS NULL)),
@@ -44,8 +46,12 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`
     ALTER TABLE unmatched_transfers ADD CONSTRAINT unmatched_transfers_status_check
       CHECK (status IN ('open', 'attached', 'returned', 'onramp'))`.execute(db);
+  // One transaction delivers one session: a second session naming it is refused (service.ts).
+  await sql`
+    CREATE UNIQUE INDEX onramp_sessions_transaction ON onramp_sessions (environment, transaction_id)
+      WHERE transaction_id IS NOT NULL`.execute(db);
   // What the confirmation job looks at: fulfilled at the provider, not credited yet.
   await sql`
-    CREATE INDEX onramp_sessions_to_confirm ON onramp_sessions (environment, updated_at)
+    CREATE INDEX onramp_sessions_to_confirm ON onramp_sessions (environment, confirm_checked_at NULLS FIRST)
       WHERE status = 'fulfillment_complete' AND completed_at IS NULL`.execute(db);
 }
