@@ -11,7 +11,12 @@ import {
 import { isUuid } from "../../domain/validation.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
 import type { CardPaymentRef, PaymentsService } from "../payments/service.ts";
-import { ONRAMP_EVENT } from "./onramp-provider.ts";
+import {
+  NotAnOnrampSession,
+  ONRAMP_EVENT,
+  onrampSessionOf,
+  type ProviderOnrampSession,
+} from "./onramp-provider.ts";
 import type { CardProviders } from "./provider.ts";
 import { applyRefundEvent, reportedRefunds } from "./refund-events.ts";
 import type { CardRefunds } from "./refunds.ts";
@@ -36,7 +41,11 @@ const SESSION_TRIGGERS: Record<string, { trigger: PaymentTrigger; needsPaid: boo
 
 /** Who applies on-ramp session events (the on-ramp module, handed in by app.ts). */
 export interface OnrampEvents {
-  applyEvent(trx: AppContext["db"], environment: Environment, event: Stripe.Event): Promise<string>;
+  applyEvent(
+    trx: AppContext["db"],
+    environment: Environment,
+    event: { id: string; session: ProviderOnrampSession },
+  ): Promise<string>;
 }
 
 const ASYNC_FAILURE_REASON =
@@ -91,7 +100,7 @@ export class CardWebhooks {
       const claimed = await this.#ctx.db.transaction().execute(async (trx) => {
         if (!(await repo.claimEvent(trx, { id: event.id, environment, type: event.type, paymentId: null })))
           return false;
-        await repo.recordOutcome(trx, event.id, await this.#onramp.applyEvent(trx, environment, event));
+        await repo.recordOutcome(trx, event.id, await this.#applyOnramp(trx, environment, event));
         return true;
       });
       return claimed ? { received: true } : { received: true, duplicate: true };
@@ -125,6 +134,18 @@ export class CardWebhooks {
     });
     if (moved) this.#ctx.metrics.paymentsMoved([moved], moved.status);
     return answer;
+  }
+
+  /** An on-ramp event's session, read here (the provider's shape stays in this module), applied there. */
+  async #applyOnramp(trx: AppContext["db"], environment: Environment, event: Stripe.Event): Promise<string> {
+    let session: ProviderOnrampSession;
+    try {
+      session = onrampSessionOf(event.data.object);
+    } catch (err) {
+      if (err instanceof NotAnOnrampSession) return `ignored: ${err.message}`;
+      throw err;
+    }
+    return this.#onramp.applyEvent(trx, environment, { id: event.id, session });
   }
 
   /** What the event did to the payment (card_events.outcome), and the payment if it moved. */

@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import type Stripe from "stripe";
 import type { Hex } from "../../chain/network.ts";
 import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
 import { sandboxTxHash } from "../../chain/simulated/ledger.ts";
@@ -11,7 +10,7 @@ import { type OnrampRequest, validateOnrampRequest } from "../../domain/onramp-r
 import { isUuid } from "../../domain/validation.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
-import { NotAnOnrampSession, onrampNetworkOf, onrampSessionOf } from "../card/onramp-provider.ts";
+import { onrampNetworkOf, type ProviderOnrampSession } from "../card/onramp-provider.ts";
 import { CardProviderError, type CardProviders } from "../card/provider.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import { confirmOnChain, type OnrampInbox } from "./confirm.ts";
@@ -172,17 +171,16 @@ export class OnrampService {
   }
 
   /**
-   * A verified, first-seen `crypto.onramp_session_updated` (card/service.ts claimed it in `trx`):
+   * A verified, first-seen `crypto.onramp_session_updated`, its session read by the card adapter
+   * (card/service.ts claimed it in `trx`):
    * moves the session forward, announced; what the event did, for the event's record.
    */
-  async applyEvent(trx: Db, environment: Environment, event: Stripe.Event): Promise<string> {
-    let session: ReturnType<typeof onrampSessionOf>;
-    try {
-      session = onrampSessionOf(event.data.object);
-    } catch (err) {
-      if (err instanceof NotAnOnrampSession) return `ignored: ${err.message}`;
-      throw err;
-    }
+  async applyEvent(
+    trx: Db,
+    environment: Environment,
+    event: { id: string; session: ProviderOnrampSession },
+  ): Promise<string> {
+    const { session } = event;
     const row = await repo.lockByProviderId(trx, environment, session.id);
     if (!row) {
       this.#ctx.log.warn({ eventId: event.id, session: session.id }, "on-ramp event for no session of ours");
