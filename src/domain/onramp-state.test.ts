@@ -1,6 +1,12 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { isFulfilled, ONRAMP_STATUSES, onrampMoves, onrampStatusesBefore } from "./onramp-state.ts";
+import {
+  FULFILLED,
+  ONRAMP_STATUSES,
+  onrampMoves,
+  onrampStatusesBefore,
+  UNENDED_ONRAMP_STATUSES,
+} from "./onramp-state.ts";
 
 describe("on-ramp session lifecycle", () => {
   it("moves forward through the provider's statuses, never back, never out of an ending", () => {
@@ -39,6 +45,9 @@ describe("on-ramp session lifecycle", () => {
       "fulfillment_processing",
     ]);
     expect(onrampStatusesBefore("initialized")).toEqual([]);
-    expect(ONRAMP_STATUSES.filter(isFulfilled)).toEqual(["fulfillment_complete"]);
+    expect(FULFILLED).toBe("fulfillment_complete");
+    // The statuses a session may still deliver from: every one it may move out of.
+    expect(UNENDED_ONRAMP_STATUSES).toEqual(["initialized", "requires_payment", "fulfillment_processing"]);
+    expect(UNENDED_ONRAMP_STATUSES).toEqual(ONRAMP_STATUSES.filter((s) => onrampMoves(s, FULFILLED)));
   });
 });

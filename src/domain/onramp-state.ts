@@ -41,7 +41,8 @@ export function onrampStatusesBefore(to: OnrampStatus): OnrampStatus[] {
   return ONRAMP_STATUSES.filter((from) => onrampMoves(from, to));
 }
 
-/** Whether the session's crypto may be credited: the provider fulfilled it (the chain decides when). */
-export function isFulfilled(status: OnrampStatus): boolean {
-  return status === "fulfillment_complete";
-}
+/** The ending whose crypto may be credited: the provider fulfilled it (the chain decides when). */
+export const FULFILLED: OnrampStatus = "fulfillment_complete";
+
+/** The statuses a session has not ended in: the provider may still deliver it. */
+export const UNENDED_ONRAMP_STATUSES: readonly OnrampStatus[] = ONRAMP_STATUSES.filter((s) => !FINAL.has(s));

@@ -1,6 +1,11 @@
 import type { Selectable } from "kysely";
 import type { Environment } from "../../config.ts";
-import { type OnrampStatus, onrampStatusesBefore } from "../../domain/onramp-state.ts";
+import {
+  FULFILLED,
+  type OnrampStatus,
+  onrampStatusesBefore,
+  UNENDED_ONRAMP_STATUSES,
+} from "../../domain/onramp-state.ts";
 import type { Db } from "../../platform/db/database.ts";
 import { newestFirst } from "../../platform/db/page.ts";
 import type { OnrampSessionsTable } from "../../platform/db/schema-exchange.ts";
@@ -126,13 +131,13 @@ export async function moveStatus(
     .executeTakeFirst();
 }
 
-/** Fulfilled sessions not credited yet, oldest first (what the confirmation job looks at). */
+/** Fulfilled sessions not credited yet, least recently looked at first (what the confirmation job takes). */
 export async function toConfirm(db: Db, environment: Environment, limit: number): Promise<OnrampRow[]> {
   return db
     .selectFrom("onramp_sessions")
     .selectAll()
     .where("environment", "=", environment)
-    .where("status", "=", "fulfillment_complete")
+    .where("status", "=", FULFILLED)
     .where("completed_at", "is", null)
     .where("transaction_id", "is not", null)
     .orderBy("confirm_checked_at", (ob) => ob.asc().nullsFirst())
@@ -166,7 +171,7 @@ export async function fillTransaction(
     .updateTable("onramp_sessions")
     .set({ transaction_id: txHash, updated_at: at })
     .where("id", "=", id)
-    .where("status", "=", "fulfillment_complete")
+    .where("status", "=", FULFILLED)
     .where("transaction_id", "is", null)
     .returningAll()
     .executeTakeFirst();
@@ -178,7 +183,7 @@ export async function credit(trx: Db, id: string, amount: bigint, at: Date): Pro
     .updateTable("onramp_sessions")
     .set({ credited_amount: amount, completed_at: at, updated_at: at })
     .where("id", "=", id)
-    .where("status", "=", "fulfillment_complete")
+    .where("status", "=", FULFILLED)
     .where("completed_at", "is", null)
     .returningAll()
     .executeTakeFirst();
@@ -224,11 +229,8 @@ export async function awaitingDelivery(
     .where((eb) => eb(eb.fn("lower", ["wallet_address"]), "in", addresses))
     .where((eb) =>
       eb.or([
-        eb.and([
-          eb("status", "in", ["initialized", "requires_payment", "fulfillment_processing"]),
-          eb("updated_at", ">=", since),
-        ]),
-        eb.and([eb("status", "=", "fulfillment_complete"), eb("transaction_id", "is", null)]),
+        eb.and([eb("status", "in", UNENDED_ONRAMP_STATUSES), eb("updated_at", ">=", since)]),
+        eb.and([eb("status", "=", FULFILLED), eb("transaction_id", "is", null)]),
       ]),
     )
     .execute();

@@ -7,6 +7,7 @@ import type { AppContext } from "../../context.ts";
 import { badRequest, notFound, ProviderError, serviceUnavailable } from "../../domain/errors.ts";
 import { formatAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
 import { type OnrampRequest, validateOnrampRequest } from "../../domain/onramp-request.ts";
+import { FULFILLED } from "../../domain/onramp-state.ts";
 import { isUuid } from "../../domain/validation.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
@@ -134,7 +135,7 @@ export class OnrampService {
         scope,
         provider: "sandbox",
         providerSessionId: `sandbox_${id}`,
-        status: "fulfillment_complete",
+        status: FULFILLED,
         walletType: wallet.walletType,
         walletAddress: wallet.from,
         destinationCurrency: currency,
