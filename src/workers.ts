@@ -83,8 +83,7 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
     const watcher = new ChainWatcher(ctx.db, network, ctx.log, ctx.now, {
       ignoredSenders: [...funder, ...router],
       // An on-ramp's delivery is credited to its session (onramp/confirm.ts), not taken for a payment.
-      skipTransactions: (hashes) => app.services.onramp.onrampTransactions(network.environment, hashes),
-      holdMatching: (targets) => app.services.onramp.deliveriesExpected(network.environment, targets),
+      deliveries: (transfers) => app.services.onramp.deliveries(network.environment, transfers),
       pollIntervalMs: config.pollIntervalMs,
       metrics: ctx.metrics,
     });

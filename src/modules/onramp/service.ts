@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { Hex } from "../../chain/network.ts";
+import type { Hex, IncomingTransfer } from "../../chain/network.ts";
 import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
 import { sandboxTxHash } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
@@ -13,6 +13,7 @@ import type { Db } from "../../platform/db/database.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import { onrampNetworkOf, type ProviderOnrampSession } from "../card/onramp-provider.ts";
 import { CardProviderError, type CardProviders } from "../card/provider.ts";
+import type { Deliveries } from "../payments/chain-watcher.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import { confirmOnChain, type OnrampInbox } from "./confirm.ts";
 import * as repo from "./repo.ts";
@@ -27,7 +28,7 @@ import { eventOf, type OnrampView, onrampView } from "./view.ts";
 // moving it to the wallet (confirm.ts), announced with `onramp.completed`. The sandbox completes a
 // session at once on the simulated ledger.
 
-/** How long a session not ended may still deliver to its wallet unannounced (deliveriesExpected). */
+/** How long a session not ended may still deliver to its wallet unannounced (deliveries). */
 const DELIVERY_WINDOW_MS = 3_600_000;
 /** The sandbox's sessions name the network a live one would (D17's destinationNetwork). */
 const NETWORK = "ethereum";
@@ -237,24 +238,28 @@ export class OnrampService {
   }
 
   /**
-   * Which wallets and tokens (`address|token`, lower-case address) may be receiving a delivery of
-   * an on-ramp session not named yet: a session of theirs made or moved within the hour and not
-   * ended, or fulfilled without its transaction named. Their incoming transfers are not matched to
-   * payments meanwhile (the unmatched inbox holds them: the session claims its own, the merchant
-   * can attach the others); a session abandoned for an hour holds nothing.
+   * What of a scan's incoming transfers on-ramp sessions account for (the chain watcher's question):
+   * - `named`: deliveries a session names (`txHash|wallet`, lower-case): not payments at all;
+   * - `expected`: wallets and tokens (`wallet|token`) that may be receiving a delivery not named
+   *   yet (a session of theirs made or moved within the hour and not ended, or fulfilled without
+   *   its transaction named). Their transfers are not matched to payments meanwhile (the unmatched
+   *   inbox holds them: the session claims its own, the merchant can attach the others); a session
+   *   abandoned for an hour holds nothing.
    */
-  async deliveriesExpected(
-    environment: Environment,
-    targets: ReadonlyArray<{ to: string; token: string }>,
-  ): Promise<Set<string>> {
+  async deliveries(environment: Environment, transfers: readonly IncomingTransfer[]): Promise<Deliveries> {
     const since = new Date(this.#ctx.now().getTime() - DELIVERY_WINDOW_MS);
-    const addresses = [...new Set(targets.map((t) => t.to.toLowerCase()))];
-    const open = await repo.awaitingDelivery(this.#ctx.db, environment, addresses, since);
-    return new Set(open.map((row) => `${row.wallet_address.toLowerCase()}|${row.destination_currency}`));
-  }
-
-  /** Which of `txHashes` carried on-ramp sessions' crypto (not payments: the chain watcher skips them). */
-  onrampTransactions(environment: Environment, txHashes: readonly string[]): Promise<Set<string>> {
-    return repo.onrampTransactions(this.#ctx.db, environment, txHashes);
+    const wallets = [...new Set(transfers.map((t) => t.to.toLowerCase()))];
+    const [named, open] = await Promise.all([
+      repo.onrampTransactions(
+        this.#ctx.db,
+        environment,
+        transfers.map((t) => t.txHash),
+      ),
+      repo.awaitingDelivery(this.#ctx.db, environment, wallets, since),
+    ]);
+    const expected = new Set(
+      open.map((row) => `${row.wallet_address.toLowerCase()}|${row.destination_currency}`),
+    );
+    return { named, expected };
   }
 }

@@ -49,7 +49,17 @@ const DETECT = batchTransition("transfer_detected");
 const CONFIRM = batchTransition("confirmations_met");
 const REVERT = batchTransition("detection_reverted");
 
-const NONE: ReadonlySet<string> = new Set();
+/**
+ * Transfers of a scan that on-ramp sessions account for (onramp/service.ts): `named` deliveries
+ * (`txHash|recipient`, lower-case) are not payments; transfers to an `expected` wallet and token
+ * (`recipient|token`) may be a delivery not named yet, so they pay no payment (the inbox holds them).
+ */
+export interface Deliveries {
+  named: ReadonlySet<string>;
+  expected: ReadonlySet<string>;
+}
+
+const NO_DELIVERIES: Deliveries = { named: new Set(), expected: new Set() };
 
 export class ChainWatcher {
   readonly #db: Db;
@@ -58,21 +68,15 @@ export class ChainWatcher {
   readonly #now: () => Date;
   readonly #environment: Environment;
   readonly #ignoredSenders: Set<string>;
-  readonly #skipTransactions: ((txHashes: string[]) => Promise<ReadonlySet<string>>) | undefined;
-  readonly #holdMatching:
-    | ((targets: Array<{ to: string; token: string }>) => Promise<ReadonlySet<string>>)
-    | undefined;
+  readonly #deliveries: ((transfers: readonly IncomingTransfer[]) => Promise<Deliveries>) | undefined;
   /** How long a tick keeps following the head (see HEAD_POLL_MS). */
   readonly #followMs: number;
   readonly #metrics: Metrics | undefined;
 
   /**
    * `ignoredSenders`: the service's own accounts whose transfers are not payments: the gas
-   * funder (top-ups), the swap router (what a swap bought). `skipTransactions`: which transfers of a scan's
-   * transactions are not payments either (an on-ramp's delivery), as `txHash|recipient` lower-case.
-   * `holdMatching`: which wallets and tokens (`address|token`, the address lower-case) may be
-   * receiving an on-ramp's delivery not named yet: their transfers go to the unmatched inbox
-   * rather than pay a pending payment of the same amount (the merchant can still attach one).
+   * funder (top-ups), the swap router (what a swap bought). `deliveries`: which of a scan's transfers
+   * on-ramp sessions account for (Deliveries).
    * `pollIntervalMs`: the interval of the job that ticks this watcher; without it a tick scans
    * once and does not follow the head.
    */
@@ -83,14 +87,12 @@ export class ChainWatcher {
     now: () => Date,
     options: {
       ignoredSenders?: readonly string[];
-      skipTransactions?: (txHashes: string[]) => Promise<ReadonlySet<string>>;
-      holdMatching?: (targets: Array<{ to: string; token: string }>) => Promise<ReadonlySet<string>>;
+      deliveries?: (transfers: readonly IncomingTransfer[]) => Promise<Deliveries>;
       pollIntervalMs?: number;
       metrics?: Metrics;
     } = {},
   ) {
-    this.#skipTransactions = options.skipTransactions;
-    this.#holdMatching = options.holdMatching;
+    this.#deliveries = options.deliveries;
     this.#metrics = options.metrics;
     this.#ignoredSenders = new Set((options.ignoredSenders ?? []).map((a) => a.toLowerCase()));
     this.#followMs = followTime(options.pollIntervalMs);
@@ -170,12 +172,8 @@ export class ChainWatcher {
       if (!toBlock) return;
       const forPayments: chainRepo.ObservedTransfer[] = [];
       const forWallets: Array<[AgentWallet, IncomingTransfer]> = [];
-      const skipped = this.#skipTransactions
-        ? await this.#skipTransactions(transfers.map((t) => t.txHash))
-        : NONE;
-      const held = this.#holdMatching
-        ? await this.#holdMatching(transfers.map((t) => ({ to: t.to, token: t.token })))
-        : NONE;
+      const deliveries =
+        this.#deliveries && transfers.length > 0 ? await this.#deliveries(transfers) : NO_DELIVERIES;
       const ordered = inChainOrder(transfers);
       const ordinals = transferOrdinals(ordered);
       ordered.forEach((transfer, i) => {
@@ -184,11 +182,11 @@ export class ChainWatcher {
         if (wallet) forWallets.push([wallet, transfer]);
         else if (
           !this.#ignoredSenders.has(transfer.from.toLowerCase()) &&
-          !skipped.has(`${transfer.txHash.toLowerCase()}|${address}`)
+          !deliveries.named.has(`${transfer.txHash.toLowerCase()}|${address}`)
         )
           forPayments.push({
             ...transfer,
-            matchable: !held.has(`${address}|${transfer.token}`),
+            matchable: !deliveries.expected.has(`${address}|${transfer.token}`),
             workspaceId: owner.get(address) ?? null,
             ordinal: ordinals[i] ?? 0,
           });
