@@ -245,17 +245,7 @@ export class CardProvider {
       });
       return onrampSessionOf(raw);
     } catch (err) {
-      if (err instanceof CardProviderError) throw err;
-      throw providerFailure(err);
-    }
-  }
-
-  async retrieveOnrampSession(id: string): Promise<ProviderOnrampSession> {
-    try {
-      const raw: unknown = await this.#stripe.rawRequest("GET", `${ONRAMP_PATH}/${encodeURIComponent(id)}`);
-      return onrampSessionOf(raw);
-    } catch (err) {
-      if (err instanceof CardProviderError) throw err;
+      // The provider's refusal, a failure on the way, or an answer that is not a session.
       throw providerFailure(err);
     }
   }
