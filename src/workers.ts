@@ -12,7 +12,8 @@ import { PeriodicJob } from "./platform/jobs/periodic-job.ts";
 // Background work of one process: webhook delivery (any number of instances share it through
 // SKIP LOCKED) and single-leader periodic jobs: per configured network, the chain watcher plus
 // settlement; payment expiry; gas top-ups; folding the payment totals' deltas; finishing card
-// refunds left pending at the card provider; deleting swap quotes nobody executed.
+// refunds left pending at the card provider; asking the card provider about on-ramp sessions
+// whose events were lost; deleting swap quotes nobody executed.
 
 export interface Workers {
   dispatcher: WebhookDispatcher;
@@ -27,6 +28,8 @@ const GAS_TOP_UP_INTERVAL_MS = 60_000;
 const TOTALS_INTERVAL_MS = 5_000;
 /** Card refunds left pending (provider unreachable, or not final there) are looked at this often. */
 const CARD_REFUNDS_INTERVAL_MS = 30_000;
+/** On-ramp sessions quiet for 10 minutes are asked about this often (onramp/reconcile.ts). */
+const ONRAMP_SESSIONS_INTERVAL_MS = 60_000;
 /** Swap quotes past their 30 s and never executed are deleted this often (an hour after expiry). */
 const QUOTES_INTERVAL_MS = 600_000;
 
@@ -64,6 +67,13 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
         intervalMs: CARD_REFUNDS_INTERVAL_MS,
         tick: async () => {
           await app.services.cardRefunds.reconcile();
+        },
+      }),
+      new PeriodicJob(ctx.db, ctx.log, {
+        name: "onramp.sessions",
+        intervalMs: ONRAMP_SESSIONS_INTERVAL_MS,
+        tick: async () => {
+          await app.services.onramp.reconcile();
         },
       }),
     );

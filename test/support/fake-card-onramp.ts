@@ -15,10 +15,11 @@ import type { Fail, IdempotentResult, Reply } from "./fake-card-refunds.ts";
 
 // The crypto on-ramp part of the fake card provider (fake-card-provider.ts): Stripe's
 // /v1/crypto/onramp_sessions (create, retrieve) with their state, the answers the next creations
-// give (`failNext`, `refuseNext`), the inbound `crypto.onramp_session_updated` events, and the
-// provider's delivery itself: `fulfil` sends real devnet crypto to the session's wallet and names
-// its transaction in the session, as the provider does at the end. FakeCardProvider owns one and
-// delegates to it; tests use it through FakeCardProvider.
+// and reads give (`failNext`, `refuseNext`, `failRetrieve`), the inbound
+// `crypto.onramp_session_updated` events (`setStatus` alone moves a session without one: an event
+// lost), and the provider's delivery itself: `fulfil` sends real devnet crypto to the session's
+// wallet and names its transaction in the session, as the provider does at the end.
+// FakeCardProvider owns one and delegates to it; tests use it through FakeCardProvider.
 
 type Json = Record<string, unknown>;
 
@@ -106,6 +107,8 @@ export class FakeCardOnramp {
   readonly sessions = new Map<string, OnrampSessionObject>();
   readonly #host: OnrampHost;
   #failCreates = 0;
+  /** Retrieves still to fail, per session id. */
+  readonly #failRetrieves = new Map<string, number>();
   #refusals: Array<{ message: string; extra: Json }> = [];
 
   constructor(host: OnrampHost) {
@@ -115,6 +118,14 @@ export class FakeCardOnramp {
   /** The next `times` creations answer 500 `api_error` (not stored under their key: a retry reaches the fake again). */
   failNext(times = 1): void {
     this.#failCreates = times;
+  }
+
+  /**
+   * The next `times` retrieves of session `id` answer 500 `api_error` (the SDK retries a 500
+   * twice: 3 fail one read of it); other sessions answer as usual.
+   */
+  failRetrieve(id: string, times = 3): void {
+    this.#failRetrieves.set(id, times);
   }
 
   /** The next creation is refused: 400 `invalid_request_error` with this message. */
@@ -220,6 +231,11 @@ export class FakeCardOnramp {
     const path = url.pathname;
     if (method === "GET" && path.startsWith(`${ONRAMP_SESSIONS_PATH}/`)) {
       const id = decodeURIComponent(path.slice(ONRAMP_SESSIONS_PATH.length + 1));
+      const failing = this.#failRetrieves.get(id) ?? 0;
+      if (failing > 0) {
+        this.#failRetrieves.set(id, failing - 1);
+        return fail(500, "api_error", "The crypto on-ramp is temporarily unavailable (fake card provider).");
+      }
       const session = this.sessions.get(id);
       if (!session)
         return fail(404, "invalid_request_error", `No such crypto.onramp_session: '${id}'`, {

@@ -221,6 +221,11 @@ export class FakeCardProvider {
     this.#onramp.refuseNext(message, extra);
   }
 
+  /** The next `times` retrieves of on-ramp session `id` answer 500 (3: one read, the SDK's retries too). */
+  failOnrampRetrieve(id: string, times = 3): void {
+    this.#onramp.failRetrieve(id, times);
+  }
+
   /** On-ramp requests: `create` (POST /v1/crypto/onramp_sessions) or `retrieve`. */
   onrampCalls(kind: "create" | "retrieve" = "create"): RecordedRequest[] {
     return this.#onramp.calls(kind);

@@ -250,6 +250,19 @@ export class CardProvider {
     }
   }
 
+  /**
+   * Reads one on-ramp session back (`GET /v1/crypto/onramp_sessions/{id}`, the raw request as for
+   * creation): what the reconciler asks when the session's events may have been lost.
+   */
+  async retrieveOnrampSession(id: string): Promise<ProviderOnrampSession> {
+    try {
+      const raw: unknown = await this.#stripe.rawRequest("GET", `${ONRAMP_PATH}/${encodeURIComponent(id)}`);
+      return onrampSessionOf(raw);
+    } catch (err) {
+      throw providerFailure(err);
+    }
+  }
+
   /** Verifies the signature header over the raw body (5 minute tolerance) and parses the event. */
   verifyEvent(rawBody: Buffer, signature: string): Stripe.Event {
     if (!this.#webhookSecret) throw new CardProviderError("no webhook signing secret configured");

@@ -10,8 +10,8 @@ import type { Db } from "../../platform/db/database.ts";
 import { newestFirst } from "../../platform/db/page.ts";
 import type { OnrampSessionsTable } from "../../platform/db/schema-exchange.ts";
 
-// The SQL of on-ramp sessions (D17, migration 024). Status changes are compare-and-sets whose
-// `from` the transition table gives (domain/onramp-state.ts).
+// The SQL of on-ramp sessions (D17, migrations 024 and 025). Status changes are compare-and-sets
+// whose `from` the transition table gives (domain/onramp-state.ts).
 
 export type OnrampRow = Selectable<OnrampSessionsTable>;
 export type Scope = { workspaceId: string; environment: Environment };
@@ -148,6 +148,43 @@ export async function toConfirm(db: Db, environment: Environment, limit: number)
 /** Notes that the confirmation job looked at the session (it takes the least recently looked at first). */
 export async function markChecked(db: Db, id: string, at: Date): Promise<void> {
   await db.updateTable("onramp_sessions").set({ confirm_checked_at: at }).where("id", "=", id).execute();
+}
+
+/**
+ * Card sessions the provider may have moved without us hearing (reconcile.ts): not ended, or
+ * fulfilled without their transaction named; unchanged and not asked about since `quietSince`;
+ * made at or after `madeSince`. The least recently asked first (never asked: first of all).
+ */
+export async function toReconcile(
+  db: Db,
+  environments: readonly Environment[],
+  window: { quietSince: Date; madeSince: Date },
+  limit: number,
+): Promise<OnrampRow[]> {
+  if (environments.length === 0) return [];
+  return db
+    .selectFrom("onramp_sessions")
+    .selectAll()
+    .where("environment", "in", [...environments])
+    .where("provider", "=", "card")
+    .where((eb) =>
+      eb.or([
+        eb("status", "in", UNENDED_ONRAMP_STATUSES),
+        eb.and([eb("status", "=", FULFILLED), eb("transaction_id", "is", null)]),
+      ]),
+    )
+    .where("created_at", ">=", window.madeSince)
+    .where("updated_at", "<", window.quietSince)
+    .where((eb) => eb.or([eb("reconciled_at", "is", null), eb("reconciled_at", "<", window.quietSince)]))
+    .orderBy("reconciled_at", (ob) => ob.asc().nullsFirst())
+    .orderBy("updated_at", "asc")
+    .limit(limit)
+    .execute();
+}
+
+/** Notes that the reconciler asked the provider about the session (before it asks). */
+export async function markReconciled(db: Db, id: string, at: Date): Promise<void> {
+  await db.updateTable("onramp_sessions").set({ reconciled_at: at }).where("id", "=", id).execute();
 }
 
 /** The session that names transaction `txHash` (lower-case), if any. */

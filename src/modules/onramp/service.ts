@@ -15,7 +15,9 @@ import { onrampNetworkOf, type ProviderOnrampSession } from "../card/onramp-prov
 import { CardProviderError, type CardProviders } from "../card/provider.ts";
 import type { Deliveries } from "../payments/chain-watcher.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
+import { applySnapshot } from "./apply.ts";
 import { confirmOnChain, type OnrampInbox } from "./confirm.ts";
+import { reconcileSessions } from "./reconcile.ts";
 import * as repo from "./repo.ts";
 import { sandboxAmounts } from "./sandbox.ts";
 import { eventOf, type OnrampView, onrampView } from "./view.ts";
@@ -23,10 +25,11 @@ import { eventOf, type OnrampView, onrampView } from "./view.ts";
 // Fiat on-ramp sessions (D17): a customer buys crypto with a card at the card provider, sent to a
 // workspace wallet locked in the session. The session is made at the provider first and recorded
 // only once it exists (a refusal leaves nothing behind); the provider's events then move it
-// forward (card/service.ts verifies and de-duplicates them), each change announced with
-// `onramp.session.updated`; the crypto counts once the chain shows the provider's transaction
-// moving it to the wallet (confirm.ts), announced with `onramp.completed`. The sandbox completes a
-// session at once on the simulated ledger.
+// forward (card/service.ts verifies and de-duplicates them; reconcile.ts asks the provider about
+// sessions whose events were lost), each change announced with `onramp.session.updated`; the
+// crypto counts once the chain shows the provider's transaction moving it to the wallet
+// (confirm.ts), announced with `onramp.completed`. The sandbox completes a session at once on the
+// simulated ledger.
 
 /** How long a session not ended may still deliver to its wallet unannounced (deliveries). */
 const DELIVERY_WINDOW_MS = 3_600_000;
@@ -174,60 +177,26 @@ export class OnrampService {
 
   /**
    * A verified, first-seen `crypto.onramp_session_updated`, its session read by the card adapter
-   * (card/service.ts claimed it in `trx`):
-   * moves the session forward, announced; what the event did, for the event's record.
+   * (card/service.ts claimed it in `trx`): moves the session forward, announced (apply.ts, as the
+   * reconciler does); what the event did, for the event's record.
    */
   async applyEvent(
     trx: Db,
     environment: Environment,
     event: { id: string; session: ProviderOnrampSession },
   ): Promise<string> {
-    const { session } = event;
-    const row = await repo.lockByProviderId(trx, environment, session.id);
-    if (!row) {
-      this.#ctx.log.warn({ eventId: event.id, session: session.id }, "on-ramp event for no session of ours");
-      return "unknown on-ramp session";
-    }
-    const now = this.#ctx.now();
-    let txHash = session.transactionId?.toLowerCase() ?? null;
-    if (txHash) {
-      // One transaction delivers one session (a unique index backs it).
-      const other = await repo.sessionOfTransaction(trx, environment, txHash);
-      if (other && other.id !== row.id) {
-        this.#ctx.log.error(
-          { eventId: event.id, onrampId: row.id, otherOnrampId: other.id, txHash },
-          "on-ramp event names a transaction that delivered another session: its transaction ignored",
-        );
-        txHash = null;
-      }
-    }
-    const moved = await repo.moveStatus(trx, row.id, session.status, {
-      sourceAmount: session.sourceAmount,
-      destinationAmount: session.destinationAmount,
-      transactionId: txHash,
-      at: now,
+    const applied = await applySnapshot(this.#ctx, this.#inbox, trx, environment, event.session, {
+      eventId: event.id,
     });
-    if (!moved) {
-      // A later event of the same ending may name the transaction the first one did not.
-      const filled =
-        txHash && row.status === session.status
-          ? await repo.fillTransaction(trx, row.id, txHash, now)
-          : undefined;
-      if (!filled) return `ignored: session is ${row.status}`;
-      await this.#inbox.claimForOnramp(trx, environment, {
-        txHash: txHash as string,
-        wallet: filled.wallet_address,
-      });
-      return "applied: transaction named";
-    }
-    // The watcher may have seen the delivery before the provider named it: it is this session's.
-    if (moved.transaction_id)
-      await this.#inbox.claimForOnramp(trx, environment, {
-        txHash: moved.transaction_id,
-        wallet: moved.wallet_address,
-      });
-    await recordEvents(trx, [{ ...eventOf(moved), type: "onramp.session.updated" }]);
-    return "applied";
+    return applied.outcome;
+  }
+
+  /**
+   * Asks the provider about sessions whose events may have been lost and applies what it answers
+   * (reconcile.ts; the `onramp.sessions` job's tick); how many changed.
+   */
+  reconcile(): Promise<number> {
+    return reconcileSessions(this.#ctx, this.#providers, this.#inbox);
   }
 
   /** Credits the fulfilled sessions whose transaction the chain now confirms; how many (a job's tick). */

@@ -29,6 +29,7 @@ import * as splits from "./migrations/021_splits.ts";
 import * as refunds from "./migrations/022_refunds.ts";
 import * as swaps from "./migrations/023_swaps.ts";
 import * as onramp from "./migrations/024_onramp.ts";
+import * as onrampReconcile from "./migrations/025_onramp_reconcile.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -67,6 +68,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "022_refunds": refunds,
   "023_swaps": swaps,
   "024_onramp": onramp,
+  "025_onramp_reconcile": onrampReconcile,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

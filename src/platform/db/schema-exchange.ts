@@ -83,6 +83,8 @@ export interface OnrampSessionsTable {
   credited_amount: NullableUnits;
   completed_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
   confirm_checked_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  /** When the reconciler last asked the provider about it (migration 025). */
+  reconciled_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
   created_at: Timestamp;
   updated_at: Timestamp;
 }
