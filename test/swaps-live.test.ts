@@ -1,4 +1,5 @@
-import { type Address, type Hex, isAddressEqual, parseUnits } from "viem";
+import { type Address, decodeFunctionData, type Hex, isAddressEqual, parseUnits } from "viem";
+import { entryPoint08Abi } from "viem/account-abstraction";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Devnet, moveSwapPool, startDevnet } from "../src/devnet/chain.ts";
 import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
@@ -188,6 +189,13 @@ describe("live swaps from the smart wallet", () => {
       expect(ops).toHaveLength(1);
       const paymaster = devnet.aa?.paymaster;
       expect(ops[0]).toMatchObject({ userOpHash: swap.userOpHash, success: true, paymaster });
+      // Its call gas is the swap's own limit (at least 250,000: the quoter's figure plus the
+      // router's work), not an estimate made at a price the pool may have left by inclusion.
+      const bundle = await sc.chain.getTransaction({ hash: receipt.transactionHash });
+      const handled = decodeFunctionData({ abi: entryPoint08Abi, data: bundle.input });
+      if (handled.functionName !== "handleOps") throw new Error(`the bundle called ${handled.functionName}`);
+      const op = handled.args[0].find((packed) => isAddressEqual(packed.sender, smart));
+      expect(BigInt(`0x${op?.accountGasLimits.slice(34)}`)).toBeGreaterThanOrEqual(250_000n);
       const maxSell = units(sell, quote.maxSellAmount);
       const expected = allowance !== null && allowance < maxSell ? [maxSell] : [];
       expect(sell === "ETH" ? [] : sc.approvals(receipt.logs, sell, smart)).toEqual(expected);

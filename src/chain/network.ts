@@ -41,7 +41,7 @@ export interface ContractCall {
   data: Hex;
   /** Wei sent with the call. */
   value: bigint;
-  /** The gas limit of the call's transaction (an EOA's; a user operation estimates its own). */
+  /** The gas limit of the call's transaction (an EOA's); a user operation's call gas is at least the sum of its calls'. */
   gas: bigint;
 }
 

@@ -37,7 +37,7 @@ export interface SmartCall {
   token: ChainToken;
   to: Hex;
   amount: bigint;
-  /** A contract call instead of a transfer (network.ts `TransferRequest.call`; its gas is unused here). */
+  /** A contract call instead of a transfer (network.ts `TransferRequest.call`; its gas is the least call gas). */
   call?: ContractCall;
 }
 
@@ -223,6 +223,12 @@ export class SmartAccounts {
         });
       }
     }
+    // A contract call's own limit (a swap's: the quoter's figure plus the router's work) holds
+    // when the pool has moved since the estimate (more ticks crossed, the oracle's write of a
+    // later second); an estimate made at one state would run out of gas at another. The unused
+    // part costs the sponsor a tenth of it (EntryPoint v0.8's penalty), not the wallet anything.
+    const declared = calls.reduce((sum, call) => sum + (call.call?.gas ?? 0n), 0n);
+    if (declared > fields.callGasLimit) fields.callGasLimit = declared;
     // viem hands back the operation together with the account object; only the operation's own
     // fields go to the bundler (and into the database).
     delete fields.account;
