@@ -227,6 +227,8 @@ export class SmartAccounts {
     // when the pool has moved since the estimate (more ticks crossed, the oracle's write of a
     // later second); an estimate made at one state would run out of gas at another. The unused
     // part costs the sponsor a tenth of it (EntryPoint v0.8's penalty), not the wallet anything.
+    // Raised after the fill: the paymaster here is a bare address whose data signs nothing, so no
+    // signature covers the limit; a signing paymaster would need the floor before it is asked.
     const declared = calls.reduce((sum, call) => sum + (call.call?.gas ?? 0n), 0n);
     if (declared > fields.callGasLimit) fields.callGasLimit = declared;
     // viem hands back the operation together with the account object; only the operation's own

@@ -142,7 +142,12 @@ export class CardWebhooks {
     try {
       session = onrampSessionOf(event.data.object);
     } catch (err) {
-      if (err instanceof NotAnOnrampSession) return `ignored: ${err.message}`;
+      if (err instanceof NotAnOnrampSession) {
+        // Verified and from the provider, yet unreadable (a status this service does not know): kept
+        // as the event's outcome and said here, since the session it names stays where it was.
+        this.#ctx.log.warn({ eventId: event.id, reason: err.message }, "on-ramp event ignored");
+        return `ignored: ${err.message}`;
+      }
       throw err;
     }
     return this.#onramp.applyEvent(trx, environment, { id: event.id, session });

@@ -1,4 +1,4 @@
-import type { Selectable } from "kysely";
+import { type Selectable, sql } from "kysely";
 import type { Environment } from "../../config.ts";
 import {
   FULFILLED,
@@ -152,13 +152,16 @@ export async function markChecked(db: Db, id: string, at: Date): Promise<void> {
 
 /**
  * Card sessions the provider may have moved without us hearing (reconcile.ts): not ended, or
- * fulfilled without their transaction named; unchanged and not asked about since `quietSince`;
- * made at or after `madeSince`. The least recently asked first (never asked: first of all).
+ * fulfilled without their transaction named; unchanged since `quietSince`; made at or after
+ * `madeSince`; not asked about within a tenth of their age (at least since `quietSince`), so an
+ * abandoned session is asked less and less often. The least recently asked first (never asked:
+ * first of all). The provider and statuses are literals, so that every plan of the query (a
+ * prepared statement's generic one too) matches the partial index of migration 025.
  */
 export async function toReconcile(
   db: Db,
   environments: readonly Environment[],
-  window: { quietSince: Date; madeSince: Date },
+  window: { now: Date; quietSince: Date; madeSince: Date },
   limit: number,
 ): Promise<OnrampRow[]> {
   if (environments.length === 0) return [];
@@ -166,16 +169,25 @@ export async function toReconcile(
     .selectFrom("onramp_sessions")
     .selectAll()
     .where("environment", "in", [...environments])
-    .where("provider", "=", "card")
+    .where("provider", "=", sql.lit("card"))
     .where((eb) =>
       eb.or([
-        eb("status", "in", UNENDED_ONRAMP_STATUSES),
-        eb.and([eb("status", "=", FULFILLED), eb("transaction_id", "is", null)]),
+        eb("status", "in", UNENDED_ONRAMP_STATUSES.map((status) => sql.lit(status))),
+        eb.and([eb("status", "=", sql.lit(FULFILLED)), eb("transaction_id", "is", null)]),
       ]),
     )
     .where("created_at", ">=", window.madeSince)
     .where("updated_at", "<", window.quietSince)
-    .where((eb) => eb.or([eb("reconciled_at", "is", null), eb("reconciled_at", "<", window.quietSince)]))
+    .where((eb) =>
+      eb.or([
+        eb("reconciled_at", "is", null),
+        eb(
+          "reconciled_at",
+          "<",
+          sql<Date>`least(${window.quietSince}::timestamptz, ${window.now}::timestamptz - (${window.now}::timestamptz - created_at) / 10)`,
+        ),
+      ]),
+    )
     .orderBy("reconciled_at", (ob) => ob.asc().nullsFirst())
     .orderBy("updated_at", "asc")
     .limit(limit)
