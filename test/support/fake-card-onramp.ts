@@ -15,7 +15,8 @@ import type { Fail, IdempotentResult, Reply } from "./fake-card-refunds.ts";
 
 // The crypto on-ramp part of the fake card provider (fake-card-provider.ts): Stripe's
 // /v1/crypto/onramp_sessions (create, retrieve) with their state, the answers the next creations
-// and reads give (`failNext`, `refuseNext`, `failRetrieve`), the inbound
+// and reads give (`failNext`, `refuseNext`, `failRetrieve`, `answerRetrieve`; `holdRetrieve` keeps
+// a read's answer until the test releases it), the inbound
 // `crypto.onramp_session_updated` events (`setStatus` alone moves a session without one: an event
 // lost), and the provider's delivery itself: `fulfil` sends real devnet crypto to the session's
 // wallet and names its transaction in the session, as the provider does at the end.
@@ -71,6 +72,13 @@ export interface OnrampHost {
   sign(event: CardEvent, secret: string): SignedDelivery;
 }
 
+/** A retrieve kept waiting by `holdRetrieve`: read when it arrives, answered on `release()`. */
+export interface RetrieveHold {
+  /** Resolves once the retrieve has arrived (and the session has been read). */
+  readonly reached: Promise<void>;
+  release(): void;
+}
+
 /** Where `fulfil` sends the crypto from, and how it reads the chain. */
 export interface OnrampDelivery {
   /** A funded devnet account (the provider's hot wallet). */
@@ -110,6 +118,10 @@ export class FakeCardOnramp {
   /** Retrieves still to fail, per session id. */
   readonly #failRetrieves = new Map<string, number>();
   #refusals: Array<{ message: string; extra: Json }> = [];
+  /** What the next retrieve of a session answers in its place, per session id. */
+  readonly #retrieveAnswers = new Map<string, Json>();
+  /** Retrieves to keep waiting, per session id. */
+  readonly #holds = new Map<string, { arrived(): void; released: Promise<void> }>();
 
   constructor(host: OnrampHost) {
     this.#host = host;
@@ -126,6 +138,31 @@ export class FakeCardOnramp {
    */
   failRetrieve(id: string, times = 3): void {
     this.#failRetrieves.set(id, times);
+  }
+
+  /**
+   * The next retrieve of session `id` answers 200 with `body` in place of the session (another
+   * session's object, a status the service does not know); later ones answer as usual.
+   */
+  answerRetrieve(id: string, body: Json): void {
+    this.#retrieveAnswers.set(id, body);
+  }
+
+  /**
+   * The next retrieve of session `id` is read when it arrives but answered only on `release()`,
+   * so a test can act between the caller's read and its use of the answer.
+   */
+  holdRetrieve(id: string): RetrieveHold {
+    let arrived = () => {};
+    const reached = new Promise<void>((resolve) => {
+      arrived = resolve;
+    });
+    let release = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    this.#holds.set(id, { arrived, released });
+    return { reached, release };
   }
 
   /** The next creation is refused: 400 `invalid_request_error` with this message. */
@@ -241,7 +278,15 @@ export class FakeCardOnramp {
         return fail(404, "invalid_request_error", `No such crypto.onramp_session: '${id}'`, {
           code: "resource_missing",
         });
-      return reply(200, session);
+      // The answer is what the session is as the request arrives, even when it is held.
+      const answer = this.#retrieveAnswers.get(id) ?? structuredClone(session);
+      this.#retrieveAnswers.delete(id);
+      const hold = this.#holds.get(id);
+      if (!hold) return reply(200, answer);
+      this.#holds.delete(id);
+      hold.arrived();
+      void hold.released.then(() => reply(200, answer));
+      return;
     }
     if (method !== "POST" || path !== ONRAMP_SESSIONS_PATH)
       return fail(404, "invalid_request_error", `Unrecognized request URL (${method}: ${path}).`);

@@ -9,6 +9,7 @@ import {
   type OnrampDelivery,
   type OnrampSessionObject,
   type OnrampStatus,
+  type RetrieveHold,
 } from "./fake-card-onramp.ts";
 import {
   FakeCardRefunds,
@@ -18,7 +19,13 @@ import {
   type RefundStatus,
 } from "./fake-card-refunds.ts";
 
-export type { Fulfilment, OnrampDelivery, OnrampSessionObject, OnrampStatus } from "./fake-card-onramp.ts";
+export type {
+  Fulfilment,
+  OnrampDelivery,
+  OnrampSessionObject,
+  OnrampStatus,
+  RetrieveHold,
+} from "./fake-card-onramp.ts";
 export type { RefundAnswer, RefundObject, RefundStatus } from "./fake-card-refunds.ts";
 
 // A local stand-in for the hosted card checkout provider (the Stripe Checkout API), on 127.0.0.1.
@@ -224,6 +231,16 @@ export class FakeCardProvider {
   /** The next `times` retrieves of on-ramp session `id` answer 500 (3: one read, the SDK's retries too). */
   failOnrampRetrieve(id: string, times = 3): void {
     this.#onramp.failRetrieve(id, times);
+  }
+
+  /** The next retrieve of on-ramp session `id` answers 200 with `body` in place of the session. */
+  answerOnrampRetrieve(id: string, body: Json): void {
+    this.#onramp.answerRetrieve(id, body);
+  }
+
+  /** The next retrieve of on-ramp session `id` is read on arrival, answered on `release()`. */
+  holdOnrampRetrieve(id: string): RetrieveHold {
+    return this.#onramp.holdRetrieve(id);
   }
 
   /** On-ramp requests: `create` (POST /v1/crypto/onramp_sessions) or `retrieve`. */

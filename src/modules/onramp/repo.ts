@@ -172,7 +172,11 @@ export async function toReconcile(
     .where("provider", "=", sql.lit("card"))
     .where((eb) =>
       eb.or([
-        eb("status", "in", UNENDED_ONRAMP_STATUSES.map((status) => sql.lit(status))),
+        eb(
+          "status",
+          "in",
+          UNENDED_ONRAMP_STATUSES.map((status) => sql.lit(status)),
+        ),
         eb.and([eb("status", "=", sql.lit(FULFILLED)), eb("transaction_id", "is", null)]),
       ]),
     )
