@@ -116,6 +116,9 @@ class ScriptedChain implements Network {
   fees(): never {
     throw new Error("not used by the watcher");
   }
+  ethTransferGas(): never {
+    throw new Error("not used by the watcher");
+  }
   signTransfer(): never {
     throw new Error("not used by the watcher");
   }

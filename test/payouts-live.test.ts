@@ -37,6 +37,7 @@ let devnet: Devnet;
 let t: TestApp;
 let chain: PublicClient;
 let fund: DevnetClients["fund"];
+let payer: DevnetClients["payer"];
 let usdcBalance: DevnetClients["usdcBalance"];
 
 const rpc = (method: string, params: unknown[]) => devnetRpc(devnet.rpcUrl, method, params);
@@ -50,7 +51,7 @@ async function restoreMining(): Promise<void> {
 beforeAll(async () => {
   devnet = await startDevnet();
   t = await startTestApp(liveNetworkEnv(devnet));
-  ({ chain, fund, usdcBalance } = devnetClients(devnet));
+  ({ chain, fund, payer, usdcBalance } = devnetClients(devnet));
 }, 120_000);
 
 afterAll(async () => {
@@ -203,6 +204,28 @@ describe("live payouts on the devnet", () => {
     expect(await ethBalance(destination)).toBe(parseEther("0.25"));
     const gasPaid = receipt.gasUsed * receipt.effectiveGasPrice;
     expect(await ethBalance(ws.eoaAddress)).toBe(parseEther("1") - parseEther("0.25") - gasPaid);
+  });
+
+  it("sends ETH to a contract whose receiving code needs more than 21,000 gas (a multisig, a smart wallet)", async () => {
+    const ws = await createWorkspace(t);
+    await fund(ws.eoaAddress, { ETH: "1" });
+    // Its code stores what it receives (CALLVALUE PUSH1 0 SSTORE STOP): 22,100 gas beyond the
+    // transfer's 21,000, as a wallet contract's event or proxy call costs some.
+    const deployed = await payer.deployContract({
+      abi: [],
+      bytecode: "0x6005600c60003960056000f33460005500",
+    });
+    const contract = (await chain.waitForTransactionReceipt({ hash: deployed })).contractAddress as Address;
+    const res = await payout(ws, { tokenSymbol: "ETH", amount: "0.25", destinationAddress: contract });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().payout).toMatchObject({ status: "completed" });
+    const receipt = await chain.getTransactionReceipt({ hash: res.json().payout.txHash });
+    expect(receipt.status).toBe("success");
+    expect(receipt.gasUsed).toBeGreaterThan(21_000n);
+    expect(await ethBalance(contract)).toBe(parseEther("0.25"));
+    expect(await chain.getStorageAt({ address: contract, slot: "0x0" })).toBe(
+      `0x${parseEther("0.25").toString(16).padStart(64, "0")}`,
+    );
   });
 
   it("an ERC-20 payout from an EOA without ETH → 400 INSUFFICIENT_GAS, and no transaction", async () => {

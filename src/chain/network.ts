@@ -35,6 +35,8 @@ export interface TransferRequest {
    * from the wallet at most, which is what the records reserve of its balance.
    */
   call?: ContractCall;
+  /** A plain ETH transfer's gas limit where 21,000 does not do (a contract recipient: ethTransferGas). */
+  gas?: bigint;
 }
 
 export interface ContractCall {
@@ -95,6 +97,11 @@ export interface Network {
   minedNonce(address: Hex, depth?: number): Promise<number>;
   /** What transactions signed now pay for gas; read before signing, outside any transaction. */
   fees(): Promise<FeeQuote>;
+  /**
+   * The gas limit of a plain ETH transfer of `amount` from `from` to `to`: 21,000 to an account
+   * without code; more to a contract (a multisig, a smart wallet), whose receiving code runs.
+   */
+  ethTransferGas(from: Hex, to: Hex, amount: bigint): Promise<bigint>;
   /** Signs without sending, so the caller can record the transaction before broadcast. */
   signTransfer(
     privateKey: Hex,

@@ -75,13 +75,21 @@ export class TransactionSender {
     // (transactions sent from the wallet by something other than this service).
     const pendingNonce = this.#network.pendingNonce(from);
     const fees = this.#network.fees();
-    pendingNonce.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
-    fees.catch(() => undefined);
+    // So is each plain ETH transfer's gas limit, which depends on whether its recipient has code.
+    const limited = Promise.all(
+      transfers.map(async (transfer) =>
+        transfer.token === "ETH" && !transfer.call && transfer.gas === undefined
+          ? { ...transfer, gas: await this.#network.ethTransferGas(from, transfer.to, transfer.amount) }
+          : transfer,
+      ),
+    );
+    // Each is awaited below; meanwhile a rejection is not an unhandled one.
+    for (const read of [pendingNonce, fees, limited]) read.catch(() => undefined);
     return this.#holdWallet(from, async () => {
       const recorded = await this.#signAndRecord(
         privateKey,
         from,
-        transfers,
+        await limited,
         await pendingNonce,
         await fees,
         options,

@@ -1,13 +1,16 @@
 import {
+  BaseError,
   type Chain,
   createPublicClient,
   encodeFunctionData,
   erc20Abi,
+  HttpRequestError,
   http,
   keccak256,
   type PublicClient,
   parseAbiItem,
   parseTransaction,
+  TimeoutError,
   TransactionNotFoundError,
   TransactionReceiptNotFoundError,
 } from "viem";
@@ -36,6 +39,8 @@ const TRANSFER_EVENT = parseAbiItem(
 /** Enough for an ERC-20 transfer on any common token; ETH transfers use exactly 21000. */
 const ERC20_TRANSFER_GAS = 100_000n;
 const ETH_TRANSFER_GAS = 21_000n;
+/** ETH to a contract whose receiving code the node could not measure (it reverts): the chain decides. */
+const CONTRACT_ETH_TRANSFER_GAS = 100_000n;
 
 const FEE_ESTIMATE_TTL_MS = 1_000;
 
@@ -237,6 +242,29 @@ export class EvmNetwork implements Network {
     }
   }
 
+  async ethTransferGas(from: Hex, to: Hex, amount: bigint): Promise<bigint> {
+    const code = await this.#client.getCode({ address: to });
+    if (!code || code === "0x") return ETH_TRANSFER_GAS;
+    // A contract's receiving code (a multisig's event, a proxy's delegatecall, a storage write)
+    // needs gas beyond the 21,000 a transfer to an account without code uses: measured, with half
+    // again as headroom for state that differs at inclusion; only the gas used is paid.
+    let estimate: bigint;
+    try {
+      estimate = await this.#client.estimateGas({ account: from, to, value: amount });
+    } catch (err) {
+      // A node that does not answer is an error of the send; one whose contract refuses ETH (or
+      // cannot be measured at this state) is sent with a fixed limit, so that the chain's receipt
+      // says what happened, as for any transfer that reverts.
+      if (
+        err instanceof BaseError &&
+        err.walk((e) => e instanceof HttpRequestError || e instanceof TimeoutError)
+      )
+        throw err;
+      return CONTRACT_ETH_TRANSFER_GAS;
+    }
+    return estimate + estimate / 2n;
+  }
+
   async signTransfer(
     privateKey: Hex,
     request: TransferRequest,
@@ -262,7 +290,12 @@ export class EvmNetwork implements Network {
     } else if (request.token === "ETH") {
       raw = await signTransaction({
         privateKey,
-        transaction: { ...common, to: request.to, value: request.amount, gas: ETH_TRANSFER_GAS },
+        transaction: {
+          ...common,
+          to: request.to,
+          value: request.amount,
+          gas: request.gas ?? ETH_TRANSFER_GAS,
+        },
       });
     } else {
       const tokenAddress = this.#tokenAddress.get(request.token);
