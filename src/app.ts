@@ -163,7 +163,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     const card = deps.config.card[environment];
     if (card) cardProviders[environment] = new CardProvider(card, deps.config.card.apiBase);
   }
-  const splits = new SplitsService(ctx);
+  const splits = new SplitsService(ctx, workspaces);
   const settlements = new SettlementsService(ctx);
   const payments = new PaymentsService(ctx, workspaces, splits, cardProviders);
   const refundShares = new RefundShares();
@@ -216,6 +216,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     pausedWorkspaces: () => payouts.pausedWorkspaces(),
     webhookBacklog: () => webhooks.backlog(),
     pools: () => poolStats(deps.db),
+    stuckOnrampSessions: () => onramp.stuck(),
   });
 
   registerErrorHandling(http);

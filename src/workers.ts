@@ -88,10 +88,10 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
     const funder = config.gasFunderKey
       ? [privateKeyToAccount(config.gasFunderKey as `0x${string}`).address]
       : [];
-    // A swap's proceeds reach its wallet from the router (uniswap.ts): not a payment.
-    const router = config.swap ? [config.swap.routerAddress] : [];
     const watcher = new ChainWatcher(ctx.db, network, ctx.log, ctx.now, {
-      ignoredSenders: [...funder, ...router],
+      ignoredSenders: funder,
+      // A swap's proceeds reach its wallet from the public router: the service's own are not payments.
+      ownTransactions: (transfers) => app.services.swaps.ownSwapTransactions(network.environment, transfers),
       // An on-ramp's delivery is credited to its session (onramp/confirm.ts), not taken for a payment.
       deliveries: (transfers) => app.services.onramp.deliveries(network.environment, transfers),
       pollIntervalMs: config.pollIntervalMs,

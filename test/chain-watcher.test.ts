@@ -2,14 +2,9 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { sql } from "kysely";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { BlockRef, Hex, IncomingTransfer, Network } from "../src/chain/network.ts";
+import { inChainOrder, transferOrdinals } from "../src/chain/transfer-order.ts";
 import { matchTransfers } from "../src/modules/payments/chain-repo.ts";
-import {
-  ChainWatcher,
-  followTime,
-  inChainOrder,
-  planConfirmations,
-  transferOrdinals,
-} from "../src/modules/payments/chain-watcher.ts";
+import { ChainWatcher, followTime, planConfirmations } from "../src/modules/payments/chain-watcher.ts";
 import * as repo from "../src/modules/payments/repo.ts";
 import { batchTransition } from "../src/modules/payments/transitions.ts";
 import { openDatabase } from "../src/platform/db/database.ts";
@@ -105,6 +100,9 @@ class ScriptedChain implements Network {
   }
 
   accountAt(): never {
+    throw new Error("not used by the watcher");
+  }
+  userOperationsIn(): never {
     throw new Error("not used by the watcher");
   }
   pendingNonce(): Promise<number> {
@@ -644,6 +642,7 @@ describe("chain watcher: pure steps", () => {
         detected_tx_hash: `0x${id}`,
         detected_log_index: 0,
         detected_block_hash: block,
+        gross_amount: "5000000",
       }) as PaymentRow;
     const plan = planConfirmations(
       [row("a", "0xa"), row("b", "0xb"), row("c", "0xc"), row("d", "0xd")],
@@ -653,7 +652,7 @@ describe("chain watcher: pure steps", () => {
     );
     expect(plan.confirm.map((d) => d.paymentId)).toEqual(["a"]);
     expect(plan.move.map((d) => [d.paymentId, d.block.hash])).toEqual([["d", "0xnew"]]);
-    expect(plan.revert).toEqual([{ paymentId: "c", txHash: "0xc", logIndex: 0 }]);
+    expect(plan.revert).toEqual([{ paymentId: "c", txHash: "0xc", logIndex: 0, gross: 5_000_000n }]);
   });
 });
 
@@ -752,7 +751,9 @@ describe("migration 012 on a database with history", () => {
           log_index: 9,
         },
       ]);
-      // The same transfer presented again at another log index (a reorg) is not claimed again.
+      // The same transfer presented again at another log index (a reorg) is not claimed again,
+      // with the later migrations applied too.
+      expect((await migrator("026_transfer_claims").migrateToLatest()).error).toBeUndefined();
       const again = await matchTransfers(
         db as never,
         "live",

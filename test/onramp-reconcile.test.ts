@@ -1,4 +1,5 @@
 import { describe, expect, it, vi } from "vitest";
+import { CONFIRM_MAX_SPACING_MS } from "../src/modules/onramp/confirm.ts";
 import { toConfirm } from "../src/modules/onramp/repo.ts";
 import { createWorkers } from "../src/workers.ts";
 import { createWorkspace, startTestApp } from "./support/app.ts";
@@ -160,7 +161,7 @@ describe("onramp.sessions: sessions whose provider events were lost", () => {
     });
     expect(await statusesOf(ws)).toEqual(["onramp.session.updated:fulfillment_complete"]);
     // What the chain job's confirmation (confirm.ts) takes next, as after the event itself.
-    const pending = await toConfirm(h.t.database.db, "live", 1000);
+    const pending = await toConfirm(h.t.database.db, "live", h.t.app.ctx.now(), CONFIRM_MAX_SPACING_MS, 1000);
     expect(pending.map((row) => row.id)).toContain(id);
     // Ended with its transaction named: no longer asked.
     await reconcileIn(30 * MINUTE);

@@ -124,6 +124,8 @@ export interface Network {
   /** Sends a signed transaction; sending one the node already knows is not an error. */
   broadcast(raw: Hex): Promise<void>;
   receipt(txHash: Hex): Promise<ReceiptStatus>;
+  /** The hashes of the ERC-4337 user operations a mined transaction carried (none: not a bundle, or not mined). */
+  userOperationsIn(txHash: Hex): Promise<Hex[]>;
   waitForReceipt(txHash: Hex, timeoutMs: number): Promise<ReceiptStatus>;
   close(): Promise<void>;
 }

@@ -1,4 +1,5 @@
 import { CARD_CURRENCY, isCryptoToken, splitFee, TOKEN_DECIMALS, type TokenSymbol } from "./money.ts";
+import { ownWalletProblem } from "./own-wallets.ts";
 import {
   descriptionProblem,
   httpUrlProblem,
@@ -55,6 +56,8 @@ export interface PaymentRequest {
 export interface SettlementFallback {
   workspaceSettlementAddress: string | null;
   accountSettlementAddress: string | null;
+  /** The workspace's receiving wallets: never where a crypto payment settles (own-wallets.ts). */
+  ownWallets?: ReadonlyArray<string | null>;
 }
 
 export type Validated<T> = { ok: true; value: T } | { ok: false; message: string };
@@ -145,6 +148,11 @@ export function validatePaymentRequest(
     fallback.accountSettlementAddress ??
     null;
   if (merchantWallet === null && method === "crypto") return fail(MESSAGES.noSettlementAddress);
+  if (merchantWallet !== null && method === "crypto") {
+    const field = absent(body.merchantWallet) ? "The settlement address (merchantWallet)" : "merchantWallet";
+    const problem = ownWalletProblem(field, merchantWallet, fallback.ownWallets ?? []);
+    if (problem) return fail(problem);
+  }
 
   const { fee, net } = splitFee(gross);
   return {

@@ -2,7 +2,8 @@
 // it decides an unmatched transfer's status, and the repo's compare-and-set takes `from` and `to`
 // from it. A transfer is open until the merchant attaches it to a payment (final) or returns it
 // to its sender; a return that fails leaves it open again, so nothing a payer sent is stranded. One
-// that turns out to be an on-ramp session's delivery is the session's (final).
+// that turns out to be an on-ramp session's delivery is the session's (final). An attachment a
+// reorganisation undid opens it again.
 
 export const UNMATCHED_STATUSES = ["open", "attached", "returned", "onramp"] as const;
 export type UnmatchedStatus = (typeof UNMATCHED_STATUSES)[number];
@@ -18,7 +19,12 @@ export type UnmatchedTrigger =
    * It was an on-ramp session's delivery, named by the provider after the watcher saw it (D17):
    * the session credits it, final.
    */
-  | "onramp_delivered";
+  | "onramp_delivered"
+  /**
+   * A reorganisation deeper than the confirmations dropped its transaction after it was attached:
+   * the payment waits again and the transfer is the merchant's to act on again (once mined again).
+   */
+  | "attachment_reverted";
 
 interface UnmatchedRule {
   from: UnmatchedStatus;
@@ -30,6 +36,7 @@ export const UNMATCHED_TRANSITIONS = {
   return_recorded: { from: "open", to: "returned" },
   return_failed: { from: "returned", to: "open" },
   onramp_delivered: { from: "open", to: "onramp" },
+  attachment_reverted: { from: "attached", to: "open" },
 } as const satisfies Record<UnmatchedTrigger, UnmatchedRule>;
 
 /** Whether the merchant may still act on a transfer in `status` (attach it, or return it). */

@@ -29,6 +29,7 @@ import type {
   TransferRequest,
 } from "../network.ts";
 import { chainOf } from "./chain-of.ts";
+import { userOperationsIn } from "./user-operations.ts";
 
 // The viem implementation of the Network port. Reads are batched over HTTP (one round trip for
 // many blocks); transactions are signed locally with an explicit nonce and broadcast raw.
@@ -372,6 +373,10 @@ export class EvmNetwork implements Network {
       if (err instanceof TransactionReceiptNotFoundError) return "not_found";
       throw err;
     }
+  }
+
+  userOperationsIn(txHash: Hex): Promise<Hex[]> {
+    return userOperationsIn(this.#client, txHash);
   }
 
   async waitForReceipt(txHash: Hex, timeoutMs: number): Promise<ReceiptStatus> {

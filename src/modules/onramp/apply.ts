@@ -62,15 +62,18 @@ export async function applySnapshot(
     if (!txHash || row.status !== session.status) return ignored;
     const filled = await repo.fillTransaction(trx, row.id, txHash, now);
     if (!filled) return ignored;
-    await inbox.claimForOnramp(trx, environment, { txHash, wallet: filled.wallet_address });
+    await inbox.onrampNamed(trx, environment, deliveryOf(filled, txHash));
     return { outcome: "applied: transaction named", changed: true };
   }
   // The watcher may have seen the delivery before the provider named it: it is this session's.
   if (moved.transaction_id)
-    await inbox.claimForOnramp(trx, environment, {
-      txHash: moved.transaction_id,
-      wallet: moved.wallet_address,
-    });
+    await inbox.onrampNamed(trx, environment, deliveryOf(moved, moved.transaction_id));
   await recordEvents(trx, [{ ...eventOf(moved), type: "onramp.session.updated" }]);
   return { outcome: "applied", changed: true };
 }
+
+const deliveryOf = (row: repo.OnrampRow, txHash: string) => ({
+  txHash,
+  wallet: row.wallet_address,
+  token: row.destination_currency,
+});

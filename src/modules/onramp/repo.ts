@@ -131,15 +131,36 @@ export async function moveStatus(
     .executeTakeFirst();
 }
 
-/** Fulfilled sessions not credited yet, least recently looked at first (what the confirmation job takes). */
-export async function toConfirm(db: Db, environment: Environment, limit: number): Promise<OnrampRow[]> {
+/**
+ * Fulfilled sessions not credited yet and not given up, least recently looked at first (what the
+ * confirmation job takes): each at most once per a tenth of the time since it last changed
+ * (fulfilled, or its transaction named), and at least once per `maxSpacingMs`.
+ */
+export async function toConfirm(
+  db: Db,
+  environment: Environment,
+  now: Date,
+  maxSpacingMs: number,
+  limit: number,
+): Promise<OnrampRow[]> {
   return db
     .selectFrom("onramp_sessions")
     .selectAll()
     .where("environment", "=", environment)
-    .where("status", "=", FULFILLED)
+    .where("status", "=", sql.lit(FULFILLED))
     .where("completed_at", "is", null)
+    .where("confirm_given_up_at", "is", null)
     .where("transaction_id", "is not", null)
+    .where((eb) =>
+      eb.or([
+        eb("confirm_checked_at", "is", null),
+        eb(
+          "confirm_checked_at",
+          "<",
+          sql<Date>`${now}::timestamptz - least(${`${maxSpacingMs} milliseconds`}::interval, (${now}::timestamptz - updated_at) / 10)`,
+        ),
+      ]),
+    )
     .orderBy("confirm_checked_at", (ob) => ob.asc().nullsFirst())
     .limit(limit)
     .execute();
@@ -148,6 +169,27 @@ export async function toConfirm(db: Db, environment: Environment, limit: number)
 /** Notes that the confirmation job looked at the session (it takes the least recently looked at first). */
 export async function markChecked(db: Db, id: string, at: Date): Promise<void> {
   await db.updateTable("onramp_sessions").set({ confirm_checked_at: at }).where("id", "=", id).execute();
+}
+
+/** The confirmation job stops looking for the session's transaction. */
+export async function giveUpConfirming(db: Db, id: string, at: Date): Promise<void> {
+  await db
+    .updateTable("onramp_sessions")
+    .set({ confirm_given_up_at: at, confirm_checked_at: at })
+    .where("id", "=", id)
+    .execute();
+}
+
+/** Locks the session for its credit; undefined when it is no longer fulfilled and uncredited. */
+export async function lockUncredited(trx: Db, id: string): Promise<OnrampRow | undefined> {
+  return trx
+    .selectFrom("onramp_sessions")
+    .selectAll()
+    .where("id", "=", id)
+    .where("status", "=", FULFILLED)
+    .where("completed_at", "is", null)
+    .forUpdate()
+    .executeTakeFirst();
 }
 
 /**
@@ -243,8 +285,9 @@ export async function credit(trx: Db, id: string, amount: bigint, at: Date): Pro
 }
 
 /**
- * Which of `txHashes` delivered on-ramp sessions in `environment`, as `txHash|wallet` (lower-case):
- * the watcher skips those transfers, and only those (a transaction may pay other wallets too).
+ * Which of `txHashes` delivered on-ramp sessions in `environment`, as `txHash|wallet|currency`
+ * (hash and wallet lower-case): the watcher claims those transfers for their sessions, and only
+ * those (a transaction may pay other wallets, or other tokens, too).
  */
 export async function onrampTransactions(
   db: Db,
@@ -254,7 +297,7 @@ export async function onrampTransactions(
   if (txHashes.length === 0) return new Set();
   const rows = await db
     .selectFrom("onramp_sessions")
-    .select(["transaction_id", "wallet_address"])
+    .select(["transaction_id", "wallet_address", "destination_currency"])
     .where("environment", "=", environment)
     .where(
       "transaction_id",
@@ -263,11 +306,19 @@ export async function onrampTransactions(
     )
     .execute();
   return new Set(
-    rows.flatMap((r) => (r.transaction_id ? [`${r.transaction_id}|${r.wallet_address.toLowerCase()}`] : [])),
+    rows.flatMap((r) =>
+      r.transaction_id
+        ? [`${r.transaction_id}|${r.wallet_address.toLowerCase()}|${r.destination_currency}`]
+        : [],
+    ),
   );
 }
 
-/** Sessions to `addresses` (lower-case) that may deliver unannounced: not ended and active since `since`, or fulfilled without a transaction named. */
+/**
+ * Sessions to `addresses` (lower-case) that may deliver unannounced, and how much: not ended, or
+ * fulfilled without a transaction named, changed since `since` (a hold is bounded in time), their
+ * destination amount known (only a transfer of that amount can be their delivery).
+ */
 export async function awaitingDelivery(
   db: Db,
   environment: Environment,
@@ -277,14 +328,38 @@ export async function awaitingDelivery(
   if (addresses.length === 0) return [];
   return db
     .selectFrom("onramp_sessions")
-    .select(["wallet_address", "destination_currency"])
+    .select(["id", "wallet_address", "destination_currency", "destination_amount"])
     .where("environment", "=", environment)
     .where((eb) => eb(eb.fn("lower", ["wallet_address"]), "in", addresses))
+    .where("updated_at", ">=", since)
+    .where("destination_amount", "is not", null)
     .where((eb) =>
       eb.or([
-        eb.and([eb("status", "in", UNENDED_ONRAMP_STATUSES), eb("updated_at", ">=", since)]),
+        eb("status", "in", UNENDED_ONRAMP_STATUSES),
         eb.and([eb("status", "=", FULFILLED), eb("transaction_id", "is", null)]),
       ]),
     )
     .execute();
+}
+
+/**
+ * Sessions made since `madeSince` that the provider fulfilled and that will not credit by
+ * themselves, counted by environment and why: `fulfilled_without_transaction` (no transaction
+ * named since before `namedBy`), `confirmation_given_up` (confirm.ts stopped looking).
+ */
+export async function stuckCounts(
+  db: Db,
+  window: { madeSince: Date; namedBy: Date },
+): Promise<Array<{ environment: string; reason: string; count: number }>> {
+  const rows = await sql<{ environment: string; reason: string; count: string }>`
+    SELECT environment,
+           CASE WHEN transaction_id IS NULL THEN 'fulfilled_without_transaction'
+                ELSE 'confirmation_given_up' END AS reason,
+           count(*) AS count
+    FROM onramp_sessions
+    WHERE status = ${sql.lit(FULFILLED)} AND completed_at IS NULL AND created_at >= ${window.madeSince}
+      AND ((transaction_id IS NULL AND updated_at < ${window.namedBy}) OR confirm_given_up_at IS NOT NULL)
+    GROUP BY 1, 2
+  `.execute(db);
+  return rows.rows.map((r) => ({ environment: r.environment, reason: r.reason, count: Number(r.count) }));
 }

@@ -5,7 +5,7 @@ import { sandboxTxHash } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { badRequest, notFound, ProviderError, serviceUnavailable } from "../../domain/errors.ts";
-import { formatAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
+import { type ChainToken, formatAmount, parseAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
 import { type OnrampRequest, validateOnrampRequest } from "../../domain/onramp-request.ts";
 import { FULFILLED } from "../../domain/onramp-state.ts";
 import { isUuid } from "../../domain/validation.ts";
@@ -31,8 +31,14 @@ import { eventOf, type OnrampView, onrampView } from "./view.ts";
 // (confirm.ts), announced with `onramp.completed`. The sandbox completes a session at once on the
 // simulated ledger.
 
-/** How long a session not ended may still deliver to its wallet unannounced (deliveries). */
+/**
+ * How long after its last change a session not ended (or fulfilled without its transaction named)
+ * may still deliver to its wallet unannounced: transfers of its amount are held from payments
+ * meanwhile (deliveries). One fulfilled and still unnamed after it counts as stuck (stuck()).
+ */
 const DELIVERY_WINDOW_MS = 3_600_000;
+/** How far back the stuck-sessions metric looks: a week, the reconciler's window too. */
+const STUCK_WINDOW_MS = 7 * 24 * 3_600_000;
 /** The sandbox's sessions name the network a live one would (D17's destinationNetwork). */
 const NETWORK = "ethereum";
 
@@ -199,6 +205,15 @@ export class OnrampService {
     return reconcileSessions(this.#ctx, this.#providers, this.#inbox);
   }
 
+  /** The onramp_sessions_stuck metric's counts (a gauge read when scraped). */
+  stuck() {
+    const now = this.#ctx.now().getTime();
+    return repo.stuckCounts(this.#ctx.db, {
+      madeSince: new Date(now - STUCK_WINDOW_MS),
+      namedBy: new Date(now - DELIVERY_WINDOW_MS),
+    });
+  }
+
   /** Credits the fulfilled sessions whose transaction the chain now confirms; how many (a job's tick). */
   confirm(environment: Environment): Promise<number> {
     const network = this.#ctx.networks[environment];
@@ -208,12 +223,13 @@ export class OnrampService {
 
   /**
    * What of a scan's incoming transfers on-ramp sessions account for (the chain watcher's question):
-   * - `named`: deliveries a session names (`txHash|wallet`, lower-case): not payments at all;
-   * - `expected`: wallets and tokens (`wallet|token`) that may be receiving a delivery not named
-   *   yet (a session of theirs made or moved within the hour and not ended, or fulfilled without
-   *   its transaction named). Their transfers are not matched to payments meanwhile (the unmatched
-   *   inbox holds them: the session claims its own, the merchant can attach the others); a session
-   *   abandoned for an hour holds nothing.
+   * - `named`: deliveries a session names (`txHash|wallet|currency`, lower-case): the sessions';
+   * - `expected`: transfers that may be a delivery not named yet (`wallet|currency|units` → the
+   *   session): of a session's currency, to its wallet, of exactly its destination amount, while
+   *   it is not ended (or fulfilled without its transaction named) and has changed within the hour.
+   *   Those pay no payment meanwhile (the inbox holds them: the session claims its own, the merchant
+   *   can attach the others); any other transfer pays its payment, so a session never stops a
+   *   payer's transfer from paying, and a session quiet for an hour holds nothing.
    */
   async deliveries(environment: Environment, transfers: readonly IncomingTransfer[]): Promise<Deliveries> {
     const since = new Date(this.#ctx.now().getTime() - DELIVERY_WINDOW_MS);
@@ -226,9 +242,12 @@ export class OnrampService {
       ),
       repo.awaitingDelivery(this.#ctx.db, environment, wallets, since),
     ]);
-    const expected = new Set(
-      open.map((row) => `${row.wallet_address.toLowerCase()}|${row.destination_currency}`),
-    );
+    const expected = new Map<string, string>();
+    for (const row of open) {
+      const currency = row.destination_currency as ChainToken;
+      const units = parseAmount(row.destination_amount, TOKEN_DECIMALS[currency]);
+      if (units !== null) expected.set(`${row.wallet_address.toLowerCase()}|${currency}|${units}`, row.id);
+    }
     return { named, expected };
   }
 }

@@ -2,11 +2,17 @@ import { type Kysely, sql } from "kysely";
 import type { BlockRef, IncomingTransfer } from "../../chain/network.ts";
 import * as sent from "../../chain/sent-transactions.ts";
 import type { Environment } from "../../config.ts";
+import { splitFee } from "../../domain/money.ts";
 import { UNSETTLED_STATUSES } from "../../domain/payment-state.ts";
+import { firstClaim } from "../../domain/transfer-claim.ts";
 import type { UnsettledPayment } from "../../domain/unsettled-payments.ts";
 import { newestFirst } from "../../platform/db/page.ts";
 import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
+import * as claims from "./claims-repo.ts";
 import type { BatchTransition } from "./transitions.ts";
+import * as unmatchedRepo from "./unmatched-repo.ts";
+
+type UnmatchedRow = unmatchedRepo.UnmatchedRow;
 
 // SQL of the live crypto rail: the watcher's cursor, matching transfers to payments, unmatched
 // transfers, and the payments in flight between detection and settlement. The watcher's writes
@@ -14,6 +20,9 @@ import type { BatchTransition } from "./transitions.ts";
 // transfers costs a few statements, not a few round trips each.
 
 type Db = Kysely<DatabaseSchema>;
+
+/** The claim a transfer that goes on to a payment or the inbox starts with. */
+const INBOX = firstClaim(false);
 
 export async function readCursor(
   db: Db,
@@ -48,10 +57,12 @@ export async function writeCursor(
 export interface ObservedTransfer extends IncomingTransfer {
   workspaceId: string | null;
   /**
-   * False: recorded as unmatched whatever payment it would match (an on-ramp may be delivering to
-   * its wallet: its session, not a payment, may be what it pays).
+   * Set: it pays no payment, whatever payment it would match, and is recorded in the unmatched
+   * inbox with this reason (sent from the workspace's own wallet; may be an on-ramp's delivery).
    */
-  matchable?: boolean;
+  heldBecause?: string;
+  /** An on-ramp session names its transaction: claimed as the session's, neither a payment nor an inbox item. */
+  onramp?: boolean;
   /**
    * The n-th (from 0) transfer of its token to its recipient within its transaction. With the
    * transaction it identifies the transfer across reorgs, which can change the log index.
@@ -67,8 +78,10 @@ export interface MatchResult {
 }
 
 /**
- * Accounts for the transfers of a block range in ONE statement (D5):
- * 1. `claimed`: every transfer is inserted into observed_transfers, ON CONFLICT DO NOTHING. Only
+ * Accounts for the transfers of a block range in ONE statement (D5), and a second one that marks
+ * the claims of what it detected as payments':
+ * 1. `claimed`: every transfer is inserted into observed_transfers, ON CONFLICT DO NOTHING, claimed
+ *    as the inbox's (or as an on-ramp session's, when one names it: then it goes no further). Only
  *    the transfers this statement inserted go on, so one seen before (a rescan, or a reorg that
  *    re-included its transaction at another log index) is skipped, and an instance racing on the
  *    same transfer waits for the other's commit and then skips it.
@@ -78,9 +91,10 @@ export interface MatchResult {
  *    to that transaction) and numbers them oldest first. The n-th transfer pairs with the n-th
  *    payment, so each payment is matched at most once and each transfer to at most one payment.
  * 3. `detected` moves the paired payments (compare-and-set on the rule's `from`); `unmatched`
- *    records every claimed transfer that moved no payment.
- * The result has a row per claimed transfer, in input order; the caller writes the events.
- * `transfers` must be in chain order, without repeats.
+ *    records every claimed transfer that moved no payment, with its reason (a held transfer's own,
+ *    else `unmatchedReason`).
+ * The result has a row per transfer claimed for the inbox or a payment, in input order; the caller
+ * writes the events. `transfers` must be in chain order, without repeats.
  */
 export async function matchTransfers(
   trx: Db,
@@ -105,23 +119,28 @@ export async function matchTransfers(
         ${column((t) => t.to)}::text[],
         ${column((t) => t.workspaceId)}::uuid[],
         ${column((t) => t.ordinal)}::int[],
-        ${column((t) => t.matchable !== false)}::bool[]
+        ${column((t) => t.heldBecause === undefined)}::bool[],
+        ${column((t) => t.heldBecause ?? unmatchedReason)}::text[],
+        ${column((t) => firstClaim(t.onramp === true))}::text[]
       ) WITH ORDINALITY AS o(tx_hash, log_index, block_number, block_hash, token_symbol, amount,
-                             from_address, to_address, workspace_id, ordinal, matchable, position)
+                             from_address, to_address, workspace_id, ordinal, matchable, reason,
+                             claim, position)
     ),
     claimed AS (
       INSERT INTO observed_transfers (environment, tx_hash, token_symbol, to_address, ordinal,
-                                      log_index, block_number)
-      SELECT ${environment}, tx_hash, token_symbol, lower(to_address), ordinal, log_index, block_number
+                                      log_index, block_number, claim)
+      SELECT ${environment}, tx_hash, token_symbol, lower(to_address), ordinal, log_index, block_number,
+             claim
       FROM observed ORDER BY position
       ON CONFLICT DO NOTHING
-      RETURNING tx_hash, log_index
+      RETURNING tx_hash, log_index, claim
     ),
     fresh AS (
       SELECT o.*, lower(o.to_address) AS address,
              row_number() OVER (PARTITION BY lower(o.to_address), o.token_symbol, o.amount, o.matchable
                                 ORDER BY o.position) AS rank
       FROM observed o JOIN claimed c USING (tx_hash, log_index)
+      WHERE c.claim = ${sql.lit(INBOX)}
     ),
     wanted AS (
       SELECT address, token_symbol, amount, count(*) AS n FROM fresh WHERE matchable
@@ -165,7 +184,7 @@ export async function matchTransfers(
       INSERT INTO unmatched_transfers (workspace_id, environment, token_symbol, amount, from_address,
                                        to_address, tx_hash, log_index, block_number, reason)
       SELECT f.workspace_id, ${environment}, f.token_symbol, f.amount, f.from_address,
-             f.to_address, f.tx_hash, f.log_index, f.block_number, ${unmatchedReason}
+             f.to_address, f.tx_hash, f.log_index, f.block_number, f.reason
       FROM fresh f
       WHERE NOT EXISTS (
         SELECT 1 FROM detected d WHERE d.detected_tx_hash = f.tx_hash AND d.detected_log_index = f.log_index
@@ -176,10 +195,13 @@ export async function matchTransfers(
     LEFT JOIN detected d ON d.detected_tx_hash = f.tx_hash AND d.detected_log_index = f.log_index
     ORDER BY f.position
   `.execute(trx);
-  return result.rows.map(({ transfer_index, matched, ...payment }) => ({
+  const results = result.rows.map(({ transfer_index, matched, ...payment }) => ({
     index: transfer_index,
     payment: matched ? payment : null,
   }));
+  const paid = results.flatMap((r) => (r.payment ? [transfers[r.index] as ObservedTransfer] : []));
+  await claims.moveClaims(trx, environment, paid, "payment_detected");
+  return results;
 }
 
 /** A detection as the watcher checked it against the chain: still included at `block`. */
@@ -244,48 +266,81 @@ export async function moveDetections(
   `.execute(trx);
 }
 
+/** A detection whose transfer left the chain, with the amount the payment asked for. */
+export interface RevertedDetection {
+  paymentId: string;
+  txHash: string;
+  logIndex: number;
+  /** The payment's gross amount: its fee and net are computed on it again. */
+  gross: bigint;
+}
+
 /**
- * The detecting transfers left the chain: moves the payments by `rule` (back to waiting), forgets
- * the detections and gives back the transfers' claims in observed_transfers, so a transfer that
- * is mined again is matched again. Same compare-and-set as confirmDetections. Returns the rows moved.
+ * The detecting transfers left the chain: moves the payments by `rule` (back to waiting) and
+ * forgets the detections. A payment the merchant had attached an inbox transfer to (D19) also
+ * forgets what that transfer carried (amountReceived; its fee and net are the gross's again), and
+ * the transfer is open in the inbox again, still claimed as the inbox's, so that it is attached
+ * again (once it is mined again) rather than recorded twice. The other transfers' claims are given
+ * back, so that one mined again is matched again. Same compare-and-set as confirmDetections; in
+ * this order: payments, inbox items, claims. Returns the payments moved and the reopened transfers.
  */
 export async function revertDetections(
   trx: Db,
   environment: Environment,
-  detections: ReadonlyArray<Omit<CheckedDetection, "block">>,
+  detections: readonly RevertedDetection[],
   rule: BatchTransition,
   at: Date,
-): Promise<PaymentRow[]> {
-  if (detections.length === 0) return [];
-  const result = await sql<PaymentRow>`
-    WITH reverted AS (
-      UPDATE payments p
-      SET status = ${sql.lit(rule.to)},
-          detected_tx_hash = NULL,
-          detected_log_index = NULL,
-          detected_block = NULL,
-          detected_block_hash = NULL,
-          payer_address = NULL,
-          detected_at = NULL,
-          updated_at = ${at}
-      FROM unnest(
-        ${detections.map((d) => d.paymentId)}::uuid[],
-        ${detections.map((d) => d.txHash)}::text[],
-        ${detections.map((d) => d.logIndex)}::int[]
-      ) AS r(payment_id, tx_hash, log_index)
-      WHERE p.id = r.payment_id AND p.status = ${sql.lit(rule.from)}
-        AND p.detected_tx_hash = r.tx_hash AND p.detected_log_index = r.log_index
-      RETURNING p.*, r.tx_hash AS released_tx_hash, r.log_index AS released_log_index
-    ),
-    released AS (
-      DELETE FROM observed_transfers o
-      USING reverted r
-      WHERE o.environment = ${environment}
-        AND o.tx_hash = r.released_tx_hash AND o.log_index = r.released_log_index
-    )
-    SELECT * FROM reverted
+): Promise<{ payments: PaymentRow[]; reopened: UnmatchedRow[] }> {
+  if (detections.length === 0) return { payments: [], reopened: [] };
+  const amounts = detections.map((d) => splitFee(d.gross));
+  const result = await sql<PaymentRow & { released_tx_hash: string; released_log_index: number }>`
+    UPDATE payments p
+    SET status = ${sql.lit(rule.to)},
+        detected_tx_hash = NULL,
+        detected_log_index = NULL,
+        detected_block = NULL,
+        detected_block_hash = NULL,
+        payer_address = NULL,
+        detected_at = NULL,
+        amount_received = NULL,
+        fee_amount = r.fee,
+        net_amount = r.net,
+        updated_at = ${at}
+    FROM unnest(
+      ${detections.map((d) => d.paymentId)}::uuid[],
+      ${detections.map((d) => d.txHash)}::text[],
+      ${detections.map((d) => d.logIndex)}::int[],
+      ${amounts.map((a) => a.fee.toString())}::numeric[],
+      ${amounts.map((a) => a.net.toString())}::numeric[]
+    ) AS r(payment_id, tx_hash, log_index, fee, net)
+    WHERE p.id = r.payment_id AND p.status = ${sql.lit(rule.from)}
+      AND p.detected_tx_hash = r.tx_hash AND p.detected_log_index = r.log_index
+    RETURNING p.*, r.tx_hash AS released_tx_hash, r.log_index AS released_log_index
   `.execute(trx);
-  return result.rows;
+  const reverted = result.rows.map(({ released_tx_hash, released_log_index, ...payment }) => ({
+    payment,
+    place: { txHash: released_tx_hash, logIndex: released_log_index },
+  }));
+  const reopened = await unmatchedRepo.reopenAttached(
+    trx,
+    reverted.map((r) => r.payment.id),
+  );
+  // An attached payment's detection is its transfer's first-seen place.
+  const placeOf = (p: { txHash: string; logIndex: number }) => `${p.txHash}|${p.logIndex}`;
+  const attached = new Set(reopened.map((u) => placeOf({ txHash: u.tx_hash, logIndex: u.log_index })));
+  const places = reverted.map((r) => r.place);
+  await claims.moveClaimsAt(
+    trx,
+    environment,
+    places.filter((p) => attached.has(placeOf(p))),
+    "attachment_reverted",
+  );
+  await claims.releaseClaimsAt(
+    trx,
+    environment,
+    places.filter((p) => !attached.has(placeOf(p))),
+  );
+  return { payments: reverted.map((r) => r.payment), reopened };
 }
 
 export async function paymentsInStatus(

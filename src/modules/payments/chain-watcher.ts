@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { FastifyBaseLogger } from "fastify";
 import type { BlockRef, Hex, IncomingTransfer, Network } from "../../chain/network.ts";
+import { inChainOrder, transferOrdinals } from "../../chain/transfer-order.ts";
 import type { Environment } from "../../config.ts";
 import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
 import type { Db } from "../../platform/db/database.ts";
@@ -51,15 +52,23 @@ const REVERT = batchTransition("detection_reverted");
 
 /**
  * Transfers of a scan that on-ramp sessions account for (onramp/service.ts): `named` deliveries
- * (`txHash|recipient`, lower-case) are not payments; transfers to an `expected` wallet and token
- * (`recipient|token`) may be a delivery not named yet, so they pay no payment (the inbox holds them).
+ * (`txHash|recipient|token`, lower-case) are the sessions' (claimed as theirs, not payments);
+ * `expected` transfers (`recipient|token|amount`) may be a delivery not named yet: they pay no
+ * payment (the inbox holds them), and the value names the session, for the log.
  */
 export interface Deliveries {
   named: ReadonlySet<string>;
-  expected: ReadonlySet<string>;
+  expected: ReadonlyMap<string, string>;
 }
 
-const NO_DELIVERIES: Deliveries = { named: new Set(), expected: new Set() };
+/** Why a transfer from one of its own workspace's wallets is in the inbox: it never pays a payment. */
+export const OWN_WALLET_REASON = "sent from a wallet of this workspace: never a payment";
+
+/** Why a transfer that may be an on-ramp session's delivery is in the inbox (the session named). */
+export const onrampHoldReason = (sessionId: string) =>
+  `may be the delivery of on-ramp session ${sessionId}: held from payments`;
+
+const NO_DELIVERIES: Deliveries = { named: new Set(), expected: new Map() };
 
 export class ChainWatcher {
   readonly #db: Db;
@@ -69,14 +78,19 @@ export class ChainWatcher {
   readonly #environment: Environment;
   readonly #ignoredSenders: Set<string>;
   readonly #deliveries: ((transfers: readonly IncomingTransfer[]) => Promise<Deliveries>) | undefined;
+  readonly #ownTransactions:
+    | ((transfers: readonly IncomingTransfer[]) => Promise<ReadonlySet<string>>)
+    | undefined;
   /** How long a tick keeps following the head (see HEAD_POLL_MS). */
   readonly #followMs: number;
   readonly #metrics: Metrics | undefined;
 
   /**
-   * `ignoredSenders`: the service's own accounts whose transfers are not payments: the gas
-   * funder (top-ups), the swap router (what a swap bought). `deliveries`: which of a scan's transfers
-   * on-ramp sessions account for (Deliveries).
+   * `ignoredSenders`: the service's own accounts whose transfers are not payments (the gas
+   * funder's top-ups). `ownTransactions`: which of a scan's transfers the service's own recorded
+   * transactions made (what a swap bought reaches its wallet from the public router: only the
+   * service's own swaps are skipped, by transaction, never every transfer from the router).
+   * `deliveries`: which of a scan's transfers on-ramp sessions account for (Deliveries).
    * `pollIntervalMs`: the interval of the job that ticks this watcher; without it a tick scans
    * once and does not follow the head.
    */
@@ -87,12 +101,14 @@ export class ChainWatcher {
     now: () => Date,
     options: {
       ignoredSenders?: readonly string[];
+      ownTransactions?: (transfers: readonly IncomingTransfer[]) => Promise<ReadonlySet<string>>;
       deliveries?: (transfers: readonly IncomingTransfer[]) => Promise<Deliveries>;
       pollIntervalMs?: number;
       metrics?: Metrics;
     } = {},
   ) {
     this.#deliveries = options.deliveries;
+    this.#ownTransactions = options.ownTransactions;
     this.#metrics = options.metrics;
     this.#ignoredSenders = new Set((options.ignoredSenders ?? []).map((a) => a.toLowerCase()));
     this.#followMs = followTime(options.pollIntervalMs);
@@ -170,30 +186,21 @@ export class ChainWatcher {
         this.#network.block(to),
       ]);
       if (!toBlock) return;
-      const forPayments: chainRepo.ObservedTransfer[] = [];
       const forWallets: Array<[AgentWallet, IncomingTransfer]> = [];
-      const deliveries =
-        this.#deliveries && transfers.length > 0 ? await this.#deliveries(transfers) : NO_DELIVERIES;
+      const forPayments: Array<IncomingTransfer & { ordinal: number }> = [];
+      // Ordinals over every transfer of the range, before any is set aside: they identify transfers.
       const ordered = inChainOrder(transfers);
       const ordinals = transferOrdinals(ordered);
       ordered.forEach((transfer, i) => {
-        const address = transfer.to.toLowerCase();
-        const wallet = agentWallet.get(address);
+        const wallet = agentWallet.get(transfer.to.toLowerCase());
         if (wallet) forWallets.push([wallet, transfer]);
-        else if (
-          !this.#ignoredSenders.has(transfer.from.toLowerCase()) &&
-          !deliveries.named.has(`${transfer.txHash.toLowerCase()}|${address}`)
-        )
-          forPayments.push({
-            ...transfer,
-            matchable: !deliveries.expected.has(`${address}|${transfer.token}`),
-            workspaceId: owner.get(address) ?? null,
-            ordinal: ordinals[i] ?? 0,
-          });
+        else if (!this.#ignoredSenders.has(transfer.from.toLowerCase()))
+          forPayments.push({ ...transfer, ordinal: ordinals[i] ?? 0 });
       });
+      const observed = await this.#observe(forPayments, (address) => owner.get(address) ?? null);
       const detected = await this.#db.transaction().execute(async (trx) => {
         for (const [wallet, transfer] of forWallets) await this.#walletBalanceChanged(trx, wallet, transfer);
-        const detected = await this.#detect(trx, forPayments);
+        const detected = await this.#detect(trx, observed);
         await chainRepo.writeCursor(trx, this.#environment, toBlock.number, toBlock.hash);
         return detected;
       });
@@ -202,6 +209,51 @@ export class ChainWatcher {
       from = to + 1n;
     }
     return cursor.block;
+  }
+
+  /**
+   * What each transfer to a receiving wallet is to the watcher: skipped (the service's own swap),
+   * an on-ramp session's named delivery, held from payments (sent from its own workspace's wallet,
+   * or possibly a session's delivery not named yet: each logged), or free to pay a payment.
+   * `ownerOf`: the workspace whose receiving wallet (EOA or smart wallet) a lower-case address is,
+   * null for none. (An agent wallet's transfer may pay its workspace: an agent is a payer.)
+   */
+  async #observe(
+    transfers: ReadonlyArray<IncomingTransfer & { ordinal: number }>,
+    ownerOf: (address: string) => string | null,
+  ): Promise<chainRepo.ObservedTransfer[]> {
+    if (transfers.length === 0) return [];
+    const [deliveries, own] = await Promise.all([
+      this.#deliveries ? this.#deliveries(transfers) : NO_DELIVERIES,
+      this.#ownTransactions ? this.#ownTransactions(transfers) : new Set<string>(),
+    ]);
+    const observed: chainRepo.ObservedTransfer[] = [];
+    for (const transfer of transfers) {
+      const txHash = transfer.txHash.toLowerCase();
+      if (own.has(txHash)) continue;
+      const to = transfer.to.toLowerCase();
+      const workspaceId = ownerOf(to);
+      const seen = { ...transfer, workspaceId };
+      if (deliveries.named.has(`${txHash}|${to}|${transfer.token}`)) {
+        observed.push({ ...seen, onramp: true });
+        continue;
+      }
+      if (workspaceId !== null && ownerOf(transfer.from.toLowerCase()) === workspaceId) {
+        observed.push({ ...seen, heldBecause: OWN_WALLET_REASON });
+        continue;
+      }
+      const session = deliveries.expected.get(`${to}|${transfer.token}|${transfer.amount}`);
+      if (session !== undefined) {
+        this.#log.info(
+          { txHash, token: transfer.token, to, amount: transfer.amount.toString(), onrampId: session },
+          "transfer held from payments: it may be an on-ramp session's delivery",
+        );
+        observed.push({ ...seen, heldBecause: onrampHoldReason(session) });
+        continue;
+      }
+      observed.push(seen);
+    }
+    return observed;
   }
 
   /** Claims and matches a block range's transfers; records the detections' events with them. */
@@ -271,13 +323,24 @@ export class ChainWatcher {
       const confirmed = await chainRepo.confirmDetections(trx, plan.confirm, CONFIRM, now);
       if (CONFIRM.event) await emitPaymentEvents(trx, confirmed, CONFIRM.event);
       await chainRepo.moveDetections(trx, plan.move, CONFIRM);
-      const reverted = await chainRepo.revertDetections(trx, this.#environment, plan.revert, REVERT, now);
+      const { payments: reverted, reopened } = await chainRepo.revertDetections(
+        trx,
+        this.#environment,
+        plan.revert,
+        REVERT,
+        now,
+      );
       if (REVERT.event) await emitPaymentEvents(trx, reverted, REVERT.event);
       const revertedTx = new Map(plan.revert.map((d) => [d.paymentId, d.txHash]));
       for (const row of reverted)
         this.#log.warn(
           { paymentId: row.id, txHash: revertedTx.get(row.id) },
           "detection reverted by a reorg",
+        );
+      for (const row of reopened)
+        this.#log.warn(
+          { unmatchedId: row.id, txHash: row.tx_hash },
+          "attached transfer dropped by a reorg: its payment waits again, the transfer is open in the inbox",
         );
       return { confirmed, reverted };
     });
@@ -294,44 +357,13 @@ export function followTime(intervalMs: number | undefined): number {
   return Math.max(0, Math.min(MAX_FOLLOW_MS, intervalMs - FOLLOW_MARGIN_MS));
 }
 
-/** Chain order (block, then log index; a block's native transfers first), each transfer once. */
-export function inChainOrder(transfers: readonly IncomingTransfer[]): IncomingTransfer[] {
-  const seen = new Set<string>();
-  const unique = transfers.filter((t) => {
-    const key = `${t.txHash}:${t.logIndex}`;
-    if (seen.has(key)) return false;
-    seen.add(key);
-    return true;
-  });
-  // Stable: native transfers (all log index -1) keep their transaction order within a block.
-  return unique.sort((a, b) =>
-    a.blockNumber === b.blockNumber ? a.logIndex - b.logIndex : a.blockNumber < b.blockNumber ? -1 : 1,
-  );
-}
-
-/**
- * Each transfer's place within its transaction: the n-th (from 0) transfer of its token to its
- * recipient there. A reorg that re-includes the transaction in another block, or at another
- * position, changes the transfers' log indexes but not this, so (transaction, token, recipient,
- * ordinal) identifies a transfer across rescans. `transfers` in chain order, without repeats.
- */
-export function transferOrdinals(transfers: readonly IncomingTransfer[]): number[] {
-  const counts = new Map<string, number>();
-  return transfers.map((t) => {
-    const key = `${t.txHash.toLowerCase()} ${t.token} ${t.to.toLowerCase()}`;
-    const ordinal = counts.get(key) ?? 0;
-    counts.set(key, ordinal + 1);
-    return ordinal;
-  });
-}
-
 export interface ConfirmationPlan {
   /** Enough confirmations: → confirmed, at the block the transfer is in now. */
   confirm: chainRepo.CheckedDetection[];
   /** Still waiting, but the transfer is now in another block (a reorg re-included it). */
   move: chainRepo.CheckedDetection[];
   /** The transfer is no longer in the chain: → pending again. */
-  revert: Array<Omit<chainRepo.CheckedDetection, "block">>;
+  revert: chainRepo.RevertedDetection[];
 }
 
 /**
@@ -354,7 +386,7 @@ export function planConfirmations(
       logIndex: payment.detected_log_index,
     };
     const block = included[i];
-    if (!block) plan.revert.push(detection);
+    if (!block) plan.revert.push({ ...detection, gross: BigInt(payment.gross_amount) });
     else if (headNumber - block.number + 1n >= BigInt(required)) plan.confirm.push({ ...detection, block });
     else if (block.hash !== payment.detected_block_hash) plan.move.push({ ...detection, block });
   });

@@ -99,6 +99,7 @@ export class PaymentsService {
     const validated = validatePaymentRequest(body, {
       workspaceSettlementAddress: workspace.settlementAddress,
       accountSettlementAddress: this.#ctx.config.accountSettlementAddress ?? null,
+      ownWallets: [workspace.eoaAddress, workspace.smartWalletAddress],
     });
     if (!validated.ok) throw badRequest(validated.message);
     const request = validated.value;

@@ -48,33 +48,61 @@ export async function moveUnmatched(
 }
 
 /**
- * Moves the open transfers of transaction `txHash` (lower-case) to `to` (lower-case) by `trigger`;
- * answers the statuses of all its transfers to `to` afterwards.
+ * The transfers attached to `paymentIds` whose detection a reorganisation reverted: open again
+ * (attachment_reverted), in the revert's transaction. The reopened rows.
+ */
+export async function reopenAttached(db: Db, paymentIds: readonly string[]): Promise<UnmatchedRow[]> {
+  if (paymentIds.length === 0) return [];
+  const rule = UNMATCHED_TRANSITIONS.attachment_reverted;
+  return db
+    .updateTable("unmatched_transfers")
+    .set({ status: rule.to, payment_id: null, resolved_at: null })
+    .where("payment_id", "in", [...paymentIds])
+    .where("status", "=", rule.from)
+    .returningAll()
+    .execute();
+}
+
+/** The transfers of transaction `txHash` (lower-case) to `to` (lower-case) of `token`, locked. */
+export async function lockOfTransaction(
+  db: Db,
+  environment: Environment,
+  transfer: { txHash: string; to: string; token: string },
+): Promise<UnmatchedRow[]> {
+  return db
+    .selectFrom("unmatched_transfers")
+    .selectAll()
+    .where("environment", "=", environment)
+    .where("tx_hash", "=", transfer.txHash)
+    .where((eb) => eb(eb.fn("lower", ["to_address"]), "=", transfer.to))
+    .where("token_symbol", "=", transfer.token)
+    .orderBy("id")
+    .forUpdate()
+    .execute();
+}
+
+/**
+ * Moves the open transfers of transaction `txHash` (lower-case) to `to` (lower-case) of `token` by
+ * `trigger`; the rows it moved.
  */
 export async function moveUnmatchedOfTransaction(
   db: Db,
   environment: Environment,
-  transfer: { txHash: string; to: string },
+  transfer: { txHash: string; to: string; token: string },
   trigger: UnmatchedTrigger,
   at: Date,
-): Promise<string[]> {
+): Promise<UnmatchedRow[]> {
   const rule = UNMATCHED_TRANSITIONS[trigger];
-  await db
+  return db
     .updateTable("unmatched_transfers")
     .set({ status: rule.to, resolved_at: at })
     .where("environment", "=", environment)
     .where("tx_hash", "=", transfer.txHash)
     .where((eb) => eb(eb.fn("lower", ["to_address"]), "=", transfer.to))
+    .where("token_symbol", "=", transfer.token)
     .where("status", "=", rule.from)
+    .returningAll()
     .execute();
-  const rows = await db
-    .selectFrom("unmatched_transfers")
-    .select("status")
-    .where("environment", "=", environment)
-    .where("tx_hash", "=", transfer.txHash)
-    .where((eb) => eb(eb.fn("lower", ["to_address"]), "=", transfer.to))
-    .execute();
-  return rows.map((row) => row.status);
 }
 
 /** A sandbox payer's transfer (D19), recorded in the inbox as the watcher records a live one: an INSERT … RETURNING * for the caller's statement. */

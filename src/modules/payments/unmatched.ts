@@ -7,12 +7,14 @@ import { badRequest, conflict, forbidden, notFound, serviceUnavailable } from ".
 import { splitFee } from "../../domain/money.ts";
 import { type PaymentStatus, transition } from "../../domain/payment-state.ts";
 import { validateSandboxCredit } from "../../domain/sandbox-credit.ts";
-import { isActionable, UNMATCHED_TRANSITIONS, type UnmatchedStatus } from "../../domain/unmatched-state.ts";
+import { onrampMayCredit } from "../../domain/transfer-claim.ts";
+import { isActionable, type UnmatchedStatus } from "../../domain/unmatched-state.ts";
 import { isAddress, isPlainObject, isUuid } from "../../domain/validation.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import * as chainRepo from "./chain-repo.ts";
+import * as claims from "./claims-repo.ts";
 import * as repo from "./repo.ts";
 import { applyTransition } from "./transitions.ts";
 import * as unmatchedRepo from "./unmatched-repo.ts";
@@ -28,6 +30,16 @@ import { type PaymentView, toPaymentView, toUnmatchedView } from "./view.ts";
 // the transfer's row is locked and moved by a compare-and-set from `open`.
 
 export type UnmatchedView = ReturnType<typeof toUnmatchedView>;
+
+/** An on-ramp session's delivery: its transaction, to its wallet, of its currency. */
+export interface OnrampDelivery {
+  txHash: string;
+  wallet: string;
+  token: string;
+}
+
+/** A transfer of a delivery as the chain shows it: its identity, where it is, its block. */
+export type ClaimedTransfer = claims.TransferKey & claims.TransferPlace & { blockNumber: bigint };
 
 export class UnmatchedInbox {
   readonly #ctx: AppContext;
@@ -63,6 +75,7 @@ export class UnmatchedInbox {
     // 404 before anything is locked, and a transfer the chain has not confirmed is not attached.
     await this.assertConfirmed(await this.get(tenant, id));
     if (!(await repo.findPayment(this.#ctx.db, tenant, paymentId))) throw notFound("Payment not found");
+    const own = await this.#ownWallets(tenant.workspaceId);
     const now = this.#ctx.now();
     const { transfer, payment } = await this.#ctx.db.transaction().execute(async (trx) => {
       const locked = await this.#lockOpen(trx, tenant, id);
@@ -85,6 +98,11 @@ export class UnmatchedInbox {
           transferTo: locked.to_address,
           receivingAddress: row.receiving_address,
         });
+      if (own.has(locked.from_address.toLowerCase()))
+        throw badRequest(
+          "The transfer was sent from a wallet of this workspace: it moved the workspace's own money and cannot pay a payment",
+          { from: locked.from_address },
+        );
       const received = splitFee(BigInt(locked.amount));
       const moved = await applyTransition(trx, row, "unmatched_attached", now, {
         amount_received: received.gross.toString(),
@@ -101,6 +119,13 @@ export class UnmatchedInbox {
         resolved_at: now,
       });
       if (!attached) throw conflict("Unmatched transfer changed concurrently; retry");
+      // Its claim is the payment's now (a simulated ledger's transfer has none).
+      await claims.moveClaimsAt(
+        trx,
+        tenant.environment,
+        [{ txHash: locked.tx_hash, logIndex: locked.log_index }],
+        "attached",
+      );
       return { transfer: attached, payment: moved };
     });
     this.#ctx.metrics.paymentsMoved([payment], payment.status);
@@ -149,24 +174,64 @@ export class UnmatchedInbox {
   }
 
   /**
-   * The open transfers of `txHash` to `wallet` were an on-ramp session's delivery (D17: the
-   * provider named the transaction after the watcher put it here): the session's now, in the
-   * caller's transaction. False when one of them was attached to a payment or returned meanwhile:
-   * the money is not the wallet's to credit.
+   * The provider named `delivery.txHash` as an on-ramp session's delivery (D17), in the caller's
+   * transaction, the session's row locked first: the open inbox items of that transaction to the
+   * session's wallet, of its currency, are the session's now (items and their claims), no longer
+   * the merchant's to attach or return. Crediting them is claimForOnramp's, once the chain confirms.
+   */
+  async onrampNamed(trx: Db, environment: Environment, delivery: OnrampDelivery): Promise<void> {
+    const moved = await unmatchedRepo.moveUnmatchedOfTransaction(
+      trx,
+      environment,
+      { txHash: delivery.txHash, to: delivery.wallet.toLowerCase(), token: delivery.token },
+      "onramp_delivered",
+      this.#ctx.now(),
+    );
+    await claims.moveClaimsAt(
+      trx,
+      environment,
+      moved.map((row) => ({ txHash: row.tx_hash, logIndex: row.log_index })),
+      "onramp_named",
+    );
+  }
+
+  /**
+   * Claims an on-ramp session's delivery for its credit (onramp/confirm.ts), in the credit's
+   * transaction, the session's row locked first; then the inbox items, then the claims. True when
+   * every transfer of it is the session's: claimed by nobody yet (claimed now), already the
+   * session's, or an inbox item still open (the session's now). False, changing nothing, when a
+   * payment took one (the watcher matched it, or the merchant attached it) or the merchant returned
+   * it: a transfer counts once, and that money is not the session's to credit.
    */
   async claimForOnramp(
     trx: Db,
     environment: Environment,
-    delivery: { txHash: string; wallet: string },
+    delivery: OnrampDelivery & { transfers: readonly ClaimedTransfer[] },
   ): Promise<boolean> {
-    const statuses = await unmatchedRepo.moveUnmatchedOfTransaction(
-      trx,
-      environment,
-      { txHash: delivery.txHash, to: delivery.wallet.toLowerCase() },
-      "onramp_delivered",
-      this.#ctx.now(),
+    const items = await unmatchedRepo.lockOfTransaction(trx, environment, {
+      txHash: delivery.txHash,
+      to: delivery.wallet.toLowerCase(),
+      token: delivery.token,
+    });
+    const held = await claims.lockClaims(trx, environment, delivery.transfers);
+    const open = new Set(
+      items
+        .filter((i) => isActionable(i.status as UnmatchedStatus))
+        .map((i) => `${i.tx_hash}|${i.log_index}`),
     );
-    return statuses.every((status) => status === UNMATCHED_TRANSITIONS.onramp_delivered.to);
+    const unclaimed: ClaimedTransfer[] = [];
+    for (const transfer of delivery.transfers) {
+      const found = held.get(claims.claimKey(transfer));
+      if (!found) unclaimed.push(transfer);
+      else if (onrampMayCredit(found.claim)) continue;
+      else if (!(found.claim === "inbox" && open.has(`${found.place.txHash}|${found.place.logIndex}`)))
+        return false;
+    }
+    await this.onrampNamed(trx, environment, delivery);
+    const inserted = await claims.insertClaims(trx, environment, unclaimed, "onramp");
+    // The watcher claimed one meanwhile (and committed first): decide again on the next look.
+    if (inserted !== unclaimed.length) throw conflict("A transfer of the delivery was claimed concurrently");
+    return true;
   }
 
   /** Its return failed (nothing left the wallet): the transfer is open again, in the failure's transaction. */
@@ -213,6 +278,14 @@ export class UnmatchedInbox {
     const transfer = row.rows[0];
     if (!transfer) throw new Error("the sandbox transfer was not recorded");
     return { transfer: toUnmatchedView(transfer) };
+  }
+
+  /** The workspace's receiving wallets (lower-case): what they send never pays one of its payments. */
+  async #ownWallets(workspaceId: string): Promise<Set<string>> {
+    const workspace = await this.#workspaces.profile(workspaceId);
+    return new Set(
+      [workspace.eoaAddress, workspace.smartWalletAddress].flatMap((a) => (a ? [a.toLowerCase()] : [])),
+    );
   }
 
   async #lockOpen(trx: Db, tenant: Tenant, id: string): Promise<unmatchedRepo.UnmatchedRow> {

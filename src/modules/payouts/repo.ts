@@ -146,6 +146,28 @@ export async function transfersFor(
 }
 
 /** A payout by the idempotencyKey on its row (recorded by an instance older than migration 018). */
+/**
+ * Which of `txHashes` (an EOA's transactions, recorded before broadcast) and `userOpHashes` (a smart
+ * wallet's operations, recorded before they were sent) carried transfers of `kind`.
+ */
+export async function recordedOfKind(
+  db: Db,
+  environment: Environment,
+  kind: TransferKindName,
+  hashes: { txHashes: readonly string[]; userOpHashes: readonly string[] },
+): Promise<Set<string>> {
+  const rows = await sql<{ hash: string }>`
+    SELECT t.tx_hash AS hash FROM chain_transactions t JOIN payouts p ON p.id = t.payout_id
+    WHERE t.environment = ${environment} AND t.tx_hash = ANY(${[...hashes.txHashes]}::text[])
+      AND p.kind = ${kind}
+    UNION
+    SELECT user_op_hash AS hash FROM payouts
+    WHERE environment = ${environment} AND kind = ${kind}
+      AND user_op_hash = ANY(${[...hashes.userOpHashes]}::text[])
+  `.execute(db);
+  return new Set(rows.rows.map((r) => r.hash.toLowerCase()));
+}
+
 export async function findByIdempotencyKey(
   db: Db,
   scope: Scope,

@@ -4,6 +4,7 @@ import type { AppContext } from "../../context.ts";
 import { resume } from "../../domain/circuit-breaker.ts";
 import { notFound } from "../../domain/errors.ts";
 import { formatAmount, NATIVE_TOKEN, TOKEN_DECIMALS } from "../../domain/money.ts";
+import type { TransferKindName } from "../../domain/payout-state.ts";
 import { Notices } from "../../platform/db/notices.ts";
 import { SessionTurns } from "../../platform/db/wallet-lock.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
@@ -130,6 +131,18 @@ export class PayoutsService {
   /** One transfer of the scope by id (any kind); undefined for anyone else's. */
   findTransfer(scope: repo.Scope, id: string): Promise<repo.PayoutRow | undefined> {
     return repo.findInScope(this.#ctx.db, scope, id);
+  }
+
+  /**
+   * Which of `hashes` (EOA transactions, smart-wallet operations; lower-case) carried transfers of
+   * `kind` that this service recorded: the chain watcher's way to know its own swaps' proceeds.
+   */
+  recordedOfKind(
+    environment: Environment,
+    kind: TransferKindName,
+    hashes: { txHashes: readonly string[]; userOpHashes: readonly string[] },
+  ): Promise<Set<string>> {
+    return repo.recordedOfKind(this.#ctx.db, environment, kind, hashes);
   }
 
   /** Finishes payouts no live instance owns any more, from what the chain says (reconciler.ts). */

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { AppContext } from "../../context.ts";
 import { badRequest } from "../../domain/errors.ts";
+import { ownWalletProblem } from "../../domain/own-wallets.ts";
 import {
   checkSplitConfig,
   replaceSplits,
@@ -10,6 +11,7 @@ import {
 } from "../../domain/splits.ts";
 import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
+import type { WorkspacesService } from "../workspaces/service.ts";
 import * as repo from "./repo.ts";
 
 // Splits configuration (D15): GET and PUT /api/v1/splits per workspace and environment, and the
@@ -23,9 +25,11 @@ export interface SplitsView {
 export class SplitsService {
   readonly #ctx: AppContext;
   readonly #config: (key: string) => Promise<repo.SplitConfig | undefined>;
+  readonly #workspaces: Pick<WorkspacesService, "profile">;
 
-  constructor(ctx: AppContext) {
+  constructor(ctx: AppContext, workspaces: Pick<WorkspacesService, "profile">) {
     this.#ctx = ctx;
+    this.#workspaces = workspaces;
     // Payment creations that arrive together read their configurations in one query.
     this.#config = coalescedLookup((keys: readonly string[]) => repo.readConfigs(ctx.db, keys));
   }
@@ -39,6 +43,14 @@ export class SplitsService {
   async put(tenant: Tenant, body: unknown): Promise<SplitsView> {
     const checked = checkSplitConfig(body);
     if (!checked.ok) throw badRequest(checked.message);
+    const { eoaAddress, smartWalletAddress } = await this.#workspaces.profile(tenant.workspaceId);
+    for (const [i, split] of checked.value.splits.entries()) {
+      const problem = ownWalletProblem(`splits[${i}].destination`, split.destination, [
+        eoaAddress,
+        smartWalletAddress,
+      ]);
+      if (problem) throw badRequest(problem);
+    }
     const now = this.#ctx.now();
     return this.#ctx.db.transaction().execute(async (trx) => {
       const before = await repo.lockConfig(trx, tenant, now);

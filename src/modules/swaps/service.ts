@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
-import type { ChainToken, Hex } from "../../chain/network.ts";
+import type { ChainToken, Hex, IncomingTransfer } from "../../chain/network.ts";
+import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import {
   badRequest,
@@ -58,6 +59,36 @@ export class SwapsService {
     this.#ctx = ctx;
     this.#payouts = parts.payouts;
     this.#venues = parts.venues;
+  }
+
+  /**
+   * Which of a scan's incoming transfers (their transactions, lower-case) are what the service's
+   * own swaps bought (the chain watcher's question): a swap's proceeds reach its wallet from the
+   * public router, as anyone's swap paying a workspace would, so they are told apart by the
+   * transaction the service recorded (an EOA's) or the user operation it carried (a smart
+   * wallet's, recorded before it was sent), never by the router as a sender.
+   */
+  async ownSwapTransactions(
+    environment: Environment,
+    transfers: readonly IncomingTransfer[],
+  ): Promise<Set<string>> {
+    const router = this.#ctx.config.networks[environment]?.swap?.routerAddress.toLowerCase();
+    const network = this.#ctx.networks[environment];
+    if (!router || !network) return new Set();
+    const txHashes = [
+      ...new Set(transfers.filter((t) => t.from.toLowerCase() === router).map((t) => t.txHash.toLowerCase())),
+    ];
+    if (txHashes.length === 0) return new Set();
+    const operations = await Promise.all(txHashes.map((h) => network.userOperationsIn(h as Hex)));
+    const recorded = await this.#payouts.recordedOfKind(environment, "swap", {
+      txHashes,
+      userOpHashes: operations.flat().map((h) => h.toLowerCase()),
+    });
+    return new Set(
+      txHashes.filter(
+        (h, i) => recorded.has(h) || (operations[i] ?? []).some((op) => recorded.has(op.toLowerCase())),
+      ),
+    );
   }
 
   async quote(tenant: Tenant, query: Record<string, unknown>): Promise<QuoteView> {

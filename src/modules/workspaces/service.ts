@@ -2,6 +2,7 @@ import { LRUCache } from "lru-cache";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import type { AppContext } from "../../context.ts";
 import { badRequest, notFound } from "../../domain/errors.ts";
+import { ownWalletProblem } from "../../domain/own-wallets.ts";
 import { isAddress, isUuid } from "../../domain/validation.ts";
 import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
 import type { Db } from "../../platform/db/database.ts";
@@ -212,6 +213,14 @@ export class WorkspacesService {
       throw badRequest("settlementAddress must be 0x followed by 40 hex characters");
     if (!EMAIL.test(adminEmail) || adminEmail.length > 254)
       throw badRequest("adminEmail must be an e-mail address");
+    if (settlementAddress !== "") {
+      const { eoaAddress, smartWalletAddress } = await this.profile(workspaceId);
+      const problem = ownWalletProblem("settlementAddress", settlementAddress, [
+        eoaAddress,
+        smartWalletAddress,
+      ]);
+      if (problem) throw badRequest(problem);
+    }
     const updated =
       isUuid(workspaceId) &&
       (await repo.updateSettings(this.#ctx.db, workspaceId, {

@@ -85,6 +85,8 @@ export interface OnrampSessionsTable {
   confirm_checked_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
   /** When the reconciler last asked the provider about it (migration 025). */
   reconciled_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  /** When the confirmation job gave up on its transaction (migration 026). */
+  confirm_given_up_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
   created_at: Timestamp;
   updated_at: Timestamp;
 }

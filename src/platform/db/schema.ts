@@ -191,6 +191,8 @@ export interface ObservedTransfersTable {
   to_address: string;
   /** The n-th transfer of this token to this recipient within the transaction (from 0). */
   ordinal: number;
+  /** What the transfer counts as (domain/transfer-claim.ts, migration 026). */
+  claim: string;
   created_at: Generated<Date>;
 }
 

@@ -15,6 +15,8 @@ export interface MetricSources {
   webhookBacklog(): Promise<{ due: number; oldestDueAgeSeconds: number }>;
   /** Connection pools of a PostgreSQL server; none on the embedded database. */
   pools(): Array<{ pool: string; total: number; idle: number; waiting: number }>;
+  /** On-ramp sessions of the last week fulfilled at the provider and never credited, by why (onramp/). */
+  stuckOnrampSessions(): Promise<Array<{ environment: string; reason: string; count: number }>>;
 }
 
 const HTTP_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -114,6 +116,16 @@ export class Metrics {
       ["environment"],
       (gauge) => {
         for (const [environment, w] of this.#watchers) gauge.set({ environment }, (Date.now() - w.at) / 1000);
+      },
+    );
+    this.#gauge(
+      "onramp_sessions_stuck",
+      "On-ramp sessions made in the last 7 days that the provider fulfilled and that were never credited: " +
+        "no transaction named an hour after fulfilment, or confirmation given up",
+      ["environment", "reason"],
+      async (gauge) => {
+        for (const { environment, reason, count } of (await this.#sources?.stuckOnrampSessions()) ?? [])
+          gauge.set({ environment, reason }, count);
       },
     );
     this.#topUps = new Counter({
