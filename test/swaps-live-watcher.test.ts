@@ -1,4 +1,12 @@
-import { type Address, parseEther, parseUnits } from "viem";
+import {
+  type Address,
+  createWalletClient,
+  encodeFunctionData,
+  http,
+  parseAbi,
+  parseEther,
+  parseUnits,
+} from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Devnet, startDevnet } from "../src/devnet/chain.ts";
@@ -10,12 +18,22 @@ import { createSmartWallet, liveSwapEnv, postSwap, quoteSwap } from "./support/s
 
 // What a swap buys reaches the wallet, which is also where customers pay: it must never be taken
 // for a payment (D16 beside D4/D19). The pool pays the router, which hands the proceeds on to the
-// wallet, and the chain watcher ignores transfers from the router: a pending payment of exactly
+// wallet, and the chain watcher knows the service's own swaps: a pending payment of exactly
 // the amount a swap buys stays pending, and nothing lands in the unmatched inbox; a real payment
-// made after the swap is still seen (the watcher went past the swap's block). And ETH sent to the
-// router and not swapped (an exact output's rest) always comes back: the router keeps none.
+// made after the swap is still seen (the watcher went past the swap's block). Only the service's
+// own swaps are set aside, by the transaction (or user operation) it recorded: anyone else's swap
+// through the same public router that pays the wallet is a payer's transfer like any other. And
+// ETH sent to the router and not swapped (an exact output's rest) always comes back.
 
 const randomAddress = () => privateKeyToAccount(generatePrivateKey()).address;
+
+/** SwapRouter as anyone may call it. */
+const STRANGER_ROUTER_ABI = parseAbi([
+  "function exactOutputSingle((address tokenIn, address tokenOut, uint24 fee, address recipient, uint256 deadline, uint256 amountOut, uint256 amountInMaximum, uint160 sqrtPriceLimitX96) params) payable returns (uint256 amountIn)",
+  "function sweepToken(address token, uint256 amountMinimum, address recipient) payable",
+  "function refundETH() payable",
+  "function multicall(bytes[] data) payable returns (bytes[] results)",
+]);
 
 let devnet: Devnet;
 let t: TestApp;
@@ -107,6 +125,58 @@ describe("a swap's proceeds are not a payment", () => {
     const hashes = JSON.stringify(inbox.json()).toLowerCase();
     for (const hash of bought) expect(hashes).not.toContain(hash.toLowerCase());
   }, 90_000);
+
+  it("takes a stranger's swap through the same router, paying the wallet, for a payment", async () => {
+    const ws = await createWorkspace(t);
+    const payment = await newPayment(ws, "7.00", "eoa");
+    const swap = devnet.swap;
+    const pool = swap?.pools.find((p) => p.token0Symbol === "WETH" || p.token1Symbol === "WETH");
+    if (!swap || !pool) throw new Error("no USDC/WETH pool on the devnet");
+    const stranger = createWalletClient({
+      account: privateKeyToAccount(generatePrivateKey()),
+      chain: devnet.chain,
+      transport: http(devnet.rpcUrl),
+    });
+    await clients.fund(stranger.account.address, { ETH: "1" });
+    // As the service's own swaps do: bought into the router, then handed on to the recipient.
+    const hash = await stranger.writeContract({
+      address: swap.router,
+      abi: STRANGER_ROUTER_ABI,
+      functionName: "multicall",
+      value: parseEther("0.1"),
+      args: [
+        [
+          encodeFunctionData({
+            abi: STRANGER_ROUTER_ABI,
+            functionName: "exactOutputSingle",
+            args: [
+              {
+                tokenIn: swap.weth,
+                tokenOut: devnet.tokens.USDC,
+                fee: pool.fee,
+                recipient: swap.router,
+                deadline: BigInt(Math.floor(Date.now() / 1000) + 600),
+                amountOut: parseUnits("7", 6),
+                amountInMaximum: parseEther("0.1"),
+                sqrtPriceLimitX96: 0n,
+              },
+            ],
+          }),
+          encodeFunctionData({
+            abi: STRANGER_ROUTER_ABI,
+            functionName: "sweepToken",
+            args: [devnet.tokens.USDC, parseUnits("7", 6), ws.eoaAddress as Address],
+          }),
+          encodeFunctionData({ abi: STRANGER_ROUTER_ABI, functionName: "refundETH" }),
+        ],
+      ],
+    });
+    expect((await clients.chain.waitForTransactionReceipt({ hash })).status).toBe("success");
+    await until("the payment to be detected", async () => (await statusOf(ws, payment.id)) !== "pending");
+    const paid = (await api(ws, "GET", `/api/v1/payments/${payment.id}`)).json().payment;
+    expect(paid).toMatchObject({ txHash: hash });
+    expect(String(paid.payerAddress).toLowerCase()).toBe(swap.router.toLowerCase());
+  }, 60_000);
 
   it("keeps no ETH in the router after ETH sales, exact input or exact output", async () => {
     const ws = await createWorkspace(t);
