@@ -6,7 +6,6 @@ import { splitFee } from "../../domain/money.ts";
 import { UNSETTLED_STATUSES } from "../../domain/payment-state.ts";
 import { firstClaim } from "../../domain/transfer-claim.ts";
 import type { UnsettledPayment } from "../../domain/unsettled-payments.ts";
-import { newestFirst } from "../../platform/db/page.ts";
 import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
 import * as claims from "./claims-repo.ts";
 import type { BatchTransition } from "./transitions.ts";
@@ -389,20 +388,4 @@ export async function unsettledOn(
     splits: Number(row.splits),
     settlementRecorded: row.recorded,
   }));
-}
-
-export async function listUnmatched(
-  db: Db,
-  scope: { workspaceId: string; environment: Environment },
-  page: { limit: number; offset: number },
-) {
-  const base = db
-    .selectFrom("unmatched_transfers")
-    .where("workspace_id", "=", scope.workspaceId)
-    .where("environment", "=", scope.environment);
-  return newestFirst(
-    base.selectAll(),
-    base.select((eb) => eb.fn.countAll().as("total")),
-    page,
-  );
 }

@@ -2,6 +2,7 @@ import { type RawBuilder, type Selectable, sql } from "kysely";
 import type { Environment } from "../../config.ts";
 import { UNMATCHED_TRANSITIONS, type UnmatchedTrigger } from "../../domain/unmatched-state.ts";
 import type { Db } from "../../platform/db/database.ts";
+import { newestFirst } from "../../platform/db/page.ts";
 import type { UnmatchedTransfersTable } from "../../platform/db/schema.ts";
 
 // SQL of the unmatched inbox's actions (D19). A status changes only by a compare-and-set whose
@@ -122,4 +123,17 @@ export function insertUnmatchedQuery(row: {
     VALUES (${row.workspaceId}, ${row.environment}, ${row.tokenSymbol}, ${row.amount.toString()}::numeric,
             ${row.fromAddress}, ${row.toAddress}, ${row.txHash}, 0, 0, ${row.reason})
     RETURNING *`;
+}
+
+/** A page of the scope's inbox, newest first, with the total. */
+export async function listUnmatched(db: Db, scope: Scope, page: { limit: number; offset: number }) {
+  const base = db
+    .selectFrom("unmatched_transfers")
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment);
+  return newestFirst(
+    base.selectAll(),
+    base.select((eb) => eb.fn.countAll().as("total")),
+    page,
+  );
 }

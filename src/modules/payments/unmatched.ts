@@ -51,7 +51,7 @@ export class UnmatchedInbox {
   }
 
   async list(tenant: Tenant, page: { limit: number; offset: number }) {
-    const { rows, total } = await chainRepo.listUnmatched(this.#ctx.db, tenant, page);
+    const { rows, total } = await unmatchedRepo.listUnmatched(this.#ctx.db, tenant, page);
     return { transfers: rows.map(toUnmatchedView), total };
   }
 
