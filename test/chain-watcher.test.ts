@@ -114,7 +114,7 @@ class ScriptedChain implements Network {
   fees(): never {
     throw new Error("not used by the watcher");
   }
-  ethTransferGas(): never {
+  transferGas(): never {
     throw new Error("not used by the watcher");
   }
   signTransfer(): never {

@@ -13,6 +13,7 @@ import { hidden, pendingPayment, rowOf, sectionOf, text } from "./support/refund
 const PASSWORD = "correct horse battery";
 const PAYER = "0x3333333333333333333333333333333333333333";
 const OTHER_PAYER = "0x4444444444444444444444444444444444444444";
+const ZERO = `0x${"0".repeat(40)}`;
 let t: TestApp;
 let ws: CreatedWorkspace;
 let email: string;
@@ -205,6 +206,12 @@ describe("the refund form of a payment's page", () => {
     expect(text(nowhere)).toContain(
       'id="refund-destinationAddress-error" role="alert">destinationAddress is required: the payment has no payerAddress to refund to',
     );
+    // The zero address, through the API's own rule (issue 36).
+    const burnt = await sendRefund(browser, paymentId, { amount: "1", destinationAddress: ZERO });
+    expect(burnt.statusCode).toBe(400);
+    expect(text(burnt)).toContain(
+      'id="refund-destinationAddress-error" role="alert">destinationAddress must not be the zero address',
+    );
     const malformed = await sendRefund(browser, paymentId, {
       amount: "1.0000001",
       destinationAddress: PAYER,
@@ -257,6 +264,11 @@ describe("the unmatched inbox's actions", () => {
 
     const form = { _csrf: formToken(page.body), formToken: hidden(row, "formToken"), destinationAddress: "" };
     const url = `/dashboard/sandbox/unmatched/${transferId}/return`;
+    // The zero address is refused with the API's message (issue 36), and nothing is returned.
+    const burnt = await browser.post(url, { ...form, formToken: "z".repeat(24), destinationAddress: ZERO });
+    expect(burnt.statusCode).toBe(400);
+    expect(text(burnt)).toContain("destinationAddress must not be the zero address");
+    expect((await inbox(ws.testKey)).get(transferId)).toBe("open");
     const returned = await browser.post(url, form);
     expect(returned.statusCode, returned.body.slice(0, 800)).toBe(303);
     expect(returned.headers.location).toBe("/dashboard/sandbox/unmatched?done=returned");

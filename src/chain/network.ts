@@ -35,8 +35,22 @@ export interface TransferRequest {
    * from the wallet at most, which is what the records reserve of its balance.
    */
   call?: ContractCall;
-  /** A plain ETH transfer's gas limit where 21,000 does not do (a contract recipient: ethTransferGas). */
+  /**
+   * The gas limit to sign a transfer with (`Network.transferGas`); absent: its kind's default
+   * (21,000 for plain ETH, 100,000 for an ERC-20 transfer). A contract call has its own.
+   */
   gas?: bigint;
+}
+
+/** The gas limit a transfer is signed with, and whether its recipient will take it at all. */
+export interface TransferGas {
+  gas: bigint;
+  /**
+   * Why the recipient's code will not take this plain ETH transfer within the gas allowed to it
+   * (the node's estimate reverts, or needs more than the cap); null when nothing says so. A
+   * refused transfer is not sent; `gas` is then the cap, should a caller send it all the same.
+   */
+  refusal: string | null;
 }
 
 export interface ContractCall {
@@ -57,6 +71,8 @@ export interface SignedTransaction {
   raw: Hex;
   hash: Hex;
   nonce: number;
+  /** Its gas limit: at most this many units of gas are paid for it. */
+  gas: bigint;
 }
 
 /** An account as of one block: reading balances and the nonce at one block keeps them consistent. */
@@ -98,10 +114,12 @@ export interface Network {
   /** What transactions signed now pay for gas; read before signing, outside any transaction. */
   fees(): Promise<FeeQuote>;
   /**
-   * The gas limit of a plain ETH transfer of `amount` from `from` to `to`: 21,000 to an account
-   * without code; more to a contract (a multisig, a smart wallet), whose receiving code runs.
+   * The gas limit `request` from `from` will be signed with, read before signing (outside any
+   * transaction): a contract call's own, an ERC-20 transfer's; plain ETH 21,000 to an account
+   * without code, more to a contract (a multisig, a smart wallet), whose receiving code runs, up
+   * to a cap, beyond which (or where its code reverts) the recipient refuses it.
    */
-  ethTransferGas(from: Hex, to: Hex, amount: bigint): Promise<bigint>;
+  transferGas(from: Hex, request: TransferRequest): Promise<TransferGas>;
   /** Signs without sending, so the caller can record the transaction before broadcast. */
   signTransfer(
     privateKey: Hex,

@@ -26,6 +26,8 @@ export interface NewTransaction extends RecordedTransaction {
   to: Hex;
   amount: bigint;
   payoutId: string | null;
+  /** The gas limit it is signed with (the most gas it can cost); absent: its kind's default. */
+  gasLimit?: bigint;
 }
 
 /** The nonce after the last one recorded for `from` (0 when there is none). */
@@ -58,6 +60,7 @@ export async function recordTransaction(db: Db, environment: Environment, tx: Ne
       raw_tx: tx.raw,
       tx_hash: tx.txHash,
       replaces_tx_hash: tx.replaces,
+      gas_limit: tx.gasLimit?.toString() ?? null,
     })
     .execute();
 }
@@ -77,14 +80,15 @@ export async function recordClaimed(
   const result = await sql<{ tx_hash: string }>`
     WITH claim AS (${claim})
     INSERT INTO chain_transactions (environment, from_address, nonce, purpose, payment_id, payout_id,
-                                    to_address, token_symbol, amount, raw_tx, tx_hash, replaces_tx_hash)
+                                    to_address, token_symbol, amount, raw_tx, tx_hash, replaces_tx_hash,
+                                    gas_limit)
     SELECT ${environment}, t.* FROM unnest(
       ${column((tx) => tx.from)}::text[], ${column((tx) => String(tx.nonce))}::bigint[],
       ${column((tx) => tx.purpose)}::text[], ${column((tx) => tx.paymentId)}::uuid[],
       ${column((tx) => tx.payoutId)}::uuid[], ${column((tx) => tx.to)}::text[],
       ${column((tx) => tx.token)}::text[], ${column((tx) => tx.amount.toString())}::numeric[],
       ${column((tx) => tx.raw)}::text[], ${column((tx) => tx.txHash)}::text[],
-      ${column((tx) => tx.replaces)}::text[]
+      ${column((tx) => tx.replaces)}::text[], ${column((tx) => tx.gasLimit?.toString() ?? null)}::bigint[]
     ) AS t
     WHERE EXISTS (SELECT 1 FROM claim)
     RETURNING tx_hash`.execute(db);
@@ -135,7 +139,7 @@ export async function recordCancellation(
   environment: Environment,
   from: Hex,
   tx: RecordedTransaction,
-  signed: { hash: Hex; raw: Hex },
+  signed: { hash: Hex; raw: Hex; gas: bigint },
 ): Promise<RecordedTransaction> {
   const cancel = {
     txHash: signed.hash,
@@ -146,7 +150,14 @@ export async function recordCancellation(
     replaces: tx.txHash,
     paymentId: null,
   };
-  await recordTransaction(db, environment, { ...cancel, from, to: from, amount: 0n, payoutId: null });
+  await recordTransaction(db, environment, {
+    ...cancel,
+    from,
+    to: from,
+    amount: 0n,
+    payoutId: null,
+    gasLimit: signed.gas,
+  });
   return cancel;
 }
 
@@ -320,18 +331,19 @@ export function recordedForPayout(payoutId: RawBuilder<unknown>): RawBuilder<boo
 }
 
 /**
- * Rows (token_symbol, amount) of what `from`'s recorded transactions from `minedNonce` on take
- * out of it: payouts, settlement legs, cancellations (a reverted one took its gas only, not its
- * amount), except the legs of the payments in `exceptPayments`.
+ * Rows (token_symbol, amount, gas_limit) of what `from`'s recorded transactions from `minedNonce`
+ * on take out of it: payouts, settlement legs, cancellations (a reverted one took its gas only,
+ * not its amount), except the legs of the payments in `exceptPayments`; `gas_limit` null for one
+ * recorded before migration 029 (its kind's default).
  */
 export function leavingFrom(
   environment: Environment,
   from: string,
   minedNonce: number,
   exceptPayments: readonly string[],
-): RawBuilder<{ token_symbol: string; amount: string }> {
+): RawBuilder<{ token_symbol: string; amount: string; gas_limit: string | null }> {
   return sql`
-    SELECT token_symbol, CASE WHEN status = 'failed' THEN 0 ELSE amount END AS amount
+    SELECT token_symbol, CASE WHEN status = 'failed' THEN 0 ELSE amount END AS amount, gas_limit
     FROM chain_transactions
     WHERE environment = ${environment} AND from_address = ${from} AND nonce >= ${minedNonce}
       AND status IN ('signed', 'mined', 'failed')

@@ -75,11 +75,13 @@ export class TransactionSender {
     // (transactions sent from the wallet by something other than this service).
     const pendingNonce = this.#network.pendingNonce(from);
     const fees = this.#network.fees();
-    // So is each plain ETH transfer's gas limit, which depends on whether its recipient has code.
+    // So is the gas limit of each plain ETH transfer its caller did not set (a gas top-up; a
+    // rail sets every leg's), which depends on whether its recipient has code. A recipient that
+    // would refuse it gets the capped limit here: the chain's receipt decides.
     const limited = Promise.all(
       transfers.map(async (transfer) =>
         transfer.token === "ETH" && !transfer.call && transfer.gas === undefined
-          ? { ...transfer, gas: await this.#network.ethTransferGas(from, transfer.to, transfer.amount) }
+          ? { ...transfer, gas: (await this.#network.transferGas(from, transfer)).gas }
           : transfer,
       ),
     );
@@ -241,6 +243,7 @@ export class TransactionSender {
             amount: transfer.amount,
             paymentId: transfer.paymentId ?? null,
             payoutId: transfer.payoutId ?? null,
+            gasLimit: signed.gas,
           };
         }),
       );

@@ -55,6 +55,14 @@ export function sponsoringPaymasterArtifact(): Promise<Artifact> {
   return compileContract("SponsoringPaymaster.sol", "SponsoringPaymaster");
 }
 
+/**
+ * The CostlyReceiver artifact (devnet tests only): a contract taking plain ETH whose receiving code
+ * burns `burnGas` gas or refuses it, with constructor(burnGas, refusing) and set(burnGas, refusing).
+ */
+export function costlyReceiverArtifact(): Promise<Artifact> {
+  return compileContract("CostlyReceiver.sol", "CostlyReceiver");
+}
+
 /** Compiles `file` (relative to src/devnet/contracts) and returns contract `name` from it. */
 export async function compileContract(file: string, name: string): Promise<Artifact> {
   const source = await readFile(join(CONTRACTS_DIR, file), "utf8");

@@ -1,6 +1,8 @@
 // The payout circuit breaker of part 3 and D6, as pure functions over its state. Per workspace
 // and environment: 3 consecutive failed transfers pause payouts; 30 minutes after pausing, the
-// next attempt resumes them; a success resets the streak (of an active breaker).
+// next attempt resumes them; a success resets the streak (of an active breaker). It stops a
+// workspace whose own sending keeps failing: a refund or a return that its recipient refused is
+// not counted (payout-state.ts, failureTrigger).
 
 export const PAUSE_AFTER_FAILURES = 3;
 export const AUTO_RESUME_AFTER_MS = 30 * 60 * 1000;
@@ -52,6 +54,16 @@ export function recordFailure(state: BreakerState, reason: string, now: Date): F
     state: { ...state, failStreak, reason },
     tripped: false,
     remainingBeforePause: Math.max(0, PAUSE_AFTER_FAILURES - failStreak),
+  };
+}
+
+/** A failure the breaker does not count (payout-state.ts): the state stays, streak and all. */
+export function uncountedFailure(state: BreakerState): FailureOutcome {
+  return {
+    state,
+    tripped: false,
+    remainingBeforePause:
+      state.status === "paused" ? 0 : Math.max(0, PAUSE_AFTER_FAILURES - state.failStreak),
   };
 }
 

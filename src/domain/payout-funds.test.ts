@@ -7,7 +7,7 @@ const base: FundsCheck = {
   balances: { USDC: 100n, ETH: 1_000n },
   committed: new Map(),
   unsettled: new Map(),
-  gas: { erc20: 100n, eth: 21n },
+  gas: { erc20: 100n, eth: 21n, perUnit: 1n },
 };
 
 describe("checkFunds", () => {
@@ -17,7 +17,7 @@ describe("checkFunds", () => {
   });
 
   it("leaves what recorded transactions and unsettled payments will take", () => {
-    const committed = new Map([["USDC", { amount: 60n, transactions: 3 }]]);
+    const committed = new Map([["USDC", { amount: 60n, transactions: 3, gasUnits: 0n }]]);
     expect(checkFunds({ ...base, amount: 41n, committed })).toEqual({
       ok: false,
       short: "balance",
@@ -35,8 +35,8 @@ describe("checkFunds", () => {
   it("reserves the gas of every recorded transaction from the ETH balance", () => {
     // 9 transactions in flight: 8 ERC-20 (800 wei) and one ETH transfer of 50 (21 wei of gas).
     const committed = new Map([
-      ["USDC", { amount: 0n, transactions: 8 }],
-      ["ETH", { amount: 50n, transactions: 1 }],
+      ["USDC", { amount: 0n, transactions: 8, gasUnits: 0n }],
+      ["ETH", { amount: 50n, transactions: 1, gasUnits: 0n }],
     ]);
     // 1,000 - 50 - 821 = 129 wei left: enough for this payout's 100, not with 80 wei less.
     expect(checkFunds({ ...base, committed })).toEqual({ ok: true });
@@ -45,6 +45,30 @@ describe("checkFunds", () => {
       short: "gas",
       ethBalance: 49n,
       required: 100n,
+    });
+  });
+
+  it("reserves the gas limits recorded with transactions in flight, not a plain transfer's", () => {
+    // One ETH refund in flight to a contract, signed with 150 units (150 wei at 1 wei per unit),
+    // and one old USDC transfer with no limit recorded (100 wei): 1,000 - 250 = 750 wei left.
+    const committed = new Map([
+      ["ETH", { amount: 0n, transactions: 0, gasUnits: 150n }],
+      ["USDC", { amount: 0n, transactions: 1, gasUnits: 0n }],
+    ]);
+    const own = { erc20: 100n, eth: 21n, perUnit: 1n, own: 750n };
+    expect(checkFunds({ ...base, committed, gas: own })).toEqual({ ok: true });
+    expect(checkFunds({ ...base, committed, gas: { ...own, own: 751n } })).toEqual({
+      ok: false,
+      short: "gas",
+      ethBalance: 750n,
+      required: 751n,
+    });
+    // Priced at the fee per unit of gas: at 2 wei, the 150 units take 300.
+    expect(checkFunds({ ...base, committed, gas: { ...own, perUnit: 2n } })).toEqual({
+      ok: false,
+      short: "gas",
+      ethBalance: 600n,
+      required: 750n,
     });
   });
 
@@ -89,15 +113,19 @@ describe("checkFunds", () => {
 
   it("a move of contract calls (a swap) needs the gas of its calls, not a transfer's", () => {
     // ETH 1,000: a swap whose calls may burn 1,000 wei passes; 1,001 does not.
-    expect(checkFunds({ ...base, gas: { erc20: 100n, eth: 21n, own: 1_000n } })).toEqual({ ok: true });
-    expect(checkFunds({ ...base, gas: { erc20: 100n, eth: 21n, own: 1_001n } })).toEqual({
+    expect(checkFunds({ ...base, gas: { erc20: 100n, eth: 21n, perUnit: 1n, own: 1_000n } })).toEqual({
+      ok: true,
+    });
+    expect(checkFunds({ ...base, gas: { erc20: 100n, eth: 21n, perUnit: 1n, own: 1_001n } })).toEqual({
       ok: false,
       short: "gas",
       ethBalance: 1_000n,
       required: 1_001n,
     });
     // Selling ETH: its amount first, the calls' gas from what is left (1,000 − 10 = 990).
-    expect(checkFunds({ ...base, token: "ETH", gas: { erc20: 100n, eth: 21n, own: 991n } })).toEqual({
+    expect(
+      checkFunds({ ...base, token: "ETH", gas: { erc20: 100n, eth: 21n, perUnit: 1n, own: 991n } }),
+    ).toEqual({
       ok: false,
       short: "gas",
       ethBalance: 990n,

@@ -6,13 +6,20 @@ import type { Settling } from "./unsettled-payments.ts";
 // at the block the balance was read at (payouts, settlement legs, cancellations), payouts
 // recorded but not signed yet, and the money of payments received and not settled yet, which
 // belongs to the merchant and the treasury. On the EOA path each of those transactions also
-// pays gas from the wallet's ETH.
+// pays gas from the wallet's ETH: at most its gas limit times the fee per gas, and a limit is not
+// its token's alone (plain ETH to a contract takes up to the network's cap), so the limits
+// recorded with them are what is reserved.
 
 export interface Committed {
   /** What the transactions (and payouts not signed yet) of one token take from the wallet. */
   amount: bigint;
-  /** How many transactions carry it (each pays gas on the EOA path). */
+  /**
+   * How many of them have no gas limit recorded (recorded before migration 029): each pays a
+   * transfer's gas of its token on the EOA path.
+   */
   transactions: number;
+  /** The gas limits recorded with the others, in all (units of gas). */
+  gasUnits: bigint;
 }
 
 export interface FundsCheck {
@@ -25,10 +32,11 @@ export interface FundsCheck {
   /** Per token symbol: money of payments received and not settled yet (unsettled-payments.ts). */
   unsettled: ReadonlyMap<string, Settling>;
   /**
-   * The EOA path: wei of gas of one ERC-20 transfer and of one ETH transfer, and of this move
-   * where it is not one plain transfer (a swap's calls); null: sponsored.
+   * The EOA path: wei of gas of one ERC-20 transfer and of one plain ETH transfer to an account
+   * without code, wei per unit of gas, and what this move's transactions may cost (their gas
+   * limits: a swap's calls, ETH to a contract); null: sponsored.
    */
-  gas: { erc20: bigint; eth: bigint; own?: bigint } | null;
+  gas: { erc20: bigint; eth: bigint; perUnit: bigint; own?: bigint } | null;
 }
 
 export type FundsVerdict =
@@ -43,9 +51,11 @@ export function checkFunds(check: FundsCheck): FundsVerdict {
   let gasCommitted = 0n;
   if (gas) {
     for (const token of new Set([...check.committed.keys(), ...check.unsettled.keys()])) {
-      const transfers =
-        (check.committed.get(token)?.transactions ?? 0) + (check.unsettled.get(token)?.transfers ?? 0);
-      gasCommitted += BigInt(transfers) * (token === "ETH" ? gas.eth : gas.erc20);
+      const committed = check.committed.get(token);
+      const transfers = (committed?.transactions ?? 0) + (check.unsettled.get(token)?.transfers ?? 0);
+      gasCommitted +=
+        BigInt(transfers) * (token === "ETH" ? gas.eth : gas.erc20) +
+        (committed?.gasUnits ?? 0n) * gas.perUnit;
     }
   }
   const ethAvailable = (check.balances.ETH ?? 0n) - leaving("ETH") - gasCommitted;

@@ -4,8 +4,10 @@ import {
   descriptionProblem,
   isAddress,
   isPlainObject,
+  isZeroAddress,
   metadataProblem,
   parseAmountField,
+  zeroAddressMessage,
 } from "./validation.ts";
 
 // Validation of POST /api/v1/payouts, messages of part 7 word for word, in the table's order.
@@ -15,6 +17,8 @@ export const PAYOUT_MESSAGES = {
   invalidToken: "Invalid token symbol",
   invalidAmount: "Amount must be a positive number",
   invalidDestination: "Invalid destinationAddress format",
+  /** Not part 7's: the zero address burns what is sent to it (issue 36, as splits refuse it). */
+  zeroDestination: zeroAddressMessage("destinationAddress"),
   invalidWalletType: "Invalid walletType: use eoa or smart_wallet",
   invalidIdempotencyKey: "idempotencyKey must be a string of 1 to 255 characters",
   notAnObject: "Request body must be a JSON object",
@@ -44,6 +48,7 @@ export function validatePayoutRequest(body: unknown): Validated<PayoutRequest> {
   const amount = parseAmountField(body.amount, TOKEN_DECIMALS[body.tokenSymbol]);
   if (amount === null) return fail(PAYOUT_MESSAGES.invalidAmount);
   if (!isAddress(body.destinationAddress)) return fail(PAYOUT_MESSAGES.invalidDestination);
+  if (isZeroAddress(body.destinationAddress)) return fail(PAYOUT_MESSAGES.zeroDestination);
 
   let walletType: WalletType | null = null;
   if (body.walletType !== undefined && body.walletType !== null) {

@@ -21,6 +21,11 @@ export type PayoutTrigger =
   | "transfer_succeeded"
   /** Its transfer reverted, or another mined transaction took its nonce: counted by the breaker. */
   | "transfer_failed"
+  /**
+   * A refund's or a return's recipient refused it (its code reverted or ran out of the capped
+   * gas, or the node's estimate says it would): failed with its event, not counted.
+   */
+  | "recipient_refused"
   /** Its sender stopped before sending anything: failed uncounted and without an event. */
   | "never_sent";
 
@@ -36,6 +41,7 @@ export const PAYOUT_TRANSITIONS = {
   recorded: { from: null, to: "processing", event: null, counted: false },
   transfer_succeeded: { from: "processing", to: "completed", event: "payout.completed", counted: false },
   transfer_failed: { from: "processing", to: "failed", event: "payout.failed", counted: true },
+  recipient_refused: { from: "processing", to: "failed", event: "payout.failed", counted: false },
   never_sent: { from: "processing", to: "failed", event: null, counted: false },
 } as const satisfies Record<PayoutTrigger, PayoutRule>;
 
@@ -49,4 +55,36 @@ export const FAILED_PAYOUT: PayoutStatus = PAYOUT_TRANSITIONS.transfer_failed.to
 /** Whether a payout in `status` has ended (its answer is final). */
 export function isFinal(status: PayoutStatus): boolean {
   return status !== OPEN_PAYOUT;
+}
+
+/** Where a transfer failed: in the wallet's own sending, or in its recipient's code (rails/rail.ts). */
+export type FailureCause = "sending" | "recipient";
+
+/**
+ * The trigger of a failed transfer. The breaker stops a workspace whose own sending keeps failing;
+ * a refund or a return goes where the payer (or the transfer's sender) points it, so a recipient
+ * that refuses it is theirs, not the workspace's, and three such would otherwise pause every
+ * payout. A payout's recipient is the merchant's own choice: its revert counts, as D13 says
+ * ("chain error, revert, dropped transaction").
+ */
+export function failureTrigger(
+  kind: TransferKindName,
+  cause: FailureCause,
+): "transfer_failed" | "recipient_refused" {
+  return cause === "recipient" && (kind === "refund" || kind === "return")
+    ? "recipient_refused"
+    : "transfer_failed";
+}
+
+/** Why plain ETH reverted on chain: only its recipient's code runs in such a transaction. */
+export const RECIPIENT_REVERTED =
+  "transaction reverted: the recipient's code refused the ETH or ran out of gas";
+
+/**
+ * Why a transfer whose transaction reverted on chain failed: a plain ETH transfer from an EOA
+ * runs no code but its recipient's, so its revert is the recipient's; any other (an ERC-20
+ * transfer, a swap's calls) is the sending's.
+ */
+export function revertCause(transfer: { kind: TransferKindName; tokenSymbol: string }): FailureCause {
+  return transfer.tokenSymbol === "ETH" && transfer.kind !== "swap" ? "recipient" : "sending";
 }

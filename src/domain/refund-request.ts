@@ -1,5 +1,5 @@
 import type { Validated, WalletType } from "./payment-request.ts";
-import { isAddress, isPlainObject } from "./validation.ts";
+import { isAddress, isPlainObject, isZeroAddress, zeroAddressMessage } from "./validation.ts";
 
 // Validation of a refund (POST /api/v1/payments/{id}/refunds) and of a return of an unmatched
 // transfer (POST /api/v1/transfers/unmatched/{id}/return), D19. The amount is parsed later, with
@@ -8,6 +8,7 @@ import { isAddress, isPlainObject } from "./validation.ts";
 export const REFUND_MESSAGES = {
   notAnObject: "Request body must be a JSON object",
   invalidDestination: "Invalid destinationAddress format",
+  zeroDestination: zeroAddressMessage("destinationAddress"),
   invalidWalletType: "Invalid walletType: use eoa or smart_wallet",
   invalidReason: "reason must be a string of at most 500 characters",
   invalidIdempotencyKey: "Idempotency-Key must be 1 to 255 characters",
@@ -32,6 +33,8 @@ export function validateRefundRequest(body: unknown): Validated<RefundRequest> {
   if (!isPlainObject(input)) return fail(REFUND_MESSAGES.notAnObject);
   if (!absent(input.destinationAddress) && !isAddress(input.destinationAddress))
     return fail(REFUND_MESSAGES.invalidDestination);
+  if (isAddress(input.destinationAddress) && isZeroAddress(input.destinationAddress))
+    return fail(REFUND_MESSAGES.zeroDestination);
   if (!absent(input.walletType) && input.walletType !== "eoa" && input.walletType !== "smart_wallet")
     return fail(REFUND_MESSAGES.invalidWalletType);
   if (!absent(input.reason) && (typeof input.reason !== "string" || input.reason.length > MAX_REASON))

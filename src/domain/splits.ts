@@ -1,4 +1,4 @@
-import { isAddress, isPlainObject } from "./validation.ts";
+import { isAddress, isPlainObject, isZeroAddress, zeroAddressMessage } from "./validation.ts";
 
 // Splits (D15): the configuration's rules and the arithmetic of carving a settlement. A split is
 // a share of a crypto payment's net (after the fee) in basis points; each split gets
@@ -9,7 +9,6 @@ export const MAX_SPLITS = 10;
 export const MAX_LABEL = 100;
 /** 100% in basis points: the enabled splits may take at most the whole net. */
 export const WHOLE_BPS = 10_000;
-const ZERO_ADDRESS = /^0x0{40}$/;
 
 /** A configured split as stored (and shown by GET /api/v1/splits). */
 export interface StoredSplit {
@@ -95,7 +94,7 @@ export function checkSplitConfig(body: unknown): Checked<SplitConfigInput> {
     )
       return fail(`${at}.percentBps is required and must be an integer from 1 to ${WHOLE_BPS}`);
     if (!isAddress(destination)) return fail(`${at}.destination must be an address: 0x and 40 hex digits`);
-    if (ZERO_ADDRESS.test(destination)) return fail(`${at}.destination must not be the zero address`);
+    if (isZeroAddress(destination)) return fail(zeroAddressMessage(`${at}.destination`));
     if (typeof enabled !== "boolean") return fail(`${at}.enabled must be true or false`);
     splits.push({ label, percentBps, destination: destination.toLowerCase(), enabled });
   }

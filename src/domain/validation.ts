@@ -15,6 +15,17 @@ export function isAddress(value: unknown): value is string {
   return typeof value === "string" && ADDRESS_PATTERN.test(value);
 }
 
+/**
+ * 0x and 40 zeros: well formed, but nobody holds its key, so money sent there is burnt (and an
+ * ERC-20 mint's sender). Refused wherever the service is told where to send money.
+ */
+export function isZeroAddress(value: string): boolean {
+  return /^0x0{40}$/.test(value);
+}
+
+/** The refusal of the zero address as `field`. */
+export const zeroAddressMessage = (field: string) => `${field} must not be the zero address`;
+
 /** Ids in paths and bodies are checked before they reach a uuid column (else the database errors). */
 export function isUuid(value: unknown): value is string {
   return typeof value === "string" && UUID_PATTERN.test(value);

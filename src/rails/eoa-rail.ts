@@ -1,7 +1,9 @@
 import type { ChainToken, Hex, Network } from "../chain/network.ts";
 import { RecordRefused, type SentTransfer } from "../chain/sent-types.ts";
 import type { TransactionSender } from "../chain/transaction-sender.ts";
+import { RECIPIENT_REVERTED } from "../domain/payout-state.ts";
 import {
+  type Leg,
   type Move,
   type MoveHooks,
   type MoveOutcome,
@@ -57,9 +59,37 @@ export class EoaRail implements Rail {
   }
 
   async submit(move: Move, hooks: MoveHooks): Promise<Submission> {
-    if (hooks.persist && !(await hooks.persist())) throw new MoveRefused("not recorded by its caller");
-    const transfers = move.legs.map((leg) => ({
+    // Each leg's gas limit is read while the caller's checks run (beside its balance reads), and
+    // they reserve exactly what the legs are signed with: plain ETH to a contract takes more
+    // than 21,000, up to the network's cap.
+    const limits = Promise.all(move.legs.map((leg) => this.#network.transferGas(move.from, leg)));
+    limits.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
+    const refusalOf = (gas: Awaited<typeof limits>) => gas.find((g) => g.refusal !== null)?.refusal ?? null;
+    const gasUnits = limits.then((gas) =>
+      refusalOf(gas) === null ? gas.reduce((sum, g) => sum + g.gas, 0n) : 0n,
+    );
+    gasUnits.catch(() => undefined);
+    if (hooks.persist && !(await hooks.persist(gasUnits)))
+      throw new MoveRefused("not recorded by its caller");
+    const gas = await limits;
+    const refusal = refusalOf(gas);
+    if (refusal !== null) {
+      // Its recipient's code would revert, or burn more gas than allowed: nothing is signed or
+      // sent (no nonce, no gas); the move fails at once, as its recipient's doing.
+      return {
+        outcome: Promise.resolve({
+          status: "reverted",
+          txHash: "",
+          legs: [],
+          error: refusal,
+          unsent: true,
+          cause: "recipient",
+        }),
+      };
+    }
+    const transfers = move.legs.map((leg, i) => ({
       ...leg,
+      gas: gas[i]?.gas,
       paymentId: move.paymentId ?? null,
       payoutId: move.payoutId ?? null,
     }));
@@ -74,29 +104,35 @@ export class EoaRail implements Rail {
       if (err instanceof RecordRefused) throw new MoveRefused(err.message);
       throw err;
     }
-    return { outcome: this.#sender.receipts(submitted).then(outcomeOf) };
+    return { outcome: this.#sender.receipts(submitted).then((sent) => outcomeOf(sent, move.legs)) };
   }
 }
 
 /**
  * A move's outcome from its legs': pending while one is open (its outcome, and whether the legs
- * after a refused one were cancelled, is the chain's to tell), else reverted if one was.
+ * after a refused one were cancelled, is the chain's to tell), else reverted if one was. A plain
+ * ETH transfer whose own receipt reverted failed in its recipient's code: nothing else in it can.
  */
-function outcomeOf(sent: SentTransfer[]): MoveOutcome {
+function outcomeOf(sent: SentTransfer[], legs: readonly Leg[]): MoveOutcome {
   const first = sent[0];
   if (!first) throw new Error("the sender returned no transaction");
-  const legs = sent.map((s) => ({ purpose: s.purpose, txHash: s.txHash }));
+  const mined = sent.map((s) => ({ purpose: s.purpose, txHash: s.txHash }));
   if (sent.some((s) => s.status === "not_found"))
-    return { status: "pending", txHash: first.txHash, legs, error: null };
-  const reverted = sent.find((s) => s.status === "reverted");
+    return { status: "pending", txHash: first.txHash, legs: mined, error: null };
+  const i = sent.findIndex((s) => s.status === "reverted");
+  const reverted = sent[i];
   if (reverted) {
+    const leg = legs[i];
+    // `error` is set only where the node refused it and a cancellation took its nonce.
+    const byRecipient = reverted.error === null && leg?.token === "ETH" && !leg.call;
     return {
       status: "reverted",
       txHash: reverted.txHash,
-      legs,
-      error: reverted.error ?? "transaction reverted",
+      legs: mined,
+      error: reverted.error ?? (byRecipient ? RECIPIENT_REVERTED : "transaction reverted"),
+      ...(byRecipient ? { cause: "recipient" as const } : {}),
     };
   }
   // The last leg completes the move (a swap's router call after its approval).
-  return { status: "success", txHash: (sent.at(-1) ?? first).txHash, legs, error: null };
+  return { status: "success", txHash: (sent.at(-1) ?? first).txHash, legs: mined, error: null };
 }

@@ -57,6 +57,13 @@ export interface MoveOutcome {
   error: string | null;
   /** Reverted before anything was recorded or sent (the bundler would not prepare it, say). */
   unsent?: true;
+  /**
+   * It failed in its recipient's code, not in the wallet's sending: plain ETH that a contract
+   * refused or ran out of its capped gas on (a reverted receipt), or that the node's estimate
+   * says it would refuse (then nothing was sent). Whether the breaker counts it is the
+   * transfer's kind's (domain/payout-state.ts).
+   */
+  cause?: "recipient";
 }
 
 /** A move handed to its rail: `outcome` settles with how it ended. */
@@ -72,9 +79,11 @@ export interface MoveHooks {
   /**
    * Records what the move belongs to (a payout, processing), once the caller's checks passed:
    * called before anything is signed or sent; false: not recorded, the caller answers why
-   * (MoveRefused). The simulated ledger calls `recordWithTransfers` instead.
+   * (MoveRefused). The simulated ledger calls `recordWithTransfers` instead. `gasUnits`: where
+   * the wallet pays gas (an EOA), the gas limits its transactions will be signed with, in all,
+   * for the balance check to reserve (0 when its recipient refuses it: nothing will be sent).
    */
-  persist?: () => Promise<boolean>;
+  persist?: (gasUnits?: Promise<bigint>) => Promise<boolean>;
   /**
    * Signed transactions (EOA): a data-modifying statement returning rows, run in the statement
    * that records them; no row, nothing recorded (MoveRefused).

@@ -1,16 +1,13 @@
 import {
-  BaseError,
   type Chain,
   createPublicClient,
   encodeFunctionData,
   erc20Abi,
-  HttpRequestError,
   http,
   keccak256,
   type PublicClient,
   parseAbiItem,
   parseTransaction,
-  TimeoutError,
   TransactionNotFoundError,
   TransactionReceiptNotFoundError,
 } from "viem";
@@ -26,9 +23,11 @@ import type {
   Network,
   ReceiptStatus,
   SignedTransaction,
+  TransferGas,
   TransferRequest,
 } from "../network.ts";
 import { chainOf } from "./chain-of.ts";
+import { ETH_TRANSFER_GAS, ethTransferGas } from "./eth-transfer-gas.ts";
 import { userOperationsIn } from "./user-operations.ts";
 
 // The viem implementation of the Network port. Reads are batched over HTTP (one round trip for
@@ -39,9 +38,6 @@ const TRANSFER_EVENT = parseAbiItem(
 );
 /** Enough for an ERC-20 transfer on any common token; ETH transfers use exactly 21000. */
 const ERC20_TRANSFER_GAS = 100_000n;
-const ETH_TRANSFER_GAS = 21_000n;
-/** ETH to a contract whose receiving code the node could not measure (it reverts): the chain decides. */
-const CONTRACT_ETH_TRANSFER_GAS = 100_000n;
 
 const FEE_ESTIMATE_TTL_MS = 1_000;
 
@@ -230,7 +226,7 @@ export class EvmNetwork implements Network {
         maxFeePerGas: maxOf(fees.maxFeePerGas, above(original.maxFeePerGas), maxPriorityFeePerGas),
       },
     });
-    return { raw, hash: keccak256(raw), nonce: original.nonce };
+    return { raw, hash: keccak256(raw), nonce: original.nonce, gas: ETH_TRANSFER_GAS };
   }
 
   async known(txHash: Hex): Promise<boolean> {
@@ -243,27 +239,10 @@ export class EvmNetwork implements Network {
     }
   }
 
-  async ethTransferGas(from: Hex, to: Hex, amount: bigint): Promise<bigint> {
-    const code = await this.#client.getCode({ address: to });
-    if (!code || code === "0x") return ETH_TRANSFER_GAS;
-    // A contract's receiving code (a multisig's event, a proxy's delegatecall, a storage write)
-    // needs gas beyond the 21,000 a transfer to an account without code uses: measured, with half
-    // again as headroom for state that differs at inclusion; only the gas used is paid.
-    let estimate: bigint;
-    try {
-      estimate = await this.#client.estimateGas({ account: from, to, value: amount });
-    } catch (err) {
-      // A node that does not answer is an error of the send; one whose contract refuses ETH (or
-      // cannot be measured at this state) is sent with a fixed limit, so that the chain's receipt
-      // says what happened, as for any transfer that reverts.
-      if (
-        err instanceof BaseError &&
-        err.walk((e) => e instanceof HttpRequestError || e instanceof TimeoutError)
-      )
-        throw err;
-      return CONTRACT_ETH_TRANSFER_GAS;
-    }
-    return estimate + estimate / 2n;
+  async transferGas(from: Hex, request: TransferRequest): Promise<TransferGas> {
+    if (request.call) return { gas: request.call.gas, refusal: null };
+    if (request.token !== "ETH") return { gas: ERC20_TRANSFER_GAS, refusal: null };
+    return ethTransferGas(this.#client, from, request.to, request.amount);
   }
 
   async signTransfer(
@@ -282,33 +261,32 @@ export class EvmNetwork implements Network {
       type: "eip1559" as const,
     };
     let raw: Hex;
+    let gas: bigint;
     if (request.call) {
-      const { data, value, gas } = request.call;
+      const { data, value } = request.call;
+      gas = request.call.gas;
       raw = await signTransaction({
         privateKey,
         transaction: { ...common, to: request.to, value, gas, data },
       });
     } else if (request.token === "ETH") {
+      gas = request.gas ?? ETH_TRANSFER_GAS;
       raw = await signTransaction({
         privateKey,
-        transaction: {
-          ...common,
-          to: request.to,
-          value: request.amount,
-          gas: request.gas ?? ETH_TRANSFER_GAS,
-        },
+        transaction: { ...common, to: request.to, value: request.amount, gas },
       });
     } else {
       const tokenAddress = this.#tokenAddress.get(request.token);
       if (!tokenAddress)
         throw new Error(`${request.token} is not configured on the ${this.environment} network`);
+      gas = request.gas ?? ERC20_TRANSFER_GAS;
       raw = await signTransaction({
         privateKey,
         transaction: {
           ...common,
           to: tokenAddress,
           value: 0n,
-          gas: ERC20_TRANSFER_GAS,
+          gas,
           data: encodeFunctionData({
             abi: erc20Abi,
             functionName: "transfer",
@@ -317,7 +295,7 @@ export class EvmNetwork implements Network {
         },
       });
     }
-    return { raw, hash: keccak256(raw), nonce };
+    return { raw, hash: keccak256(raw), nonce, gas };
   }
 
   /**

@@ -4,6 +4,7 @@ import type { AppContext } from "../../context.ts";
 import type { BreakerState } from "../../domain/circuit-breaker.ts";
 import { badRequest, CircuitBreakerOpen } from "../../domain/errors.ts";
 import { validatePayoutRequest } from "../../domain/payout-request.ts";
+import { isZeroAddress, zeroAddressMessage } from "../../domain/validation.ts";
 import { KeyedQueue } from "../../platform/concurrency/keyed-queue.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import type { Move } from "../../rails/rail.ts";
@@ -78,6 +79,8 @@ export class PayoutCreation {
    * orderer's guard).
    */
   async transfer(scope: Scope, order: TransferOrder): Promise<repo.PayoutRow> {
+    // Whatever orders it: money sent to the zero address is burnt (its orderer says why first).
+    if (isZeroAddress(order.destinationAddress)) throw badRequest(zeroAddressMessage("destinationAddress"));
     this.#decisions.assertConfigured(scope);
     try {
       await this.#run(scope, order.walletType, (wallet, now) =>

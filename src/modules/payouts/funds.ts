@@ -18,24 +18,27 @@ import * as sending from "./sending-repo.ts";
 // (domain/payout-funds.ts) and recorded. A second instance's payout from the same wallet waits
 // for that turn to end, then sees this one among what is on its way out.
 
-/** Records the payout (processing, leased) if the wallet can pay it; undefined if its idempotencyKey is taken. */
+/**
+ * Records the payout (processing, leased) if the wallet can pay it; undefined if its
+ * idempotencyKey is taken. `gasUnits`: the gas limits the rail will sign its transactions with
+ * (MoveHooks.persist), the most gas it can cost; reserved at the fee per gas it is signed with.
+ */
 export async function recordIfFunded(
   ctx: AppContext,
   turns: SessionTurns,
   payments: Pick<PaymentsService, "unsettledOn">,
   rail: Rail,
   payout: NewPayout,
+  gasUnits?: Promise<bigint>,
 ): Promise<PayoutRow | undefined> {
   const { environment } = payout.scope;
   const from = payout.fromAddress as Hex;
   const token = payout.tokenSymbol as ChainToken;
   const erc20Gas = rail.gasRequired("USDC");
   const ethGas = rail.gasRequired(NATIVE_TOKEN);
-  const gasPaid = erc20Gas !== undefined && ethGas !== undefined;
-  // A move of contract calls (a swap) needs the gas of its calls' limits, not a transfer's.
-  const callGas = (payout.legs ?? []).reduce((sum, leg) => sum + (leg.call?.gas ?? 0n), 0n);
-  const ownGas = callGas > 0n ? rail.gasCost(callGas) : undefined;
-  const gas = gasPaid ? Promise.all([erc20Gas, ethGas, ownGas]) : Promise.resolve(null);
+  const perUnit = rail.gasCost(1n);
+  const gasPaid = erc20Gas !== undefined && ethGas !== undefined && perUnit !== undefined;
+  const gas = gasPaid ? Promise.all([erc20Gas, ethGas, perUnit, gasUnits]) : Promise.resolve(null);
   gas.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
   // The money of payments received and not settled yet is read before the balance, so that a
   // settlement mined meanwhile is at worst subtracted twice (a refusal), never not at all; the
@@ -61,6 +64,7 @@ export async function recordIfFunded(
       funds.minedNonce,
       settlingWhole(unsettled),
     );
+    const units = gasCosts?.[3];
     const verdict = checkFunds({
       token,
       amount: payout.amount,
@@ -68,7 +72,12 @@ export async function recordIfFunded(
       committed,
       unsettled: stillToSettle(unsettled),
       gas: gasCosts
-        ? { erc20: gasCosts[0] ?? 0n, eth: gasCosts[1] ?? 0n, ...(gasCosts[2] ? { own: gasCosts[2] } : {}) }
+        ? {
+            erc20: gasCosts[0],
+            eth: gasCosts[1],
+            perUnit: gasCosts[2],
+            ...(units === undefined ? {} : { own: units * gasCosts[2] }),
+          }
         : null,
     });
     if (!verdict.ok && verdict.short === "balance") {
@@ -87,7 +96,7 @@ export async function recordIfFunded(
         action: `Send at least ${formatAmount(verdict.required - shown, 18)} ETH to ${from}, or wait for the automatic gas top-up`,
       });
     }
-    return sending.insertPayout(db, payout);
+    return sending.insertPayout(db, payout, gasPaid ? units : undefined);
   };
   return turns.run(`payout-funds:${environment}:${from.toLowerCase()}`, () =>
     // With a key, its claim, the check and the record are one transaction: a refusal leaves the

@@ -2,12 +2,20 @@ import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import {
   type BreakerState,
+  type FailureOutcome,
   PAUSE_AFTER_FAILURES,
   recordFailure,
   recordSuccess,
+  uncountedFailure,
 } from "../../domain/circuit-breaker.ts";
 import { CircuitBreakerOpen } from "../../domain/errors.ts";
-import { COMPLETED_PAYOUT, PAYOUT_TRANSITIONS } from "../../domain/payout-state.ts";
+import {
+  COMPLETED_PAYOUT,
+  type FailureCause,
+  failureTrigger,
+  PAYOUT_TRANSITIONS,
+  type TransferKindName,
+} from "../../domain/payout-state.ts";
 import { coalescedCall } from "../../platform/db/coalesced-write.ts";
 import type { Mailer } from "../../platform/mail/mailer.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
@@ -120,11 +128,18 @@ export class PayoutOutcomes {
   }
 
   /**
-   * Fails a payout whose transfer can never happen, counted by the breaker (and mailed when it
-   * trips); throws the answer. A payout that was no longer processing answers as it is stored.
+   * Fails a payout whose transfer can never happen, counted by the breaker unless its recipient
+   * refused a refund or a return (and mailed when it trips); throws the answer. A payout that was
+   * no longer processing answers as it is stored.
    */
-  async fail(scope: Scope, payout: repo.PayoutRow, txHash: string | null, detail: string): Promise<never> {
-    const result = await this.recordFailure(scope, payout, txHash, detail);
+  async fail(
+    scope: Scope,
+    payout: repo.PayoutRow,
+    txHash: string | null,
+    detail: string,
+    cause: FailureCause = "sending",
+  ): Promise<never> {
+    const result = await this.recordFailure(scope, payout, txHash, detail, cause);
     if (!result) throw await this.#answers.storedError(scope, payout.id);
     if (result.tripped) {
       throw new CircuitBreakerOpen("Payouts paused by the circuit breaker", {
@@ -139,12 +154,22 @@ export class PayoutOutcomes {
     throw payoutFailed(detail, result.state.failStreak, result.remainingBeforePause);
   }
 
-  /** The failure, its event and the breaker's count, in one transaction; undefined if not processing. */
-  async recordFailure(scope: Scope, payout: repo.PayoutRow, txHash: string | null, detail: string) {
+  /**
+   * The failure, its event and the breaker's count (where its trigger counts: payout-state.ts),
+   * in one transaction; undefined if not processing.
+   */
+  async recordFailure(
+    scope: Scope,
+    payout: repo.PayoutRow,
+    txHash: string | null,
+    detail: string,
+    cause: FailureCause = "sending",
+  ) {
     const at = this.#ctx.now();
+    const transition = PAYOUT_TRANSITIONS[failureTrigger(payout.kind as TransferKindName, cause)];
     const result = await this.#ctx.db.transaction().execute(async (trx) => {
       const done = await repo.finishPayout(trx, payout.id, {
-        status: PAYOUT_TRANSITIONS.transfer_failed.to,
+        status: transition.to,
         txHash,
         error: detail,
         at,
@@ -152,9 +177,17 @@ export class PayoutOutcomes {
       if (!done) return undefined;
       const kind = this.#kinds.of(done.kind);
       await kind.released?.(trx, done);
-      const state = await repo.lockBreaker(trx, scope);
-      const failure = recordFailure(state, detail, at);
-      await repo.writeBreaker(trx, scope, failure.state);
+      let failure: FailureOutcome;
+      if (transition.counted) {
+        failure = recordFailure(await repo.lockBreaker(trx, scope), detail, at);
+        await repo.writeBreaker(trx, scope, failure.state);
+      } else {
+        failure = uncountedFailure(await repo.readBreaker(trx, scope));
+        this.#ctx.log.warn(
+          { payoutId: done.id, kind: done.kind, error: detail },
+          "a transfer's recipient refused it; not counted by the circuit breaker",
+        );
+      }
       await recordEvents(trx, [failureEvent(kind, done, detail, failure.state.failStreak)]);
       return { ...failure, row: done };
     });

@@ -43,9 +43,16 @@ export class PayoutPersistence {
   /** The hooks of `payout` on `rail`; they fill `recorded`, and call `persisted` once its record is written or refused. */
   hooks(payout: repo.NewPayout, rail: Rail, recorded: Recorded, persisted: () => void): MoveHooks {
     return {
-      persist: async () => {
+      persist: async (gasUnits) => {
         try {
-          recorded.row = await recordIfFunded(this.#ctx, this.#fundsTurns, this.#payments, rail, payout);
+          recorded.row = await recordIfFunded(
+            this.#ctx,
+            this.#fundsTurns,
+            this.#payments,
+            rail,
+            payout,
+            gasUnits,
+          );
           return recorded.row !== undefined;
         } finally {
           persisted();

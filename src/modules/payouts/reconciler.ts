@@ -2,6 +2,7 @@ import type { Hex } from "../../chain/network.ts";
 import * as sent from "../../chain/sent-transactions.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
+import { RECIPIENT_REVERTED, revertCause, type TransferKindName } from "../../domain/payout-state.ts";
 import type { Rails } from "../../rails/index.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import { failureEvent, type TransferKinds } from "./kinds.ts";
@@ -82,8 +83,13 @@ export class PayoutReconciler {
       return true;
     }
     if (tx) {
-      // Reverted, or never mined and its nonce taken by another transaction.
-      await this.#outcomes.recordFailure(scope, payout, tx.txHash, tx.error ?? "transaction reverted");
+      // Reverted (`failed`: its receipt; plain ETH then reverted in its recipient's code), or
+      // never mined and its nonce taken by another transaction.
+      const kind = payout.kind as TransferKindName;
+      const cause =
+        tx.status === "failed" ? revertCause({ kind, tokenSymbol: payout.token_symbol }) : "sending";
+      const error = cause === "recipient" ? RECIPIENT_REVERTED : (tx.error ?? "transaction reverted");
+      await this.#outcomes.recordFailure(scope, payout, tx.txHash, error, cause);
       return true;
     }
     // Nothing recorded: never sent, unless its sender claims it at this moment (then a no-op).

@@ -51,6 +51,7 @@ export class SandboxPayoutRecords {
       completed_at: completedAt,
       lease_expires_at: null,
       send_claimed_at: null,
+      gas_limit: null,
     };
     const kind = this.#kinds.of(payout.kind);
     const record: sandboxRepo.SandboxPayout = {

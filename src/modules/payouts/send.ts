@@ -20,8 +20,9 @@ import * as sending from "./sending-repo.ts";
 
 // A payout's send → finish, through its rail, which calls the persist hooks it needs (persist.ts)
 // before it sends anything. Its outcome then ends it:
-// completed, failed (counted by the breaker), or 202 left to the reconciler when the chain has not
-// told yet. Nothing is ever failed while its transfer may still happen.
+// completed, failed (counted by the breaker unless a refund's or return's recipient refused it),
+// or 202 left to the reconciler when the chain has not told yet. Nothing is ever failed while its
+// transfer may still happen.
 
 export interface PayoutAttempt {
   scope: Scope;
@@ -150,6 +151,7 @@ export class PayoutSends {
           row,
           outcome.txHash || null,
           outcome.error ?? "transfer failed",
+          outcome.cause ?? "sending",
         );
       }
       // The sandbox statement completed it (with its event) already.

@@ -35,19 +35,24 @@ export async function committedFrom(
   /** Payments whose whole gross is counted already: their settlement transfers are not again. */
   settlingWhole: readonly string[] = [],
 ): Promise<Map<string, Committed>> {
+  type Row = { token_symbol: string; amount: string; transactions: number; gas_units: string };
+  // Each with its gas limit where one is recorded (migration 029); the others are counted.
+  const totals = sql`sum(amount)::text AS amount,
+    (count(*) FILTER (WHERE gas_limit IS NULL))::int AS transactions,
+    coalesce(sum(gas_limit), 0)::text AS gas_units`;
   const rows =
     minedNonce === null
-      ? await sql<{ token_symbol: string; amount: string; transactions: number }>`
-          SELECT token_symbol, sum(amount)::text AS amount, count(*)::int AS transactions
+      ? await sql<Row>`
+          SELECT token_symbol, ${totals}
           FROM payouts
           WHERE environment = ${environment} AND status = ${OPEN} AND from_address = ${from}
           GROUP BY token_symbol`.execute(trx)
-      : await sql<{ token_symbol: string; amount: string; transactions: number }>`
-          SELECT token_symbol, sum(amount)::text AS amount, count(*)::int AS transactions
+      : await sql<Row>`
+          SELECT token_symbol, ${totals}
           FROM (
             ${sent.leavingFrom(environment, from, minedNonce, settlingWhole)}
             UNION ALL
-            SELECT p.token_symbol, p.amount
+            SELECT p.token_symbol, p.amount, p.gas_limit
             FROM payouts p
             WHERE p.environment = ${environment} AND p.status = ${OPEN} AND p.from_address = ${from}
               AND NOT ${sent.recordedForPayout(sql`p.id`)}
@@ -56,20 +61,22 @@ export async function committedFrom(
   return new Map(
     rows.rows.map((row) => [
       row.token_symbol,
-      { amount: BigInt(row.amount), transactions: row.transactions },
+      { amount: BigInt(row.amount), transactions: row.transactions, gasUnits: BigInt(row.gas_units) },
     ]),
   );
 }
 
 /**
  * Records a live payout as processing, leased to the caller. Its idempotencyKey was claimed first
- * (funds.ts); the unique key on the payouts table stays as the schema's backstop.
+ * (funds.ts); the unique key on the payouts table stays as the schema's backstop. `gasUnits`: the
+ * gas limits its transactions will be signed with (an EOA's), reserved until they are recorded.
  */
-export async function insertPayout(trx: Db, payout: NewPayout): Promise<PayoutRow> {
+export async function insertPayout(trx: Db, payout: NewPayout, gasUnits?: bigint): Promise<PayoutRow> {
   return trx
     .insertInto("payouts")
     .values({
       ...requestedColumns(payout),
+      gas_limit: gasUnits === undefined ? null : gasUnits.toString(),
       status: PAYOUT_TRANSITIONS.recorded.to,
       metadata: JSON.stringify(payout.metadata),
       created_at: payout.createdAt,

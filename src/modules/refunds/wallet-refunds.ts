@@ -1,5 +1,6 @@
 import type { ChainToken } from "../../chain/network.ts";
 import { badRequest } from "../../domain/errors.ts";
+import { isZeroAddress, zeroAddressMessage } from "../../domain/validation.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
 import type { RefundShares } from "../payments/refund-shares.ts";
@@ -29,6 +30,10 @@ export class WalletRefunds implements RefundRail {
     const destination = order.destinationAddress ?? payment.payer_address;
     if (!destination)
       throw badRequest("destinationAddress is required: the payment has no payerAddress to refund to");
+    if (isZeroAddress(destination))
+      throw badRequest(
+        `${zeroAddressMessage("destinationAddress")}: the payment's payerAddress is the zero address, name another`,
+      );
     const row = await this.#payouts.transfer(scope, {
       id: order.id,
       kind: "refund",
@@ -50,12 +55,18 @@ export class WalletRefunds implements RefundRail {
     transfer: UnmatchedRow,
     order: Omit<RefundOrder, "amount">,
   ): Promise<RefundView> {
+    const destination = order.destinationAddress ?? transfer.from_address;
+    // A token minted to the wallet comes from the zero address: it cannot go back there.
+    if (isZeroAddress(destination))
+      throw badRequest(
+        `${zeroAddressMessage("destinationAddress")}: the transfer's sender is the zero address (a mint), name another`,
+      );
     const row = await this.#payouts.transfer(scope, {
       id: order.id,
       kind: "return",
       tokenSymbol: transfer.token_symbol as ChainToken,
       amount: BigInt(transfer.amount),
-      destinationAddress: order.destinationAddress ?? transfer.from_address,
+      destinationAddress: destination,
       walletType: order.walletType,
       paymentId: null,
       unmatchedTransferId: transfer.id,

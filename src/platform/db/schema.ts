@@ -215,6 +215,8 @@ export interface ChainTransactionsTable {
   mined_at: NullableTimestamp;
   /** A cancelling transaction: the transaction whose nonce it takes (migration 016). */
   replaces_tx_hash: ColumnType<string | null, string | null | undefined, string | null>;
+  /** The gas limit it was signed with; null before migration 029 (its kind's default). */
+  gas_limit: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface JobLeasesTable {
@@ -251,6 +253,11 @@ export interface PayoutsTable {
   payment_id: ColumnType<string | null, string | null | undefined, string | null>;
   unmatched_transfer_id: ColumnType<string | null, string | null | undefined, string | null>;
   reason: ColumnType<string | null, string | null | undefined, string | null>;
+  /**
+   * The gas limits its transactions will be signed with, in all (an EOA's; migration 029), kept
+   * for the balance check until they are recorded; null where sponsored, or before 029.
+   */
+  gas_limit: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 /** A refund of a card payment, made at the provider (D19, migration 022). */
