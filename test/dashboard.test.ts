@@ -230,18 +230,52 @@ describe("sessions", () => {
   it("expire after 12 hours idle, and each request moves the expiry on", async () => {
     const browser = new DashboardClient(t, "198.51.100.7");
     const start = new Date();
+    const at = (hours: number) => t.setNow(new Date(start.getTime() + hours * 3_600_000));
     t.setNow(start);
     try {
       await browser.login(emailA, PASSWORD);
-      t.setNow(new Date(start.getTime() + 11 * 3_600_000));
+      at(11);
       expect((await browser.get("/dashboard/sandbox")).statusCode).toBe(200);
       // 22 h after login but only 11 h after the last request: still signed in.
-      t.setNow(new Date(start.getTime() + 22 * 3_600_000));
+      at(22);
       expect((await browser.get("/dashboard/sandbox")).statusCode).toBe(200);
-      t.setNow(new Date(start.getTime() + 34 * 3_600_000 + 60_000));
-      const expired = await browser.get("/dashboard/sandbox");
+      const idle = new DashboardClient(t, "198.51.100.7");
+      at(0);
+      await idle.login(emailA, PASSWORD);
+      at(11);
+      expect((await idle.get("/dashboard/sandbox")).statusCode).toBe(200);
+      // 12 h and a minute after its last request (23 h after its login): ended.
+      at(23 + 1 / 60);
+      const expired = await idle.get("/dashboard/sandbox");
       expect(expired.statusCode).toBe(303);
       expect(expired.headers.location).toBe("/dashboard/login");
+    } finally {
+      t.setNow(undefined);
+    }
+  });
+
+  it("end 24 hours after their login however recently they were used", async () => {
+    const browser = new DashboardClient(t, "198.51.100.17");
+    const start = new Date();
+    const at = (ms: number) => t.setNow(new Date(start.getTime() + ms));
+    t.setNow(start);
+    try {
+      expect((await browser.login(emailA, PASSWORD)).statusCode).toBe(303);
+      for (const hours of [6, 12, 18, 23]) {
+        at(hours * 3_600_000);
+        expect((await browser.get("/dashboard/sandbox")).statusCode, `${hours} h`).toBe(200);
+      }
+      at(24 * 3_600_000 - 60_000);
+      expect((await browser.get("/dashboard/sandbox")).statusCode).toBe(200);
+      // A minute after the last request, but 24 h after the login.
+      at(24 * 3_600_000);
+      const ended = await browser.get("/dashboard/sandbox");
+      expect(ended.statusCode).toBe(303);
+      expect(ended.headers.location).toBe("/dashboard/login");
+      // A new login gives a new 24 hours.
+      expect((await browser.login(emailA, PASSWORD)).statusCode).toBe(303);
+      at(35 * 3_600_000);
+      expect((await browser.get("/dashboard/sandbox")).statusCode).toBe(200);
     } finally {
       t.setNow(undefined);
     }

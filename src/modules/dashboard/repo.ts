@@ -10,6 +10,8 @@ export interface SessionRow {
   id_hash: string;
   workspace_id: string;
   csrf_token: string;
+  /** The login's time: the session ends 24 hours after it whatever its use. */
+  created_at: Date;
   expires_at: Date;
 }
 
@@ -20,7 +22,7 @@ export async function insertSession(db: Db, session: SessionRow): Promise<void> 
 export async function findSession(db: Db, idHash: string): Promise<SessionRow | undefined> {
   return db
     .selectFrom("dashboard_sessions")
-    .select(["workspace_id", "csrf_token", "expires_at", "id_hash"])
+    .select(["workspace_id", "csrf_token", "created_at", "expires_at", "id_hash"])
     .where("id_hash", "=", idHash)
     .executeTakeFirst();
 }

@@ -7,6 +7,7 @@ import { Type } from "typebox";
 import type { AppContext } from "../../context.ts";
 import { AppError, NotFound, RateLimited } from "../../domain/errors.ts";
 import { statusOf, validationMessage } from "../../platform/http/error-handler.ts";
+import { servedOverHttps } from "../../platform/http/hsts.ts";
 import { pageSecurityHeaders } from "../../platform/http/page-security.ts";
 import { constantTimeEqual } from "../../platform/secrets/hashing.ts";
 import type { Logins } from "./login.ts";
@@ -14,7 +15,7 @@ import { field, PageKit } from "./page-kit.ts";
 import { type DashboardServices, pageRoutes } from "./pages.ts";
 import { payoutPages } from "./payout-pages.ts";
 import { refundPages } from "./refund-pages.ts";
-import { SESSION_COOKIE, type SessionsService } from "./sessions.ts";
+import { type SessionsService, sessionCookieName } from "./sessions.ts";
 import { type SplitPageServices, splitPages } from "./split-pages.ts";
 import { html } from "./views/html.ts";
 import { bare } from "./views/layout.ts";
@@ -71,7 +72,9 @@ export const dashboardRoutes =
     });
     await app.register(formbody, { bodyLimit: 16 * 1024 });
     app.decorateRequest("dashboard", null);
-    const secure = ctx.config.publicBaseUrl.startsWith("https:");
+    // Over https the session cookie is `__Host-` prefixed and Secure (sessions.ts).
+    const secure = servedOverHttps(ctx.config.publicBaseUrl);
+    const SESSION_COOKIE = sessionCookieName(ctx.config.publicBaseUrl);
     const cookieOptions = { httpOnly: true, secure, sameSite: "lax", path: "/" } as const;
 
     app.addHook("onRequest", async (_request, reply) => {
@@ -191,7 +194,7 @@ export const dashboardRoutes =
       signedIn.post("/dashboard/logout", async (request, reply) => {
         const token = request.cookies[SESSION_COOKIE];
         if (token) await deps.sessions.close(token);
-        reply.clearCookie(SESSION_COOKIE, { path: "/" });
+        reply.clearCookie(SESSION_COOKIE, cookieOptions);
         return reply.redirect("/dashboard/login", 303);
       });
 
