@@ -10,7 +10,7 @@ import { statusOf, validationMessage } from "../../platform/http/error-handler.t
 import { servedOverHttps } from "../../platform/http/hsts.ts";
 import { pageSecurityHeaders } from "../../platform/http/page-security.ts";
 import { constantTimeEqual } from "../../platform/secrets/hashing.ts";
-import type { Logins } from "./login.ts";
+import { type Logins, waitText } from "./login.ts";
 import { field, PageKit } from "./page-kit.ts";
 import { type DashboardServices, pageRoutes } from "./pages.ts";
 import { payoutPages } from "./payout-pages.ts";
@@ -142,10 +142,9 @@ export const dashboardRoutes =
         });
         if (outcome.status === "limited") {
           reply.header("retry-after", String(outcome.retryAfterSeconds));
-          const minutes = Math.ceil(outcome.retryAfterSeconds / 60);
           return showLogin(reply, 429, {
             email: body.email,
-            error: `Too many failed attempts. Try again in ${minutes} minute${minutes === 1 ? "" : "s"}.`,
+            error: `Too many failed attempts from this address. Try again in ${waitText(outcome.retryAfterSeconds)}.`,
           });
         }
         if (outcome.status === "invalid")

@@ -11,7 +11,7 @@ import type { UnmatchedInbox } from "../payments/unmatched.ts";
 import type { WalletService } from "../payouts/wallet-service.ts";
 import type { SmartWalletsService } from "../smart-wallets/service.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
-import type { Logins } from "./login.ts";
+import { type Logins, waitText } from "./login.ts";
 import { EnvIdParams, EnvParams, explorerOf, offsetOf, type PageKit, queryOf } from "./page-kit.ts";
 import { newFormToken, type UnmatchedFormError } from "./refund-form.ts";
 import type { SessionsService } from "./sessions.ts";
@@ -265,7 +265,12 @@ export const workspacePages =
       async (request, reply) => {
         const tenant = kit.tenantOf(request, request.params.env);
         const { currentPassword, newPassword } = request.body;
-        const checked = await services.logins.checkPassword(tenant.workspaceId, currentPassword, request.ip);
+        const checked = await services.logins.checkPassword({
+          workspaceId: tenant.workspaceId,
+          sessionId: request.dashboard?.sessionId ?? "",
+          password: currentPassword,
+          clientAddress: request.ip,
+        });
         if (checked !== "ok") {
           const limited = typeof checked === "object";
           if (limited) reply.header("retry-after", String(checked.retryAfterSeconds));
@@ -274,7 +279,7 @@ export const workspacePages =
             error: {
               field: "currentPassword",
               message: limited
-                ? "Too many wrong passwords. Try again in a few minutes."
+                ? `Too many wrong passwords. Try again in ${waitText(checked.retryAfterSeconds)}.`
                 : "The current password is not right",
             },
           });

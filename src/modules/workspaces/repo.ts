@@ -222,6 +222,21 @@ export async function updateSettings(
   return result.numUpdatedRows > 0n;
 }
 
+/** Replaces a password hash only if it is still `previous` (a newer password is never undone). */
+export async function replacePasswordHash(
+  db: Kysely<DatabaseSchema>,
+  id: string,
+  previous: string,
+  next: string,
+): Promise<void> {
+  await db
+    .updateTable("workspaces")
+    .set({ admin_password_hash: next })
+    .where("id", "=", id)
+    .where("admin_password_hash", "=", previous)
+    .execute();
+}
+
 export async function settingsOf(
   db: Kysely<DatabaseSchema>,
   id: string,

@@ -5,7 +5,7 @@ import { badRequest, notFound } from "../../domain/errors.ts";
 import { isAddress, isUuid } from "../../domain/validation.ts";
 import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
 import type { Db } from "../../platform/db/database.ts";
-import { hashPassword } from "../../platform/secrets/hashing.ts";
+import { hashPassword, needsRehash } from "../../platform/secrets/hashing.ts";
 import { type IssuedKey, issueKey } from "../keys/service.ts";
 import * as repo from "./repo.ts";
 
@@ -219,6 +219,12 @@ export class WorkspacesService {
         adminEmail,
       }));
     if (!updated) throw notFound("Workspace not found");
+  }
+
+  /** After a successful login: a hash made with less than today's cost is replaced (D21). */
+  async upgradePasswordHash(workspaceId: string, stored: string, password: string): Promise<void> {
+    if (!needsRehash(stored)) return;
+    await repo.replacePasswordHash(this.#ctx.db, workspaceId, stored, await hashPassword(password));
   }
 
   /** One query: payments read this on every create. */
