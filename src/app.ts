@@ -294,6 +294,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     dashboardRoutes(ctx, {
       sessions,
       logins: new Logins(ctx, workspaces),
+      mailer,
       workspaces,
       payments,
       payouts,

@@ -56,7 +56,11 @@ describe("API keys", () => {
   it("creates keys of the page's environment only", async () => {
     const browser = await signedIn("198.51.100.22");
     const csrf = await browser.csrf("/dashboard/live/keys");
-    const created = await browser.post("/dashboard/live/keys", { _csrf: csrf, name: "" });
+    const created = await browser.post("/dashboard/live/keys", {
+      _csrf: csrf,
+      name: "",
+      currentPassword: PASSWORD,
+    });
     expect(created.statusCode).toBe(201);
     expect(created.body).toMatch(/value="svc_live_[0-9A-Za-z]+"/);
   });
@@ -85,6 +89,7 @@ describe("settings", () => {
       _csrf: csrf,
       settlementAddress: "0x123<b>",
       adminEmail: email,
+      currentPassword: PASSWORD,
     });
     expect(bad.statusCode).toBe(400);
     expect(bad.body).toMatch(
@@ -96,6 +101,7 @@ describe("settings", () => {
       _csrf: csrf,
       settlementAddress: address,
       adminEmail: email,
+      currentPassword: PASSWORD,
     });
     expect(saved.statusCode).toBe(303);
     const ws2 = await t.request({

@@ -10,12 +10,14 @@ import { statusOf, validationMessage } from "../../platform/http/error-handler.t
 import { servedOverHttps } from "../../platform/http/hsts.ts";
 import { pageSecurityHeaders } from "../../platform/http/page-security.ts";
 import { constantTimeEqual } from "../../platform/secrets/hashing.ts";
+import { emailConfirmRoutes } from "./email-change.ts";
 import { type Logins, waitText } from "./login.ts";
 import { field, PageKit } from "./page-kit.ts";
 import { type DashboardServices, pageRoutes } from "./pages.ts";
 import { payoutPages } from "./payout-pages.ts";
 import { refundPages } from "./refund-pages.ts";
 import { type SessionsService, sessionCookieName } from "./sessions.ts";
+import { type SettingsPageServices, settingsPages } from "./settings-pages.ts";
 import { type SplitPageServices, splitPages } from "./split-pages.ts";
 import { html } from "./views/html.ts";
 import { bare } from "./views/layout.ts";
@@ -57,7 +59,11 @@ declare module "fastify" {
 
 const SAFE_METHODS = new Set(["GET", "HEAD"]);
 
-export interface DashboardDependencies extends DashboardServices, WorkspacePageServices, SplitPageServices {
+export interface DashboardDependencies
+  extends DashboardServices,
+    WorkspacePageServices,
+    SplitPageServices,
+    SettingsPageServices {
   sessions: SessionsService;
   logins: Logins;
 }
@@ -165,6 +171,9 @@ export const dashboardRoutes =
       },
     );
 
+    // The link confirming a new admin e-mail works without a session (it may be opened elsewhere).
+    await app.register(emailConfirmRoutes(deps));
+
     // Everything else needs a session.
     await app.register(async (signedIn) => {
       // Before the body is validated: a signed-out form goes to the login page, not to a 400.
@@ -201,6 +210,7 @@ export const dashboardRoutes =
       await signedIn.register(pageRoutes(ctx, deps, kit));
       await signedIn.register(webhookPages(deps, kit));
       await signedIn.register(workspacePages(ctx, deps, kit));
+      await signedIn.register(settingsPages(ctx, deps, kit));
       await signedIn.register(payoutPages(ctx, deps, kit));
       await signedIn.register(splitPages(ctx, deps, kit));
       await signedIn.register(refundPages(ctx, deps, kit));
