@@ -80,7 +80,7 @@ export const dashboardRoutes =
     app.decorateRequest("dashboard", null);
     // Over https the session cookie is `__Host-` prefixed and Secure (sessions.ts).
     const secure = servedOverHttps(ctx.config.publicBaseUrl);
-    const SESSION_COOKIE = sessionCookieName(ctx.config.publicBaseUrl);
+    const sessionCookie = sessionCookieName(ctx.config.publicBaseUrl);
     const cookieOptions = { httpOnly: true, secure, sameSite: "lax", path: "/" } as const;
 
     app.addHook("onRequest", async (_request, reply) => {
@@ -162,10 +162,10 @@ export const dashboardRoutes =
             workspaces: outcome.workspaces,
           });
         // A new session at every login; the one the browser came with (if any) ends.
-        const previous = request.cookies[SESSION_COOKIE];
+        const previous = request.cookies[sessionCookie];
         if (previous) await deps.sessions.close(previous);
         const session = await deps.sessions.open(outcome.workspaceId);
-        reply.setCookie(SESSION_COOKIE, session.token, cookieOptions);
+        reply.setCookie(sessionCookie, session.token, cookieOptions);
         reply.clearCookie(LOGIN_COOKIE, { path: "/dashboard/login" });
         return reply.redirect("/dashboard/sandbox", 303);
       },
@@ -178,7 +178,7 @@ export const dashboardRoutes =
     await app.register(async (signedIn) => {
       // Before the body is validated: a signed-out form goes to the login page, not to a 400.
       signedIn.addHook("preValidation", async (request, reply) => {
-        const token = request.cookies[SESSION_COOKIE];
+        const token = request.cookies[sessionCookie];
         const session = token ? await deps.sessions.resolve(token) : null;
         if (!session) return reply.redirect("/dashboard/login", 303);
         if (!SAFE_METHODS.has(request.method)) {
@@ -200,9 +200,9 @@ export const dashboardRoutes =
       });
 
       signedIn.post("/dashboard/logout", async (request, reply) => {
-        const token = request.cookies[SESSION_COOKIE];
+        const token = request.cookies[sessionCookie];
         if (token) await deps.sessions.close(token);
-        reply.clearCookie(SESSION_COOKIE, cookieOptions);
+        reply.clearCookie(sessionCookie, cookieOptions);
         return reply.redirect("/dashboard/login", 303);
       });
 
