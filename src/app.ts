@@ -18,7 +18,7 @@ import { cardWebhookRoutes } from "./modules/card/routes.ts";
 import { CardWebhooks } from "./modules/card/service.ts";
 import { Logins } from "./modules/dashboard/login.ts";
 import { dashboardRoutes } from "./modules/dashboard/routes.ts";
-import { SESSION_COOKIE, SessionsService } from "./modules/dashboard/sessions.ts";
+import { SessionsService, sessionCookieName } from "./modules/dashboard/sessions.ts";
 import { hostedPageRoutes } from "./modules/hosted-page/routes.ts";
 import { keysRoutes } from "./modules/keys/routes.ts";
 import { KeysService } from "./modules/keys/service.ts";
@@ -55,6 +55,7 @@ import { type Db, poolStats } from "./platform/db/database.ts";
 import { registerAuth } from "./platform/http/auth.ts";
 import { answerFrameworkError, registerErrorHandling } from "./platform/http/error-handler.ts";
 import { registerGracefulClose } from "./platform/http/graceful-close.ts";
+import { registerHsts } from "./platform/http/hsts.ts";
 import { parseJsonBody } from "./platform/http/input-rules.ts";
 import { registerRateLimit } from "./platform/http/rate-limit.ts";
 import { type ReadinessChecks, registerReadiness } from "./platform/http/readiness.ts";
@@ -134,6 +135,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   const inFlight = new InFlight();
   registerGracefulClose(http, inFlight);
   registerRequestId(http);
+  registerHsts(http, deps.config.publicBaseUrl);
   registerMetrics(http, metrics, metricsToken);
 
   const networks: AppContext["networks"] = {};
@@ -256,7 +258,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   registerAuth(http, {
     adminSecret: deps.config.adminSecret,
     resolveKey: (key) => keys.resolve(key),
-    sessionCookie: SESSION_COOKIE,
+    sessionCookie: sessionCookieName(deps.config.publicBaseUrl),
     resolveSession: (token) => sessions.resolve(token),
   });
   await registerRateLimit(http, { ...deps.config.rateLimit, redisUrl: deps.config.redisUrl });
@@ -293,6 +295,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     dashboardRoutes(ctx, {
       sessions,
       logins: new Logins(ctx, workspaces),
+      mailer,
       workspaces,
       payments,
       payouts,

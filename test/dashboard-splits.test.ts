@@ -40,14 +40,22 @@ async function apiSplits(key: string) {
   };
 }
 
-/** The form as a browser sends it: `rows` rows, each given as [label, percent, destination, enabled]. */
+/**
+ * The form as a browser sends it: `rows` rows, each given as [label, percent, destination,
+ * enabled], and the current password (the step-up) unless `extra` says otherwise.
+ */
 function form(
   csrf: string,
   enabled: boolean,
   rows: Array<[string, string, string, boolean] | null>,
   extra: Record<string, string> = {},
 ): Record<string, string> {
-  const body: Record<string, string> = { _csrf: csrf, rows: String(rows.length), ...extra };
+  const body: Record<string, string> = {
+    _csrf: csrf,
+    rows: String(rows.length),
+    currentPassword: PASSWORD,
+    ...extra,
+  };
   if (enabled) body.enabled = "on";
   rows.forEach((row, i) => {
     const [label, percent, destination, on] = row ?? ["", "", "", true];

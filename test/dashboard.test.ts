@@ -127,67 +127,108 @@ describe("login", () => {
     expect(res.headers.location).toBe("/dashboard/login");
   });
 
-  it("limits failures to 5 per 15 minutes per e-mail, even from other addresses, then the right password too", async () => {
-    const email = `limited-${Math.random().toString(36).slice(2, 8)}@shop.example`;
-    await createWorkspace(t, { name: "Limited", adminEmail: email, adminPassword: PASSWORD });
+  it("never locks the owner out from elsewhere: 30 wrong passwords from one address, the right one from another signs in", async () => {
+    const email = `targeted-${Math.random().toString(36).slice(2, 8)}@shop.example`;
+    await createWorkspace(t, { name: "Targeted", adminEmail: email, adminPassword: PASSWORD });
+    const attacker = "192.0.2.10";
+    const answers: number[] = [];
+    for (let i = 0; i < 30; i++)
+      answers.push((await new DashboardClient(t, attacker).login(email, `wrong password ${i}`)).statusCode);
+    // Five are checked, then the attacker waits (answered 429 unchecked, not counted).
+    expect(answers.slice(0, 5)).toEqual([401, 401, 401, 401, 401]);
+    expect(new Set(answers.slice(5))).toEqual(new Set([429]));
+    // Even the right password waits at the attacker's address…
+    expect((await new DashboardClient(t, attacker).login(email, PASSWORD)).statusCode).toBe(429);
+    // …but the owner, at an address that has not failed, signs in.
+    const owner = await new DashboardClient(t, "192.0.2.11").login(email, PASSWORD);
+    expect(owner.statusCode, owner.body.slice(0, 300)).toBe(303);
+  });
+
+  it("makes an (e-mail, address) wait after 5 failures, twice as long at each further failure", async () => {
+    const email = `delayed-${Math.random().toString(36).slice(2, 8)}@shop.example`;
+    await createWorkspace(t, { name: "Delayed", adminEmail: email, adminPassword: PASSWORD });
+    const at = (ms: number) => t.setNow(new Date(start.getTime() + ms));
+    const from = () => new DashboardClient(t, "192.0.2.30");
     const start = new Date();
     t.setNow(start);
     try {
-      for (let i = 0; i < 5; i++) {
-        const res = await new DashboardClient(t, `192.0.2.${10 + i}`).login(email, `wrong password ${i}`);
-        expect(res.statusCode).toBe(401);
-      }
-      const limited = await new DashboardClient(t, "192.0.2.20").login(email, PASSWORD);
+      for (let i = 0; i < 5; i++) expect((await from().login(email, `wrong ${i}`)).statusCode).toBe(401);
+      const limited = await from().login(email, PASSWORD);
       expect(limited.statusCode).toBe(429);
-      expect(Number(limited.headers["retry-after"])).toBeGreaterThan(800);
+      expect(limited.headers["retry-after"]).toBe("30");
+      expect(limited.body).toContain("Too many failed attempts from this address. Try again in 30 seconds.");
       expect(limited.cookies.find((c) => c.name === "svc_session")).toBeUndefined();
-      // 15 minutes after the first failure, the window has room again.
-      t.setNow(new Date(start.getTime() + 15 * 60_000 + 1_000));
-      const again = await new DashboardClient(t, "192.0.2.21").login(email, PASSWORD);
-      expect(again.statusCode).toBe(303);
+      // After 30 s a sixth guess is checked; the seventh waits a minute after it, then 2, 4 …
+      at(30_000);
+      expect((await from().login(email, "wrong 5")).statusCode).toBe(401);
+      at(31_000);
+      const longer = await from().login(email, PASSWORD);
+      expect(longer.statusCode).toBe(429);
+      expect(longer.headers["retry-after"]).toBe("59");
+      at(90_000);
+      expect((await from().login(email, "wrong 6")).statusCode).toBe(401);
+      at(91_000);
+      expect((await from().login(email, PASSWORD)).headers["retry-after"]).toBe("119");
+      // The right password once the wait is over signs in, and clears this pair's failures.
+      at(210_000);
+      expect((await from().login(email, PASSWORD)).statusCode).toBe(303);
+      expect((await from().login(email, "a typo")).statusCode).toBe(401);
     } finally {
       t.setNow(undefined);
     }
   });
 
-  it("limits failures to 5 per 15 minutes per client address, across e-mails", async () => {
+  it("makes an address wait after 20 failures across e-mails; other addresses are not affected", async () => {
     const ip = "192.0.2.99";
-    for (let i = 0; i < 5; i++) {
-      const res = await new DashboardClient(t, ip).login(`guess-${i}@shop.example`, "wrong password!!");
-      expect(res.statusCode).toBe(401);
-    }
+    // In parallel: each attempt counts those written before it, so all 20 are still free.
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        new DashboardClient(t, ip)
+          .login(`guess-${i}@shop.example`, "wrong password!!")
+          .then((r) => r.statusCode),
+      ),
+    );
+    expect(answers).toEqual(Array(20).fill(401));
     const limited = await new DashboardClient(t, ip).login(emailB, PASSWORD);
     expect(limited.statusCode).toBe(429);
-    // Another address is not affected.
     expect((await new DashboardClient(t, "192.0.2.100").login(emailB, PASSWORD)).statusCode).toBe(303);
-  });
+  }, 60_000);
 
-  it("does not let a right password of another workspace with the same e-mail reset the failures", async () => {
+  it("does not let a right password of another workspace with the same e-mail free the address's failures", async () => {
     const email = `victim-${Math.random().toString(36).slice(2, 8)}@shop.example`;
     await createWorkspace(t, { name: "Victim", adminEmail: email, adminPassword: PASSWORD });
-    // An attacker's own workspace given the victim's e-mail, with a password the attacker knows.
+    // An attacker's own workspace given the victim's e-mail, with a password the attacker knows:
+    // its right password clears the (e-mail, address) failures, never the address's.
     await createWorkspace(t, {
       name: "Attacker",
       adminEmail: email,
       adminPassword: "the attacker's password",
     });
+    const ip = "192.0.2.140";
     const answers: number[] = [];
-    for (let round = 0; round < 2; round++) {
-      for (let i = 0; i < 4; i++)
-        answers.push(
-          (
-            await new DashboardClient(t, `192.0.2.${130 + round * 10 + i}`).login(
-              email,
-              `guess ${round}-${i}`,
-            )
-          ).statusCode,
-        );
-      answers.push(
-        (await new DashboardClient(t, `192.0.2.${139 + round * 10}`).login(email, "the attacker's password"))
-          .statusCode,
+    for (let round = 0; round < 5; round++) {
+      const guesses = await Promise.all(
+        [0, 1, 2, 3].map((i) => new DashboardClient(t, ip).login(email, `guess ${round}-${i}`)),
       );
+      answers.push(...guesses.map((r) => r.statusCode));
+      answers.push((await new DashboardClient(t, ip).login(email, "the attacker's password")).statusCode);
     }
-    expect(answers).toEqual([401, 401, 401, 401, 303, 401, 429, 429, 429, 429]);
+    // 20 failures at the address by the fifth round: even the attacker's own password now waits.
+    expect(answers).toEqual([...Array(4).fill([401, 401, 401, 401, 303]).flat(), 401, 401, 401, 401, 429]);
+  }, 90_000);
+
+  it("keeps its count in the database: a second instance on the same database sees the failures", async () => {
+    const email = `shared-db-${Math.random().toString(36).slice(2, 8)}@shop.example`;
+    await createWorkspace(t, { name: "Shared", adminEmail: email, adminPassword: PASSWORD });
+    const second = await startTestApp({}, { database: t.database });
+    try {
+      for (let i = 0; i < 5; i++)
+        expect((await new DashboardClient(t, "192.0.2.150").login(email, `wrong ${i}`)).statusCode).toBe(401);
+      const there = await new DashboardClient(second, "192.0.2.150").login(email, PASSWORD);
+      expect(there.statusCode).toBe(429);
+    } finally {
+      await second.close(true);
+    }
   });
 
   it("answers a NUL character in a form field with 400 naming it, before any sign-in", async () => {
@@ -230,18 +271,52 @@ describe("sessions", () => {
   it("expire after 12 hours idle, and each request moves the expiry on", async () => {
     const browser = new DashboardClient(t, "198.51.100.7");
     const start = new Date();
+    const at = (hours: number) => t.setNow(new Date(start.getTime() + hours * 3_600_000));
     t.setNow(start);
     try {
       await browser.login(emailA, PASSWORD);
-      t.setNow(new Date(start.getTime() + 11 * 3_600_000));
+      at(11);
       expect((await browser.get("/dashboard/sandbox")).statusCode).toBe(200);
       // 22 h after login but only 11 h after the last request: still signed in.
-      t.setNow(new Date(start.getTime() + 22 * 3_600_000));
+      at(22);
       expect((await browser.get("/dashboard/sandbox")).statusCode).toBe(200);
-      t.setNow(new Date(start.getTime() + 34 * 3_600_000 + 60_000));
-      const expired = await browser.get("/dashboard/sandbox");
+      const idle = new DashboardClient(t, "198.51.100.7");
+      at(0);
+      await idle.login(emailA, PASSWORD);
+      at(11);
+      expect((await idle.get("/dashboard/sandbox")).statusCode).toBe(200);
+      // 12 h and a minute after its last request (23 h after its login): ended.
+      at(23 + 1 / 60);
+      const expired = await idle.get("/dashboard/sandbox");
       expect(expired.statusCode).toBe(303);
       expect(expired.headers.location).toBe("/dashboard/login");
+    } finally {
+      t.setNow(undefined);
+    }
+  });
+
+  it("end 24 hours after their login however recently they were used", async () => {
+    const browser = new DashboardClient(t, "198.51.100.17");
+    const start = new Date();
+    const at = (ms: number) => t.setNow(new Date(start.getTime() + ms));
+    t.setNow(start);
+    try {
+      expect((await browser.login(emailA, PASSWORD)).statusCode).toBe(303);
+      for (const hours of [6, 12, 18, 23]) {
+        at(hours * 3_600_000);
+        expect((await browser.get("/dashboard/sandbox")).statusCode, `${hours} h`).toBe(200);
+      }
+      at(24 * 3_600_000 - 60_000);
+      expect((await browser.get("/dashboard/sandbox")).statusCode).toBe(200);
+      // A minute after the last request, but 24 h after the login.
+      at(24 * 3_600_000);
+      const ended = await browser.get("/dashboard/sandbox");
+      expect(ended.statusCode).toBe(303);
+      expect(ended.headers.location).toBe("/dashboard/login");
+      // A new login gives a new 24 hours.
+      expect((await browser.login(emailA, PASSWORD)).statusCode).toBe(303);
+      at(35 * 3_600_000);
+      expect((await browser.get("/dashboard/sandbox")).statusCode).toBe(200);
     } finally {
       t.setNow(undefined);
     }

@@ -16,7 +16,7 @@ import {
 } from "./support/service-process.ts";
 
 // Where the metrics are served: GET /metrics on the service's port to the bearer METRICS_TOKEN
-// (401 otherwise), nowhere when neither METRICS_TOKEN nor METRICS_PORT is set (404, nothing
+// (401 otherwise, wrong tokens counted toward the address's failed-authentication limit), nowhere when neither METRICS_TOKEN nor METRICS_PORT is set (404, nothing
 // collected), and, with METRICS_PORT, on a listener of its own on 127.0.0.1 that needs no token
 // (the service as a real process), while the main port has no /metrics.
 
@@ -80,6 +80,62 @@ describe("GET /metrics", () => {
     ]) {
       expect(s.text, name).toMatch(new RegExp(`^# TYPE ${name} `, "m"));
     }
+  });
+
+  it("counts wrong tokens toward the address's failed-authentication limit: 20 are 401, then 429, the right one too", async () => {
+    const metricsFrom = (remoteAddress: string, authorization?: string) =>
+      t.request({
+        method: "GET",
+        url: "/metrics",
+        remoteAddress,
+        headers: authorization ? { authorization } : {},
+      });
+    const guesser = "203.0.113.150";
+    for (let i = 0; i < 20; i++) {
+      const res = await metricsFrom(guesser, `Bearer wrong-metrics-token-${i}`);
+      expect(res.statusCode, `guess ${i + 1}`).toBe(401);
+    }
+    const limited = await metricsFrom(guesser, "Bearer wrong-metrics-token-20");
+    expect(limited.statusCode).toBe(429);
+    expect(Number(limited.headers["retry-after"])).toBeGreaterThan(0);
+    expect(limited.json()).toEqual({
+      error: "Too many failed authentication attempts from this address: try again after Retry-After seconds",
+    });
+    // The right token is not checked from there (a different answer would confirm a guess)…
+    const right = await metricsFrom(guesser, `Bearer ${TOKEN}`);
+    expect(right.statusCode).toBe(429);
+    expect(right.body).not.toContain("process_cpu_seconds_total");
+    // …and works from any other address; no credential at all is not a guess.
+    expect((await metricsFrom("203.0.113.151", `Bearer ${TOKEN}`)).statusCode).toBe(200);
+    for (let i = 0; i < 25; i++) expect((await metricsFrom("203.0.113.152")).statusCode).toBe(401);
+    expect((await metricsFrom("203.0.113.152", `Bearer ${TOKEN}`)).statusCode).toBe(200);
+  });
+
+  it("shares the limit with API keys: wrong keys and wrong metrics tokens from one address add up", async () => {
+    const address = "203.0.113.160";
+    for (let i = 0; i < 10; i++) {
+      const key = await t.request({
+        method: "GET",
+        url: "/api/v1/keys",
+        remoteAddress: address,
+        headers: bearer(`svc_test_${String(i).padStart(40, "Q")}`),
+      });
+      expect(key.statusCode).toBe(401);
+      const metrics = await t.request({
+        method: "GET",
+        url: "/metrics",
+        remoteAddress: address,
+        headers: bearer(`wrong-metrics-token-${i}`),
+      });
+      expect(metrics.statusCode).toBe(401);
+    }
+    const next = await t.request({
+      method: "GET",
+      url: "/api/v1/keys",
+      remoteAddress: address,
+      headers: bearer(`svc_test_${"Z".repeat(40)}`),
+    });
+    expect(next.statusCode).toBe(429);
   });
 
   it("is 404 when neither METRICS_TOKEN nor METRICS_PORT is set, and on the main port with METRICS_PORT only", async () => {

@@ -1,3 +1,4 @@
+import { Writable } from "node:stream";
 import type { InjectOptions, LightMyRequestResponse } from "fastify";
 import { keccak256, toHex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -19,6 +20,37 @@ const LIVE_SK = "sk_test_onrampEventsKey0123456789";
 const LIVE_WHSEC = "whsec_onramp_events_secret_0123456789abcd";
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+const GENERIC_DETAIL =
+  "The card provider did not open the on-ramp session. Try again later, or contact the operator if it persists.";
+
+/** What the app logs (JSON lines), and a bounded wait for the line with a given message. */
+function capture() {
+  let text = "";
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      text += chunk.toString("utf8");
+      done();
+    },
+  });
+  const find = () =>
+    text
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Json);
+  return {
+    stream,
+    async line(msg: string): Promise<Json> {
+      const deadline = Date.now() + 5_000;
+      for (;;) {
+        const found = find().find((l) => l.msg === msg);
+        if (found) return found;
+        if (Date.now() > deadline) throw new Error(`no log line "${msg}" in:\n${text}`);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    },
+  };
+}
 
 const fake = new FakeCardProvider();
 let rpc: Awaited<ReturnType<typeof startRpcProxy>>;
@@ -251,40 +283,59 @@ describe("POST /api/v1/onramp/session (live, the card provider's on-ramp)", () =
     }
   });
 
-  it("answers 502 with the provider's message when it keeps failing, and records nothing", async () => {
-    const ws = await createWorkspace(t);
-    const before = fake.onrampCalls("create").length;
-    // The SDK retries a 500 twice under the same key: all three fail.
-    fake.failNextOnrampCreate(3);
-    const res = await open(ws, { destinationCurrency: "USDC", sourceAmount: "40.00" });
-    expect(res.statusCode, res.body).toBe(502);
-    expect(res.json()).toMatchObject({
-      error: "Card provider error",
-      detail: expect.stringContaining("The crypto on-ramp is temporarily unavailable (fake card provider)."),
-    });
-    const calls = fake.onrampCalls("create").slice(before);
-    expect(calls).toHaveLength(3);
-    expect(new Set(calls.map((c) => c.idempotencyKey)).size).toBe(1);
-    expect(calls[0]?.idempotencyKey).toMatch(/^onramp-[0-9a-f-]{36}$/);
-    expect(await listSessions(ws)).toMatchObject({ sessions: [], total: 0 });
-    const rows = await t.database.db
-      .selectFrom("onramp_sessions")
-      .select("id")
-      .where("workspace_id", "=", ws.id)
-      .execute();
-    expect(rows).toEqual([]);
+  it("answers 502 with a generic detail when the provider keeps failing, logs its message, and records nothing", async () => {
+    const logs = capture();
+    const logged = await startTestApp({ ...liveEnv(), ...cardEnv() }, { logs: logs.stream });
+    try {
+      const ws = await createWorkspace(logged);
+      const before = fake.onrampCalls("create").length;
+      // The SDK retries a 500 twice under the same key: all three fail.
+      fake.failNextOnrampCreate(3);
+      const res = await open(ws, { destinationCurrency: "USDC", sourceAmount: "40.00" }, {}, logged);
+      expect(res.statusCode, res.body).toBe(502);
+      expect(res.json()).toEqual({ error: "Card provider error", detail: GENERIC_DETAIL });
+      expect(res.body).not.toContain("fake card provider");
+      const calls = fake.onrampCalls("create").slice(before);
+      expect(calls).toHaveLength(3);
+      expect(new Set(calls.map((c) => c.idempotencyKey)).size).toBe(1);
+      expect(calls[0]?.idempotencyKey).toMatch(/^onramp-[0-9a-f-]{36}$/);
+      expect(await listSessions(ws, logged)).toMatchObject({ sessions: [], total: 0 });
+      const rows = await logged.database.db
+        .selectFrom("onramp_sessions")
+        .select("id")
+        .where("workspace_id", "=", ws.id)
+        .execute();
+      expect(rows).toEqual([]);
+      // The provider's own words are in the log, with the workspace.
+      const line = await logs.line("The card provider did not open an on-ramp session");
+      expect(line.workspaceId).toBe(ws.id);
+      expect(JSON.stringify(line.err)).toContain(
+        "The crypto on-ramp is temporarily unavailable (fake card provider).",
+      );
+    } finally {
+      await logged.close();
+    }
   });
 
-  it("answers 502 with the provider's refusal, once (a refusal is not retried), and records nothing", async () => {
-    const ws = await createWorkspace(t);
-    const before = fake.onrampCalls("create").length;
-    const message = "Crypto onramp is not available for customers in this region.";
-    fake.refuseNextOnrampCreate(message, { code: "crypto_onramp_unsupported_country" });
-    const res = await open(ws, { destinationCurrency: "ETH" });
-    expect(res.statusCode, res.body).toBe(502);
-    expect(res.json()).toEqual({ error: "Card provider error", detail: expect.stringContaining(message) });
-    expect(fake.onrampCalls("create")).toHaveLength(before + 1);
-    expect((await listSessions(ws)).total).toBe(0);
+  it("answers 502 with a generic detail on the provider's refusal, once (not retried), and records nothing", async () => {
+    const logs = capture();
+    const logged = await startTestApp({ ...liveEnv(), ...cardEnv() }, { logs: logs.stream });
+    try {
+      const ws = await createWorkspace(logged);
+      const before = fake.onrampCalls("create").length;
+      const message = "Crypto onramp is not available for customers in this region.";
+      fake.refuseNextOnrampCreate(message, { code: "crypto_onramp_unsupported_country" });
+      const res = await open(ws, { destinationCurrency: "ETH" }, {}, logged);
+      expect(res.statusCode, res.body).toBe(502);
+      expect(res.json()).toEqual({ error: "Card provider error", detail: GENERIC_DETAIL });
+      expect(res.body).not.toContain("region");
+      expect(fake.onrampCalls("create")).toHaveLength(before + 1);
+      expect((await listSessions(ws, logged)).total).toBe(0);
+      const line = await logs.line("The card provider did not open an on-ramp session");
+      expect(JSON.stringify(line.err)).toContain(message);
+    } finally {
+      await logged.close();
+    }
   });
 
   it("answers 503 when the live card provider is not configured", async () => {

@@ -1,9 +1,11 @@
 import { randomUUID } from "node:crypto";
+import type { Writable } from "node:stream";
 import type { InjectOptions, LightMyRequestResponse } from "fastify";
 import pg from "pg";
 import { type App, buildApp } from "../../src/app.ts";
 import { type Config, loadConfig } from "../../src/config.ts";
 import { type Database, migrate, openDatabase } from "../../src/platform/db/database.ts";
+import { loggerOptions } from "../../src/platform/log/scrub.ts";
 import { SecretBox } from "../../src/platform/secrets/encryption.ts";
 
 // Starts the real app on a real database: in-memory PGlite by default, the PostgreSQL server of
@@ -25,12 +27,16 @@ export interface TestApp {
 
 export async function startTestApp(
   env: Record<string, string> = {},
-  options: { database?: Database } = {},
+  options: {
+    database?: Database;
+    /** Receives the app's log lines (JSON, the service's logger options, LOG_LEVEL info unless `env` says); silent without it. */
+    logs?: Writable;
+  } = {},
 ): Promise<TestApp> {
   const config = loadConfig({
     ADMIN_SECRET,
     PUBLIC_BASE_URL: "http://pay.test",
-    LOG_LEVEL: "silent",
+    LOG_LEVEL: options.logs ? "info" : "silent",
     ...env,
   });
   // Passing the database of a stopped app simulates a process restart on the same data.
@@ -45,7 +51,7 @@ export async function startTestApp(
     db: database.db,
     secrets: new SecretBox(Buffer.alloc(32, 42)),
     now: () => fixedNow ?? new Date(),
-    logger: false,
+    logger: options.logs ? { ...loggerOptions(config), stream: options.logs } : false,
   });
   await app.http.ready();
   return {

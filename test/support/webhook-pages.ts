@@ -67,12 +67,17 @@ export class WebhookPagesHarness {
     }
   }
 
-  /** A form post with repeated fields (the checkboxes), as a browser sends it. */
+  /**
+   * A form post with repeated fields (the checkboxes), as a browser sends it; with the current
+   * password (the add form's step-up) unless the fields give one.
+   */
   postForm(
     browser: DashboardClient,
     url: string,
     fields: Array<[string, string]>,
   ): Promise<LightMyRequestResponse> {
+    if (!fields.some(([name]) => name === "currentPassword"))
+      fields = [...fields, ["currentPassword", PASSWORD]];
     return this.#t.request({
       method: "POST",
       url,

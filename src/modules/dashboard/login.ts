@@ -4,14 +4,30 @@ import { hashApiKey, hashPassword, verifyPassword } from "../../platform/secrets
 import type { WorkspacesService } from "../workspaces/service.ts";
 import * as repo from "./repo.ts";
 
-// Dashboard passwords (D18): e-mail and password against the workspace's scrypt hash. Five failed
-// attempts in 15 minutes per e-mail and per client address are answered "too many" without
-// checking the password; the current password asked by the password form is limited the same
-// way, per workspace. Every failure looks the same whether or not the e-mail exists, and takes
-// as long: an unknown e-mail still costs one scrypt.
+// Dashboard passwords (D18, D21): e-mail and password against the workspace's scrypt hash.
+// Failures are counted per (e-mail, client address) and per client address, never per e-mail
+// alone: guesses from elsewhere cannot lock the owner out, and the right password from an
+// address that has not failed signs in. Each subject has a number of free failures; beyond them
+// an attempt must wait after the subject's latest failure, twice as long at each further
+// failure (30 s, 1 min, 2 min … at most 15 min), and is answered "too many" without checking the
+// password until then. Failures count for 24 hours. A right password clears its (e-mail,
+// address) failures, never its address's: e-mails are not unique, so a right password of
+// another workspace with the same e-mail must not free the guessing at this one. The current
+// password asked again before a sensitive change (step-up) is limited the same way, per session
+// and per address. Every failure looks the same whether or not the e-mail exists, and takes as
+// long: an unknown e-mail still costs one scrypt.
 
-export const LOGIN_WINDOW_MS = 15 * 60_000;
-export const LOGIN_MAX_FAILURES = 5;
+export const LOGIN_LIMITS = {
+  /** How long a failure counts. */
+  windowMs: 24 * 3_600_000,
+  /** The wait after the first failure beyond the free ones; each further one doubles it. */
+  firstDelayMs: 30_000,
+  maxDelayMs: 15 * 60_000,
+  /** Free failures per (e-mail, client address), and per session for the step-up. */
+  freePerPair: 5,
+  /** Free failures per client address (several people may share one: an office, a NAT). */
+  freePerAddress: 20,
+} as const;
 
 export type LoginOutcome =
   | { status: "ok"; workspaceId: string }
@@ -28,8 +44,26 @@ export interface LoginAttempt {
   clientAddress: string;
 }
 
+/** What failures are counted against: `free` failures before any wait. */
+interface Subject {
+  name: string;
+  free: number;
+  /** A right password clears this subject's failures. */
+  clearedBySuccess: boolean;
+}
+
 /** Compared against when the e-mail names no workspace, so that the answer takes as long. */
-const NO_WORKSPACE_HASH = hashPassword("no workspace has this e-mail address");
+let noWorkspaceHash: Promise<string> | undefined;
+const dummyHash = () => {
+  noWorkspaceHash ??= hashPassword("no workspace has this e-mail address");
+  return noWorkspaceHash;
+};
+
+/** The wait after a subject's latest failure once it has `failures` of them; 0 while free. */
+export function delayAfter(failures: number, free: number): number {
+  if (failures < free) return 0;
+  return Math.min(LOGIN_LIMITS.firstDelayMs * 2 ** (failures - free), LOGIN_LIMITS.maxDelayMs);
+}
 
 /**
  * The bucket of a client address: an IPv4 address itself, an IPv6 address's /64 (one host is
@@ -43,6 +77,12 @@ export function addressBucket(address: string): string {
   return `${parts.join(":")}::/64`;
 }
 
+const addressSubject = (clientAddress: string): Subject => ({
+  name: `ip:${addressBucket(clientAddress)}`,
+  free: LOGIN_LIMITS.freePerAddress,
+  clearedBySuccess: false,
+});
+
 export class Logins {
   readonly #ctx: AppContext;
   readonly #workspaces: WorkspacesService;
@@ -54,66 +94,107 @@ export class Logins {
 
   async attempt(attempt: LoginAttempt): Promise<LoginOutcome> {
     const email = attempt.email.trim().toLowerCase();
-    const subjects = [`email:${email}`, `ip:${addressBucket(attempt.clientAddress)}`];
+    const subjects: Subject[] = [
+      {
+        name: `email-ip:${email}\n${addressBucket(attempt.clientAddress)}`,
+        free: LOGIN_LIMITS.freePerPair,
+        clearedBySuccess: true,
+      },
+      addressSubject(attempt.clientAddress),
+    ];
     return this.#limited(subjects, async () => {
       const candidates = await this.#workspaces.loginCandidates(email);
       if (candidates.length === 0) {
-        await verifyPassword(attempt.password, await NO_WORKSPACE_HASH);
+        await verifyPassword(attempt.password, await dummyHash());
         return { status: "invalid" };
       }
       const checks = await Promise.all(
         candidates.map((c) => verifyPassword(attempt.password, c.passwordHash)),
       );
-      const matching = candidates.filter((_, i) => checks[i]).map((c) => ({ id: c.id, name: c.name }));
+      const matching = candidates.filter((_, i) => checks[i]);
+      const chosen =
+        matching.length === 1
+          ? matching[0]
+          : matching.find((w) => w.id === attempt.workspaceId.trim().toLowerCase());
       if (matching.length === 0) return { status: "invalid" };
-      if (matching.length === 1 && matching[0]) return { status: "ok", workspaceId: matching[0].id };
-      const chosen = matching.find((w) => w.id === attempt.workspaceId.trim().toLowerCase());
-      return chosen ? { status: "ok", workspaceId: chosen.id } : { status: "choose", workspaces: matching };
+      if (!chosen) return { status: "choose", workspaces: matching.map((c) => ({ id: c.id, name: c.name })) };
+      // A hash made at a lower cost than today's is replaced now that the password is known.
+      await this.#workspaces.upgradePasswordHash(chosen.id, chosen.passwordHash, attempt.password);
+      return { status: "ok", workspaceId: chosen.id };
     });
   }
 
   /**
-   * The workspace's current password, asked before it is changed: limited per workspace and per
-   * client address like a login, so a stolen session cannot guess it at scrypt's pace.
+   * The workspace's current password, asked again before a sensitive change (step-up) or a
+   * password change: limited per session and per client address like a login, so that a stolen
+   * session cannot guess it at scrypt's pace.
    */
-  async checkPassword(
-    workspaceId: string,
-    password: string,
-    clientAddress: string,
-  ): Promise<"ok" | "invalid" | { retryAfterSeconds: number }> {
-    const outcome = await this.#limited(
-      [`workspace:${workspaceId}`, `ip:${addressBucket(clientAddress)}`],
-      async (): Promise<LoginOutcome> => {
-        const stored = await this.#workspaces.passwordHash(workspaceId);
-        const right = stored !== null && (await verifyPassword(password, stored));
-        return right ? { status: "ok", workspaceId } : { status: "invalid" };
-      },
-    );
+  async checkPassword(check: {
+    workspaceId: string;
+    sessionId: string;
+    password: string;
+    clientAddress: string;
+  }): Promise<"ok" | "invalid" | { retryAfterSeconds: number }> {
+    const subjects: Subject[] = [
+      { name: `session:${check.sessionId}`, free: LOGIN_LIMITS.freePerPair, clearedBySuccess: true },
+      addressSubject(check.clientAddress),
+    ];
+    const outcome = await this.#limited(subjects, async (): Promise<LoginOutcome> => {
+      const stored = await this.#workspaces.passwordHash(check.workspaceId);
+      const right = stored !== null && (await verifyPassword(check.password, stored));
+      return right ? { status: "ok", workspaceId: check.workspaceId } : { status: "invalid" };
+    });
     if (outcome.status === "limited") return { retryAfterSeconds: outcome.retryAfterSeconds };
     return outcome.status === "ok" ? "ok" : "invalid";
   }
 
   /**
-   * Runs `check` unless a subject is over its limit. The attempt is written before the check, so
-   * parallel guesses count each other; it is taken back when the check succeeds (the failures
-   * before it still count until they age out) or when the limit refused it unchecked (so that a
-   * guesser's refused attempts do not extend the wait).
+   * Runs `check` unless a subject must still wait. The attempt is written before the check, and
+   * each subject's earlier attempts are those written before it, so parallel guesses count each
+   * other (in the order they were written). The attempt is taken back when the check succeeds
+   * or when it was refused unchecked (a guesser's refused attempts do not extend the wait).
    */
-  async #limited(names: string[], check: () => Promise<LoginOutcome>): Promise<LoginOutcome> {
+  async #limited(subjects: Subject[], check: () => Promise<LoginOutcome>): Promise<LoginOutcome> {
     const db = this.#ctx.db;
     const now = this.#ctx.now();
-    const subjects = names.map((name) => hashApiKey(name));
-    const since = new Date(now.getTime() - LOGIN_WINDOW_MS);
-    const ids = await repo.recordAttempt(db, subjects, now);
-    const over = (await repo.recentAttempts(db, subjects, since)).filter((r) => r.count > LOGIN_MAX_FAILURES);
-    if (over.length > 0) {
+    const hashed = subjects.map((s) => ({ ...s, hash: hashApiKey(s.name) }));
+    const since = new Date(now.getTime() - LOGIN_LIMITS.windowMs);
+    const mine = await repo.recordAttempt(
+      db,
+      hashed.map((s) => s.hash),
+      now,
+    );
+    const ids = mine.map((m) => m.id);
+    const earlier = await repo.earlierAttempts(db, mine, since);
+    let freeAt = 0;
+    for (const subject of hashed) {
+      const found = earlier.get(subject.hash);
+      const delay = found ? delayAfter(found.count, subject.free) : 0;
+      if (found && delay > 0) freeAt = Math.max(freeAt, found.latest.getTime() + delay);
+    }
+    if (freeAt > now.getTime()) {
       await repo.deleteAttempts(db, ids);
-      const frees = Math.min(...over.map((r) => r.oldest.getTime())) + LOGIN_WINDOW_MS;
-      return { status: "limited", retryAfterSeconds: Math.max(1, Math.ceil((frees - now.getTime()) / 1000)) };
+      return {
+        status: "limited",
+        retryAfterSeconds: Math.max(1, Math.ceil((freeAt - now.getTime()) / 1000)),
+      };
     }
     await repo.pruneAttempts(db, since);
     const outcome = await check();
-    if (outcome.status !== "invalid") await repo.deleteAttempts(db, ids);
+    if (outcome.status !== "invalid") {
+      await repo.deleteAttempts(db, ids);
+      await repo.clearSubjects(
+        db,
+        hashed.filter((s) => s.clearedBySuccess).map((s) => s.hash),
+      );
+    }
     return outcome;
   }
+}
+
+/** "45 seconds", "1 minute", "15 minutes": a wait as the pages say it. */
+export function waitText(seconds: number): string {
+  if (seconds < 60) return `${seconds} second${seconds === 1 ? "" : "s"}`;
+  const minutes = Math.ceil(seconds / 60);
+  return `${minutes} minute${minutes === 1 ? "" : "s"}`;
 }

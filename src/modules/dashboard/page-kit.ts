@@ -30,6 +30,10 @@ const NOTICES = new Map([
   ["delivery-queued", "The delivery is queued and will be sent again in a moment."],
   ["test-sent", "A test event is queued for this webhook."],
   ["settings-saved", "Settings saved."],
+  [
+    "email-confirmation-sent",
+    "Settings saved. A link was mailed to the new admin e-mail: it takes effect when the link is opened.",
+  ],
   ["password-changed", "Password changed. Other sessions were signed out."],
   ["smart-wallet-created", "The smart wallet is ready."],
   ["default-saved", "Default wallet saved."],

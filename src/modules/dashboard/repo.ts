@@ -10,6 +10,8 @@ export interface SessionRow {
   id_hash: string;
   workspace_id: string;
   csrf_token: string;
+  /** The login's time: the session ends 24 hours after it whatever its use. */
+  created_at: Date;
   expires_at: Date;
 }
 
@@ -20,7 +22,7 @@ export async function insertSession(db: Db, session: SessionRow): Promise<void> 
 export async function findSession(db: Db, idHash: string): Promise<SessionRow | undefined> {
   return db
     .selectFrom("dashboard_sessions")
-    .select(["workspace_id", "csrf_token", "expires_at", "id_hash"])
+    .select(["workspace_id", "csrf_token", "created_at", "expires_at", "id_hash"])
     .where("id_hash", "=", idHash)
     .executeTakeFirst();
 }
@@ -63,34 +65,48 @@ export async function deleteWorkspaceSessions(db: Db, workspaceId: string): Prom
   await db.deleteFrom("dashboard_sessions").where("workspace_id", "=", workspaceId).execute();
 }
 
-/** One row per subject of an attempt; their ids, to take back when the attempt succeeds. */
-export async function recordAttempt(db: Db, subjects: string[], at: Date): Promise<string[]> {
+/** One row per subject of an attempt, and its id (to take back when the attempt succeeds). */
+export async function recordAttempt(
+  db: Db,
+  subjects: string[],
+  at: Date,
+): Promise<Array<{ id: string; subject: string }>> {
   const rows = await db
     .insertInto("dashboard_login_attempts")
     .values(subjects.map((subject_hash) => ({ subject_hash, attempted_at: at })))
-    .returning("id")
+    .returning(["id", "subject_hash"])
     .execute();
-  return rows.map((r) => r.id);
+  return rows.map((r) => ({ id: r.id, subject: r.subject_hash }));
 }
 
-/** Attempts per subject since `since`, with the oldest of them (when the window frees a place). */
-export async function recentAttempts(
+/**
+ * Per subject, the attempts since `since` written before the given one (its failures, and the
+ * attempts still being checked), and the time of the latest of them.
+ */
+export async function earlierAttempts(
   db: Db,
-  subjects: string[],
+  mine: ReadonlyArray<{ id: string; subject: string }>,
   since: Date,
-): Promise<Array<{ subject: string; count: number; oldest: Date }>> {
+): Promise<Map<string, { count: number; latest: Date }>> {
+  if (mine.length === 0) return new Map();
   const rows = await db
     .selectFrom("dashboard_login_attempts")
     .select((eb) => [
       "subject_hash",
       eb.fn.countAll<string>().as("count"),
-      eb.fn.min("attempted_at").as("oldest"),
+      eb.fn.max("attempted_at").as("latest"),
     ])
-    .where("subject_hash", "in", subjects)
+    .where((eb) => eb.or(mine.map((m) => eb.and([eb("subject_hash", "=", m.subject), eb("id", "<", m.id)]))))
     .where("attempted_at", ">", since)
     .groupBy("subject_hash")
     .execute();
-  return rows.map((r) => ({ subject: r.subject_hash, count: Number(r.count), oldest: new Date(r.oldest) }));
+  return new Map(rows.map((r) => [r.subject_hash, { count: Number(r.count), latest: new Date(r.latest) }]));
+}
+
+/** Every attempt of the subjects (a right password clears them). */
+export async function clearSubjects(db: Db, subjects: string[]): Promise<void> {
+  if (subjects.length > 0)
+    await db.deleteFrom("dashboard_login_attempts").where("subject_hash", "in", subjects).execute();
 }
 
 export async function deleteAttempts(db: Db, ids: string[]): Promise<void> {

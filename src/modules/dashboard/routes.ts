@@ -7,14 +7,17 @@ import { Type } from "typebox";
 import type { AppContext } from "../../context.ts";
 import { AppError, NotFound, RateLimited } from "../../domain/errors.ts";
 import { statusOf, validationMessage } from "../../platform/http/error-handler.ts";
+import { servedOverHttps } from "../../platform/http/hsts.ts";
 import { pageSecurityHeaders } from "../../platform/http/page-security.ts";
 import { constantTimeEqual } from "../../platform/secrets/hashing.ts";
-import type { Logins } from "./login.ts";
+import { emailConfirmRoutes } from "./email-change.ts";
+import { type Logins, waitText } from "./login.ts";
 import { field, PageKit } from "./page-kit.ts";
 import { type DashboardServices, pageRoutes } from "./pages.ts";
 import { payoutPages } from "./payout-pages.ts";
 import { refundPages } from "./refund-pages.ts";
-import { SESSION_COOKIE, type SessionsService } from "./sessions.ts";
+import { type SessionsService, sessionCookieName } from "./sessions.ts";
+import { type SettingsPageServices, settingsPages } from "./settings-pages.ts";
 import { type SplitPageServices, splitPages } from "./split-pages.ts";
 import { html } from "./views/html.ts";
 import { bare } from "./views/layout.ts";
@@ -56,7 +59,11 @@ declare module "fastify" {
 
 const SAFE_METHODS = new Set(["GET", "HEAD"]);
 
-export interface DashboardDependencies extends DashboardServices, WorkspacePageServices, SplitPageServices {
+export interface DashboardDependencies
+  extends DashboardServices,
+    WorkspacePageServices,
+    SplitPageServices,
+    SettingsPageServices {
   sessions: SessionsService;
   logins: Logins;
 }
@@ -71,7 +78,9 @@ export const dashboardRoutes =
     });
     await app.register(formbody, { bodyLimit: 16 * 1024 });
     app.decorateRequest("dashboard", null);
-    const secure = ctx.config.publicBaseUrl.startsWith("https:");
+    // Over https the session cookie is `__Host-` prefixed and Secure (sessions.ts).
+    const secure = servedOverHttps(ctx.config.publicBaseUrl);
+    const sessionCookie = sessionCookieName(ctx.config.publicBaseUrl);
     const cookieOptions = { httpOnly: true, secure, sameSite: "lax", path: "/" } as const;
 
     app.addHook("onRequest", async (_request, reply) => {
@@ -139,10 +148,9 @@ export const dashboardRoutes =
         });
         if (outcome.status === "limited") {
           reply.header("retry-after", String(outcome.retryAfterSeconds));
-          const minutes = Math.ceil(outcome.retryAfterSeconds / 60);
           return showLogin(reply, 429, {
             email: body.email,
-            error: `Too many failed attempts. Try again in ${minutes} minute${minutes === 1 ? "" : "s"}.`,
+            error: `Too many failed attempts from this address. Try again in ${waitText(outcome.retryAfterSeconds)}.`,
           });
         }
         if (outcome.status === "invalid")
@@ -154,20 +162,23 @@ export const dashboardRoutes =
             workspaces: outcome.workspaces,
           });
         // A new session at every login; the one the browser came with (if any) ends.
-        const previous = request.cookies[SESSION_COOKIE];
+        const previous = request.cookies[sessionCookie];
         if (previous) await deps.sessions.close(previous);
         const session = await deps.sessions.open(outcome.workspaceId);
-        reply.setCookie(SESSION_COOKIE, session.token, cookieOptions);
+        reply.setCookie(sessionCookie, session.token, cookieOptions);
         reply.clearCookie(LOGIN_COOKIE, { path: "/dashboard/login" });
         return reply.redirect("/dashboard/sandbox", 303);
       },
     );
 
+    // The link confirming a new admin e-mail works without a session (it may be opened elsewhere).
+    await app.register(emailConfirmRoutes(deps));
+
     // Everything else needs a session.
     await app.register(async (signedIn) => {
       // Before the body is validated: a signed-out form goes to the login page, not to a 400.
       signedIn.addHook("preValidation", async (request, reply) => {
-        const token = request.cookies[SESSION_COOKIE];
+        const token = request.cookies[sessionCookie];
         const session = token ? await deps.sessions.resolve(token) : null;
         if (!session) return reply.redirect("/dashboard/login", 303);
         if (!SAFE_METHODS.has(request.method)) {
@@ -189,9 +200,9 @@ export const dashboardRoutes =
       });
 
       signedIn.post("/dashboard/logout", async (request, reply) => {
-        const token = request.cookies[SESSION_COOKIE];
+        const token = request.cookies[sessionCookie];
         if (token) await deps.sessions.close(token);
-        reply.clearCookie(SESSION_COOKIE, { path: "/" });
+        reply.clearCookie(sessionCookie, cookieOptions);
         return reply.redirect("/dashboard/login", 303);
       });
 
@@ -199,6 +210,7 @@ export const dashboardRoutes =
       await signedIn.register(pageRoutes(ctx, deps, kit));
       await signedIn.register(webhookPages(deps, kit));
       await signedIn.register(workspacePages(ctx, deps, kit));
+      await signedIn.register(settingsPages(ctx, deps, kit));
       await signedIn.register(payoutPages(ctx, deps, kit));
       await signedIn.register(splitPages(ctx, deps, kit));
       await signedIn.register(refundPages(ctx, deps, kit));

@@ -5,6 +5,7 @@ import { InvalidRequest } from "../../domain/errors.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import type { SettlementsService } from "../payments/settlements-service.ts";
 import type { SplitsService } from "../splits/service.ts";
+import type { Logins } from "./login.ts";
 import { EnvParams, explorerOf, offsetOf, type PageKit, queryOf } from "./page-kit.ts";
 import {
   enabledShare,
@@ -14,17 +15,20 @@ import {
   type SplitsFormValues,
   toRequest,
 } from "./split-form.ts";
+import { stepUp } from "./step-up.ts";
 import { html } from "./views/html.ts";
 import { settlementsList, splitsForm } from "./views/splits.ts";
 
 // The splits page under /dashboard/<env>/splits (D15): the environment's configuration, edited by
-// a plain form that goes through SplitsService.put (all or nothing: a refused form changes
+// a plain form that goes through SplitsService.put after the current password is given again
+// (step-up, D21; all or nothing: a refused form changes
 // nothing and comes back as typed, with the service's message next to the row it names), and the
 // recent settlements with their legs, paged; `?payment=<id>` narrows them to one payment's.
 
 export interface SplitPageServices {
   splits: SplitsService;
   settlements: SettlementsService;
+  logins: Logins;
 }
 
 /** Settlements per page. */
@@ -38,6 +42,7 @@ export const splitPages =
       reply: FastifyReply,
       tenant: Tenant,
       typed: SplitsFormValues | undefined,
+      passwordError?: string,
     ) => {
       const query = queryOf(request);
       const offset = offsetOf(request);
@@ -60,6 +65,7 @@ export const splitPages =
             environment: tenant.environment,
             csrfToken,
             form: typed ?? formOf(saved),
+            passwordError,
             saved: { enabled: saved.enabled, share: enabledShare(saved.splits), count: saved.splits.length },
           })}
 ${settlementsList({
@@ -77,6 +83,12 @@ ${settlementsList({
     app.post("/dashboard/:env/splits", { schema: { params: EnvParams } }, async (request, reply) => {
       const tenant = kit.tenantOf(request, request.params.env);
       const form = readSplitsForm(request.body);
+      // Splits send money elsewhere: saved only with the current password (step-up, D21).
+      const refused = await stepUp(services.logins, request, reply);
+      if (refused) {
+        reply.status(refused.status);
+        return show(request, reply, tenant, form, refused.message);
+      }
       const sent = toRequest(form);
       if (!sent.ok) {
         reply.status(400);

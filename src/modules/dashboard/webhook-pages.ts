@@ -3,7 +3,9 @@ import { Type } from "typebox";
 import { InvalidRequest } from "../../domain/errors.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import type { WebhooksService } from "../webhooks/service.ts";
+import type { Logins } from "./login.ts";
 import { EnvIdParams, EnvParams, field, type PageKit, queryOf } from "./page-kit.ts";
+import { stepUp } from "./step-up.ts";
 import {
   EMPTY_FORM,
   type WebhookForm,
@@ -13,7 +15,8 @@ import {
 } from "./views/webhooks.ts";
 
 // The webhooks section under /dashboard/<env>/webhooks: the environment's registrations and the
-// form that adds one (its signing secret shown once, on the answer), a webhook's page with its
+// form that adds one (its signing secret shown once, on the answer; the current password asked
+// again), a webhook's page with its
 // delivery log (Resend), Send test event and delete. Everything goes through WebhooksService for
 // the tenant of the session and the URL, so another workspace's or environment's id is a 404.
 
@@ -29,7 +32,7 @@ const DeliveryParams = Type.Object({
 });
 
 export const webhookPages =
-  (services: { webhooks: WebhooksService }, kit: PageKit): FastifyPluginAsyncTypebox =>
+  (services: { webhooks: WebhooksService; logins: Logins }, kit: PageKit): FastifyPluginAsyncTypebox =>
   async (app) => {
     const webhooks = services.webhooks;
 
@@ -60,6 +63,16 @@ export const webhookPages =
         url: (field(request.body, "url") ?? "").trim(),
         events: checkedEvents(request.body),
       };
+      // A webhook receives every event of the environment: registered only with the current
+      // password (step-up, D21).
+      const refused = await stepUp(services.logins, request, reply);
+      if (refused) {
+        reply.status(refused.status);
+        return showList(request, reply, tenant, {
+          ...form,
+          error: { field: "currentPassword", message: refused.message },
+        });
+      }
       let created: Awaited<ReturnType<WebhooksService["register"]>>;
       try {
         created = await webhooks.register(tenant, { url: form.url, events: form.events });

@@ -3,7 +3,6 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import QRCode from "qrcode";
 import { Type } from "typebox";
 import type { AppContext } from "../../context.ts";
-import { InvalidRequest } from "../../domain/errors.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import type { KeysService } from "../keys/service.ts";
 import type { PaymentsService } from "../payments/service.ts";
@@ -14,13 +13,12 @@ import type { WorkspacesService } from "../workspaces/service.ts";
 import type { Logins } from "./login.ts";
 import { EnvIdParams, EnvParams, explorerOf, offsetOf, type PageKit, queryOf } from "./page-kit.ts";
 import { newFormToken, type UnmatchedFormError } from "./refund-form.ts";
-import type { SessionsService } from "./sessions.ts";
+import { stepUp } from "./step-up.ts";
 import { keysBody } from "./views/keys.ts";
-import { type SettingsForm, settingsBody } from "./views/settings.ts";
 import { unmatchedBody } from "./views/unmatched.ts";
 import { type WalletCard, walletsBody } from "./views/wallets.ts";
 
-// API keys, wallets, the unmatched inbox and the workspace's settings.
+// API keys, wallets and the unmatched inbox (the settings are in settings-pages.ts).
 
 export interface WorkspacePageServices {
   workspaces: WorkspacesService;
@@ -29,7 +27,6 @@ export interface WorkspacePageServices {
   unmatched: UnmatchedInbox;
   wallet: WalletService;
   smartWallets: SmartWalletsService;
-  sessions: SessionsService;
   logins: Logins;
 }
 
@@ -82,7 +79,12 @@ export const workspacePages =
       request: Parameters<PageKit["render"]>[0],
       reply: Parameters<PageKit["render"]>[1],
       env: string,
-      extra: { created?: { key: string; name: string | null }; error?: string; name?: string } = {},
+      extra: {
+        created?: { key: string; name: string | null };
+        error?: string;
+        passwordError?: string;
+        name?: string;
+      } = {},
     ) => {
       const tenant = kit.tenantOf(request, env);
       const keys = await services.keys.list(tenant.workspaceId, tenant.environment);
@@ -104,7 +106,11 @@ export const workspacePages =
       {
         schema: {
           params: EnvParams,
-          body: Type.Object({ _csrf: Type.String(), name: Type.Optional(Type.String()) }),
+          body: Type.Object({
+            _csrf: Type.String(),
+            name: Type.Optional(Type.String()),
+            currentPassword: Type.Optional(Type.String({ maxLength: 200 })),
+          }),
         },
       },
       async (request, reply) => {
@@ -116,6 +122,14 @@ export const workspacePages =
             error: "A name has at most 200 characters",
             name,
           });
+        }
+        // A live key moves real money: it is created only after the current password (D21).
+        if (tenant.environment === "live") {
+          const refused = await stepUp(services.logins, request, reply);
+          if (refused) {
+            reply.status(refused.status);
+            return showKeys(request, reply, request.params.env, { passwordError: refused.message, name });
+          }
         }
         const issued = await services.keys.create(
           tenant.workspaceId,
@@ -187,110 +201,5 @@ export const workspacePages =
     const showUnmatched = unmatchedPage(ctx, services, kit);
     app.get("/dashboard/:env/unmatched", { schema: { params: EnvParams } }, async (request, reply) =>
       showUnmatched(request, reply, kit.tenantOf(request, request.params.env)),
-    );
-
-    const showSettings = async (
-      request: Parameters<PageKit["render"]>[0],
-      reply: Parameters<PageKit["render"]>[1],
-      env: string,
-      typed: Partial<Pick<SettingsForm, "settlementAddress" | "adminEmail" | "error">> = {},
-    ) => {
-      const tenant = kit.tenantOf(request, env);
-      const saved = await services.workspaces.settings(tenant.workspaceId);
-      return kit.render(
-        request,
-        reply,
-        tenant,
-        { title: "Settings", section: "settings", path: "/settings" },
-        (csrfToken) =>
-          settingsBody({
-            environment: tenant.environment,
-            csrfToken,
-            settlementAddress: typed.settlementAddress ?? saved.settlementAddress ?? "",
-            adminEmail: typed.adminEmail ?? saved.adminEmail ?? "",
-            hasPassword: saved.hasPassword,
-            error: typed.error,
-          }),
-      );
-    };
-
-    app.get("/dashboard/:env/settings", { schema: { params: EnvParams } }, async (request, reply) =>
-      showSettings(request, reply, request.params.env),
-    );
-
-    app.post(
-      "/dashboard/:env/settings",
-      {
-        schema: {
-          params: EnvParams,
-          body: Type.Object({
-            _csrf: Type.String(),
-            settlementAddress: Type.String({ maxLength: 200 }),
-            adminEmail: Type.String({ maxLength: 300 }),
-          }),
-        },
-      },
-      async (request, reply) => {
-        const tenant = kit.tenantOf(request, request.params.env);
-        const { settlementAddress, adminEmail } = request.body;
-        try {
-          await services.workspaces.updateSettings(tenant.workspaceId, { settlementAddress, adminEmail });
-        } catch (err) {
-          if (!(err instanceof InvalidRequest)) throw err;
-          reply.status(400);
-          const field = err.message.startsWith("adminEmail") ? "adminEmail" : "settlementAddress";
-          return showSettings(request, reply, request.params.env, {
-            settlementAddress,
-            adminEmail,
-            error: { field, message: err.message },
-          });
-        }
-        return kit.done(reply, tenant.environment, "/settings", "settings-saved");
-      },
-    );
-
-    app.post(
-      "/dashboard/:env/settings/password",
-      {
-        schema: {
-          params: EnvParams,
-          body: Type.Object({
-            _csrf: Type.String(),
-            currentPassword: Type.String({ maxLength: 200 }),
-            newPassword: Type.String({ maxLength: 1000 }),
-            username: Type.Optional(Type.String({ maxLength: 300 })),
-          }),
-        },
-      },
-      async (request, reply) => {
-        const tenant = kit.tenantOf(request, request.params.env);
-        const { currentPassword, newPassword } = request.body;
-        const checked = await services.logins.checkPassword(tenant.workspaceId, currentPassword, request.ip);
-        if (checked !== "ok") {
-          const limited = typeof checked === "object";
-          if (limited) reply.header("retry-after", String(checked.retryAfterSeconds));
-          reply.status(limited ? 429 : 400);
-          return showSettings(request, reply, request.params.env, {
-            error: {
-              field: "currentPassword",
-              message: limited
-                ? "Too many wrong passwords. Try again in a few minutes."
-                : "The current password is not right",
-            },
-          });
-        }
-        try {
-          await services.workspaces.setPassword(tenant.workspaceId, newPassword);
-        } catch (err) {
-          if (!(err instanceof InvalidRequest)) throw err;
-          reply.status(400);
-          return showSettings(request, reply, request.params.env, {
-            error: { field: "newPassword", message: "The new password must be 12 to 200 characters" },
-          });
-        }
-        const session = request.dashboard;
-        if (session) await services.sessions.closeOthers(tenant.workspaceId, session.sessionId);
-        return kit.done(reply, tenant.environment, "/settings", "password-changed");
-      },
     );
   };

@@ -49,6 +49,10 @@ export interface OnrampWallets {
   ): Promise<{ walletType: "eoa" | "smart_wallet"; from: Hex }>;
 }
 
+/** What a tenant is told when the provider does not open a session (its own message is logged). */
+export const ONRAMP_PROVIDER_REFUSED =
+  "The card provider did not open the on-ramp session. Try again later, or contact the operator if it persists.";
+
 export class OnrampService {
   readonly #ctx: AppContext;
   readonly #providers: CardProviders;
@@ -104,7 +108,13 @@ export class OnrampService {
       });
     } catch (err) {
       if (err instanceof CardProviderError) {
-        throw new ProviderError("Card provider error", { detail: err.message }, { cause: err });
+        // The provider's own words may name its account, its rules or other customers: they go
+        // to the log (with the session's workspace), the tenant gets a generic detail.
+        this.#ctx.log.warn(
+          { err, workspaceId: scope.workspaceId, environment: scope.environment, onrampId: id },
+          "The card provider did not open an on-ramp session",
+        );
+        throw new ProviderError("Card provider error", { detail: ONRAMP_PROVIDER_REFUSED });
       }
       throw err;
     }

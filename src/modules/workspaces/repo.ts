@@ -208,15 +208,92 @@ export async function passwordHashOf(db: Kysely<DatabaseSchema>, id: string): Pr
   return row?.admin_password_hash ?? null;
 }
 
-/** The dashboard's settings: the fields given are set (null clears the settlement address). */
+/** The dashboard's settings: the settlement address (null clears it). */
 export async function updateSettings(
   db: Kysely<DatabaseSchema>,
   id: string,
-  values: { settlementAddress: string | null; adminEmail: string },
+  values: { settlementAddress: string | null },
 ): Promise<boolean> {
   const result = await db
     .updateTable("workspaces")
-    .set({ settlement_address: values.settlementAddress, admin_email: values.adminEmail })
+    .set({ settlement_address: values.settlementAddress })
+    .where("id", "=", id)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
+/** Replaces a password hash only if it is still `previous` (a newer password is never undone). */
+export async function replacePasswordHash(
+  db: Kysely<DatabaseSchema>,
+  id: string,
+  previous: string,
+  next: string,
+): Promise<void> {
+  await db
+    .updateTable("workspaces")
+    .set({ admin_password_hash: next })
+    .where("id", "=", id)
+    .where("admin_password_hash", "=", previous)
+    .execute();
+}
+
+/** The workspace's pending admin e-mail change, replacing any older one (one per workspace). */
+export async function putEmailChange(
+  db: Kysely<DatabaseSchema>,
+  change: { tokenHash: string; workspaceId: string; newEmail: string; createdAt: Date; expiresAt: Date },
+): Promise<void> {
+  const values = {
+    token_hash: change.tokenHash,
+    new_email: change.newEmail,
+    created_at: change.createdAt,
+    expires_at: change.expiresAt,
+  };
+  await db
+    .insertInto("workspace_email_changes")
+    .values({ ...values, workspace_id: change.workspaceId })
+    .onConflict((oc) => oc.column("workspace_id").doUpdateSet(values))
+    .execute();
+}
+
+/** Takes a pending change by its token's hash (gone afterwards, used or expired). */
+export async function takeEmailChange(
+  db: Kysely<DatabaseSchema>,
+  tokenHash: string,
+): Promise<{ workspaceId: string; newEmail: string; expiresAt: Date } | undefined> {
+  const row = await db
+    .deleteFrom("workspace_email_changes")
+    .where("token_hash", "=", tokenHash)
+    .returning(["workspace_id", "new_email", "expires_at"])
+    .executeTakeFirst();
+  return row
+    ? { workspaceId: row.workspace_id, newEmail: row.new_email, expiresAt: row.expires_at }
+    : undefined;
+}
+
+/** The e-mail waiting for its confirmation, if a change is pending and not expired. */
+export async function pendingEmail(
+  db: Kysely<DatabaseSchema>,
+  workspaceId: string,
+  now: Date,
+): Promise<{ email: string; expiresAt: Date } | null> {
+  const row = await db
+    .selectFrom("workspace_email_changes")
+    .select(["new_email", "expires_at"])
+    .where("workspace_id", "=", workspaceId)
+    .where("expires_at", ">", now)
+    .executeTakeFirst();
+  return row ? { email: row.new_email, expiresAt: row.expires_at } : null;
+}
+
+/** The workspace's pending change, withdrawn (its link could not be mailed). */
+export async function deleteEmailChange(db: Kysely<DatabaseSchema>, workspaceId: string): Promise<void> {
+  await db.deleteFrom("workspace_email_changes").where("workspace_id", "=", workspaceId).execute();
+}
+
+export async function setAdminEmail(db: Kysely<DatabaseSchema>, id: string, email: string): Promise<boolean> {
+  const result = await db
+    .updateTable("workspaces")
+    .set({ admin_email: email })
     .where("id", "=", id)
     .executeTakeFirst();
   return result.numUpdatedRows > 0n;

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { LRUCache } from "lru-cache";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import type { AppContext } from "../../context.ts";
@@ -6,7 +7,7 @@ import { ownWalletProblem } from "../../domain/own-wallets.ts";
 import { isAddress, isUuid } from "../../domain/validation.ts";
 import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
 import type { Db } from "../../platform/db/database.ts";
-import { hashPassword } from "../../platform/secrets/hashing.ts";
+import { hashApiKey, hashPassword, needsRehash } from "../../platform/secrets/hashing.ts";
 import { type IssuedKey, issueKey } from "../keys/service.ts";
 import * as repo from "./repo.ts";
 
@@ -14,6 +15,8 @@ import * as repo from "./repo.ts";
 // stored only encrypted with the master key, plus one sandbox and one live API key.
 
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+/** How long the link confirming a new admin e-mail works. */
+export const EMAIL_CHANGE_TTL_MS = 24 * 3_600_000;
 
 export interface CreateWorkspaceInput {
   name: string;
@@ -201,12 +204,14 @@ export class WorkspacesService {
 
   /**
    * The dashboard's settings form: the settlement address (empty clears it: payments then need a
-   * merchantWallet of their own) and the admin e-mail, checked as at creation.
+   * merchantWallet of their own) is set at once; a new admin e-mail only waits for its
+   * confirmation (D21): the answer has the token of the link to mail to it, which
+   * `confirmAdminEmail` takes. Both are checked before anything is written.
    */
   async updateSettings(
     workspaceId: string,
     input: { settlementAddress: string; adminEmail: string },
-  ): Promise<void> {
+  ): Promise<{ emailChange: { email: string; token: string; expiresAt: Date } | null }> {
     const settlementAddress = input.settlementAddress.trim();
     const adminEmail = input.adminEmail.trim().toLowerCase();
     if (settlementAddress !== "" && !isAddress(settlementAddress))
@@ -221,13 +226,66 @@ export class WorkspacesService {
       ]);
       if (problem) throw badRequest(problem);
     }
-    const updated =
-      isUuid(workspaceId) &&
-      (await repo.updateSettings(this.#ctx.db, workspaceId, {
+    const current = isUuid(workspaceId) ? await repo.settingsOf(this.#ctx.db, workspaceId) : undefined;
+    if (!current) throw notFound("Workspace not found");
+    const now = this.#ctx.now();
+    const token = randomBytes(32).toString("base64url");
+    const emailChange =
+      adminEmail === current.adminEmail
+        ? null
+        : { email: adminEmail, token, expiresAt: new Date(now.getTime() + EMAIL_CHANGE_TTL_MS) };
+    const updated = await this.#ctx.db.transaction().execute(async (trx) => {
+      if (emailChange)
+        await repo.putEmailChange(trx, {
+          tokenHash: hashApiKey(token),
+          workspaceId,
+          newEmail: adminEmail,
+          createdAt: now,
+          expiresAt: emailChange.expiresAt,
+        });
+      return repo.updateSettings(trx, workspaceId, {
         settlementAddress: settlementAddress === "" ? null : settlementAddress,
-        adminEmail,
-      }));
+      });
+    });
     if (!updated) throw notFound("Workspace not found");
+    return { emailChange };
+  }
+
+  /** The new admin e-mail waiting for its link to be opened, if any. */
+  pendingAdminEmail(workspaceId: string): Promise<{ email: string; expiresAt: Date } | null> {
+    return isUuid(workspaceId)
+      ? repo.pendingEmail(this.#ctx.db, workspaceId, this.#ctx.now())
+      : Promise.resolve(null);
+  }
+
+  /** Withdraws the workspace's pending admin e-mail change (its link could not be mailed). */
+  async cancelAdminEmailChange(workspaceId: string): Promise<void> {
+    if (isUuid(workspaceId)) await repo.deleteEmailChange(this.#ctx.db, workspaceId);
+  }
+
+  /**
+   * The link mailed to a new admin e-mail was opened: the e-mail becomes the workspace's. A token
+   * works once (its row is deleted, also when it had expired) and only before it expires.
+   */
+  async confirmAdminEmail(token: string): Promise<{ workspaceId: string; email: string }> {
+    const now = this.#ctx.now();
+    const confirmed = await this.#ctx.db.transaction().execute(async (trx) => {
+      const change = await repo.takeEmailChange(trx, hashApiKey(token));
+      if (!change || change.expiresAt.getTime() <= now.getTime()) return null;
+      await repo.setAdminEmail(trx, change.workspaceId, change.newEmail);
+      return { workspaceId: change.workspaceId, email: change.newEmail };
+    });
+    if (!confirmed)
+      throw notFound(
+        "This confirmation link is not valid: it was already used, has expired or was replaced by a newer one",
+      );
+    return confirmed;
+  }
+
+  /** After a successful login: a hash made with less than today's cost is replaced (D21). */
+  async upgradePasswordHash(workspaceId: string, stored: string, password: string): Promise<void> {
+    if (!needsRehash(stored)) return;
+    await repo.replacePasswordHash(this.#ctx.db, workspaceId, stored, await hashPassword(password));
   }
 
   /** One query: payments read this on every create. */

@@ -31,6 +31,7 @@ import * as swaps from "./migrations/023_swaps.ts";
 import * as onramp from "./migrations/024_onramp.ts";
 import * as onrampReconcile from "./migrations/025_onramp_reconcile.ts";
 import * as transferClaims from "./migrations/026_transfer_claims.ts";
+import * as adminEmailChanges from "./migrations/028_admin_email_changes.ts";
 import * as gasLimits from "./migrations/029_gas_limits.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
@@ -72,6 +73,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "024_onramp": onramp,
   "025_onramp_reconcile": onrampReconcile,
   "026_transfer_claims": transferClaims,
+  "028_admin_email_changes": adminEmailChanges,
   "029_gas_limits": gasLimits,
 };
 

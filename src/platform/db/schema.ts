@@ -338,6 +338,15 @@ export interface PaymentTotalsTable {
   compacted: Generated<boolean>;
 }
 
+/** Admin e-mail changes waiting for the link mailed to the new address (migration 028). */
+export interface WorkspaceEmailChangesTable {
+  token_hash: string;
+  workspace_id: string;
+  new_email: string;
+  created_at: Date;
+  expires_at: Date;
+}
+
 export interface DashboardLoginAttemptsTable {
   id: Generated<string>;
   subject_hash: string;
@@ -398,6 +407,7 @@ export interface DatabaseSchema {
   swaps: SwapsTable;
   sandbox_swap_pools: SandboxSwapPoolsTable;
   onramp_sessions: OnrampSessionsTable;
+  workspace_email_changes: WorkspaceEmailChangesTable;
 }
 
 export type PaymentRow = Selectable<PaymentsTable>;

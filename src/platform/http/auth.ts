@@ -91,7 +91,7 @@ export function registerAuth(app: FastifyInstance, options: AuthOptions): void {
   });
 }
 
-function tooManyFailures(retryAfterSeconds: number): RateLimited {
+export function tooManyFailures(retryAfterSeconds: number): RateLimited {
   return new RateLimited(
     "Too many failed authentication attempts from this address: try again after Retry-After seconds",
     retryAfterSeconds,

@@ -6,7 +6,7 @@ import pino from "pino";
 import { createPublicClient, http } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../config.ts";
-import { loggerOptions, scrubUrls, urlScrubber, urlSecrets } from "./scrub.ts";
+import { loggerOptions, scrubRequestUrl, scrubUrls, urlScrubber, urlSecrets } from "./scrub.ts";
 
 // A provider key in an RPC URL never reaches a log line: the error viem raises for a failing
 // RPC call (URL in its message, details, metaMessages and stack) is logged through the
@@ -130,6 +130,23 @@ describe("logged errors", () => {
       expect(line).not.toContain(PATH_KEY);
       expect(line).not.toContain(QUERY_KEY);
     }
+  });
+
+  it("never show the token of a confirmation link in the request log line", async () => {
+    const out = capture();
+    const app = Fastify({
+      logger: { ...loggerOptions(loadConfig({ LOG_LEVEL: "info" })), stream: out.stream },
+    });
+    app.get("/dashboard/email/confirm", async () => "ok");
+    const token = "confirmToken0123456789abcdefXYZ";
+    try {
+      await app.inject({ method: "GET", url: `/dashboard/email/confirm?token=${token}&x=1` });
+    } finally {
+      await app.close();
+    }
+    expect(out.text()).toContain('"url":"/dashboard/email/confirm?token=…&x=1"');
+    expect(out.text()).not.toContain(token);
+    expect(scrubRequestUrl("/a?b=1&TOKEN=s3cret#f")).toBe("/a?b=1&TOKEN=…#f");
   });
 
   it("remove a configured URL's secret wherever it appears, also outside a URL", () => {

@@ -107,6 +107,35 @@ export function scrubLogArguments(args: readonly unknown[], scrub: Scrub): unkno
   return out;
 }
 
+/** Query values that are credentials (the token of the link confirming an admin e-mail). */
+const SECRET_QUERY = /([?&]token=)[^&#]*/gi;
+
+/** A request's URL as logged: credentials in its query string become "…". */
+export function scrubRequestUrl(url: string): string {
+  return url.replace(SECRET_QUERY, "$1…");
+}
+
+/** The request as Fastify logs it (its own serializer's fields), its URL scrubbed. */
+interface LoggedRequest {
+  method: string;
+  url: string;
+  host?: string | undefined;
+  ip?: string | undefined;
+  headers?: Record<string, unknown>;
+  socket?: { remotePort?: number | undefined } | undefined;
+}
+
+function requestSerializer(req: LoggedRequest): Record<string, unknown> {
+  return {
+    method: req.method,
+    url: scrubRequestUrl(req.url),
+    version: req.headers?.["accept-version"],
+    host: req.host,
+    remoteAddress: req.ip,
+    remotePort: req.socket?.remotePort,
+  };
+}
+
 /** The service's logger options (Fastify's `logger`, the CLI's pino). */
 export function loggerOptions(config: Config): LoggerOptions {
   const scrub = urlScrubber(config);
@@ -114,7 +143,7 @@ export function loggerOptions(config: Config): LoggerOptions {
     level: config.logLevel,
     // Keys and secrets travel in headers and bodies: never log either.
     redact: ["req.headers.authorization", "req.headers.cookie", "req.body"],
-    serializers: { err: errorSerializer(scrub) },
+    serializers: { err: errorSerializer(scrub), req: requestSerializer },
     // A line written while a request is handled names it, also from the services' logger;
     // Fastify's request logger binds the id itself.
     mixin(_object, _level, logger) {

@@ -1,6 +1,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { FastifyInstance } from "fastify";
+import { tooManyFailures } from "../http/auth.ts";
 import { constantTimeEqual } from "../secrets/hashing.ts";
 import type { Metrics } from "./metrics.ts";
 
@@ -17,14 +18,26 @@ export function registerMetrics(http: FastifyInstance, metrics: Metrics, token: 
   });
   if (token === undefined) return;
   http.get("/metrics", { config: { auth: "none" }, schema: { hide: true } }, async (request, reply) => {
-    const given = /^Bearer (.+)$/.exec(request.headers.authorization ?? "")?.[1];
-    if (given === undefined || !constantTimeEqual(given, token)) {
-      return reply
-        .status(401)
-        .header("www-authenticate", "Bearer")
-        .send({ error: "Metrics need the bearer METRICS_TOKEN" });
+    const header = request.headers.authorization;
+    const given = /^Bearer (.+)$/.exec(header ?? "")?.[1];
+    // The token is chosen by the operator and may be guessable: a wrong one counts toward the
+    // client address's failed-authentication limit (auth.ts), shared with API keys and the admin
+    // secret; from an address over the limit even the right one is not checked (429 either way).
+    const limiter = http.failedAuthLimiter;
+    if (given !== undefined && constantTimeEqual(given, token)) {
+      const wait = await limiter?.retryAfter(request);
+      if (wait) throw tooManyFailures(wait);
+      return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());
     }
-    return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+    // No Authorization header at all guesses nothing and is not counted.
+    if (header !== undefined) {
+      const wait = await limiter?.fail(request);
+      if (wait) throw tooManyFailures(wait);
+    }
+    return reply
+      .status(401)
+      .header("www-authenticate", "Bearer")
+      .send({ error: "Metrics need the bearer METRICS_TOKEN" });
   });
 }
 

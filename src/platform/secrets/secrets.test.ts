@@ -1,10 +1,10 @@
-import { createCipheriv, randomBytes } from "node:crypto";
+import { createCipheriv, randomBytes, scryptSync } from "node:crypto";
 import { mkdtempSync, readFileSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadOrCreateMasterKeyFile, parseMasterKey, SecretBox } from "./encryption.ts";
-import { hashApiKey, hashPassword, randomBase62, verifyPassword } from "./hashing.ts";
+import { hashApiKey, hashPassword, needsRehash, randomBase62, verifyPassword } from "./hashing.ts";
 
 describe("SecretBox", () => {
   const box = new SecretBox(Buffer.alloc(32, 7));
@@ -64,6 +64,40 @@ describe("hashing", () => {
     const stored = await hashPassword("correct horse battery");
     expect(await verifyPassword("correct horse battery", stored)).toBe(true);
     expect(await verifyPassword("wrong", stored)).toBe(false);
+  });
+
+  it("hashes passwords with scrypt at N = 2^17, r = 8, p = 1, named in the stored hash", async () => {
+    const stored = await hashPassword("correct horse battery");
+    const [scheme, params, salt, hash] = stored.split("$");
+    expect([scheme, params]).toEqual(["scrypt", "N=131072,r=8,p=1"]);
+    // The stored hash is what scrypt gives with exactly those parameters.
+    const expected = scryptSync("correct horse battery", Buffer.from(salt ?? "", "base64"), 32, {
+      N: 2 ** 17,
+      r: 8,
+      p: 1,
+      maxmem: 256 * 1024 * 1024,
+    });
+    expect(hash).toBe(expected.toString("base64"));
+    expect(needsRehash(stored)).toBe(false);
+  });
+
+  it("still verifies a hash stored without parameters (Node's defaults), and says it needs a new one", async () => {
+    const salt = randomBytes(16);
+    const legacy = `scrypt$${salt.toString("base64")}$${scryptSync("old password!", salt, 32).toString("base64")}`;
+    expect(await verifyPassword("old password!", legacy)).toBe(true);
+    expect(await verifyPassword("not it", legacy)).toBe(false);
+    expect(needsRehash(legacy)).toBe(true);
+  });
+
+  it("refuses stored hashes that are not ours or name absurd parameters, without computing them", async () => {
+    const salt = randomBytes(16).toString("base64");
+    for (const stored of [
+      "",
+      "bcrypt$x$y",
+      `scrypt$N=1073741824,r=8,p=1$${salt}$AAAA`,
+      `scrypt$N=1000,r=8,p=1$${salt}$AAAA`,
+    ])
+      expect(await verifyPassword("anything", stored)).toBe(false);
   });
 
   it("makes base62 strings of the asked length", () => {

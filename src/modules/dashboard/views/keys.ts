@@ -2,9 +2,11 @@ import type { Environment } from "../../../config.ts";
 import { copyButton, empty, time } from "./format.ts";
 import { type HtmlSafeString, html, nothing } from "./html.ts";
 import { base } from "./layout.ts";
+import { stepUpField } from "./step-up.ts";
 
 // API keys of one environment: create (the key is shown once, on the answer to the form) and
-// revoke (after a confirmation). The list shows prefixes only: the service keeps hashes.
+// revoke (after a confirmation). The list shows prefixes only: the service keeps hashes. A live
+// key is created only with the current password (step-up, D21).
 
 export interface KeyRow {
   id: string;
@@ -22,6 +24,8 @@ export function keysBody(options: {
   /** The key just created: shown this once. */
   created?: { key: string; name: string | null } | undefined;
   error?: string | undefined;
+  /** The step-up's refusal (live keys ask for the current password). */
+  passwordError?: string | undefined;
   name?: string | undefined;
 }): HtmlSafeString {
   const root = base(options.environment);
@@ -38,6 +42,7 @@ export function keysBody(options: {
 <input type="hidden" name="_csrf" value="${options.csrfToken}">
 <div class="field grow"><label for="key-name">Name (optional)</label><input id="key-name" name="name" maxlength="200" value="${options.name ?? ""}" ${options.error ? html`aria-invalid="true" aria-describedby="key-name-error"` : nothing}>
 ${options.error ? html`<p class="field-error" id="key-name-error">${options.error}</p>` : nothing}</div>
+${options.environment === "live" ? stepUpField("key-password", options.passwordError) : nothing}
 <button type="submit" class="primary" id="create-key">Create ${options.environment} key</button>
 </form></section>
 <section aria-labelledby="keys-title"><h2 id="keys-title">Keys</h2>

@@ -1,8 +1,12 @@
 import type { Environment } from "../../../config.ts";
+import { time } from "./format.ts";
 import { type HtmlSafeString, html, nothing } from "./html.ts";
 import { base } from "./layout.ts";
+import { stepUpField } from "./step-up.ts";
 
 // Workspace settings (shared by both environments): settlement address, admin e-mail, password.
+// Saving asks for the current password (step-up, D21); a new admin e-mail waits for the link
+// mailed to it.
 
 export interface SettingsForm {
   environment: Environment;
@@ -10,9 +14,14 @@ export interface SettingsForm {
   settlementAddress: string;
   adminEmail: string;
   hasPassword: boolean;
-  /** A refused form: which field, and why. */
+  /** A new admin e-mail waiting for its link to be opened, and until when the link works. */
+  pendingEmail: { email: string; expiresAt: string } | null;
+  /** A refused form: which field, and why (`settingsPassword`: the settings form's step-up). */
   error?:
-    | { field: "settlementAddress" | "adminEmail" | "currentPassword" | "newPassword"; message: string }
+    | {
+        field: "settlementAddress" | "adminEmail" | "settingsPassword" | "currentPassword" | "newPassword";
+        message: string;
+      }
     | undefined;
 }
 
@@ -38,6 +47,12 @@ ${fieldError(form, "settlementAddress")}
 <label for="adminEmail">Admin e-mail (used to log in)</label>
 <input id="adminEmail" name="adminEmail" type="email" maxlength="254" required value="${form.adminEmail}" ${invalid(form, "adminEmail")}>
 ${fieldError(form, "adminEmail")}
+${
+  form.pendingEmail
+    ? html`<p class="muted" id="pending-email">Waiting for <strong>${form.pendingEmail.email}</strong> to be confirmed: it becomes the admin e-mail when the link mailed to it is opened (until ${time(form.pendingEmail.expiresAt)}).</p>`
+    : html`<p class="muted">A new admin e-mail takes effect when the link mailed to it is opened.</p>`
+}
+${stepUpField("settingsPassword", form.error?.field === "settingsPassword" ? form.error.message : undefined)}
 <button type="submit" class="primary" id="save-settings">Save settings</button>
 </form></section>
 <section class="card" aria-labelledby="password-title"><h2 id="password-title">Password</h2>

@@ -5,6 +5,7 @@ import { bpsToPercent, type RowField, type SplitRow, type SplitsFormValues } fro
 import { amount, copyButton, empty, hex, status, time } from "./format.ts";
 import { type HtmlSafeString, html, nothing } from "./html.ts";
 import { base } from "./layout.ts";
+import { stepUpField } from "./step-up.ts";
 
 // The splits page (D15): the environment's configuration as a form (the switch, the configured
 // rows and a few blank ones; the service's refusal next to the row it names, the values kept as
@@ -54,6 +55,8 @@ export function splitsForm(options: {
   csrfToken: string;
   form: SplitsFormValues;
   saved: { enabled: boolean; share: string; count: number };
+  /** The step-up's refusal, next to the current password. */
+  passwordError?: string | undefined;
 }): HtmlSafeString {
   const { form } = options;
   const general = form.error && form.error.row === undefined ? form.error : undefined;
@@ -68,6 +71,7 @@ ${options.saved.count === 0 && !form.error ? empty("No splits configured yet.", 
 ${general ? html`<p class="error" id="splits-error" role="alert">${general.message}</p>` : nothing}
 ${form.rows.map((row, i) => rowFields(i, row, form))}
 <p class="muted">To add a split, fill a blank row; to take one out, tick Remove (or clear its row). Saving shows more blank rows, up to ${MAX_SPLITS} splits.</p>
+${stepUpField("splits-password", options.passwordError)}
 <div class="actions"><button type="submit" class="primary" id="save-splits">Save splits</button></div>
 </form></section>`;
 }

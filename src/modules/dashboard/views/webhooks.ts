@@ -4,6 +4,7 @@ import type { DeliveryView, WebhookView } from "../../webhooks/service.ts";
 import { copyButton, empty, facts, status, time } from "./format.ts";
 import { type HtmlSafeString, html, nothing } from "./html.ts";
 import { base } from "./layout.ts";
+import { stepUpField } from "./step-up.ts";
 
 // The webhooks section: the environment's registrations with the form that adds one, the answer
 // that shows a new registration's signing secret (once: no other page has it), and a webhook's
@@ -13,7 +14,7 @@ import { base } from "./layout.ts";
 export interface WebhookForm {
   url: string;
   events: string[];
-  error?: { field: "url" | "events"; message: string } | undefined;
+  error?: { field: "url" | "events" | "currentPassword"; message: string } | undefined;
 }
 
 export const EMPTY_FORM: WebhookForm = { url: "", events: [] };
@@ -63,6 +64,7 @@ ${urlError ? html`<p class="field-error" id="wh-url-error" role="alert">${err.me
 <ul>${choice(ALL_EVENTS, "All events (*), including kinds added later")}${EVENT_TYPES.map((e) => choice(e, e))}</ul>
 ${eventsError ? html`<p class="field-error" id="wh-events-error" role="alert">${err.message}</p>` : nothing}
 </fieldset>
+${stepUpField("wh-password", err?.field === "currentPassword" ? err.message : undefined)}
 <div class="actions"><button type="submit" class="primary">Add webhook</button></div>
 </form></section>`;
 }
