@@ -2,6 +2,7 @@ import { createHmac, randomUUID, timingSafeEqual } from "node:crypto";
 import type { LightMyRequestResponse } from "fastify";
 import { sql } from "kysely";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { CARD_PROVIDER_FAILED } from "../src/modules/card/provider.ts";
 import { expireDuePayments } from "../src/modules/payments/expiry.ts";
 import { WebhookDispatcher } from "../src/modules/webhooks/dispatcher.ts";
 import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
@@ -410,7 +411,12 @@ describe("POST /api/v1/payments — live card", () => {
     const key = `failing-${Date.now()}`;
     const body = { paymentMethod: "card", tokenSymbol: "USD", amount: "10.50" };
     const res = await createPayment(ws.liveKey, body, { "idempotency-key": key });
-    expectJsonError(res, 502, "Card provider error");
+    // The provider's own message is the operator's to read in the logs, not the tenant's.
+    expect(expectJsonError(res, 502, "Card provider error")).toEqual({
+      error: "Card provider error",
+      detail: CARD_PROVIDER_FAILED,
+    });
+    expect(res.body).not.toContain("fake card provider");
     expect(await paymentRows(ws.id)).toHaveLength(0);
     expect(await outboxRows(ws.id)).toHaveLength(0);
     const keys = await t.database.db

@@ -18,8 +18,16 @@ export const CARD_API_VERSION = "2026-05-27.dahlia";
 /** The provider of each environment with card payments configured. */
 export type CardProviders = Partial<Record<Environment, CardProvider>>;
 
-/** Raised by payments when the provider cannot be reached or refuses (the spec's 502). */
-export function providerUnavailable(detail: string, cause?: unknown): ProviderError {
+/** What a tenant is told when the provider failed: its own message may name the operator's account (logged instead). */
+export const CARD_PROVIDER_FAILED =
+  "The card provider did not answer as expected. Try again later, or contact the operator if it persists.";
+
+/**
+ * Raised by payments when the provider cannot be reached or refuses (the spec's 502): the detail
+ * is ours (CARD_PROVIDER_FAILED unless given), the provider's error is the cause, which the error
+ * handler logs.
+ */
+export function providerUnavailable(cause?: unknown, detail: string = CARD_PROVIDER_FAILED): ProviderError {
   return new ProviderError("Card provider error", { detail }, { cause });
 }
 /** The provider accepts a session expiry between 30 minutes and 24 hours from now. */

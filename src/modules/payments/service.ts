@@ -167,7 +167,7 @@ export class PaymentsService {
         });
       } catch (err) {
         this.#ctx.log.warn({ err }, "card provider refused a checkout session");
-        throw providerUnavailable((err as Error).message, err);
+        throw providerUnavailable(err);
       }
     }
 
@@ -362,11 +362,12 @@ export class PaymentsService {
       try {
         status = await provider.expireCheckout(current.card_checkout_session_id);
       } catch (err) {
-        throw providerUnavailable((err as Error).message, err);
+        throw providerUnavailable(err);
       }
       if (status === "complete")
         throw badRequest("Payment cannot be cancelled", { status: "pending", checkout: "complete" });
-      if (status !== "expired") throw providerUnavailable(`the checkout session is still ${status}`);
+      if (status !== "expired")
+        throw providerUnavailable(undefined, `The checkout session is still ${status} at the card provider`);
     }
     const cancelled = await this.#ctx.db.transaction().execute(async (trx) => {
       const row = await this.#load(trx, principal, id, true);
