@@ -304,6 +304,41 @@ function network(env: Env, environment: Environment): NetworkConfig | undefined 
 }
 
 /**
+ * Two RPC URLs reach one node: scheme and host compared in lower case (URL does that), without a
+ * default port or a trailing slash; ws(s) and http(s) on one address are one node (Hardhat, Anvil).
+ */
+function sameEndpoint(a: string, b: string): boolean {
+  const normal = (raw: string): string => {
+    const parsed = new URL(raw);
+    parsed.pathname = parsed.pathname.replace(/\/+$/, "");
+    const scheme =
+      parsed.protocol === "wss:" ? "https:" : parsed.protocol === "ws:" ? "http:" : parsed.protocol;
+    return `${scheme}${parsed.href.slice(parsed.protocol.length)}`.replace(/\/+$/, "");
+  };
+  return normal(a) === normal(b);
+}
+
+/**
+ * Sandbox and live on one chain would share the workspace EOA's funds (one key for both) and see
+ * every transfer twice (D21). The message names the variables only: an RPC URL may carry a key.
+ */
+function distinctNetworks(networks: Config["networks"]): Config["networks"] {
+  const { sandbox, live } = networks;
+  if (!sandbox || !live) return networks;
+  if (sandbox.chainId === live.chainId) {
+    throw new ConfigError(
+      `SANDBOX_CHAIN_ID and LIVE_CHAIN_ID name the same chain (${live.chainId}): sandbox and live must be different networks`,
+    );
+  }
+  if (sameEndpoint(sandbox.rpcUrl, live.rpcUrl)) {
+    throw new ConfigError(
+      "SANDBOX_RPC_URL and LIVE_RPC_URL point at the same node: sandbox and live must be different networks",
+    );
+  }
+  return networks;
+}
+
+/**
  * Variables from NETWORK_ENV_FILE (written by `npm run devnet`) fill in what the environment
  * leaves unset: variables already set win (D13).
  */
@@ -360,7 +395,7 @@ export function loadConfig(rawEnv: Env = process.env): Config {
     role,
     smtpUrl: url(env, "SMTP_URL", ["smtp:", "smtps:"]),
     webhookAllowPrivate: boolean(env, "WEBHOOK_ALLOW_PRIVATE"),
-    networks: { sandbox: network(env, "sandbox"), live: network(env, "live") },
+    networks: distinctNetworks({ sandbox: network(env, "sandbox"), live: network(env, "live") }),
     card: {
       sandbox: card(env, "SANDBOX"),
       live: card(env, "LIVE"),
