@@ -85,7 +85,7 @@ export interface Config {
   logLevel: string;
   role: "all" | "api" | "worker";
   smtpUrl: string | undefined;
-  /** Lets live webhooks use plain http and private addresses (local development, D7). */
+  /** Lets webhooks of both environments reach non-public addresses, and live ones use plain http (local development, D7, D21). */
   webhookAllowPrivate: boolean;
   networks: { sandbox: NetworkConfig | undefined; live: NetworkConfig | undefined };
   card: {
