@@ -55,6 +55,7 @@ import { type Db, poolStats } from "./platform/db/database.ts";
 import { registerAuth } from "./platform/http/auth.ts";
 import { answerFrameworkError, registerErrorHandling } from "./platform/http/error-handler.ts";
 import { registerGracefulClose } from "./platform/http/graceful-close.ts";
+import { registerLingeringClose } from "./platform/http/lingering-close.ts";
 import { parseJsonBody } from "./platform/http/input-rules.ts";
 import { registerRateLimit } from "./platform/http/rate-limit.ts";
 import { type ReadinessChecks, registerReadiness } from "./platform/http/readiness.ts";
@@ -133,6 +134,8 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   }).withTypeProvider<TypeBoxTypeProvider>();
   const inFlight = new InFlight();
   registerGracefulClose(http, inFlight);
+  // An answer before the whole body arrived (413, 401) closes its connection without a reset.
+  registerLingeringClose(http);
   registerRequestId(http);
   registerMetrics(http, metrics, metricsToken);
 
