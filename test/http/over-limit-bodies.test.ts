@@ -100,7 +100,10 @@ describe("bodies over the limit, many at once, with Node's fetch (lingering clos
         `${lost.length} of ${CONCURRENT} lost their answer`,
       ).toEqual([]);
       // The client must not send another request after a body the server stopped reading.
-      expect(answers.filter((a) => a.connection !== "close"), "answers without Connection: close").toEqual([]);
+      expect(
+        answers.filter((a) => a.connection !== "close"),
+        "answers without Connection: close",
+      ).toEqual([]);
     },
     120_000,
   );

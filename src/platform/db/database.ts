@@ -30,6 +30,7 @@ import * as refunds from "./migrations/022_refunds.ts";
 import * as swaps from "./migrations/023_swaps.ts";
 import * as onramp from "./migrations/024_onramp.ts";
 import * as onrampReconcile from "./migrations/025_onramp_reconcile.ts";
+import * as defaultWalletPerEnvironment from "./migrations/027_default_wallet_per_environment.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -69,6 +70,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "023_swaps": swaps,
   "024_onramp": onramp,
   "025_onramp_reconcile": onrampReconcile,
+  "027_default_wallet_per_environment": defaultWalletPerEnvironment,
 };
 
 class StaticMigrationProvider implements MigrationProvider {
