@@ -303,19 +303,11 @@ function network(env: Env, environment: Environment): NetworkConfig | undefined 
   };
 }
 
-/**
- * Two RPC URLs reach one node: scheme and host compared in lower case (URL does that), without a
- * default port or a trailing slash; ws(s) and http(s) on one address are one node (Hardhat, Anvil).
- */
-function sameEndpoint(a: string, b: string): boolean {
-  const normal = (raw: string): string => {
-    const parsed = new URL(raw);
-    parsed.pathname = parsed.pathname.replace(/\/+$/, "");
-    const scheme =
-      parsed.protocol === "wss:" ? "https:" : parsed.protocol === "ws:" ? "http:" : parsed.protocol;
-    return `${scheme}${parsed.href.slice(parsed.protocol.length)}`.replace(/\/+$/, "");
-  };
-  return normal(a) === normal(b);
+/** An RPC URL as a node is reached: lower-case scheme and host, no default port or trailing slash, ws as http. */
+function endpoint(raw: string): string {
+  const parsed = new URL(raw);
+  parsed.pathname = parsed.pathname.replace(/\/+$/, "");
+  return parsed.href.replace(/^ws(s?):/, "http$1:").replace(/\/+$/, "");
 }
 
 /**
@@ -330,7 +322,7 @@ function distinctNetworks(networks: Config["networks"]): Config["networks"] {
       `SANDBOX_CHAIN_ID and LIVE_CHAIN_ID name the same chain (${live.chainId}): sandbox and live must be different networks`,
     );
   }
-  if (sameEndpoint(sandbox.rpcUrl, live.rpcUrl)) {
+  if (endpoint(sandbox.rpcUrl) === endpoint(live.rpcUrl)) {
     throw new ConfigError(
       "SANDBOX_RPC_URL and LIVE_RPC_URL point at the same node: sandbox and live must be different networks",
     );
