@@ -57,6 +57,7 @@ import { answerFrameworkError, registerErrorHandling } from "./platform/http/err
 import { registerGracefulClose } from "./platform/http/graceful-close.ts";
 import { registerHsts } from "./platform/http/hsts.ts";
 import { parseJsonBody } from "./platform/http/input-rules.ts";
+import { registerLingeringClose } from "./platform/http/lingering-close.ts";
 import { registerRateLimit } from "./platform/http/rate-limit.ts";
 import { type ReadinessChecks, registerReadiness } from "./platform/http/readiness.ts";
 import { registerRequestId, requestIdOf } from "./platform/http/request-id.ts";
@@ -134,6 +135,8 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   }).withTypeProvider<TypeBoxTypeProvider>();
   const inFlight = new InFlight();
   registerGracefulClose(http, inFlight);
+  // An answer before the whole body arrived (413, 401) closes its connection without a reset.
+  registerLingeringClose(http);
   registerRequestId(http);
   registerHsts(http, deps.config.publicBaseUrl);
   registerMetrics(http, metrics, metricsToken);

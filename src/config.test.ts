@@ -78,4 +78,65 @@ describe("loadConfig", () => {
     expect(config.port).toBe(5000);
     expect(config.host).toBe("127.0.0.1");
   });
+
+  describe("sandbox and live on one chain (D21)", () => {
+    const network = (p: "SANDBOX" | "LIVE", rpcUrl: string, chainId: string): Record<string, string> => ({
+      [`${p}_RPC_URL`]: rpcUrl,
+      [`${p}_CHAIN_ID`]: chainId,
+      [`${p}_USDC_ADDRESS`]: `0x${"1".repeat(40)}`,
+      [`${p}_ADAO_ADDRESS`]: `0x${"2".repeat(40)}`,
+      [`${p}_TREASURY_ADDRESS`]: `0x${"3".repeat(40)}`,
+    });
+    const SECRET_RPC = "https://base-mainnet.example.com/v2/secret-api-key-123";
+
+    it("starts with two different chains", () => {
+      const config = loadConfig({
+        ...network("SANDBOX", "https://base-sepolia.example.com/v2/secret-api-key-123", "84532"),
+        ...network("LIVE", SECRET_RPC, "8453"),
+      });
+      expect(config.networks.sandbox?.chainId).toBe(84532);
+      expect(config.networks.live?.chainId).toBe(8453);
+    });
+
+    it("refuses the same chain id, naming both variables", () => {
+      const env = {
+        ...network("SANDBOX", "https://base-sepolia.example.com/v2/other", "8453"),
+        ...network("LIVE", SECRET_RPC, "8453"),
+      };
+      expect(() => loadConfig(env)).toThrow(ConfigError);
+      expect(() => loadConfig(env)).toThrow(
+        "SANDBOX_CHAIN_ID and LIVE_CHAIN_ID name the same chain (8453): sandbox and live must be different networks",
+      );
+    });
+
+    it.each([
+      ["the same text", SECRET_RPC],
+      ["another case of scheme and host", "HTTPS://Base-Mainnet.EXAMPLE.com/v2/secret-api-key-123"],
+      ["a trailing slash", `${SECRET_RPC}/`],
+      ["the default port", "https://base-mainnet.example.com:443/v2/secret-api-key-123"],
+      ["the WebSocket scheme", "wss://base-mainnet.example.com/v2/secret-api-key-123"],
+    ])("refuses the same RPC URL written with %s, without printing it", (_, sandboxUrl) => {
+      const env = { ...network("SANDBOX", sandboxUrl, "84532"), ...network("LIVE", SECRET_RPC, "8453") };
+      let error: unknown;
+      try {
+        loadConfig(env);
+      } catch (err) {
+        error = err;
+      }
+      expect(error).toBeInstanceOf(ConfigError);
+      const message = (error as ConfigError).message;
+      expect(message).toBe(
+        "SANDBOX_RPC_URL and LIVE_RPC_URL point at the same node: sandbox and live must be different networks",
+      );
+      expect(message).not.toMatch(/secret-api-key|example\.com/i);
+    });
+
+    it("tells different paths on one host apart (one provider, two networks)", () => {
+      const config = loadConfig({
+        ...network("SANDBOX", "https://rpc.example.com/base-sepolia", "84532"),
+        ...network("LIVE", "https://rpc.example.com/base", "8453"),
+      });
+      expect(config.networks.live?.rpcUrl).toBe("https://rpc.example.com/base");
+    });
+  });
 });

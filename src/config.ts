@@ -85,7 +85,7 @@ export interface Config {
   logLevel: string;
   role: "all" | "api" | "worker";
   smtpUrl: string | undefined;
-  /** Lets live webhooks use plain http and private addresses (local development, D7). */
+  /** Lets webhooks of both environments reach non-public addresses, and live ones use plain http (local development, D7, D21). */
   webhookAllowPrivate: boolean;
   networks: { sandbox: NetworkConfig | undefined; live: NetworkConfig | undefined };
   card: {
@@ -303,6 +303,33 @@ function network(env: Env, environment: Environment): NetworkConfig | undefined 
   };
 }
 
+/** An RPC URL as a node is reached: lower-case scheme and host, no default port or trailing slash, ws as http. */
+function endpoint(raw: string): string {
+  const parsed = new URL(raw);
+  parsed.pathname = parsed.pathname.replace(/\/+$/, "");
+  return parsed.href.replace(/^ws(s?):/, "http$1:").replace(/\/+$/, "");
+}
+
+/**
+ * Sandbox and live on one chain would share the workspace EOA's funds (one key for both) and see
+ * every transfer twice (D21). The message names the variables only: an RPC URL may carry a key.
+ */
+function distinctNetworks(networks: Config["networks"]): Config["networks"] {
+  const { sandbox, live } = networks;
+  if (!sandbox || !live) return networks;
+  if (sandbox.chainId === live.chainId) {
+    throw new ConfigError(
+      `SANDBOX_CHAIN_ID and LIVE_CHAIN_ID name the same chain (${live.chainId}): sandbox and live must be different networks`,
+    );
+  }
+  if (endpoint(sandbox.rpcUrl) === endpoint(live.rpcUrl)) {
+    throw new ConfigError(
+      "SANDBOX_RPC_URL and LIVE_RPC_URL point at the same node: sandbox and live must be different networks",
+    );
+  }
+  return networks;
+}
+
 /**
  * Variables from NETWORK_ENV_FILE (written by `npm run devnet`) fill in what the environment
  * leaves unset: variables already set win (D13).
@@ -360,7 +387,7 @@ export function loadConfig(rawEnv: Env = process.env): Config {
     role,
     smtpUrl: url(env, "SMTP_URL", ["smtp:", "smtps:"]),
     webhookAllowPrivate: boolean(env, "WEBHOOK_ALLOW_PRIVATE"),
-    networks: { sandbox: network(env, "sandbox"), live: network(env, "live") },
+    networks: distinctNetworks({ sandbox: network(env, "sandbox"), live: network(env, "live") }),
     card: {
       sandbox: card(env, "SANDBOX"),
       live: card(env, "LIVE"),

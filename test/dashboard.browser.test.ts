@@ -319,12 +319,13 @@ describe.skipIf(!HAS_CHROMIUM)("dashboard in Chromium", () => {
     await reloaded;
     await expect
       .poll(async () => {
+        // The sandbox page sets the sandbox's default (D21).
         const setup = await t.request({
           method: "GET",
-          url: `/api/v1/workspaces/${a.id}`,
+          url: `/api/v1/workspaces/${a.id}/smart-wallet?environment=sandbox`,
           headers: { authorization: "Bearer test-admin-secret-0123456789" },
         });
-        return setup.json().workspace.defaultWalletType;
+        return setup.json().defaultWalletType;
       })
       .toBe("smart_wallet");
     expect(await page.getByRole("radio", { name: "Smart wallet" }).isChecked()).toBe(true);

@@ -101,7 +101,8 @@ async function writtenState(): Promise<string> {
     SELECT concat_ws(',', ${sql.join(counts)},
       (SELECT count(*) FROM api_keys WHERE revoked_at IS NOT NULL),
       (SELECT count(*) FROM agents WHERE deleted_at IS NOT NULL),
-      (SELECT count(*) FROM workspaces WHERE default_wallet_type <> 'workspace')) AS state`.execute(
+      (SELECT count(*) FROM workspaces
+        WHERE sandbox_default_wallet_type <> 'workspace' OR live_default_wallet_type <> 'workspace')) AS state`.execute(
     t.database.db,
   );
   return rows[0]?.state ?? "";
@@ -670,16 +671,26 @@ function baselines(): Record<string, Operation> {
     "POST /api/v1/workspaces/{id}/smart-wallet": {
       auth: "key",
       params: { id: ws.id },
+      query: { environment: "sandbox" },
       body: { setDefault: false },
     },
-    "GET /api/v1/workspaces/{id}/smart-wallet": { auth: "key", params: { id: ws.id } },
+    "GET /api/v1/workspaces/{id}/smart-wallet": {
+      auth: "key",
+      params: { id: ws.id },
+      query: { environment: "sandbox" },
+    },
     "PATCH /api/v1/workspaces/{id}/smart-wallet": {
       auth: "key",
       params: { id: ws.id },
+      query: { environment: "sandbox" },
       body: { defaultWalletType: "workspace" },
     },
     "POST /api/workspaces/smart-wallet": { auth: "session" },
-    "PATCH /api/workspaces/smart-wallet": { auth: "session", body: { defaultWalletType: "workspace" } },
+    "PATCH /api/workspaces/smart-wallet": {
+      auth: "session",
+      query: { environment: "sandbox" },
+      body: { defaultWalletType: "workspace" },
+    },
     "POST /api/agents/create": {
       auth: "key",
       body: { name: "Agent", description: "Helps", metadata: { team: "ops" } },

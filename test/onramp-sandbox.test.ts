@@ -235,10 +235,15 @@ describe("sandbox on-ramp sessions complete at once at the documented rates", ()
     const smart = { type: "smart_wallet" as const, address };
     await completes(ws, "USDC", { sourceAmount: "50" }, { ...smart, walletType: "smart_wallet" });
     await completes(ws, "ETH", { destinationAmount: "0.5" }, { ...smart, walletType: "smart_wallet" });
-    // The default wallet type also decides live payouts: a sandbox key may not change it.
-    const patched = await call("PATCH", ADMIN_SECRET, `/api/v1/workspaces/${ws.id}/smart-wallet`, {
-      defaultWalletType: "smart_wallet",
-    });
+    // The sandbox's own default wallet type (D21), set here by the admin secret.
+    const patched = await call(
+      "PATCH",
+      ADMIN_SECRET,
+      `/api/v1/workspaces/${ws.id}/smart-wallet?environment=sandbox`,
+      {
+        defaultWalletType: "smart_wallet",
+      },
+    );
     expect(patched.statusCode, patched.body).toBe(200);
     await completes(ws, "USDC", { sourceAmount: "7.5" }, smart);
     // An explicit eoa still credits the EOA.

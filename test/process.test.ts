@@ -488,6 +488,39 @@ describe("the master key", () => {
   );
 });
 
+describe("sandbox and live on one chain (D21)", () => {
+  it(
+    "refuses to start: one line naming both variables, exit 2, the RPC URL not printed",
+    async () => {
+      const network = (p: string, chainId: string): Record<string, string> => ({
+        [`${p}_RPC_URL`]: "http://127.0.0.1:9/v2/rpc-secret-key-0123456789",
+        [`${p}_CHAIN_ID`]: chainId,
+        [`${p}_USDC_ADDRESS`]: `0x${"1".repeat(40)}`,
+        [`${p}_ADAO_ADDRESS`]: `0x${"2".repeat(40)}`,
+        [`${p}_TREASURY_ADDRESS`]: `0x${"3".repeat(40)}`,
+      });
+      for (const [sandboxChain, message] of [
+        ["31337", /^Configuration error: SANDBOX_CHAIN_ID and LIVE_CHAIN_ID name the same chain \(31337\)/],
+        ["84532", /^Configuration error: SANDBOX_RPC_URL and LIVE_RPC_URL point at the same node/],
+      ] as const) {
+        const spawned = spawnNode(["src/main.ts"], {
+          PORT: String(await freePort()),
+          HOST: "127.0.0.1",
+          DATA_DIR: freshDataDir(),
+          LOG_LEVEL: "warn",
+          ...network("SANDBOX", sandboxChain),
+          ...network("LIVE", "31337"),
+        });
+        expect(await waitForExit(spawned, 30_000)).toEqual({ code: 2, signal: null });
+        expect(spawned.stderr()).toMatch(message);
+        expect(spawned.stderr()).not.toContain("rpc-secret-key");
+        expect(spawned.stderr().trim().split("\n")).toHaveLength(1);
+      }
+    },
+    TEST_TIMEOUT_MS,
+  );
+});
+
 describe("the CLI", () => {
   it(
     "`workspace create` prints the admin endpoint's JSON and its test key works against the server",

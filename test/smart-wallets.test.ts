@@ -46,10 +46,9 @@ function programmatic(method: "GET" | "POST" | "PATCH", workspaceId: string, tok
   return t.request(options);
 }
 
-/** With `setDefault: true` it needs the live key: a sandbox key never changes the default (D3). */
+/** With the sandbox key: `setDefault: true` sets the sandbox's default (D21). */
 async function createSmartWallet(ws: CreatedWorkspace, payload?: Json) {
-  const key = payload?.setDefault === true ? ws.liveKey : ws.testKey;
-  const res = await programmatic("POST", ws.id, key, payload);
+  const res = await programmatic("POST", ws.id, ws.testKey, payload);
   expect([200, 201], res.body).toContain(res.statusCode);
   return res.json() as {
     success: boolean;
@@ -59,9 +58,9 @@ async function createSmartWallet(ws: CreatedWorkspace, payload?: Json) {
   };
 }
 
-/** The default wallet type steers live payouts too: the live key sets it (D3). */
+/** The sandbox's default wallet type, set with the sandbox key (D21). */
 async function setDefault(ws: CreatedWorkspace, value: string) {
-  const res = await programmatic("PATCH", ws.id, ws.liveKey, { defaultWalletType: value });
+  const res = await programmatic("PATCH", ws.id, ws.testKey, { defaultWalletType: value });
   expect(res.statusCode, res.body).toBe(200);
   return res.json();
 }
@@ -170,7 +169,7 @@ describe("POST /api/v1/workspaces/{id}/smart-wallet", () => {
     expect(wb.smartWallet.ownerAddress).toBe(b.eoaAddress);
   });
 
-  it("setDefault: true makes smart_wallet the default after creation", async () => {
+  it("setDefault: true makes smart_wallet the default of the key's environment after creation", async () => {
     const ws = await newWorkspace();
     const res = await programmatic("POST", ws.id, ws.liveKey, { setDefault: true });
     expect(res.statusCode, res.body).toBe(201);
@@ -179,8 +178,9 @@ describe("POST /api/v1/workspaces/{id}/smart-wallet", () => {
       workspaceId: ws.id,
       defaultWalletType: "smart_wallet",
     });
-    const get = await programmatic("GET", ws.id, ws.testKey);
-    expect(get.json().defaultWalletType).toBe("smart_wallet");
+    expect((await programmatic("GET", ws.id, ws.liveKey)).json().defaultWalletType).toBe("smart_wallet");
+    // The sandbox keeps its own (D21).
+    expect((await programmatic("GET", ws.id, ws.testKey)).json().defaultWalletType).toBe("workspace");
   });
 
   it("setDefault: true on an existing smart wallet switches the default and keeps the wallet", async () => {
@@ -287,47 +287,6 @@ describe("PATCH /api/v1/workspaces/{id}/smart-wallet", () => {
     const ws = await newWorkspace();
     const res = await programmatic("PATCH", ws.id, ws.liveKey, { defaultWalletType: "smart_wallet" });
     expect(res.statusCode, res.body).toBe(400);
-    expect((await programmatic("GET", ws.id, ws.testKey)).json().defaultWalletType).toBe("workspace");
-  });
-});
-
-describe("the default wallet type belongs to live (D3): a sandbox key cannot change it", () => {
-  const SANDBOX_REFUSED = {
-    error:
-      "A sandbox key cannot change the default wallet type (it also decides live payouts): use a live key or the admin secret",
-  };
-
-  it("PATCH with a sandbox key → 403 and the default stays; the live key and the admin secret change it", async () => {
-    const ws = await newWorkspace();
-    await createSmartWallet(ws);
-    for (const value of ["smart_wallet", "workspace"]) {
-      const res = await programmatic("PATCH", ws.id, ws.testKey, { defaultWalletType: value });
-      expect(res.statusCode, res.body).toBe(403);
-      expect(res.json()).toEqual(SANDBOX_REFUSED);
-      expect((await programmatic("GET", ws.id, ws.testKey)).json().defaultWalletType).toBe("workspace");
-    }
-    const viaLive = await programmatic("PATCH", ws.id, ws.liveKey, { defaultWalletType: "smart_wallet" });
-    expect(viaLive.statusCode, viaLive.body).toBe(200);
-    const refused = await programmatic("PATCH", ws.id, ws.testKey, { defaultWalletType: "workspace" });
-    expect(refused.statusCode, refused.body).toBe(403);
-    expect((await programmatic("GET", ws.id, ws.testKey)).json().defaultWalletType).toBe("smart_wallet");
-    const viaAdmin = await programmatic("PATCH", ws.id, ADMIN_SECRET, { defaultWalletType: "workspace" });
-    expect(viaAdmin.statusCode, viaAdmin.body).toBe(200);
-    expect((await programmatic("GET", ws.id, ws.testKey)).json().defaultWalletType).toBe("workspace");
-  });
-
-  it("POST with setDefault: true and a sandbox key → 403, nothing created; without setDefault it creates the wallet", async () => {
-    const ws = await newWorkspace();
-    const refused = await programmatic("POST", ws.id, ws.testKey, { setDefault: true });
-    expect(refused.statusCode, refused.body).toBe(403);
-    expect(refused.json()).toEqual(SANDBOX_REFUSED);
-    expect(await smartWalletRows(ws.id)).toHaveLength(0);
-
-    const created = await programmatic("POST", ws.id, ws.testKey, { setDefault: false });
-    expect(created.statusCode, created.body).toBe(201);
-    // An existing wallet does not make setDefault harmless: still refused, default unchanged.
-    const again = await programmatic("POST", ws.id, ws.testKey, { setDefault: true });
-    expect(again.statusCode, again.body).toBe(403);
     expect((await programmatic("GET", ws.id, ws.testKey)).json().defaultWalletType).toBe("workspace");
   });
 });
@@ -581,21 +540,22 @@ describe("dashboard: /api/workspaces/smart-wallet", () => {
     const headers = { cookie: s.cookie, "x-csrf-token": s.csrfToken };
     expect((await dashboard("POST", headers)).statusCode).toBe(200);
 
+    // Without ?environment the session sets live's default (D21).
     const toSmart = await dashboard("PATCH", headers, { defaultWalletType: "smart_wallet" });
     expect(toSmart.statusCode, toSmart.body).toBe(200);
     expect(toSmart.json()).toEqual({ defaultWalletType: "smart_wallet", message: expect.any(String) });
-    expect((await programmatic("GET", ws.id, ws.testKey)).json().defaultWalletType).toBe("smart_wallet");
+    expect((await programmatic("GET", ws.id, ws.liveKey)).json().defaultWalletType).toBe("smart_wallet");
 
     const toEoa = await dashboard("PATCH", headers, { defaultWalletType: "workspace" });
     expect(toEoa.statusCode, toEoa.body).toBe(200);
     expect(toEoa.json()).toEqual({ defaultWalletType: "workspace", message: expect.any(String) });
-    expect((await programmatic("GET", ws.id, ws.testKey)).json().defaultWalletType).toBe("workspace");
+    expect((await programmatic("GET", ws.id, ws.liveKey)).json().defaultWalletType).toBe("workspace");
 
     const invalid = await dashboard("PATCH", headers, { defaultWalletType: "eoa" });
     expect(invalid.statusCode, invalid.body).toBe(400);
     const missing = await dashboard("PATCH", headers, {});
     expect(missing.statusCode, missing.body).toBe(400);
-    expect((await programmatic("GET", ws.id, ws.testKey)).json().defaultWalletType).toBe("workspace");
+    expect((await programmatic("GET", ws.id, ws.liveKey)).json().defaultWalletType).toBe("workspace");
   });
 
   it("an expired or closed session → 401", async () => {

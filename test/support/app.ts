@@ -37,6 +37,9 @@ export async function startTestApp(
     ADMIN_SECRET,
     PUBLIC_BASE_URL: "http://pay.test",
     LOG_LEVEL: options.logs ? "info" : "silent",
+    // The suites' webhook receivers listen on 127.0.0.1, a blocked destination otherwise (D21);
+    // tests of the rule itself pass "false".
+    WEBHOOK_ALLOW_PRIVATE: "true",
     ...env,
   });
   // Passing the database of a stopped app simulates a process restart on the same data.

@@ -16,7 +16,7 @@ export function cleanEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env };
   for (const name of Object.keys(env)) {
     if (
-      /^(DATABASE_URL|MASTER_KEY|REDIS_URL|NETWORK_ENV_FILE|PUBLIC_BASE_URL|ROLE|SMTP_URL|ADMIN_SECRET|PORT|HOST|DATA_DIR|LOG_LEVEL)$/.test(
+      /^(DATABASE_URL|MASTER_KEY|REDIS_URL|NETWORK_ENV_FILE|PUBLIC_BASE_URL|ROLE|SMTP_URL|ADMIN_SECRET|PORT|HOST|DATA_DIR|LOG_LEVEL|WEBHOOK_ALLOW_PRIVATE)$/.test(
         name,
       ) ||
       name.startsWith("RATE_LIMIT_") ||
@@ -93,6 +93,8 @@ export async function startService(env: Record<string, string>): Promise<Service
   const spawned = spawnNode(["src/main.ts"], {
     HOST: "127.0.0.1",
     LOG_LEVEL: "warn",
+    // Webhook receivers of the tests listen on 127.0.0.1, a blocked destination otherwise (D21).
+    WEBHOOK_ALLOW_PRIVATE: "true",
     ...env,
     PORT: String(port),
   });

@@ -158,7 +158,7 @@ export const workspacePages =
     app.get("/dashboard/:env/wallets", { schema: { params: EnvParams } }, async (request, reply) => {
       const tenant = kit.tenantOf(request, request.params.env);
       const [setup, balances] = await Promise.all([
-        services.smartWallets.get(tenant.workspaceId),
+        services.smartWallets.get(tenant.workspaceId, tenant.environment),
         services.wallet.balances(tenant),
       ]);
       const card = async (

@@ -119,7 +119,8 @@ export class PaymentsService {
     }
 
     const walletType =
-      request.walletType ?? (workspace.defaultWalletType === "smart_wallet" ? "smart_wallet" : "eoa");
+      request.walletType ??
+      (workspace.defaultWalletTypes[principal.environment] === "smart_wallet" ? "smart_wallet" : "eoa");
     const receivingAddress =
       walletType === "smart_wallet" ? workspace.smartWalletAddress : workspace.eoaAddress;
     if (request.paymentMethod === "crypto" && !receivingAddress) {

@@ -59,7 +59,10 @@ export class PayoutDecisions {
   /** The wallet and rail `requested` (else the workspace's default), or the 400/503 that says why there is none. */
   wallet(scope: Scope, requested: "eoa" | "smart_wallet" | null, workspace: WorkspaceProfile): WalletChoice {
     if (!workspace.eoaAddress) throw badRequest("No workspace wallet found. Provision a wallet first.");
-    const walletType = requested ?? (workspace.defaultWalletType === "smart_wallet" ? "smart_wallet" : "eoa");
+    // The default of the payout's own environment (D21): a sandbox setting never steers live.
+    const walletType =
+      requested ??
+      (workspace.defaultWalletTypes[scope.environment] === "smart_wallet" ? "smart_wallet" : "eoa");
     const rail = this.#rails[scope.environment]?.[walletType];
     if (!rail)
       throw serviceUnavailable(`Smart wallets are not configured for ${scope.environment}: no bundler`);

@@ -201,7 +201,7 @@ export class PayoutOutcomes {
 
   async #notifyPaused(scope: Scope, state: BreakerState): Promise<void> {
     try {
-      const workspace = await this.#workspaces.get(scope.workspaceId);
+      const workspace = await this.#workspaces.get(scope.workspaceId, scope.environment);
       if (!workspace.adminEmail) {
         this.#ctx.log.warn(
           { workspaceId: scope.workspaceId },

@@ -1,15 +1,22 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
+import { ENVIRONMENTS } from "../../config.ts";
 import { InvalidRequest, Unauthorized } from "../../domain/errors.ts";
-import { assertNotSandboxKey, assertWorkspaceAccess } from "../../platform/http/auth.ts";
+import { assertWorkspaceAccess, settingsEnvironment } from "../../platform/http/auth.ts";
 import { documentedBodyOnly } from "../../platform/http/validation.ts";
 import type { SmartWalletsService } from "./service.ts";
 
 const WorkspaceId = Type.Object({ id: Type.String() });
 const DefaultType = Type.Enum(["workspace", "smart_wallet"]);
-// The default wallet type decides live payouts and payments too, so it is live configuration.
-const SANDBOX_KEY_REFUSED =
-  "A sandbox key cannot change the default wallet type (it also decides live payouts): use a live key or the admin secret";
+// The default wallet type is kept per environment (D21): which one a call reads or sets.
+const EnvironmentQuery = Type.Object({
+  environment: Type.Optional(
+    Type.Enum(ENVIRONMENTS, {
+      description:
+        "Whose default wallet type: an API key acts on its own environment only (the other → 403); the admin secret and the dashboard session on live unless this says sandbox",
+    }),
+  ),
+});
 
 export const smartWalletRoutes =
   (smartWallets: SmartWalletsService): FastifyPluginAsyncTypebox =>
@@ -25,17 +32,18 @@ export const smartWalletRoutes =
           summary: "Create the workspace's smart wallet (idempotent: an existing one is returned)",
           security: [{ apiKey: [] }, { adminSecret: [] }],
           params: WorkspaceId,
+          querystring: EnvironmentQuery,
           body: Type.Optional(Type.Object({ setDefault: Type.Optional(Type.Boolean()) })),
         },
       },
       async (request, reply) => {
         assertWorkspaceAccess(request, request.params.id);
+        const environment = settingsEnvironment(request, request.query.environment);
         const body = (request.body ?? {}) as { setDefault?: unknown };
         if (body.setDefault !== undefined && typeof body.setDefault !== "boolean") {
           throw new InvalidRequest("setDefault must be a boolean");
         }
-        if (body.setDefault === true) assertNotSandboxKey(request, SANDBOX_KEY_REFUSED);
-        const result = await smartWallets.create(request.params.id, body.setDefault === true);
+        const result = await smartWallets.create(request.params.id, body.setDefault === true, environment);
         return reply.status(result.created ? 201 : 200).send({
           success: true,
           workspaceId: request.params.id,
@@ -55,14 +63,16 @@ export const smartWalletRoutes =
         config: { auth: "key-or-admin" },
         schema: {
           tags: ["Smart wallets"],
-          summary: "The workspace's EOA, smart wallet (or null) and default wallet type",
+          summary: "The workspace's EOA, smart wallet (or null) and the environment's default wallet type",
           security: [{ apiKey: [] }, { adminSecret: [] }],
           params: WorkspaceId,
+          querystring: EnvironmentQuery,
         },
       },
       async (request) => {
         assertWorkspaceAccess(request, request.params.id);
-        const state = await smartWallets.get(request.params.id);
+        const environment = settingsEnvironment(request, request.query.environment);
+        const state = await smartWallets.get(request.params.id, environment);
         return {
           workspaceId: state.workspaceId,
           eoa: state.eoa,
@@ -85,17 +95,19 @@ export const smartWalletRoutes =
         validatorCompiler: documentedBodyOnly,
         schema: {
           tags: ["Smart wallets"],
-          summary: "Choose the wallet used when walletType is omitted (live key or admin secret)",
+          summary:
+            "Choose the wallet used when walletType is omitted, in one environment (a key's own; the admin secret's live unless ?environment=sandbox)",
           security: [{ apiKey: [] }, { adminSecret: [] }],
           params: WorkspaceId,
+          querystring: EnvironmentQuery,
           body: Type.Object({ defaultWalletType: DefaultType }),
         },
       },
       async (request) => {
         assertWorkspaceAccess(request, request.params.id);
-        assertNotSandboxKey(request, SANDBOX_KEY_REFUSED);
+        const environment = settingsEnvironment(request, request.query.environment);
         const body = (request.body ?? {}) as { defaultWalletType?: unknown };
-        const value = await smartWallets.setDefault(request.params.id, body.defaultWalletType);
+        const value = await smartWallets.setDefault(request.params.id, environment, body.defaultWalletType);
         return { success: true, workspaceId: request.params.id, defaultWalletType: value };
       },
     );
@@ -112,7 +124,8 @@ export const smartWalletRoutes =
       },
       async (request) => {
         const workspaceId = sessionWorkspace(request.principal);
-        const result = await smartWallets.create(workspaceId, false);
+        // Creation sets no default: the environment does not matter here.
+        const result = await smartWallets.create(workspaceId, false, "live");
         return {
           smartWallet: {
             address: result.smartWallet.address,
@@ -131,14 +144,17 @@ export const smartWalletRoutes =
         validatorCompiler: documentedBodyOnly,
         schema: {
           tags: ["Dashboard"],
-          summary: "Choose the default wallet of the signed-in workspace",
+          summary:
+            "Choose the default wallet of the signed-in workspace, in one environment (live unless ?environment=sandbox)",
+          querystring: EnvironmentQuery,
           body: Type.Object({ defaultWalletType: DefaultType }),
         },
       },
       async (request) => {
         const workspaceId = sessionWorkspace(request.principal);
+        const environment = settingsEnvironment(request, request.query.environment);
         const body = (request.body ?? {}) as { defaultWalletType?: unknown };
-        const value = await smartWallets.setDefault(workspaceId, body.defaultWalletType);
+        const value = await smartWallets.setDefault(workspaceId, environment, body.defaultWalletType);
         return { defaultWalletType: value, message: `Default wallet set to ${value}` };
       },
     );

@@ -13,6 +13,7 @@ import {
   type DestinationPolicy,
   destinationPolicy,
   guardedLookup,
+  outboundErrorText,
   type Resolver,
   systemResolver,
 } from "../../platform/http/outbound-guard.ts";
@@ -80,11 +81,7 @@ export class WebhookDispatcher {
     // The resolved address is checked inside the socket's lookup, before it connects.
     const guarded = (policy: DestinationPolicy) =>
       new Agent({ ...common, connect: { lookup: guardedLookup(policy, this.#opts.resolve) } });
-    this.#agents = {
-      public: guarded("public"),
-      "public-or-loopback": guarded("public-or-loopback"),
-      any: guarded("any"),
-    };
+    this.#agents = { public: guarded("public"), any: guarded("any") };
     this.#recorder = new AttemptRecorder(
       (records) => repo.recordAttempts(ctx.db, records, DISABLE_AFTER_MS),
       ctx.log,
@@ -231,7 +228,7 @@ export class WebhookDispatcher {
       deliveryBody(delivery.eventType, delivery.payload, delivery.id, delivery.createdAt),
     );
     const timestamp = Math.floor(this.#ctx.now().getTime() / 1000);
-    const policy = destinationPolicy(delivery.environment, this.#ctx.config.webhookAllowPrivate);
+    const policy = destinationPolicy(this.#ctx.config.webhookAllowPrivate);
     try {
       const url = new URL(delivery.url);
       assertLiteralHostAllowed(url, policy);
@@ -264,11 +261,10 @@ export class WebhookDispatcher {
         ),
       };
     } catch (err) {
-      const error = err as Error & { code?: string; cause?: Error & { code?: string } };
       const reason =
-        error.name === "TimeoutError" || error.name === "AbortError"
+        err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError")
           ? `timed out after ${this.#opts.timeoutMs} ms`
-          : `${error.cause?.message ?? error.message}`;
+          : outboundErrorText(err);
       return { delivered: false, responseCode: null, error: reason.slice(0, 500), retryAfterMs: null };
     }
   }

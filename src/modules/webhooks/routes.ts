@@ -42,7 +42,8 @@ export const webhooksRoutes =
           body: Type.Object({
             url: Type.String({
               format: "uri",
-              description: "https in live; http and loopback allowed in sandbox",
+              description:
+                "https in live, http or https in sandbox; public addresses only (private, loopback and link-local: 400 blocked destination) unless the operator sets WEBHOOK_ALLOW_PRIVATE",
             }),
             events: Type.Array(Type.Enum([...EVENT_TYPES, ALL_EVENTS]), { minItems: 1 }),
           }),

@@ -86,15 +86,15 @@ export function webhookUrlProblem(
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") return "Invalid webhook URL";
   if (url.username || url.password) return "Webhook URL must not contain credentials";
-  const policy = destinationPolicy(environment, allowPrivate);
-  if (policy === "public" && url.protocol !== "https:") return "Webhook URL must use https in live";
+  const policy = destinationPolicy(allowPrivate);
+  if (environment === "live" && !allowPrivate && url.protocol !== "https:") {
+    return "Webhook URL must use https in live";
+  }
   try {
     assertLiteralHostAllowed(url, policy);
   } catch (err) {
     if (!(err instanceof BlockedDestinationError)) throw err;
-    return policy === "public"
-      ? "Webhook URL must not point to a private or loopback address"
-      : "Webhook URL must not point to a private or link-local address (sandbox allows loopback only)";
+    return "Webhook URL is a blocked destination (a private, loopback or link-local address)";
   }
   return null;
 }

@@ -1,4 +1,5 @@
 import { type Kysely, sql } from "kysely";
+import type { Environment } from "../../config.ts";
 import type { DatabaseSchema, WorkspaceRow } from "../../platform/db/schema.ts";
 
 export interface WalletRecord {
@@ -91,7 +92,8 @@ export async function findProfiles(db: Kysely<DatabaseSchema>, ids: readonly str
       "w.id",
       "w.name",
       "w.settlement_address",
-      "w.default_wallet_type",
+      "w.sandbox_default_wallet_type",
+      "w.live_default_wallet_type",
       "e.address as eoa_address",
       "s.address as smart_wallet_address",
     ])
@@ -100,27 +102,36 @@ export async function findProfiles(db: Kysely<DatabaseSchema>, ids: readonly str
   return new Map(rows.map((row) => [row.id, row]));
 }
 
-/** The default wallet type, or undefined when there is no such workspace. */
+/** The column of an environment's default wallet type (D21). */
+const DEFAULT_COLUMN = {
+  sandbox: "sandbox_default_wallet_type",
+  live: "live_default_wallet_type",
+} as const satisfies Record<Environment, keyof WorkspaceRow>;
+
+/** An environment's default wallet type, or undefined when there is no such workspace. */
 export async function findDefaultWalletType(
   db: Kysely<DatabaseSchema>,
   id: string,
-): Promise<{ default_wallet_type: string } | undefined> {
-  return db
+  environment: Environment,
+): Promise<string | undefined> {
+  const row = await db
     .selectFrom("workspaces")
-    .select(["id", "default_wallet_type"])
+    .select(`${DEFAULT_COLUMN[environment]} as value`)
     .where("id", "=", id)
     .executeTakeFirst();
+  return row?.value;
 }
 
-/** Whether the workspace exists (and was updated). */
+/** Sets an environment's default wallet type; whether the workspace exists (and was updated). */
 export async function setDefaultWalletType(
   db: Kysely<DatabaseSchema>,
   id: string,
+  environment: Environment,
   value: "workspace" | "smart_wallet",
 ): Promise<boolean> {
   const updated = await db
     .updateTable("workspaces")
-    .set({ default_wallet_type: value })
+    .set({ [DEFAULT_COLUMN[environment]]: value })
     .where("id", "=", id)
     .executeTakeFirst();
   return updated.numUpdatedRows > 0n;

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { ENVIRONMENTS } from "../../config.ts";
-import { assertWorkspaceAccess } from "../../platform/http/auth.ts";
+import { assertWorkspaceAccess, settingsEnvironment } from "../../platform/http/auth.ts";
 import type { WorkspacesService } from "./service.ts";
 
 const IssuedKey = Type.Object({
@@ -79,7 +79,9 @@ export const workspacesRoutes =
       },
       async (request) => {
         assertWorkspaceAccess(request, request.params.id);
-        return { workspace: await workspaces.get(request.params.id) };
+        // defaultWalletType is the reader's environment's (D21): a key's own, the admin's live.
+        const environment = settingsEnvironment(request, undefined);
+        return { workspace: await workspaces.get(request.params.id, environment) };
       },
     );
   };

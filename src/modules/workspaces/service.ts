@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { LRUCache } from "lru-cache";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { badRequest, notFound } from "../../domain/errors.ts";
 import { ownWalletProblem } from "../../domain/own-wallets.ts";
@@ -40,6 +41,7 @@ export interface WorkspaceView {
   workspaceId: string;
   name: string;
   settlement_address: string | null;
+  /** The default of the reader's environment (a key's own; the admin secret's: live). */
   defaultWalletType: DefaultWalletType;
   adminEmail: string | null;
   eoa: { address: string; createdAt: string };
@@ -58,7 +60,8 @@ export interface WorkspaceProfile {
   id: string;
   name: string;
   settlementAddress: string | null;
-  defaultWalletType: DefaultWalletType;
+  /** Per environment (D21): what a payment or payout of that environment uses when it names none. */
+  defaultWalletTypes: Record<Environment, DefaultWalletType>;
   eoaAddress: string | null;
   smartWalletAddress: string | null;
 }
@@ -120,14 +123,15 @@ export class WorkspacesService {
       });
       const test = await issueKey(trx, row.id, "sandbox", "Default sandbox key");
       const live = await issueKey(trx, row.id, "live", "Default live key");
-      return { workspace: toView(row, [eoa]), apiKeys: { test, live } };
+      return { workspace: toView(row, [eoa], "live"), apiKeys: { test, live } };
     });
   }
 
-  async get(id: string): Promise<WorkspaceView> {
+  /** The workspace as `environment` sees it (its default wallet type). */
+  async get(id: string, environment: Environment): Promise<WorkspaceView> {
     const row = isUuid(id) ? await repo.findWorkspace(this.#ctx.db, id) : undefined;
     if (!row) throw notFound("Workspace not found");
-    return toView(row, await repo.findWallets(this.#ctx.db, id));
+    return toView(row, await repo.findWallets(this.#ctx.db, id), environment);
   }
 
   /** The decrypted key of a service-held workspace wallet, for signing settlements and payouts. */
@@ -151,14 +155,18 @@ export class WorkspacesService {
     return repo.eoaAddresses(this.#ctx.db);
   }
 
-  /** The default wallet type and the wallets, for the smart wallet's endpoints; undefined: no workspace. */
+  /**
+   * An environment's default wallet type and the wallets, for the smart wallet's endpoints;
+   * undefined: no workspace.
+   */
   async walletSetup(
     id: string,
+    environment: Environment,
   ): Promise<{ defaultWalletType: DefaultWalletType; wallets: repo.WalletRecord[] } | undefined> {
-    const workspace = await repo.findDefaultWalletType(this.#ctx.db, id);
-    if (!workspace) return undefined;
+    const column = await repo.findDefaultWalletType(this.#ctx.db, id, environment);
+    if (column === undefined) return undefined;
     return {
-      defaultWalletType: defaultWalletType(workspace.default_wallet_type),
+      defaultWalletType: defaultWalletType(column),
       wallets: await repo.findWallets(this.#ctx.db, id),
     };
   }
@@ -168,9 +176,13 @@ export class WorkspacesService {
     return repo.insertSmartWallet(this.#ctx.db, workspaceId, address);
   }
 
-  /** False when there is no such workspace. */
-  setDefaultWalletType(workspaceId: string, value: DefaultWalletType): Promise<boolean> {
-    return repo.setDefaultWalletType(this.#ctx.db, workspaceId, value);
+  /** Sets one environment's default (the other's is left alone); false when there is no such workspace. */
+  setDefaultWalletType(
+    workspaceId: string,
+    environment: Environment,
+    value: DefaultWalletType,
+  ): Promise<boolean> {
+    return repo.setDefaultWalletType(this.#ctx.db, workspaceId, environment, value);
   }
 
   /**
@@ -297,7 +309,10 @@ export class WorkspacesService {
       id: row.id,
       name: row.name,
       settlementAddress: row.settlement_address,
-      defaultWalletType: defaultWalletType(row.default_wallet_type),
+      defaultWalletTypes: {
+        sandbox: defaultWalletType(row.sandbox_default_wallet_type),
+        live: defaultWalletType(row.live_default_wallet_type),
+      },
       eoaAddress: row.eoa_address,
       smartWalletAddress: row.smart_wallet_address,
     };
@@ -312,6 +327,7 @@ function defaultWalletType(column: string): DefaultWalletType {
 function toView(
   row: Awaited<ReturnType<typeof repo.findWorkspace>> & object,
   wallets: repo.WalletRecord[],
+  environment: Environment,
 ): WorkspaceView {
   const eoa = wallets.find((w) => w.kind === "eoa");
   if (!eoa) throw new Error(`workspace ${row.id} has no EOA`);
@@ -321,7 +337,9 @@ function toView(
     workspaceId: row.id,
     name: row.name,
     settlement_address: row.settlement_address,
-    defaultWalletType: defaultWalletType(row.default_wallet_type),
+    defaultWalletType: defaultWalletType(
+      environment === "live" ? row.live_default_wallet_type : row.sandbox_default_wallet_type,
+    ),
     adminEmail: row.admin_email,
     eoa: { address: eoa.address, createdAt: eoa.createdAt.toISOString() },
     smartWallet: smart

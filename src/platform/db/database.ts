@@ -31,6 +31,7 @@ import * as swaps from "./migrations/023_swaps.ts";
 import * as onramp from "./migrations/024_onramp.ts";
 import * as onrampReconcile from "./migrations/025_onramp_reconcile.ts";
 import * as transferClaims from "./migrations/026_transfer_claims.ts";
+import * as defaultWalletPerEnvironment from "./migrations/027_default_wallet_per_environment.ts";
 import * as adminEmailChanges from "./migrations/028_admin_email_changes.ts";
 import * as gasLimits from "./migrations/029_gas_limits.ts";
 import { registerSubscribe } from "./notices.ts";
@@ -73,6 +74,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "024_onramp": onramp,
   "025_onramp_reconcile": onrampReconcile,
   "026_transfer_claims": transferClaims,
+  "027_default_wallet_per_environment": defaultWalletPerEnvironment,
   "028_admin_email_changes": adminEmailChanges,
   "029_gas_limits": gasLimits,
 };

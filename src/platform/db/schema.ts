@@ -19,7 +19,9 @@ export interface WorkspacesTable {
   id: Generated<string>;
   name: string;
   settlement_address: string | null;
-  default_wallet_type: ColumnType<string, string | undefined, string>;
+  /** The wallet used when a request names none, per environment (D21): workspace or smart_wallet. */
+  sandbox_default_wallet_type: ColumnType<string, string | undefined, string>;
+  live_default_wallet_type: ColumnType<string, string | undefined, string>;
   admin_email: string | null;
   admin_password_hash: string | null;
   created_at: Generated<Date>;

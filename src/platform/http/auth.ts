@@ -157,10 +157,22 @@ export function assertWorkspaceAccess(request: FastifyRequest, workspaceId: stri
 }
 
 /**
- * Settings that also steer live (D3: a sandbox key never affects live) are changed with a live key
- * or the admin secret; a sandbox key gets 403 with `message`.
+ * The environment whose settings a request reads or changes (D21): a key's own, and no other (a
+ * sandbox key never reaches live: naming the other environment is 403); the admin secret's and a
+ * dashboard session's live unless `requested` (the `environment` query parameter) says sandbox.
  */
-export function assertNotSandboxKey(request: FastifyRequest, message: string): void {
+export function settingsEnvironment(
+  request: FastifyRequest,
+  requested: Environment | undefined,
+): Environment {
   const principal = request.principal;
-  if (principal?.kind === "key" && principal.environment !== "live") throw forbidden(message);
+  if (principal?.kind === "key") {
+    if (requested !== undefined && requested !== principal.environment) {
+      throw forbidden(
+        `A ${principal.environment} key reads and sets the ${principal.environment} settings only: environment=${requested} needs a ${requested} key or the admin secret`,
+      );
+    }
+    return principal.environment;
+  }
+  return requested ?? "live";
 }

@@ -99,12 +99,6 @@ export function registerErrorHandling(app: FastifyInstance): void {
         .send({ error: validationMessage(fastifyErr) });
     }
     const known = fastifyErr.code ? FRAMEWORK_ERRORS[fastifyErr.code] : undefined;
-    if (fastifyErr.code === "FST_ERR_CTP_BODY_TOO_LARGE") {
-      // Fastify closes the connection with the rest of the body unread, which makes the kernel
-      // send a reset: a client still writing loses the 413. Keeping the connection lets Node read
-      // and discard the rest (bounded by requestTimeout), so the answer is always read.
-      reply.removeHeader("connection");
-    }
     if (known) {
       return reply
         .status(known.status)

@@ -8,6 +8,7 @@ import {
   guardedLookup,
   isAllowedAddress,
   isPublicAddress,
+  outboundErrorText,
   type Resolver,
 } from "./outbound-guard.ts";
 
@@ -61,38 +62,35 @@ describe("isPublicAddress", () => {
   );
 });
 
-describe("isAllowedAddress per policy (D7)", () => {
-  it.each(LOOPBACK)("public-or-loopback (sandbox) allows loopback %s; public (live) does not", (address) => {
-    expect(isAllowedAddress(address, "public-or-loopback")).toBe(true);
+describe("isAllowedAddress per policy (D7, D21)", () => {
+  it.each([...LOOPBACK, ...NEVER_LOOPBACK])("public (both environments) refuses %s", (address) => {
     expect(isAllowedAddress(address, "public")).toBe(false);
   });
 
-  it.each(NEVER_LOOPBACK)("public-or-loopback (sandbox) refuses %s", (address) => {
-    expect(isAllowedAddress(address, "public-or-loopback")).toBe(false);
-  });
-
-  it("both allow public addresses; `any` allows everything that is an address", () => {
-    for (const policy of ["public", "public-or-loopback"] as const) {
-      expect(isAllowedAddress("8.8.8.8", policy)).toBe(true);
+  it("public allows public addresses; `any` allows everything that is an address", () => {
+    expect(isAllowedAddress("8.8.8.8", "public")).toBe(true);
+    expect(isAllowedAddress("2606:4700::1111", "public")).toBe(true);
+    for (const address of ["10.0.0.1", "127.0.0.1", "::1", "169.254.169.254"]) {
+      expect(isAllowedAddress(address, "any")).toBe(true);
     }
-    expect(isAllowedAddress("10.0.0.1", "any")).toBe(true);
+    expect(isAllowedAddress("not an ip", "any")).toBe(false);
   });
 
-  it("maps environments: live public, sandbox public-or-loopback, WEBHOOK_ALLOW_PRIVATE anything", () => {
-    expect(destinationPolicy("live", false)).toBe("public");
-    expect(destinationPolicy("sandbox", false)).toBe("public-or-loopback");
-    expect(destinationPolicy("live", true)).toBe("any");
-    expect(destinationPolicy("sandbox", true)).toBe("any");
+  it("public unless WEBHOOK_ALLOW_PRIVATE, whatever the environment", () => {
+    expect(destinationPolicy(false)).toBe("public");
+    expect(destinationPolicy(true)).toBe("any");
   });
 });
 
 describe("assertLiteralHostAllowed", () => {
-  const refused = (url: string, policy: DestinationPolicy) =>
-    expect(() => assertLiteralHostAllowed(new URL(url), policy), `${url} (${policy})`).toThrow(
-      BlockedDestinationError,
-    );
-  const allowed = (url: string, policy: DestinationPolicy) =>
-    expect(() => assertLiteralHostAllowed(new URL(url), policy), `${url} (${policy})`).not.toThrow();
+  function refusal(url: string): unknown {
+    try {
+      assertLiteralHostAllowed(new URL(url), "public");
+    } catch (err) {
+      return err;
+    }
+    return undefined;
+  }
 
   it.each([
     "http://127.0.0.1/hook",
@@ -103,12 +101,6 @@ describe("assertLiteralHostAllowed", () => {
     "http://[::ffff:127.0.0.1]/hook",
     "http://localhost:8080/",
     "http://api.localhost/",
-  ])("public (live) refuses loopback %s; public-or-loopback (sandbox) allows it", (url) => {
-    refused(url, "public");
-    allowed(url, "public-or-loopback");
-  });
-
-  it.each([
     "http://169.254.169.254/latest/meta-data",
     "http://0251.0376.0251.0376/latest/meta-data", // octal form of 169.254.169.254
     "http://2852039166/latest/meta-data", // decimal form
@@ -121,17 +113,16 @@ describe("assertLiteralHostAllowed", () => {
     "http://[::ffff:10.0.0.5]/hook",
     "http://[::a9fe:a9fe]/hook",
     "http://[64:ff9b::a9fe:a9fe]/hook",
-  ])("both refuse %s", (url) => {
-    refused(url, "public");
-    refused(url, "public-or-loopback");
+  ])("refuses %s as a blocked destination, and `any` lets it through", (url) => {
+    const err = refusal(url);
+    expect(err, url).toBeInstanceOf(BlockedDestinationError);
+    expect((err as Error).message).toBe("blocked destination");
+    expect(() => assertLiteralHostAllowed(new URL(url), "any")).not.toThrow();
   });
 
   it("lets names through (they are checked when they resolve) and public literals", () => {
-    for (const policy of ["public", "public-or-loopback"] as const) {
-      allowed("https://example.com/hook", policy);
-      allowed("https://8.8.8.8/hook", policy);
-    }
-    allowed("http://10.0.0.5/hook", "any");
+    expect(refusal("https://example.com/hook")).toBeUndefined();
+    expect(refusal("https://8.8.8.8/hook")).toBeUndefined();
   });
 });
 
@@ -170,29 +161,29 @@ describe("guardedLookup with an injected resolver", () => {
     );
   }
 
-  it.each(["metadata.test", "intranet.test", "compat.test", "mapped.test", "mixed.test"])(
-    "sandbox: %s is refused after asking the resolver, and no address is handed to the socket",
+  it.each(["metadata.test", "intranet.test", "compat.test", "mapped.test", "mixed.test", "receiver.test"])(
+    "%s is refused after asking the resolver, naming no address, and no address is handed to the socket",
     async (hostname) => {
       const resolve = resolver();
       for (const options of [{}, { all: true }]) {
-        const { err, address } = await lookup("public-or-loopback", resolve, hostname, options);
+        const { err, address } = await lookup("public", resolve, hostname, options);
         expect(err).toBeInstanceOf(BlockedDestinationError);
-        expect(err?.message).toMatch(/not a public or loopback address/);
+        expect(err?.message).toBe("blocked destination");
         expect(address).toEqual(options.all ? [] : "");
       }
       expect(resolve.asked).toEqual([hostname, hostname]);
     },
   );
 
-  it("sandbox: a name resolving to loopback passes; live refuses it", async () => {
+  it("WEBHOOK_ALLOW_PRIVATE (`any`): a name resolving to loopback or a private address passes", async () => {
     const resolve = resolver();
-    const sandbox = await lookup("public-or-loopback", resolve, "receiver.test");
-    expect(sandbox.err).toBeNull();
-    expect(sandbox.address).toBe("127.0.0.1");
-    expect(sandbox.family).toBe(4);
-    const live = await lookup("public", resolve, "receiver.test", { all: true });
-    expect(live.err).toBeInstanceOf(BlockedDestinationError);
-    expect(live.err?.message).toMatch(/not a public address/);
+    const loopback = await lookup("any", resolve, "receiver.test");
+    expect(loopback.err).toBeNull();
+    expect(loopback.address).toBe("127.0.0.1");
+    expect(loopback.family).toBe(4);
+    const mixed = await lookup("any", resolve, "mixed.test", { all: true });
+    expect(mixed.err).toBeNull();
+    expect(mixed.address).toHaveLength(2);
   });
 
   it("a public answer passes, filtered by the family the socket asked for", async () => {
@@ -209,5 +200,30 @@ describe("guardedLookup with an injected resolver", () => {
     const { err } = await lookup("public", resolver(), "unknown.test");
     expect(err).not.toBeInstanceOf(BlockedDestinationError);
     expect(err?.message).toMatch(/ENOTFOUND/);
+  });
+});
+
+describe("outboundErrorText: what a delivery log may say", () => {
+  it("a refusal is a blocked destination, also wrapped by the HTTP client", () => {
+    expect(outboundErrorText(new BlockedDestinationError())).toBe("blocked destination");
+    expect(outboundErrorText(new Error("fetch failed", { cause: new BlockedDestinationError() }))).toBe(
+      "blocked destination",
+    );
+  });
+
+  it("a system error by its code, without the address its message names", () => {
+    const refused = Object.assign(new Error("connect ECONNREFUSED 10.1.2.3:8080"), {
+      code: "ECONNREFUSED",
+      address: "10.1.2.3",
+    });
+    expect(outboundErrorText(refused)).toBe("connection refused (ECONNREFUSED)");
+    const odd = Object.assign(new Error("connect EPROTO 10.1.2.3:443"), { code: "EPROTO" });
+    expect(outboundErrorText(new Error("request failed", { cause: odd }))).toBe("connection failed (EPROTO)");
+  });
+
+  it("any other error by its message", () => {
+    expect(outboundErrorText(Object.assign(new Error("other side closed"), { code: "UND_ERR_SOCKET" }))).toBe(
+      "other side closed",
+    );
   });
 });

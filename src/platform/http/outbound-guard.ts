@@ -2,25 +2,30 @@ import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from "nod
 import { BlockList, isIP, type LookupFunction } from "node:net";
 import ipaddr from "ipaddr.js";
 
-// SSRF protection for outbound webhooks (D7). A destination is checked twice: its URL when it is
-// registered, and the address actually connected to at delivery time — the DNS answer is checked
+// SSRF protection for outbound webhooks (D7, D21). A destination is checked twice: its URL when it
+// is registered, and the address actually connected to at delivery time — the DNS answer is checked
 // inside the socket's own lookup, before it connects, so a name that resolves to a public address
 // at registration and to 169.254.169.254 later (DNS rebinding) is still refused.
 //
-// Live reaches public addresses only. Sandbox also reaches loopback (local development), and no
-// other non-public address: a test key must not be a way into the operator's network or the
-// cloud's metadata service. WEBHOOK_ALLOW_PRIVATE=true lifts both (a local devnet setup).
+// Both environments reach public addresses only: neither key may be a way into the operator's
+// network, the host's loopback ports or the cloud's metadata service. WEBHOOK_ALLOW_PRIVATE=true
+// lifts it (a local devnet setup). A refusal says "blocked destination" and nothing more: the
+// address a name resolved to would tell a tenant about the operator's network.
+
+export const BLOCKED_DESTINATION = "blocked destination";
 
 export class BlockedDestinationError extends Error {
   override name = "BlockedDestinationError";
   readonly code = "EBLOCKEDDESTINATION";
+  constructor() {
+    super(BLOCKED_DESTINATION);
+  }
 }
 
-export type DestinationPolicy = "public" | "public-or-loopback" | "any";
+export type DestinationPolicy = "public" | "any";
 
-export function destinationPolicy(environment: "sandbox" | "live", allowPrivate: boolean): DestinationPolicy {
-  if (allowPrivate) return "any";
-  return environment === "live" ? "public" : "public-or-loopback";
+export function destinationPolicy(allowPrivate: boolean): DestinationPolicy {
+  return allowPrivate ? "any" : "public";
 }
 
 // IPv4-compatible IPv6 (::/96, deprecated): ipaddr.js calls it unicast (and reads the text form
@@ -53,11 +58,7 @@ export function isPublicAddress(address: string): boolean {
 export function isAllowedAddress(address: string, policy: DestinationPolicy): boolean {
   const kind = range(address);
   if (kind === null) return false;
-  return policy === "any" || kind === "unicast" || (policy === "public-or-loopback" && kind === "loopback");
-}
-
-function allowedKind(policy: DestinationPolicy): string {
-  return policy === "public" ? "a public address" : "a public or loopback address";
+  return policy === "any" || kind === "unicast";
 }
 
 /** Host of a URL as the WHATWG parser normalises it ("2130706433", "0177.0.0.1" → "127.0.0.1"), brackets removed. */
@@ -69,13 +70,9 @@ export function urlHost(url: URL): string {
 export function assertLiteralHostAllowed(url: URL, policy: DestinationPolicy): void {
   if (policy === "any") return;
   const host = urlHost(url);
-  if (isIP(host) && !isAllowedAddress(host, policy)) {
-    throw new BlockedDestinationError(`destination address ${host} is not ${allowedKind(policy)}`);
-  }
+  if (isIP(host) && !isAllowedAddress(host, policy)) throw new BlockedDestinationError();
   // RFC 6761: localhost names are loopback whatever a resolver says.
-  if (policy === "public" && (host === "localhost" || host.endsWith(".localhost"))) {
-    throw new BlockedDestinationError(`destination ${host} is not a public address`);
-  }
+  if (host === "localhost" || host.endsWith(".localhost")) throw new BlockedDestinationError();
 }
 
 /**
@@ -106,14 +103,8 @@ export function guardedLookup(policy: DestinationPolicy, resolve: Resolver = sys
     const refuse = (err: NodeJS.ErrnoException) => callback(err, options.all ? [] : "");
     resolve(hostname, options).then(
       (addresses) => {
-        const blocked = addresses.find((a) => !isAllowedAddress(a.address, policy));
-        if (blocked || addresses.length === 0) {
-          const what = blocked?.address ?? "nothing";
-          return refuse(
-            new BlockedDestinationError(
-              `${hostname} resolves to ${what}, which is not ${allowedKind(policy)}`,
-            ),
-          );
+        if (addresses.length === 0 || addresses.some((a) => !isAllowedAddress(a.address, policy))) {
+          return refuse(new BlockedDestinationError());
         }
         const family = wantedFamily(options.family);
         const usable = family ? addresses.filter((a) => a.family === family) : addresses;
@@ -129,4 +120,32 @@ export function guardedLookup(policy: DestinationPolicy, resolve: Resolver = sys
       (err: NodeJS.ErrnoException) => refuse(err),
     );
   };
+}
+
+/** Words for the system errors of a connection; their messages name the address connected to. */
+const CONNECTION_ERRORS: Record<string, string> = {
+  ECONNREFUSED: "connection refused",
+  ECONNRESET: "connection reset",
+  ETIMEDOUT: "connection timed out",
+  EHOSTUNREACH: "host unreachable",
+  ENETUNREACH: "network unreachable",
+  ENOTFOUND: "host name not found",
+  EAI_AGAIN: "host name lookup failed",
+};
+
+/**
+ * What a tenant may read about a failed request to its destination: "blocked destination" for a
+ * refusal, a system error by its code (its message would name the address a name resolved to),
+ * anything else by its message.
+ */
+export function outboundErrorText(err: unknown): string {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === "EBLOCKEDDESTINATION") return BLOCKED_DESTINATION;
+    if (typeof code === "string" && /^E[A-Z_]+$/.test(code)) {
+      return `${CONNECTION_ERRORS[code] ?? "connection failed"} (${code})`;
+    }
+  }
+  if (!(err instanceof Error)) return String(err);
+  return err.cause instanceof Error ? err.cause.message : err.message;
 }

@@ -34,8 +34,11 @@
     const status = button.parentElement?.querySelector(".action-status");
     button.disabled = true;
     if (status) status.textContent = "Working…";
+    // The default wallet is per environment: the page's (D21).
+    const environment = button.getAttribute("data-environment");
+    const query = environment ? `?environment=${encodeURIComponent(environment)}` : "";
     try {
-      const res = await fetch("/api/workspaces/smart-wallet", {
+      const res = await fetch(`/api/workspaces/smart-wallet${query}`, {
         method,
         headers: { "x-csrf-token": csrf, ...(body ? { "content-type": "application/json" } : {}) },
         body: body ? JSON.stringify(body) : undefined,

@@ -42,12 +42,12 @@ ${empty("No smart wallet yet.", html`<p>A smart wallet (ERC-4337) pays its own g
 <p class="action-status" role="status" aria-live="polite"></p></section>`;
   return html`<div class="grid two">${options.eoa ? card(options.eoa, "eoa-wallet") : empty("No workspace wallet.")}${smart}</div>
 <section class="card" aria-labelledby="default-title"><h2 id="default-title">Default wallet</h2>
-<p>New payments and payouts use this wallet unless they name one (<code>walletType</code>).</p>
+<p>New ${options.environment} payments and payouts use this wallet unless they name one (<code>walletType</code>); each environment has its own default.</p>
 <fieldset class="choice"><legend>Default wallet type</legend>
 <label class="inline-label"><input type="radio" name="defaultWalletType" value="workspace" ${options.defaultWalletType === "workspace" ? html`checked` : nothing}> Workspace wallet (EOA)</label>
 <label class="inline-label"><input type="radio" name="defaultWalletType" value="smart_wallet" ${options.defaultWalletType === "smart_wallet" ? html`checked` : nothing} ${options.smartWallet ? nothing : html`disabled`}> Smart wallet</label>
 </fieldset>
-<button type="button" id="save-default" data-action="save-default">Save default</button>
+<button type="button" id="save-default" data-action="save-default" data-environment="${options.environment}">Save default</button>
 <p class="action-status" role="status" aria-live="polite"></p>
 <noscript><p class="muted">Changing wallets needs JavaScript.</p></noscript></section>`;
 }

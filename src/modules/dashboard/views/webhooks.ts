@@ -39,9 +39,7 @@ function webhookRows(environment: Environment, webhooks: WebhookView[]): HtmlSaf
 }
 
 function urlHint(environment: Environment): string {
-  return environment === "live"
-    ? "https only, on a public address."
-    : "http or https; a public address, or loopback (localhost) for local development.";
+  return environment === "live" ? "https only, on a public address." : "http or https, on a public address.";
 }
 
 function addForm(environment: Environment, csrfToken: string, form: WebhookForm): HtmlSafeString {
