@@ -1,6 +1,11 @@
 import type { ColumnType, Generated, JSONColumnType, Selectable } from "kysely";
 import type { SettlementRecord, SplitShare, StoredSplit } from "../../domain/splits.ts";
 import type {
+  DashboardLoginAttemptsTable,
+  DashboardSessionsTable,
+  WorkspaceEmailChangesTable,
+} from "./schema-accounts.ts";
+import type {
   OnrampSessionsTable,
   SandboxSwapPoolsTable,
   SwapQuotesTable,
@@ -319,14 +324,6 @@ export interface CardEventsTable {
   received_at: Generated<Date>;
 }
 
-export interface DashboardSessionsTable {
-  id_hash: string;
-  workspace_id: string;
-  csrf_token: string;
-  created_at: Generated<Date>;
-  expires_at: Date;
-}
-
 /** Maintained by the payment_totals_delta trigger (migration 020); compacted by a job. */
 export interface PaymentTotalsTable {
   id: Generated<string>;
@@ -338,21 +335,6 @@ export interface PaymentTotalsTable {
   count: ColumnType<string, string | number | bigint, string | number | bigint>;
   volume: Units;
   compacted: Generated<boolean>;
-}
-
-/** Admin e-mail changes waiting for the link mailed to the new address (migration 028). */
-export interface WorkspaceEmailChangesTable {
-  token_hash: string;
-  workspace_id: string;
-  new_email: string;
-  created_at: Date;
-  expires_at: Date;
-}
-
-export interface DashboardLoginAttemptsTable {
-  id: Generated<string>;
-  subject_hash: string;
-  attempted_at: Generated<Date>;
 }
 
 export interface AgentsTable {
