@@ -1,31 +1,11 @@
-import type { InjectOptions, LightMyRequestResponse } from "fastify";
-import {
-  type Address,
-  type Chain,
-  createWalletClient,
-  erc20Abi,
-  type Hex,
-  http,
-  keccak256,
-  type PublicClient,
-  parseEther,
-  type Transport,
-  toHex,
-  type WalletClient,
-} from "viem";
-import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
+import { type Address, erc20Abi, type Hex, keccak256, type PublicClient, parseEther, toHex } from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Devnet, mine, rpc, startDevnet } from "../src/devnet/chain.ts";
-import { createWorkers, type Workers } from "../src/workers.ts";
-import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
+import { type Devnet, mine, rpc } from "../src/devnet/chain.ts";
+import { type CreatedWorkspace, createWorkspace, type TestApp } from "./support/app.ts";
 import { TEST_CONFIRMATIONS } from "./support/confirmations.ts";
-import { type DevnetClients, devnetClients } from "./support/devnet-clients.ts";
-import { liveNetworkEnv } from "./support/devnet-env.ts";
-import {
-  FakeCardProvider,
-  type OnrampDelivery,
-  type OnrampSessionObject,
-} from "./support/fake-card-provider.ts";
+import type { DevnetClients } from "./support/devnet-clients.ts";
+import { type OnrampLive, onrampActors, startOnrampLive } from "./support/onramp-live.ts";
 
 // Fiat on-ramp sessions (D17) for real on the devnet, the chain job running: sessions made at a
 // local fake card provider (through the stripe SDK), moved by its signed events, delivered by a
@@ -36,128 +16,51 @@ import {
 
 type Json = Record<string, unknown>;
 
-const LIVE_SK = "sk_test_onrampLiveKey0123456789";
-const LIVE_WHSEC = "whsec_onramp_live_secret_0123456789abcdef";
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
-const fake = new FakeCardProvider();
+let h: OnrampLive;
+let fake: OnrampLive["fake"];
 let devnet: Devnet;
 let t: TestApp;
-let workers: Workers;
 let clients: DevnetClients;
 let chain: PublicClient;
 /** The provider's hot wallet: what it delivers on-ramped crypto from. */
-let hot: WalletClient<Transport, Chain, PrivateKeyAccount>;
+let hot: OnrampLive["hot"];
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const randomAddress = () => privateKeyToAccount(generatePrivateKey()).address;
 const same = (a: unknown, b: string) => typeof a === "string" && a.toLowerCase() === b.toLowerCase();
+const {
+  api,
+  deliver,
+  moved,
+  opened,
+  getSession,
+  until,
+  watcherPassed,
+  pendingPayment,
+  getPayment,
+  inInbox,
+  delivery,
+  onrampEvents,
+  statusesOf,
+} = onrampActors(() => h);
 
 beforeAll(async () => {
-  await fake.start();
-  devnet = await startDevnet({});
-  // No periodic gas top-ups (threshold 0): the EOA's ETH changes only by what is delivered to it.
-  t = await startTestApp({
-    ...liveNetworkEnv(devnet, { LIVE_GAS_TOPUP_THRESHOLD_WEI: "0" }),
-    CARD_SECRET_KEY_LIVE: LIVE_SK,
-    CARD_WEBHOOK_SECRET_LIVE: LIVE_WHSEC,
-    CARD_API_BASE: fake.url,
-  });
-  clients = devnetClients(devnet);
-  chain = clients.chain;
-  const account = privateKeyToAccount(generatePrivateKey());
-  hot = createWalletClient({ account, chain: devnet.chain, transport: http(devnet.rpcUrl) });
-  await clients.fund(account.address, { USDC: "10000", ETH: "100" });
-  workers = createWorkers(t.app, { dispatcher: { pollIntervalMs: 50 } });
-  workers.start();
+  h = await startOnrampLive();
+  ({ fake, devnet, t, clients, chain, hot } = h);
 }, 180_000);
 
 afterAll(async () => {
-  await workers?.stop();
-  await t?.close();
-  await devnet?.stop();
-  await fake.stop();
+  await h?.stop();
 });
 
 // ---- helpers -------------------------------------------------------------------------------------
-
-const api = (ws: CreatedWorkspace, method: InjectOptions["method"], url: string, payload?: Json) =>
-  t.request({ method, url, headers: bearer(ws.liveKey), ...(payload ? { payload } : {}) });
-
-function deliver(signed: { payload: string; header: string }): Promise<LightMyRequestResponse> {
-  return t.request({
-    method: "POST",
-    url: "/api/webhooks/card",
-    headers: { "content-type": "application/json", "stripe-signature": signed.header },
-    payload: signed.payload,
-  });
-}
-
-/** The provider moves the session, then sends its event (accepted, first seen). */
-async function moved(
-  providerId: string,
-  status: OnrampSessionObject["status"],
-  facts: Parameters<FakeCardProvider["setOnrampStatus"]>[2] = {},
-) {
-  fake.setOnrampStatus(providerId, status, facts);
-  const res = await deliver(fake.sign(fake.onrampUpdated(providerId, { livemode: true }), LIVE_WHSEC));
-  expect(res.statusCode, res.body).toBe(200);
-  expect(res.json()).toEqual({ received: true });
-}
-
-/** A session (201) and the provider's session made for it. */
-async function opened(ws: CreatedWorkspace, body: Json, headers: Record<string, string> = {}) {
-  const res = await t.request({
-    method: "POST",
-    url: "/api/v1/onramp/session",
-    headers: { ...bearer(ws.liveKey), ...headers },
-    payload: body,
-  });
-  expect(res.statusCode, res.body).toBe(201);
-  const session = res.json() as Json;
-  const provider = [...fake.onrampSessions.values()].find((s) => s.metadata.onrampId === session.id);
-  if (!provider) throw new Error("the provider made no session");
-  return { session, provider };
-}
-
-async function getSession(ws: CreatedWorkspace, id: string): Promise<Json> {
-  const res = await api(ws, "GET", `/api/v1/onramp/sessions/${id}`);
-  expect(res.statusCode, res.body).toBe(200);
-  return res.json() as Json;
-}
-
-/** Polls (bounded) until `read` gives what `done` accepts. */
-async function until<T>(what: string, read: () => Promise<T>, done: (v: T) => boolean, timeoutMs = 60_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    if (Date.now() > deadline)
-      throw new Error(`${what}: still ${JSON.stringify(value)} after ${timeoutMs} ms`);
-    await sleep(100);
-  }
-}
 
 const credited = (ws: CreatedWorkspace, id: string) =>
   until(
     `session ${id} credited`,
     () => getSession(ws, id),
     (s) => s.creditedAmount !== null,
-  );
-
-/** Until the chain watcher has scanned block `block` (its cursor is there or beyond). */
-const watcherPassed = (block: bigint) =>
-  until(
-    `the watcher at block ${block}`,
-    async () => {
-      const row = await t.database.db
-        .selectFrom("chain_cursors")
-        .select("block_number")
-        .where("environment", "=", "live")
-        .executeTakeFirst();
-      return row ? BigInt(String(row.block_number)) : -1n;
-    },
-    (at) => at >= block,
   );
 
 /** Waits `blocks` new blocks, running the confirmation (the chain job's step) after each. */
@@ -173,60 +76,6 @@ async function confirmationRounds(blocks: number) {
     await t.app.services.onramp.confirm("live");
   }
 }
-
-/** The workspace's onramp.* events: `type:status` (the completion by its type), and their data. */
-async function onrampEvents(ws: CreatedWorkspace) {
-  const rows = await t.database.db
-    .selectFrom("outbox_events")
-    .select(["event_type", "payload"])
-    .where("workspace_id", "=", ws.id)
-    .where("event_type", "like", "onramp.%")
-    .orderBy("id")
-    .execute();
-  return rows.map((r) => {
-    const data = r.payload as Json;
-    const type =
-      r.event_type === "onramp.completed" ? r.event_type : `${r.event_type}:${String(data.status)}`;
-    return { type, data };
-  });
-}
-
-const statusesOf = async (ws: CreatedWorkspace) => (await onrampEvents(ws)).map((e) => e.type);
-
-/** A pending crypto payment of `amount` USDC, paid to the workspace EOA, for a merchant of its own. */
-async function pendingPayment(ws: CreatedWorkspace, amount: string) {
-  const merchant = randomAddress();
-  const res = await api(ws, "POST", "/api/v1/payments", {
-    tokenSymbol: "USDC",
-    amount,
-    merchantWallet: merchant,
-  });
-  expect(res.statusCode, res.body).toBe(201);
-  expect(res.json().receivingAddress).toBe(ws.eoaAddress);
-  return { id: res.json().payment.id as string, merchant };
-}
-
-async function getPayment(ws: CreatedWorkspace, id: string): Promise<Json> {
-  const res = await api(ws, "GET", `/api/v1/payments/${id}`);
-  expect(res.statusCode, res.body).toBe(200);
-  return res.json().payment as Json;
-}
-
-const inInbox = async (ws: CreatedWorkspace, txHash: string) => {
-  const res = await api(ws, "GET", "/api/v1/transfers/unmatched?limit=100");
-  expect(res.statusCode, res.body).toBe(200);
-  return (res.json().transfers as Json[]).filter((u) => same(u.txHash, txHash));
-};
-
-const delivery = (units: bigint, extra: Partial<OnrampDelivery> = {}): OnrampDelivery => ({
-  wallet: hot,
-  chain,
-  usdc: devnet.tokens.USDC,
-  units,
-  livemode: true,
-  secret: LIVE_WHSEC,
-  ...extra,
-});
 
 // ---- tests ---------------------------------------------------------------------------------------
 

@@ -1,12 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { InjectOptions } from "fastify";
-import { SMTPServer } from "smtp-server";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
+import { headerOf, MailSink } from "./support/mail-sink.ts";
 
 // Payouts and the circuit breaker in the sandbox (interface parts 3, 4.10–4.12, 6, 7; decisions
 // D3, D6, D13): the real app on a real database, money on the simulated ledger funded by the
@@ -30,60 +29,6 @@ type Json = Record<string, unknown>;
 
 const randomAddress = () => `0x${randomBytes(20).toString("hex")}`;
 const uniqueEmail = () => `admin-${randomBytes(6).toString("hex")}@example.test`;
-
-// ---------------------------------------------------------------------------------------------
-// A real SMTP listener
-
-interface ReceivedMail {
-  mailFrom: string;
-  rcptTo: string[];
-  raw: string;
-  subject: string;
-}
-
-function headerOf(raw: string, name: string): string {
-  const head = (raw.split(/\r?\n\r?\n/)[0] ?? "").replace(/\r?\n[ \t]+/g, " ");
-  const match = new RegExp(`^${name}:[ \\t]*(.*)$`, "im").exec(head);
-  return match?.[1]?.trim() ?? "";
-}
-
-class MailSink {
-  readonly received: ReceivedMail[] = [];
-  readonly #server = new SMTPServer({
-    authOptional: true,
-    disabledCommands: ["STARTTLS", "AUTH"],
-    logger: false,
-    onData: (stream, session, callback) => {
-      const chunks: Buffer[] = [];
-      stream.on("data", (chunk: Buffer) => chunks.push(chunk));
-      stream.on("end", () => {
-        const raw = Buffer.concat(chunks).toString("utf8");
-        const envelope = session.envelope;
-        this.received.push({
-          mailFrom: envelope.mailFrom ? envelope.mailFrom.address : "",
-          rcptTo: envelope.rcptTo.map((r) => r.address),
-          raw,
-          subject: headerOf(raw, "Subject"),
-        });
-        callback();
-      });
-    },
-  });
-
-  async start(): Promise<string> {
-    await new Promise<void>((resolve) => this.#server.listen(0, "127.0.0.1", () => resolve()));
-    const { port } = this.#server.server.address() as AddressInfo;
-    return `smtp://127.0.0.1:${port}`;
-  }
-
-  to(address: string): ReceivedMail[] {
-    return this.received.filter((m) => m.rcptTo.includes(address));
-  }
-
-  stop(): Promise<void> {
-    return new Promise((resolve) => this.#server.close(() => resolve()));
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 

@@ -72,7 +72,7 @@ describe("a transfer counts once", () => {
       creditedAmount: null,
       completedAt: null,
     });
-    expect(await a.onrampEvents(ws)).toEqual([
+    expect(await a.statusesOf(ws)).toEqual([
       "onramp.session.updated:fulfillment_processing",
       "onramp.session.updated:fulfillment_complete",
     ]);

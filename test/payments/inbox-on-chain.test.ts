@@ -14,6 +14,7 @@ import {
 } from "../support/app.ts";
 import { type DevnetClients, devnetClients } from "../support/devnet-clients.ts";
 import { liveNetworkEnv } from "../support/devnet-env.ts";
+import { until, watcherPassed } from "../support/poll.ts";
 
 // The unmatched inbox against a real chain (issue 36, items 3 and 5):
 // - a transfer from one of the workspace's own wallets never pays one of its payments: it is an
@@ -54,17 +55,6 @@ afterAll(async () => {
 const api = (ws: CreatedWorkspace, method: InjectOptions["method"], url: string, payload?: Json) =>
   t.request({ method, url, headers: bearer(ws.liveKey), ...(payload ? { payload } : {}) });
 
-async function until<T>(what: string, read: () => Promise<T>, done: (v: T) => boolean, timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    if (Date.now() > deadline)
-      throw new Error(`${what}: still ${JSON.stringify(value)} after ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 async function pendingPayment(ws: CreatedWorkspace, amount: string): Promise<string> {
   const res = await api(ws, "POST", "/api/v1/payments", {
     tokenSymbol: "USDC",
@@ -96,18 +86,7 @@ const attach = (ws: CreatedWorkspace, transferId: unknown, paymentId: string) =>
 /** Until the watcher has scanned the block of `txHash`. */
 async function seen(txHash: Hex) {
   const { blockNumber } = await clients.chain.waitForTransactionReceipt({ hash: txHash });
-  await until(
-    "the watcher past the transfer",
-    async () => {
-      const row = await t.database.db
-        .selectFrom("chain_cursors")
-        .select("block_number")
-        .where("environment", "=", "live")
-        .executeTakeFirst();
-      return row ? BigInt(String(row.block_number)) : -1n;
-    },
-    (at) => at >= blockNumber,
-  );
+  await watcherPassed(t.database.db, blockNumber);
 }
 
 describe("a transfer from the workspace's own wallet", () => {

@@ -15,6 +15,7 @@ import { bearer, type CreatedWorkspace, startTestApp, type TestApp } from "./app
 import { type DevnetClients, devnetClients } from "./devnet-clients.ts";
 import { liveNetworkEnv } from "./devnet-env.ts";
 import { FakeCardProvider, type OnrampDelivery, type OnrampSessionObject } from "./fake-card-provider.ts";
+import { until, watcherPassed } from "./poll.ts";
 import { Scrape } from "./prometheus.ts";
 
 // Live on-ramp sessions on the devnet (D17), for the suites that need the whole of it: a local fake
@@ -88,16 +89,20 @@ export function onrampActors(h: () => OnrampLive) {
       payload: signed.payload,
     });
 
-  /** Polls (bounded) until `read` gives what `done` accepts. */
-  async function until<T>(what: string, read: () => Promise<T>, done: (v: T) => boolean, timeoutMs = 60_000) {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = await read();
-      if (done(value)) return value;
-      if (Date.now() > deadline)
-        throw new Error(`${what}: still ${JSON.stringify(value)} after ${timeoutMs} ms`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+  async function onrampEvents(ws: CreatedWorkspace) {
+    const rows = await h()
+      .t.database.db.selectFrom("outbox_events")
+      .select(["event_type", "payload"])
+      .where("workspace_id", "=", ws.id)
+      .where("event_type", "like", "onramp.%")
+      .orderBy("id")
+      .execute();
+    return rows.map((r) => {
+      const data = r.payload as Json;
+      const type =
+        r.event_type === "onramp.completed" ? r.event_type : `${r.event_type}:${String(data.status)}`;
+      return { type, data };
+    });
   }
 
   return {
@@ -119,8 +124,13 @@ export function onrampActors(h: () => OnrampLive) {
     },
 
     /** A session (201) and the provider's session made for it. */
-    async opened(ws: CreatedWorkspace, body: Json) {
-      const res = await api(ws, "POST", "/api/v1/onramp/session", body);
+    async opened(ws: CreatedWorkspace, body: Json, headers: Record<string, string> = {}) {
+      const res = await h().t.request({
+        method: "POST",
+        url: "/api/v1/onramp/session",
+        headers: { ...bearer(ws.liveKey), ...headers },
+        payload: body,
+      });
       expect(res.statusCode, res.body).toBe(201);
       const session = res.json() as Json;
       const provider = [...h().fake.onrampSessions.values()].find((s) => s.metadata.onrampId === session.id);
@@ -162,36 +172,14 @@ export function onrampActors(h: () => OnrampLive) {
       );
     },
 
-    /** The workspace's onramp.* event types (`type:status`, the completion by its type). */
-    async onrampEvents(ws: CreatedWorkspace): Promise<string[]> {
-      const rows = await h()
-        .t.database.db.selectFrom("outbox_events")
-        .select(["event_type", "payload"])
-        .where("workspace_id", "=", ws.id)
-        .where("event_type", "like", "onramp.%")
-        .orderBy("id")
-        .execute();
-      return rows.map((r) =>
-        r.event_type === "onramp.completed"
-          ? r.event_type
-          : `${r.event_type}:${String((r.payload as Json).status)}`,
-      );
-    },
+    /** The workspace's onramp.* events: `type:status` (the completion by its type), and their data. */
+    onrampEvents,
+
+    /** The types of the workspace's onramp.* events (onrampEvents). */
+    statusesOf: async (ws: CreatedWorkspace) => (await onrampEvents(ws)).map((e) => e.type),
 
     /** Until the chain watcher has scanned block `block` (its cursor is there or beyond). */
-    watcherPassed: (block: bigint) =>
-      until(
-        `the watcher at block ${block}`,
-        async () => {
-          const row = await h()
-            .t.database.db.selectFrom("chain_cursors")
-            .select("block_number")
-            .where("environment", "=", "live")
-            .executeTakeFirst();
-          return row ? BigInt(String(row.block_number)) : -1n;
-        },
-        (at) => at >= block,
-      ),
+    watcherPassed: (block: bigint) => watcherPassed(h().t.database.db, block),
 
     /** What the hot wallet sends for a session: `units` of its currency. */
     delivery: (units: bigint, extra: Partial<OnrampDelivery> = {}): OnrampDelivery => ({
