@@ -14,8 +14,6 @@ import { type OnrampLive, onrampActors, startOnrampLive } from "./support/onramp
 // the transfer is not a payment, whether the event names it before or after the chain has it.
 // Event handling without a chain (replays, order, signatures, refusals): onramp-events.test.ts.
 
-type Json = Record<string, unknown>;
-
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 let h: OnrampLive;

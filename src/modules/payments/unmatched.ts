@@ -13,7 +13,6 @@ import { isAddress, isPlainObject, isUuid } from "../../domain/validation.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
-import * as chainRepo from "./chain-repo.ts";
 import * as claims from "./claims-repo.ts";
 import * as repo from "./repo.ts";
 import { applyTransition } from "./transitions.ts";
