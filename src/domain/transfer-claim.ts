@@ -9,8 +9,6 @@ export const TRANSFER_CLAIMS = ["payment", "inbox", "onramp"] as const;
 export type TransferClaim = (typeof TRANSFER_CLAIMS)[number];
 
 export type ClaimTrigger =
-  /** The watcher matched it to a pending payment (recorded first as the inbox's, then moved). */
-  | "payment_detected"
   /** The merchant attached the inbox item to a payment. */
   | "attached"
   /** A reorganisation dropped the transaction of an attached payment: the inbox item is open again. */
@@ -24,15 +22,18 @@ interface ClaimRule {
 }
 
 export const CLAIM_TRANSITIONS = {
-  payment_detected: { from: "inbox", to: "payment" },
   attached: { from: "inbox", to: "payment" },
   attachment_reverted: { from: "payment", to: "inbox" },
   onramp_named: { from: "inbox", to: "onramp" },
 } as const satisfies Record<ClaimTrigger, ClaimRule>;
 
-/** What the watcher first claims a transfer as: the session's if one names it, else the inbox's. */
-export function firstClaim(namedByOnramp: boolean): TransferClaim {
-  return namedByOnramp ? "onramp" : "inbox";
+/**
+ * What the chain watcher claims a transfer as when it first accounts for it: the session's if an
+ * on-ramp session names its transaction, a payment's if it paired it with one, else the inbox's.
+ */
+export function firstClaim(seen: { named: boolean; paired: boolean }): TransferClaim {
+  if (seen.named) return "onramp";
+  return seen.paired ? "payment" : "inbox";
 }
 
 /**

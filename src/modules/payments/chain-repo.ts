@@ -20,8 +20,9 @@ type UnmatchedRow = unmatchedRepo.UnmatchedRow;
 
 type Db = Kysely<DatabaseSchema>;
 
-/** The claim a transfer that goes on to a payment or the inbox starts with. */
-const INBOX = firstClaim(false);
+/** What the watcher claims a transfer as, beside an on-ramp session's (domain/transfer-claim.ts). */
+const INBOX = firstClaim({ named: false, paired: false });
+const PAYMENT = firstClaim({ named: false, paired: true });
 
 export async function readCursor(
   db: Db,
@@ -77,23 +78,24 @@ export interface MatchResult {
 }
 
 /**
- * Accounts for the transfers of a block range in ONE statement (D5), and a second one that marks
- * the claims of what it detected as payments':
- * 1. `claimed`: every transfer is inserted into observed_transfers, ON CONFLICT DO NOTHING, claimed
- *    as the inbox's (or as an on-ramp session's, when one names it: then it goes no further). Only
- *    the transfers this statement inserted go on, so one seen before (a rescan, or a reorg that
- *    re-included its transaction at another log index) is skipped, and an instance racing on the
- *    same transfer waits for the other's commit and then skips it.
- * 2. `fresh` numbers the claimed transfers of each (address, token, amount) group in chain order;
+ * Accounts for the transfers of a block range in ONE statement (D5), each once (one claim per
+ * transfer, domain/transfer-claim.ts):
+ * 1. `fresh` takes the transfers no claim in observed_transfers names (a rescan, or a reorg that
+ *    re-included a transaction at another log index, finds them claimed) and that no on-ramp
+ *    session names, and numbers those of each (address, token, amount) group in chain order;
  *    `candidates` takes, per group, as many of its oldest open payments as it has transfers
  *    (pending, not overdue, FOR UPDATE SKIP LOCKED: a payment another transaction holds is left
- *    to that transaction) and numbers them oldest first. The n-th transfer pairs with the n-th
- *    payment, so each payment is matched at most once and each transfer to at most one payment.
- * 3. `detected` moves the paired payments (compare-and-set on the rule's `from`); `unmatched`
- *    records every claimed transfer that moved no payment, with its reason (a held transfer's own,
- *    else `unmatchedReason`).
- * The result has a row per transfer claimed for the inbox or a payment, in input order; the caller
- * writes the events. `transfers` must be in chain order, without repeats.
+ *    to that transaction) and numbers them oldest first; `paired` pairs the n-th transfer with the
+ *    n-th payment, so each payment is matched at most once and each transfer to at most one.
+ * 2. `claimed` inserts every transfer's claim, with what it counts as (an on-ramp session's, a
+ *    payment's, or the inbox's), ON CONFLICT DO NOTHING. Only the transfers this statement claimed
+ *    go on: an instance racing on the same transfer waits for the other's commit and then skips it
+ *    (its pairing, made on a snapshot without the other's claim, is dropped with it).
+ * 3. `detected` moves the payments paired with the transfers claimed as theirs (compare-and-set
+ *    on the rule's `from`, the rows being locked); `unmatched` records every transfer claimed as
+ *    the inbox's, with its reason (a held transfer's own, else `unmatchedReason`).
+ * The result has a row per transfer claimed for a payment or the inbox, in input order; the
+ * caller writes the events. `transfers` must be in chain order, without repeats.
  */
 export async function matchTransfers(
   trx: Db,
@@ -120,26 +122,22 @@ export async function matchTransfers(
         ${column((t) => t.ordinal)}::int[],
         ${column((t) => t.heldBecause === undefined)}::bool[],
         ${column((t) => t.heldBecause ?? unmatchedReason)}::text[],
-        ${column((t) => firstClaim(t.onramp === true))}::text[]
+        ${column((t) => firstClaim({ named: t.onramp === true, paired: false }))}::text[]
       ) WITH ORDINALITY AS o(tx_hash, log_index, block_number, block_hash, token_symbol, amount,
                              from_address, to_address, workspace_id, ordinal, matchable, reason,
                              claim, position)
-    ),
-    claimed AS (
-      INSERT INTO observed_transfers (environment, tx_hash, token_symbol, to_address, ordinal,
-                                      log_index, block_number, claim)
-      SELECT ${environment}, tx_hash, token_symbol, lower(to_address), ordinal, log_index, block_number,
-             claim
-      FROM observed ORDER BY position
-      ON CONFLICT DO NOTHING
-      RETURNING tx_hash, log_index, claim
     ),
     fresh AS (
       SELECT o.*, lower(o.to_address) AS address,
              row_number() OVER (PARTITION BY lower(o.to_address), o.token_symbol, o.amount, o.matchable
                                 ORDER BY o.position) AS rank
-      FROM observed o JOIN claimed c USING (tx_hash, log_index)
-      WHERE c.claim = ${sql.lit(INBOX)}
+      FROM observed o
+      WHERE o.claim = ${sql.lit(INBOX)} AND NOT EXISTS (
+        SELECT 1 FROM observed_transfers c
+        WHERE c.environment = ${environment} AND c.tx_hash = o.tx_hash
+          AND c.token_symbol = o.token_symbol AND c.to_address = lower(o.to_address)
+          AND c.ordinal = o.ordinal
+      )
     ),
     wanted AS (
       SELECT address, token_symbol, amount, count(*) AS n FROM fresh WHERE matchable
@@ -164,43 +162,59 @@ export async function matchTransfers(
         FOR UPDATE SKIP LOCKED
       ) p
     ),
+    paired AS (
+      SELECT f.position, c.id AS payment_id
+      FROM fresh f JOIN candidates c USING (address, token_symbol, amount, rank)
+      WHERE f.matchable
+    ),
+    claimed AS (
+      INSERT INTO observed_transfers (environment, tx_hash, token_symbol, to_address, ordinal,
+                                      log_index, block_number, claim)
+      SELECT ${environment}, o.tx_hash, o.token_symbol, lower(o.to_address), o.ordinal, o.log_index,
+             o.block_number,
+             CASE WHEN pr.payment_id IS NOT NULL THEN ${sql.lit(PAYMENT)} ELSE o.claim END
+      FROM observed o LEFT JOIN paired pr USING (position)
+      ORDER BY o.position
+      ON CONFLICT DO NOTHING
+      RETURNING tx_hash, log_index, claim
+    ),
+    mine AS (
+      SELECT f.*, c.claim AS claimed_as, pr.payment_id
+      FROM fresh f
+      JOIN claimed c USING (tx_hash, log_index)
+      LEFT JOIN paired pr USING (position)
+    ),
     detected AS (
       UPDATE payments p
       SET status = ${sql.lit(rule.to)},
-          detected_tx_hash = f.tx_hash,
-          detected_log_index = f.log_index,
-          detected_block = f.block_number,
-          detected_block_hash = f.block_hash,
-          payer_address = f.from_address,
+          detected_tx_hash = m.tx_hash,
+          detected_log_index = m.log_index,
+          detected_block = m.block_number,
+          detected_block_hash = m.block_hash,
+          payer_address = m.from_address,
           detected_at = ${now},
           updated_at = ${now}
-      FROM fresh f
-      JOIN candidates c USING (address, token_symbol, amount, rank)
-      WHERE p.id = c.id AND p.status = ${sql.lit(rule.from)} AND f.matchable
+      FROM mine m
+      WHERE p.id = m.payment_id AND m.claimed_as = ${sql.lit(PAYMENT)} AND p.status = ${sql.lit(rule.from)}
       RETURNING p.*
     ),
     unmatched AS (
       INSERT INTO unmatched_transfers (workspace_id, environment, token_symbol, amount, from_address,
                                        to_address, tx_hash, log_index, block_number, reason)
-      SELECT f.workspace_id, ${environment}, f.token_symbol, f.amount, f.from_address,
-             f.to_address, f.tx_hash, f.log_index, f.block_number, f.reason
-      FROM fresh f
-      WHERE NOT EXISTS (
-        SELECT 1 FROM detected d WHERE d.detected_tx_hash = f.tx_hash AND d.detected_log_index = f.log_index
-      )
+      SELECT m.workspace_id, ${environment}, m.token_symbol, m.amount, m.from_address,
+             m.to_address, m.tx_hash, m.log_index, m.block_number, m.reason
+      FROM mine m
+      WHERE m.claimed_as = ${sql.lit(INBOX)}
     )
-    SELECT (f.position - 1)::int AS transfer_index, d.id IS NOT NULL AS matched, d.*
-    FROM fresh f
-    LEFT JOIN detected d ON d.detected_tx_hash = f.tx_hash AND d.detected_log_index = f.log_index
-    ORDER BY f.position
+    SELECT (m.position - 1)::int AS transfer_index, d.id IS NOT NULL AS matched, d.*
+    FROM mine m
+    LEFT JOIN detected d ON d.detected_tx_hash = m.tx_hash AND d.detected_log_index = m.log_index
+    ORDER BY m.position
   `.execute(trx);
-  const results = result.rows.map(({ transfer_index, matched, ...payment }) => ({
+  return result.rows.map(({ transfer_index, matched, ...payment }) => ({
     index: transfer_index,
     payment: matched ? payment : null,
   }));
-  const paid = results.flatMap((r) => (r.payment ? [transfers[r.index] as ObservedTransfer] : []));
-  await claims.moveClaims(trx, environment, paid, "payment_detected");
-  return results;
 }
 
 /** A detection as the watcher checked it against the chain: still included at `block`. */

@@ -8,8 +8,9 @@ import {
 } from "../../domain/transfer-claim.ts";
 import type { Db } from "../../platform/db/database.ts";
 
-// SQL of the transfers' claims (observed_transfers, migrations 011, 012, 026): what each incoming
-// transfer counts as, once (domain/transfer-claim.ts). A claim is found by the transfer's identity
+// SQL of the transfers' claims (observed_transfers, migrations 011, 012, 026) beside the chain
+// watcher's own (chain-repo.ts): what each incoming transfer counts as, once
+// (domain/transfer-claim.ts). A claim is found by the transfer's identity
 // (transaction, token, recipient, n-th within: what a reorg does not change) or, from a payment or
 // an inbox item that recorded it, by where it was first seen (transaction and log index: unique
 // within a transaction). Claims move only by the transition table's compare-and-sets.
@@ -46,18 +47,10 @@ const placeColumns = (places: readonly TransferPlace[]) => sql`unnest(
 
 const samePlace = sql`o.tx_hash = k.tx_hash AND o.log_index = k.log_index`;
 
-/** Moves the claims of `keys` by `trigger` where they still are where its rule starts; how many moved. */
-export async function moveClaims(
-  trx: Db,
-  environment: Environment,
-  keys: readonly TransferKey[],
-  trigger: ClaimTrigger,
-): Promise<number> {
-  if (keys.length === 0) return 0;
-  return move(trx, environment, keyColumns(keys), sameKey, trigger);
-}
-
-/** moveClaims for transfers named by where they were first seen. */
+/**
+ * Moves the claims of the transfers first seen at `places` by `trigger`, where they still are where
+ * its rule starts; how many moved. The caller holds what decides the move (the inbox item's row).
+ */
 export async function moveClaimsAt(
   trx: Db,
   environment: Environment,
@@ -65,21 +58,11 @@ export async function moveClaimsAt(
   trigger: ClaimTrigger,
 ): Promise<number> {
   if (places.length === 0) return 0;
-  return move(trx, environment, placeColumns(places), samePlace, trigger);
-}
-
-async function move(
-  trx: Db,
-  environment: Environment,
-  from: ReturnType<typeof sql>,
-  match: ReturnType<typeof sql>,
-  trigger: ClaimTrigger,
-): Promise<number> {
   const rule = CLAIM_TRANSITIONS[trigger];
   const result = await sql`
     UPDATE observed_transfers o SET claim = ${sql.lit(rule.to)}
-    FROM ${from}
-    WHERE o.environment = ${environment} AND ${match} AND o.claim = ${sql.lit(rule.from)}
+    FROM ${placeColumns(places)}
+    WHERE o.environment = ${environment} AND ${samePlace} AND o.claim = ${sql.lit(rule.from)}
   `.execute(trx);
   return Number(result.numAffectedRows ?? 0n);
 }
