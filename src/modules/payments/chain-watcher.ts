@@ -11,6 +11,7 @@ import { watchedWallets } from "../wallets/service.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import { receivingWallets } from "../workspaces/service.ts";
 import * as chainRepo from "./chain-repo.ts";
+import * as reorgRepo from "./reorg-repo.ts";
 import { batchTransition, emitPaymentEvents } from "./transitions.ts";
 import { UNMATCHED_REASON } from "./unmatched-repo.ts";
 
@@ -323,7 +324,7 @@ export class ChainWatcher {
       const confirmed = await chainRepo.confirmDetections(trx, plan.confirm, CONFIRM, now);
       if (CONFIRM.event) await emitPaymentEvents(trx, confirmed, CONFIRM.event);
       await chainRepo.moveDetections(trx, plan.move, CONFIRM);
-      const { payments: reverted, reopened } = await chainRepo.revertDetections(
+      const { payments: reverted, reopened } = await reorgRepo.revertDetections(
         trx,
         this.#environment,
         plan.revert,
@@ -363,7 +364,7 @@ export interface ConfirmationPlan {
   /** Still waiting, but the transfer is now in another block (a reorg re-included it). */
   move: chainRepo.CheckedDetection[];
   /** The transfer is no longer in the chain: → pending again. */
-  revert: chainRepo.RevertedDetection[];
+  revert: reorgRepo.RevertedDetection[];
 }
 
 /**
