@@ -5,13 +5,18 @@
 // the workspace names an address its money goes to: the settlement address, a payment's
 // merchantWallet and a split's destination.
 
+/** Whether `address` is one of `ownWallets` (the workspace's EOA and smart wallet, null: none), in any letter case. */
+export function isOwnWallet(address: string, ownWallets: ReadonlyArray<string | null>): boolean {
+  const wanted = address.toLowerCase();
+  return ownWallets.some((own) => own !== null && own.toLowerCase() === wanted);
+}
+
 /** The problem with sending a workspace's money to `address` (named `field`), or null. */
 export function ownWalletProblem(
   field: string,
   address: string,
   ownWallets: ReadonlyArray<string | null>,
 ): string | null {
-  const wanted = address.toLowerCase();
-  if (!ownWallets.some((own) => own !== null && own.toLowerCase() === wanted)) return null;
+  if (!isOwnWallet(address, ownWallets)) return null;
   return `${field} must not be one of this workspace's own wallets (${address}): money sent there would stay with the workspace`;
 }

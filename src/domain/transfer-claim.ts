@@ -38,9 +38,12 @@ export function firstClaim(seen: { named: boolean; paired: boolean }): TransferC
 
 /**
  * Whether an on-ramp session may credit a transfer claimed as `claim` (undefined: no claim yet, the
- * credit takes it). Only the session's own claim or none: a payment's money, or an inbox item the
- * merchant still holds, is not the session's.
+ * credit takes it): unclaimed, already the session's, or an inbox item still open (`inboxItemOpen`:
+ * the session takes it, onramp_named). A payment's money, or an inbox item the merchant attached or
+ * returned, is not the session's.
  */
-export function onrampMayCredit(claim: TransferClaim | undefined): boolean {
-  return claim === undefined || claim === "onramp";
+export function onrampMayCredit(claim: TransferClaim | undefined, inboxItemOpen: boolean): boolean {
+  const named = CLAIM_TRANSITIONS.onramp_named;
+  if (claim === undefined || claim === named.to) return true;
+  return claim === named.from && inboxItemOpen;
 }

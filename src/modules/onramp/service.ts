@@ -4,7 +4,7 @@ import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
 import { sandboxTxHash } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
-import { badRequest, notFound, ProviderError, serviceUnavailable } from "../../domain/errors.ts";
+import { badRequest, notFound, serviceUnavailable } from "../../domain/errors.ts";
 import { type ChainToken, formatAmount, parseAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
 import { type OnrampRequest, validateOnrampRequest } from "../../domain/onramp-request.ts";
 import { FULFILLED } from "../../domain/onramp-state.ts";
@@ -12,7 +12,7 @@ import { isUuid } from "../../domain/validation.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import { onrampNetworkOf, type ProviderOnrampSession } from "../card/onramp-provider.ts";
-import { CardProviderError, type CardProviders } from "../card/provider.ts";
+import { CardProviderError, type CardProviders, providerUnavailable } from "../card/provider.ts";
 import type { Deliveries } from "../payments/chain-watcher.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import { applySnapshot } from "./apply.ts";
@@ -114,7 +114,7 @@ export class OnrampService {
           { err, workspaceId: scope.workspaceId, environment: scope.environment, onrampId: id },
           "The card provider did not open an on-ramp session",
         );
-        throw new ProviderError("Card provider error", { detail: ONRAMP_PROVIDER_REFUSED });
+        throw providerUnavailable(undefined, ONRAMP_PROVIDER_REFUSED);
       }
       throw err;
     }

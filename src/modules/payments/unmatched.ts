@@ -5,9 +5,10 @@ import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { badRequest, conflict, forbidden, notFound, serviceUnavailable } from "../../domain/errors.ts";
 import { splitFee } from "../../domain/money.ts";
+import { isOwnWallet } from "../../domain/own-wallets.ts";
 import { type PaymentStatus, transition } from "../../domain/payment-state.ts";
 import { validateSandboxCredit } from "../../domain/sandbox-credit.ts";
-import { onrampMayCredit } from "../../domain/transfer-claim.ts";
+import { CLAIM_TRANSITIONS, onrampMayCredit } from "../../domain/transfer-claim.ts";
 import { isActionable, type UnmatchedStatus } from "../../domain/unmatched-state.ts";
 import { isAddress, isPlainObject, isUuid } from "../../domain/validation.ts";
 import type { Db } from "../../platform/db/database.ts";
@@ -74,7 +75,8 @@ export class UnmatchedInbox {
     // 404 before anything is locked, and a transfer the chain has not confirmed is not attached.
     await this.assertConfirmed(await this.get(tenant, id));
     if (!(await repo.findPayment(this.#ctx.db, tenant, paymentId))) throw notFound("Payment not found");
-    const own = await this.#ownWallets(tenant.workspaceId);
+    const workspace = await this.#workspaces.profile(tenant.workspaceId);
+    const own = [workspace.eoaAddress, workspace.smartWalletAddress];
     const now = this.#ctx.now();
     const { transfer, payment } = await this.#ctx.db.transaction().execute(async (trx) => {
       const locked = await this.#lockOpen(trx, tenant, id);
@@ -97,7 +99,7 @@ export class UnmatchedInbox {
           transferTo: locked.to_address,
           receivingAddress: row.receiving_address,
         });
-      if (own.has(locked.from_address.toLowerCase()))
+      if (isOwnWallet(locked.from_address, own))
         throw badRequest(
           "The transfer was sent from a wallet of this workspace: it moved the workspace's own money and cannot pay a payment",
           { from: locked.from_address },
@@ -221,13 +223,17 @@ export class UnmatchedInbox {
     const unclaimed: ClaimedTransfer[] = [];
     for (const transfer of delivery.transfers) {
       const found = held.get(claims.claimKey(transfer));
+      const itemOpen = found !== undefined && open.has(`${found.place.txHash}|${found.place.logIndex}`);
+      if (!onrampMayCredit(found?.claim, itemOpen)) return false;
       if (!found) unclaimed.push(transfer);
-      else if (onrampMayCredit(found.claim)) continue;
-      else if (!(found.claim === "inbox" && open.has(`${found.place.txHash}|${found.place.logIndex}`)))
-        return false;
     }
     await this.onrampNamed(trx, environment, delivery);
-    const inserted = await claims.insertClaims(trx, environment, unclaimed, "onramp");
+    const inserted = await claims.insertClaims(
+      trx,
+      environment,
+      unclaimed,
+      CLAIM_TRANSITIONS.onramp_named.to,
+    );
     // The watcher claimed one meanwhile (and committed first): decide again on the next look.
     if (inserted !== unclaimed.length) throw conflict("A transfer of the delivery was claimed concurrently");
     return true;
@@ -277,14 +283,6 @@ export class UnmatchedInbox {
     const transfer = row.rows[0];
     if (!transfer) throw new Error("the sandbox transfer was not recorded");
     return { transfer: toUnmatchedView(transfer) };
-  }
-
-  /** The workspace's receiving wallets (lower-case): what they send never pays one of its payments. */
-  async #ownWallets(workspaceId: string): Promise<Set<string>> {
-    const workspace = await this.#workspaces.profile(workspaceId);
-    return new Set(
-      [workspace.eoaAddress, workspace.smartWalletAddress].flatMap((a) => (a ? [a.toLowerCase()] : [])),
-    );
   }
 
   async #lockOpen(trx: Db, tenant: Tenant, id: string): Promise<unmatchedRepo.UnmatchedRow> {

@@ -145,7 +145,6 @@ export async function transfersFor(
   );
 }
 
-/** A payout by the idempotencyKey on its row (recorded by an instance older than migration 018). */
 /**
  * Which of `txHashes` (an EOA's transactions, recorded before broadcast) and `userOpHashes` (a smart
  * wallet's operations, recorded before they were sent) carried transfers of `kind`.
@@ -168,6 +167,7 @@ export async function recordedOfKind(
   return new Set(rows.rows.map((r) => r.hash.toLowerCase()));
 }
 
+/** A payout by the idempotencyKey on its row (recorded by an instance older than migration 018). */
 export async function findByIdempotencyKey(
   db: Db,
   scope: Scope,
