@@ -330,6 +330,16 @@ export function recordedForPayout(payoutId: RawBuilder<unknown>): RawBuilder<boo
   return sql<boolean>`EXISTS (SELECT 1 FROM chain_transactions t WHERE t.payout_id = ${payoutId})`;
 }
 
+/** Rows (tx_hash, payout_id) of the transactions among `txHashes` recorded in `environment`. */
+export function recordedAmong(
+  environment: Environment,
+  txHashes: readonly string[],
+): RawBuilder<{ tx_hash: string; payout_id: string | null }> {
+  return sql`
+    SELECT tx_hash, payout_id FROM chain_transactions
+    WHERE environment = ${environment} AND tx_hash = ANY(${[...txHashes]}::text[])`;
+}
+
 /**
  * Rows (token_symbol, amount, gas_limit) of what `from`'s recorded transactions from `minedNonce`
  * on take out of it: payouts, settlement legs, cancellations (a reverted one took its gas only,

@@ -1,4 +1,5 @@
 import { type Kysely, type Selectable, sql } from "kysely";
+import * as sent from "../../chain/sent-transactions.ts";
 import type { Environment } from "../../config.ts";
 import { AUTO_RESUME_AFTER_MS, type BreakerState } from "../../domain/circuit-breaker.ts";
 import type { PayoutRequest } from "../../domain/payout-request.ts";
@@ -156,9 +157,9 @@ export async function recordedOfKind(
   hashes: { txHashes: readonly string[]; userOpHashes: readonly string[] },
 ): Promise<Set<string>> {
   const rows = await sql<{ hash: string }>`
-    SELECT t.tx_hash AS hash FROM chain_transactions t JOIN payouts p ON p.id = t.payout_id
-    WHERE t.environment = ${environment} AND t.tx_hash = ANY(${[...hashes.txHashes]}::text[])
-      AND p.kind = ${kind}
+    SELECT t.tx_hash AS hash FROM (${sent.recordedAmong(environment, hashes.txHashes)}) t
+    JOIN payouts p ON p.id = t.payout_id
+    WHERE p.kind = ${kind}
     UNION
     SELECT user_op_hash AS hash FROM payouts
     WHERE environment = ${environment} AND kind = ${kind}
