@@ -31,6 +31,7 @@ import { settlementsRoutes } from "./modules/payments/settlements-routes.ts";
 import { SettlementsService } from "./modules/payments/settlements-service.ts";
 import { UnmatchedInbox } from "./modules/payments/unmatched.ts";
 import { unmatchedRoutes } from "./modules/payments/unmatched-routes.ts";
+import { payoutTransferKind } from "./modules/payouts/kind.ts";
 import { payoutsRoutes } from "./modules/payouts/routes.ts";
 import { PayoutsService } from "./modules/payouts/service.ts";
 import { WalletService } from "./modules/payouts/wallet-service.ts";
@@ -45,6 +46,7 @@ import { swapTransferKind } from "./modules/swaps/kind.ts";
 import { swapsRoutes } from "./modules/swaps/routes.ts";
 import { SwapsService } from "./modules/swaps/service.ts";
 import { buildSwapVenues } from "./modules/swaps/venues.ts";
+import { TransfersService } from "./modules/transfers/service.ts";
 import { WalletsService } from "./modules/wallets/service.ts";
 import { webhooksRoutes } from "./modules/webhooks/routes.ts";
 import { WebhooksService } from "./modules/webhooks/service.ts";
@@ -91,6 +93,8 @@ export interface App {
     keys: KeysService;
     payments: PaymentsService;
     webhooks: WebhooksService;
+    /** The one engine every movement out of a workspace wallet goes through. */
+    transfers: TransfersService;
     payouts: PayoutsService;
     wallet: WalletService;
     ledger: SimulatedLedger;
@@ -183,32 +187,36 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   // Smart wallet addresses come from the live network's account factory (else the sandbox's).
   const smartWallets = new SmartWalletsService(ctx, workspaces, smartAccounts.live ?? smartAccounts.sandbox);
   // Where each environment's swaps trade (D16): Uniswap v3 on a network, the ledger's pools in the sandbox.
-  const swapVenues = buildSwapVenues(deps.config, deps.db, ledger, smartAccounts);
+  const swapVenues = buildSwapVenues(deps.config, deps.db, ledger);
   const mailer = deps.mailer ?? createMailer({ smtpUrl: deps.config.smtpUrl, dataDir: deps.config.dataDir });
   http.addHook("onClose", async () => mailer.close());
-  const payouts = new PayoutsService(ctx, {
+  // Every movement out of a workspace wallet goes through the one engine; each kind is described
+  // by the module that orders it.
+  const transfers = new TransfersService(ctx, {
     workspaces,
     payments,
     rails,
     mailer,
     kinds: {
-      ...refundTransferKinds(refundShares, unmatched),
+      payout: payoutTransferKind,
+      ...refundTransferKinds(deps.db, refundShares, unmatched),
       swap: swapTransferKind(deps.db, swapVenues),
     },
   });
+  const payouts = new PayoutsService(ctx, { workspaces, transfers });
   http.addHook("onClose", async () => payouts.close());
   const refunds = new RefundsService(ctx, {
     payments,
     workspaces,
     shares: refundShares,
     inbox: unmatched,
-    wallet: new WalletRefunds(payouts),
+    wallet: new WalletRefunds(transfers),
     card: cardRefunds,
   });
-  const swaps = new SwapsService(ctx, { payouts, venues: swapVenues });
+  const swaps = new SwapsService(ctx, { transfers, venues: swapVenues });
   const onramp = new OnrampService(ctx, {
     providers: cardProviders,
-    wallets: payouts,
+    wallets: transfers,
     ledger,
     inbox: unmatched,
   });
@@ -218,7 +226,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   );
   const scrub = urlScrubber(deps.config);
   metrics.setSources({
-    pausedWorkspaces: () => payouts.pausedWorkspaces(),
+    pausedWorkspaces: () => transfers.pausedWorkspaces(),
     webhookBacklog: () => webhooks.backlog(),
     pools: () => poolStats(deps.db),
     stuckOnrampSessions: () => onramp.stuck(),
@@ -323,6 +331,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
       keys,
       payments,
       webhooks,
+      transfers,
       payouts,
       wallet,
       ledger,

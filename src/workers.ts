@@ -106,7 +106,7 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
       tick: async () => {
         await watcher.tick();
         await settlement.tick(); // reconciles every recorded transaction first
-        await app.services.payouts.reconcile(network.environment);
+        await app.services.transfers.reconcile(network.environment);
         await app.services.onramp.confirm(network.environment);
       },
     });

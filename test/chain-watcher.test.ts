@@ -105,6 +105,9 @@ class ScriptedChain implements Network {
   userOperationsIn(): never {
     throw new Error("not used by the watcher");
   }
+  transactionLogs(): never {
+    throw new Error("not used by the watcher");
+  }
   pendingNonce(): Promise<number> {
     throw new Error("not used by the watcher");
   }

@@ -81,7 +81,7 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, ms = 
 const reconcileUntil = (t: TestApp, what: string, done: () => Promise<boolean>) =>
   until(what, async () => {
     await t.app.ctx.senders.live?.reconcile();
-    await t.app.services.payouts.reconcile("live");
+    await t.app.services.transfers.reconcile("live");
     return (await done()) ? true : undefined;
   });
 
@@ -375,7 +375,7 @@ describe("the reconciler and the instance sending a payout", () => {
     const { held, proxy, sender, other, ws, destination, answer } = await payoutHeldBeforeSigning();
     try {
       // Recorded, not signed yet: its sender waits for the node's nonce.
-      expect(await other.app.services.payouts.reconcile("live")).toBe(0);
+      expect(await other.app.services.transfers.reconcile("live")).toBe(0);
       expect((await payoutRow(sender, ws))?.status).toBe("processing");
       held.release();
       const res = await answer;
@@ -398,7 +398,7 @@ describe("the reconciler and the instance sending a payout", () => {
           .set({ lease_expires_at: new Date(Date.now() - 60_000) })
           .where("workspace_id", "=", ws.id)
           .execute();
-        return (await other.app.services.payouts.reconcile("live")) === 1 ? true : undefined;
+        return (await other.app.services.transfers.reconcile("live")) === 1 ? true : undefined;
       });
       held.release();
       const res = await answer;

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import * as sending from "../src/modules/payouts/sending-repo.ts";
+import * as sending from "../src/modules/transfers/sending-repo.ts";
 import { MIGRATIONS } from "../src/platform/db/database.ts";
 import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
 

@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { claimPayoutKey } from "../src/modules/payouts/keys.ts";
-import type { NewPayout } from "../src/modules/payouts/repo.ts";
-import * as sending from "../src/modules/payouts/sending-repo.ts";
+import { claimPayoutKey } from "../src/modules/transfers/keys.ts";
+import type { NewTransfer } from "../src/modules/transfers/repo.ts";
+import * as sending from "../src/modules/transfers/sending-repo.ts";
 import { bearer, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";
 
 // A repeated idempotencyKey whose original is still processing (on this instance or another one)
@@ -23,7 +23,7 @@ afterAll(async () => t?.close());
 /** A payout recorded processing with its key claimed, as funds.ts records one (another instance's). */
 async function processingOriginal(key: string) {
   const ws = await createWorkspace(t);
-  const original: NewPayout = {
+  const original: NewTransfer = {
     id: randomUUID(),
     scope: { workspaceId: ws.id, environment: "sandbox" },
     idempotencyKey: key,

@@ -472,7 +472,7 @@ describe("live payouts on the devnet", () => {
       // The reconcilers: the refused transaction's nonce is taken, so it can never be mined; its
       // payout fails (payout.failed, counted) and is never paid.
       await t.app.ctx.senders.live?.reconcile();
-      expect(await t.app.services.payouts.reconcile("live")).toBe(1);
+      expect(await t.app.services.transfers.reconcile("live")).toBe(1);
       expect(await byNonce()).toEqual([
         [0, "mined", "cancel"],
         [0, "replaced", "payout"],

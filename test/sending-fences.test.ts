@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { sql } from "kysely";
 import { describe, expect, it } from "vitest";
 import * as sent from "../src/chain/sent-transactions.ts";
-import * as sending from "../src/modules/payouts/sending-repo.ts";
+import * as sending from "../src/modules/transfers/sending-repo.ts";
 import { openDatabase } from "../src/platform/db/database.ts";
 import { createWorkspace, startTestApp } from "./support/app.ts";
 import { migratorUpTo } from "./support/migrations.ts";

@@ -715,7 +715,7 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
         timeout: 30_000,
       });
       expect(included.success).toBe(true);
-      expect(await app.app.services.payouts.reconcile("live")).toBe(1);
+      expect(await app.app.services.transfers.reconcile("live")).toBe(1);
       const row = await t.database.db
         .selectFrom("payouts")
         .select(["status", "user_op_hash", "tx_hash"])
@@ -781,7 +781,7 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
       expect(await usdcBalance(laterTo)).toBe(parseUnits("5", 6));
 
       // The reconciler sends the lost operation again, and it is included.
-      await app.app.services.payouts.reconcile("live");
+      await app.app.services.transfers.reconcile("live");
       const rows = await t.database.db
         .selectFrom("payouts")
         .select(["destination_address", "status", "tx_hash"])
@@ -801,7 +801,7 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
       expect(await outbox(ws, "payout.failed")).toEqual([]);
       expect(await payoutState(ws, app)).toMatchObject({ status: "active", failStreak: 0 });
       // Finished: a second pass changes nothing.
-      await app.app.services.payouts.reconcile("live");
+      await app.app.services.transfers.reconcile("live");
       expect(await outbox(ws, "payout.completed")).toHaveLength(3);
       expect(await usdcBalance(lostTo)).toBe(parseUnits("4", 6));
     } finally {
@@ -827,7 +827,7 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
         available: "1.00",
       });
 
-      await app.app.services.payouts.reconcile("live");
+      await app.app.services.transfers.reconcile("live");
       const row = await t.database.db
         .selectFrom("payouts")
         .select(["status", "error", "tx_hash"])

@@ -20,6 +20,13 @@ export interface IncomingTransfer {
   blockHash: Hex;
 }
 
+/** An event a mined move emitted, as its chain reports it (what a kind reads its results from). */
+export interface EventLog {
+  address: Hex;
+  topics: [Hex, ...Hex[]] | [];
+  data: Hex;
+}
+
 export interface BlockRef {
   number: bigint;
   hash: Hex;
@@ -142,6 +149,8 @@ export interface Network {
   /** Sends a signed transaction; sending one the node already knows is not an error. */
   broadcast(raw: Hex): Promise<void>;
   receipt(txHash: Hex): Promise<ReceiptStatus>;
+  /** The events a mined transaction emitted (its receipt's logs). */
+  transactionLogs(txHash: Hex): Promise<EventLog[]>;
   /** The hashes of the ERC-4337 user operations a mined transaction carried (none: not a bundle, or not mined). */
   userOperationsIn(txHash: Hex): Promise<Hex[]>;
   waitForReceipt(txHash: Hex, timeoutMs: number): Promise<ReceiptStatus>;

@@ -1,4 +1,4 @@
-import type { ChainToken, Hex, Network } from "../chain/network.ts";
+import type { ChainToken, EventLog, Hex, Network } from "../chain/network.ts";
 import { RecordRefused, type SentTransfer } from "../chain/sent-types.ts";
 import type { TransactionSender } from "../chain/transaction-sender.ts";
 import { RECIPIENT_REVERTED } from "../domain/payout-state.ts";
@@ -56,6 +56,10 @@ export class EoaRail implements Rail {
 
   reconcile(): Promise<void> {
     return this.#sender.reconcile();
+  }
+
+  logsOf(mined: { txHash: string }): Promise<EventLog[]> {
+    return this.#network.transactionLogs(mined.txHash as Hex);
   }
 
   async submit(move: Move, hooks: MoveHooks): Promise<Submission> {

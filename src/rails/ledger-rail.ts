@@ -1,4 +1,4 @@
-import type { ChainToken, Hex } from "../chain/network.ts";
+import type { ChainToken, EventLog, Hex } from "../chain/network.ts";
 import { type LedgerTransfer, SimulatedLedger, sandboxTxHash } from "../chain/simulated/ledger.ts";
 import {
   balancesOf,
@@ -55,6 +55,11 @@ export class LedgerRail implements Rail {
 
   /** Nothing is ever left open: a ledger move is final in the statement that makes it. */
   async reconcile(): Promise<void> {}
+
+  /** No contract runs on the ledger: its moves emit nothing. */
+  async logsOf(): Promise<EventLog[]> {
+    return [];
+  }
 
   async submit(move: Move, hooks: MoveHooks): Promise<Submission> {
     if (!hooks.recordWithTransfers) throw new Error("the simulated ledger needs recordWithTransfers");

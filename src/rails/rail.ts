@@ -1,6 +1,6 @@
 import type { RawBuilder } from "kysely";
 import type { PreparedOperation } from "../chain/evm/smart-accounts.ts";
-import type { ChainToken, ContractCall, Hex } from "../chain/network.ts";
+import type { ChainToken, ContractCall, EventLog, Hex } from "../chain/network.ts";
 import type { LedgerTransfer } from "../chain/simulated/ledger.ts";
 import type { Db } from "../platform/db/database.ts";
 
@@ -180,6 +180,11 @@ export interface Rail {
    * network says (the chain job runs it before settling and reconciling payouts).
    */
   reconcile(): Promise<void>;
+  /**
+   * The events a completed move emitted (what a kind reads its results from: a swap's amounts):
+   * its transaction's, or its user operation's alone (not the rest of its bundle's).
+   */
+  logsOf(mined: { txHash: string; userOpHash?: string }): Promise<EventLog[]>;
 }
 
 /** A wallet's balances read token by token (no block to tie them to: no mined nonce). */

@@ -1,6 +1,6 @@
 import { answeredWithError } from "../chain/evm/bundler-rpc.ts";
 import type { OperationOutcome, PreparedOperation, SmartAccounts } from "../chain/evm/smart-accounts.ts";
-import type { ChainToken, Hex, Network } from "../chain/network.ts";
+import type { ChainToken, EventLog, Hex, Network } from "../chain/network.ts";
 import { firstLineOf } from "../domain/errors.ts";
 import { KeyedQueue } from "../platform/concurrency/keyed-queue.ts";
 import {
@@ -73,6 +73,13 @@ export class SmartAccountRail implements Rail {
 
   /** Recorded operations are sent again by their owners' reconcilers (`resume`). */
   async reconcile(): Promise<void> {}
+
+  /** The operation's own events: its bundle's transaction carries other operations' too. */
+  logsOf(mined: { txHash: string; userOpHash?: string }): Promise<EventLog[]> {
+    if (!mined.userOpHash)
+      throw new Error(`a smart account's move in ${mined.txHash} names no user operation`);
+    return this.#accounts.operationLogs(mined.userOpHash as Hex);
+  }
 
   async submit(move: Move, hooks: MoveHooks, preparedAhead?: Promise<Prepared>): Promise<Submission> {
     if (this.#deployed.has(move.from)) return this.#submit(move, hooks, preparedAhead);

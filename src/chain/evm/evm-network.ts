@@ -17,6 +17,7 @@ import type {
   AccountState,
   BlockRef,
   ChainToken,
+  EventLog,
   FeeQuote,
   Hex,
   IncomingTransfer,
@@ -351,6 +352,10 @@ export class EvmNetwork implements Network {
       if (err instanceof TransactionReceiptNotFoundError) return "not_found";
       throw err;
     }
+  }
+
+  async transactionLogs(txHash: Hex): Promise<EventLog[]> {
+    return (await this.#client.getTransactionReceipt({ hash: txHash })).logs;
   }
 
   userOperationsIn(txHash: Hex): Promise<Hex[]> {

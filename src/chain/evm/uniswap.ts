@@ -7,13 +7,12 @@ import {
   encodeFunctionData,
   erc20Abi,
   http,
-  type Log,
   type PublicClient,
   parseAbi,
   zeroAddress,
 } from "viem";
 import type { NetworkConfig, SwapConfig } from "../../config.ts";
-import type { ChainToken, ContractCall, Hex } from "../network.ts";
+import type { ChainToken, ContractCall, EventLog, Hex } from "../network.ts";
 import { chainOf } from "./chain-of.ts";
 
 // Uniswap v3 (D16) as the live networks' swap venue: quotes from QuoterV2 across the configured fee
@@ -306,19 +305,14 @@ export class UniswapV3 {
     return calls;
   }
 
-  /** The logs of a mined transaction (an EOA's swap). */
-  async transactionLogs(txHash: Hex): Promise<Log[]> {
-    const receipt = await this.#client.getTransactionReceipt({ hash: txHash });
-    return receipt.logs;
-  }
-
   /**
    * What the swap sold and bought, from `pool`'s Swap event among `logs` (one operation's or one
    * transaction's): the pool's positive amount is what it received, its negative one what it paid.
    */
   swapAmounts(
-    logs: readonly Log[],
-    pool: Hex,
+    logs: readonly EventLog[],
+    /** The route's first pool; undefined for a swap recorded before it was kept: its one pool's. */
+    pool: Hex | undefined,
     sell: ChainToken,
     buy: ChainToken,
   ): { sold: bigint; bought: bigint } {
@@ -327,7 +321,7 @@ export class UniswapV3 {
     if (!sellAddress || !buyAddress) throw new Error(`${sell}/${buy} is not configured for swaps`);
     const sellIsToken0 = sellAddress < buyAddress;
     for (const log of logs) {
-      if (log.address.toLowerCase() !== pool.toLowerCase()) continue;
+      if (pool && log.address.toLowerCase() !== pool.toLowerCase()) continue;
       let decoded: ReturnType<typeof decodeSwap>;
       try {
         decoded = decodeSwap(log);
@@ -342,6 +336,6 @@ export class UniswapV3 {
   }
 }
 
-function decodeSwap(log: Log) {
+function decodeSwap(log: EventLog) {
   return decodeEventLog({ abi: POOL_ABI, eventName: "Swap", data: log.data, topics: log.topics });
 }

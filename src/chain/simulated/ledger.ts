@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import DataLoader from "dataloader";
-import { type Kysely, type RawBuilder, sql } from "kysely";
+import { type CompiledQuery, type Kysely, type RawBuilder, sql } from "kysely";
 import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 import type { ChainToken, Hex } from "../network.ts";
@@ -133,6 +133,13 @@ export class SimulatedLedger {
   }
 
   /** Adds funds (faucet, sandbox payments received), in one statement; returns the new balance. */
+  /** A credit as one statement for another module's transaction (a sandbox swap's proceeds). */
+  creditStatement(address: string, token: ChainToken, amount: bigint, reference: string): CompiledQuery {
+    return sql`WITH ${SimulatedLedger.creditCtes(address, token, amount, reference)} SELECT 1`.compile(
+      this.#db,
+    );
+  }
+
   async credit(
     address: string,
     token: ChainToken,

@@ -4,6 +4,7 @@ import { badRequest, InternalError, serviceUnavailable } from "../../domain/erro
 import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
 import { REFUND_TRANSITIONS, type RefundStatus } from "../../domain/refund-state.ts";
 import type { Db } from "../../platform/db/database.ts";
+import { runFences } from "../../platform/db/fences.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
 import type { RefundShares } from "../payments/refund-shares.ts";
 import type { RefundOrder, RefundRail, Scope } from "../refunds/rail.ts";
@@ -18,7 +19,7 @@ import {
 import * as repo from "./refund-repo.ts";
 
 // Refunds of card payments at the provider (D19), the card rail: the refund is recorded pending
-// (after the operation's guard took its amount from the payment, in one transaction), then the
+// (after the operation's fences took its amount from the payment, in one transaction), then the
 // provider is asked, with an idempotency key derived from the refund's id so that no retry ever
 // refunds twice. What the provider answers, an inbound event reports, or the reconciler finds
 // moves the refund through its transition table; a failed refund gives its amount back to the
@@ -57,7 +58,7 @@ export class CardRefunds implements RefundRail {
     const provider = this.#providers[scope.environment];
     if (!provider) throw serviceUnavailable(`Card payments are not configured for ${scope.environment}`);
     const row = await this.#ctx.db.transaction().execute(async (trx) => {
-      await order.guard(trx);
+      await runFences(trx, order.fences);
       return repo.insertRefund(trx, this.#newRefund(scope, payment, order));
     });
 
@@ -250,7 +251,7 @@ export class CardRefunds implements RefundRail {
     if (scope.environment !== "sandbox")
       throw new InternalError("This card payment has no checkout session at the provider to refund");
     return this.#ctx.db.transaction().execute(async (trx) => {
-      await order.guard(trx);
+      await runFences(trx, order.fences);
       const row = await repo.insertRefund(trx, this.#newRefund(scope, payment, order));
       return (await this.#move(trx, row, "succeeded", null, null)).row;
     });

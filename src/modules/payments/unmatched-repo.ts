@@ -1,4 +1,4 @@
-import { type RawBuilder, type Selectable, sql } from "kysely";
+import { type CompiledQuery, type RawBuilder, type Selectable, sql } from "kysely";
 import type { Environment } from "../../config.ts";
 import { UNMATCHED_TRANSITIONS, type UnmatchedTrigger } from "../../domain/unmatched-state.ts";
 import type { Db } from "../../platform/db/database.ts";
@@ -46,6 +46,29 @@ export async function moveUnmatched(
     .where("status", "=", rule.from)
     .returningAll()
     .executeTakeFirst();
+}
+
+/**
+ * A transfer's move by `trigger`, as one statement for another module's transaction (the record
+ * of its return, the failure that reopens it): it returns the transfer when it moved it.
+ */
+export function moveStatement(
+  db: Db,
+  scope: Scope,
+  id: string,
+  trigger: UnmatchedTrigger,
+  changes: { resolved_at: Date | null },
+): CompiledQuery {
+  const rule = UNMATCHED_TRANSITIONS[trigger];
+  return db
+    .updateTable("unmatched_transfers")
+    .set({ ...changes, status: rule.to })
+    .where("id", "=", id)
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment)
+    .where("status", "=", rule.from)
+    .returning("id")
+    .compile();
 }
 
 /**

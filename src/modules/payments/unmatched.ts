@@ -1,9 +1,16 @@
-import { sql } from "kysely";
+import { type CompiledQuery, sql } from "kysely";
 import type { Hex } from "../../chain/network.ts";
 import { SimulatedLedger, sandboxTxHash } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
-import { badRequest, conflict, forbidden, notFound, serviceUnavailable } from "../../domain/errors.ts";
+import {
+  type AppError,
+  badRequest,
+  conflict,
+  forbidden,
+  notFound,
+  serviceUnavailable,
+} from "../../domain/errors.ts";
 import { splitFee } from "../../domain/money.ts";
 import { isOwnWallet } from "../../domain/own-wallets.ts";
 import { type PaymentStatus, transition } from "../../domain/payment-state.ts";
@@ -12,6 +19,7 @@ import { CLAIM_TRANSITIONS, onrampMayCredit } from "../../domain/transfer-claim.
 import { isActionable, type UnmatchedStatus } from "../../domain/unmatched-state.ts";
 import { isAddress, isPlainObject, isUuid } from "../../domain/validation.ts";
 import type { Db } from "../../platform/db/database.ts";
+import type { Fence } from "../../platform/db/fences.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import * as claims from "./claims-repo.ts";
@@ -30,6 +38,9 @@ import { type PaymentView, toPaymentView, toUnmatchedView } from "./view.ts";
 // the transfer's row is locked and moved by a compare-and-set from `open`.
 
 export type UnmatchedView = ReturnType<typeof toUnmatchedView>;
+
+/** The name of a return's claim of its transfer among the return's fences. */
+export const RETURN_FENCE = "inbox-open";
 
 /** An on-ramp session's delivery: its transaction, to its wallet, of its currency. */
 export interface OnrampDelivery {
@@ -162,16 +173,24 @@ export class UnmatchedInbox {
   }
 
   /**
-   * Claims an open transfer of the tenant for its return, in the transaction that records the
-   * return (its guard): 404 for none, 409 once it is attached or returned.
+   * The claim of an open transfer of the tenant for its return, as a fence of the return's record
+   * (platform/db/fences.ts): refused (fence `inbox-open`) unless the transfer is open;
+   * `returnRefused` then says why.
    */
-  async claimForReturn(trx: Db, tenant: Tenant, id: string): Promise<unmatchedRepo.UnmatchedRow> {
-    await this.#lockOpen(trx, tenant, id);
-    const claimed = await unmatchedRepo.moveUnmatched(trx, id, "return_recorded", {
+  returnFence(tenant: Tenant, id: string): Fence {
+    const statement = unmatchedRepo.moveStatement(this.#ctx.db, tenant, id, "return_recorded", {
       resolved_at: this.#ctx.now(),
     });
-    if (!claimed) throw conflict("Unmatched transfer changed concurrently; retry");
-    return claimed;
+    return { name: RETURN_FENCE, statement, required: true };
+  }
+
+  /** Why a return's claim of transfer `id` was refused, as it stands now: 404, or 409 with its status. */
+  async returnRefused(tenant: Tenant, id: string): Promise<AppError> {
+    const row = await unmatchedRepo.findUnmatched(this.#ctx.db, tenant, id);
+    if (!row) return notFound("Unmatched transfer not found");
+    if (!isActionable(row.status as UnmatchedStatus))
+      return conflict(`Unmatched transfer is already ${row.status}`, { status: row.status });
+    return conflict("Unmatched transfer changed concurrently; retry");
   }
 
   /**
@@ -239,9 +258,9 @@ export class UnmatchedInbox {
     return true;
   }
 
-  /** Its return failed (nothing left the wallet): the transfer is open again, in the failure's transaction. */
-  async reopen(trx: Db, id: string): Promise<void> {
-    await unmatchedRepo.moveUnmatched(trx, id, "return_failed", { resolved_at: null });
+  /** Its return failed (nothing left the wallet): the statement that opens the transfer again, in the failure's transaction. */
+  reopenStatement(scope: { workspaceId: string; environment: Environment }, id: string): CompiledQuery {
+    return unmatchedRepo.moveStatement(this.#ctx.db, scope, id, "return_failed", { resolved_at: null });
   }
 
   /**

@@ -1,6 +1,6 @@
 import type { ChainToken } from "../../chain/network.ts";
 import { formatAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
-import type { PayoutRow } from "./repo.ts";
+import type { TransferRow } from "../transfers/repo.ts";
 
 /** What the API answers and events carry for a payout (part 2, "Payout (response object)"). */
 export interface PayoutView {
@@ -16,7 +16,7 @@ export interface PayoutView {
   metadata: Record<string, string>;
 }
 
-export function toPayoutView(row: PayoutRow): PayoutView {
+export function toPayoutView(row: TransferRow): PayoutView {
   return {
     txHash: row.tx_hash,
     amount: formatAmount(BigInt(row.amount), TOKEN_DECIMALS[row.token_symbol as ChainToken]),

@@ -1,5 +1,5 @@
 import type { Environment } from "../../config.ts";
-import type { Db } from "../../platform/db/database.ts";
+import type { Fence } from "../../platform/db/fences.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
 import type { RefundView } from "./view.ts";
 
@@ -21,18 +21,19 @@ export interface RefundOrder {
   walletType: "eoa" | "smart_wallet" | null;
   reason: string | null;
   /**
-   * Runs first in the transaction that records the refund: claims the Idempotency-Key and takes
-   * the amount from what the payment has left to refund (payments/refund-shares.ts), or throws,
-   * and then nothing is recorded and nothing moves.
+   * Run first in the transaction that records the refund (platform/db/fences.ts): the claim of
+   * the Idempotency-Key and the take of the amount from what the payment has left to refund
+   * (payments/refund-shares.ts); when one takes nothing, nothing is recorded and nothing moves
+   * (FenceRefused, naming it).
    */
-  guard: (trx: Db) => Promise<void>;
+  fences: readonly Fence[];
 }
 
 export interface RefundRail {
   /**
-   * Records the refund (after `order.guard`, in the same transaction) before any money moves,
+   * Records the refund (after `order.fences`, in the same transaction) before any money moves,
    * then moves it. Resolves with the refund once it ended, or while it is still pending (the
-   * rail's own recovery finishes it); rejects with why nothing was recorded.
+   * rail's own recovery finishes it); rejects with why nothing was recorded (FenceRefused).
    */
   refund(scope: Scope, payment: PaymentRow, order: RefundOrder): Promise<RefundView>;
   /** The refunds of a payment made by this rail, oldest first. */

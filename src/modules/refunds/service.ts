@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { AppContext } from "../../context.ts";
-import { badRequest, conflict, InternalError } from "../../domain/errors.ts";
+import { type AppError, badRequest, conflict, InternalError } from "../../domain/errors.ts";
 import { TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
 import { isRefundable, type PaymentStatus } from "../../domain/payment-state.ts";
 import {
@@ -10,7 +10,9 @@ import {
 } from "../../domain/refund-request.ts";
 import { isActionable, type UnmatchedStatus } from "../../domain/unmatched-state.ts";
 import { parseAmountField } from "../../domain/validation.ts";
-import type { Db } from "../../platform/db/database.ts";
+import { walletTypeAt } from "../../domain/wallet-choice.ts";
+import { FenceRefused } from "../../platform/db/fences.ts";
+import { KEY_FENCE } from "../../platform/db/resource-keys.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import { type RefundShares, refundable, refundExceeded } from "../payments/refund-shares.ts";
@@ -23,10 +25,10 @@ import type { RefundView } from "./view.ts";
 import type { WalletRefunds } from "./wallet-refunds.ts";
 
 // Refunds and returns (D19) as operations: validate → decide (the amount, the rail of the
-// payment's provider) → persist and move (the rail records the refund after the guard, in one
-// transaction, before any money moves) → the refund as it stands. The guard claims the
-// Idempotency-Key and takes the amount from what the payment has left to refund, under the
-// payment's row lock, so concurrent refunds of one payment never pass what it received.
+// payment's provider) → persist and move (the rail records the refund after its fences, in one
+// transaction, before any money moves) → the refund as it stands. The fences claim the
+// Idempotency-Key and take the amount from what the payment has left to refund, on the payment's
+// row lock, so concurrent refunds of one payment never pass what it received.
 
 export type RefundAnswer = { replayed: boolean; refund: RefundView };
 
@@ -81,20 +83,28 @@ export class RefundsService {
     const amount = this.#amount(payment, request.amount);
     const id = randomUUID();
     const at = this.#ctx.now();
-    const guard = async (trx: Db) => {
-      if (key) await refundKeys.claim(trx, tenant, key, { id, fingerprint, at });
-      await this.#shares.take(trx, tenant, payment.id, amount);
-    };
+    const fences = [
+      ...(key ? [refundKeys.fence(this.#ctx.db, tenant, key, { id, fingerprint, at })] : []),
+      this.#shares.takeFence(this.#ctx.db, tenant, payment.id, amount),
+    ];
     const rail = this.#railOf(payment);
-    return this.#answer(tenant, () =>
-      rail.refund(tenant, payment, {
-        id,
-        amount,
-        destinationAddress: request.destinationAddress,
-        walletType: request.walletType,
-        reason: request.reason,
-        guard,
-      }),
+    return this.#answer(
+      tenant,
+      () =>
+        rail.refund(tenant, payment, {
+          id,
+          amount,
+          destinationAddress: request.destinationAddress,
+          walletType: request.walletType,
+          reason: request.reason,
+          fences,
+        }),
+      async (fence) => {
+        if (fence === KEY_FENCE && key) return refundKeys.under(this.#ctx.db, tenant, key, fingerprint);
+        // Taken meanwhile by a concurrent refund: what is left now.
+        const now = await this.#payments.row(tenant, paymentId);
+        return refundExceeded(now, refundable(now));
+      },
     );
   }
 
@@ -123,13 +133,7 @@ export class RefundsService {
       throw conflict(`Unmatched transfer is already ${transfer.status}`, { status: transfer.status });
     await this.#inbox.assertConfirmed(transfer);
     const workspace = await this.#workspaces.profile(tenant.workspaceId);
-    const reached = transfer.to_address.toLowerCase();
-    const walletType =
-      workspace.smartWalletAddress?.toLowerCase() === reached
-        ? "smart_wallet"
-        : workspace.eoaAddress?.toLowerCase() === reached
-          ? "eoa"
-          : null;
+    const walletType = walletTypeAt(workspace, transfer.to_address);
     if (!walletType)
       throw badRequest(
         "The transfer reached a wallet that is not the workspace's: it cannot be returned from here",
@@ -143,18 +147,24 @@ export class RefundsService {
       );
     const refundId = randomUUID();
     const at = this.#ctx.now();
-    const guard = async (trx: Db) => {
-      if (key) await refundKeys.claim(trx, tenant, key, { id: refundId, fingerprint, at });
-      await this.#inbox.claimForReturn(trx, tenant, transfer.id);
-    };
-    return this.#answer(tenant, () =>
-      this.#wallet.returnTransfer(tenant, transfer, {
-        id: refundId,
-        destinationAddress: request.destinationAddress,
-        walletType,
-        reason: request.reason,
-        guard,
-      }),
+    const fences = [
+      ...(key ? [refundKeys.fence(this.#ctx.db, tenant, key, { id: refundId, fingerprint, at })] : []),
+      this.#inbox.returnFence(tenant, transfer.id),
+    ];
+    return this.#answer(
+      tenant,
+      () =>
+        this.#wallet.returnTransfer(tenant, transfer, {
+          id: refundId,
+          destinationAddress: request.destinationAddress,
+          walletType,
+          reason: request.reason,
+          fences,
+        }),
+      async (fence) => {
+        if (fence === KEY_FENCE && key) return refundKeys.under(this.#ctx.db, tenant, key, fingerprint);
+        return this.#inbox.returnRefused(tenant, transfer.id);
+      },
     );
   }
 
@@ -179,13 +189,23 @@ export class RefundsService {
     return amount;
   }
 
-  async #answer(tenant: Tenant, move: () => Promise<RefundView>): Promise<RefundAnswer> {
+  /**
+   * The refund `move` made, or why it made none: a fence that took nothing is answered by
+   * `refused`, read once nothing was recorded (a concurrent request with the same key recorded its
+   * refund first: the repeat; else the error that says what changed meanwhile).
+   */
+  async #answer(
+    tenant: Tenant,
+    move: () => Promise<RefundView>,
+    refused: (fence: string) => Promise<RefundKeyTaken | AppError | null>,
+  ): Promise<RefundAnswer> {
     try {
       return { replayed: false, refund: await move() };
     } catch (err) {
-      // A concurrent request with the same key recorded its refund first.
-      if (err instanceof RefundKeyTaken) return this.#repeat(tenant, err);
-      throw err;
+      if (!(err instanceof FenceRefused)) throw err;
+      const why = await refused(err.fence);
+      if (why instanceof RefundKeyTaken) return this.#repeat(tenant, why);
+      throw why ?? new InternalError("The refund's idempotency claim was refused, yet no claim is stored");
     }
   }
 

@@ -1,6 +1,6 @@
 import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
 import { type RefundStatus, refundStatusOfTransfer } from "../../domain/refund-state.ts";
-import type { PayoutRow } from "../payouts/repo.ts";
+import type { TransferRow } from "../transfers/repo.ts";
 
 // The refund object of D19, the body of POST/GET …/refunds and the `data` of refund.* events.
 
@@ -26,7 +26,7 @@ export interface RefundView {
 }
 
 /** The refund (or return) a transfer out of a workspace wallet carries. */
-export function refundOfTransfer(row: PayoutRow): RefundView {
+export function refundOfTransfer(row: TransferRow): RefundView {
   return {
     id: row.id,
     paymentId: row.payment_id,

@@ -6,24 +6,25 @@ import type { PaymentRow } from "../../platform/db/schema.ts";
 import type { RefundShares } from "../payments/refund-shares.ts";
 import type { UnmatchedInbox } from "../payments/unmatched.ts";
 import type { UnmatchedRow } from "../payments/unmatched-repo.ts";
-import type { OrderedKinds } from "../payouts/kinds.ts";
-import type { PayoutRow } from "../payouts/repo.ts";
-import type { PayoutsService } from "../payouts/service.ts";
+import type { OrderedKinds } from "../transfers/kinds.ts";
+import { recordedTransfer } from "../transfers/order.ts";
+import type { TransferRow } from "../transfers/repo.ts";
+import type { TransfersService } from "../transfers/service.ts";
 import type { RefundOrder, RefundRail, Scope } from "./rail.ts";
 import { type RefundView, refundOfTransfer } from "./view.ts";
 
 // Refunds of crypto payments and returns of unmatched transfers: transfers out of a workspace
-// wallet, ordered through the payout operation (payouts/create.ts) and so through the Rail port
-// — the sandbox ledger, the EOA, the smart account — with the payouts' breaker, balance and gas
-// checks, record before broadcast and reconciler. A refund's record takes its amount from what
+// wallet, ordered from the transfer engine (modules/transfers) and so through the Rail port — the
+// sandbox ledger, the EOA, the smart account — with the engine's breaker, balance and gas checks,
+// record before broadcast and reconciler. A refund's record takes its amount from what
 // the payment has left to refund; a return's claims its unmatched transfer; a transfer that fails
 // gives either back (its kind's `released`, in the failure's transaction).
 
 export class WalletRefunds implements RefundRail {
-  readonly #payouts: PayoutsService;
+  readonly #transfers: TransfersService;
 
-  constructor(payouts: PayoutsService) {
-    this.#payouts = payouts;
+  constructor(transfers: TransfersService) {
+    this.#transfers = transfers;
   }
 
   async refund(scope: Scope, payment: PaymentRow, order: RefundOrder): Promise<RefundView> {
@@ -34,9 +35,10 @@ export class WalletRefunds implements RefundRail {
       throw badRequest(
         `${zeroAddressMessage("destinationAddress")}: the payment's payerAddress is the zero address, name another`,
       );
-    const row = await this.#payouts.transfer(scope, {
+    const outcome = await this.#transfers.run({
       id: order.id,
       kind: "refund",
+      scope,
       tokenSymbol: payment.token_symbol,
       amount: order.amount,
       destinationAddress: destination,
@@ -44,9 +46,11 @@ export class WalletRefunds implements RefundRail {
       paymentId: payment.id,
       unmatchedTransferId: null,
       reason: order.reason,
-      guard: order.guard,
+      fences: order.fences,
     });
-    return refundOfTransfer(row);
+    // A transfer that failed answers as its row (a failure its breaker counted): only one that
+    // was never recorded is refused.
+    return refundOfTransfer(recordedTransfer(outcome));
   }
 
   /** Sends `transfer`'s amount back (D19): to its sender unless told otherwise, from the wallet it reached. */
@@ -61,9 +65,10 @@ export class WalletRefunds implements RefundRail {
       throw badRequest(
         `${zeroAddressMessage("destinationAddress")}: the transfer's sender is the zero address (a mint), name another`,
       );
-    const row = await this.#payouts.transfer(scope, {
+    const outcome = await this.#transfers.run({
       id: order.id,
       kind: "return",
+      scope,
       tokenSymbol: transfer.token_symbol as ChainToken,
       amount: BigInt(transfer.amount),
       destinationAddress: destination,
@@ -71,35 +76,38 @@ export class WalletRefunds implements RefundRail {
       paymentId: null,
       unmatchedTransferId: transfer.id,
       reason: order.reason,
-      guard: order.guard,
+      fences: order.fences,
     });
-    return refundOfTransfer(row);
+    // A transfer that failed answers as its row (a failure its breaker counted): only one that
+    // was never recorded is refused.
+    return refundOfTransfer(recordedTransfer(outcome));
   }
 
   async refundsOf(scope: Scope, paymentId: string, page: { limit: number; offset: number }) {
-    const { rows, total } = await this.#payouts.transfersFor(scope, paymentId, page);
+    const { rows, total } = await this.#transfers.transfersFor(scope, paymentId, page);
     return { refunds: rows.map(refundOfTransfer), total };
   }
 
   async find(scope: Scope, id: string): Promise<RefundView | undefined> {
-    const row = await this.#payouts.findTransfer(scope, id);
+    const row = await this.#transfers.findTransfer(scope, id);
     return row && row.kind !== "payout" ? refundOfTransfer(row) : undefined;
   }
 }
 
 /**
- * The two kinds of transfer this module orders through the payout operation: what they announce,
+ * The two kinds of transfer this module orders from the engine: what they announce,
  * and what a failed one gives back (a refund's share of its payment, a return's claim on its
  * unmatched transfer), in the failure's transaction.
  */
 export function refundTransferKinds(
+  db: Db,
   shares: RefundShares,
   inbox: UnmatchedInbox,
 ): Pick<OrderedKinds, "refund" | "return"> {
   const common = {
     completedEvent: "refund.completed",
     failedEvent: "refund.failed",
-    view: (row: PayoutRow) => ({ ...refundOfTransfer(row) }),
+    view: (row: TransferRow) => ({ ...refundOfTransfer(row) }),
     // The merchant who asked may never have had an answer: a refund that never left is announced.
     announcesNeverSent: true,
     failureDetails: (error: string) => ({ error }),
@@ -107,14 +115,21 @@ export function refundTransferKinds(
   return {
     refund: {
       ...common,
-      released: (trx: Db, row: PayoutRow) =>
-        shares.giveBack(trx, subjectOf(row.payment_id), BigInt(row.amount)),
+      releases: (row: TransferRow) => [
+        shares.giveBackStatement(db, subjectOf(row.payment_id), BigInt(row.amount)),
+      ],
     },
     return: {
       ...common,
-      released: (trx: Db, row: PayoutRow) => inbox.reopen(trx, subjectOf(row.unmatched_transfer_id)),
+      releases: (row: TransferRow) => [
+        inbox.reopenStatement(scopeOfRow(row), subjectOf(row.unmatched_transfer_id)),
+      ],
     },
   };
+}
+
+function scopeOfRow(row: TransferRow): Scope {
+  return { workspaceId: row.workspace_id, environment: row.environment as Scope["environment"] };
 }
 
 /** A refund names its payment, a return its transfer (a CHECK of the payouts table). */

@@ -1,41 +1,37 @@
-import type { ChainToken } from "../../chain/network.ts";
+import type { ChainToken, EventLog, Hex } from "../../chain/network.ts";
 import type { Environment } from "../../config.ts";
 import type { Db } from "../../platform/db/database.ts";
-import type { TransferKind } from "../payouts/kinds.ts";
-import type { PayoutRow } from "../payouts/repo.ts";
+import type { TransferKind } from "../transfers/kinds.ts";
+import type { TransferRow } from "../transfers/repo.ts";
 import * as repo from "./repo.ts";
 import type { SwapVenue } from "./venue.ts";
 import { amountOf, swapViewOfTransfer } from "./view.ts";
 
-// A swap as a kind of transfer of the payout operation (payouts/kinds.ts): its events, and what
-// the chain says it sold and bought, read before its completion is recorded so that
-// `swap.completed` carries the amounts received.
+// A swap as a kind of transfer of the transfer engine (transfers/kinds.ts): its events, and what
+// it sold and bought, read from the events its move emitted (which the engine asks its rail for)
+// before its completion is recorded, so that `swap.completed` carries the amounts received. The
+// reading is pure; the amounts are stored in the swaps table by a statement the engine runs.
 
 export function swapTransferKind(db: Db, venues: Partial<Record<Environment, SwapVenue>>): TransferKind {
   return {
     completedEvent: "swap.completed",
     failedEvent: "swap.failed",
-    view: (row: PayoutRow) => ({ ...swapViewOfTransfer(row) }),
+    view: (row: TransferRow) => ({ ...swapViewOfTransfer(row) }),
     // Whoever asked may never have had an answer: a swap that never left is announced.
     announcesNeverSent: true,
     failureDetails: (error: string) => ({ error }),
-    completion: async (row: PayoutRow, mined: { txHash: string; userOpHash?: string }) => {
-      const swap = await repo.findById(db, row.id);
-      if (!swap) throw new Error(`swap ${row.id} has no record`);
-      let sold = swap.sold_amount === null ? null : BigInt(swap.sold_amount);
-      let bought = swap.bought_amount === null ? null : BigInt(swap.bought_amount);
-      if (sold === null || bought === null) {
-        const venue = venues[row.environment as Environment];
-        if (!venue) throw new Error(`no swap venue for ${row.environment}`);
-        const read = await venue.amounts(mined, {
-          sell: swap.sell_token as ChainToken,
-          buy: swap.buy_token as ChainToken,
-          route: swap.route,
-        });
-        await repo.recordAmounts(db, row.id, read);
-        ({ sold, bought } = read);
-      }
-      return { sellAmount: amountOf(sold, swap.sell_token), buyAmount: amountOf(bought, swap.buy_token) };
+    measure: (row: TransferRow, logs: readonly EventLog[]) => {
+      const venue = venues[row.environment as Environment];
+      if (!venue) throw new Error(`no swap venue for ${row.environment}`);
+      const sell = (row.metadata.sellToken ?? row.token_symbol) as ChainToken;
+      const buy = row.metadata.buyToken as ChainToken;
+      const pool = row.metadata.pool as Hex | undefined;
+      const amounts = venue.amountsIn(logs, { sell, buy, pool });
+      return {
+        details: { sellAmount: amountOf(amounts.sold, sell), buyAmount: amountOf(amounts.bought, buy) },
+        // Idempotent: the reconciler may read them again.
+        statements: [repo.recordAmountsStatement(db, row.id, amounts)],
+      };
     },
   };
 }

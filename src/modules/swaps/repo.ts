@@ -1,11 +1,12 @@
-import { type Selectable, sql } from "kysely";
+import { type CompiledQuery, type Selectable, sql } from "kysely";
 import type { Db } from "../../platform/db/database.ts";
+import type { Fence } from "../../platform/db/fences.ts";
 import { newestFirst } from "../../platform/db/page.ts";
 import type { RouteHop, SwapQuotesTable, SwapsTable } from "../../platform/db/schema-exchange.ts";
 import type { Scope } from "./venue.ts";
 
 // The SQL of swaps (D16, migration 023): stored quotes, and each swap's own facts beside its
-// transfer (the payouts row of the same id, read through the payouts service).
+// transfer (the payouts row of the same id, read through the transfers service).
 
 export type QuoteRow = Selectable<SwapQuotesTable>;
 export type SwapRow = Selectable<SwapsTable>;
@@ -88,8 +89,15 @@ export interface NewSwap {
 }
 
 /** Records the swap's facts in the transaction that records its transfer (after it, by id). */
-export async function insertSwap(trx: Db, swap: NewSwap): Promise<void> {
-  await trx
+/** The name of a swap's record among its fences (one swap per quote). */
+export const QUOTE_FENCE = "quote";
+
+/**
+ * The swap's record as a fence of its transfer's: refused (fence `quote`) when its quote was
+ * executed already (one swap per quote, a partial unique index).
+ */
+export function insertSwapFence(db: Db, swap: NewSwap): Fence {
+  const statement = db
     .insertInto("swaps")
     .values({
       id: swap.id,
@@ -109,7 +117,10 @@ export async function insertSwap(trx: Db, swap: NewSwap): Promise<void> {
       bought_amount: swap.bought,
       created_at: swap.createdAt,
     })
-    .execute();
+    .onConflict((oc) => oc.column("quote_id").where("quote_id", "is not", null).doNothing())
+    .returning("id")
+    .compile();
+  return { name: QUOTE_FENCE, statement, required: true };
 }
 
 export async function findSwap(db: Db, scope: Scope, id: string): Promise<SwapRow | undefined> {
@@ -127,17 +138,17 @@ export async function findById(db: Db, id: string): Promise<SwapRow | undefined>
 }
 
 /** What the chain says it sold and bought; a second reading (the reconciler's) changes nothing. */
-export async function recordAmounts(
+export function recordAmountsStatement(
   db: Db,
   id: string,
   amounts: { sold: bigint; bought: bigint },
-): Promise<void> {
-  await db
+): CompiledQuery {
+  return db
     .updateTable("swaps")
     .set({ sold_amount: amounts.sold, bought_amount: amounts.bought })
     .where("id", "=", id)
     .where("sold_amount", "is", null)
-    .execute();
+    .compile();
 }
 
 /** A page of the scope's swaps, newest first, with the total. */
@@ -190,10 +201,4 @@ export async function deleteUnusedQuotes(db: Db, before: Date): Promise<number> 
       LIMIT 10000)
     RETURNING id`.execute(db);
   return result.rows.length;
-}
-
-/** A unique index refused a second swap of one quote (swaps_one_per_quote). */
-export function isQuoteTaken(err: unknown): boolean {
-  const e = err as { code?: unknown; constraint?: unknown } | undefined;
-  return e?.code === "23505" && e.constraint === "swaps_one_per_quote";
 }

@@ -62,26 +62,33 @@ export class SandboxVenue implements SwapVenue {
       throw new PoolMoved("the pool moved past the quote's limits");
     const sold = fill.sellAmount;
     const bought = fill.buyAmount;
+    const [baseIn, quoteIn] = found.sellIsBase ? [sold, -bought] : [-bought, sold];
     return {
       amount: sold,
       destination: poolAddress(scope, found.pair),
       known: { sold, bought },
-      guard: async (trx) => {
-        // The trade is the one planned only if nobody traded against the pool meanwhile.
-        const now = await pools.lockReserves(trx, scope, found.pair, SANDBOX_POOLS[found.pair]);
-        if (now.baseReserve !== seen.baseReserve || now.quoteReserve !== seen.quoteReserve)
-          throw new PoolMoved("the pool traded meanwhile");
-        const [baseIn, quoteIn] = found.sellIsBase ? [sold, -bought] : [-bought, sold];
-        await pools.writeReserves(trx, scope, found.pair, {
-          baseReserve: now.baseReserve + baseIn,
-          quoteReserve: now.quoteReserve + quoteIn,
-        });
-        await this.#ledger.credit(swap.wallet.from, swap.ask.buy, bought, `swap:${swap.id}:bought`, trx);
-      },
+      // The trade is the one planned only if nobody traded against the pool meanwhile.
+      fences: [
+        ...pools.tradeFences(this.#db, scope, found.pair, {
+          initial: SANDBOX_POOLS[found.pair],
+          seen,
+          delta: { baseReserve: baseIn, quoteReserve: quoteIn },
+        }),
+        {
+          name: "bought",
+          statement: this.#ledger.creditStatement(
+            swap.wallet.from,
+            swap.ask.buy,
+            bought,
+            `swap:${swap.id}:bought`,
+          ),
+          required: false,
+        },
+      ],
     };
   }
 
-  async amounts(): Promise<never> {
+  amountsIn(): never {
     throw new Error("a sandbox swap's amounts are known when it is recorded");
   }
 

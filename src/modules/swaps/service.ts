@@ -15,10 +15,11 @@ import { maximumIn, minimumOut } from "../../domain/swap-math.ts";
 import { type QuoteRequest, validateQuoteRequest, validateSwapRequest } from "../../domain/swap-request.ts";
 import { isUuid } from "../../domain/validation.ts";
 import { KeyedQueue } from "../../platform/concurrency/keyed-queue.ts";
-import type { Db } from "../../platform/db/database.ts";
-import { KeyTaken, ResourceKeys } from "../../platform/db/resource-keys.ts";
+import { KEY_FENCE, KeyTaken, ResourceKeys } from "../../platform/db/resource-keys.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
-import type { PayoutsService } from "../payouts/service.ts";
+import { recordedTransfer } from "../transfers/order.ts";
+import type { TransfersService } from "../transfers/service.ts";
+import { POOL_FENCE } from "./pools-repo.ts";
 import { type QuoteView, quoteView } from "./quote-view.ts";
 import * as repo from "./repo.ts";
 import { PoolMoved, type Scope, type SwapAsk, type SwapVenue, type VenueQuote } from "./venue.ts";
@@ -48,16 +49,16 @@ export type SwapAnswer = { replayed: boolean; swap: SwapView };
 
 export class SwapsService {
   readonly #ctx: AppContext;
-  readonly #payouts: PayoutsService;
+  readonly #transfers: TransfersService;
   readonly #venues: Partial<Record<string, SwapVenue>>;
   readonly #wallets = new KeyedQueue();
 
   constructor(
     ctx: AppContext,
-    parts: { payouts: PayoutsService; venues: Partial<Record<string, SwapVenue>> },
+    parts: { transfers: TransfersService; venues: Partial<Record<string, SwapVenue>> },
   ) {
     this.#ctx = ctx;
-    this.#payouts = parts.payouts;
+    this.#transfers = parts.transfers;
     this.#venues = parts.venues;
   }
 
@@ -80,7 +81,7 @@ export class SwapsService {
     ];
     if (txHashes.length === 0) return new Set();
     const operations = await Promise.all(txHashes.map((h) => network.userOperationsIn(h as Hex)));
-    const recorded = await this.#payouts.recordedOfKind(environment, "swap", {
+    const recorded = await this.#transfers.recordedOfKind(environment, "swap", {
       txHashes,
       userOpHashes: operations.flat().map((h) => h.toLowerCase()),
     });
@@ -99,7 +100,7 @@ export class SwapsService {
 
   async #quote(scope: Scope, request: QuoteRequest): Promise<repo.QuoteRow> {
     const venue = this.#venue(scope);
-    const wallet = await this.#payouts.walletFor(scope, request.walletType);
+    const wallet = await this.#transfers.walletFor(scope, request.walletType);
     const ask: SwapAsk = {
       sell: request.sellToken,
       buy: request.buyToken,
@@ -166,7 +167,6 @@ export class SwapsService {
     } catch (err) {
       // A concurrent request with the same key recorded its swap first.
       if (err instanceof KeyTaken) return this.#repeat(scope, err);
-      if (repo.isQuoteTaken(err)) throw conflict("Quote already executed", { quoteId: quote.id });
       throw err;
     }
   }
@@ -265,14 +265,18 @@ export class SwapsService {
       bought: plan.known?.bought ?? null,
       createdAt: at,
     };
-    const guard = async (trx: Db) => {
-      if (claim) await KEYS.claim(trx, scope, claim.key, { id, fingerprint: claim.fingerprint, at });
-      await repo.insertSwap(trx, record);
-      await plan.guard?.(trx);
-    };
-    const transfer = await this.#payouts.transfer(scope, {
+    const pool = fresh.route[0]?.pool;
+    const fences = [
+      ...(claim
+        ? [KEYS.fence(this.#ctx.db, scope, claim.key, { id, fingerprint: claim.fingerprint, at })]
+        : []),
+      repo.insertSwapFence(this.#ctx.db, record),
+      ...(plan.fences ?? []),
+    ];
+    const outcome = await this.#transfers.run({
       id,
       kind: "swap",
+      scope,
       tokenSymbol: quote.sell_token,
       amount: plan.amount,
       destinationAddress: plan.destination,
@@ -280,13 +284,36 @@ export class SwapsService {
       paymentId: null,
       unmatchedTransferId: null,
       reason: null,
-      guard,
-      metadata: metadataOf(factsOfRecord(record)),
+      fences,
+      // The route's first pool: where the engine's reading of the completed swap finds its amounts.
+      metadata: { ...metadataOf(factsOfRecord(record)), ...(pool ? { pool } : {}) },
       ...(plan.legs ? { legs: { from: wallet.from, legs: plan.legs } } : {}),
     });
+    if (outcome.status === "fenced") throw await this.#fenced(scope, outcome.fence, quote.id, claim);
+    // A swap that failed answers as its transfer; only one never recorded is refused.
+    const transfer = recordedTransfer(outcome);
     const found = await repo.findById(this.#ctx.db, id);
     if (!found) throw new InternalError("A swap answered without its record");
     return swapView(transfer, factsOf(found));
+  }
+
+  /**
+   * Why a fence of the swap's record took nothing, read once nothing was recorded: the key's claim
+   * (KeyTaken, answered as a repeat), the quote executed meanwhile, or the pool traded (PoolMoved).
+   */
+  async #fenced(
+    scope: Scope,
+    fence: string,
+    quoteId: string,
+    claim?: { key: string; fingerprint: string },
+  ): Promise<Error> {
+    if (fence === KEY_FENCE && claim) {
+      const taken = await KEYS.under(this.#ctx.db, scope, claim.key, claim.fingerprint);
+      if (taken) return taken;
+    }
+    if (fence === repo.QUOTE_FENCE) return conflict("Quote already executed", { quoteId });
+    if (fence === POOL_FENCE) return new PoolMoved("the pool traded meanwhile");
+    return new Error(`the swap's fence "${fence}" refused it`);
   }
 
   /** A repeated Idempotency-Key: the swap it made, as it stands; another request under it is a conflict. */
@@ -308,7 +335,7 @@ export class SwapsService {
     const { rows, total } = await repo.listSwaps(this.#ctx.db, scope, page);
     const transfers = new Map(
       (
-        await this.#payouts.transfersIn(
+        await this.#transfers.transfersIn(
           scope,
           rows.map((r) => r.id),
         )
@@ -341,7 +368,7 @@ export class SwapsService {
   async #find(scope: Scope, id: string): Promise<SwapView | undefined> {
     const [swap, transfer] = await Promise.all([
       repo.findSwap(this.#ctx.db, scope, id),
-      this.#payouts.findTransfer(scope, id),
+      this.#transfers.findTransfer(scope, id),
     ]);
     return swap && transfer ? swapView(transfer, factsOf(swap)) : undefined;
   }

@@ -1,6 +1,5 @@
-import type { SmartAccounts } from "../../chain/evm/smart-accounts.ts";
 import type { UniswapV3 } from "../../chain/evm/uniswap.ts";
-import type { ChainToken, Hex } from "../../chain/network.ts";
+import type { ChainToken, EventLog, Hex } from "../../chain/network.ts";
 import { Unavailable } from "../../domain/errors.ts";
 import { sqrtPriceImpactBps } from "../../domain/swap-math.ts";
 import type { RouteHop } from "../../platform/db/schema-exchange.ts";
@@ -12,11 +11,9 @@ import type { PlannedSwap, SwapAsk, SwapPlan, SwapVenue, VenueQuote } from "./ve
 
 export class UniswapVenue implements SwapVenue {
   readonly #uniswap: UniswapV3;
-  readonly #accounts: SmartAccounts | undefined;
 
-  constructor(uniswap: UniswapV3, accounts: SmartAccounts | undefined) {
+  constructor(uniswap: UniswapV3) {
     this.#uniswap = uniswap;
-    this.#accounts = accounts;
   }
 
   async quote(_scope: unknown, ask: SwapAsk): Promise<VenueQuote | null> {
@@ -68,22 +65,11 @@ export class UniswapVenue implements SwapVenue {
     };
   }
 
-  async amounts(
-    mined: { txHash: string; userOpHash?: string },
-    swap: { sell: ChainToken; buy: ChainToken; route: RouteHop[] },
-  ): Promise<{ sold: bigint; bought: bigint }> {
-    const pool = swap.route[0]?.pool as Hex | undefined;
-    if (!pool) throw new Error(`a swap in ${mined.txHash} has no route`);
-    // A smart wallet's operation shares its transaction with the rest of its bundle (other
-    // wallets' swaps on the same pool among them): its own logs come from the bundler's receipt of
-    // the operation.
-    let logs: Awaited<ReturnType<UniswapV3["transactionLogs"]>>;
-    if (mined.userOpHash) {
-      if (!this.#accounts) throw new Error("a smart wallet swap without a bundler to ask");
-      logs = await this.#accounts.operationLogs(mined.userOpHash as Hex);
-    } else {
-      logs = await this.#uniswap.transactionLogs(mined.txHash as Hex);
-    }
-    return this.#uniswap.swapAmounts(logs, pool, swap.sell, swap.buy);
+  /** The first pool's Swap event among a swap's own events (its transaction's, or its operation's). */
+  amountsIn(
+    logs: readonly EventLog[],
+    swap: { sell: ChainToken; buy: ChainToken; pool: Hex | undefined },
+  ): { sold: bigint; bought: bigint } {
+    return this.#uniswap.swapAmounts(logs, swap.pool, swap.sell, swap.buy);
   }
 }

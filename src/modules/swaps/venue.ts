@@ -1,6 +1,6 @@
-import type { ChainToken, Hex } from "../../chain/network.ts";
+import type { ChainToken, EventLog, Hex } from "../../chain/network.ts";
 import type { Environment } from "../../config.ts";
-import type { Db } from "../../platform/db/database.ts";
+import type { Fence } from "../../platform/db/fences.ts";
 import type { RouteHop } from "../../platform/db/schema-exchange.ts";
 import type { Leg } from "../../rails/rail.ts";
 
@@ -51,7 +51,7 @@ export interface SwapPlan {
   /** The calls of a swap on a chain; none for the ledger's plain transfer to its pool. */
   legs?: Leg[];
   /** The venue's part of the transaction that records the swap (the sandbox pool's trade). */
-  guard?: (trx: Db) => Promise<void>;
+  fences?: Fence[];
   /** What it sells and buys, where the venue knows it before it runs (the ledger's pools). */
   known?: { sold: bigint; bought: bigint };
 }
@@ -60,11 +60,14 @@ export interface SwapVenue {
   /** The best fill of `ask` now, or null when no pool can fill it (400 No liquidity). */
   quote(scope: Scope, ask: SwapAsk): Promise<VenueQuote | null>;
   plan(swap: PlannedSwap): Promise<SwapPlan>;
-  /** What a completed swap sold and bought, from the chain (its receipt's logs). */
-  amounts(
-    mined: { txHash: string; userOpHash?: string },
-    swap: { sell: ChainToken; buy: ChainToken; route: RouteHop[] },
-  ): Promise<{ sold: bigint; bought: bigint }>;
+  /**
+   * What a completed swap sold and bought, read from the events its move emitted (the rail's
+   * `logsOf`): `pool` is its route's first. Pure: nothing is read here.
+   */
+  amountsIn(
+    logs: readonly EventLog[],
+    swap: { sell: ChainToken; buy: ChainToken; pool: Hex | undefined },
+  ): { sold: bigint; bought: bigint };
 }
 
 /** The planned swap changed under a concurrent one before it was recorded: plan it again. */

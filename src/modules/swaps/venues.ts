@@ -1,4 +1,3 @@
-import type { SmartAccounts } from "../../chain/evm/smart-accounts.ts";
 import { UniswapV3 } from "../../chain/evm/uniswap.ts";
 import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
 import { type Config, ENVIRONMENTS, type Environment } from "../../config.ts";
@@ -16,7 +15,6 @@ export function buildSwapVenues(
   config: Config,
   db: Db,
   ledger: SimulatedLedger,
-  smartAccounts: Partial<Record<Environment, SmartAccounts>>,
 ): Partial<Record<Environment, SwapVenue>> {
   const venues: Partial<Record<Environment, SwapVenue>> = {};
   for (const environment of ENVIRONMENTS) {
@@ -26,10 +24,7 @@ export function buildSwapVenues(
       continue;
     }
     if (network.swap) {
-      venues[environment] = new UniswapVenue(
-        new UniswapV3(network, network.swap),
-        smartAccounts[environment],
-      );
+      venues[environment] = new UniswapVenue(new UniswapV3(network, network.swap));
     }
   }
   return venues;

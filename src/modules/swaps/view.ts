@@ -1,5 +1,5 @@
 import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
-import type { PayoutRow } from "../payouts/repo.ts";
+import type { TransferRow } from "../transfers/repo.ts";
 import type { SwapRow } from "./repo.ts";
 
 // The swap object of D16: the body of POST …/swap and GET …/swaps, and the `data` of swap.*
@@ -68,7 +68,7 @@ export function metadataOf(facts: SwapFacts): Record<string, string> {
   return { ...rest, ...(quoteId ? { quoteId } : {}) };
 }
 
-export function swapView(transfer: PayoutRow, facts: SwapFacts): SwapView {
+export function swapView(transfer: TransferRow, facts: SwapFacts): SwapView {
   return {
     swapId: transfer.id,
     status:
@@ -93,7 +93,7 @@ export function swapView(transfer: PayoutRow, facts: SwapFacts): SwapView {
 }
 
 /** A swap's view from its transfer alone (the events'): its facts are the transfer's metadata. */
-export function swapViewOfTransfer(transfer: PayoutRow): SwapView {
+export function swapViewOfTransfer(transfer: TransferRow): SwapView {
   const m = transfer.metadata;
   const facts: SwapFacts = {
     quoteId: m.quoteId ?? null,

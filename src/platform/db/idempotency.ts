@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { type Kysely, type RawBuilder, sql } from "kysely";
+import { type CompiledQuery, type Kysely, type RawBuilder, sql } from "kysely";
 import stringify from "safe-stable-stringify";
 import type { DatabaseSchema } from "./schema.ts";
 
@@ -189,6 +189,34 @@ export function claimCtes(name: string, scope: string, source: RawBuilder<unknow
       ON CONFLICT (workspace_id, environment, scope, key) DO NOTHING
       RETURNING resource_id
     )`;
+}
+
+/**
+ * The claim of a key that never lapses, naming `resourceId`, as one statement for another module's
+ * transaction (platform/db/fences.ts): it returns the key when it claimed it, nothing when the key
+ * was claimed before (waiting, as every claim does, for a concurrent one to commit or roll back).
+ */
+export function claimStatement(
+  db: Kysely<DatabaseSchema>,
+  scope: IdempotencyScope,
+  fingerprint: string,
+  now: Date,
+  resourceId: string,
+): CompiledQuery {
+  return db
+    .insertInto("idempotency_keys")
+    .values({
+      workspace_id: scope.workspaceId,
+      environment: scope.environment,
+      scope: scope.scope,
+      key: scope.key,
+      request_hash: fingerprint,
+      resource_id: resourceId,
+      created_at: now,
+    })
+    .onConflict((oc) => oc.columns(["workspace_id", "environment", "scope", "key"]).doNothing())
+    .returning("key")
+    .compile();
 }
 
 /** The resource recorded under a key and the hash of the request that claimed it; null: none yet. */

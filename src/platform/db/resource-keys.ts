@@ -1,6 +1,8 @@
 import type { Db } from "./database.ts";
+import type { Fence } from "./fences.ts";
 import {
   claimIdempotencyKey,
+  claimStatement,
   type IdempotencyScope,
   idempotentClaim,
   requestFingerprint,
@@ -12,6 +14,9 @@ import {
 // another request is a conflict. (Payments store and replay their responses instead.)
 
 type Scope = { workspaceId: string; environment: string };
+
+/** The name of a key's claim among a record's fences. */
+export const KEY_FENCE = "idempotency-key";
 
 /** The key was claimed before: `resourceId` names what it made; `sameRequest` whether it asked the same. */
 export class KeyTaken extends Error {
@@ -56,6 +61,15 @@ export class ResourceKeys {
     });
     if (claimed.kind === "new") return;
     throw new KeyTaken(claimed.resourceId, claimed.kind !== "mismatch");
+  }
+
+  /**
+   * The claim of `key` for resource `id` as a fence of another module's record: refused (fence
+   * `idempotency-key`) when the key was claimed before; `under` then tells by whom.
+   */
+  fence(db: Db, scope: Scope, key: string, claim: { id: string; fingerprint: string; at: Date }): Fence {
+    const statement = claimStatement(db, this.#of(scope, key), claim.fingerprint, claim.at, claim.id);
+    return { name: KEY_FENCE, statement, required: true };
   }
 
   /** The resource recorded under `key`, as KeyTaken, if any (a repeat is answered from it before anything else). */

@@ -1,6 +1,6 @@
 import { type Kysely, sql } from "kysely";
 
-// The gas a transaction can cost its wallet, kept for the balance check (payouts/funds.ts): the
+// The gas a transaction can cost its wallet, kept for the balance check (transfers/funds.ts): the
 // limit each transaction is signed with, and the limits a payout recorded but not signed yet will
 // be signed with. Plain ETH to a contract is signed with up to 150,000 (its receiving code runs),
 // not 21,000, so what is on its way out cannot be priced by its token alone. Null: recorded before

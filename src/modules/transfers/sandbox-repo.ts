@@ -5,13 +5,8 @@ import { COMPLETED_PAYOUT, OPEN_PAYOUT } from "../../domain/payout-state.ts";
 import { claimCtes } from "../../platform/db/idempotency.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 import { outboxCtesFrom } from "../webhooks/outbox.ts";
-import {
-  type BreakerColumns,
-  breakerFromColumns,
-  type NewPayout,
-  PAYOUT_KEY_SCOPE,
-  type PayoutRow,
-} from "./repo.ts";
+import { type BreakerColumns, breakerFromColumns } from "./breaker-repo.ts";
+import { type NewTransfer, PAYOUT_KEY_SCOPE, type TransferRow } from "./repo.ts";
 
 // SQL of sandbox payouts (D3): recorded, paid from the simulated ledger and completed, with the
 // claim of their idempotencyKeys and their events, in one statement (sandbox-payouts.ts).
@@ -19,7 +14,7 @@ import {
 type Db = Kysely<DatabaseSchema>;
 
 /** A sandbox payout to record, pay from the simulated ledger and complete in one statement. */
-export interface SandboxPayout extends NewPayout {
+export interface SandboxPayout extends NewTransfer {
   transfer: LedgerTransfer;
   /** The sandbox twin of a smart wallet payout's user operation hash. */
   userOpHash: string | null;
@@ -33,7 +28,7 @@ export interface SandboxPayout extends NewPayout {
 
 export type SandboxPayoutResult =
   /** Recorded; completed with its event, or left processing for the caller to fail (reverted). */
-  | { outcome: "success" | "failure_address"; row: PayoutRow; breaker: BreakerState }
+  | { outcome: "success" | "failure_address"; row: TransferRow; breaker: BreakerState }
   /** Not recorded: the wallet's balance (read under its debit lock) is short. */
   | { outcome: "insufficient"; balance: bigint }
   /** Not recorded: its idempotencyKey was claimed before (the caller reads that payout). */
@@ -52,7 +47,7 @@ export async function recordSandboxPayouts(
 ): Promise<SandboxPayoutResult[]> {
   const column = <T>(pick: (p: SandboxPayout) => T) => payouts.map(pick);
   const result = await sql<
-    Partial<PayoutRow> &
+    Partial<TransferRow> &
       BreakerColumns & { request_pos: string; transfer_outcome: TransferOutcome; transfer_balance: string }
   >`
     WITH ${SimulatedLedger.decisionCtes(payouts.map((p) => p.transfer))},
@@ -138,7 +133,7 @@ export async function recordSandboxPayouts(
     } = found;
     return {
       outcome: transfer_outcome,
-      row: row as PayoutRow,
+      row: row as TransferRow,
       breaker: breakerFromColumns({ breaker_status, breaker_fail_streak, breaker_paused_at, breaker_reason }),
     };
   });

@@ -4,7 +4,7 @@ import type { MoveHooks, Rail } from "../../rails/rail.ts";
 import type { PaymentsService } from "../payments/service.ts";
 import { recordIfFunded } from "./funds.ts";
 import type * as repo from "./repo.ts";
-import type { SandboxPayoutRecords } from "./sandbox-payouts.ts";
+import type { SandboxTransferRecords } from "./sandbox-records.ts";
 import type { SandboxPayoutResult } from "./sandbox-repo.ts";
 import * as sending from "./sending-repo.ts";
 
@@ -15,20 +15,20 @@ import * as sending from "./sending-repo.ts";
 
 /** What the hooks recorded, for the answer. */
 export interface Recorded {
-  row?: repo.PayoutRow;
+  row?: repo.TransferRow;
   ledger?: SandboxPayoutResult;
 }
 
-export class PayoutPersistence {
+export class TransferPersistence {
   readonly #ctx: AppContext;
-  readonly #sandbox: SandboxPayoutRecords;
+  readonly #sandbox: SandboxTransferRecords;
   readonly #fundsTurns: SessionTurns;
   readonly #payments: Pick<PaymentsService, "unsettledOn">;
 
   constructor(
     ctx: AppContext,
     parts: {
-      sandbox: SandboxPayoutRecords;
+      sandbox: SandboxTransferRecords;
       /** A wallet's balance checks take turns across instances (funds.ts). */
       fundsTurns: SessionTurns;
       payments: Pick<PaymentsService, "unsettledOn">;
@@ -41,7 +41,7 @@ export class PayoutPersistence {
   }
 
   /** The hooks of `payout` on `rail`; they fill `recorded`, and call `persisted` once its record is written or refused. */
-  hooks(payout: repo.NewPayout, rail: Rail, recorded: Recorded, persisted: () => void): MoveHooks {
+  hooks(payout: repo.NewTransfer, rail: Rail, recorded: Recorded, persisted: () => void): MoveHooks {
     return {
       persist: async (gasUnits) => {
         try {

@@ -8,54 +8,57 @@ import {
   recordSuccess,
   uncountedFailure,
 } from "../../domain/circuit-breaker.ts";
-import { CircuitBreakerOpen } from "../../domain/errors.ts";
+import { InternalError } from "../../domain/errors.ts";
 import {
   COMPLETED_PAYOUT,
+  FAILED_PAYOUT,
   type FailureCause,
   failureTrigger,
+  OPEN_PAYOUT,
   PAYOUT_TRANSITIONS,
   type TransferKindName,
 } from "../../domain/payout-state.ts";
 import { coalescedCall } from "../../platform/db/coalesced-write.ts";
 import type { Mailer } from "../../platform/mail/mailer.ts";
+import type { Rails } from "../../rails/index.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
-import { completedAnswer, type PayoutAnswers, type PayoutResponse, payoutFailed } from "./answers.ts";
-import { failureEvent, type TransferKinds } from "./kinds.ts";
+import * as breakers from "./breaker-repo.ts";
+import { failureEvent, type TransferKind, type TransferKinds } from "./kinds.ts";
+import type { TransferOutcome } from "./order.ts";
 import * as repo from "./repo.ts";
 
-// How a payout ends, for the caller waiting on it and for the reconciler that finishes it later:
-// completed (its event, and a streak reset), failed (its event, counted by the circuit breaker,
-// the administrator mailed when it trips), and the answer each gives. Every ending is a
-// compare-and-set on `processing`: whoever ends a payout second (its sender after the reconciler
-// took it over, or the other way round) changes nothing, counts nothing, and answers what the
-// first one stored (answers.ts).
+// The finish step: how a transfer ends, for the orderer waiting on it and for the reconciler
+// that finishes it later: completed (its kind's event, and a streak reset), failed (its event,
+// counted by the circuit breaker, the administrator mailed when it trips), and the outcome each
+// gives. Every ending is a compare-and-set on `processing`: whoever ends a transfer second (its
+// sender after the reconciler took it over, or the other way round) changes nothing, counts
+// nothing, and answers what the first one stored (`stored`).
 
-export type { PayoutResponse } from "./answers.ts";
 export type Scope = { workspaceId: string; environment: Environment };
 /** The transaction that completed a transfer, and a smart wallet's user operation it carried. */
 export type Mined = { txHash: string; userOpHash?: string | undefined };
 
 export const RESUME_ACTION = "POST /api/v1/workspaces/{id}/resume, or wait 30 minutes after pausedAt";
 
-export class PayoutOutcomes {
+export class TransferEndings {
   readonly #ctx: AppContext;
   readonly #workspaces: WorkspacesService;
   readonly #mailer: Mailer;
-  readonly #answers: PayoutAnswers;
   readonly #kinds: TransferKinds;
+  readonly #rails: Rails;
   /** Completions made together share one statement. */
   readonly #completePayout: (
     completion: repo.PayoutCompletion,
-  ) => Promise<{ row: repo.PayoutRow | undefined; breaker: BreakerState }>;
+  ) => Promise<{ row: repo.TransferRow | undefined; breaker: BreakerState }>;
 
   constructor(
     ctx: AppContext,
-    parts: { workspaces: WorkspacesService; mailer: Mailer; answers: PayoutAnswers; kinds: TransferKinds },
+    parts: { workspaces: WorkspacesService; mailer: Mailer; kinds: TransferKinds; rails: Rails },
   ) {
-    const { workspaces, mailer, answers } = parts;
+    const { workspaces, mailer } = parts;
+    this.#rails = parts.rails;
     this.#ctx = ctx;
-    this.#answers = answers;
     this.#kinds = parts.kinds;
     this.#workspaces = workspaces;
     this.#mailer = mailer;
@@ -64,10 +67,33 @@ export class PayoutOutcomes {
     );
   }
 
-  async complete(scope: Scope, payout: repo.PayoutRow, mined: Mined): Promise<PayoutResponse> {
+  async complete(scope: Scope, payout: repo.TransferRow, mined: Mined): Promise<TransferOutcome> {
     const row = await this.recordCompletion(scope, payout, mined);
-    if (!row) return this.#answers.stored(scope, payout.id);
-    return completedAnswer(row, row.completed_at ?? this.#ctx.now());
+    if (!row) return this.stored(scope, payout.id);
+    return { status: "completed", transfer: row };
+  }
+
+  /** The outcome of a transfer as it is stored now (another instance, or the reconciler, ended it). */
+  async stored(scope: Scope, id: string): Promise<TransferOutcome> {
+    const row = await repo.findById(this.#ctx.db, id);
+    if (row?.status === COMPLETED_PAYOUT) return { status: "completed", transfer: row };
+    if (row?.status === OPEN_PAYOUT) {
+      const userOpHash = row.user_op_hash ?? undefined;
+      return { status: "pending", transfer: row, txHash: row.tx_hash, ...(userOpHash ? { userOpHash } : {}) };
+    }
+    if (row?.status !== FAILED_PAYOUT) throw new InternalError("Payout failed");
+    const breaker = await breakers.readBreaker(this.#ctx.db, scope);
+    return {
+      status: "failed",
+      transfer: row,
+      error: row.error ?? "transfer failed",
+      breaker: {
+        failStreak: breaker.failStreak,
+        remainingBeforePause: Math.max(0, PAUSE_AFTER_FAILURES - breaker.failStreak),
+        tripped: false,
+        pausedAt: breaker.pausedAt,
+      },
+    };
   }
 
   /**
@@ -79,16 +105,14 @@ export class PayoutOutcomes {
    */
   async recordCompletion(
     scope: Scope,
-    payout: repo.PayoutRow,
+    payout: repo.TransferRow,
     mined: Mined,
-  ): Promise<repo.PayoutRow | undefined> {
+  ): Promise<repo.TransferRow | undefined> {
     const { txHash } = mined;
     const kind = this.#kinds.of(payout.kind);
     // The row the sender holds may predate its user operation's record: the outcome names it.
     const userOpHash = mined.userOpHash ?? payout.user_op_hash ?? undefined;
-    const details = kind.completion
-      ? await kind.completion(payout, { txHash, ...(userOpHash ? { userOpHash } : {}) })
-      : {};
+    const details = kind.measure ? await this.#measured(kind, payout, { txHash, userOpHash }) : {};
     const at = this.#ctx.now();
     // The event shows the transfer as it stands once completed (the statement adds the status,
     // hashes it stores).
@@ -107,51 +131,67 @@ export class PayoutOutcomes {
     return row;
   }
 
-  /** The answer for a completed payout; resets the breaker's streak where a failure came first. */
-  async completed(
-    scope: Scope,
-    row: repo.PayoutRow,
-    breaker: BreakerState,
-    at: Date,
-  ): Promise<PayoutResponse> {
+  /**
+   * What `kind` reads of a completed transfer from the events its move emitted, asked of the
+   * transfer's rail; the kind's statements that store it are run first (idempotent).
+   */
+  async #measured(
+    kind: TransferKind,
+    payout: repo.TransferRow,
+    mined: { txHash: string; userOpHash: string | undefined },
+  ): Promise<Record<string, unknown>> {
+    const walletType = payout.wallet_type === "smart_wallet" ? "smart_wallet" : "eoa";
+    const rail = this.#rails[payout.environment as Environment]?.[walletType];
+    if (!rail)
+      throw new Error(`no ${walletType} rail in ${payout.environment} to read transfer ${payout.id} from`);
+    const logs = await rail.logsOf({
+      txHash: mined.txHash,
+      ...(mined.userOpHash ? { userOpHash: mined.userOpHash } : {}),
+    });
+    const measured = kind.measure?.(payout, logs) ?? { details: {}, statements: [] };
+    for (const statement of measured.statements) await this.#ctx.db.executeQuery(statement);
+    return measured.details;
+  }
+
+  /** A transfer completed in its record's statement (the ledger's); resets a streak a failure began. */
+  async completed(scope: Scope, row: repo.TransferRow, breaker: BreakerState): Promise<TransferOutcome> {
     this.#ctx.metrics.payoutEnded("completed", row);
     await this.#resetStreak(scope, breaker);
-    return completedAnswer(row, at);
+    return { status: "completed", transfer: row };
   }
 
   async #resetStreak(scope: Scope, breaker: BreakerState): Promise<void> {
     if (recordSuccess(breaker) === breaker) return;
     await this.#ctx.db.transaction().execute(async (trx) => {
-      const state = await repo.lockBreaker(trx, scope);
-      await repo.writeBreaker(trx, scope, recordSuccess(state));
+      const state = await breakers.lockBreaker(trx, scope);
+      await breakers.writeBreaker(trx, scope, recordSuccess(state));
     });
   }
 
   /**
-   * Fails a payout whose transfer can never happen, counted by the breaker unless its recipient
-   * refused a refund or a return (and mailed when it trips); throws the answer. A payout that was
-   * no longer processing answers as it is stored.
+   * Fails a transfer that can never happen, counted by the breaker unless its recipient refused a
+   * refund or a return (and mailed when it trips). One no longer processing answers as stored.
    */
   async fail(
     scope: Scope,
-    payout: repo.PayoutRow,
+    payout: repo.TransferRow,
     txHash: string | null,
     detail: string,
     cause: FailureCause = "sending",
-  ): Promise<never> {
+  ): Promise<TransferOutcome> {
     const result = await this.recordFailure(scope, payout, txHash, detail, cause);
-    if (!result) throw await this.#answers.storedError(scope, payout.id);
-    if (result.tripped) {
-      throw new CircuitBreakerOpen("Payouts paused by the circuit breaker", {
-        circuitBreaker: true,
-        detail,
+    if (!result) return this.stored(scope, payout.id);
+    return {
+      status: "failed",
+      transfer: result.row,
+      error: detail,
+      breaker: {
         failStreak: result.state.failStreak,
-        remainingBeforePause: 0,
-        pausedAt: result.state.pausedAt?.toISOString() ?? null,
-        resumeAction: RESUME_ACTION,
-      });
-    }
-    throw payoutFailed(detail, result.state.failStreak, result.remainingBeforePause);
+        remainingBeforePause: result.remainingBeforePause,
+        tripped: result.tripped,
+        pausedAt: result.state.pausedAt,
+      },
+    };
   }
 
   /**
@@ -160,7 +200,7 @@ export class PayoutOutcomes {
    */
   async recordFailure(
     scope: Scope,
-    payout: repo.PayoutRow,
+    payout: repo.TransferRow,
     txHash: string | null,
     detail: string,
     cause: FailureCause = "sending",
@@ -176,13 +216,13 @@ export class PayoutOutcomes {
       });
       if (!done) return undefined;
       const kind = this.#kinds.of(done.kind);
-      await kind.released?.(trx, done);
+      for (const statement of kind.releases?.(done) ?? []) await trx.executeQuery(statement);
       let failure: FailureOutcome;
       if (transition.counted) {
-        failure = recordFailure(await repo.lockBreaker(trx, scope), detail, at);
-        await repo.writeBreaker(trx, scope, failure.state);
+        failure = recordFailure(await breakers.lockBreaker(trx, scope), detail, at);
+        await breakers.writeBreaker(trx, scope, failure.state);
       } else {
-        failure = uncountedFailure(await repo.readBreaker(trx, scope));
+        failure = uncountedFailure(await breakers.readBreaker(trx, scope));
         this.#ctx.log.warn(
           { payoutId: done.id, kind: done.kind, error: detail },
           "a transfer's recipient refused it; not counted by the circuit breaker",

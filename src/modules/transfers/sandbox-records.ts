@@ -2,6 +2,7 @@ import { SimulatedLedger, sandboxTxHash } from "../../chain/simulated/ledger.ts"
 import type { AppContext } from "../../context.ts";
 import { COMPLETED_PAYOUT } from "../../domain/payout-state.ts";
 import { coalescedCall } from "../../platform/db/coalesced-write.ts";
+import { type Fence, runFences } from "../../platform/db/fences.ts";
 import type { LedgerContribution } from "../../rails/rail.ts";
 import { payoutFingerprint } from "./keys.ts";
 import type { TransferKinds } from "./kinds.ts";
@@ -13,7 +14,7 @@ import * as sandboxRepo from "./sandbox-repo.ts";
 // ONE statement shared with the sandbox payouts asked for in the same round of I/O. The ledger's
 // balance is checked where the money moves (sandboxRepo.recordSandboxPayouts).
 
-export class SandboxPayoutRecords {
+export class SandboxTransferRecords {
   readonly #ctx: AppContext;
   readonly #record: (payout: sandboxRepo.SandboxPayout) => Promise<sandboxRepo.SandboxPayoutResult | Error>;
   readonly #kinds: TransferKinds;
@@ -32,14 +33,14 @@ export class SandboxPayoutRecords {
 
   /** Records `payout` with the ledger's contribution (its one transfer); throws what the statement threw. */
   async record(
-    payout: repo.NewPayout,
+    payout: repo.NewTransfer,
     contribution: LedgerContribution,
   ): Promise<sandboxRepo.SandboxPayoutResult> {
     const [transfer] = contribution.transfers;
     if (!transfer || contribution.transfers.length !== 1) throw new Error("a payout moves one transfer");
     const completedAt = this.#ctx.now();
     // The event's data: the payout as it stands once completed.
-    const completed: repo.PayoutRow = {
+    const completed: repo.TransferRow = {
       ...repo.requestedColumns(payout),
       status: COMPLETED_PAYOUT,
       metadata: payout.metadata,
@@ -63,25 +64,25 @@ export class SandboxPayoutRecords {
       event: kind.completedEvent,
       payload: kind.view(completed),
     };
-    const { guard } = payout;
-    if (guard) return this.#fenced(guard, record);
+    const { fences } = payout;
+    if (fences?.length) return this.#fenced(fences, record);
     const result = await this.#record(record);
     if (result instanceof Error) throw result;
     return result;
   }
 
   /**
-   * A transfer fenced by its orderer: the fence and the statement share a transaction of their
-   * own, which a transfer the statement did not record rolls back, so that what the fence took (a
+   * A transfer fenced by its orderer: the fences and the statement share a transaction of their
+   * own, which a transfer the statement did not record rolls back, so that what the fences took (a
    * refund's share of its payment, its idempotency claim) is not kept either.
    */
   async #fenced(
-    guard: NonNullable<repo.NewPayout["guard"]>,
+    fences: readonly Fence[],
     record: sandboxRepo.SandboxPayout,
   ): Promise<sandboxRepo.SandboxPayoutResult> {
     try {
       return await this.#ctx.db.transaction().execute(async (trx) => {
-        await guard(trx);
+        await runFences(trx, fences);
         const [result] = await sandboxRepo.recordSandboxPayouts(trx, [record]);
         if (!result) throw new Error("a sandbox transfer got no answer");
         if (result.outcome !== "success" && result.outcome !== "failure_address")

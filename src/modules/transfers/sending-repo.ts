@@ -4,7 +4,7 @@ import type { Environment } from "../../config.ts";
 import type { Committed } from "../../domain/payout-funds.ts";
 import { OPEN_PAYOUT, PAYOUT_TRANSITIONS } from "../../domain/payout-state.ts";
 import type { Db } from "../../platform/db/database.ts";
-import { type NewPayout, type PayoutRow, requestedColumns } from "./repo.ts";
+import { type NewTransfer, requestedColumns, type TransferRow } from "./repo.ts";
 
 // The SQL of live payouts on their way out: the balance reservation every instance sees, the
 // lease of the instance sending a payout, and what the reconciler may take over.
@@ -71,7 +71,7 @@ export async function committedFrom(
  * (funds.ts); the unique key on the payouts table stays as the schema's backstop. `gasUnits`: the
  * gas limits its transactions will be signed with (an EOA's), reserved until they are recorded.
  */
-export async function insertPayout(trx: Db, payout: NewPayout, gasUnits?: bigint): Promise<PayoutRow> {
+export async function insertPayout(trx: Db, payout: NewTransfer, gasUnits?: bigint): Promise<TransferRow> {
   return trx
     .insertInto("payouts")
     .values({
@@ -146,7 +146,7 @@ export async function releaseLease(db: Db, id: string): Promise<void> {
 }
 
 /** Processing payouts of the environment that no live instance owns. */
-export async function unownedProcessing(db: Db, environment: Environment): Promise<PayoutRow[]> {
+export async function unownedProcessing(db: Db, environment: Environment): Promise<TransferRow[]> {
   return db
     .selectFrom("payouts")
     .selectAll()
@@ -167,7 +167,7 @@ export async function failNeverSent(
   id: string,
   error: string,
   at: Date,
-): Promise<PayoutRow | undefined> {
+): Promise<TransferRow | undefined> {
   return db
     .updateTable("payouts")
     .set({ status: PAYOUT_TRANSITIONS.never_sent.to, error, completed_at: at })

@@ -5,10 +5,10 @@ import type { AppContext } from "../../context.ts";
 import { RECIPIENT_REVERTED, revertCause, type TransferKindName } from "../../domain/payout-state.ts";
 import type { Rails } from "../../rails/index.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
+import type { TransferEndings } from "./finish.ts";
 import { failureEvent, type TransferKinds } from "./kinds.ts";
-import type { PayoutLeases } from "./leases.ts";
-import type { PayoutOutcomes } from "./outcomes.ts";
-import type { PayoutRow } from "./repo.ts";
+import type { TransferLeases } from "./leases.ts";
+import type { TransferRow } from "./repo.ts";
 import * as sending from "./sending-repo.ts";
 
 // Finishes live payouts that no instance is sending any more: their instance stopped (its lease
@@ -20,16 +20,16 @@ import * as sending from "./sending-repo.ts";
 
 const NEVER_SENT = "not sent: the process stopped before broadcasting";
 
-export class PayoutReconciler {
+export class TransferReconciler {
   readonly #ctx: AppContext;
-  readonly #outcomes: PayoutOutcomes;
-  readonly #leases: PayoutLeases;
+  readonly #outcomes: TransferEndings;
+  readonly #leases: TransferLeases;
   readonly #rails: Rails;
   readonly #kinds: TransferKinds;
 
   constructor(
     ctx: AppContext,
-    parts: { outcomes: PayoutOutcomes; leases: PayoutLeases; rails: Rails; kinds: TransferKinds },
+    parts: { outcomes: TransferEndings; leases: TransferLeases; rails: Rails; kinds: TransferKinds },
   ) {
     this.#ctx = ctx;
     this.#outcomes = parts.outcomes;
@@ -54,7 +54,7 @@ export class PayoutReconciler {
   }
 
   /** Finishes `payout` if its outcome is known; returns whether it did. */
-  async #finish(environment: Environment, payout: PayoutRow): Promise<boolean> {
+  async #finish(environment: Environment, payout: TransferRow): Promise<boolean> {
     const scope = { workspaceId: payout.workspace_id, environment };
     if (payout.user_operation) {
       // A smart wallet payout: send the recorded operation again (a no-op if it was included); one
@@ -98,7 +98,7 @@ export class PayoutReconciler {
       const row = await sending.failNeverSent(trx, payout.id, NEVER_SENT, this.#ctx.now());
       if (!row) return undefined;
       const kind = this.#kinds.of(row.kind);
-      await kind.released?.(trx, row);
+      for (const statement of kind.releases?.(row) ?? []) await trx.executeQuery(statement);
       if (kind.announcesNeverSent) await recordEvents(trx, [failureEvent(kind, row, NEVER_SENT, 0)]);
       return row;
     });

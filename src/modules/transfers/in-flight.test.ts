@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { InFlightPayouts } from "./in-flight.ts";
+import { InFlightTransfers } from "./in-flight.ts";
 
 function deferred() {
   let resolve!: () => void;
@@ -14,9 +14,9 @@ function deferred() {
 const settledWithin = async (promise: Promise<unknown>, ms = 20) =>
   Promise.race([promise.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms))]);
 
-describe("InFlightPayouts", () => {
+describe("InFlightTransfers", () => {
   it("counts each scope's payouts until they are done, failed or not", async () => {
-    const flight = new InFlightPayouts();
+    const flight = new InFlightTransfers();
     const a = deferred();
     const b = deferred();
     flight.add("ws1:live", a.promise);
@@ -37,7 +37,7 @@ describe("InFlightPayouts", () => {
   });
 
   it("below(limit) waits until fewer than limit are in flight; drain waits for all of them", async () => {
-    const flight = new InFlightPayouts();
+    const flight = new InFlightTransfers();
     const first = deferred();
     const second = deferred();
     flight.add("s", first.promise);

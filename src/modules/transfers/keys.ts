@@ -4,7 +4,7 @@ import {
   type IdempotencyScope,
   requestFingerprint,
 } from "../../platform/db/idempotency.ts";
-import { type NewPayout, PAYOUT_KEY_SCOPE, type Scope } from "./repo.ts";
+import { type NewTransfer, PAYOUT_KEY_SCOPE, type Scope } from "./repo.ts";
 
 // A payout's idempotencyKey (part 4.10, D6) in the platform's idempotency records: claimed in the
 // transaction (or the one statement) that records the payout, naming it, and never lapsing. A
@@ -15,7 +15,7 @@ export function payoutKeyScope(scope: Scope, key: string): IdempotencyScope {
 }
 
 /** What the payout asks for, as the record's request hash. */
-export function payoutFingerprint(payout: NewPayout): string {
+export function payoutFingerprint(payout: NewTransfer): string {
   return requestFingerprint({
     tokenSymbol: payout.tokenSymbol,
     amount: payout.amount.toString(),
@@ -33,7 +33,7 @@ export function payoutFingerprint(payout: NewPayout): string {
  */
 export async function claimPayoutKey(
   trx: Db,
-  payout: NewPayout & { idempotencyKey: string },
+  payout: NewTransfer & { idempotencyKey: string },
 ): Promise<boolean> {
   const claim = await claimIdempotencyKey(
     trx,

@@ -4,7 +4,7 @@
 // (What they take from the wallet's balance is reserved in the database, for every instance:
 // domain/payout-funds.ts.)
 
-export class InFlightPayouts {
+export class InFlightTransfers {
   readonly #scopes = new Map<string, Set<Promise<unknown>>>();
 
   /** Tracks a payout until `done` settles (either way). */

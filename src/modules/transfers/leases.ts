@@ -8,7 +8,7 @@ import { LEASE_SECONDS, renewLeases } from "./sending-repo.ts";
 
 const RENEW_EVERY_MS = (LEASE_SECONDS * 1000) / 4;
 
-export class PayoutLeases {
+export class TransferLeases {
   readonly #db: Db;
   readonly #log: FastifyBaseLogger;
   readonly #held = new Set<string>();

@@ -5,11 +5,12 @@ import { formatAmount, NATIVE_TOKEN, TOKEN_DECIMALS } from "../../domain/money.t
 import { checkFunds } from "../../domain/payout-funds.ts";
 import { settlingWhole, stillToSettle } from "../../domain/unsettled-payments.ts";
 import type { Db } from "../../platform/db/database.ts";
+import { runFences } from "../../platform/db/fences.ts";
 import type { SessionTurns } from "../../platform/db/wallet-lock.ts";
 import type { Rail } from "../../rails/rail.ts";
 import type { PaymentsService } from "../payments/service.ts";
 import { claimPayoutKey } from "./keys.ts";
-import type { NewPayout, PayoutRow } from "./repo.ts";
+import type { NewTransfer, TransferRow } from "./repo.ts";
 import * as sending from "./sending-repo.ts";
 
 // The balance check of a live payout (part 4.10), made so that it holds across instances: in a
@@ -28,9 +29,9 @@ export async function recordIfFunded(
   turns: SessionTurns,
   payments: Pick<PaymentsService, "unsettledOn">,
   rail: Rail,
-  payout: NewPayout,
+  payout: NewTransfer,
   gasUnits?: Promise<bigint>,
-): Promise<PayoutRow | undefined> {
+): Promise<TransferRow | undefined> {
   const { environment } = payout.scope;
   const from = payout.fromAddress as Hex;
   const token = payout.tokenSymbol as ChainToken;
@@ -48,14 +49,13 @@ export async function recordIfFunded(
     rail.funds(from, gasPaid && token !== NATIVE_TOKEN ? [token, NATIVE_TOKEN] : [token]),
     gas,
   ]);
-  const checkAndRecord = async (db: Db): Promise<PayoutRow | undefined> => {
+  const checkAndRecord = async (db: Db): Promise<TransferRow | undefined> => {
     // A repeat of an idempotency key in flight (on another instance): its original is among
     // what is on its way out, so the check would refuse it; it is answered as a repeat instead.
     const { idempotencyKey } = payout;
     // The orderer's fence first (a refund's share of its payment): a refusal records nothing. A
-    // fenced transfer claims no payout key: answering a taken key here would commit the fence.
-    if (payout.guard && idempotencyKey) throw new Error("a fenced transfer cannot carry a payout key");
-    await payout.guard?.(db);
+    // fenced transfer claims no payout key (validate.ts): a taken key here would commit the fence.
+    await runFences(db, payout.fences ?? []);
     if (idempotencyKey && !(await claimPayoutKey(db, { ...payout, idempotencyKey }))) return undefined;
     const committed = await sending.committedFrom(
       db,
@@ -101,8 +101,8 @@ export async function recordIfFunded(
   return turns.run(`payout-funds:${environment}:${from.toLowerCase()}`, () =>
     // With a key, its claim, the check and the record are one transaction: a refusal leaves the
     // key unclaimed, and a concurrent repeat waits for this one to commit, then is answered as one.
-    // So are an orderer's fence and the record it fences.
-    payout.idempotencyKey || payout.guard
+    // So are an orderer's fences and the record they fence.
+    payout.idempotencyKey || payout.fences?.length
       ? ctx.db.transaction().execute(checkAndRecord)
       : checkAndRecord(ctx.db),
   );

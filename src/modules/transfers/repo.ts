@@ -1,27 +1,28 @@
 import { type Kysely, type Selectable, sql } from "kysely";
 import * as sent from "../../chain/sent-transactions.ts";
 import type { Environment } from "../../config.ts";
-import { AUTO_RESUME_AFTER_MS, type BreakerState } from "../../domain/circuit-breaker.ts";
-import type { PayoutRequest } from "../../domain/payout-request.ts";
+import type { BreakerState } from "../../domain/circuit-breaker.ts";
 import {
   COMPLETED_PAYOUT,
   OPEN_PAYOUT,
   type PayoutStatus,
   type TransferKindName,
 } from "../../domain/payout-state.ts";
+import type { Fence } from "../../platform/db/fences.ts";
 import { oldestFirst } from "../../platform/db/page.ts";
 import type { DatabaseSchema, PayoutsTable } from "../../platform/db/schema.ts";
 import type { Leg } from "../../rails/rail.ts";
 import { outboxCtesFrom } from "../webhooks/outbox.ts";
+import { type BreakerColumns, breakerFromColumns, toBreakerState } from "./breaker-repo.ts";
 
-export type PayoutRow = Selectable<PayoutsTable>;
+export type TransferRow = Selectable<PayoutsTable>;
 type Db = Kysely<DatabaseSchema>;
 export type Scope = { workspaceId: string; environment: Environment };
 
 /** The scope of payouts' idempotencyKeys in the platform's idempotency records (keys.ts). */
 export const PAYOUT_KEY_SCOPE = "payouts";
 
-export interface NewPayout {
+export interface NewTransfer {
   /** Chosen before it is recorded: the move's records (and a ledger transfer's hash) name it. */
   id: string;
   scope: Scope;
@@ -39,12 +40,8 @@ export interface NewPayout {
   paymentId: string | null;
   unmatchedTransferId: string | null;
   reason: string | null;
-  /**
-   * The orderer's fence, run first in the transaction that records the transfer: it takes what
-   * the transfer needs in its own tables (a refund's share of its payment) or throws, and then
-   * nothing is recorded.
-   */
-  guard?: (trx: Db) => Promise<void>;
+  /** The orderer's fences, run first in the transaction that records the transfer (order.ts). */
+  fences?: readonly Fence[];
   /**
    * The move's legs, where it is not one transfer of `amount` to `destinationAddress` (a swap's
    * approval and router call, built for `fromAddress`). Not stored: the rail records what it sends.
@@ -52,36 +49,8 @@ export interface NewPayout {
   legs?: Leg[];
 }
 
-/** The payout a validated request asks for, from `fromAddress`. */
-export function newPayout(
-  id: string,
-  scope: Scope,
-  request: PayoutRequest,
-  fromAddress: string,
-  walletType: string,
-  createdAt: Date,
-): NewPayout {
-  return {
-    id,
-    scope,
-    idempotencyKey: request.idempotencyKey,
-    tokenSymbol: request.tokenSymbol,
-    amount: request.amount,
-    destinationAddress: request.destinationAddress,
-    fromAddress,
-    walletType,
-    description: request.description,
-    metadata: request.metadata,
-    createdAt,
-    kind: "payout",
-    paymentId: null,
-    unmatchedTransferId: null,
-    reason: null,
-  };
-}
-
 /** The columns a new payout's row takes from the request (status, hashes and times aside). */
-export function requestedColumns(payout: NewPayout) {
+export function requestedColumns(payout: NewTransfer) {
   return {
     id: payout.id,
     workspace_id: payout.scope.workspaceId,
@@ -100,12 +69,12 @@ export function requestedColumns(payout: NewPayout) {
   };
 }
 
-export async function findById(db: Db, id: string): Promise<PayoutRow | undefined> {
+export async function findById(db: Db, id: string): Promise<TransferRow | undefined> {
   return db.selectFrom("payouts").selectAll().where("id", "=", id).executeTakeFirst();
 }
 
 /** A transfer of the scope by id, any kind. */
-export async function findInScope(db: Db, scope: Scope, id: string): Promise<PayoutRow | undefined> {
+export async function findInScope(db: Db, scope: Scope, id: string): Promise<TransferRow | undefined> {
   return db
     .selectFrom("payouts")
     .selectAll()
@@ -116,7 +85,7 @@ export async function findInScope(db: Db, scope: Scope, id: string): Promise<Pay
 }
 
 /** Transfers of the scope among `ids`, any kind. */
-export async function findAllInScope(db: Db, scope: Scope, ids: readonly string[]): Promise<PayoutRow[]> {
+export async function findAllInScope(db: Db, scope: Scope, ids: readonly string[]): Promise<TransferRow[]> {
   if (ids.length === 0) return [];
   return db
     .selectFrom("payouts")
@@ -133,7 +102,7 @@ export async function transfersFor(
   scope: Scope,
   paymentId: string,
   page: { limit: number; offset: number },
-): Promise<{ rows: PayoutRow[]; total: number }> {
+): Promise<{ rows: TransferRow[]; total: number }> {
   const base = db
     .selectFrom("payouts")
     .where("workspace_id", "=", scope.workspaceId)
@@ -173,7 +142,7 @@ export async function findByIdempotencyKey(
   db: Db,
   scope: Scope,
   key: string,
-): Promise<PayoutRow | undefined> {
+): Promise<TransferRow | undefined> {
   return db
     .selectFrom("payouts")
     .selectAll()
@@ -187,7 +156,7 @@ export async function finishPayout(
   db: Db,
   id: string,
   outcome: { status: PayoutStatus; txHash: string | null; error: string | null; at: Date },
-): Promise<PayoutRow | undefined> {
+): Promise<TransferRow | undefined> {
   return db
     .updateTable("payouts")
     .set({ status: outcome.status, tx_hash: outcome.txHash, error: outcome.error, completed_at: outcome.at })
@@ -215,7 +184,7 @@ export interface PayoutCompletion {
 export async function completePayouts(
   db: Db,
   completions: readonly PayoutCompletion[],
-): Promise<Array<{ row: PayoutRow | undefined; breaker: BreakerState }>> {
+): Promise<Array<{ row: TransferRow | undefined; breaker: BreakerState }>> {
   const event = sql`
     SELECT done.workspace_id, done.environment, done.event,
            done.payload
@@ -223,7 +192,7 @@ export async function completePayouts(
              || CASE WHEN done.user_op_hash IS NULL THEN '{}'::jsonb
                      ELSE jsonb_build_object('userOpHash', done.user_op_hash) END
     FROM done`;
-  const result = await sql<PayoutRow & BreakerColumns & { payload: unknown; event: string }>`
+  const result = await sql<TransferRow & BreakerColumns & { payload: unknown; event: string }>`
     WITH req AS (
       SELECT * FROM unnest(
         ${completions.map((c) => c.id)}::uuid[], ${completions.map((c) => c.txHash)}::text[],
@@ -267,127 +236,4 @@ export async function completePayouts(
     });
     return { row, breaker };
   });
-}
-
-/** The breaker's columns as completePayouts' (and the sandbox statement's) LEFT JOIN returns them. */
-export interface BreakerColumns {
-  breaker_status: string | null;
-  breaker_fail_streak: number | null;
-  breaker_paused_at: Date | null;
-  breaker_reason: string | null;
-}
-
-export function breakerFromColumns(columns: BreakerColumns): BreakerState {
-  // No breaker row yet (LEFT JOIN): the columns are all null, and the breaker is the initial one.
-  return toBreakerState(
-    columns.breaker_status === null
-      ? undefined
-      : {
-          status: columns.breaker_status,
-          fail_streak: columns.breaker_fail_streak ?? 0,
-          paused_at: columns.breaker_paused_at,
-          reason: columns.breaker_reason,
-        },
-  );
-}
-
-function toBreakerState(
-  row: { status: string; fail_streak: number; paused_at: Date | null; reason: string | null } | undefined,
-): BreakerState {
-  if (!row) return { status: "active", failStreak: 0, pausedAt: null, reason: null };
-  return {
-    status: row.status === "paused" ? "paused" : "active",
-    failStreak: row.fail_streak,
-    pausedAt: row.paused_at,
-    reason: row.reason,
-  };
-}
-
-export async function listCompleted(db: Db, scope: Scope, page: { limit: number; offset: number }) {
-  const base = db
-    .selectFrom("payouts")
-    .where("workspace_id", "=", scope.workspaceId)
-    .where("environment", "=", scope.environment)
-    .where("kind", "=", "payout")
-    .where("status", "=", COMPLETED_PAYOUT);
-  const [rows, count] = await Promise.all([
-    base
-      .selectAll()
-      .orderBy("created_at", "desc")
-      .orderBy("id", "desc")
-      .limit(page.limit)
-      .offset(page.offset)
-      .execute(),
-    base.select((eb) => eb.fn.countAll().as("total")).executeTakeFirstOrThrow(),
-  ]);
-  return { rows, total: Number(count.total) };
-}
-
-/** The breaker row, locked for the caller's transaction (created on first use). */
-export async function lockBreaker(db: Db, scope: Scope): Promise<BreakerState> {
-  await db
-    .insertInto("payout_breakers")
-    .values({ workspace_id: scope.workspaceId, environment: scope.environment })
-    .onConflict((oc) => oc.columns(["workspace_id", "environment"]).doNothing())
-    .execute();
-  const row = await db
-    .selectFrom("payout_breakers")
-    .selectAll()
-    .where("workspace_id", "=", scope.workspaceId)
-    .where("environment", "=", scope.environment)
-    .forUpdate()
-    .executeTakeFirstOrThrow();
-  return toBreakerState(row);
-}
-
-/** The breakers of these workspaces and environments (keys `workspaceId environment`), by key. */
-export async function readBreakers(db: Db, keys: readonly string[]): Promise<Map<string, BreakerState>> {
-  const scopes = keys.map((key) => key.split(" ") as [string, string]);
-  const rows = await db
-    .selectFrom("payout_breakers")
-    .selectAll()
-    .where(
-      sql<boolean>`(workspace_id, environment) IN (SELECT * FROM unnest(${scopes.map((s) => s[0])}::uuid[], ${scopes.map((s) => s[1])}::text[]))`,
-    )
-    .execute();
-  return new Map(rows.map((row) => [`${row.workspace_id} ${row.environment}`, toBreakerState(row)]));
-}
-
-/** The initial breaker of a workspace and environment that has none stored yet. */
-export const INITIAL_BREAKER: BreakerState = toBreakerState(undefined);
-
-export async function readBreaker(db: Db, scope: Scope): Promise<BreakerState> {
-  const row = await db
-    .selectFrom("payout_breakers")
-    .selectAll()
-    .where("workspace_id", "=", scope.workspaceId)
-    .where("environment", "=", scope.environment)
-    .executeTakeFirst();
-  return toBreakerState(row);
-}
-
-export async function writeBreaker(db: Db, scope: Scope, state: BreakerState): Promise<void> {
-  await db
-    .updateTable("payout_breakers")
-    .set({
-      status: state.status,
-      fail_streak: state.failStreak,
-      paused_at: state.pausedAt,
-      reason: state.reason,
-    })
-    .where("workspace_id", "=", scope.workspaceId)
-    .where("environment", "=", scope.environment)
-    .execute();
-}
-
-/** Workspaces per environment whose payouts are paused now (a pause lifts itself after 30 minutes). */
-export async function pausedCounts(db: Db): Promise<Array<{ environment: string; count: number }>> {
-  const rows = await db
-    .selectFrom("payout_breakers")
-    .select(["environment", (eb) => eb.fn.countAll<string>().as("count")])
-    .where("status", "=", "paused")
-    .where("paused_at", ">", sql<Date>`now() - make_interval(secs => ${AUTO_RESUME_AFTER_MS / 1000})`)
-    .groupBy("environment")
-    .execute();
-  return rows.map((row) => ({ environment: row.environment, count: Number(row.count) }));
 }

@@ -2,12 +2,13 @@ import type { Hex } from "../../chain/network.ts";
 import type { AppContext } from "../../context.ts";
 import { type BreakerState, decideAttempt, resume } from "../../domain/circuit-breaker.ts";
 import { badRequest, serviceUnavailable } from "../../domain/errors.ts";
+import { walletAddress, walletTypeFor } from "../../domain/wallet-choice.ts";
 import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
 import type { Rails } from "../../rails/index.ts";
 import type { Rail } from "../../rails/rail.ts";
 import type { WorkspaceProfile } from "../workspaces/service.ts";
-import type { Scope } from "./outcomes.ts";
-import * as repo from "./repo.ts";
+import * as breakers from "./breaker-repo.ts";
+import type { Scope } from "./finish.ts";
 
 // The decisions a payout takes before anything is recorded: may the workspace pay out now (the
 // circuit breaker, part 3), and from which wallet, through which rail (walletType, part 4.18).
@@ -23,7 +24,7 @@ export interface WalletChoice {
   owner: Hex;
 }
 
-export class PayoutDecisions {
+export class TransferDecisions {
   readonly #ctx: AppContext;
   readonly #rails: Rails;
   /** Breaker reads of payouts arriving together share one query. */
@@ -32,7 +33,7 @@ export class PayoutDecisions {
   constructor(ctx: AppContext, rails: Rails) {
     this.#ctx = ctx;
     this.#rails = rails;
-    this.#breakers = coalescedLookup((keys: readonly string[]) => repo.readBreakers(ctx.db, keys));
+    this.#breakers = coalescedLookup((keys: readonly string[]) => breakers.readBreakers(ctx.db, keys));
   }
 
   /** 503 before anything else when the environment has no rail at all (no live network). */
@@ -43,15 +44,16 @@ export class PayoutDecisions {
   async breaker(scope: Scope, now: Date): Promise<BreakerDecision> {
     // A read decides for an active breaker (a workspace's decisions are serialized by the
     // caller, and failures are written under the breaker's lock); an auto-resume writes, locked.
-    const seen = (await this.#breakers(`${scope.workspaceId} ${scope.environment}`)) ?? repo.INITIAL_BREAKER;
+    const seen =
+      (await this.#breakers(`${scope.workspaceId} ${scope.environment}`)) ?? breakers.INITIAL_BREAKER;
     const first = decideAttempt(seen, now);
     if (first.allowed && !first.autoResumed) return { allowed: true, failStreak: seen.failStreak };
     if (!first.allowed) return first;
     return this.#ctx.db.transaction().execute(async (trx) => {
-      const state = await repo.lockBreaker(trx, scope);
+      const state = await breakers.lockBreaker(trx, scope);
       const decision = decideAttempt(state, now);
       if (!decision.allowed) return decision;
-      if (decision.autoResumed) await repo.writeBreaker(trx, scope, resume(state).state);
+      if (decision.autoResumed) await breakers.writeBreaker(trx, scope, resume(state).state);
       return { allowed: true as const, failStreak: decision.autoResumed ? 0 : state.failStreak };
     });
   }
@@ -59,10 +61,7 @@ export class PayoutDecisions {
   /** The wallet and rail `requested` (else the workspace's default), or the 400/503 that says why there is none. */
   wallet(scope: Scope, requested: "eoa" | "smart_wallet" | null, workspace: WorkspaceProfile): WalletChoice {
     if (!workspace.eoaAddress) throw badRequest("No workspace wallet found. Provision a wallet first.");
-    // The default of the payout's own environment (D21): a sandbox setting never steers live.
-    const walletType =
-      requested ??
-      (workspace.defaultWalletTypes[scope.environment] === "smart_wallet" ? "smart_wallet" : "eoa");
+    const walletType = walletTypeFor(requested, workspace, scope.environment);
     const rail = this.#rails[scope.environment]?.[walletType];
     if (!rail)
       throw serviceUnavailable(`Smart wallets are not configured for ${scope.environment}: no bundler`);
@@ -72,7 +71,7 @@ export class PayoutDecisions {
       );
     }
     const owner = workspace.eoaAddress as Hex;
-    const from = (walletType === "smart_wallet" ? workspace.smartWalletAddress : workspace.eoaAddress) as Hex;
+    const from = walletAddress(workspace, walletType) as Hex;
     return { rail, walletType, from, owner };
   }
 }

@@ -1,6 +1,6 @@
 import type { ChainToken } from "../../chain/network.ts";
 import type { AppContext } from "../../context.ts";
-import { AppError, firstLineOf, InsufficientBalance } from "../../domain/errors.ts";
+import { firstLineOf, InsufficientBalance } from "../../domain/errors.ts";
 import { formatAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
 import {
   type Move,
@@ -10,57 +10,54 @@ import {
   type Prepared,
   type Submission,
 } from "../../rails/rail.ts";
-import { inFlightAnswer, type PayoutAnswers, type PayoutResponse } from "./answers.ts";
 import type { WalletChoice } from "./decide.ts";
-import type { PayoutLeases } from "./leases.ts";
-import type { PayoutOutcomes, Scope } from "./outcomes.ts";
-import type { PayoutPersistence, Recorded } from "./persist.ts";
+import type { Scope, TransferEndings } from "./finish.ts";
+import type { TransferLeases } from "./leases.ts";
+import type { TransferOutcome } from "./order.ts";
+import type { Recorded, TransferPersistence } from "./persist.ts";
 import * as repo from "./repo.ts";
 import * as sending from "./sending-repo.ts";
 
-// A payout's send → finish, through its rail, which calls the persist hooks it needs (persist.ts)
-// before it sends anything. Its outcome then ends it:
-// completed, failed (counted by the breaker unless a refund's or return's recipient refused it),
-// or 202 left to the reconciler when the chain has not told yet. Nothing is ever failed while its
-// transfer may still happen.
+// The send step: a transfer goes through its rail, which calls the persist hooks it needs
+// (persist.ts) before it sends anything. Its outcome then ends it (finish.ts): completed, failed
+// (counted by the breaker unless a refund's or return's recipient refused it), or pending, left to
+// the reconciler when the chain has not told yet. Nothing is ever failed while its transfer may
+// still happen.
 
 export interface PayoutAttempt {
   scope: Scope;
-  payout: repo.NewPayout;
+  payout: repo.NewTransfer;
   wallet: WalletChoice;
   move: Move;
   prepared: Promise<Prepared> | undefined;
   now: Date;
 }
 
-export class PayoutSends {
+export class TransferSends {
   readonly #ctx: AppContext;
-  readonly #outcomes: PayoutOutcomes;
-  readonly #answers: PayoutAnswers;
-  readonly #leases: PayoutLeases;
-  readonly #persistence: PayoutPersistence;
+  readonly #outcomes: TransferEndings;
+  readonly #leases: TransferLeases;
+  readonly #persistence: TransferPersistence;
 
   constructor(
     ctx: AppContext,
     parts: {
-      outcomes: PayoutOutcomes;
-      answers: PayoutAnswers;
-      leases: PayoutLeases;
-      persistence: PayoutPersistence;
+      outcomes: TransferEndings;
+      leases: TransferLeases;
+      persistence: TransferPersistence;
     },
   ) {
     this.#ctx = ctx;
     this.#outcomes = parts.outcomes;
-    this.#answers = parts.answers;
     this.#leases = parts.leases;
     this.#persistence = parts.persistence;
   }
 
   /**
-   * Starts the payout: `persisted` settles once its record is written (or refused), `result` with
-   * its answer. The caller's turn may end at `persisted`: the next payout's checks see this one.
+   * Starts the transfer: `persisted` settles once its record is written (or refused), `result`
+   * with its outcome. The caller's turn may end at `persisted`: the next transfer's checks see it.
    */
-  start(attempt: PayoutAttempt): { persisted: Promise<void>; result: Promise<PayoutResponse> } {
+  start(attempt: PayoutAttempt): { persisted: Promise<void>; result: Promise<TransferOutcome> } {
     const { scope, payout, wallet } = attempt;
     const recorded: Recorded = {};
     let persisted!: () => void;
@@ -78,16 +75,16 @@ export class PayoutSends {
 
   async #send(
     scope: Scope,
-    payout: repo.NewPayout,
+    payout: repo.NewTransfer,
     hooks: MoveHooks,
     recorded: Recorded,
     attempt: PayoutAttempt,
-  ): Promise<PayoutResponse> {
+  ): Promise<TransferOutcome> {
     let submission: Submission;
     try {
       submission = await attempt.wallet.rail.submit(attempt.move, hooks, attempt.prepared);
     } catch (err) {
-      return this.#unsent(scope, payout, recorded, err, attempt.now);
+      return this.#unsent(scope, payout, recorded, err);
     }
     let outcome: MoveOutcome;
     try {
@@ -99,32 +96,35 @@ export class PayoutSends {
     }
     const row = recorded.row;
     if (!row) throw new Error("a payout was sent without its record");
-    return this.#finish(scope, row, outcome, recorded, attempt.now);
+    return this.#finish(scope, row, outcome, recorded);
   }
 
-  /** The rail recorded or sent nothing, or failed on the way: why, as the answer. */
+  /** The rail recorded or sent nothing, or failed on the way: why, as the outcome. */
   async #unsent(
     scope: Scope,
-    payout: repo.NewPayout,
+    payout: repo.NewTransfer,
     recorded: Recorded,
     err: unknown,
-    now: Date,
-  ): Promise<PayoutResponse> {
+  ): Promise<TransferOutcome> {
     const { ledger, row } = recorded;
     if (ledger?.outcome === "insufficient") {
       const decimals = TOKEN_DECIMALS[payout.tokenSymbol as ChainToken];
-      throw new InsufficientBalance({
+      const reason = new InsufficientBalance({
         available: formatAmount(ledger.balance < 0n ? 0n : ledger.balance, decimals),
         requested: formatAmount(payout.amount, decimals),
         tokenSymbol: payout.tokenSymbol,
       });
+      return { status: "refused", reason };
     }
     if (err instanceof MoveRefused) {
       // Not recorded: a concurrent request with the same idempotencyKey got there first.
-      if (!row) return this.#answers.repeatOf(scope, payout.idempotencyKey);
-      // The reconciler ended it while this instance was stopped: nothing was sent; its answer is
+      if (!row) {
+        if (payout.idempotencyKey === null) throw err; // nothing else refuses an unkeyed record
+        return { status: "duplicate", idempotencyKey: payout.idempotencyKey };
+      }
+      // The reconciler ended it while this instance was stopped: nothing was sent; its outcome is
       // what the reconciler stored.
-      return this.#answers.stored(scope, payout.id);
+      return this.#outcomes.stored(scope, payout.id);
     }
     if (!row) throw err; // refused by the checks (400), or nothing could be recorded
     this.#ctx.log.error({ err, payoutId: payout.id }, "payout send failed");
@@ -133,17 +133,16 @@ export class PayoutSends {
     const outcome: MoveOutcome = (await this.#mayBeSent(payout.id))
       ? { status: "pending", txHash: "", legs: [], error: null }
       : { status: "reverted", txHash: "", legs: [], error: firstLineOf(err) || "send failed" };
-    return this.#finish(scope, row, outcome, recorded, now);
+    return this.#finish(scope, row, outcome, recorded);
   }
 
   async #finish(
     scope: Scope,
-    row: repo.PayoutRow,
+    row: repo.TransferRow,
     outcome: MoveOutcome,
     recorded: Recorded,
-    now: Date,
-  ): Promise<PayoutResponse> {
-    if (outcome.status === "pending") return this.#inFlight(row, outcome, now);
+  ): Promise<TransferOutcome> {
+    if (outcome.status === "pending") return this.#inFlight(row, outcome);
     try {
       if (outcome.status === "reverted") {
         return await this.#outcomes.fail(
@@ -157,24 +156,18 @@ export class PayoutSends {
       // The sandbox statement completed it (with its event) already.
       const { ledger } = recorded;
       if (ledger?.outcome === "success") {
-        return await this.#outcomes.completed(
-          scope,
-          ledger.row,
-          ledger.breaker,
-          ledger.row.completed_at ?? now,
-        );
+        return await this.#outcomes.completed(scope, ledger.row, ledger.breaker);
       }
       return await this.#outcomes.complete(scope, row, outcome);
     } catch (err) {
-      if (err instanceof AppError) throw err; // the answer of a failed payout
       // Its outcome is known but could not be stored: the reconciler stores it from the chain.
       this.#ctx.log.error({ err, payoutId: row.id }, "recording a payout's outcome failed");
-      return this.#inFlight(row, outcome, now);
+      return this.#inFlight(row, outcome);
     }
   }
 
-  /** 202, the payout given up to the reconciler (its outcome is not known yet). */
-  async #inFlight(payout: repo.PayoutRow, outcome: MoveOutcome, now: Date): Promise<PayoutResponse> {
+  /** Pending, the transfer given up to the reconciler (its outcome is not known yet). */
+  async #inFlight(payout: repo.TransferRow, outcome: MoveOutcome): Promise<TransferOutcome> {
     this.#leases.release(payout.id);
     try {
       await sending.releaseLease(this.#ctx.db, payout.id);
@@ -182,7 +175,12 @@ export class PayoutSends {
       // Its lease then runs out by itself (20 s) before the reconciler takes it.
       this.#ctx.log.error({ err, payoutId: payout.id }, "releasing a payout's lease failed");
     }
-    return inFlightAnswer(payout, outcome, now);
+    return {
+      status: "pending",
+      transfer: payout,
+      txHash: outcome.txHash || null,
+      ...(outcome.userOpHash ? { userOpHash: outcome.userOpHash } : {}),
+    };
   }
 
   /** Whether a payout's sender has recorded something that may be sent (or cannot tell). */

@@ -1,0 +1,170 @@
+import type { ChainToken, Hex } from "../../chain/network.ts";
+import type { AppContext } from "../../context.ts";
+import type { BreakerState } from "../../domain/circuit-breaker.ts";
+import { AppError, CircuitBreakerOpen } from "../../domain/errors.ts";
+import { KeyedQueue } from "../../platform/concurrency/keyed-queue.ts";
+import { FenceRefused } from "../../platform/db/fences.ts";
+import type { Move } from "../../rails/rail.ts";
+import type { WorkspacesService } from "../workspaces/service.ts";
+import type { TransferDecisions, WalletChoice } from "./decide.ts";
+import { RESUME_ACTION, type Scope, type TransferEndings } from "./finish.ts";
+import { InFlightTransfers } from "./in-flight.ts";
+import { newTransfer, type TransferOrder, type TransferOutcome, type WalletType } from "./order.ts";
+import * as repo from "./repo.ts";
+import type { TransferSends } from "./send.ts";
+import { assertWellFormed, orderProblem } from "./validate.ts";
+
+// The engine's pipeline, written once for every kind: validate (validate.ts) → decide (the
+// breaker, the wallet and its rail: decide.ts) → persist (persist.ts, funds.ts) → send (send.ts)
+// → finish (finish.ts). One workspace and environment decides one transfer at a time in this
+// process; different workspaces run in parallel. On a pipelined rail (an EOA) the turn ends once
+// the transfer is recorded: its transaction is signed, broadcast and mined while the next one is
+// checked (a nonce pipeline), as long as the breaker has seen no failure; after a failure each
+// transfer waits for the one before it, so the breaker has counted every outcome.
+
+/**
+ * Transfers of one wallet broadcast and not yet mined, at most, per instance. Bounds how many can
+ * fail after the breaker's third failure: they were all sent before it was seen.
+ */
+const MAX_IN_FLIGHT_PER_WALLET = 16;
+
+export class TransferRuns {
+  readonly #ctx: AppContext;
+  readonly #workspaces: WorkspacesService;
+  readonly #decisions: TransferDecisions;
+  readonly #sends: TransferSends;
+  readonly #endings: TransferEndings;
+  readonly #queue = new KeyedQueue();
+  /** Recorded transfers waiting for their outcomes, per workspace and environment. */
+  readonly #pipeline = new InFlightTransfers();
+
+  constructor(
+    ctx: AppContext,
+    parts: {
+      workspaces: WorkspacesService;
+      decisions: TransferDecisions;
+      sends: TransferSends;
+      endings: TransferEndings;
+    },
+  ) {
+    this.#ctx = ctx;
+    this.#workspaces = parts.workspaces;
+    this.#decisions = parts.decisions;
+    this.#sends = parts.sends;
+    this.#endings = parts.endings;
+  }
+
+  /**
+   * Runs `order` through the steps; resolves with its outcome. Rejects only with a fault before
+   * anything was recorded.
+   */
+  async run(order: TransferOrder): Promise<TransferOutcome> {
+    assertWellFormed(order);
+    const problem = orderProblem(order);
+    if (problem) return { status: "refused", reason: problem };
+    try {
+      this.#decisions.assertConfigured(order.scope);
+      return await this.#run(order.scope, order.walletType, (wallet, now) =>
+        newTransfer(order, wallet.from, wallet.walletType, now),
+      );
+    } catch (err) {
+      // Recorded, then something failed on the way: the transfer answers as it is stored (a
+      // failure its breaker counted); only one never recorded is refused or the orderer's error.
+      const row = await repo.findById(this.#ctx.db, order.id);
+      if (row) return this.#endings.stored(order.scope, row.id);
+      if (err instanceof FenceRefused) return { status: "fenced", fence: err.fence };
+      if (err instanceof AppError) return { status: "refused", reason: err };
+      throw err;
+    }
+  }
+
+  /** The wallet a transfer with `walletType` would leave (else the default), or the refusal saying why none. */
+  async walletFor(
+    scope: Scope,
+    walletType: WalletType | null,
+  ): Promise<{ walletType: WalletType; from: Hex }> {
+    this.#decisions.assertConfigured(scope);
+    const wallet = this.#decisions.wallet(
+      scope,
+      walletType,
+      await this.#workspaces.profile(scope.workspaceId),
+    );
+    return { walletType: wallet.walletType, from: wallet.from };
+  }
+
+  /** Throws the refusal when the scope's environment has no rail at all (no live network). */
+  assertConfigured(scope: Scope): void {
+    this.#decisions.assertConfigured(scope);
+  }
+
+  async #run(
+    scope: Scope,
+    walletType: WalletType | null,
+    build: (wallet: WalletChoice, now: Date) => repo.NewTransfer,
+  ): Promise<TransferOutcome> {
+    const scopeKey = `${scope.workspaceId}:${scope.environment}`;
+    // The queue's task hands back the payout's result wrapped, never as a bare promise: a promise
+    // returned from it would be adopted, and the turn would last until the outcome.
+    const queued = await this.#queue.run(
+      scopeKey,
+      async (): Promise<{ result: Promise<TransferOutcome> }> => {
+        const now = this.#ctx.now();
+        // The breaker decides first: while paused no balance is read and nothing is sent. After a
+        // failure, the payouts still in flight finish first (they may fail too), so that the
+        // breaker has counted every earlier outcome when it decides on this one.
+        await this.#pipeline.below(scopeKey, MAX_IN_FLIGHT_PER_WALLET);
+        // The workspace is read meanwhile (a read; nothing is decided on it while paused).
+        const profile = this.#workspaces.profile(scope.workspaceId);
+        profile.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
+        let breaker = await this.#decisions.breaker(scope, now);
+        if (breaker.allowed && breaker.failStreak > 0 && this.#pipeline.size(scopeKey) > 0) {
+          await this.#pipeline.drain(scopeKey);
+          breaker = await this.#decisions.breaker(scope, now);
+        }
+        if (!breaker.allowed) throw pausedError(breaker.state);
+
+        const wallet = this.#decisions.wallet(scope, walletType, await profile);
+        const signingKey = () => this.#workspaces.signingKey(scope.workspaceId, wallet.owner);
+        const payout = build(wallet, now);
+        const move: Move = {
+          from: wallet.from,
+          signingKey,
+          legs: payout.legs ?? [
+            {
+              token: payout.tokenSymbol as ChainToken,
+              to: payout.destinationAddress as Hex,
+              amount: payout.amount,
+              purpose: payout.kind,
+            },
+          ],
+          payoutId: payout.id,
+        };
+        // Prepared (where the rail prepares) while the balance is checked and the payout recorded.
+        const prepared = wallet.rail.prepare(move);
+        prepared?.catch(() => undefined); // handed to submit, which reports its failure
+        const { persisted, result } = this.#sends.start({ scope, payout, wallet, move, prepared, now });
+        if (wallet.rail.pipelined && breaker.failStreak === 0) {
+          // The wallet's next payout may be checked and signed (the next nonce) once this one is
+          // recorded, while it is signed, broadcast and mined.
+          await persisted;
+          this.#pipeline.add(scopeKey, result);
+          return { result };
+        }
+        // After a failure (and where there is nothing to overlap) the next payout waits for this
+        // one's outcome.
+        await result.catch(() => undefined);
+        return { result };
+      },
+    );
+    return queued.result;
+  }
+}
+
+export function pausedError(state: BreakerState): CircuitBreakerOpen {
+  return new CircuitBreakerOpen("Payouts are paused for this workspace by the circuit breaker", {
+    circuitBreaker: true,
+    failStreak: state.failStreak,
+    pausedAt: state.pausedAt?.toISOString() ?? null,
+    resumeAction: RESUME_ACTION,
+  });
+}
