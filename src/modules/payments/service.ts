@@ -1,3 +1,8 @@
+// payments: the payments API (create, list, browse, get, cancel, verify, totals, the card rail's
+// updates, expiry) and what its jobs share (repo.ts, transitions.ts, view.ts). Money arriving on
+// chain is incoming/, transfers that paid no payment are inbox/, money leaving to the merchant is
+// settlement/.
+
 import { randomUUID } from "node:crypto";
 import type { Kysely } from "kysely";
 import type { ChainToken } from "../../chain/network.ts";

@@ -1,3 +1,8 @@
+// payments/inbox: the unmatched inbox, transfers that paid no payment. The watcher holds them here
+// (unmatched-repo.ts); the merchant lists them and attaches one to a payment (unmatched-routes.ts,
+// this file); the refunds module returns one, an on-ramp session claims its delivery, and the
+// sandbox simulates an incoming one, each through UnmatchedInbox.
+
 import { sql } from "kysely";
 import type { Hex } from "../../../chain/network.ts";
 import { SimulatedLedger, sandboxTxHash } from "../../../chain/simulated/ledger.ts";

@@ -1,3 +1,8 @@
+// payments/settlement: a confirmed crypto payment's money leaving its receiving wallet. The job
+// (this file) sends the payment's legs (settlement-record.ts), topping the wallet up with gas first
+// when it needs it (gas-top-up.ts), and records the outcome on the payment (settlement-repo.ts);
+// the settlements API reads those records (settlements-service.ts, settlements-routes.ts).
+
 import type { FastifyBaseLogger } from "fastify";
 import type { ChainToken, Hex, Network } from "../../../chain/network.ts";
 import * as sent from "../../../chain/sent-transactions.ts";
