@@ -1,8 +1,6 @@
-// payments/incoming: money arriving on chain. The watcher (this file) follows each environment's
-// chain, claims each transfer to a service wallet once (claims-repo.ts), matches it to a pending
-// payment or holds it in the inbox (chain-repo.ts, ../inbox/), counts confirmations, and undoes
-// what a reorganisation took back (reorg-repo.ts). Status changes go through ../transitions.ts,
-// which the payments API shares.
+// payments/incoming: money arriving on chain. The watcher (this file) matches each transfer to a
+// pending payment or holds it for ../inbox/ (chain-repo.ts), claims it once (claims-repo.ts), and
+// undoes what a reorganisation took back (reorg-repo.ts); status changes go through ../transitions.ts.
 
 import { setTimeout as sleep } from "node:timers/promises";
 import type { FastifyBaseLogger } from "fastify";
