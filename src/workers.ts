@@ -1,9 +1,9 @@
 import { privateKeyToAccount } from "viem/accounts";
 import type { App } from "./app.ts";
-import { ChainWatcher } from "./modules/payments/chain-watcher.ts";
 import { expireDuePayments } from "./modules/payments/expiry.ts";
-import { topUpGas, topUpWallet } from "./modules/payments/gas-top-up.ts";
-import { Settlement } from "./modules/payments/settlement.ts";
+import { ChainWatcher } from "./modules/payments/incoming/chain-watcher.ts";
+import { topUpGas, topUpWallet } from "./modules/payments/settlement/gas-top-up.ts";
+import { Settlement } from "./modules/payments/settlement/settlement.ts";
 import { compactPaymentTotals } from "./modules/payments/totals.ts";
 import { type DispatcherOptions, WebhookDispatcher } from "./modules/webhooks/dispatcher.ts";
 import type { Db } from "./platform/db/database.ts";

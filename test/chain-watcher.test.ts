@@ -3,8 +3,12 @@ import { sql } from "kysely";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { BlockRef, Hex, IncomingTransfer, Network } from "../src/chain/network.ts";
 import { inChainOrder, transferOrdinals } from "../src/chain/transfer-order.ts";
-import { matchTransfers } from "../src/modules/payments/chain-repo.ts";
-import { ChainWatcher, followTime, planConfirmations } from "../src/modules/payments/chain-watcher.ts";
+import { matchTransfers } from "../src/modules/payments/incoming/chain-repo.ts";
+import {
+  ChainWatcher,
+  followTime,
+  planConfirmations,
+} from "../src/modules/payments/incoming/chain-watcher.ts";
 import * as repo from "../src/modules/payments/repo.ts";
 import { batchTransition } from "../src/modules/payments/transitions.ts";
 import { openDatabase } from "../src/platform/db/database.ts";

@@ -7,7 +7,7 @@ import { type Address, type Hex, type PublicClient, parseEther, parseUnits } fro
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type Devnet, rpc as devnetRpc, startDevnet } from "../src/devnet/chain.ts";
-import { ChainWatcher } from "../src/modules/payments/chain-watcher.ts";
+import { ChainWatcher } from "../src/modules/payments/incoming/chain-watcher.ts";
 import { openDatabase, pgliteDirFor } from "../src/platform/db/database.ts";
 import { createWorkers } from "../src/workers.ts";
 import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./support/app.ts";

@@ -3,7 +3,7 @@ import { encodeFunctionData, erc20Abi, type Hex, parseUnits } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Devnet, mine, revert, snapshot, startDevnet } from "../../src/devnet/chain.ts";
-import { OWN_WALLET_REASON } from "../../src/modules/payments/chain-watcher.ts";
+import { OWN_WALLET_REASON } from "../../src/modules/payments/incoming/chain-watcher.ts";
 import { createWorkers, type Workers } from "../../src/workers.ts";
 import {
   bearer,

@@ -3,7 +3,7 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Devnet, rpc as devnetRpc, mintToken, startDevnet } from "../../src/devnet/chain.ts";
 import { type Artifact, costlyReceiverArtifact } from "../../src/devnet/compile.ts";
-import { ChainWatcher } from "../../src/modules/payments/chain-watcher.ts";
+import { ChainWatcher } from "../../src/modules/payments/incoming/chain-watcher.ts";
 import { createWorkers } from "../../src/workers.ts";
 import {
   bearer,

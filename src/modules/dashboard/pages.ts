@@ -6,7 +6,7 @@ import type { Tenant } from "../../platform/http/auth.ts";
 import { sendCsv } from "../../platform/http/csv.ts";
 import { paymentsCsv } from "../payments/browse.ts";
 import type { PaymentsService } from "../payments/service.ts";
-import type { SettlementsService } from "../payments/settlements-service.ts";
+import type { SettlementsService } from "../payments/settlement/settlements-service.ts";
 import type { PayoutsService } from "../payouts/service.ts";
 import type { WalletService } from "../payouts/wallet-service.ts";
 import type { RefundsService } from "../refunds/service.ts";

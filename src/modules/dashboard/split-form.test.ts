@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { SettlementAnswer } from "../payments/settlements-service.ts";
+import type { SettlementAnswer } from "../payments/settlement/settlements-service.ts";
 import { bpsToPercent, formOf, percentToBps, readSplitsForm, refusalOf, toRequest } from "./split-form.ts";
 import { settlementLegs } from "./views/splits.ts";
 

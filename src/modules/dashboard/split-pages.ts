@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import type { AppContext } from "../../context.ts";
 import { InvalidRequest } from "../../domain/errors.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
-import type { SettlementsService } from "../payments/settlements-service.ts";
+import type { SettlementsService } from "../payments/settlement/settlements-service.ts";
 import type { SplitsService } from "../splits/service.ts";
 import type { Logins } from "./login.ts";
 import { EnvParams, explorerOf, offsetOf, type PageKit, queryOf } from "./page-kit.ts";

@@ -5,7 +5,7 @@ import type { AppContext } from "../../context.ts";
 import { firstLineOf } from "../../domain/errors.ts";
 import type { ChainToken } from "../../domain/money.ts";
 import type { Db } from "../../platform/db/database.ts";
-import type { ClaimedTransfer, OnrampDelivery } from "../payments/unmatched.ts";
+import type { ClaimedTransfer, OnrampDelivery } from "../payments/inbox/unmatched.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import * as repo from "./repo.ts";
 import { eventOf } from "./view.ts";

@@ -13,7 +13,7 @@ import type { Db } from "../../platform/db/database.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import { onrampNetworkOf, type ProviderOnrampSession } from "../card/onramp-provider.ts";
 import { CardProviderError, type CardProviders, providerUnavailable } from "../card/provider.ts";
-import type { Deliveries } from "../payments/chain-watcher.ts";
+import type { Deliveries } from "../payments/incoming/chain-watcher.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import { applySnapshot } from "./apply.ts";
 import { confirmOnChain, type OnrampInbox } from "./confirm.ts";

@@ -1,7 +1,7 @@
 import type { ChainToken } from "../../chain/network.ts";
 import { type LedgerCredit, sandboxTxHash } from "../../chain/simulated/ledger.ts";
 import type { SettlementRecord, SplitShare } from "../../domain/splits.ts";
-import { carveSettlement, settlementIdOf } from "./settlement-record.ts";
+import { carveSettlement, settlementIdOf } from "./settlement/settlement-record.ts";
 
 // A sandbox crypto payment settles as it is created (D5), on the simulated ledger: the merchant's
 // part of the net lands in the workspace's sandbox wallet (so the merchant can pay it out), each

@@ -1,7 +1,7 @@
 import type { Environment } from "../../../config.ts";
 import { PAYMENT_STATUSES } from "../../../domain/payment-state.ts";
 import { PAYMENT_METHODS, PAYMENT_TOKENS } from "../../payments/browse.ts";
-import type { SettlementAnswer } from "../../payments/settlements-service.ts";
+import type { SettlementAnswer } from "../../payments/settlement/settlements-service.ts";
 import type { PaymentView } from "../../payments/view.ts";
 import type { SubjectEvent } from "../../webhooks/service.ts";
 import { amount, copyButton, empty, facts, hex, status, time } from "./format.ts";

@@ -1,6 +1,6 @@
 import type { Environment } from "../../../config.ts";
 import { MAX_SPLITS } from "../../../domain/splits.ts";
-import type { SettlementAnswer } from "../../payments/settlements-service.ts";
+import type { SettlementAnswer } from "../../payments/settlement/settlements-service.ts";
 import { bpsToPercent, type RowField, type SplitRow, type SplitsFormValues } from "../split-form.ts";
 import { amount, copyButton, empty, hex, status, time } from "./format.ts";
 import { type HtmlSafeString, html, nothing } from "./html.ts";

@@ -1,19 +1,23 @@
+// payments/incoming: money arriving on chain. The watcher (this file) matches each transfer to a
+// pending payment or holds it for ../inbox/ (chain-repo.ts), claims it once (claims-repo.ts), and
+// undoes what a reorganisation took back (reorg-repo.ts); status changes go through ../transitions.ts.
+
 import { setTimeout as sleep } from "node:timers/promises";
 import type { FastifyBaseLogger } from "fastify";
-import type { BlockRef, Hex, IncomingTransfer, Network } from "../../chain/network.ts";
-import { inChainOrder, transferOrdinals } from "../../chain/transfer-order.ts";
-import type { Environment } from "../../config.ts";
-import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
-import type { Db } from "../../platform/db/database.ts";
-import type { PaymentRow } from "../../platform/db/schema.ts";
-import type { Metrics } from "../../platform/metrics/metrics.ts";
-import { watchedWallets } from "../wallets/service.ts";
-import { recordEvents } from "../webhooks/outbox.ts";
-import { receivingWallets } from "../workspaces/service.ts";
+import type { BlockRef, Hex, IncomingTransfer, Network } from "../../../chain/network.ts";
+import { inChainOrder, transferOrdinals } from "../../../chain/transfer-order.ts";
+import type { Environment } from "../../../config.ts";
+import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../../domain/money.ts";
+import type { Db } from "../../../platform/db/database.ts";
+import type { PaymentRow } from "../../../platform/db/schema.ts";
+import type { Metrics } from "../../../platform/metrics/metrics.ts";
+import { watchedWallets } from "../../wallets/service.ts";
+import { recordEvents } from "../../webhooks/outbox.ts";
+import { receivingWallets } from "../../workspaces/service.ts";
+import { UNMATCHED_REASON } from "../inbox/unmatched-repo.ts";
+import { batchTransition, emitPaymentEvents } from "../transitions.ts";
 import * as chainRepo from "./chain-repo.ts";
 import * as reorgRepo from "./reorg-repo.ts";
-import { batchTransition, emitPaymentEvents } from "./transitions.ts";
-import { UNMATCHED_REASON } from "./unmatched-repo.ts";
 
 // Follows an environment's chain: scans new blocks for transfers to the service's receiving
 // addresses, matches them to pending payments (D5) → detected, and counts confirmations →

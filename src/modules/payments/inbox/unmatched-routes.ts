@@ -1,10 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { CRYPTO_TOKENS } from "../../domain/money.ts";
-import { requireKey } from "../../platform/http/auth.ts";
-import { OffsetPage } from "../../platform/http/schemas.ts";
-import { documentedBodyOnly } from "../../platform/http/validation.ts";
-import { PaymentSchema, UnmatchedTransferSchema } from "./routes.ts";
+import { CRYPTO_TOKENS } from "../../../domain/money.ts";
+import { requireKey } from "../../../platform/http/auth.ts";
+import { OffsetPage } from "../../../platform/http/schemas.ts";
+import { documentedBodyOnly } from "../../../platform/http/validation.ts";
+import { PaymentSchema, UnmatchedTransferSchema } from "../routes.ts";
 import type { UnmatchedInbox } from "./unmatched.ts";
 
 // The unmatched inbox (D13, D19): the list, attaching a transfer to a payment, and the sandbox's

@@ -1,12 +1,12 @@
 import { type Kysely, sql } from "kysely";
-import type { BlockRef, IncomingTransfer } from "../../chain/network.ts";
-import * as sent from "../../chain/sent-transactions.ts";
-import type { Environment } from "../../config.ts";
-import { UNSETTLED_STATUSES } from "../../domain/payment-state.ts";
-import { firstClaim } from "../../domain/transfer-claim.ts";
-import type { UnsettledPayment } from "../../domain/unsettled-payments.ts";
-import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
-import type { BatchTransition } from "./transitions.ts";
+import type { BlockRef, IncomingTransfer } from "../../../chain/network.ts";
+import * as sent from "../../../chain/sent-transactions.ts";
+import type { Environment } from "../../../config.ts";
+import { UNSETTLED_STATUSES } from "../../../domain/payment-state.ts";
+import { firstClaim } from "../../../domain/transfer-claim.ts";
+import type { UnsettledPayment } from "../../../domain/unsettled-payments.ts";
+import type { DatabaseSchema, PaymentRow } from "../../../platform/db/schema.ts";
+import type { BatchTransition } from "../transitions.ts";
 
 // SQL of the live crypto rail: the watcher's cursor, matching transfers to payments, unmatched
 // transfers, and the payments in flight between detection and settlement. The watcher's writes

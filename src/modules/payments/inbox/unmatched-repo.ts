@@ -1,9 +1,9 @@
 import { type CompiledQuery, type RawBuilder, type Selectable, sql } from "kysely";
-import type { Environment } from "../../config.ts";
-import { UNMATCHED_TRANSITIONS, type UnmatchedTrigger } from "../../domain/unmatched-state.ts";
-import type { Db } from "../../platform/db/database.ts";
-import { newestFirst } from "../../platform/db/page.ts";
-import type { UnmatchedTransfersTable } from "../../platform/db/schema.ts";
+import type { Environment } from "../../../config.ts";
+import { UNMATCHED_TRANSITIONS, type UnmatchedTrigger } from "../../../domain/unmatched-state.ts";
+import type { Db } from "../../../platform/db/database.ts";
+import { newestFirst } from "../../../platform/db/page.ts";
+import type { UnmatchedTransfersTable } from "../../../platform/db/schema.ts";
 
 // SQL of the unmatched inbox's actions (D19). A status changes only by a compare-and-set whose
 // `from` and `to` come from the transition table (domain/unmatched-state.ts).

@@ -1,9 +1,9 @@
-import type { AppContext } from "../../context.ts";
-import { notFound } from "../../domain/errors.ts";
-import { isUuid } from "../../domain/validation.ts";
-import type { PaymentRow } from "../../platform/db/schema.ts";
-import type { Tenant } from "../../platform/http/auth.ts";
-import { visibleTo } from "./repo.ts";
+import type { AppContext } from "../../../context.ts";
+import { notFound } from "../../../domain/errors.ts";
+import { isUuid } from "../../../domain/validation.ts";
+import type { PaymentRow } from "../../../platform/db/schema.ts";
+import type { Tenant } from "../../../platform/http/auth.ts";
+import { visibleTo } from "../repo.ts";
 import { type SettlementView, toSettlementView } from "./settlement-record.ts";
 import * as settlementRepo from "./settlement-repo.ts";
 

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { requireKey } from "../../platform/http/auth.ts";
-import { OffsetPage } from "../../platform/http/schemas.ts";
+import { requireKey } from "../../../platform/http/auth.ts";
+import { OffsetPage } from "../../../platform/http/schemas.ts";
 import type { SettlementsService } from "./settlements-service.ts";
 
 // GET /api/v1/settlements (paged like payments, filter paymentId) and /{id} (D15).

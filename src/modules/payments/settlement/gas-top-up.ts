@@ -1,11 +1,11 @@
 import type { FastifyBaseLogger } from "fastify";
 import { privateKeyToAccount } from "viem/accounts";
-import type { Hex, Network } from "../../chain/network.ts";
-import type { SubmitOptions } from "../../chain/sent-types.ts";
-import type { TransactionSender } from "../../chain/transaction-sender.ts";
-import type { NetworkConfig } from "../../config.ts";
-import type { Metrics } from "../../platform/metrics/metrics.ts";
-import type { WorkspacesService } from "../workspaces/service.ts";
+import type { Hex, Network } from "../../../chain/network.ts";
+import type { SubmitOptions } from "../../../chain/sent-types.ts";
+import type { TransactionSender } from "../../../chain/transaction-sender.ts";
+import type { NetworkConfig } from "../../../config.ts";
+import type { Metrics } from "../../../platform/metrics/metrics.ts";
+import type { WorkspacesService } from "../../workspaces/service.ts";
 
 // Keeps workspace EOAs able to pay gas for ERC-20 settlements and payouts: an EOA below the
 // threshold gets ETH from the gas-funding account, up to the target. The job runs once per

@@ -1,8 +1,13 @@
+// payments/inbox: the unmatched inbox, transfers that paid no payment. The watcher holds them here
+// (unmatched-repo.ts); the merchant lists them and attaches one to a payment (unmatched-routes.ts,
+// this file); the refunds module returns one, an on-ramp session claims its delivery, and the
+// sandbox simulates an incoming one, each through UnmatchedInbox.
+
 import { type CompiledQuery, sql } from "kysely";
-import type { Hex } from "../../chain/network.ts";
-import { SimulatedLedger, sandboxTxHash } from "../../chain/simulated/ledger.ts";
-import type { Environment } from "../../config.ts";
-import type { AppContext } from "../../context.ts";
+import type { Hex } from "../../../chain/network.ts";
+import { SimulatedLedger, sandboxTxHash } from "../../../chain/simulated/ledger.ts";
+import type { Environment } from "../../../config.ts";
+import type { AppContext } from "../../../context.ts";
 import {
   type AppError,
   badRequest,
@@ -10,23 +15,23 @@ import {
   forbidden,
   notFound,
   serviceUnavailable,
-} from "../../domain/errors.ts";
-import { splitFee } from "../../domain/money.ts";
-import { isOwnWallet } from "../../domain/own-wallets.ts";
-import { type PaymentStatus, transition } from "../../domain/payment-state.ts";
-import { validateSandboxCredit } from "../../domain/sandbox-credit.ts";
-import { CLAIM_TRANSITIONS, onrampMayCredit } from "../../domain/transfer-claim.ts";
-import { isActionable, type UnmatchedStatus } from "../../domain/unmatched-state.ts";
-import { isAddress, isPlainObject, isUuid } from "../../domain/validation.ts";
-import type { Db } from "../../platform/db/database.ts";
-import type { Fence } from "../../platform/db/fences.ts";
-import type { Tenant } from "../../platform/http/auth.ts";
-import type { WorkspacesService } from "../workspaces/service.ts";
-import * as claims from "./claims-repo.ts";
-import * as repo from "./repo.ts";
-import { applyTransition } from "./transitions.ts";
+} from "../../../domain/errors.ts";
+import { splitFee } from "../../../domain/money.ts";
+import { isOwnWallet } from "../../../domain/own-wallets.ts";
+import { type PaymentStatus, transition } from "../../../domain/payment-state.ts";
+import { validateSandboxCredit } from "../../../domain/sandbox-credit.ts";
+import { CLAIM_TRANSITIONS, onrampMayCredit } from "../../../domain/transfer-claim.ts";
+import { isActionable, type UnmatchedStatus } from "../../../domain/unmatched-state.ts";
+import { isAddress, isPlainObject, isUuid } from "../../../domain/validation.ts";
+import type { Db } from "../../../platform/db/database.ts";
+import type { Fence } from "../../../platform/db/fences.ts";
+import type { Tenant } from "../../../platform/http/auth.ts";
+import type { WorkspacesService } from "../../workspaces/service.ts";
+import * as claims from "../incoming/claims-repo.ts";
+import * as repo from "../repo.ts";
+import { applyTransition } from "../transitions.ts";
+import { type PaymentView, toPaymentView, toUnmatchedView } from "../view.ts";
 import * as unmatchedRepo from "./unmatched-repo.ts";
-import { type PaymentView, toPaymentView, toUnmatchedView } from "./view.ts";
 
 // The unmatched inbox (D13, D19): transfers to a workspace wallet that matched no payment, and
 // what the merchant does with them. Attaching one to a pending or expired payment of the same

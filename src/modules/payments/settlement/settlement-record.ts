@@ -1,11 +1,11 @@
-import type { ChainToken, Hex } from "../../chain/network.ts";
-import type { Environment } from "../../config.ts";
-import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
-import { carve, type SettledSplit, type SettlementRecord, type SplitShare } from "../../domain/splits.ts";
-import type { PaymentRow } from "../../platform/db/schema.ts";
-import type { Leg } from "../../rails/rail.ts";
-import type { OutboxEvent } from "../webhooks/outbox.ts";
-import { deterministicUuid } from "./checkout-keys.ts";
+import type { ChainToken, Hex } from "../../../chain/network.ts";
+import type { Environment } from "../../../config.ts";
+import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../../domain/money.ts";
+import { carve, type SettledSplit, type SettlementRecord, type SplitShare } from "../../../domain/splits.ts";
+import type { PaymentRow } from "../../../platform/db/schema.ts";
+import type { Leg } from "../../../rails/rail.ts";
+import type { OutboxEvent } from "../../webhooks/outbox.ts";
+import { deterministicUuid } from "../checkout-keys.ts";
 
 // A payment's one settlement (D15): its legs as data (the merchant's part of the net, the fee,
 // each split of the payment's snapshot), what is recorded on the payment when it ends, and the

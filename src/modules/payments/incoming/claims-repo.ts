@@ -1,12 +1,12 @@
 import { sql } from "kysely";
-import type { Environment } from "../../config.ts";
+import type { Environment } from "../../../config.ts";
 import {
   CLAIM_TRANSITIONS,
   type ClaimTrigger,
   TRANSFER_CLAIMS,
   type TransferClaim,
-} from "../../domain/transfer-claim.ts";
-import type { Db } from "../../platform/db/database.ts";
+} from "../../../domain/transfer-claim.ts";
+import type { Db } from "../../../platform/db/database.ts";
 
 // SQL of the transfers' claims (observed_transfers, migrations 011, 012, 026) beside the chain
 // watcher's own (chain-repo.ts): what each incoming transfer counts as, once

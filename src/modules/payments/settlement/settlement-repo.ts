@@ -1,6 +1,6 @@
-import type { Db } from "../../platform/db/database.ts";
-import { newestFirst } from "../../platform/db/page.ts";
-import type { PaymentRow } from "../../platform/db/schema.ts";
+import type { Db } from "../../../platform/db/database.ts";
+import { newestFirst } from "../../../platform/db/page.ts";
+import type { PaymentRow } from "../../../platform/db/schema.ts";
 
 // The SQL of settlement on the payment's row: the row under lock (the transfers recorded for it are
 // the chain layer's, read in the same transaction, which is what makes "nothing recorded yet" hold

@@ -1,11 +1,11 @@
 import { sql } from "kysely";
-import type { Environment } from "../../config.ts";
-import { splitFee } from "../../domain/money.ts";
-import type { Db } from "../../platform/db/database.ts";
-import type { PaymentRow } from "../../platform/db/schema.ts";
+import type { Environment } from "../../../config.ts";
+import { splitFee } from "../../../domain/money.ts";
+import type { Db } from "../../../platform/db/database.ts";
+import type { PaymentRow } from "../../../platform/db/schema.ts";
+import * as unmatchedRepo from "../inbox/unmatched-repo.ts";
+import type { BatchTransition } from "../transitions.ts";
 import * as claims from "./claims-repo.ts";
-import type { BatchTransition } from "./transitions.ts";
-import * as unmatchedRepo from "./unmatched-repo.ts";
 
 // What a reorganisation undoes (D5, D19): detections whose transfer left the chain before it was
 // confirmed, in one transaction of the chain watcher's confirmation step.

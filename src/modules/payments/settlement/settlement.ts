@@ -1,16 +1,22 @@
+// payments/settlement: a confirmed crypto payment's money leaving its receiving wallet. The job
+// (this file) sends the payment's legs (settlement-record.ts), topping the wallet up with gas first
+// when it needs it (gas-top-up.ts), and records the outcome on the payment (settlement-repo.ts);
+// the settlements API reads those records (settlements-service.ts, settlements-routes.ts).
+
 import type { FastifyBaseLogger } from "fastify";
-import type { ChainToken, Hex, Network } from "../../chain/network.ts";
-import * as sent from "../../chain/sent-transactions.ts";
-import { NATIVE_TOKEN } from "../../domain/money.ts";
-import { stillToSettle } from "../../domain/unsettled-payments.ts";
-import type { Db } from "../../platform/db/database.ts";
-import type { PaymentRow } from "../../platform/db/schema.ts";
-import { LeaseLost } from "../../platform/jobs/periodic-job.ts";
-import type { Metrics } from "../../platform/metrics/metrics.ts";
-import { type Move, type MoveOutcome, MoveRefused, type Rail } from "../../rails/rail.ts";
-import { recordEvents } from "../webhooks/outbox.ts";
-import type { WorkspacesService } from "../workspaces/service.ts";
-import * as chainRepo from "./chain-repo.ts";
+import type { ChainToken, Hex, Network } from "../../../chain/network.ts";
+import * as sent from "../../../chain/sent-transactions.ts";
+import { NATIVE_TOKEN } from "../../../domain/money.ts";
+import { stillToSettle } from "../../../domain/unsettled-payments.ts";
+import type { Db } from "../../../platform/db/database.ts";
+import type { PaymentRow } from "../../../platform/db/schema.ts";
+import { LeaseLost } from "../../../platform/jobs/periodic-job.ts";
+import type { Metrics } from "../../../platform/metrics/metrics.ts";
+import { type Move, type MoveOutcome, MoveRefused, type Rail } from "../../../rails/rail.ts";
+import { recordEvents } from "../../webhooks/outbox.ts";
+import type { WorkspacesService } from "../../workspaces/service.ts";
+import * as chainRepo from "../incoming/chain-repo.ts";
+import { applyTransition, batchTransition } from "../transitions.ts";
 import type { TopUpResult } from "./gas-top-up.ts";
 import {
   FEE_LEG,
@@ -21,7 +27,6 @@ import {
   settlementLegs,
 } from "./settlement-record.ts";
 import * as settlementRepo from "./settlement-repo.ts";
-import { applyTransition, batchTransition } from "./transitions.ts";
 
 // Settles confirmed payments from the receiving wallet as one move on the wallet's rail: its legs
 // (the merchant's part of the net, the fee to the treasury, each split of the payment's snapshot:
