@@ -34,7 +34,7 @@ import { SettlementsService } from "./modules/payments/settlement/settlements-se
 import { payoutTransferKind } from "./modules/payouts/kind.ts";
 import { payoutsRoutes } from "./modules/payouts/routes.ts";
 import { PayoutsService } from "./modules/payouts/service.ts";
-import { WalletService } from "./modules/payouts/wallet-service.ts";
+import { WorkspaceWalletService } from "./modules/payouts/workspace-wallet.ts";
 import { refundsRoutes } from "./modules/refunds/routes.ts";
 import { RefundsService } from "./modules/refunds/service.ts";
 import { refundTransferKinds, WalletRefunds } from "./modules/refunds/wallet-refunds.ts";
@@ -47,7 +47,7 @@ import { swapsRoutes } from "./modules/swaps/routes.ts";
 import { SwapsService } from "./modules/swaps/service.ts";
 import { buildSwapVenues } from "./modules/swaps/venues.ts";
 import { TransfersService } from "./modules/transfers/service.ts";
-import { WalletsService } from "./modules/wallets/service.ts";
+import { AgentWalletsService } from "./modules/wallets/service.ts";
 import { webhooksRoutes } from "./modules/webhooks/routes.ts";
 import { WebhooksService } from "./modules/webhooks/service.ts";
 import { workspacesRoutes } from "./modules/workspaces/routes.ts";
@@ -96,12 +96,12 @@ export interface App {
     /** The one engine every movement out of a workspace wallet goes through. */
     transfers: TransfersService;
     payouts: PayoutsService;
-    wallet: WalletService;
+    wallet: WorkspaceWalletService;
     ledger: SimulatedLedger;
     sessions: SessionsService;
     smartWallets: SmartWalletsService;
     agents: AgentsService;
-    agentWallets: WalletsService;
+    agentWallets: AgentWalletsService;
     splits: SplitsService;
     settlements: SettlementsService;
     refunds: RefundsService;
@@ -181,7 +181,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   const webhooks = new WebhooksService(ctx);
   const sessions = new SessionsService(ctx);
   const agents = new AgentsService(ctx);
-  const agentWallets = new WalletsService(ctx, agents, ledger);
+  const agentWallets = new AgentWalletsService(ctx, agents, ledger);
   // Money leaves workspace wallets through the rails (src/rails), one set per process.
   const { rails, smartAccounts } = buildRails(deps.config, networks, senders, ledger);
   // Smart wallet addresses come from the live network's account factory (else the sandbox's).
@@ -221,8 +221,14 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     inbox: unmatched,
   });
   const cardWebhooks = new CardWebhooks(ctx, cardProviders, payments, cardRefunds, onramp);
-  const wallet = new WalletService(ctx, workspaces, rails, ledger, payments, agentWallets, (tenant) =>
-    swaps.totals(tenant),
+  const wallet = new WorkspaceWalletService(
+    ctx,
+    workspaces,
+    rails,
+    ledger,
+    payments,
+    agentWallets,
+    (tenant) => swaps.totals(tenant),
   );
   const scrub = urlScrubber(deps.config);
   metrics.setSources({
@@ -242,7 +248,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
       info: {
         title: "Payments, Payouts and Wallets Service",
         version: "1.0.0",
-        description: "Payments on the crypto and card rails, payouts, wallets and signed webhooks.",
+        description: "Payments on the crypto and card payment methods, payouts, wallets and signed webhooks.",
       },
       servers: [{ url: deps.config.publicBaseUrl }],
       components: {

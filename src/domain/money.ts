@@ -19,7 +19,7 @@ export type TokenSymbol = keyof typeof TOKEN_DECIMALS;
 export const CRYPTO_TOKENS = ["USDC", "ETH", "ADAO"] as const satisfies readonly TokenSymbol[];
 export type CryptoToken = (typeof CRYPTO_TOKENS)[number];
 
-/** The card rail's one currency. */
+/** The card method's one currency. */
 export const CARD_CURRENCY = "USD" satisfies TokenSymbol;
 
 /** Tokens that move on a chain: its native coin and the ERC-20s a network configures. */

@@ -4,7 +4,7 @@ import { WALLET_CURRENCIES } from "../../domain/money.ts";
 import { requireKey } from "../../platform/http/auth.ts";
 import { NumberedPage } from "../../platform/http/schemas.ts";
 import { documentedBodyOnly } from "../../platform/http/validation.ts";
-import type { WalletsService } from "../wallets/service.ts";
+import type { AgentWalletsService } from "../wallets/service.ts";
 import type { AgentsService } from "./service.ts";
 
 // /api/agents and /api/wallets (parts 4.16, 4.17): results wrapped as {success, data}; errors
@@ -19,7 +19,7 @@ const Currency = Type.Enum(WALLET_CURRENCIES);
 const tags = (tag: string) => ({ tags: [tag], security: [{ apiKey: [] }] });
 
 export const agentsAndWalletsRoutes =
-  (agents: AgentsService, wallets: WalletsService): FastifyPluginAsyncTypebox =>
+  (agents: AgentsService, wallets: AgentWalletsService): FastifyPluginAsyncTypebox =>
   async (app) => {
     app.post(
       "/api/agents/create",

@@ -7,7 +7,7 @@ import type { Db } from "../../platform/db/database.ts";
 import { runFences } from "../../platform/db/fences.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
 import type { RefundShares } from "../payments/refund-shares.ts";
-import type { RefundOrder, RefundRail, Scope } from "../refunds/rail.ts";
+import type { RefundMethod, RefundOrder, Scope } from "../refunds/method.ts";
 import type { RefundView } from "../refunds/view.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import {
@@ -18,7 +18,7 @@ import {
 } from "./provider.ts";
 import * as repo from "./refund-repo.ts";
 
-// Refunds of card payments at the provider (D19), the card rail: the refund is recorded pending
+// Refunds of card payments at the provider (D19), the card refund method: the refund is recorded pending
 // (after the operation's fences took its amount from the payment, in one transaction), then the
 // provider is asked, with an idempotency key derived from the refund's id so that no retry ever
 // refunds twice. What the provider answers, an inbound event reports, or the reconciler finds
@@ -39,7 +39,7 @@ const NOT_FOR_CARDS = "is not used for card payments: the money goes back to the
 /** What the provider answered a creation: the refund, or a definite refusal. */
 type Asked = ProviderRefund | CardProviderRefusal;
 
-export class CardRefunds implements RefundRail {
+export class CardRefunds implements RefundMethod {
   readonly #ctx: AppContext;
   readonly #providers: CardProviders;
   readonly #shares: RefundShares;

@@ -8,7 +8,7 @@ import { paymentsCsv } from "../payments/browse.ts";
 import type { PaymentsService } from "../payments/service.ts";
 import type { SettlementsService } from "../payments/settlement/settlements-service.ts";
 import type { PayoutsService } from "../payouts/service.ts";
-import type { WalletService } from "../payouts/wallet-service.ts";
+import type { WorkspaceWalletService } from "../payouts/workspace-wallet.ts";
 import type { RefundsService } from "../refunds/service.ts";
 import type { WebhooksService } from "../webhooks/service.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
@@ -26,7 +26,7 @@ export interface DashboardServices {
   workspaces: WorkspacesService;
   payments: PaymentsService;
   payouts: PayoutsService;
-  wallet: WalletService;
+  wallet: WorkspaceWalletService;
   webhooks: WebhooksService;
   settlements: SettlementsService;
   refunds: RefundsService;

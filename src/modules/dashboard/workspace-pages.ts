@@ -7,7 +7,7 @@ import type { Tenant } from "../../platform/http/auth.ts";
 import type { KeysService } from "../keys/service.ts";
 import type { UnmatchedInbox } from "../payments/inbox/unmatched.ts";
 import type { PaymentsService } from "../payments/service.ts";
-import type { WalletService } from "../payouts/wallet-service.ts";
+import type { WorkspaceWalletService } from "../payouts/workspace-wallet.ts";
 import type { SmartWalletsService } from "../smart-wallets/service.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import type { Logins } from "./login.ts";
@@ -25,7 +25,7 @@ export interface WorkspacePageServices {
   keys: KeysService;
   payments: PaymentsService;
   unmatched: UnmatchedInbox;
-  wallet: WalletService;
+  wallet: WorkspaceWalletService;
   smartWallets: SmartWalletsService;
   logins: Logins;
 }

@@ -8,7 +8,7 @@ import type { DatabaseSchema, PaymentRow, PaymentsTable } from "../../platform/d
 import { type OutboxEvent, outboxCtes } from "../webhooks/outbox.ts";
 
 export interface NewPayment {
-  /** Set when the caller chose the id before the row exists (the card rail names it to the provider). */
+  /** Set when the caller chose the id before the row exists (the card method names it to the provider). */
   id?: string;
   status: PaymentStatus;
   workspaceId: string;

@@ -138,7 +138,7 @@ export const paymentsRoutes =
         validatorCompiler: documentedBodyOnly,
         schema: {
           tags: ["Payments"],
-          summary: "Create a payment (crypto or card rail)",
+          summary: "Create a payment (crypto or card payment method)",
           description:
             "Sandbox payments complete at once (status forwarded). Send an Idempotency-Key header to make retries safe.",
           security: [{ apiKey: [] }],

@@ -1,4 +1,4 @@
-// payments: the payments API (create, list, browse, get, cancel, verify, totals, the card rail's
+// payments: the payments API (create, list, browse, get, cancel, verify, totals, the card method's
 // updates, expiry) and what its jobs share (repo.ts, transitions.ts, view.ts). Money arriving on
 // chain is incoming/, transfers that paid no payment are inbox/, money leaving to the merchant is
 // settlement/.
@@ -118,7 +118,7 @@ export class PaymentsService {
     return statusTotals(this.#ctx.db, principal);
   }
 
-  // The card rail's webhooks: in `trx`, the transaction that also records the provider's event,
+  // The card method's webhooks: in `trx`, the transaction that also records the provider's event,
   // so the event is claimed if and only if the payment's change commits.
 
   lockCardPayment(trx: Db, environment: Environment, ref: CardPaymentRef): Promise<PaymentRow | undefined> {

@@ -29,13 +29,13 @@ export interface PaymentView {
   expiresAt: string;
   createdAt: string;
   updatedAt: string;
-  /** The on-chain transfer that paid it (crypto rail), once detected. */
+  /** The on-chain transfer that paid it (crypto method), once detected. */
   txHash: string | null;
   payerAddress: string | null;
   /** Settlement transactions once forwarded: net to the merchant, fee to the treasury. */
   settlementTxHashes: { net: string | null; fee: string | null } | null;
   failureReason: string | null;
-  /** Card rail: the provider's hosted checkout, and the last declined attempt (the payer may retry). */
+  /** Card payment method: the provider's hosted checkout, and the last declined attempt (the payer may retry). */
   checkoutUrl: string | null;
   cardCheckoutSessionId: string | null;
   lastPaymentError: Record<string, unknown> | null;

@@ -9,14 +9,14 @@ import { OffsetPage } from "../../platform/http/schemas.ts";
 import { documentedBodyOnly } from "../../platform/http/validation.ts";
 import { PAYOUT_CSV_COLUMNS, parsePayoutFilter, payoutsCsv } from "./browse.ts";
 import type { PayoutsService } from "./service.ts";
-import type { WalletService } from "./wallet-service.ts";
+import type { WorkspaceWalletService } from "./workspace-wallet.ts";
 
 const Page = Type.Object(OffsetPage);
 const WorkspaceId = Type.Object({ id: Type.String() });
 const Token = Type.Enum(CRYPTO_TOKENS);
 
 export const payoutsRoutes =
-  (payouts: PayoutsService, wallet: WalletService): FastifyPluginAsyncTypebox =>
+  (payouts: PayoutsService, wallet: WorkspaceWalletService): FastifyPluginAsyncTypebox =>
   async (app) => {
     app.post(
       "/api/v1/payouts",

@@ -20,12 +20,12 @@ import { type RefundShares, refundable, refundExceeded } from "../payments/refun
 import type { PaymentsService } from "../payments/service.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import { RefundKeyTaken, refundKeys } from "./keys.ts";
-import type { RefundRail, Scope } from "./rail.ts";
+import type { RefundMethod, Scope } from "./method.ts";
 import type { RefundView } from "./view.ts";
 import type { WalletRefunds } from "./wallet-refunds.ts";
 
-// Refunds and returns (D19) as operations: validate → decide (the amount, the rail of the
-// payment's provider) → persist and move (the rail records the refund after its fences, in one
+// Refunds and returns (D19) as operations: validate → decide (the amount, the refund method of
+// the payment's provider) → persist and move (the method records the refund after its fences, in one
 // transaction, before any money moves) → the refund as it stands. The fences claim the
 // Idempotency-Key and take the amount from what the payment has left to refund, on the payment's
 // row lock, so concurrent refunds of one payment never pass what it received.
@@ -39,8 +39,8 @@ export class RefundsService {
   readonly #shares: RefundShares;
   readonly #inbox: UnmatchedInbox;
   readonly #wallet: WalletRefunds;
-  /** How each provider's payments are refunded: its rail (rail.ts). */
-  readonly #rails: ReadonlyMap<string, RefundRail>;
+  /** How each provider's payments are refunded: its refund method (method.ts). */
+  readonly #methods: ReadonlyMap<string, RefundMethod>;
 
   constructor(
     ctx: AppContext,
@@ -50,7 +50,7 @@ export class RefundsService {
       shares: RefundShares;
       inbox: UnmatchedInbox;
       wallet: WalletRefunds;
-      card: RefundRail;
+      card: RefundMethod;
     },
   ) {
     this.#ctx = ctx;
@@ -60,7 +60,7 @@ export class RefundsService {
     this.#inbox = parts.inbox;
     this.#wallet = parts.wallet;
     // Keyed by the payments' paymentProvider.
-    this.#rails = new Map<string, RefundRail>([
+    this.#methods = new Map<string, RefundMethod>([
       ["onchain", parts.wallet],
       ["card", parts.card],
     ]);
@@ -87,11 +87,11 @@ export class RefundsService {
       ...(key ? [refundKeys.fence(this.#ctx.db, tenant, key, { id, fingerprint, at })] : []),
       this.#shares.takeFence(this.#ctx.db, tenant, payment.id, amount),
     ];
-    const rail = this.#railOf(payment);
+    const method = this.#methodOf(payment);
     return this.#answer(
       tenant,
       () =>
-        rail.refund(tenant, payment, {
+        method.refund(tenant, payment, {
           id,
           amount,
           destinationAddress: request.destinationAddress,
@@ -111,7 +111,7 @@ export class RefundsService {
   /** GET /api/v1/payments/{id}/refunds. */
   async list(tenant: Tenant, paymentId: string, page: { limit: number; offset: number }) {
     const payment = await this.#payments.row(tenant, paymentId);
-    const { refunds, total } = await this.#railOf(payment).refundsOf(tenant, payment.id, page);
+    const { refunds, total } = await this.#methodOf(payment).refundsOf(tenant, payment.id, page);
     return { refunds, total, limit: page.limit, offset: page.offset };
   }
 
@@ -218,16 +218,16 @@ export class RefundsService {
   }
 
   async #find(scope: Scope, id: string): Promise<RefundView | undefined> {
-    for (const rail of this.#rails.values()) {
-      const found = await rail.find(scope, id);
+    for (const method of this.#methods.values()) {
+      const found = await method.find(scope, id);
       if (found) return found;
     }
     return undefined;
   }
 
-  #railOf(payment: PaymentRow): RefundRail {
-    const rail = this.#rails.get(payment.payment_provider);
-    if (!rail) throw new Error(`no refund rail for payment provider "${payment.payment_provider}"`);
-    return rail;
+  #methodOf(payment: PaymentRow): RefundMethod {
+    const method = this.#methods.get(payment.payment_provider);
+    if (!method) throw new Error(`no refund method for payment provider "${payment.payment_provider}"`);
+    return method;
   }
 }

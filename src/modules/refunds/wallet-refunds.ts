@@ -10,7 +10,7 @@ import type { OrderedKinds } from "../transfers/kinds.ts";
 import { recordedTransfer } from "../transfers/order.ts";
 import type { TransferRow } from "../transfers/repo.ts";
 import type { TransfersService } from "../transfers/service.ts";
-import type { RefundOrder, RefundRail, Scope } from "./rail.ts";
+import type { RefundMethod, RefundOrder, Scope } from "./method.ts";
 import { type RefundView, refundOfTransfer } from "./view.ts";
 
 // Refunds of crypto payments and returns of unmatched transfers: transfers out of a workspace
@@ -20,7 +20,7 @@ import { type RefundView, refundOfTransfer } from "./view.ts";
 // the payment has left to refund; a return's claims its unmatched transfer; a transfer that fails
 // gives either back (its kind's `released`, in the failure's transaction).
 
-export class WalletRefunds implements RefundRail {
+export class WalletRefunds implements RefundMethod {
   readonly #transfers: TransfersService;
 
   constructor(transfers: TransfersService) {

@@ -29,7 +29,7 @@ export function watchedWallets(db: Db, environment: Environment): Promise<Watche
   return repo.walletsOf(db, environment);
 }
 
-export class WalletsService {
+export class AgentWalletsService {
   readonly #ctx: AppContext;
   readonly #agents: AgentsService;
   readonly #ledger: SimulatedLedger;

@@ -8,7 +8,7 @@ import type { UnsettledPayment } from "../../../domain/unsettled-payments.ts";
 import type { DatabaseSchema, PaymentRow } from "../../../platform/db/schema.ts";
 import type { BatchTransition } from "../transitions.ts";
 
-// SQL of the live crypto rail: the watcher's cursor, matching transfers to payments, unmatched
+// SQL of the live crypto method: the watcher's cursor, matching transfers to payments, unmatched
 // transfers, and the payments in flight between detection and settlement. The watcher's writes
 // are set-based (a statement per block range, not per transfer): a backlog of thousands of
 // transfers costs a few statements, not a few round trips each.

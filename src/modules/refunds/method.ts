@@ -3,11 +3,12 @@ import type { Fence } from "../../platform/db/fences.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
 import type { RefundView } from "./view.ts";
 
-// How a payment's money goes back (D19), one implementation per way it came in: a crypto payment
-// is refunded from a workspace wallet through the payout operation and its Rail port
+// How a payment's money goes back (D19), one refund method per payment method it came in by: a
+// crypto payment is refunded from a workspace wallet by the transfer engine and its Rail port
 // (wallet-refunds.ts: the sandbox ledger, the EOA, the smart account), a card payment at the
-// card provider (modules/card/refunds.ts, the card rail). The refund operation (service.ts) picks
-// the one of the payment's provider from a map and never asks which it holds.
+// card provider (modules/card/refunds.ts). The refund operation (service.ts) picks the one of the
+// payment's provider from a map and never asks which it holds. ("Rail" names only the money-out
+// port of src/rails.)
 
 export type Scope = { workspaceId: string; environment: Environment };
 
@@ -29,19 +30,19 @@ export interface RefundOrder {
   fences: readonly Fence[];
 }
 
-export interface RefundRail {
+export interface RefundMethod {
   /**
    * Records the refund (after `order.fences`, in the same transaction) before any money moves,
    * then moves it. Resolves with the refund once it ended, or while it is still pending (the
-   * rail's own recovery finishes it); rejects with why nothing was recorded (FenceRefused).
+   * method's own recovery finishes it); rejects with why nothing was recorded (FenceRefused).
    */
   refund(scope: Scope, payment: PaymentRow, order: RefundOrder): Promise<RefundView>;
-  /** The refunds of a payment made by this rail, oldest first. */
+  /** The refunds of a payment made by this method, oldest first. */
   refundsOf(
     scope: Scope,
     paymentId: string,
     page: { limit: number; offset: number },
   ): Promise<{ refunds: RefundView[]; total: number }>;
-  /** A refund this rail made, by id; undefined if none (or another tenant's). */
+  /** A refund this method made, by id; undefined if none (or another tenant's). */
   find(scope: Scope, id: string): Promise<RefundView | undefined>;
 }

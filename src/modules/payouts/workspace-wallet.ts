@@ -15,7 +15,7 @@ import type { StatusTotal } from "../../platform/db/status-totals.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import type { Rails } from "../../rails/index.ts";
 import type { PaymentsService } from "../payments/service.ts";
-import type { WalletsService } from "../wallets/service.ts";
+import type { AgentWalletsService } from "../wallets/service.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import * as walletRepo from "./wallet-repo.ts";
@@ -23,13 +23,13 @@ import * as walletRepo from "./wallet-repo.ts";
 // The workspace wallet's money: balances of the EOA (and smart wallet) for every token of the
 // environment, aggregated stats, and the sandbox faucet.
 
-export class WalletService {
+export class WorkspaceWalletService {
   readonly #ctx: AppContext;
   readonly #workspaces: WorkspacesService;
   readonly #rails: Rails;
   readonly #ledger: SimulatedLedger;
   readonly #payments: PaymentsService;
-  readonly #agentWallets: WalletsService;
+  readonly #agentWallets: AgentWalletsService;
   /** The swaps' part of the stats (the swaps module's, handed in by app.ts: it depends on this one). */
   readonly #swapTotals: (tenant: Tenant) => Promise<unknown[]>;
 
@@ -39,7 +39,7 @@ export class WalletService {
     rails: Rails,
     ledger: SimulatedLedger,
     payments: PaymentsService,
-    agentWallets: WalletsService,
+    agentWallets: AgentWalletsService,
     swapTotals: (tenant: Tenant) => Promise<unknown[]>,
   ) {
     this.#swapTotals = swapTotals;
