@@ -2,6 +2,7 @@ import { type Kysely, sql } from "kysely";
 import type { Environment } from "../../config.ts";
 import { newestFirst } from "../../platform/db/page.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
+import { idInScope } from "../../platform/db/scope.ts";
 
 // SQL of agent records. A deleted agent keeps its row (deleted_at) and is invisible to every read.
 
@@ -55,9 +56,7 @@ export async function findAgent(
   let query = db
     .selectFrom("agents")
     .select(AGENT_COLUMNS)
-    .where("id", "=", id)
-    .where("workspace_id", "=", scope.workspaceId)
-    .where("environment", "=", scope.environment)
+    .where(idInScope(scope, id))
     .where("deleted_at", "is", null);
   if (forUpdate) query = query.forUpdate();
   return query.executeTakeFirst();

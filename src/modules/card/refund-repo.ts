@@ -5,6 +5,7 @@ import { isUuid } from "../../domain/validation.ts";
 import type { Db } from "../../platform/db/database.ts";
 import { oldestFirst } from "../../platform/db/page.ts";
 import type { CardRefundsTable } from "../../platform/db/schema.ts";
+import { idInScope } from "../../platform/db/scope.ts";
 
 // SQL of card_refunds: a card refund is recorded pending before the provider is asked; every
 // change of status afterwards is a compare-and-set with the from/to of the refund's transition
@@ -128,13 +129,7 @@ export async function lockReported(
 
 export function findRefund(db: Db, scope: Scope, id: string): Promise<CardRefundRow | undefined> {
   if (!isUuid(id)) return Promise.resolve(undefined);
-  return db
-    .selectFrom("card_refunds")
-    .selectAll()
-    .where("id", "=", id)
-    .where("workspace_id", "=", scope.workspaceId)
-    .where("environment", "=", scope.environment)
-    .executeTakeFirst();
+  return db.selectFrom("card_refunds").selectAll().where(idInScope(scope, id)).executeTakeFirst();
 }
 
 /** A payment's refunds, oldest first, and how many it has. */

@@ -9,6 +9,7 @@ import {
 import type { Db } from "../../platform/db/database.ts";
 import { newestFirst } from "../../platform/db/page.ts";
 import type { OnrampSessionsTable } from "../../platform/db/schema-exchange.ts";
+import { idInScope } from "../../platform/db/scope.ts";
 
 // The SQL of on-ramp sessions (D17, migrations 024 and 025). Status changes are compare-and-sets
 // whose `from` the transition table gives (domain/onramp-state.ts).
@@ -65,13 +66,7 @@ export async function insertSession(db: Db, session: NewOnrampSession): Promise<
 }
 
 export async function findInScope(db: Db, scope: Scope, id: string): Promise<OnrampRow | undefined> {
-  return db
-    .selectFrom("onramp_sessions")
-    .selectAll()
-    .where("id", "=", id)
-    .where("workspace_id", "=", scope.workspaceId)
-    .where("environment", "=", scope.environment)
-    .executeTakeFirst();
+  return db.selectFrom("onramp_sessions").selectAll().where(idInScope(scope, id)).executeTakeFirst();
 }
 
 /** The session the provider names, locked for the event that changes it. */

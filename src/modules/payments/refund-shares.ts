@@ -5,6 +5,7 @@ import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/mon
 import type { Db } from "../../platform/db/database.ts";
 import type { Fence } from "../../platform/db/fences.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
+import { idInScope } from "../../platform/db/scope.ts";
 import * as repo from "./repo.ts";
 
 // What a payment has left to refund (D19): its refunded_amount holds the refunds completed or on
@@ -51,9 +52,7 @@ export class RefundShares {
     const statement = db
       .updateTable("payments")
       .set({ refunded_amount: sql<string>`refunded_amount + ${amount.toString()}::numeric` })
-      .where("id", "=", paymentId)
-      .where("workspace_id", "=", scope.workspaceId)
-      .where("environment", "=", scope.environment)
+      .where(idInScope(scope, paymentId))
       .where(
         sql<boolean>`${amount.toString()}::numeric > 0 AND coalesce(amount_received, gross_amount) - refunded_amount >= ${amount.toString()}::numeric`,
       )

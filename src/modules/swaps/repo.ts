@@ -3,6 +3,7 @@ import type { Db } from "../../platform/db/database.ts";
 import type { Fence } from "../../platform/db/fences.ts";
 import { newestFirst } from "../../platform/db/page.ts";
 import type { RouteHop, SwapQuotesTable, SwapsTable } from "../../platform/db/schema-exchange.ts";
+import { idInScope } from "../../platform/db/scope.ts";
 import type { Scope } from "./venue.ts";
 
 // The SQL of swaps (D16, migration 023): stored quotes, and each swap's own facts beside its
@@ -60,13 +61,7 @@ export async function insertQuote(db: Db, quote: NewQuote): Promise<QuoteRow> {
 
 /** A quote of the scope; undefined for anyone else's. */
 export async function findQuote(db: Db, scope: Scope, id: string): Promise<QuoteRow | undefined> {
-  return db
-    .selectFrom("swap_quotes")
-    .selectAll()
-    .where("id", "=", id)
-    .where("workspace_id", "=", scope.workspaceId)
-    .where("environment", "=", scope.environment)
-    .executeTakeFirst();
+  return db.selectFrom("swap_quotes").selectAll().where(idInScope(scope, id)).executeTakeFirst();
 }
 
 export interface NewSwap {
@@ -124,13 +119,7 @@ export function insertSwapFence(db: Db, swap: NewSwap): Fence {
 }
 
 export async function findSwap(db: Db, scope: Scope, id: string): Promise<SwapRow | undefined> {
-  return db
-    .selectFrom("swaps")
-    .selectAll()
-    .where("id", "=", id)
-    .where("workspace_id", "=", scope.workspaceId)
-    .where("environment", "=", scope.environment)
-    .executeTakeFirst();
+  return db.selectFrom("swaps").selectAll().where(idInScope(scope, id)).executeTakeFirst();
 }
 
 export async function findById(db: Db, id: string): Promise<SwapRow | undefined> {

@@ -11,6 +11,7 @@ import {
 import type { Fence } from "../../platform/db/fences.ts";
 import { oldestFirst } from "../../platform/db/page.ts";
 import type { DatabaseSchema, PayoutsTable } from "../../platform/db/schema.ts";
+import { idInScope } from "../../platform/db/scope.ts";
 import type { Leg } from "../../rails/rail.ts";
 import { outboxCtesFrom } from "../webhooks/outbox.ts";
 import { type BreakerColumns, breakerFromColumns, toBreakerState } from "./breaker-repo.ts";
@@ -75,13 +76,7 @@ export async function findById(db: Db, id: string): Promise<TransferRow | undefi
 
 /** A transfer of the scope by id, any kind. */
 export async function findInScope(db: Db, scope: Scope, id: string): Promise<TransferRow | undefined> {
-  return db
-    .selectFrom("payouts")
-    .selectAll()
-    .where("id", "=", id)
-    .where("workspace_id", "=", scope.workspaceId)
-    .where("environment", "=", scope.environment)
-    .executeTakeFirst();
+  return db.selectFrom("payouts").selectAll().where(idInScope(scope, id)).executeTakeFirst();
 }
 
 /** Transfers of the scope among `ids`, any kind. */

@@ -2,6 +2,7 @@ import { type Kysely, sql } from "kysely";
 import type { Environment } from "../../config.ts";
 import { newestFirst } from "../../platform/db/page.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
+import { idInScope } from "../../platform/db/scope.ts";
 
 // SQL of agent and user wallets (agent_wallets). Every read is scoped to a workspace and
 // environment except the chain watcher's, which follows all wallets of an environment.
@@ -49,13 +50,7 @@ export async function insertWallet(
 }
 
 export async function findWallet(db: Db, scope: Scope, id: string): Promise<WalletRow | undefined> {
-  return db
-    .selectFrom("agent_wallets")
-    .select(WALLET_COLUMNS)
-    .where("id", "=", id)
-    .where("workspace_id", "=", scope.workspaceId)
-    .where("environment", "=", scope.environment)
-    .executeTakeFirst();
+  return db.selectFrom("agent_wallets").select(WALLET_COLUMNS).where(idInScope(scope, id)).executeTakeFirst();
 }
 
 export interface WalletFilter {

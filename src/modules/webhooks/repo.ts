@@ -6,6 +6,7 @@ import type {
   WebhookDeliveriesTable,
   WebhookEndpointsTable,
 } from "../../platform/db/schema.ts";
+import { idInScope } from "../../platform/db/scope.ts";
 import { applyAttempts } from "./health.ts";
 
 export type EndpointRow = Selectable<WebhookEndpointsTable>;
@@ -63,9 +64,7 @@ export async function findEndpoint(
   return db
     .selectFrom("webhook_endpoints")
     .selectAll()
-    .where("id", "=", id)
-    .where("workspace_id", "=", scope.workspaceId)
-    .where("environment", "=", scope.environment)
+    .where(idInScope(scope, id))
     .where("deleted_at", "is", null)
     .executeTakeFirst();
 }
@@ -80,9 +79,7 @@ export async function deleteEndpoint(
   const deleted = await db
     .updateTable("webhook_endpoints")
     .set({ deleted_at: at, active: false })
-    .where("id", "=", id)
-    .where("workspace_id", "=", scope.workspaceId)
-    .where("environment", "=", scope.environment)
+    .where(idInScope(scope, id))
     .where("deleted_at", "is", null)
     .executeTakeFirst();
   if (deleted.numUpdatedRows === 0n) return false;

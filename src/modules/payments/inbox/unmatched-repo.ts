@@ -4,6 +4,7 @@ import { UNMATCHED_TRANSITIONS, type UnmatchedTrigger } from "../../../domain/un
 import type { Db } from "../../../platform/db/database.ts";
 import { newestFirst } from "../../../platform/db/page.ts";
 import type { UnmatchedTransfersTable } from "../../../platform/db/schema.ts";
+import { idInScope } from "../../../platform/db/scope.ts";
 
 // SQL of the unmatched inbox's actions (D19). A status changes only by a compare-and-set whose
 // `from` and `to` come from the transition table (domain/unmatched-state.ts).
@@ -21,12 +22,7 @@ export async function findUnmatched(
   id: string,
   forUpdate = false,
 ): Promise<UnmatchedRow | undefined> {
-  let query = db
-    .selectFrom("unmatched_transfers")
-    .selectAll()
-    .where("id", "=", id)
-    .where("workspace_id", "=", scope.workspaceId)
-    .where("environment", "=", scope.environment);
+  let query = db.selectFrom("unmatched_transfers").selectAll().where(idInScope(scope, id));
   if (forUpdate) query = query.forUpdate();
   return query.executeTakeFirst();
 }
@@ -63,9 +59,7 @@ export function moveStatement(
   return db
     .updateTable("unmatched_transfers")
     .set({ ...changes, status: rule.to })
-    .where("id", "=", id)
-    .where("workspace_id", "=", scope.workspaceId)
-    .where("environment", "=", scope.environment)
+    .where(idInScope(scope, id))
     .where("status", "=", rule.from)
     .returning("id")
     .compile();
