@@ -2,12 +2,12 @@ import type { ChainToken, Hex } from "../../chain/network.ts";
 import type { AppContext } from "../../context.ts";
 import { InsufficientBalance, InsufficientGas } from "../../domain/errors.ts";
 import { formatAmount, NATIVE_TOKEN, TOKEN_DECIMALS } from "../../domain/money.ts";
-import { checkFunds } from "../../domain/payout-funds.ts";
+import { type Committed, checkFunds } from "../../domain/payout-funds.ts";
 import { settlingWhole, stillToSettle } from "../../domain/unsettled-payments.ts";
 import type { Db } from "../../platform/db/database.ts";
 import { runFences } from "../../platform/db/fences.ts";
 import type { SessionTurns } from "../../platform/db/wallet-lock.ts";
-import type { Rail } from "../../rails/rail.ts";
+import type { Rail, WalletFunds } from "../../rails/rail.ts";
 import type { PaymentsService } from "../payments/service.ts";
 import { claimPayoutKey } from "./keys.ts";
 import type { NewTransfer, TransferRow } from "./repo.ts";
@@ -45,11 +45,9 @@ export async function recordIfFunded(
   // settlement mined meanwhile is at worst subtracted twice (a refusal), never not at all; the
   // transfers of a settlement recorded meanwhile are not counted beside its gross.
   const unsettled = await payments.unsettledOn(environment, from);
-  const [funds, gasCosts] = await Promise.all([
-    rail.funds(from, gasPaid && token !== NATIVE_TOKEN ? [token, NATIVE_TOKEN] : [token]),
-    gas,
-  ]);
-  const checkAndRecord = async (db: Db): Promise<TransferRow | undefined> => {
+  const tokens: ChainToken[] = gasPaid && token !== NATIVE_TOKEN ? [token, NATIVE_TOKEN] : [token];
+  const [funds, gasCosts] = await Promise.all([rail.funds(from, tokens), gas]);
+  const checkAndRecord = async (db: Db, leaving?: Leaving): Promise<TransferRow | undefined> => {
     // A repeat of an idempotency key in flight (on another instance): its original is among
     // what is on its way out, so the check would refuse it; it is answered as a repeat instead.
     const { idempotencyKey } = payout;
@@ -57,18 +55,23 @@ export async function recordIfFunded(
     // fenced transfer claims no payout key (validate.ts): a taken key here would commit the fence.
     await runFences(db, payout.fences ?? []);
     if (idempotencyKey && !(await claimPayoutKey(db, { ...payout, idempotencyKey }))) return undefined;
-    const committed = await sending.committedFrom(
-      db,
-      environment,
-      from,
-      funds.minedNonce,
-      settlingWhole(unsettled),
-    );
+    const { committed, balances } =
+      leaving ??
+      ({
+        committed: await sending.committedFrom(
+          db,
+          environment,
+          from,
+          funds.minedNonce,
+          settlingWhole(unsettled),
+        ),
+        balances: funds.balances,
+      } satisfies Leaving);
     const units = gasCosts?.[3];
     const verdict = checkFunds({
       token,
       amount: payout.amount,
-      balances: funds.balances,
+      balances,
       committed,
       unsettled: stillToSettle(unsettled),
       gas: gasCosts
@@ -98,12 +101,30 @@ export async function recordIfFunded(
     }
     return sending.insertPayout(db, payout, gasPaid ? units : undefined);
   };
-  return turns.run(`payout-funds:${environment}:${from.toLowerCase()}`, () =>
+  return turns.run(`payout-funds:${environment}:${from.toLowerCase()}`, async () => {
+    // Without a mined nonce to tie the balance to (a smart account), what is leaving is every
+    // transfer still processing, which in the wallet's turn can only shrink (one completes): it is
+    // read first and the balance after it, so that one completing in between is at worst
+    // subtracted twice (a refusal), never not at all. Both before the transaction: a rail may
+    // read its balance from the database (the ledger).
+    const leaving: Leaving | undefined =
+      funds.minedNonce === null
+        ? {
+            committed: await sending.committedFrom(ctx.db, environment, from, null, settlingWhole(unsettled)),
+            balances: (await rail.funds(from, tokens)).balances,
+          }
+        : undefined;
     // With a key, its claim, the check and the record are one transaction: a refusal leaves the
     // key unclaimed, and a concurrent repeat waits for this one to commit, then is answered as one.
     // So are an orderer's fences and the record they fence.
-    payout.idempotencyKey || payout.fences?.length
-      ? ctx.db.transaction().execute(checkAndRecord)
-      : checkAndRecord(ctx.db),
-  );
+    return payout.idempotencyKey || payout.fences?.length
+      ? ctx.db.transaction().execute((trx) => checkAndRecord(trx, leaving))
+      : checkAndRecord(ctx.db, leaving);
+  });
+}
+
+/** What is on its way out of the wallet, and the balance it is checked against. */
+interface Leaving {
+  committed: Map<string, Committed>;
+  balances: WalletFunds["balances"];
 }
