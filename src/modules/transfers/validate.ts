@@ -9,6 +9,8 @@ import type { TransferOrder } from "./order.ts";
 export function orderProblem(order: TransferOrder): AppError | null {
   // Money sent to the zero address is burnt.
   if (isZeroAddress(order.destinationAddress)) return badRequest(zeroAddressMessage("destinationAddress"));
+  // The table's CHECK would refuse it too, as a fault: a refusal names it instead.
+  if (order.amount <= 0n) return badRequest("amount must be greater than zero");
   return null;
 }
 

@@ -1,0 +1,310 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import { sql } from "kysely";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  type CreatedWorkspace,
+  createWorkspace,
+  startTestApp,
+  type TestApp,
+} from "../../../test/support/app.ts";
+import { SANDBOX_FAILURE_ADDRESS, sandboxTxHash } from "../../chain/simulated/ledger.ts";
+import { CircuitBreakerOpen, InsufficientBalance } from "../../domain/errors.ts";
+import type { Fence } from "../../platform/db/fences.ts";
+import type { TransferOrder, TransferOutcome } from "./order.ts";
+
+// TransfersService.run end to end on the sandbox (send → finish): the real app and database, money
+// on the simulated ledger, the ledger's failure address for failures the breaker counts.
+
+let t: TestApp;
+
+beforeAll(async () => {
+  t = await startTestApp();
+});
+afterAll(async () => t.close());
+
+const randomAddress = () => `0x${randomBytes(20).toString("hex")}`;
+const REVERTED = "execution reverted (sandbox failure address)";
+
+async function fundedWorkspace(usdc: bigint): Promise<CreatedWorkspace> {
+  const ws = await createWorkspace(t);
+  if (usdc > 0n)
+    await t.app.services.ledger.credit(ws.eoaAddress, "USDC", usdc, `test-credit:${randomUUID()}`);
+  return ws;
+}
+
+function orderOf(ws: CreatedWorkspace, amount: bigint, extra: Partial<TransferOrder> = {}): TransferOrder {
+  return {
+    id: randomUUID(),
+    kind: "payout",
+    scope: { workspaceId: ws.id, environment: "sandbox" },
+    tokenSymbol: "USDC",
+    amount,
+    destinationAddress: randomAddress(),
+    walletType: null,
+    description: "run test",
+    ...extra,
+  };
+}
+
+const run = (order: TransferOrder) => t.app.services.transfers.run(order);
+const balance = (address: string) => t.app.services.ledger.balance(address, "USDC");
+const rowOf = (id: string) =>
+  t.database.db.selectFrom("payouts").selectAll().where("id", "=", id).executeTakeFirst();
+const rowsOf = (ws: CreatedWorkspace) =>
+  t.database.db.selectFrom("payouts").selectAll().where("workspace_id", "=", ws.id).execute();
+
+type Event = { type: string; payload: Record<string, unknown> };
+async function events(ws: CreatedWorkspace): Promise<Event[]> {
+  const rows = await t.database.db
+    .selectFrom("outbox_events")
+    .select(["event_type", "payload"])
+    .where("workspace_id", "=", ws.id)
+    .orderBy("id")
+    .execute();
+  return rows.map((row) => ({ type: row.event_type, payload: row.payload as Record<string, unknown> }));
+}
+
+/** The outcome, asserted to have `status` (and narrowed to it). */
+function statusOf<S extends TransferOutcome["status"]>(outcome: TransferOutcome, status: S) {
+  expect(outcome.status).toBe(status);
+  if (outcome.status !== status) throw new Error(`expected ${status}, got ${outcome.status}`);
+  return outcome as Extract<TransferOutcome, { status: S }>;
+}
+
+describe("TransfersService.run on the sandbox ledger", () => {
+  it("completes a funded payout: its row, its payout.completed event, the ledger moved exactly", async () => {
+    const ws = await fundedWorkspace(10_000_000n);
+    const order = orderOf(ws, 2_500_000n);
+    const outcome = await run(order);
+    const txHash = sandboxTxHash(`payout:${order.id}`);
+    expect(outcome).toMatchObject({
+      status: "completed",
+      transfer: { id: order.id, status: "completed", tx_hash: txHash, amount: "2500000", kind: "payout" },
+    });
+    expect(await rowOf(order.id)).toMatchObject({ status: "completed", tx_hash: txHash, error: null });
+    expect(await balance(ws.eoaAddress)).toBe(7_500_000n);
+    expect(await balance(order.destinationAddress)).toBe(2_500_000n);
+    expect(await events(ws)).toEqual([
+      {
+        type: "payout.completed",
+        payload: expect.objectContaining({
+          status: "completed",
+          txHash,
+          amount: "2.50",
+          destinationAddress: order.destinationAddress,
+        }),
+      },
+    ]);
+  });
+
+  it("refuses an unfunded payout with InsufficientBalance and records nothing", async () => {
+    const ws = await fundedWorkspace(1_000_000n);
+    const order = orderOf(ws, 2_000_000n);
+    const { reason } = statusOf(await run(order), "refused");
+    expect(reason).toBeInstanceOf(InsufficientBalance);
+    expect(reason.details).toEqual({ available: "1.00", requested: "2.00", tokenSymbol: "USDC" });
+    expect(await rowsOf(ws)).toEqual([]);
+    expect(await events(ws)).toEqual([]);
+    expect(await balance(ws.eoaAddress)).toBe(1_000_000n);
+  });
+
+  it("fails a transfer to the failure address, counted by the breaker, with payout.failed", async () => {
+    const ws = await fundedWorkspace(5_000_000n);
+    const order = orderOf(ws, 1_000_000n, { destinationAddress: SANDBOX_FAILURE_ADDRESS });
+    const failed = statusOf(await run(order), "failed");
+    expect(failed.error).toBe(REVERTED);
+    expect(failed.breaker).toEqual({
+      failStreak: 1,
+      remainingBeforePause: 2,
+      tripped: false,
+      pausedAt: null,
+    });
+    expect(await rowOf(order.id)).toMatchObject({ status: "failed", error: REVERTED });
+    expect(await balance(ws.eoaAddress)).toBe(5_000_000n);
+    expect(await t.app.services.transfers.breaker(order.scope)).toMatchObject({
+      status: "active",
+      failStreak: 1,
+    });
+    expect(await events(ws)).toEqual([
+      {
+        type: "payout.failed",
+        payload: expect.objectContaining({ status: "failed", error: REVERTED, failStreak: 1 }),
+      },
+    ]);
+  });
+
+  it("resets the streak on the next success", async () => {
+    const ws = await fundedWorkspace(5_000_000n);
+    statusOf(await run(orderOf(ws, 1n, { destinationAddress: SANDBOX_FAILURE_ADDRESS })), "failed");
+    expect((await run(orderOf(ws, 1_000_000n))).status).toBe("completed");
+    expect(await t.app.services.transfers.breaker({ workspaceId: ws.id, environment: "sandbox" })).toEqual({
+      status: "active",
+      failStreak: 0,
+      pausedAt: null,
+      reason: null,
+    });
+  });
+
+  it("trips the breaker on the third failure and refuses the next order with CircuitBreakerOpen", async () => {
+    const ws = await fundedWorkspace(5_000_000n);
+    const fail = () => run(orderOf(ws, 1_000_000n, { destinationAddress: SANDBOX_FAILURE_ADDRESS }));
+    expect(statusOf(await fail(), "failed").breaker).toMatchObject({ failStreak: 1, tripped: false });
+    expect(statusOf(await fail(), "failed").breaker).toMatchObject({ failStreak: 2, tripped: false });
+    const third = statusOf(await fail(), "failed");
+    expect(third.breaker).toMatchObject({ failStreak: 3, remainingBeforePause: 0, tripped: true });
+    expect(third.breaker.pausedAt).toBeInstanceOf(Date);
+
+    const fourth = orderOf(ws, 1_000_000n);
+    const { reason } = statusOf(await run(fourth), "refused");
+    expect(reason).toBeInstanceOf(CircuitBreakerOpen);
+    expect(reason.details).toMatchObject({ circuitBreaker: true, failStreak: 3 });
+    expect(await rowOf(fourth.id)).toBeUndefined();
+    expect(await balance(ws.eoaAddress)).toBe(5_000_000n);
+    expect((await events(ws)).map((e) => e.type)).toEqual([
+      "payout.failed",
+      "payout.failed",
+      "payout.failed",
+    ]);
+
+    // 30 minutes after the pause the next order resumes the workspace's transfers.
+    t.setNow(new Date((third.breaker.pausedAt?.getTime() ?? 0) + 30 * 60 * 1000));
+    try {
+      expect((await run(orderOf(ws, 1_000_000n))).status).toBe("completed");
+    } finally {
+      t.setNow(undefined);
+    }
+    expect(await t.app.services.transfers.breaker(fourth.scope)).toMatchObject({
+      status: "active",
+      failStreak: 0,
+    });
+  });
+
+  it("never records nor moves a non-positive amount", async () => {
+    const ws = await fundedWorkspace(5_000_000n);
+    const to = randomAddress();
+    for (const amount of [0n, -1_000_000n]) {
+      // The engine's checks leave amounts to the orderers; the payouts table's CHECK is the backstop.
+      const outcome = await run(orderOf(ws, amount, { destinationAddress: to })).catch((err: unknown) => err);
+      expect(outcome).not.toMatchObject({ status: "completed" });
+    }
+    expect(await rowsOf(ws)).toEqual([]);
+    expect(await balance(ws.eoaAddress)).toBe(5_000_000n);
+    expect(await balance(to)).toBe(0n);
+  });
+
+  it("gives a failed refund's take back to its payment (its kind's release statement)", async () => {
+    const ws = await fundedWorkspace(5_000_000n);
+    const paymentId = await insertPayment(ws);
+    const order = orderOf(ws, 400_000n, {
+      kind: "refund",
+      paymentId,
+      destinationAddress: SANDBOX_FAILURE_ADDRESS,
+      fences: [takeFence(paymentId, 400_000n)],
+    });
+    const failed = statusOf(await run(order), "failed");
+    expect(failed.transfer).toMatchObject({ kind: "refund", payment_id: paymentId, status: "failed" });
+    // Taken by the fence when recorded, given back in the failure's transaction.
+    expect(await refundedOf(paymentId)).toBe("0");
+    expect((await events(ws)).map((e) => e.type)).toEqual(["refund.failed"]);
+  });
+
+  it("refuses an unfunded fenced refund and rolls its fence's take back", async () => {
+    const ws = await fundedWorkspace(100_000n);
+    const paymentId = await insertPayment(ws);
+    const order = orderOf(ws, 400_000n, {
+      kind: "refund",
+      paymentId,
+      fences: [takeFence(paymentId, 400_000n)],
+    });
+    const { reason } = statusOf(await run(order), "refused");
+    expect(reason).toBeInstanceOf(InsufficientBalance);
+    expect(reason.details).toMatchObject({ available: "0.10", requested: "0.40" });
+    expect(await rowsOf(ws)).toEqual([]);
+    expect(await refundedOf(paymentId)).toBe("0");
+  });
+
+  it("keeps a completed refund's take", async () => {
+    const ws = await fundedWorkspace(5_000_000n);
+    const paymentId = await insertPayment(ws);
+    const order = orderOf(ws, 400_000n, {
+      kind: "refund",
+      paymentId,
+      fences: [takeFence(paymentId, 400_000n)],
+    });
+    expect((await run(order)).status).toBe("completed");
+    expect(await refundedOf(paymentId)).toBe("400000");
+    expect((await events(ws)).map((e) => e.type)).toEqual(["refund.completed"]);
+  });
+
+  it("resolves fenced when a required fence takes nothing, and records nothing", async () => {
+    const ws = await fundedWorkspace(5_000_000n);
+    const nothing: Fence = {
+      name: "already-claimed",
+      statement: t.database.db
+        .updateTable("payments")
+        .set({ refunded_amount: sql<string>`refunded_amount + 1` })
+        .where(sql<boolean>`false`)
+        .returning("id")
+        .compile(),
+      required: true,
+    };
+    const order = orderOf(ws, 1_000_000n, { fences: [nothing] });
+    expect(await run(order)).toEqual({ status: "fenced", fence: "already-claimed" });
+    expect(await rowsOf(ws)).toEqual([]);
+    expect(await events(ws)).toEqual([]);
+    expect(await balance(ws.eoaAddress)).toBe(5_000_000n);
+  });
+
+  it("records one of two orders with the same idempotencyKey at once; the other resolves duplicate", async () => {
+    const ws = await fundedWorkspace(5_000_000n);
+    const destinationAddress = randomAddress();
+    const key = `key-${randomUUID()}`;
+    const [a, b] = await Promise.all([
+      run(orderOf(ws, 1_000_000n, { destinationAddress, idempotencyKey: key })),
+      run(orderOf(ws, 1_000_000n, { destinationAddress, idempotencyKey: key })),
+    ]);
+    expect([a.status, b.status].sort()).toEqual(["completed", "duplicate"]);
+    expect([a, b].find((o) => o.status === "duplicate")).toEqual({
+      status: "duplicate",
+      idempotencyKey: key,
+    });
+    expect(await rowsOf(ws)).toHaveLength(1);
+    expect(await balance(ws.eoaAddress)).toBe(4_000_000n);
+    expect(await balance(destinationAddress)).toBe(1_000_000n);
+    expect((await events(ws)).map((e) => e.type)).toEqual(["payout.completed"]);
+  });
+});
+
+/** A crypto payment of 1 USDC received by the workspace: what a refund's fence takes from. */
+async function insertPayment(ws: CreatedWorkspace): Promise<string> {
+  const row = await sql<{ id: string }>`
+    INSERT INTO payments (workspace_id, environment, status, payment_method, payment_provider, token_symbol,
+                          gross_amount, fee_amount, net_amount, wallet_type, expires_at)
+    VALUES (${ws.id}::uuid, 'sandbox', 'forwarded', 'crypto', 'onchain', 'USDC', 1000000, 15000, 985000, 'eoa',
+            now() + interval '1 hour')
+    RETURNING id`.execute(t.database.db);
+  const id = row.rows[0]?.id;
+  if (!id) throw new Error("no payment inserted");
+  return id;
+}
+
+const refundedOf = async (paymentId: string) =>
+  (
+    await t.database.db
+      .selectFrom("payments")
+      .select("refunded_amount")
+      .where("id", "=", paymentId)
+      .executeTakeFirstOrThrow()
+  ).refunded_amount;
+
+/** A refund's take of `amount` from the payment, as refund-shares.ts writes it. */
+function takeFence(paymentId: string, amount: bigint): Fence {
+  const statement = t.database.db
+    .updateTable("payments")
+    .set({ refunded_amount: sql<string>`refunded_amount + ${amount.toString()}::numeric` })
+    .where("id", "=", paymentId)
+    .where(sql<boolean>`gross_amount - refunded_amount >= ${amount.toString()}::numeric`)
+    .returning("id")
+    .compile();
+  return { name: "refundable", statement, required: true };
+}
