@@ -1,7 +1,7 @@
 import { sql } from "kysely";
 import { AUTO_RESUME_AFTER_MS, type BreakerState } from "../../domain/circuit-breaker.ts";
 import type { Db } from "../../platform/db/database.ts";
-import type { Scope } from "./repo.ts";
+import type { TenantScope as Scope } from "../../platform/db/scope.ts";
 
 // The circuit breaker's row per workspace and environment (part 3): every kind of transfer out of
 // a wallet counts toward it (domain/payout-state.ts says which failures count).
