@@ -12,6 +12,7 @@ import {
   useAgentsApp,
 } from "../support/agents-and-wallets.ts";
 import { bearer, type CreatedWorkspace, createWorkspace } from "../support/app.ts";
+import { elapse } from "../support/poll.ts";
 import { WebhookReceiver } from "../support/receiver.ts";
 
 // Agents and wallets across tenants and environments, and their events delivered to a webhook
@@ -192,7 +193,8 @@ describe("agent and wallet events delivered to a webhook receiver", () => {
       1,
       ofEvent("agent.created", (d) => d.agentId === marker.agentId),
     );
-    await new Promise((r) => setTimeout(r, 300));
+    // A fixed wait on purpose: after the marker, time for a duplicate event to show, were there one.
+    await elapse(300);
     const addedEvents = receiver.received.filter(
       ofEvent("wallet.currency.added", (d) => d.walletId === wallet.walletId),
     );

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Hex } from "../../src/chain/network.ts";
 import { SANDBOX_FAILURE_ADDRESS, SimulatedLedger, sandboxTxHash } from "../../src/chain/simulated/ledger.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { until } from "../support/poll.ts";
 
 // The sandbox's simulated ledger (D3) with transfers asked for together made by one transaction:
 // no overdraft whatever the mix, each transfer its own outcome, and nothing written twice.
@@ -129,8 +130,23 @@ describe("simulated ledger transfers", () => {
     });
     await lockTaken;
     const transfer = ledger.transfer({ from, to, token: "USDC", amount: 5n, reference: reference() });
-    // On PostgreSQL the transfer's statement has started by now and waits for the lock.
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // On PostgreSQL, polled until the transfer's statement waits for the lock; the embedded
+    // database runs one statement at a time, so there the transfer simply queues behind.
+    if (process.env.DATABASE_URL)
+      await until(
+        "the transfer to wait for the debit lock",
+        async () => {
+          const { rows } = await sql<{ waiting: number }>`
+            SELECT count(*)::int AS waiting FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+              AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`.execute(
+            t.database.db,
+          );
+          return rows[0]?.waiting ?? 0;
+        },
+        (waiting) => waiting > 0,
+        10_000,
+        25,
+      );
     release();
     await other;
     const result = await transfer;

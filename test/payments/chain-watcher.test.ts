@@ -572,6 +572,8 @@ describe("chain watcher: set-based matching", () => {
     await w.tick();
     const id = await pending(USDC(40));
     const ticking = w.tick();
+    // A fixed wait on purpose: the block is mined while the tick is already under way (it shows
+    // nowhere to poll), 100 ms into an 800 ms interval.
     await new Promise((r) => setTimeout(r, 100));
     chain.mine([{ to: address, amount: USDC(40) }]);
     const minedAt = Date.now();

@@ -13,6 +13,7 @@ import { type Devnet, mine, revert, snapshot, startDevnet } from "../../src/devn
 import { createWorkers, type Workers } from "../../src/workers.ts";
 import { bearer, createWorkspace, startTestApp, type TestApp } from "../support/app.ts";
 import { liveNetworkEnv } from "../support/devnet-env.ts";
+import { until } from "../support/poll.ts";
 
 // The live crypto rail end to end on a real local chain: a payer sends tokens to the workspace
 // receiving address, the service detects, confirms and settles them (net → merchant, fee → treasury).
@@ -190,6 +191,17 @@ describe("live crypto rail on the devnet", () => {
       headers: bearer(ws.liveKey),
     });
     expect(stillPending.json().payment.status).toBe("pending");
+    // The 3.33 transfer may be in a block the watcher reaches after the one that forwarded the
+    // payment: polled (bounded) until it is listed, then read and checked as it stands.
+    await until(
+      "the 3.33 USDC transfer in the unmatched inbox",
+      async () =>
+        (
+          await t.request({ method: "GET", url: "/api/v1/transfers/unmatched", headers: bearer(ws.liveKey) })
+        ).json().total as number,
+      (total) => total > 0,
+      30_000,
+    );
     const unmatched = await t.request({
       method: "GET",
       url: "/api/v1/transfers/unmatched",

@@ -595,7 +595,8 @@ describe("live payout crash safety (real process, kill -9)", () => {
         },
       ],
     });
-    // A few more blocks and reconcile rounds: nothing is sent a second time.
+    // A few more blocks and reconcile rounds: nothing is sent a second time. A fixed wait on
+    // purpose: what is proved is that nothing happens, which has no event to poll for.
     await new Promise((r) => setTimeout(r, 2_500));
     expect(await usdcBalance(destination)).toBe(parseUnits("10", 6));
     expect(await usdcBalance(eoa)).toBe(parseUnits("90", 6));

@@ -62,7 +62,8 @@ describe("a repeated idempotencyKey while its original is processing", () => {
     const started = Date.now();
     const answer = repeat("repeat-completes", ws.testKey);
     // Let the repeat reach its wait (were it later, it would find the original ended and answer
-    // the same), then end the original as its own instance would.
+    // the same), then end the original as its own instance would. A fixed wait on purpose: the
+    // wait is inside the request and shows nowhere to poll; a late repeat only passes more easily.
     await new Promise((resolve) => setTimeout(resolve, 300));
     await t.database.db
       .updateTable("payouts")
@@ -84,6 +85,7 @@ describe("a repeated idempotencyKey while its original is processing", () => {
   it("answers 409 with the original once it failed", async () => {
     const { ws, payout } = await processingOriginal("repeat-fails");
     const answer = repeat("repeat-fails", ws.testKey);
+    // As above: time for the repeat to reach its wait, which shows nowhere to poll.
     await new Promise((resolve) => setTimeout(resolve, 300));
     await t.database.db
       .updateTable("payouts")

@@ -7,6 +7,7 @@ import type { Environment } from "../../src/config.ts";
 import { type DispatcherOptions, WebhookDispatcher } from "../../src/modules/webhooks/dispatcher.ts";
 import { type OutboxEvent, recordEvents } from "../../src/modules/webhooks/outbox.ts";
 import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./app.ts";
+import { untilDefined } from "./poll.ts";
 import { type ReceivedRequest, WebhookReceiver } from "./receiver.ts";
 
 // Integration tests of outbound webhook delivery (interface part 6; decisions D7, D13): a real
@@ -18,21 +19,12 @@ export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 export const RATE_LIMITS = { RATE_LIMIT_SANDBOX: "100000", RATE_LIMIT_LIVE: "100000" };
 export const DAY = 24 * 60 * 60 * 1000;
 
-export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-export async function until<T>(
+/** Polls (bounded, support/poll.ts) until `probe` gives a truthy value, and gives it. */
+export const until = <T>(
   what: string,
   probe: () => Promise<T | undefined | null | false>,
   timeoutMs = 10_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
+) => untilDefined(what, async () => (await probe()) || undefined, timeoutMs);
 
 export function hmacHex(secret: string, data: string): Buffer {
   return createHmac("sha256", Buffer.from(secret, "utf8")).update(Buffer.from(data, "utf8")).digest();

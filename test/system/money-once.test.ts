@@ -15,6 +15,7 @@ import {
 } from "../support/app.ts";
 import { type DevnetClients, devnetClients } from "../support/devnet-clients.ts";
 import { liveNetworkEnv } from "../support/devnet-env.ts";
+import { untilDefined } from "../support/poll.ts";
 import { type RpcHook, startRpcProxy } from "../support/rpc-proxy.ts";
 
 // Money leaves once (issue 20), finding by finding, on a real local chain: a refused transaction
@@ -73,19 +74,9 @@ async function app(extra: Record<string, string> = {}, shared?: TestApp): Promis
 const payout = (t: TestApp, ws: CreatedWorkspace, body: Record<string, unknown>) =>
   t.request({ method: "POST", url: "/api/v1/payouts", headers: bearer(ws.liveKey), payload: body });
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>, ms = 15_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
-
 /** Runs both reconcilers (transactions, then payouts) until `done`. */
 const reconcileUntil = (t: TestApp, what: string, done: () => Promise<boolean>) =>
-  until(what, async () => {
+  untilDefined(what, async () => {
     await t.app.ctx.senders.live?.reconcile();
     await t.app.services.payouts.reconcile("live");
     return (await done()) ? true : undefined;
@@ -112,7 +103,7 @@ const payoutRow = (t: TestApp, ws: CreatedWorkspace) =>
  * rebroadcast age: its transaction sent again, mined once, the payout completed.
  */
 async function expectFinishedOnce(t: TestApp, ws: CreatedWorkspace, destination: string) {
-  await sleep(3_500);
+  // Polled: the reconcilers leave the transaction alone until it is past the rebroadcast age (3 s).
   await reconcileUntil(
     t,
     "the payout to complete",
@@ -145,7 +136,7 @@ describe("a transaction is sent once, in nonce order", () => {
       const destination = randomAddress();
       const answer = payout(t, ws, { tokenSymbol: "USDC", amount: "10", destinationAddress: destination });
       // The reconciler runs while the payout is being sent, as the worker leader's tick would.
-      await until("the payout's transaction to be recorded", async () =>
+      await untilDefined("the payout's transaction to be recorded", async () =>
         (await recordedFor(t, ws)).length ? true : undefined,
       );
       const reconciling = t.app.ctx.senders.live?.reconcile();
@@ -153,7 +144,8 @@ describe("a transaction is sent once, in nonce order", () => {
       await reconciling;
       expect(res.statusCode, res.body).toBe(500);
       // More reconcile rounds, past the age (3 s) after which the reconciler broadcasts a recorded
-      // transaction again: nothing more is sent.
+      // transaction again: nothing more is sent. A fixed wait on purpose: there is no event to poll
+      // for when what is proved is that nothing happens; 3.5 s is just past that age.
       await sleep(3_500);
       await t.app.ctx.senders.live?.reconcile();
       await t.app.ctx.senders.live?.reconcile();
@@ -193,7 +185,7 @@ describe("a transaction is sent once, in nonce order", () => {
       await fund(ws.eoaAddress, { USDC: "50", ETH: "1" });
       const [first, second] = [randomAddress(), randomAddress()];
       const firstAnswer = payout(t, ws, { tokenSymbol: "USDC", amount: "10", destinationAddress: first });
-      await until("the first payout's transaction to be recorded", async () =>
+      await untilDefined("the first payout's transaction to be recorded", async () =>
         (await recordedFor(t, ws)).length ? true : undefined,
       );
       const secondAnswer = await payout(t, ws, {
@@ -318,7 +310,9 @@ describe.skipIf(!process.env.DATABASE_URL)("a wallet another instance holds", ()
       // This instance's next payout from the held wallet waits for the lock as well.
       const second = randomAddress();
       const waiting = payout(t, held, { tokenSymbol: "USDC", amount: "5", destinationAddress: second });
-      await sleep(3_500); // past the rebroadcast age
+      // A fixed wait on purpose: time has to pass the rebroadcast age (3 s) for the reconciler to
+      // want the held wallet's transaction; what is proved is that the pass is not held up by it.
+      await sleep(3_500);
 
       const pass = t.app.ctx.senders.live?.reconcile().then(() => "finished" as const);
       expect(await Promise.race([pass, sleep(10_000).then(() => "held up" as const)])).toBe("finished");
@@ -373,7 +367,7 @@ describe("the reconciler and the instance sending a payout", () => {
     await fund(ws.eoaAddress, { USDC: "50", ETH: "1" });
     const destination = randomAddress();
     const answer = payout(sender, ws, { tokenSymbol: "USDC", amount: "10", destinationAddress: destination });
-    await until("the payout to be recorded", async () => (await payoutRow(sender, ws)) ?? undefined);
+    await untilDefined("the payout to be recorded", async () => (await payoutRow(sender, ws)) ?? undefined);
     return { held, proxy, sender, other, ws, destination, answer };
   }
 
@@ -398,7 +392,7 @@ describe("the reconciler and the instance sending a payout", () => {
     const { held, proxy, sender, other, ws, destination, answer } = await payoutHeldBeforeSigning();
     try {
       // Its sender stands still past its lease (as a stopped process does: its renewals stop).
-      await until("the reconciler to take the payout over", async () => {
+      await untilDefined("the reconciler to take the payout over", async () => {
         await sender.database.db
           .updateTable("payouts")
           .set({ lease_expires_at: new Date(Date.now() - 60_000) })
@@ -438,7 +432,7 @@ describe("instances share a wallet", () => {
         amount: "7",
         destinationAddress: randomAddress(),
       });
-      await until("the first payout to be broadcast", async () =>
+      await untilDefined("the first payout to be broadcast", async () =>
         (await recordedFor(first, ws)).length ? true : undefined,
       );
       const refused = await payout(second, ws, {
@@ -569,7 +563,8 @@ describe("a payment is settled once", () => {
       const treasury = network.treasuryAddress;
       const treasuryBefore = await usdcBalance(treasury);
       await settlement.tick();
-      // Later ticks (past the reconciler's rebroadcast age) send nothing more.
+      // Later ticks (past the reconciler's rebroadcast age) send nothing more: a fixed wait on
+      // purpose (nothing to poll for when what is proved is that nothing is sent), just past 3 s.
       await sleep(3_500);
       await settlement.tick();
       await settlement.tick();
@@ -591,8 +586,8 @@ describe("a payment is settled once", () => {
       const { settlement, network } = eoaSettlement(t);
       const treasuryBefore = await usdcBalance(network.treasuryAddress);
       await settlement.tick();
-      await sleep(3_500); // past the rebroadcast age: the reconciler sends both legs again
-      await until("the payment to be forwarded", async () => {
+      // Polled past the rebroadcast age (3 s), when the reconciler sends both legs again.
+      await untilDefined("the payment to be forwarded", async () => {
         await settlement.tick();
         return (await paymentStatus(t, id)) === "forwarded" ? true : undefined;
       });
@@ -633,7 +628,7 @@ describe("a payment is settled once", () => {
         destinationAddress: destination,
       });
       expect(paid.statusCode, paid.body).toBe(200);
-      await until("the settlement to end", async () => {
+      await untilDefined("the settlement to end", async () => {
         await settlement.tick();
         return (await paymentStatus(t, id)) === "confirmed" ? undefined : true;
       });
@@ -659,7 +654,7 @@ describe("a payment is settled once", () => {
     // The top-up is mined: the next tick settles.
     await fund(ws.eoaAddress, { ETH: "1" });
     topUp = "funded";
-    await until("the payment to be forwarded", async () => {
+    await untilDefined("the payment to be forwarded", async () => {
       await settlement.tick();
       return (await status()) === "forwarded" ? true : undefined;
     });

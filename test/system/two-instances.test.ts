@@ -7,6 +7,7 @@ import { type Database, openDatabase } from "../../src/platform/db/database.ts";
 import { freshDatabaseUrl } from "../support/app.ts";
 import { type DevnetClients, devnetClients } from "../support/devnet-clients.ts";
 import { liveNetworkEnv } from "../support/devnet-env.ts";
+import { untilDefined } from "../support/poll.ts";
 import {
   callService,
   type Json,
@@ -53,16 +54,6 @@ let chain: PublicClient;
 let fund: DevnetClients["fund"];
 let sendUsdc: DevnetClients["sendUsdc"];
 let usdcBalance: DevnetClients["usdcBalance"];
-
-async function until<T>(what: string, ms: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(25);
-  }
-}
 
 async function createWorkspace(on: ServiceProcess, name: string) {
   const created = await callService(on, "POST", "/api/v1/workspaces", ADMIN, {
@@ -135,7 +126,7 @@ describe.skipIf(!process.env.DATABASE_URL)("two instances on one PostgreSQL and 
     // A starts first and takes the chain job's lease; B starts once A holds it, so A is the leader.
     a = await startService(env);
     database = await openDatabase({ databaseUrl: fresh.url, poolSize: 4 });
-    await until("A to lead the chain job", 30_000, async () => (await chainLease()) ?? undefined);
+    await untilDefined("A to lead the chain job", async () => (await chainLease()) ?? undefined, 30_000);
     b = await startService(env);
     ({ chain, fund, sendUsdc, usdcBalance } = devnetClients(devnet));
   }, 180_000);
@@ -150,8 +141,10 @@ describe.skipIf(!process.env.DATABASE_URL)("two instances on one PostgreSQL and 
   it("40 concurrent payouts from one wallet over both instances: every one paid exactly once, as answered, and replayed with its txHash", async () => {
     const workspace = await createWorkspace(a, "Two instances payouts");
     await fund(workspace.eoa, { USDC: String(PAYOUTS), ETH: "1" });
-    await until("the funding to be mined", 10_000, async () =>
-      (await usdcBalance(workspace.eoa)) === USDC(String(PAYOUTS)) ? true : undefined,
+    await untilDefined(
+      "the funding to be mined",
+      async () => ((await usdcBalance(workspace.eoa)) === USDC(String(PAYOUTS)) ? true : undefined),
+      10_000,
     );
 
     const destinations = Array.from({ length: PAYOUTS }, () => randomAddress());
@@ -164,8 +157,22 @@ describe.skipIf(!process.env.DATABASE_URL)("two instances on one PostgreSQL and 
     const originals = destinations.map((_, i) =>
       callService(i % 2 ? b : a, "POST", "/api/v1/payouts", workspace.liveKey, body(i), 150_000),
     );
+    // Each replay goes to the other instance as soon as its original is recorded (polled, not a
+    // fixed wait): it finds the original still in progress or ended, and must answer as it did.
+    const recorded = (i: number) =>
+      untilDefined(
+        `payout #${i} to be recorded`,
+        async () =>
+          database.db
+            .selectFrom("payouts")
+            .select("id")
+            .where("workspace_id", "=", workspace.id)
+            .where("idempotency_key", "=", `two-instances-${i}`)
+            .executeTakeFirst(),
+        120_000,
+      );
     const replays = destinations.map((_, i) =>
-      sleep(5_000).then(() =>
+      recorded(i).then(() =>
         callService(i % 2 ? a : b, "POST", "/api/v1/payouts", workspace.liveKey, body(i), 150_000),
       ),
     );
@@ -173,15 +180,21 @@ describe.skipIf(!process.env.DATABASE_URL)("two instances on one PostgreSQL and 
     const replayed = await Promise.all(replays);
 
     // Every payout finished in the database, then a few blocks for anything still on its way.
-    await until("no payout processing", 120_000, async () => {
-      const open = await database.db
-        .selectFrom("payouts")
-        .select("id")
-        .where("workspace_id", "=", workspace.id)
-        .where("status", "=", "processing")
-        .execute();
-      return open.length === 0 ? true : undefined;
-    });
+    await untilDefined(
+      "no payout processing",
+      async () => {
+        const open = await database.db
+          .selectFrom("payouts")
+          .select("id")
+          .where("workspace_id", "=", workspace.id)
+          .where("status", "=", "processing")
+          .execute();
+        return open.length === 0 ? true : undefined;
+      },
+      120_000,
+    );
+    // A fixed wait on purpose: a few blocks for a stray transaction to land if one were on its
+    // way; what is proved below is that none was (nothing to poll for), so it is short and bounded.
     await sleep(3_000);
 
     const stored = await database.db
@@ -275,41 +288,60 @@ describe.skipIf(!process.env.DATABASE_URL)("two instances on one PostgreSQL and 
           .execute();
       // The leader is inside a settlement once it has recorded the receiving wallet's gas top-up:
       // it is waiting for that top-up's block, between "nothing recorded yet" and the legs.
-      await until("the leader to top the receiving wallet up", 60_000, async () => {
-        const topUp = await database.db
-          .selectFrom("chain_transactions")
-          .select("tx_hash")
-          .where("purpose", "=", "gas_topup")
-          .where("to_address", "=", workspace.eoa)
-          .executeTakeFirst();
-        return topUp ? true : undefined;
-      });
+      await untilDefined(
+        "the leader to top the receiving wallet up",
+        async () => {
+          const topUp = await database.db
+            .selectFrom("chain_transactions")
+            .select("tx_hash")
+            .where("purpose", "=", "gas_topup")
+            .where("to_address", "=", workspace.eoa)
+            .executeTakeFirst();
+          return topUp ? true : undefined;
+        },
+        60_000,
+      );
       const leader = await chainLease();
       a.child.kill("SIGSTOP");
       // B takes over once A's lease has run out, and settles meanwhile.
-      await until("B to take the chain job over", 120_000, async () => {
-        const lease = await chainLease();
-        return lease && lease.holder !== leader?.holder ? true : undefined;
-      });
-      await until("B to finish the settlements", 120_000, async () =>
-        (await statuses()).every((p) => p.status === "forwarded" || p.status === "failed") ? true : undefined,
+      await untilDefined(
+        "B to take the chain job over",
+        async () => {
+          const lease = await chainLease();
+          return lease && lease.holder !== leader?.holder ? true : undefined;
+        },
+        120_000,
+      );
+      await untilDefined(
+        "B to finish the settlements",
+        async () =>
+          (await statuses()).every((p) => p.status === "forwarded" || p.status === "failed")
+            ? true
+            : undefined,
+        120_000,
       );
       a.child.kill("SIGCONT");
-      // Whatever A was doing when it stopped, it goes on with now; give it some blocks.
+      // Whatever A was doing when it stopped, it goes on with now; give it some blocks. A fixed
+      // wait on purpose: the poll below would pass at once, before A did anything wrong.
       await sleep(5_000);
-      await until("no settlement transaction left open", 60_000, async () => {
-        const open = await database.db
-          .selectFrom("chain_transactions")
-          .select("tx_hash")
-          .where("status", "=", "signed")
-          .where("from_address", "=", workspace.eoa)
-          .execute();
-        return open.length === 0 ? true : undefined;
-      });
+      await untilDefined(
+        "no settlement transaction left open",
+        async () => {
+          const open = await database.db
+            .selectFrom("chain_transactions")
+            .select("tx_hash")
+            .where("status", "=", "signed")
+            .where("from_address", "=", workspace.eoa)
+            .execute();
+          return open.length === 0 ? true : undefined;
+        },
+        60_000,
+      );
     } finally {
       await rpc(devnet.rpcUrl, "evm_setAutomine", [true]);
       a.child.kill("SIGCONT");
     }
+    // A fixed wait on purpose: time for A to fall over if it were going to (nothing to poll for).
     await sleep(2_000);
     // A went on after its sessions were ended under it: it is still up, and serves.
     expect(a.child.exitCode, a.output().slice(-3000)).toBeNull();

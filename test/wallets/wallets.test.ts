@@ -24,6 +24,7 @@ import {
   type TestApp,
 } from "../support/app.ts";
 import { liveNetworkEnv } from "../support/devnet-env.ts";
+import { until } from "../support/poll.ts";
 
 // Wallets: CRUD, the list's filters and paging, wallet.balance.updated from the devnet. Agents:
 // test/agents/agents.test.ts; shared helpers: support/agents-and-wallets.ts.
@@ -337,8 +338,18 @@ describe("wallet.balance.updated from a real USDC transfer on the devnet", () =>
 
     workers = createWorkers(live.app, { dispatcher: { pollIntervalMs: 50 } });
     workers.start();
-    // Let the watcher set its cursor before the transfer.
-    await new Promise((r) => setTimeout(r, 1_500));
+    // The watcher sets its cursor before the transfer (polled): it scans from there on.
+    await until(
+      "the live watcher's cursor",
+      () =>
+        live.database.db
+          .selectFrom("chain_cursors")
+          .select("block_number")
+          .where("environment", "=", "live")
+          .executeTakeFirst(),
+      (row) => row !== undefined,
+      30_000,
+    );
 
     const payer = createWalletClient({
       account: privateKeyToAccount(devnet.accounts.payer.privateKey),

@@ -5,6 +5,7 @@ import * as repo from "../../src/modules/webhooks/repo.ts";
 import type { Resolver } from "../../src/platform/http/outbound-guard.ts";
 import { bearer } from "../support/app.ts";
 import { installLoopbackOnly, type LoopbackOnly } from "../support/loopback-only.ts";
+import { elapse } from "../support/poll.ts";
 import type { ReceivedRequest } from "../support/receiver.ts";
 import {
   claimTime,
@@ -13,7 +14,6 @@ import {
   forwardedEvents,
   harness,
   type Json,
-  sleep,
   until,
 } from "../support/webhook-delivery.ts";
 
@@ -142,7 +142,8 @@ describe("webhook delivery", () => {
       ]);
 
       expect(await claimAll(hook.id)).toHaveLength(0);
-      await sleep(a.lease.getTime() - Date.now() + 50);
+      // The lease is a point in time: what is awaited is that time passing (no event to poll for).
+      await elapse(a.lease.getTime() - Date.now() + 50);
       expect((await claimAll(hook.id)).map((d) => d.id)).toEqual([a.id, b.id]);
     });
 
@@ -273,7 +274,8 @@ describe("webhook delivery", () => {
     });
     // "active: whether delivery is on": neither the queued retries nor new events go out.
     await h.createPayment(ws.testKey);
-    await sleep(1_500);
+    // A fixed wait on purpose: time for the queued retries (200 ms apart) to go out, were they going to.
+    await elapse(1_500);
     const queued = await h.deliveries(ws.testKey, hook.id);
     expect(queued, "a new event was queued for a deactivated registration").toHaveLength(1);
     expect(
@@ -468,7 +470,8 @@ describe("webhook delivery per environment and workspace", () => {
 
     await sandboxReceiver.waitFor(2);
     await liveReceiver.waitFor(1);
-    await sleep(400);
+    // A fixed wait on purpose: time for an event to reach the other environment's receiver, were it going to.
+    await elapse(400);
     await dispatcher.drain();
 
     expect(sandboxReceiver.received).toHaveLength(2);

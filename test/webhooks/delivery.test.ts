@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { Environment } from "../../src/config.ts";
 import * as repo from "../../src/modules/webhooks/repo.ts";
 import { bearer } from "../support/app.ts";
+import { elapse } from "../support/poll.ts";
 import type { ReceivedRequest } from "../support/receiver.ts";
 import {
   claimTime,
@@ -12,7 +13,6 @@ import {
   header,
   hmacHex,
   type Json,
-  sleep,
   UUID,
   until,
   verifies,
@@ -134,7 +134,8 @@ describe("webhook delivery", () => {
       lastResponseCode: 200,
       nextAttemptAt: null,
     });
-    await sleep(400);
+    // A fixed wait on purpose: no third send shows up in 400 ms (nothing to poll for).
+    await elapse(400);
     expect(receiver.received).toHaveLength(2);
   });
 
@@ -213,7 +214,9 @@ describe("webhook delivery", () => {
       const log = await h.deliveries(ws.testKey, hook.id);
       return log.length === 10 && log.every((d) => (d.attempts as number) >= 1) && log;
     });
-    await sleep(300);
+    // A fixed wait on purpose: more attempts fail meanwhile, and none ends the deliveries
+    // (nothing to poll for).
+    await elapse(300);
     const whileDown = await h.deliveries(ws.testKey, hook.id);
     expect(whileDown.every((d) => d.status === "pending" && d.lastResponseCode === null)).toBe(true);
     expect(
@@ -263,7 +266,8 @@ describe("webhook delivery", () => {
       lastResponseCode: 500,
       nextAttemptAt: null,
     });
-    await sleep(800);
+    // A fixed wait on purpose: after the last attempt nothing more is sent (nothing to poll for).
+    await elapse(800);
     expect(receiver.received).toHaveLength(3);
     expect((await h.deliveries(ws.testKey, hook.id))[0]).toMatchObject({ status: "failed", attempts: 3 });
   });
@@ -277,7 +281,8 @@ describe("webhook delivery", () => {
 
     const payment = await h.createPayment(ws.testKey);
     await receiver.waitFor(1);
-    await sleep(400);
+    // A fixed wait on purpose: time for the unsubscribed event to be sent, were it going to be.
+    await elapse(400);
     await dispatcher.drain();
     expect(receiver.received).toHaveLength(1);
     expect(receiver.received[0]?.json.event).toBe("payment.forwarded");
@@ -307,7 +312,8 @@ describe("webhook delivery", () => {
     b.start();
 
     await until("50 distinct deliveries", async () => new Set(receiver.received.map(deliveryId)).size >= 50);
-    await sleep(500);
+    // A fixed wait on purpose: time for a 51st (duplicate) delivery to show, were there one.
+    await elapse(500);
     await Promise.all([a.drain(), b.drain()]);
 
     const ids = receiver.received.map(deliveryId);
@@ -340,7 +346,9 @@ describe("webhook delivery", () => {
 
     // A fresh dispatcher does not take it while the lease holds …
     h.dispatcher({ leaseMs: 5_000 }).start();
-    await sleep(600);
+    // A fixed wait on purpose: the lease holds for 600 ms of polls; nothing happening has no
+    // event to poll for.
+    await elapse(600);
     expect(receiver.received).toHaveLength(0);
 
     // … and sends it once the lease has run out.
@@ -351,7 +359,8 @@ describe("webhook delivery", () => {
       const log = await h.deliveries(ws.testKey, hook.id);
       return log[0]?.status === "delivered" && log[0]?.attempts === 1 && log;
     });
-    await sleep(300);
+    // A fixed wait on purpose: time for a second send to show, were there one.
+    await elapse(300);
     expect(receiver.received).toHaveLength(1);
   });
 
