@@ -6,7 +6,7 @@ import { startRpcProxy } from "./rpc-proxy.ts";
 
 // What the tests of the `onramp.sessions` job (onramp/reconcile.ts) share: the app with the live
 // network configured (the on-ramp takes the live path) but an RPC endpoint that answers nothing,
-// and nothing here asks it (the credit is the chain's: onramp-live.test.ts), a local fake card
+// and nothing here asks it (the credit is the chain's: test/onramp/live.test.ts), a local fake card
 // provider reached through the stripe SDK, and helpers to open sessions, deliver their events,
 // run the job's tick at a given time and read what it did.
 

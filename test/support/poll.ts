@@ -2,12 +2,13 @@ import type { Db } from "../../src/platform/db/database.ts";
 
 // Bounded polls for suites that wait on the service's background work (no sleeps in tests).
 
-/** Polls every 100 ms until `read` gives what `done` accepts; throws, naming `what`, after `timeoutMs`. */
+/** Polls every `everyMs` until `read` gives what `done` accepts; throws, naming `what`, after `timeoutMs`. */
 export async function until<T>(
   what: string,
   read: () => Promise<T>,
   done: (value: T) => boolean,
   timeoutMs = 60_000,
+  everyMs = 100,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -15,8 +16,23 @@ export async function until<T>(
     if (done(value)) return value;
     if (Date.now() > deadline)
       throw new Error(`${what}: still ${JSON.stringify(value)} after ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await new Promise((resolve) => setTimeout(resolve, everyMs));
   }
+}
+
+/**
+ * Polls `probe` until it gives a value other than undefined, and gives that value; the suites
+ * whose probes answer "not yet" with undefined (and may answer false or 0 as a result) use this.
+ */
+export async function untilDefined<T>(
+  what: string,
+  probe: () => Promise<T | undefined>,
+  timeoutMs = 60_000,
+  everyMs = 25,
+): Promise<T> {
+  const value = await until(what, probe, (v) => v !== undefined, timeoutMs, everyMs);
+  if (value === undefined) throw new Error(`${what}: no value`);
+  return value;
 }
 
 /** Until the live chain watcher has scanned block `block` (its cursor is there or beyond). */
@@ -33,4 +49,12 @@ export function watcherPassed(db: Db, block: bigint): Promise<bigint> {
     },
     (at) => at >= block,
   );
+}
+
+/**
+ * Lets `ms` of wall time pass. Only for a wait that proves something did NOT happen (a second
+ * send, a crash): there is no event to poll for, so the wait is fixed, short and named as such.
+ */
+export function elapse(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }

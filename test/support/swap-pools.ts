@@ -2,8 +2,8 @@ import type { InjectOptions, LightMyRequestResponse } from "fastify";
 import { expect } from "vitest";
 import { bearer, type CreatedWorkspace, type TestApp } from "./app.ts";
 
-// What the tests of sandbox swaps (D16; test/swaps-sandbox.test.ts and
-// test/swaps-sandbox-execution.test.ts) share: the documented constant-product pools
+// What the tests of sandbox swaps (D16; test/swaps/sandbox.test.ts and
+// test/swaps/sandbox-execution.test.ts) share: the documented constant-product pools
 // (docs/swaps.md) recomputed here with Uniswap v2's own formulas, the amounts' units and text, the
 // app's clock, and the HTTP requests and database reads against the app the tests run.
 

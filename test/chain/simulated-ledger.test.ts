@@ -1,0 +1,172 @@
+import { randomBytes } from "node:crypto";
+import { sql } from "kysely";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Hex } from "../../src/chain/network.ts";
+import { SANDBOX_FAILURE_ADDRESS, SimulatedLedger, sandboxTxHash } from "../../src/chain/simulated/ledger.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { until } from "../support/poll.ts";
+
+// The sandbox's simulated ledger (D3) with transfers asked for together made by one transaction:
+// no overdraft whatever the mix, each transfer its own outcome, and nothing written twice.
+
+const wallet = () => `0x${randomBytes(20).toString("hex")}` as Hex;
+let t: TestApp;
+let ledger: SimulatedLedger;
+let ref = 0;
+const reference = () => `test:${Date.now()}:${ref++}`;
+
+beforeAll(async () => {
+  t = await startTestApp();
+  ledger = new SimulatedLedger(t.database.db);
+});
+afterAll(async () => t.close());
+
+async function statuses(hashes: string[]) {
+  const rows = await t.database.db
+    .selectFrom("ledger_transactions")
+    .select(["tx_hash", "status"])
+    .where("tx_hash", "in", hashes)
+    .execute();
+  return Object.fromEntries(rows.map((r) => [r.tx_hash, r.status]));
+}
+
+describe("simulated ledger transfers", () => {
+  it("concurrent transfers from one wallet never overdraw it: those that fit succeed, the rest revert", async () => {
+    const from = wallet();
+    const to = wallet();
+    await ledger.credit(from, "USDC", 10n, reference());
+    const refs = Array.from({ length: 5 }, reference);
+    const results = await Promise.all(
+      refs.map((r) => ledger.transfer({ from, to, token: "USDC", amount: 3n, reference: r })),
+    );
+    expect(results.filter((r) => r.status === "success")).toHaveLength(3);
+    expect(results.filter((r) => r.status === "reverted").map((r) => "error" in r && r.error)).toEqual([
+      "insufficient balance",
+      "insufficient balance",
+    ]);
+    expect(await ledger.balance(from, "USDC")).toBe(1n);
+    expect(await ledger.balance(to, "USDC")).toBe(9n);
+    // Every transfer is recorded once, with its own hash and outcome.
+    const recorded = await statuses(refs.map(sandboxTxHash));
+    expect(Object.values(recorded).sort()).toEqual(["reverted", "reverted", "success", "success", "success"]);
+    expect(results.map((r) => r.txHash)).toEqual(refs.map(sandboxTxHash));
+  });
+
+  it("a batch mixing wallets, tokens, the failure address and an empty wallet gives each its own outcome", async () => {
+    const [a, b, empty, to] = [wallet(), wallet(), wallet(), wallet()];
+    await ledger.credit(a, "USDC", 5n, reference());
+    await ledger.credit(a, "ETH", 7n, reference());
+    await ledger.credit(b, "USDC", 2n, reference());
+    const results = await Promise.all([
+      ledger.transfer({ from: a, to, token: "USDC", amount: 5n, reference: reference() }),
+      ledger.transfer({ from: a, to, token: "ETH", amount: 7n, reference: reference() }),
+      ledger.transfer({
+        from: b,
+        to: SANDBOX_FAILURE_ADDRESS as Hex,
+        token: "USDC",
+        amount: 1n,
+        reference: reference(),
+      }),
+      ledger.transfer({ from: b, to, token: "USDC", amount: 2n, reference: reference() }),
+      ledger.transfer({ from: empty, to, token: "USDC", amount: 1n, reference: reference() }),
+    ]);
+    expect(results.map((r) => (r.status === "success" ? "success" : r.error))).toEqual([
+      "success",
+      "success",
+      "execution reverted (sandbox failure address)",
+      "success",
+      "insufficient balance",
+    ]);
+    expect(await ledger.balance(a, "USDC")).toBe(0n);
+    expect(await ledger.balance(a, "ETH")).toBe(0n);
+    expect(await ledger.balance(b, "USDC")).toBe(0n);
+    expect(await ledger.balance(to, "USDC")).toBe(7n);
+    expect(await ledger.balance(to, "ETH")).toBe(7n);
+  });
+
+  it("two ledgers (two instances) transferring between the same wallets at once neither overdraw nor deadlock", async () => {
+    const other = new SimulatedLedger(t.database.db);
+    const [x, y] = [wallet(), wallet()];
+    await ledger.credit(x, "USDC", 50n, reference());
+    await ledger.credit(y, "USDC", 50n, reference());
+    // Each instance debits both wallets in each of its batches: their locks cross.
+    const moves = Array.from({ length: 40 }, (_, i) => {
+      const [from, to] = i % 2 === 0 ? [x, y] : [y, x];
+      return (i % 4 < 2 ? ledger : other).transfer({
+        from,
+        to,
+        token: "USDC",
+        amount: 4n,
+        reference: reference(),
+      });
+    });
+    const results = await Promise.all(moves);
+    expect(results.every((r) => r.status === "success")).toBe(true);
+    expect((await ledger.balance(x, "USDC")) + (await ledger.balance(y, "USDC"))).toBe(100n);
+    expect(await ledger.balance(x, "USDC")).toBeGreaterThanOrEqual(0n);
+    expect(await ledger.balance(y, "USDC")).toBeGreaterThanOrEqual(0n);
+  });
+
+  it("a transfer that waits for a wallet's debit lock sees the debit committed meanwhile", async () => {
+    // A transfer is one statement, whose own snapshot predates the lock it waits for: the
+    // balance must be read after the lock is granted, or it would spend money already gone.
+    const [from, to] = [wallet(), wallet()];
+    await ledger.credit(from, "USDC", 10n, reference());
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let locked = () => {};
+    const lockTaken = new Promise<void>((resolve) => {
+      locked = resolve;
+    });
+    // Another instance's debit of 8, holding the wallet's debit lock until it commits.
+    const other = t.database.db.transaction().execute(async (trx) => {
+      await sql`SELECT pg_advisory_xact_lock(hashtext(${`ledger:${from.toLowerCase()}:USDC`}))`.execute(trx);
+      await sql`INSERT INTO ledger_entries (address, token_symbol, amount, tx_hash)
+                VALUES (${from.toLowerCase()}, 'USDC', -8, ${sandboxTxHash(reference())})`.execute(trx);
+      locked();
+      await held;
+    });
+    await lockTaken;
+    const transfer = ledger.transfer({ from, to, token: "USDC", amount: 5n, reference: reference() });
+    // On PostgreSQL, polled until the transfer's statement waits for the lock; the embedded
+    // database runs one statement at a time, so there the transfer simply queues behind.
+    if (process.env.DATABASE_URL)
+      await until(
+        "the transfer to wait for the debit lock",
+        async () => {
+          const { rows } = await sql<{ waiting: number }>`
+            SELECT count(*)::int AS waiting FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+              AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`.execute(
+            t.database.db,
+          );
+          return rows[0]?.waiting ?? 0;
+        },
+        (waiting) => waiting > 0,
+        10_000,
+        25,
+      );
+    release();
+    await other;
+    const result = await transfer;
+    expect(result.status === "reverted" && result.error).toBe("insufficient balance");
+    expect(await ledger.balance(from, "USDC")).toBe(2n);
+    expect(await ledger.balance(to, "USDC")).toBe(0n);
+  });
+
+  it("reads balances asked for together in one query, each its own", async () => {
+    const [p, q, none] = [wallet(), wallet(), wallet()];
+    await ledger.credit(p, "USDC", 11n, reference());
+    await ledger.credit(q, "ADAO", 12n, reference());
+    expect(
+      await Promise.all([
+        ledger.currentBalance(p, "USDC"),
+        ledger.currentBalance(q, "ADAO"),
+        ledger.currentBalance(p, "ADAO"),
+        ledger.currentBalance(none, "USDC"),
+        ledger.currentBalance(p.toUpperCase().replace("0X", "0x"), "USDC"),
+      ]),
+    ).toEqual([11n, 12n, 0n, 0n, 11n]);
+  });
+});
