@@ -20,11 +20,11 @@ import {
   t,
   UUID,
   useCardRailApp,
-} from "../support/card-rail.ts";
+} from "../support/card-payments.ts";
 import { WebhookReceiver } from "../support/receiver.ts";
 
 // The card provider's webhooks (lifecycle, delayed methods, signatures, de-duplication) and the
-// outbound events of card payments; creation and the rest: rail.test.ts; helpers: support/card-rail.ts.
+// outbound events of card payments; creation and the rest: payments.test.ts; helpers: support/card-payments.ts.
 
 useCardRailApp();
 

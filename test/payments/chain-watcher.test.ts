@@ -18,7 +18,7 @@ import { migratorUpTo } from "../support/migrations.ts";
 
 // The chain watcher's set-based matching (D5) against a scripted chain: each test writes the
 // blocks it needs (including repeats and reorgs) and checks what the database holds afterwards.
-// The devnet suites (crypto-rail) cover the same watcher against a real node.
+// The devnet suites (crypto-payments) cover the same watcher against a real node.
 
 const hex = (bytes: number) => `0x${randomBytes(bytes).toString("hex")}` as Hex;
 const PAYER = hex(20);

@@ -261,7 +261,7 @@ describe("POST /api/v1/payments — sandbox card", () => {
     expect(ok.payment).toMatchObject({ grossAmount: "0.50", feeAmount: "0.01", netAmount: "0.49" });
   });
 
-  it("refuses crypto tokens on the card rail and USD on the crypto rail", async () => {
+  it("refuses crypto tokens on the card payment method and USD on the crypto payment method", async () => {
     const ws = await createWorkspace(t);
     await expectError(
       createPayment(ws.testKey, { paymentMethod: "card", tokenSymbol: "USDC", amount: "10" }),

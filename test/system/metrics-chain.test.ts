@@ -92,7 +92,7 @@ function startWorkers(): Workers {
   return workers;
 }
 
-describe("live crypto rail on the devnet", () => {
+describe("live crypto payment method on the devnet", () => {
   it("a payment paid on chain: pending, detected, confirmed, forwarded +1 each; watcher lag and tick age; one gas top-up", async () => {
     // No watcher has ticked in this process yet: no watcher series.
     const fresh = await read();

@@ -1,11 +1,11 @@
-// What the live card rail suites (test/card/rail.test.ts, webhooks.test.ts) share.
+// What the live card payment method suites (test/card/payments.test.ts, webhooks.test.ts) share.
 
 import type { LightMyRequestResponse } from "fastify";
 import { afterAll, afterEach, beforeAll, expect } from "vitest";
 import { bearer, type CreatedWorkspace, startTestApp, type TestApp } from "./app.ts";
 import { type CardEvent, FakeCardProvider, type SignedDelivery } from "./fake-card-provider.ts";
 
-// Integration tests of the card rail (interface parts 3, 4.1, 4.4, 4.9, 6; decisions D5, D13):
+// Integration tests of the card payment method (interface parts 3, 4.1, 4.4, 4.9, 6; decisions D5, D13):
 // the real app on a real database talks through the official stripe SDK to a local fake
 // provider (CARD_API_BASE), and inbound events are signed with the SDK's own test helper.
 

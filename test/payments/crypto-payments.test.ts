@@ -15,12 +15,12 @@ import { bearer, createWorkspace, startTestApp, type TestApp } from "../support/
 import { liveNetworkEnv } from "../support/devnet-env.ts";
 import { until } from "../support/poll.ts";
 
-// The live crypto rail end to end on a real local chain: a payer sends tokens to the workspace
+// The live crypto payment method end to end on a real local chain: a payer sends tokens to the workspace
 // receiving address, the service detects, confirms and settles them (net → merchant, fee → treasury).
 
 const randomAddress = () => privateKeyToAccount(generatePrivateKey()).address;
 
-describe("live crypto rail on the devnet", () => {
+describe("live crypto payment method on the devnet", () => {
   let devnet: Devnet;
   let t: TestApp;
   let workers: Workers | undefined;

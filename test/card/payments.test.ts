@@ -28,11 +28,11 @@ import {
   t,
   UUID,
   useCardRailApp,
-} from "../support/card-rail.ts";
+} from "../support/card-payments.ts";
 import { SESSION_MAX_SECONDS, SESSION_MIN_SECONDS } from "../support/fake-card-provider.ts";
 
 // Live card payments through the API: creation, cancel, expiry, configuration. The provider's
-// inbound webhooks and our outbound events: webhooks.test.ts; shared helpers: support/card-rail.ts.
+// inbound webhooks and our outbound events: webhooks.test.ts; shared helpers: support/card-payments.ts.
 
 useCardRailApp();
 
@@ -47,7 +47,7 @@ describe("POST /api/v1/payments — live card", () => {
     });
     const after = Math.floor(Date.now() / 1000);
 
-    // The response of part 4.1 for the live card rail.
+    // The response of part 4.1 for the live card payment method.
     expect(created.body.paymentMethod).toBe("card");
     expect(created.body.paymentProvider).toBe("card");
     expect(created.body).not.toHaveProperty("receivingAddress");
@@ -441,7 +441,7 @@ describe("live card expiry", () => {
 
 // ---- outbound webhooks ------------------------------------------------------------------------
 
-describe("card rail configuration", () => {
+describe("card payment method configuration", () => {
   it("answers 503 for live card payments and 400 for card webhooks when no provider is configured", async () => {
     const bare = await startTestApp({ ...RATE_LIMITS });
     try {
