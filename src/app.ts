@@ -183,7 +183,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   const agents = new AgentsService(ctx);
   const agentWallets = new AgentWalletsService(ctx, agents, ledger);
   // Money leaves workspace wallets through the rails (src/rails), one set per process.
-  const { rails, smartAccounts } = buildRails(deps.config, networks, senders, ledger);
+  const { rails, smartAccounts } = buildRails(deps.config, networks, senders, ledger, deps.db);
   // Smart wallet addresses come from the live network's account factory (else the sandbox's).
   const smartWallets = new SmartWalletsService(ctx, workspaces, smartAccounts.live ?? smartAccounts.sandbox);
   // Where each environment's swaps trade (D16): Uniswap v3 on a network, the ledger's pools in the sandbox.

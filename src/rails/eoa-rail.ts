@@ -1,7 +1,9 @@
 import type { ChainToken, EventLog, Hex, Network } from "../chain/network.ts";
+import { payoutTransaction } from "../chain/sent-transactions.ts";
 import { RecordRefused, type SentTransfer } from "../chain/sent-types.ts";
 import type { TransactionSender } from "../chain/transaction-sender.ts";
 import { RECIPIENT_REVERTED } from "../domain/payout-state.ts";
+import type { Db } from "../platform/db/database.ts";
 import {
   type Leg,
   type Move,
@@ -9,6 +11,7 @@ import {
   type MoveOutcome,
   MoveRefused,
   type Rail,
+  type RecordedMove,
   type Submission,
   type WalletFunds,
 } from "./rail.ts";
@@ -22,10 +25,13 @@ export class EoaRail implements Rail {
   readonly pipelined = true;
   readonly #network: Network;
   readonly #sender: TransactionSender;
+  /** Where the sender keeps its records (chain/sent-transactions.ts). */
+  readonly #db: Db;
 
-  constructor(network: Network, sender: TransactionSender) {
+  constructor(network: Network, sender: TransactionSender, db: Db) {
     this.#network = network;
     this.#sender = sender;
+    this.#db = db;
   }
 
   balance(address: Hex, token: ChainToken): Promise<bigint> {
@@ -56,6 +62,22 @@ export class EoaRail implements Rail {
 
   reconcile(): Promise<void> {
     return this.#sender.reconcile();
+  }
+
+  /** Its last leg's transaction (the one mined last, a swap's router call) is the move's. */
+  async recorded(transferId: string): Promise<RecordedMove> {
+    const tx = await payoutTransaction(this.#db, transferId);
+    if (!tx) return { state: "none" };
+    if (tx.status === "signed") return { state: "open" };
+    const mined = tx.status === "mined";
+    const outcome: MoveOutcome = {
+      status: mined ? "success" : "reverted",
+      txHash: tx.txHash,
+      legs: [],
+      error: mined ? null : tx.error,
+    };
+    // `failed`: its own receipt reverted; otherwise never mined, its nonce taken by another.
+    return { state: "ended", outcome, byReceipt: tx.status === "failed" };
   }
 
   logsOf(mined: { txHash: string }): Promise<EventLog[]> {

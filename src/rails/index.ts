@@ -2,6 +2,7 @@ import { SmartAccounts } from "../chain/evm/smart-accounts.ts";
 import type { SimulatedLedger } from "../chain/simulated/ledger.ts";
 import { type Config, ENVIRONMENTS, type Environment } from "../config.ts";
 import type { AppContext } from "../context.ts";
+import type { Db } from "../platform/db/database.ts";
 import { EoaRail } from "./eoa-rail.ts";
 import { LedgerRail } from "./ledger-rail.ts";
 import type { Rail } from "./rail.ts";
@@ -22,6 +23,7 @@ export function buildRails(
   networks: AppContext["networks"],
   senders: AppContext["senders"],
   ledger: SimulatedLedger,
+  db: Db,
 ): { rails: Rails; smartAccounts: Partial<Record<Environment, SmartAccounts>> } {
   const rails: Rails = {
     sandbox: { eoa: new LedgerRail(ledger), smart_wallet: new LedgerRail(ledger, { smartAccount: true }) },
@@ -35,7 +37,7 @@ export function buildRails(
     const accounts = networkConfig?.accountAbstraction ? new SmartAccounts(networkConfig) : undefined;
     if (accounts) smartAccounts[environment] = accounts;
     rails[environment] = {
-      eoa: new EoaRail(network, sender),
+      eoa: new EoaRail(network, sender, db),
       ...(accounts ? { smart_wallet: new SmartAccountRail(network, accounts) } : {}),
     };
   }

@@ -72,6 +72,8 @@ describe("LedgerRail", () => {
     expect(rail.prepare()).toBeUndefined();
     expect(rail.resume()).toBeUndefined();
     await expect(rail.logsOf()).resolves.toEqual([]);
+    // Final in the statement that records it: nothing of it is ever left for a reconciler.
+    await expect(rail.recorded()).resolves.toEqual({ state: "none" });
     await expect(rail.reconcile()).resolves.toBeUndefined();
   });
 

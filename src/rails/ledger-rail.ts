@@ -7,6 +7,7 @@ import {
   type MoveOutcome,
   MoveRefused,
   type Rail,
+  type RecordedMove,
   type Submission,
   type WalletFunds,
 } from "./rail.ts";
@@ -55,6 +56,11 @@ export class LedgerRail implements Rail {
 
   /** Nothing is ever left open: a ledger move is final in the statement that makes it. */
   async reconcile(): Promise<void> {}
+
+  /** A ledger move is recorded and final in one statement: nothing is ever left to look at. */
+  async recorded(): Promise<RecordedMove> {
+    return { state: "none" };
+  }
 
   /** No contract runs on the ledger: its moves emit nothing. */
   async logsOf(): Promise<EventLog[]> {

@@ -140,6 +140,16 @@ export interface ResumeOptions {
   failIfNeverIncluded: boolean;
 }
 
+/**
+ * What a rail's records say of a move it may have sent for a transfer, for the reconciler:
+ * `none`, nothing recorded (never sent); `open`, recorded and not final yet; `ended`, its
+ * outcome, where `byReceipt` says a reverted one reverted in its own receipt (not replaced).
+ */
+export type RecordedMove =
+  | { state: "none" }
+  | { state: "open" }
+  | { state: "ended"; outcome: MoveOutcome; byReceipt: boolean };
+
 /** Nothing was recorded and nothing sent: a hook's fence refused the move. */
 export class MoveRefused extends Error {
   override name = "MoveRefused";
@@ -185,6 +195,13 @@ export interface Rail {
    * its transaction's, or its user operation's alone (not the rest of its bundle's).
    */
   logsOf(mined: { txHash: string; userOpHash?: string }): Promise<EventLog[]>;
+  /**
+   * What this rail recorded for transfer `transferId` says now (its records are its own: nobody
+   * else reads them). `operation`: the user operation recorded with the transfer, where the rail
+   * signs one; a recorded one is sent again (a no-op if included), and one that can never be
+   * included ends reverted.
+   */
+  recorded(transferId: string, operation: RecordedOperation | null): Promise<RecordedMove>;
 }
 
 /** A wallet's balances read token by token (no block to tie them to: no mined nonce). */

@@ -11,6 +11,7 @@ import {
   MoveRefused,
   type Prepared,
   type Rail,
+  type RecordedMove,
   type RecordedOperation,
   type ResumeOptions,
   type Submission,
@@ -69,6 +70,14 @@ export class SmartAccountRail implements Rail {
       ? await this.#accounts.sendAgain(operation)
       : await this.#accounts.send(operation, { resend: true });
     return moveOutcomeOf(outcome, operation.purposes ?? []);
+  }
+
+  /** A recorded operation sent again: a no-op if it was included; one never includable fails. */
+  async recorded(_transferId: string, operation: RecordedOperation | null): Promise<RecordedMove> {
+    if (!operation) return { state: "none" };
+    const outcome = await this.resume(operation, { failIfNeverIncluded: true });
+    if (outcome.status === "pending") return { state: "open" };
+    return { state: "ended", outcome, byReceipt: false };
   }
 
   /** Recorded operations are sent again by their owners' reconcilers (`resume`). */

@@ -85,6 +85,7 @@ function observed(rail: Rail, onFunds: () => void): Rail {
     resume: (operation, options) => rail.resume(operation, options),
     reconcile: () => rail.reconcile(),
     logsOf: (mined) => rail.logsOf(mined),
+    recorded: (transferId, operation) => rail.recorded(transferId, operation),
   };
 }
 

@@ -1,5 +1,4 @@
 import type { Hex } from "../../chain/network.ts";
-import * as sent from "../../chain/sent-transactions.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { RECIPIENT_REVERTED, revertCause, type TransferKindName } from "../../domain/payout-state.ts";
@@ -11,12 +10,13 @@ import type { TransferLeases } from "./leases.ts";
 import type { TransferRow } from "./repo.ts";
 import * as sending from "./sending-repo.ts";
 
-// Finishes live payouts that no instance is sending any more: their instance stopped (its lease
-// ran out), or answered 202 and gave them up. Their outcome comes from the chain: the recorded
-// transaction's receipt (TransactionSender.reconcile records it, or that another transaction took
-// its nonce), or the recorded user operation, sent again through its rail. A payout is failed only when its
-// transfer can never happen; one with nothing recorded was never sent, and fails uncounted —
-// unless its sender claims it at that moment, which the fence of failNeverSent leaves to it.
+// Finishes live transfers that no instance is sending any more: their instance stopped (its lease
+// ran out), or answered 202 and gave them up. Their outcome is what their rail's own records say
+// (Rail.recorded): an EOA's recorded transaction and its receipt (TransactionSender.reconcile
+// records it, or that another transaction took its nonce), a smart account's recorded user
+// operation sent again. A transfer is failed only when it can never happen; one with nothing
+// recorded was never sent, and fails uncounted — unless its sender claims it at that moment,
+// which the fence of failNeverSent leaves to it.
 
 const NEVER_SENT = "not sent: the process stopped before broadcasting";
 
@@ -56,40 +56,29 @@ export class TransferReconciler {
   /** Finishes `payout` if its outcome is known; returns whether it did. */
   async #finish(environment: Environment, payout: TransferRow): Promise<boolean> {
     const scope = { workspaceId: payout.workspace_id, environment };
-    if (payout.user_operation) {
-      // A smart wallet payout: send the recorded operation again (a no-op if it was included); one
-      // that can never be included fails, which gives its amount back to the wallet's checks.
-      const resumed = this.#rails[environment]?.smart_wallet?.resume(
-        { userOpHash: payout.user_op_hash as Hex, serialized: payout.user_operation },
-        { failIfNeverIncluded: true },
-      );
-      if (!resumed) return false; // no bundler here now: left until there is one
-      const outcome = await resumed;
-      if (outcome.status === "success") await this.#outcomes.recordCompletion(scope, payout, outcome);
-      else if (outcome.status === "reverted") {
-        await this.#outcomes.recordFailure(
-          scope,
-          payout,
-          outcome.txHash || null,
-          outcome.error ?? "user operation reverted",
-        );
+    const walletType = payout.wallet_type === "smart_wallet" ? "smart_wallet" : "eoa";
+    const operation = payout.user_operation
+      ? { userOpHash: payout.user_op_hash as Hex, serialized: payout.user_operation }
+      : null;
+    // What its rail recorded says how it ended (its records are the rail's own).
+    const rail = this.#rails[environment]?.[walletType];
+    // A recorded operation with no bundler here now is left until there is one.
+    if (!rail && operation) return false;
+    const recorded = rail ? await rail.recorded(payout.id, operation) : { state: "none" as const };
+    if (recorded.state === "open") return false; // it may still be mined
+    if (recorded.state === "ended") {
+      const { outcome } = recorded;
+      if (outcome.status === "success") {
+        await this.#outcomes.recordCompletion(scope, payout, outcome);
+        return true;
       }
-      return outcome.status !== "pending";
-    }
-    const tx = await sent.payoutTransaction(this.#ctx.db, payout.id);
-    if (tx?.status === "signed") return false; // still open: it may be mined
-    if (tx?.status === "mined") {
-      await this.#outcomes.recordCompletion(scope, payout, { txHash: tx.txHash });
-      return true;
-    }
-    if (tx) {
-      // Reverted (`failed`: its receipt; plain ETH then reverted in its recipient's code), or
-      // never mined and its nonce taken by another transaction.
+      // Reverted in its own receipt (plain ETH from an EOA: in its recipient's code), or never
+      // mined and its nonce taken by another transaction, or an operation that reverted.
       const kind = payout.kind as TransferKindName;
-      const cause =
-        tx.status === "failed" ? revertCause({ kind, tokenSymbol: payout.token_symbol }) : "sending";
-      const error = cause === "recipient" ? RECIPIENT_REVERTED : (tx.error ?? "transaction reverted");
-      await this.#outcomes.recordFailure(scope, payout, tx.txHash, error, cause);
+      const cause = recorded.byReceipt ? revertCause({ kind, tokenSymbol: payout.token_symbol }) : "sending";
+      const fallback = operation ? "user operation reverted" : "transaction reverted";
+      const error = cause === "recipient" ? RECIPIENT_REVERTED : (outcome.error ?? fallback);
+      await this.#outcomes.recordFailure(scope, payout, outcome.txHash || null, error, cause);
       return true;
     }
     // Nothing recorded: never sent, unless its sender claims it at this moment (then a no-op).
