@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { WebhookDispatcher } from "../../src/modules/webhooks/dispatcher.ts";
 import { bearer, createWorkspace, type TestApp } from "../support/app.ts";
 import {
@@ -6,7 +6,7 @@ import {
   expectJsonError,
   LIVE_SK,
   LIVE_WHSEC,
-  startCardRefundsApp,
+  useCardRefundsApp,
 } from "../support/card-refunds.ts";
 import { FakeCardProvider } from "../support/fake-card-provider.ts";
 import { WebhookReceiver } from "../support/receiver.ts";
@@ -18,19 +18,8 @@ import { WebhookReceiver } from "../support/receiver.ts";
 
 const fake = new FakeCardProvider();
 let t: TestApp;
-
-beforeAll(async () => {
-  t = await startCardRefundsApp(fake);
-});
-
-afterEach(() => {
-  fake.resetRefundAnswers();
-  t?.setNow(undefined);
-});
-
-afterAll(async () => {
-  await t?.close();
-  await fake.stop();
+useCardRefundsApp(fake, (app) => {
+  t = app;
 });
 
 const { deliver, forwardedCard, refunded, getPayment, listRefunds, refundRow, refundEvents } =

@@ -1,6 +1,6 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createWorkspace, type TestApp } from "../support/app.ts";
-import { cardRefundHelpers, startCardRefundsApp } from "../support/card-refunds.ts";
+import { cardRefundHelpers, useCardRefundsApp } from "../support/card-refunds.ts";
 import { FakeCardProvider } from "../support/fake-card-provider.ts";
 
 // Integration tests of the card refund rail (D19): the reconciler that finishes card refunds left
@@ -9,19 +9,8 @@ import { FakeCardProvider } from "../support/fake-card-provider.ts";
 
 const fake = new FakeCardProvider();
 let t: TestApp;
-
-beforeAll(async () => {
-  t = await startCardRefundsApp(fake);
-});
-
-afterEach(() => {
-  fake.resetRefundAnswers();
-  t?.setNow(undefined);
-});
-
-afterAll(async () => {
-  await t?.close();
-  await fake.stop();
+useCardRefundsApp(fake, (app) => {
+  t = app;
 });
 
 const { forwardedCard, refunded, getPayment, refundRow, refundEvents, createsFor, reconcileLater } =

@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { bearer, createWorkspace, startTestApp, type TestApp } from "../support/app.ts";
 import {
   API_VERSION,
@@ -8,8 +8,8 @@ import {
   LIVE_SK,
   NOT_FOR_CARDS,
   RATE_LIMITS,
-  startCardRefundsApp,
   UUID,
+  useCardRefundsApp,
 } from "../support/card-refunds.ts";
 import { FakeCardProvider } from "../support/fake-card-provider.ts";
 
@@ -20,19 +20,8 @@ import { FakeCardProvider } from "../support/fake-card-provider.ts";
 
 const fake = new FakeCardProvider();
 let t: TestApp;
-
-beforeAll(async () => {
-  t = await startCardRefundsApp(fake);
-});
-
-afterEach(() => {
-  fake.resetRefundAnswers();
-  t?.setNow(undefined);
-});
-
-afterAll(async () => {
-  await t?.close();
-  await fake.stop();
+useCardRefundsApp(fake, (app) => {
+  t = app;
 });
 
 const {

@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { sql } from "kysely";
 import { describe, expect, it } from "vitest";
 import * as sent from "../../src/chain/sent-transactions.ts";
@@ -6,6 +6,7 @@ import * as sending from "../../src/modules/transfers/sending-repo.ts";
 import { openDatabase } from "../../src/platform/db/database.ts";
 import { createWorkspace, startTestApp } from "../support/app.ts";
 import { migratorUpTo } from "../support/migrations.ts";
+import { newPayout } from "../support/payout-rows.ts";
 
 // The database's part in sending money once (issue 20), without a chain: a payout its sender
 // claimed cannot be failed as "never sent", whichever commits first; migration 016 builds the
@@ -19,23 +20,10 @@ describe("a payout claimed for sending", () => {
     try {
       const ws = await createWorkspace(t);
       const db = t.database.db;
-      const payout = await sending.insertPayout(db, {
-        id: randomUUID(),
-        scope: { workspaceId: ws.id, environment: "live" },
-        idempotencyKey: null,
-        tokenSymbol: "USDC",
-        amount: 1n,
-        destinationAddress: hex(20),
-        fromAddress: ws.eoaAddress,
-        walletType: "eoa",
-        description: null,
-        metadata: {},
-        createdAt: new Date(),
-        kind: "payout",
-        paymentId: null,
-        unmatchedTransferId: null,
-        reason: null,
-      });
+      const payout = await sending.insertPayout(
+        db,
+        newPayout(ws, "live", { idempotencyKey: null, amount: 1n, destinationAddress: hex(20) }),
+      );
       if (!payout) throw new Error("not recorded");
       let claimed!: () => void;
       const claim = new Promise<void>((resolve) => {

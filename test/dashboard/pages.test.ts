@@ -6,32 +6,32 @@ import {
   startTestApp,
   type TestApp,
 } from "../support/app.ts";
-import { DashboardClient, formToken } from "../support/dashboard.ts";
+import {
+  ADMIN_PASSWORD,
+  DashboardClient,
+  dashboardWorkspace,
+  formToken,
+  signedInAs,
+} from "../support/dashboard.ts";
 
 // The dashboard's API keys, settings, wallets and unmatched pages over HTTP (inject), on PGlite or
 // the PostgreSQL of DATABASE_URL.
 
-const PASSWORD = "correct horse battery";
+const PASSWORD = ADMIN_PASSWORD;
 let t: TestApp;
 let ws: CreatedWorkspace;
 let email: string;
 
 beforeAll(async () => {
   t = await startTestApp();
-  email = `pages-${Math.random().toString(36).slice(2, 8)}@shop.example`;
-  ws = await createWorkspace(t, { name: "Pages Co", adminEmail: email, adminPassword: PASSWORD });
+  ({ ws, email } = await dashboardWorkspace(t, "pages", "Pages Co"));
 });
 
 afterAll(async () => {
   await t?.close();
 });
 
-async function signedIn(ip: string, password = PASSWORD): Promise<DashboardClient> {
-  const browser = new DashboardClient(t, ip);
-  const res = await browser.login(email, password);
-  expect(res.statusCode, res.body.slice(0, 400)).toBe(303);
-  return browser;
-}
+const signedIn = (ip: string, password = PASSWORD) => signedInAs(t, ip, email, password);
 
 describe("API keys", () => {
   it("creates a key shown once that works at once, and revokes it", async () => {

@@ -8,7 +8,13 @@ import {
   startTestApp,
   type TestApp,
 } from "../support/app.ts";
-import { DashboardClient, formToken } from "../support/dashboard.ts";
+import {
+  ADMIN_PASSWORD,
+  DashboardClient,
+  dashboardWorkspace,
+  formToken,
+  signedInAs,
+} from "../support/dashboard.ts";
 import { hidden, pendingPayment, rowOf, sectionOf, text } from "../support/refund-pages.ts";
 
 // The dashboard's refunds and unmatched-inbox actions (D19) over HTTP (inject), on PGlite or the
@@ -16,7 +22,7 @@ import { hidden, pendingPayment, rowOf, sectionOf, text } from "../support/refun
 // twice refunds once), and an open unmatched transfer's attach and return, each refusal shown
 // next to its form and every other workspace's payment or transfer a 404.
 
-const PASSWORD = "correct horse battery";
+const PASSWORD = ADMIN_PASSWORD;
 const PAYER = "0x3333333333333333333333333333333333333333";
 const OTHER_PAYER = "0x4444444444444444444444444444444444444444";
 const ZERO = `0x${"0".repeat(40)}`;
@@ -26,8 +32,7 @@ let email: string;
 
 beforeAll(async () => {
   t = await startTestApp({ RATE_LIMIT_SANDBOX: "100000" });
-  email = `refunds-${Math.random().toString(36).slice(2, 8)}@shop.example`;
-  ws = await createWorkspace(t, { name: "Refunds Co", adminEmail: email, adminPassword: PASSWORD });
+  ({ ws, email } = await dashboardWorkspace(t, "refunds", "Refunds Co"));
   await api(ws.testKey, "POST", "/api/v1/sandbox/faucet", { tokenSymbol: "USDC", amount: "500.00" }, 200);
 });
 
@@ -41,12 +46,7 @@ async function api(key: string, method: "GET" | "POST", url: string, payload?: o
   return res.json();
 }
 
-async function signedIn(ip: string, who = email): Promise<DashboardClient> {
-  const browser = new DashboardClient(t, ip);
-  const res = await browser.login(who, PASSWORD);
-  expect(res.statusCode, res.body.slice(0, 400)).toBe(303);
-  return browser;
-}
+const signedIn = (ip: string, who = email) => signedInAs(t, ip, who);
 
 /** A payer's transfer to the workspace wallet: it lands in the inbox, open (D19). */
 async function incomingTransfer(key: string, amount: string): Promise<{ id: string; from: string }> {

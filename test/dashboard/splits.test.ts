@@ -6,13 +6,13 @@ import {
   startTestApp,
   type TestApp,
 } from "../support/app.ts";
-import { DashboardClient } from "../support/dashboard.ts";
+import { ADMIN_PASSWORD, dashboardWorkspace, signedInAs } from "../support/dashboard.ts";
 
 // The dashboard's splits page (D15) over HTTP (inject), on PGlite or the PostgreSQL of
 // DATABASE_URL: the configuration form through SplitsService.put (all or nothing), and the
 // settlements with their legs.
 
-const PASSWORD = "correct horse battery";
+const PASSWORD = ADMIN_PASSWORD;
 const PARTNER = "0xAbCdEf0123456789abcdef0123456789ABCDEF01";
 const AGENT = "0x2222222222222222222222222222222222222222";
 const SCRIPT_LABEL = "<script>alert(1)</script>";
@@ -22,20 +22,14 @@ let email: string;
 
 beforeAll(async () => {
   t = await startTestApp();
-  email = `splits-${Math.random().toString(36).slice(2, 8)}@shop.example`;
-  ws = await createWorkspace(t, { name: "Splits Co", adminEmail: email, adminPassword: PASSWORD });
+  ({ ws, email } = await dashboardWorkspace(t, "splits", "Splits Co"));
 });
 
 afterAll(async () => {
   await t?.close();
 });
 
-async function signedIn(ip: string, who = email): Promise<DashboardClient> {
-  const browser = new DashboardClient(t, ip);
-  const res = await browser.login(who, PASSWORD);
-  expect(res.statusCode, res.body.slice(0, 400)).toBe(303);
-  return browser;
-}
+const signedIn = (ip: string, who = email) => signedInAs(t, ip, who);
 
 async function apiSplits(key: string) {
   const res = await t.request({ method: "GET", url: "/api/v1/splits", headers: bearer(key) });

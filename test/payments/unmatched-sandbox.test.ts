@@ -1,7 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createWorkspace, type TestApp } from "../support/app.ts";
-import { FakeCardProvider } from "../support/fake-card-provider.ts";
 import {
   address,
   expectError,
@@ -11,9 +10,9 @@ import {
   MSG,
   refundHelpers,
   SANDBOX_PAYER,
-  startRefundsApp,
   TX,
   UUID,
+  useRefundsApp,
 } from "../support/refunds.ts";
 
 // The unmatched inbox (decision D19): sandbox incoming transfers, their return to the sender (a
@@ -21,16 +20,9 @@ import {
 // against the real app on a real database (PGlite, or the PostgreSQL server of DATABASE_URL).
 // Money moves on the simulated ledger; the helpers are in support/refunds.ts.
 
-const card = new FakeCardProvider();
 let t: TestApp;
-
-beforeAll(async () => {
-  t = await startRefundsApp(card);
-});
-
-afterAll(async () => {
-  await t?.close();
-  await card.stop();
+useRefundsApp((app) => {
+  t = app;
 });
 
 const {

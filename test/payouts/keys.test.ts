@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as sending from "../../src/modules/transfers/sending-repo.ts";
 import { MIGRATIONS } from "../../src/platform/db/database.ts";
@@ -9,6 +8,7 @@ import {
   startTestApp,
   type TestApp,
 } from "../support/app.ts";
+import { newPayout } from "../support/payout-rows.ts";
 
 // A payout's idempotencyKey lives in the platform's idempotency records (keys.ts), claimed in the
 // statement that records the payout: a payout the balance refuses leaves its key free, and a key
@@ -88,23 +88,14 @@ describe("a payout's idempotencyKey", () => {
   it("recorded by an instance older than migration 018 (a rolling upgrade) is answered as its repeat", async () => {
     const ws = await createWorkspace(t);
     // The older instance records the key on the payout only, and completes it.
-    const older = await sending.insertPayout(t.database.db, {
-      id: randomUUID(),
-      scope: { workspaceId: ws.id, environment: "sandbox" },
-      idempotencyKey: "from-an-older-instance",
-      tokenSymbol: "USDC",
-      amount: 2_000_000n,
-      destinationAddress: DESTINATION,
-      fromAddress: ws.eoaAddress,
-      walletType: "eoa",
-      description: null,
-      metadata: {},
-      createdAt: new Date(),
-      kind: "payout",
-      paymentId: null,
-      unmatchedTransferId: null,
-      reason: null,
-    });
+    const older = await sending.insertPayout(
+      t.database.db,
+      newPayout(ws, "sandbox", {
+        idempotencyKey: "from-an-older-instance",
+        amount: 2_000_000n,
+        destinationAddress: DESTINATION,
+      }),
+    );
     await t.database.db
       .updateTable("payouts")
       .set({ status: "completed", tx_hash: TX_HASH, completed_at: new Date() })

@@ -19,6 +19,7 @@ import {
 } from "../support/app.ts";
 import { type DevnetClients, devnetClients } from "../support/devnet-clients.ts";
 import { liveNetworkEnv } from "../support/devnet-env.ts";
+import { setMining } from "../support/mining.ts";
 import {
   callService,
   type Json,
@@ -49,10 +50,7 @@ let usdcBalance: DevnetClients["usdcBalance"];
 const rpc = (method: string, params: unknown[]) => devnetRpc(devnet.rpcUrl, method, params);
 
 /** The devnet's defaults: a block on every transaction and one every second. */
-async function restoreMining(): Promise<void> {
-  await rpc("evm_setAutomine", [true]);
-  await rpc("evm_setIntervalMining", [1000]);
-}
+const restoreMining = () => setMining(devnet.rpcUrl, true);
 
 beforeAll(async () => {
   devnet = await startDevnet();

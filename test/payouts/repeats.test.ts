@@ -1,9 +1,8 @@
-import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { claimPayoutKey } from "../../src/modules/transfers/keys.ts";
-import type { NewTransfer } from "../../src/modules/transfers/repo.ts";
 import * as sending from "../../src/modules/transfers/sending-repo.ts";
 import { bearer, createWorkspace, startTestApp, type TestApp } from "../support/app.ts";
+import { newPayout } from "../support/payout-rows.ts";
 
 // A repeated idempotencyKey whose original is still processing (on this instance or another one)
 // waits for the original to end and answers its result (D6). The wait is woken by the database's
@@ -23,23 +22,11 @@ afterAll(async () => t?.close());
 /** A payout recorded processing with its key claimed, as funds.ts records one (another instance's). */
 async function processingOriginal(key: string) {
   const ws = await createWorkspace(t);
-  const original: NewTransfer = {
-    id: randomUUID(),
-    scope: { workspaceId: ws.id, environment: "sandbox" },
+  const original = newPayout(ws, "sandbox", {
     idempotencyKey: key,
-    tokenSymbol: "USDC",
     amount: 1_000_000n,
     destinationAddress: DESTINATION,
-    fromAddress: ws.eoaAddress,
-    walletType: "eoa",
-    description: null,
-    metadata: {},
-    createdAt: new Date(),
-    kind: "payout",
-    paymentId: null,
-    unmatchedTransferId: null,
-    reason: null,
-  };
+  });
   const payout = await t.database.db.transaction().execute(async (trx) => {
     if (!(await claimPayoutKey(trx, { ...original, idempotencyKey: key })))
       throw new Error("the original's key was taken");

@@ -2,6 +2,7 @@ import { type Address, type Hex, parseUnits } from "viem";
 import { describe, expect, it } from "vitest";
 import { mintToken } from "../../src/devnet/chain.ts";
 import { untilConfirmed } from "../support/confirmations.ts";
+import { elapse, untilDefined } from "../support/poll.ts";
 import {
   aa,
   api,
@@ -24,12 +25,10 @@ import {
   rpc,
   same,
   sentCount,
-  sleep,
   startServer,
   stopMining,
   TX_HASH,
   transfersOut,
-  until,
   usdc,
   useRefundsCrash,
 } from "../support/refunds-crash.ts";
@@ -51,11 +50,15 @@ describe("the return of an unmatched transfer, the process killed -9 between its
     await mintToken(devnet, "USDC", setup.eoa, "20"); // money of its own besides the stray transfer
     const payer = await newPayer();
     const strayHash = await payer.payUsdc(setup.eoa, 6_660_000n);
-    const transfer = await until("the stray transfer in the unmatched inbox", 60_000, async () => {
-      const res = await api(first, "GET", "/api/v1/transfers/unmatched?limit=100", setup.liveKey);
-      expect(res.status).toBe(200);
-      return (res.json.transfers as Json[]).find((u) => same(u.txHash, strayHash));
-    });
+    const transfer = await untilDefined(
+      "the stray transfer in the unmatched inbox",
+      async () => {
+        const res = await api(first, "GET", "/api/v1/transfers/unmatched?limit=100", setup.liveKey);
+        expect(res.status).toBe(200);
+        return (res.json.transfers as Json[]).find((u) => same(u.txHash, strayHash));
+      },
+      60_000,
+    );
     expect(transfer).toMatchObject({ status: "open", amount: "6.66", paymentId: null });
     const payerBefore = await usdc(payer.address);
     const sentBefore = await sentCount(setup.eoa);
@@ -100,12 +103,23 @@ describe("the return of an unmatched transfer, the process killed -9 between its
 
     const second = await startServer(store);
     // The client's retry with its key answers the return as it stands, until it completed.
-    const done = await until("the return to complete after the restart", 120_000, async () => {
-      const res = await api(second, "POST", path, setup.liveKey, {}, { "idempotency-key": "crash-return-1" });
-      expect(res.status, JSON.stringify(res.json)).toBe(201);
-      const r = res.json.refund as Json;
-      return r.status === "completed" ? r : undefined;
-    });
+    const done = await untilDefined(
+      "the return to complete after the restart",
+      async () => {
+        const res = await api(
+          second,
+          "POST",
+          path,
+          setup.liveKey,
+          {},
+          { "idempotency-key": "crash-return-1" },
+        );
+        expect(res.status, JSON.stringify(res.json)).toBe(201);
+        const r = res.json.refund as Json;
+        return r.status === "completed" ? r : undefined;
+      },
+      120_000,
+    );
     const finishedAt = performance.now();
     expect(done).toMatchObject({
       id: returnId,
@@ -116,7 +130,8 @@ describe("the return of an unmatched transfer, the process killed -9 between its
     });
     expect(same(done.destinationAddress, payer.address)).toBe(true);
 
-    await sleep(3_000);
+    // A fixed wait on purpose: more blocks and reconcile rounds, in which nothing is sent again.
+    await elapse(3_000);
     expect((await usdc(payer.address)) - payerBefore).toBe(6_660_000n);
     expect(await usdc(setup.eoa)).toBe(parseUnits("20", 6));
     expect(await sentCount(setup.eoa)).toBe(sentBefore + 1);
@@ -171,11 +186,15 @@ describe("a smart wallet refund, the process killed -9 with its user operation r
       { amount: "8", walletType: "smart_wallet" },
       "crash-smart-1",
     );
-    const pending = await until("the refund's bundle in the node's pool", 60_000, async () => {
-      if (first.child.exitCode !== null) throw new Error(`the service exited\n${first.output()}`);
-      const txs = await pendingWhere((tx) => same(tx.to, aa.entryPoint));
-      return txs.length > 0 ? txs : undefined;
-    });
+    const pending = await untilDefined(
+      "the refund's bundle in the node's pool",
+      async () => {
+        if (first.child.exitCode !== null) throw new Error(`the service exited\n${first.output()}`);
+        const txs = await pendingWhere((tx) => same(tx.to, aa.entryPoint));
+        return txs.length > 0 ? txs : undefined;
+      },
+      60_000,
+    );
     expect(pending, `bundler: ${bundlerLog}`).toHaveLength(1);
     const bundleHash = pending[0]?.hash as Hex;
     await stopService(first.child, "SIGKILL");
@@ -204,13 +223,13 @@ describe("a smart wallet refund, the process killed -9 with its user operation r
 
     await restoreMining();
     const second = await startServer(store);
-    const completed = await until(
+    const completed = await untilDefined(
       "the smart wallet refund to complete after the restart",
-      120_000,
       async () => {
         const { refunds } = await refundsOf(second, setup, paid.id);
         return refunds[0]?.status === "completed" ? refunds : undefined;
       },
+      120_000,
     );
     const finishedAt = performance.now();
     expect(completed).toEqual([
@@ -227,7 +246,8 @@ describe("a smart wallet refund, the process killed -9 with its user operation r
     expect(op.receipt.transactionHash).toBe(bundleHash);
     expect(same(op.sender, smart)).toBe(true);
 
-    await sleep(3_000);
+    // A fixed wait on purpose: more blocks and reconcile rounds, in which nothing is sent again.
+    await elapse(3_000);
     expect((await usdc(payer.address)) - payerBefore).toBe(8_000_000n);
     expect(await usdc(smart)).toBe(parseUnits("12", 6));
     expect((await paymentOf(second, setup, paid.id)).refundedAmount).toBe("8.00");

@@ -1,6 +1,7 @@
 import { type Hex, parseUnits } from "viem";
 import { describe, expect, it } from "vitest";
 import { mintToken } from "../../src/devnet/chain.ts";
+import { elapse, untilDefined } from "../support/poll.ts";
 import {
   api,
   chain,
@@ -19,10 +20,8 @@ import {
   rpc,
   same,
   sentCount,
-  sleep,
   startServer,
   transfersOut,
-  until,
   usdc,
   useRefundsCrash,
 } from "../support/refunds-crash.ts";
@@ -95,10 +94,14 @@ describe("an EOA refund, the process killed -9 between its record and its broadc
     expect(left.events).toEqual([]);
 
     const second = await startServer(store);
-    const completed = await until("the refund to complete after the restart", 120_000, async () => {
-      const { refunds } = await refundsOf(second, setup, paid.id);
-      return refunds[0]?.status === "completed" ? refunds : undefined;
-    });
+    const completed = await untilDefined(
+      "the refund to complete after the restart",
+      async () => {
+        const { refunds } = await refundsOf(second, setup, paid.id);
+        return refunds[0]?.status === "completed" ? refunds : undefined;
+      },
+      120_000,
+    );
     const finishedAt = performance.now();
     expect(completed).toEqual([
       expect.objectContaining({
@@ -114,8 +117,9 @@ describe("an EOA refund, the process killed -9 between its record and its broadc
     const receipt = await chain.getTransactionReceipt({ hash: recordedHash });
     expect(receipt.status).toBe("success");
 
-    // A few more blocks and reconcile rounds: nothing is sent a second time.
-    await sleep(3_000);
+    // A few more blocks and reconcile rounds: nothing is sent a second time (a fixed wait on
+    // purpose: nothing happening has no event to poll for).
+    await elapse(3_000);
     expect((await usdc(payer.address)) - payerBefore).toBe(12_500_000n);
     expect(await usdc(setup.eoa)).toBe(parseUnits("30", 6) - 12_500_000n);
     expect(await sentCount(setup.eoa)).toBe(sentBefore + 1);
@@ -188,10 +192,14 @@ describe("an EOA refund, the process killed -9 after its record and before its t
     armed = setup.eoa;
     const path = `/api/v1/payments/${paid.id}/refunds`;
     const hanging = hangingPost(first, path, setup.liveKey, { amount: "4" }, "crash-unsigned-1");
-    await until("the refund's sender to ask for the wallet's nonce", 60_000, async () => {
-      if (first.child.exitCode !== null) throw new Error(`the service exited\n${first.output()}`);
-      return held ? true : undefined;
-    });
+    await untilDefined(
+      "the refund's sender to ask for the wallet's nonce",
+      async () => {
+        if (first.child.exitCode !== null) throw new Error(`the service exited\n${first.output()}`);
+        return held ? true : undefined;
+      },
+      60_000,
+    );
     await stopService(first.child, "SIGKILL");
     expect(await first.exited).toEqual({ code: null, signal: "SIGKILL" });
     expect(await hanging).toHaveProperty("error");
@@ -209,10 +217,14 @@ describe("an EOA refund, the process killed -9 after its record and before its t
 
     // After a restart the reconciler fails it once its lease has run out: it was never sent.
     const second = await startServer(store);
-    const failed = await until("the unsent refund to be failed", 120_000, async () => {
-      const { refunds } = await refundsOf(second, setup, paid.id);
-      return refunds[0]?.status === "failed" ? refunds[0] : undefined;
-    });
+    const failed = await untilDefined(
+      "the unsent refund to be failed",
+      async () => {
+        const { refunds } = await refundsOf(second, setup, paid.id);
+        return refunds[0]?.status === "failed" ? refunds[0] : undefined;
+      },
+      120_000,
+    );
     expect(failed).toMatchObject({ id: refundId, amount: "4.00", txHash: null });
     expect((await paymentOf(second, setup, paid.id)).refundedAmount).toBe("0.00");
     expect(await usdc(payer.address)).toBe(payerBefore);
@@ -243,7 +255,8 @@ describe("an EOA refund, the process killed -9 after its record and before its t
     );
     expect(fresh.status, JSON.stringify(fresh.json)).toBe(201);
     expect(fresh.json.refund).toMatchObject({ amount: "10.00", status: "completed" });
-    await sleep(2_000);
+    // A fixed wait on purpose: time for a second send to show, were there one.
+    await elapse(2_000);
     expect((await usdc(payer.address)) - payerBefore).toBe(10_000_000n);
     expect(await sentCount(setup.eoa)).toBe(sentBefore + 1);
     expect((await paymentOf(second, setup, paid.id)).refundedAmount).toBe("10.00");

@@ -2,25 +2,17 @@ import { createHmac, timingSafeEqual } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebhookDispatcher } from "../../src/modules/webhooks/dispatcher.ts";
 import { type CreatedWorkspace, createWorkspace, type TestApp } from "../support/app.ts";
-import { FakeCardProvider } from "../support/fake-card-provider.ts";
 import { type ReceivedRequest, WebhookReceiver } from "../support/receiver.ts";
-import { address, FAILURE_ADDRESS, type Json, refundHelpers, startRefundsApp } from "../support/refunds.ts";
+import { address, FAILURE_ADDRESS, type Json, refundHelpers, useRefundsApp } from "../support/refunds.ts";
 
 // The refund.completed and refund.failed webhooks of refunds and returns (decision D20), and
 // refunds kept apart from payouts (their list, CSV export and stats), against the real app on a
 // real database (PGlite, or the PostgreSQL server of DATABASE_URL); the helpers are in
 // support/refunds.ts.
 
-const card = new FakeCardProvider();
 let t: TestApp;
-
-beforeAll(async () => {
-  t = await startRefundsApp(card);
-});
-
-afterAll(async () => {
-  await t?.close();
-  await card.stop();
+useRefundsApp((app) => {
+  t = app;
 });
 
 const { post, get, getOk, returnTransfer, refundOk, pay, faucet, incoming } = refundHelpers(() => t);

@@ -1,6 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createWorkspace, type TestApp } from "../support/app.ts";
-import { FakeCardProvider } from "../support/fake-card-provider.ts";
 import {
   address,
   expectError,
@@ -9,8 +8,8 @@ import {
   type Json,
   MSG,
   refundHelpers,
-  startRefundsApp,
   TX,
+  useRefundsApp,
 } from "../support/refunds.ts";
 
 // Refunds of payments that do not complete (decision D19; D6 and D13 for the payout rules they
@@ -19,16 +18,9 @@ import {
 // real database (PGlite, or the PostgreSQL server of DATABASE_URL). Every expected balance is
 // computed by hand in the comment beside it; the helpers are in support/refunds.ts.
 
-const card = new FakeCardProvider();
 let t: TestApp;
-
-beforeAll(async () => {
-  t = await startRefundsApp(card);
-});
-
-afterAll(async () => {
-  await t?.close();
-  await card.stop();
+useRefundsApp((app) => {
+  t = app;
 });
 
 const {

@@ -14,6 +14,7 @@ import {
 } from "../support/app.ts";
 import { type DevnetClients, devnetClients } from "../support/devnet-clients.ts";
 import { liveNetworkEnv } from "../support/devnet-env.ts";
+import { setMining } from "../support/mining.ts";
 
 // A payer cannot cost the merchant (issue 36), on the devnet: refunds, returns and payouts of ETH
 // to a contract whose receiving code burns gas or refuses the ETH (src/devnet/contracts/
@@ -44,10 +45,7 @@ let watcher: ChainWatcher;
 const rpc = (method: string, params: unknown[]) => devnetRpc(devnet.rpcUrl, method, params);
 
 /** The devnet's defaults: a block on every transaction and one every second. */
-async function restoreMining(): Promise<void> {
-  await rpc("evm_setAutomine", [true]);
-  await rpc("evm_setIntervalMining", [1000]);
-}
+const restoreMining = () => setMining(devnet.rpcUrl, true);
 
 beforeAll(async () => {
   devnet = await startDevnet();

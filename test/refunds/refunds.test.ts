@@ -1,15 +1,14 @@
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { bearer, createWorkspace, type TestApp } from "../support/app.ts";
-import { FakeCardProvider } from "../support/fake-card-provider.ts";
 import {
   address,
   expectError,
   type Json,
   MSG,
   refundHelpers,
-  startRefundsApp,
   TX,
+  useRefundsApp,
 } from "../support/refunds.ts";
 
 // Refunds of payments (decision D19; D6 and D13 for the payout rules they share): refunds that
@@ -21,16 +20,9 @@ import {
 // Idempotency-Key are in failures.test.ts, the events in events.test.ts, incoming
 // transfers and their return in test/payments/unmatched-sandbox.test.ts; what they share, in support/refunds.ts.
 
-const card = new FakeCardProvider();
 let t: TestApp;
-
-beforeAll(async () => {
-  t = await startRefundsApp(card);
-});
-
-afterAll(async () => {
-  await t?.close();
-  await card.stop();
+useRefundsApp((app) => {
+  t = app;
 });
 
 const { post, get, refund, refundOk, pay, faucet, payment, refundsOf, wallet, ledger, payoutState } =

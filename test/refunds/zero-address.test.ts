@@ -1,7 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createWorkspace, type TestApp } from "../support/app.ts";
-import { FakeCardProvider } from "../support/fake-card-provider.ts";
-import { address, expectError, refundHelpers, startRefundsApp } from "../support/refunds.ts";
+import { address, expectError, refundHelpers, useRefundsApp } from "../support/refunds.ts";
 
 // The zero address as a destination of money (issue 36): a payout, a refund and the return of an
 // unmatched transfer that name it, or whose default destination is it (a transfer sent from it, as
@@ -12,16 +11,9 @@ import { address, expectError, refundHelpers, startRefundsApp } from "../support
 const ZERO = `0x${"0".repeat(40)}`;
 const REFUSED = { error: "destinationAddress must not be the zero address" };
 
-const card = new FakeCardProvider();
 let t: TestApp;
-
-beforeAll(async () => {
-  t = await startRefundsApp(card);
-});
-
-afterAll(async () => {
-  await t?.close();
-  await card.stop();
+useRefundsApp((app) => {
+  t = app;
 });
 
 const {

@@ -1,22 +1,22 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type Address, type Hex, http, type PublicClient, parseUnits } from "viem";
-import { type BundlerClient, createBundlerClient } from "viem/account-abstraction";
+import { type Address, type Hex, type PublicClient, parseUnits } from "viem";
+import type { BundlerClient } from "viem/account-abstraction";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Devnet, rpc as devnetRpc, startDevnet } from "../../src/devnet/chain.ts";
+import { afterAll, describe, expect, it } from "vitest";
+import type { Devnet } from "../../src/devnet/chain.ts";
 import { openDatabase, pgliteDirFor } from "../../src/platform/db/database.ts";
-import { type DevnetClients, devnetClients } from "../support/devnet-clients.ts";
-import { liveSmartWalletEnv } from "../support/devnet-env.ts";
 import {
-  callService,
-  type Json,
-  type ServiceProcess,
-  startService,
-  stopAllServices,
-  stopService,
-} from "../support/service-process.ts";
+  api,
+  bundlerLog,
+  pendingWhere,
+  restoreMining,
+  rpc,
+  useCrashDevnet,
+} from "../support/crash-harness.ts";
+import type { DevnetClients } from "../support/devnet-clients.ts";
+import { type Json, startService, stopService } from "../support/service-process.ts";
 
 // Crash safety of a smart wallet payout (D11, D13) with the real process: the user operation is
 // recorded (hash and signed body) before it goes to the bundler; mining is off so the bundle
@@ -29,42 +29,20 @@ const TX_HASH = /^0x[0-9a-f]{64}$/;
 const randomAddress = () => privateKeyToAccount(generatePrivateKey()).address;
 const same = (a: string | null | undefined, b: string) => a?.toLowerCase() === b.toLowerCase();
 
-let devnet: Devnet;
 let aa: NonNullable<Devnet["aa"]>;
 let env: Record<string, string>;
 let chain: PublicClient;
 let bundler: BundlerClient;
 let fund: DevnetClients["fund"];
 let usdcBalance: DevnetClients["usdcBalance"];
-let bundlerLog = "";
 const tempDirs: string[] = [];
 
-const rpc = (method: string, params: unknown[]) => devnetRpc(devnet.rpcUrl, method, params);
+useCrashDevnet(ADMIN, (d) => {
+  ({ aa, env, bundler } = d);
+  ({ chain, fund, usdcBalance } = d.clients);
+});
 
-/** The devnet's defaults: a block on every transaction and one every second. */
-async function restoreMining(): Promise<void> {
-  await rpc("evm_setAutomine", [true]);
-  await rpc("evm_setIntervalMining", [1000]);
-}
-
-beforeAll(async () => {
-  devnet = await startDevnet({
-    accountAbstraction: true,
-    onBundlerOutput: (text) => {
-      bundlerLog = (bundlerLog + text).slice(-20_000);
-    },
-  });
-  if (!devnet.aa) throw new Error("startDevnet({ accountAbstraction: true }) returned no aa");
-  aa = devnet.aa;
-  env = liveSmartWalletEnv(devnet, aa);
-  ({ chain, fund, usdcBalance } = devnetClients(devnet));
-  bundler = createBundlerClient({ client: chain, transport: http(aa.bundlerUrl), pollingInterval: 100 });
-}, 120_000);
-
-afterAll(async () => {
-  if (devnet) await restoreMining().catch(() => undefined);
-  await stopAllServices("SIGKILL");
-  await devnet?.stop();
+afterAll(() => {
   for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -72,21 +50,12 @@ afterAll(async () => {
 // Chain helpers
 
 /** Transactions to `address` waiting in the node's pool (the pending block). */
-async function pendingTo(address: string): Promise<Array<{ hash: Hex; from: string }>> {
-  const block = (await rpc("eth_getBlockByNumber", ["pending", true])) as {
-    transactions: Array<{ hash: Hex; from: string; to: string | null }>;
-  } | null;
-  return (block?.transactions ?? []).filter((tx) => same(tx.to, address));
-}
+const pendingTo = (address: string) => pendingWhere((tx) => same(tx.to, address));
 
 // ---------------------------------------------------------------------------------------------
 // The real process
 
 const startServer = (dataDir: string) => startService({ ...env, DATA_DIR: dataDir, ADMIN_SECRET: ADMIN });
-
-/** Requests here may take up to 30 s (callService's default is 15 s). */
-const api = (server: ServiceProcess, method: string, path: string, token: string, body?: unknown) =>
-  callService(server, method, path, token, body, 30_000);
 
 async function payoutRows(dataDir: string, workspaceId: string) {
   const database = await openDatabase({ pgliteDir: pgliteDirFor(dataDir) });

@@ -1,24 +1,23 @@
-import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { type Address, type Hex, type PublicClient, parseUnits, recoverTransactionAddress } from "viem";
+import { type Address, type Hex, type PublicClient, parseUnits } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type Devnet, rpc as devnetRpc, mintToken, startDevnet } from "../../src/devnet/chain.ts";
-import { type Database, openDatabase, pgliteDirFor } from "../../src/platform/db/database.ts";
-import { freshDatabaseUrl } from "../support/app.ts";
-import { type DevnetClients, devnetClients } from "../support/devnet-clients.ts";
-import { liveSmartWalletEnv } from "../support/devnet-env.ts";
-import { type RpcHook, startRpcProxy } from "../support/rpc-proxy.ts";
+import { describe, expect, it } from "vitest";
+import { type Devnet, mintToken } from "../../src/devnet/chain.ts";
+import type { Database } from "../../src/platform/db/database.ts";
 import {
-  callService,
-  type Json,
-  type ServiceProcess,
-  startService,
-  stopAllServices,
-  stopService,
-} from "../support/service-process.ts";
+  api,
+  bundlerLog,
+  holdingProxy as holdingProxyOf,
+  newStore as newStoreOf,
+  pendingWhere,
+  restoreMining,
+  rpc,
+  startServer,
+  stopMining,
+  useCrashDevnet,
+} from "../support/crash-harness.ts";
+import type { DevnetClients } from "../support/devnet-clients.ts";
+import { untilDefined } from "../support/poll.ts";
+import { type Json, type ServiceProcess, stopService } from "../support/service-process.ts";
 
 // Crash safety of a settlement with splits (D15) with the real process (`node src/main.ts`),
 // killed -9 at the worst moments and restarted on the same data: every leg (the merchant's part,
@@ -36,14 +35,12 @@ import {
 // fresh database on the PostgreSQL server of DATABASE_URL.
 
 const ADMIN = "splits-crash-admin-secret-0123456789";
-const MASTER_KEY = randomBytes(32).toString("hex");
 const TX_HASH = /^0x[0-9a-f]{64}$/;
 const BPS = [5000, 2500, 1] as const;
 const EXTRA_USDC = "100";
 
 const randomAddress = () => privateKeyToAccount(generatePrivateKey()).address;
 const same = (a: string | null | undefined, b: string) => a?.toLowerCase() === b.toLowerCase();
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** D15 by hand: fee half up at 150 bps, net = gross − fee, each split floored, the merchant the rest. */
 function carveByHand(gross: bigint, bps: readonly number[]) {
@@ -54,103 +51,20 @@ function carveByHand(gross: bigint, bps: readonly number[]) {
   return { gross, fee, net, splits, merchant };
 }
 
-async function until<T>(what: string, ms: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(50);
-  }
-}
-
 let devnet: Devnet;
 let aa: NonNullable<Devnet["aa"]>;
-let env: Record<string, string>;
 let chain: PublicClient;
 let fund: DevnetClients["fund"];
 let sendUsdc: DevnetClients["sendUsdc"];
 let usdcBalance: DevnetClients["usdcBalance"];
-let bundlerLog = "";
-const cleanups: Array<() => Promise<void>> = [];
 
-const rpc = (method: string, params: unknown[]) => devnetRpc(devnet.rpcUrl, method, params);
-
-/** The devnet's defaults: a block on every transaction and one every second. */
-async function restoreMining(): Promise<void> {
-  await rpc("evm_setAutomine", [true]);
-  await rpc("evm_setIntervalMining", [1000]);
-}
-
-async function stopMining(): Promise<void> {
-  await rpc("evm_setAutomine", [false]);
-  await rpc("evm_setIntervalMining", [0]);
-}
-
-beforeAll(async () => {
-  devnet = await startDevnet({
-    accountAbstraction: true,
-    onBundlerOutput: (text) => {
-      bundlerLog = (bundlerLog + text).slice(-20_000);
-    },
-  });
-  if (!devnet.aa) throw new Error("startDevnet({ accountAbstraction: true }) returned no aa");
-  aa = devnet.aa;
-  env = liveSmartWalletEnv(devnet, aa);
-  ({ chain, fund, sendUsdc, usdcBalance } = devnetClients(devnet));
-}, 180_000);
-
-afterEach(async () => {
-  await stopAllServices("SIGKILL");
-  if (devnet) await restoreMining().catch(() => undefined);
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
+useCrashDevnet(ADMIN, (d) => {
+  ({ devnet, aa } = d);
+  ({ chain, fund, sendUsdc, usdcBalance } = d.clients);
 });
 
-afterAll(async () => {
-  await stopAllServices("SIGKILL");
-  await devnet?.stop();
-});
-
-// ---------------------------------------------------------------------------------------------
-// Where the service keeps its data
-
-interface Store {
-  /** The variables that point a service process at it. */
-  env: Record<string, string>;
-  /** PostgreSQL: readable while the service runs; PGlite only once it has stopped. */
-  shared: boolean;
-  read<T>(fn: (database: Database) => Promise<T>): Promise<T>;
-}
-
-async function newStore(): Promise<Store> {
-  const dataDir = mkdtempSync(join(tmpdir(), "splits-crash-"));
-  cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
-  const fresh = await freshDatabaseUrl();
-  if (fresh) cleanups.push(() => fresh.drop());
-  const open = () =>
-    fresh
-      ? openDatabase({ databaseUrl: fresh.url, poolSize: 2 })
-      : openDatabase({ pgliteDir: pgliteDirFor(dataDir) });
-  return {
-    env: fresh ? { DATA_DIR: dataDir, DATABASE_URL: fresh.url, MASTER_KEY } : { DATA_DIR: dataDir },
-    shared: fresh !== undefined,
-    async read(fn) {
-      const database = await open();
-      try {
-        return await fn(database);
-      } finally {
-        await database.close();
-      }
-    },
-  };
-}
-
-const startServer = (store: Store, extra: Record<string, string> = {}) =>
-  startService({ ...env, ...store.env, ADMIN_SECRET: ADMIN, ...extra });
-
-/** Requests here may take up to 30 s (callService's default is 15 s). */
-const api = (server: ServiceProcess, method: string, path: string, token: string, body?: unknown) =>
-  callService(server, method, path, token, body, 30_000);
+/** A store of the harness's, its folder named for this suite. */
+const newStore = () => newStoreOf("splits-crash-");
 
 // ---------------------------------------------------------------------------------------------
 // A workspace with three splits, and its payments
@@ -215,11 +129,15 @@ async function paymentStatus(server: ServiceProcess, setup: Setup, id: string): 
 }
 
 async function waitForForwarded(server: ServiceProcess, setup: Setup, id: string, ms = 120_000) {
-  return until(`payment ${id} to be forwarded`, ms, async () => {
-    const payment = await paymentStatus(server, setup, id);
-    if (payment.status === "failed") throw new Error(`payment failed: ${String(payment.failureReason)}`);
-    return payment.status === "forwarded" ? payment : undefined;
-  });
+  return untilDefined(
+    `payment ${id} to be forwarded`,
+    async () => {
+      const payment = await paymentStatus(server, setup, id);
+      if (payment.status === "failed") throw new Error(`payment failed: ${String(payment.failureReason)}`);
+      return payment.status === "forwarded" ? payment : undefined;
+    },
+    ms,
+  );
 }
 
 /** The settlement legs recorded for a payment, in nonce order. */
@@ -300,61 +218,9 @@ function expectEventsOnce(events: Array<{ event_type: string; payload: unknown }
 // ---------------------------------------------------------------------------------------------
 // The node seen by the service: a proxy that can hold a wallet's broadcast
 
-/**
- * An RPC proxy in front of the devnet that, while armed, holds the `nth` broadcast of a
- * transaction signed by `from` (the ones before pass); `drop()` then loses it (the node never
- * gets it), `pass()` hands it to the node.
- */
-async function holdingProxy(nth: number) {
-  let from: string | undefined;
-  let seen = 0;
-  let held = false;
-  let release!: (outcome: "drop" | undefined) => void;
-  const released = new Promise<"drop" | undefined>((resolve) => {
-    release = resolve;
-  });
-  const hook: RpcHook = async ({ method, params }) => {
-    if (method !== "eth_sendRawTransaction" || from === undefined) return undefined;
-    const signer = await recoverTransactionAddress({
-      serializedTransaction: params[0] as Parameters<
-        typeof recoverTransactionAddress
-      >[0]["serializedTransaction"],
-    });
-    if (!same(signer, from)) return undefined;
-    seen += 1;
-    if (seen !== nth) return undefined;
-    held = true;
-    return released;
-  };
-  const proxy = await startRpcProxy(devnet.rpcUrl, hook);
-  cleanups.push(async () => {
-    release("drop");
-    await proxy.close();
-  });
-  return {
-    url: proxy.url,
-    arm: (wallet: string) => {
-      from = wallet;
-    },
-    /** Waits (bounded) until the broadcast is held; throws if `server` exits first. */
-    whenHeld: (server: ServiceProcess, ms = 120_000) =>
-      until("the wallet's second broadcast", ms, async () => {
-        if (server.child.exitCode !== null || server.child.signalCode !== null)
-          throw new Error(`the service exited\n${server.output()}`);
-        return held ? true : undefined;
-      }),
-    drop: () => release("drop"),
-    pass: () => release(undefined),
-  };
-}
-
-/** Transactions in the node's pool (the pending block) matching `predicate`. */
-async function pendingWhere(predicate: (tx: { hash: Hex; from: string; to: string | null }) => boolean) {
-  const block = (await rpc("eth_getBlockByNumber", ["pending", true])) as {
-    transactions: Array<{ hash: Hex; from: string; to: string | null }>;
-  } | null;
-  return (block?.transactions ?? []).filter(predicate);
-}
+/** The harness's proxy, holding the `nth` broadcast of the wallet it is armed with. */
+const holdingProxy = (nth: number) =>
+  holdingProxyOf({ nth, what: "the wallet's second broadcast", whenHeldMs: 120_000 });
 
 /** Pays `gross` USDC (smallest units) to `to` from the devnet payer, awaited to a successful receipt. */
 async function payUsdc(to: Address, gross: bigint): Promise<void> {
@@ -462,11 +328,15 @@ describe("an EOA settlement with splits, the process killed -9", () => {
 
     await stopMining();
     await payWithoutFurtherBlocks(payment.receivingAddress, payment.gross);
-    const pending = await until("the five legs in the node's pool", 120_000, async () => {
-      if (first.child.exitCode !== null) throw new Error(`the service exited\n${first.output()}`);
-      const txs = await pendingWhere((tx) => same(tx.from, setup.eoa));
-      return txs.length === 5 ? txs : undefined;
-    });
+    const pending = await untilDefined(
+      "the five legs in the node's pool",
+      async () => {
+        if (first.child.exitCode !== null) throw new Error(`the service exited\n${first.output()}`);
+        const txs = await pendingWhere((tx) => same(tx.from, setup.eoa));
+        return txs.length === 5 ? txs : undefined;
+      },
+      120_000,
+    );
     await stopService(first.child, "SIGKILL");
     expect(await first.exited).toEqual({ code: null, signal: "SIGKILL" });
     const killedAt = performance.now();
@@ -532,11 +402,15 @@ describe("a smart wallet settlement with splits, the process killed -9", () => {
 
     await stopMining();
     await payWithoutFurtherBlocks(smart, payment.gross);
-    const pending = await until("the settlement's bundle in the node's pool", 120_000, async () => {
-      if (first.child.exitCode !== null) throw new Error(`the service exited\n${first.output()}`);
-      const txs = await pendingWhere((tx) => same(tx.to, aa.entryPoint));
-      return txs.length > 0 ? txs : undefined;
-    });
+    const pending = await untilDefined(
+      "the settlement's bundle in the node's pool",
+      async () => {
+        if (first.child.exitCode !== null) throw new Error(`the service exited\n${first.output()}`);
+        const txs = await pendingWhere((tx) => same(tx.to, aa.entryPoint));
+        return txs.length > 0 ? txs : undefined;
+      },
+      120_000,
+    );
     expect(pending, `bundler: ${bundlerLog}`).toHaveLength(1);
     const bundleHash = pending[0]?.hash as Hex;
     await stopService(first.child, "SIGKILL");
@@ -602,7 +476,7 @@ describe.skipIf(!process.env.DATABASE_URL)("two instances settling payments with
           .where("name", "=", "chain.live")
           .executeTakeFirst(),
       );
-    const leaderA = await until("A to lead the chain job", 60_000, lease);
+    const leaderA = await untilDefined("A to lead the chain job", lease, 60_000);
     const b = await startServer(store);
     const setup = await workspaceWithSplits(b);
     await fund(setup.eoa, { USDC: EXTRA_USDC, ETH: "1" });
@@ -660,7 +534,7 @@ describe.skipIf(!process.env.DATABASE_URL)("two instances settling payments with
           .where("name", "=", "chain.live")
           .executeTakeFirst(),
       );
-    const leaderA = await until("A to lead the chain job", 60_000, lease);
+    const leaderA = await untilDefined("A to lead the chain job", lease, 60_000);
     const b = await startServer(store);
     const setup = await workspaceWithSplits(a);
     await fund(setup.eoa, { USDC: EXTRA_USDC, ETH: "1" });
@@ -676,10 +550,14 @@ describe.skipIf(!process.env.DATABASE_URL)("two instances settling payments with
     // the wallet's lock; B takes the chain job over once A's lease has run out.
     a.child.kill("SIGSTOP");
     const stoppedAt = performance.now();
-    await until("B to take the chain job over", 120_000, async () => {
-      const now = await lease();
-      return now && now.holder !== leaderA.holder ? true : undefined;
-    });
+    await untilDefined(
+      "B to take the chain job over",
+      async () => {
+        const now = await lease();
+        return now && now.holder !== leaderA.holder ? true : undefined;
+      },
+      120_000,
+    );
     const takenOverAt = performance.now();
     // A goes on: its held broadcast reaches the node, and it finishes sending what it recorded.
     proxy.pass();

@@ -1,5 +1,5 @@
 import type { LightMyRequestResponse } from "fastify";
-import { expect } from "vitest";
+import { afterAll, afterEach, beforeAll, expect } from "vitest";
 import { bearer, type CreatedWorkspace, startTestApp, type TestApp } from "./app.ts";
 import type { CardEvent, FakeCardProvider } from "./fake-card-provider.ts";
 
@@ -26,6 +26,26 @@ export async function startCardRefundsApp(fake: FakeCardProvider): Promise<TestA
     CARD_SECRET_KEY_LIVE: LIVE_SK,
     CARD_WEBHOOK_SECRET_LIVE: LIVE_WHSEC,
     CARD_API_BASE: fake.url,
+  });
+}
+
+/**
+ * Registers the file's hooks: before all, `fake` and the app on it (handed to `started`); after
+ * each test, the fake's refund answers and the app's clock reset; after all, both stopped.
+ */
+export function useCardRefundsApp(fake: FakeCardProvider, started: (app: TestApp) => void): void {
+  let app: TestApp | undefined;
+  beforeAll(async () => {
+    app = await startCardRefundsApp(fake);
+    started(app);
+  });
+  afterEach(() => {
+    fake.resetRefundAnswers();
+    app?.setNow(undefined);
+  });
+  afterAll(async () => {
+    await app?.close();
+    await fake.stop();
   });
 }
 

@@ -1,6 +1,6 @@
 import type { LightMyRequestResponse } from "fastify";
 import { expect } from "vitest";
-import type { TestApp } from "./app.ts";
+import { type CreatedWorkspace, createWorkspace, type TestApp } from "./app.ts";
 
 // A browser's side of the dashboard's forms, over inject: cookies kept per "browser", the login
 // form's CSRF token read from the page, urlencoded posts.
@@ -80,4 +80,31 @@ export function formToken(body: string): string {
   const match = /name="_csrf" value="([^"]+)"/.exec(body);
   if (!match?.[1]) throw new Error("no CSRF token on the page");
   return match[1];
+}
+
+/** The admin password of the dashboard suites' workspaces. */
+export const ADMIN_PASSWORD = "correct horse battery";
+
+/** A workspace whose admin (an e-mail of its own, `prefix`-…) signs in with ADMIN_PASSWORD. */
+export async function dashboardWorkspace(
+  t: TestApp,
+  prefix: string,
+  name: string,
+): Promise<{ ws: CreatedWorkspace; email: string }> {
+  const email = `${prefix}-${Math.random().toString(36).slice(2, 8)}@shop.example`;
+  const ws = await createWorkspace(t, { name, adminEmail: email, adminPassword: ADMIN_PASSWORD });
+  return { ws, email };
+}
+
+/** A browser from `ip`, signed in as `email`. */
+export async function signedInAs(
+  t: TestApp,
+  ip: string,
+  email: string,
+  password = ADMIN_PASSWORD,
+): Promise<DashboardClient> {
+  const browser = new DashboardClient(t, ip);
+  const res = await browser.login(email, password);
+  expect(res.statusCode, res.body.slice(0, 400)).toBe(303);
+  return browser;
 }

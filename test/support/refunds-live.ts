@@ -5,9 +5,7 @@ import {
   type Address,
   type Chain,
   createWalletClient,
-  decodeEventLog,
   erc20Abi,
-  formatUnits,
   type Hex,
   http,
   type PublicClient,
@@ -15,15 +13,26 @@ import {
   type Transport,
   type WalletClient,
 } from "viem";
-import { type BundlerClient, createBundlerClient } from "viem/account-abstraction";
+import type { BundlerClient } from "viem/account-abstraction";
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
-import { afterAll, beforeAll, expect } from "vitest";
-import { type Devnet, mintToken, startDevnet } from "../../src/devnet/chain.ts";
-import { createWorkers, type Workers } from "../../src/workers.ts";
-import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./app.ts";
-import { type DevnetClients, devnetClients } from "./devnet-clients.ts";
-import { liveSmartWalletEnv } from "./devnet-env.ts";
-import { type ReceivedRequest, WebhookReceiver } from "./receiver.ts";
+import { expect } from "vitest";
+import { type Devnet, mintToken } from "../../src/devnet/chain.ts";
+import type { Workers } from "../../src/workers.ts";
+import { bearer, type CreatedWorkspace, createWorkspace, type TestApp } from "./app.ts";
+import type { DevnetClients } from "./devnet-clients.ts";
+import {
+  DECIMALS,
+  expectTransferTransaction,
+  FEE_BPS,
+  fmt,
+  type Token,
+  usdcTransfersOf,
+  useLiveService,
+  WHOLE,
+} from "./live-service.ts";
+import type { ReceivedRequest, WebhookReceiver } from "./receiver.ts";
+
+export { DECIMALS, FEE_BPS, fmt, type Token, WHOLE };
 
 // Refunds and the unmatched inbox (D19) for real on the devnet. A refund of a forwarded crypto
 // payment is a transfer of its token out of a workspace wallet (the EOA: a transaction; the smart
@@ -37,22 +46,11 @@ import { type ReceivedRequest, WebhookReceiver } from "./receiver.ts";
 
 export const TX_HASH = /^0x[0-9a-f]{64}$/;
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-export const FEE_BPS = 150n;
-export const WHOLE = 10_000n;
-export const DECIMALS = { USDC: 6, ETH: 18 } as const;
-export type Token = keyof typeof DECIMALS;
 export type Json = Record<string, unknown>;
 
 export const randomAddress = () => privateKeyToAccount(generatePrivateKey()).address;
 export const same = (a: unknown, b: string) => typeof a === "string" && a.toLowerCase() === b.toLowerCase();
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** D4's formatting, written again: at least two decimals, more only when needed. */
-export function fmt(units: bigint, token: Token): string {
-  const text = formatUnits(units, DECIMALS[token]);
-  const [whole, fraction = ""] = text.split(".");
-  return `${whole}.${fraction.padEnd(2, "0")}`;
-}
 
 /** The fee rule by hand: 150 bps of the gross in the smallest unit, half up; net = gross − fee. */
 export function carve(gross: bigint) {
@@ -112,47 +110,15 @@ export async function newPayer(): Promise<Payer> {
 }
 
 /** The USDC Transfer events of a receipt, as [from, to, value] in lower case. */
-export function usdcTransfers(
-  logs: ReadonlyArray<{ address: string; data: Hex; topics: [Hex, ...Hex[]] | [] }>,
-) {
-  const transfers: Array<[string, string, bigint]> = [];
-  for (const log of logs) {
-    if (!same(log.address, devnet.tokens.USDC)) continue;
-    const decoded = decodeEventLog({ abi: erc20Abi, data: log.data, topics: log.topics });
-    if (decoded.eventName !== "Transfer") continue;
-    transfers.push([decoded.args.from.toLowerCase(), decoded.args.to.toLowerCase(), decoded.args.value]);
-  }
-  return transfers;
-}
+export const usdcTransfers = (logs: Parameters<typeof usdcTransfersOf>[1]) =>
+  usdcTransfersOf(devnet.tokens.USDC, logs);
 
 /**
  * `txHash` is a mined transaction sent by the EOA `from`, carrying exactly `amount` of `token` to
  * `to` and nothing else; the ETH it cost in gas.
  */
-export async function expectEoaTransfer(
-  token: Token,
-  txHash: string,
-  from: string,
-  to: string,
-  amount: bigint,
-) {
-  const [tx, receipt] = await Promise.all([
-    chain.getTransaction({ hash: txHash as Hex }),
-    chain.getTransactionReceipt({ hash: txHash as Hex }),
-  ]);
-  expect(receipt.status).toBe("success");
-  expect(same(tx.from, from)).toBe(true);
-  if (token === "ETH") {
-    expect(same(tx.to, to)).toBe(true);
-    expect(tx.value).toBe(amount);
-    expect(receipt.logs).toEqual([]);
-  } else {
-    expect(same(tx.to, devnet.tokens.USDC)).toBe(true);
-    expect(tx.value).toBe(0n);
-    expect(usdcTransfers(receipt.logs)).toEqual([[from.toLowerCase(), to.toLowerCase(), amount]]);
-  }
-  return receipt.gasUsed * receipt.effectiveGasPrice;
-}
+export const expectEoaTransfer = (token: Token, txHash: string, from: string, to: string, amount: bigint) =>
+  expectTransferTransaction({ chain, usdc: devnet.tokens.USDC }, { token, txHash, from, to, amount });
 
 // ---------------------------------------------------------------------------------------------
 // Service
@@ -311,27 +277,9 @@ export async function workspaceWithGas(eth = "1") {
 
 /** A devnet (with account abstraction), the app, its workers and a webhook receiver for the file. */
 export function useRefundsLive(): void {
-  beforeAll(async () => {
-    devnet = await startDevnet({ accountAbstraction: true });
-    if (!devnet.aa) throw new Error("startDevnet({ accountAbstraction: true }) returned no aa");
-    aa = devnet.aa;
-    // No periodic gas top-ups (threshold 0): a workspace EOA's ETH changes only by what the test
-    // sends it and what it pays, so its balance is exact. Settlements still get gas on demand.
-    t = await startTestApp(
-      liveSmartWalletEnv(devnet, aa, { WEBHOOK_ALLOW_PRIVATE: "true", LIVE_GAS_TOPUP_THRESHOLD_WEI: "0" }),
-    );
-    clients = devnetClients(devnet);
-    chain = clients.chain;
-    bundler = createBundlerClient({ client: chain, transport: http(aa.bundlerUrl), pollingInterval: 100 });
-    receiver = new WebhookReceiver();
-    await receiver.start();
-    workers = createWorkers(t.app, { dispatcher: { pollIntervalMs: 50 } });
-    workers.start();
-  }, 180_000);
-  afterAll(async () => {
-    await workers?.stop();
-    await receiver?.stop();
-    await t?.close();
-    await devnet?.stop();
+  // No periodic gas top-ups (threshold 0): a workspace EOA's ETH changes only by what the test
+  // sends it and what it pays, so its balance is exact. Settlements still get gas on demand.
+  useLiveService({ LIVE_GAS_TOPUP_THRESHOLD_WEI: "0" }, (service) => {
+    ({ devnet, aa, t, workers, receiver, chain, bundler, clients } = service);
   });
 }

@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
 import type { InjectOptions, LightMyRequestResponse } from "fastify";
-import { expect } from "vitest";
+import { afterAll, beforeAll, expect } from "vitest";
 import { bearer, type CreatedWorkspace, startTestApp, type TestApp } from "./app.ts";
-import type { FakeCardProvider } from "./fake-card-provider.ts";
+import { FakeCardProvider } from "./fake-card-provider.ts";
 
 // What the tests of refunds of payments and returns of unmatched transfers (decision D19; D6 and
 // D13 for the payout rules they share, D20 for their events) share: the app they run against (the
@@ -62,6 +62,23 @@ export async function startRefundsApp(card: FakeCardProvider): Promise<TestApp> 
     CARD_SECRET_KEY_LIVE: LIVE_SK,
     CARD_WEBHOOK_SECRET_LIVE: LIVE_WHSEC,
     CARD_API_BASE: card.url,
+  });
+}
+
+/**
+ * Registers the file's hooks: before all, the fake card provider and the app on it (handed to
+ * `started`); after all, both stopped.
+ */
+export function useRefundsApp(started: (app: TestApp) => void): void {
+  const card = new FakeCardProvider();
+  let app: TestApp | undefined;
+  beforeAll(async () => {
+    app = await startRefundsApp(card);
+    started(app);
+  });
+  afterAll(async () => {
+    await app?.close();
+    await card.stop();
   });
 }
 

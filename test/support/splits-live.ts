@@ -1,25 +1,27 @@
 // What the live splits suites (test/splits/live-*.test.ts) share.
 
 import { createHmac } from "node:crypto";
-import {
-  type Address,
-  decodeEventLog,
-  erc20Abi,
-  formatUnits,
-  type Hex,
-  http,
-  type PublicClient,
-  parseUnits,
-} from "viem";
-import { type BundlerClient, createBundlerClient } from "viem/account-abstraction";
+import { type Address, type Hex, type PublicClient, parseUnits } from "viem";
+import type { BundlerClient } from "viem/account-abstraction";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { afterAll, beforeAll, expect } from "vitest";
-import { type Devnet, startDevnet } from "../../src/devnet/chain.ts";
-import { createWorkers, type Workers } from "../../src/workers.ts";
-import { bearer, type CreatedWorkspace, startTestApp, type TestApp } from "./app.ts";
-import { type DevnetClients, devnetClients } from "./devnet-clients.ts";
-import { liveSmartWalletEnv } from "./devnet-env.ts";
-import { type ReceivedRequest, WebhookReceiver } from "./receiver.ts";
+import { expect } from "vitest";
+import type { Devnet } from "../../src/devnet/chain.ts";
+import type { Workers } from "../../src/workers.ts";
+import { bearer, type CreatedWorkspace, type TestApp } from "./app.ts";
+import type { DevnetClients } from "./devnet-clients.ts";
+import {
+  DECIMALS,
+  expectTransferTransaction,
+  FEE_BPS,
+  fmt,
+  type Token,
+  usdcTransfersOf,
+  useLiveService,
+  WHOLE,
+} from "./live-service.ts";
+import type { ReceivedRequest, WebhookReceiver } from "./receiver.ts";
+
+export { DECIMALS, FEE_BPS, fmt, type Token, WHOLE };
 
 // Splits (D15) settled for real on the devnet: a live crypto payment received on the workspace
 // EOA (one transaction per leg) or on its smart wallet (ONE sponsored user operation carrying
@@ -30,22 +32,11 @@ import { type ReceivedRequest, WebhookReceiver } from "./receiver.ts";
 // settlement.recorded / split.recorded webhook bodies a local receiver gets.
 
 export const TX_HASH = /^0x[0-9a-f]{64}$/;
-export const FEE_BPS = 150n;
-export const WHOLE = 10_000n;
-export const DECIMALS = { USDC: 6, ETH: 18 } as const;
-export type Token = keyof typeof DECIMALS;
 
 export type Json = Record<string, unknown>;
 
 export const randomAddress = () => privateKeyToAccount(generatePrivateKey()).address;
 export const same = (a: string | null | undefined, b: string) => a?.toLowerCase() === b.toLowerCase();
-
-/** D4's formatting, written again: at least two decimals, more only when needed. */
-export function fmt(units: bigint, token: Token): string {
-  const text = formatUnits(units, DECIMALS[token]);
-  const [whole, fraction = ""] = text.split(".");
-  return `${whole}.${fraction.padEnd(2, "0")}`;
-}
 
 /** D15 by hand: fee half up at 150 bps, net = gross − fee, each split floored, the merchant the rest. */
 export function carveByHand(gross: bigint, bps: readonly number[]) {
@@ -83,18 +74,8 @@ export async function pay(token: Token, to: string, units: bigint): Promise<Hex>
 }
 
 /** The USDC Transfer events of a receipt, as [from, to, value] in lower case. */
-export function usdcTransfers(
-  logs: ReadonlyArray<{ address: string; data: Hex; topics: [Hex, ...Hex[]] | [] }>,
-) {
-  const transfers: Array<[string, string, bigint]> = [];
-  for (const log of logs) {
-    if (!same(log.address, devnet.tokens.USDC)) continue;
-    const decoded = decodeEventLog({ abi: erc20Abi, data: log.data, topics: log.topics });
-    if (decoded.eventName !== "Transfer") continue;
-    transfers.push([decoded.args.from.toLowerCase(), decoded.args.to.toLowerCase(), decoded.args.value]);
-  }
-  return transfers;
-}
+export const usdcTransfers = (logs: Parameters<typeof usdcTransfersOf>[1]) =>
+  usdcTransfersOf(devnet.tokens.USDC, logs);
 
 /** A leg sent as its own transaction: mined with success, from `from`, paying `amount` to `to` and nothing else. */
 export async function expectLegTransaction(
@@ -104,21 +85,7 @@ export async function expectLegTransaction(
   to: string,
   amount: bigint,
 ) {
-  const [tx, receipt] = await Promise.all([
-    chain.getTransaction({ hash: txHash as Hex }),
-    chain.getTransactionReceipt({ hash: txHash as Hex }),
-  ]);
-  expect(receipt.status).toBe("success");
-  expect(same(tx.from, from)).toBe(true);
-  if (token === "ETH") {
-    expect(same(tx.to, to)).toBe(true);
-    expect(tx.value).toBe(amount);
-    expect(receipt.logs).toEqual([]);
-  } else {
-    expect(same(tx.to, devnet.tokens.USDC)).toBe(true);
-    expect(tx.value).toBe(0n);
-    expect(usdcTransfers(receipt.logs)).toEqual([[from.toLowerCase(), to.toLowerCase(), amount]]);
-  }
+  await expectTransferTransaction({ chain, usdc: devnet.tokens.USDC }, { token, txHash, from, to, amount });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -417,24 +384,7 @@ export async function payBoth(
 
 /** A devnet (with account abstraction), the app, its workers and a webhook receiver for the file. */
 export function useSplitsLive(): void {
-  beforeAll(async () => {
-    devnet = await startDevnet({ accountAbstraction: true });
-    if (!devnet.aa) throw new Error("startDevnet({ accountAbstraction: true }) returned no aa");
-    aa = devnet.aa;
-    // Plain http to 127.0.0.1 is refused in live unless the address rules are lifted (a devnet).
-    t = await startTestApp(liveSmartWalletEnv(devnet, aa, { WEBHOOK_ALLOW_PRIVATE: "true" }));
-    clients = devnetClients(devnet);
-    chain = clients.chain;
-    bundler = createBundlerClient({ client: chain, transport: http(aa.bundlerUrl), pollingInterval: 100 });
-    receiver = new WebhookReceiver();
-    await receiver.start();
-    workers = createWorkers(t.app, { dispatcher: { pollIntervalMs: 50 } });
-    workers.start();
-  }, 180_000);
-  afterAll(async () => {
-    await workers?.stop();
-    await receiver?.stop();
-    await t?.close();
-    await devnet?.stop();
+  useLiveService({}, (service) => {
+    ({ devnet, aa, t, workers, receiver, chain, bundler, clients } = service);
   });
 }

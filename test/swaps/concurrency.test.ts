@@ -1,14 +1,7 @@
 import type { LightMyRequestResponse } from "fastify";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Database, openDatabase } from "../../src/platform/db/database.ts";
-import {
-  bearer,
-  type CreatedWorkspace,
-  createWorkspace,
-  freshDatabaseUrl,
-  startTestApp,
-  type TestApp,
-} from "../support/app.ts";
+import { describe, expect, it } from "vitest";
+import { bearer, type CreatedWorkspace, createWorkspace, type TestApp } from "../support/app.ts";
+import { type Instances, useInstances } from "../support/instances.ts";
 
 // Sandbox swaps (D16) under concurrency: a wallet never sells more than it holds, a pool's
 // reserves move by exactly the swaps that completed (each priced on the reserves the one before
@@ -30,54 +23,7 @@ const ETH_RESERVE = 500n * E18;
 const getAmountOut = (amountIn: bigint, rIn: bigint, rOut: bigint) =>
   (amountIn * 997n * rOut) / (rIn * 1000n + amountIn * 997n);
 
-interface Instances {
-  name: string;
-  a: TestApp;
-  b: TestApp;
-}
-
-const closers: Array<() => Promise<void>> = [];
-const setups: Instances[] = [];
-
-async function oneInstance(): Promise<Instances> {
-  const a = await startTestApp(ENV);
-  closers.push(() => a.close());
-  return { name: "one instance", a, b: a };
-}
-
-async function twoInstances(): Promise<Instances> {
-  const fresh = await freshDatabaseUrl();
-  if (!fresh) {
-    const a = await startTestApp(ENV);
-    const b = await startTestApp(ENV, { database: a.database });
-    closers.push(async () => {
-      await b.close(true);
-      await a.close();
-    });
-    return { name: "two instances sharing PGlite", a, b };
-  }
-  const pools: Database[] = [];
-  for (let i = 0; i < 2; i++) pools.push(await openDatabase({ databaseUrl: fresh.url, poolSize: 20 }));
-  const [poolA, poolB] = pools as [Database, Database];
-  const a = await startTestApp(ENV, { database: poolA });
-  const b = await startTestApp(ENV, { database: poolB });
-  closers.push(async () => {
-    await a.close(true);
-    await b.close(true);
-    await poolA.close();
-    await poolB.close();
-    await fresh.drop();
-  });
-  return { name: "two instances on PostgreSQL, a pool each", a, b };
-}
-
-beforeAll(async () => {
-  setups.push(await oneInstance(), await twoInstances());
-});
-
-afterAll(async () => {
-  for (const close of closers.splice(0).reverse()) await close();
-});
+const setups = useInstances(ENV);
 
 function post(app: TestApp, key: string, url: string, payload: Json, headers: Record<string, string> = {}) {
   return app.request({ method: "POST", url, headers: { ...bearer(key), ...headers }, payload });
