@@ -355,7 +355,7 @@ export async function benchSettlement(): Promise<SettlementBenchFigures> {
     defer("devnet", () => devnet.stop());
     const aa = devnet.aa;
     if (!aa) throw new Error("startDevnet({ accountAbstraction: true }) returned no aa");
-    // As test/smart-wallets-live.test.ts configures the service.
+    // As test/smart-wallets/live.test.ts configures the service.
     const live = liveSmartWalletEnv(devnet, aa);
     const dataDir = mkdtempSync(join(tmpdir(), "bench-settlement-data-"));
     defer("service data folder", async () => rmSync(dataDir, { recursive: true, force: true }));

@@ -23,7 +23,7 @@ import { eventOf } from "./view.ts";
 // credit neither keep the others waiting nor cost a read of the chain every tick; given up, with an
 // error logged (and counted by the onramp_sessions_stuck metric), three days after their last change.
 
-/** The unmatched inbox's part (payments/unmatched.ts): the session claims its delivery's transfers. */
+/** The unmatched inbox's part (payments/inbox/unmatched.ts): the session claims its delivery's transfers. */
 export interface OnrampInbox {
   onrampNamed(trx: Db, environment: Environment, delivery: OnrampDelivery): Promise<void>;
   claimForOnramp(
