@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -7,6 +7,13 @@ import {
   startTestApp,
   type TestApp,
 } from "../../../test/support/app.ts";
+import {
+  fundedWorkspace,
+  insertPayment,
+  randomAddress,
+  refundedOf,
+  takeFence,
+} from "../../../test/support/transfers.ts";
 import type { Hex } from "../../chain/network.ts";
 import { InsufficientBalance } from "../../domain/errors.ts";
 import { type Fence, FenceRefused } from "../../platform/db/fences.ts";
@@ -31,15 +38,6 @@ beforeAll(async () => {
   rail = ledgerRail;
 });
 afterAll(async () => t.close());
-
-const randomAddress = () => `0x${randomBytes(20).toString("hex")}`;
-
-async function fundedWorkspace(usdc: bigint): Promise<CreatedWorkspace> {
-  const ws = await createWorkspace(t);
-  if (usdc > 0n)
-    await t.app.services.ledger.credit(ws.eoaAddress, "USDC", usdc, `test-credit:${randomUUID()}`);
-  return ws;
-}
 
 function transferOf(ws: CreatedWorkspace, amount: bigint, extra: Partial<NewTransfer> = {}): NewTransfer {
   return {
@@ -92,47 +90,13 @@ function observed(rail: Rail, onFunds: () => void): Rail {
 const rowOf = (id: string) =>
   t.database.db.selectFrom("payouts").selectAll().where("id", "=", id).executeTakeFirst();
 
-/** A payment of the workspace (what a fence may take from), with `refunded` of it refunded. */
-async function insertPayment(ws: CreatedWorkspace, refunded = 0n): Promise<string> {
-  const row = await sql<{ id: string }>`
-    INSERT INTO payments (workspace_id, environment, status, payment_method, payment_provider, token_symbol,
-                          gross_amount, fee_amount, net_amount, wallet_type, expires_at, refunded_amount)
-    VALUES (${ws.id}::uuid, 'sandbox', 'forwarded', 'crypto', 'onchain', 'USDC', 1000000, 15000, 985000, 'eoa',
-            now() + interval '1 hour', ${refunded.toString()}::numeric)
-    RETURNING id`.execute(t.database.db);
-  const id = row.rows[0]?.id;
-  if (!id) throw new Error("no payment inserted");
-  return id;
-}
-
-const refundedOf = async (paymentId: string) =>
-  (
-    await t.database.db
-      .selectFrom("payments")
-      .select("refunded_amount")
-      .where("id", "=", paymentId)
-      .executeTakeFirstOrThrow()
-  ).refunded_amount;
-
-/** A fence that takes `amount` from the payment's refundable (a refund's take), as refund-shares.ts writes it. */
-function takeFence(paymentId: string, amount: bigint, required = true): Fence {
-  const statement = t.database.db
-    .updateTable("payments")
-    .set({ refunded_amount: sql<string>`refunded_amount + ${amount.toString()}::numeric` })
-    .where("id", "=", paymentId)
-    .where(sql<boolean>`gross_amount - refunded_amount >= ${amount.toString()}::numeric`)
-    .returning("id")
-    .compile();
-  return { name: "refundable", statement, required };
-}
-
 /** A refund of `amount` of the payment, fenced by its take. */
 const refundOf = (ws: CreatedWorkspace, paymentId: string, amount: bigint) =>
-  transferOf(ws, amount, { kind: "refund", paymentId, fences: [takeFence(paymentId, amount)] });
+  transferOf(ws, amount, { kind: "refund", paymentId, fences: [takeFence(t, ws, paymentId, amount)] });
 
 describe("recordIfFunded on the sandbox ledger rail", () => {
   it("records a processing transfer when the wallet is funded, and moves no money yet", async () => {
-    const ws = await fundedWorkspace(5_000_000n);
+    const ws = await fundedWorkspace(t, 5_000_000n);
     const transfer = transferOf(ws, 2_000_000n);
     const row = await record(transfer);
     expect(row).toMatchObject({
@@ -156,7 +120,7 @@ describe("recordIfFunded on the sandbox ledger rail", () => {
   });
 
   it("throws InsufficientBalance with available and requested, and records nothing", async () => {
-    const ws = await fundedWorkspace(1_500_000n);
+    const ws = await fundedWorkspace(t, 1_500_000n);
     const transfer = transferOf(ws, 2_000_000n);
     const refused = await record(transfer).catch((err: unknown) => err);
     expect(refused).toBeInstanceOf(InsufficientBalance);
@@ -168,7 +132,7 @@ describe("recordIfFunded on the sandbox ledger rail", () => {
   });
 
   it("counts what is already processing from the wallet: the second of two that fit one at a time is refused", async () => {
-    const ws = await fundedWorkspace(3_000_000n);
+    const ws = await fundedWorkspace(t, 3_000_000n);
     const first = transferOf(ws, 2_000_000n);
     const second = transferOf(ws, 2_000_000n);
     // Checked at once: their turns on the wallet make the second see the first as on its way out.
@@ -183,8 +147,8 @@ describe("recordIfFunded on the sandbox ledger rail", () => {
   });
 
   it("with a required fence that takes nothing: throws FenceRefused naming it, and records nothing", async () => {
-    const ws = await fundedWorkspace(5_000_000n);
-    const paymentId = await insertPayment(ws);
+    const ws = await fundedWorkspace(t, 5_000_000n);
+    const paymentId = await insertPayment(t, ws);
     const nothing: Fence = {
       name: "nothing-to-take",
       statement: t.database.db
@@ -199,17 +163,17 @@ describe("recordIfFunded on the sandbox ledger rail", () => {
     const transfer = transferOf(ws, 1_000_000n, {
       kind: "refund",
       paymentId,
-      fences: [takeFence(paymentId, 400_000n), nothing],
+      fences: [takeFence(t, ws, paymentId, 400_000n), nothing],
     });
     const refused = await record(transfer).catch((err: unknown) => err);
     expect(refused).toBeInstanceOf(FenceRefused);
     expect(refused).toMatchObject({ fence: "nothing-to-take" });
     expect(await rowOf(transfer.id)).toBeUndefined();
-    expect(await refundedOf(paymentId)).toBe("0");
+    expect(await refundedOf(t, paymentId)).toBe("0");
   });
 
   it("refuses with a conflicting INSERT … ON CONFLICT DO NOTHING fence (an idempotency claim taken)", async () => {
-    const ws = await fundedWorkspace(5_000_000n);
+    const ws = await fundedWorkspace(t, 5_000_000n);
     const claim = (id: string): Fence => ({
       name: "claim",
       statement: sql`
@@ -226,16 +190,18 @@ describe("recordIfFunded on the sandbox ledger rail", () => {
   });
 
   it("does not refuse on a fence that is not required and took nothing", async () => {
-    const ws = await fundedWorkspace(5_000_000n);
-    const paymentId = await insertPayment(ws, 1_000_000n); // nothing left to take
-    const transfer = transferOf(ws, 1_000_000n, { fences: [takeFence(paymentId, 1n, false)] });
+    const ws = await fundedWorkspace(t, 5_000_000n);
+    const paymentId = await insertPayment(t, ws, 1_000_000n); // nothing left to take
+    const transfer = transferOf(ws, 1_000_000n, {
+      fences: [{ ...takeFence(t, ws, paymentId, 1n), required: false }],
+    });
     expect(await record(transfer)).toMatchObject({ id: transfer.id, status: "processing" });
-    expect(await refundedOf(paymentId)).toBe("1000000");
+    expect(await refundedOf(t, paymentId)).toBe("1000000");
   });
 
   it("with a fence that takes something: the fence's write and the transfer are both committed", async () => {
-    const ws = await fundedWorkspace(5_000_000n);
-    const paymentId = await insertPayment(ws);
+    const ws = await fundedWorkspace(t, 5_000_000n);
+    const paymentId = await insertPayment(t, ws);
     const transfer = refundOf(ws, paymentId, 600_000n);
     expect(await record(transfer)).toMatchObject({
       id: transfer.id,
@@ -243,24 +209,24 @@ describe("recordIfFunded on the sandbox ledger rail", () => {
       payment_id: paymentId,
     });
     expect(await rowOf(transfer.id)).toMatchObject({ status: "processing" });
-    expect(await refundedOf(paymentId)).toBe("600000");
+    expect(await refundedOf(t, paymentId)).toBe("600000");
     // The same take again: only 400000 is left, so the fence refuses and takes nothing more.
     const again = refundOf(ws, paymentId, 600_000n);
     await expect(record(again)).rejects.toThrow(FenceRefused);
-    expect(await refundedOf(paymentId)).toBe("600000");
+    expect(await refundedOf(t, paymentId)).toBe("600000");
   });
 
   it("rolls a fence's take back when the balance refuses the transfer", async () => {
-    const ws = await fundedWorkspace(100_000n);
-    const paymentId = await insertPayment(ws);
+    const ws = await fundedWorkspace(t, 100_000n);
+    const paymentId = await insertPayment(t, ws);
     const transfer = refundOf(ws, paymentId, 500_000n);
     await expect(record(transfer)).rejects.toThrow(InsufficientBalance);
     expect(await rowOf(transfer.id)).toBeUndefined();
-    expect(await refundedOf(paymentId)).toBe("0");
+    expect(await refundedOf(t, paymentId)).toBe("0");
   });
 
   it("claims an idempotencyKey with its record: a repeat records nothing, a refusal leaves the key free", async () => {
-    const ws = await fundedWorkspace(1_000_000n);
+    const ws = await fundedWorkspace(t, 1_000_000n);
     const key = `key-${randomUUID()}`;
     await expect(record(transferOf(ws, 2_000_000n, { idempotencyKey: key }))).rejects.toThrow(
       InsufficientBalance,
@@ -277,7 +243,7 @@ describe("recordIfFunded on the sandbox ledger rail", () => {
   // one that completes in between, no longer counted as leaving, and the check would pass on
   // money already gone. The balance is read again after what is leaving.
   it("refuses a transfer when an earlier one completes between its balance read and its turn", async () => {
-    const ws = await fundedWorkspace(3_000_000n);
+    const ws = await fundedWorkspace(t, 3_000_000n);
     const first = transferOf(ws, 2_000_000n);
     await record(first);
     // Another check of the wallet holds its turn (as one on another instance would).

@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -7,6 +7,13 @@ import {
   startTestApp,
   type TestApp,
 } from "../../../test/support/app.ts";
+import {
+  fundedWorkspace,
+  insertPayment,
+  randomAddress,
+  refundedOf,
+  takeFence,
+} from "../../../test/support/transfers.ts";
 import { SANDBOX_FAILURE_ADDRESS, sandboxTxHash } from "../../chain/simulated/ledger.ts";
 import { CircuitBreakerOpen, InsufficientBalance } from "../../domain/errors.ts";
 import type { Fence } from "../../platform/db/fences.ts";
@@ -22,15 +29,7 @@ beforeAll(async () => {
 });
 afterAll(async () => t.close());
 
-const randomAddress = () => `0x${randomBytes(20).toString("hex")}`;
 const REVERTED = "execution reverted (sandbox failure address)";
-
-async function fundedWorkspace(usdc: bigint): Promise<CreatedWorkspace> {
-  const ws = await createWorkspace(t);
-  if (usdc > 0n)
-    await t.app.services.ledger.credit(ws.eoaAddress, "USDC", usdc, `test-credit:${randomUUID()}`);
-  return ws;
-}
 
 function orderOf(ws: CreatedWorkspace, amount: bigint, extra: Partial<TransferOrder> = {}): TransferOrder {
   return {
@@ -73,7 +72,7 @@ function statusOf<S extends TransferOutcome["status"]>(outcome: TransferOutcome,
 
 describe("TransfersService.run on the sandbox ledger", () => {
   it("completes a funded payout: its row, its payout.completed event, the ledger moved exactly", async () => {
-    const ws = await fundedWorkspace(10_000_000n);
+    const ws = await fundedWorkspace(t, 10_000_000n);
     const order = orderOf(ws, 2_500_000n);
     const outcome = await run(order);
     const txHash = sandboxTxHash(`payout:${order.id}`);
@@ -98,7 +97,7 @@ describe("TransfersService.run on the sandbox ledger", () => {
   });
 
   it("refuses an unfunded payout with InsufficientBalance and records nothing", async () => {
-    const ws = await fundedWorkspace(1_000_000n);
+    const ws = await fundedWorkspace(t, 1_000_000n);
     const order = orderOf(ws, 2_000_000n);
     const { reason } = statusOf(await run(order), "refused");
     expect(reason).toBeInstanceOf(InsufficientBalance);
@@ -109,7 +108,7 @@ describe("TransfersService.run on the sandbox ledger", () => {
   });
 
   it("fails a transfer to the failure address, counted by the breaker, with payout.failed", async () => {
-    const ws = await fundedWorkspace(5_000_000n);
+    const ws = await fundedWorkspace(t, 5_000_000n);
     const order = orderOf(ws, 1_000_000n, { destinationAddress: SANDBOX_FAILURE_ADDRESS });
     const failed = statusOf(await run(order), "failed");
     expect(failed.error).toBe(REVERTED);
@@ -134,7 +133,7 @@ describe("TransfersService.run on the sandbox ledger", () => {
   });
 
   it("resets the streak on the next success", async () => {
-    const ws = await fundedWorkspace(5_000_000n);
+    const ws = await fundedWorkspace(t, 5_000_000n);
     statusOf(await run(orderOf(ws, 1n, { destinationAddress: SANDBOX_FAILURE_ADDRESS })), "failed");
     expect((await run(orderOf(ws, 1_000_000n))).status).toBe("completed");
     expect(await t.app.services.transfers.breaker({ workspaceId: ws.id, environment: "sandbox" })).toEqual({
@@ -146,7 +145,7 @@ describe("TransfersService.run on the sandbox ledger", () => {
   });
 
   it("trips the breaker on the third failure and refuses the next order with CircuitBreakerOpen", async () => {
-    const ws = await fundedWorkspace(5_000_000n);
+    const ws = await fundedWorkspace(t, 5_000_000n);
     const fail = () => run(orderOf(ws, 1_000_000n, { destinationAddress: SANDBOX_FAILURE_ADDRESS }));
     expect(statusOf(await fail(), "failed").breaker).toMatchObject({ failStreak: 1, tripped: false });
     expect(statusOf(await fail(), "failed").breaker).toMatchObject({ failStreak: 2, tripped: false });
@@ -180,7 +179,7 @@ describe("TransfersService.run on the sandbox ledger", () => {
   });
 
   it("never records nor moves a non-positive amount", async () => {
-    const ws = await fundedWorkspace(5_000_000n);
+    const ws = await fundedWorkspace(t, 5_000_000n);
     const to = randomAddress();
     for (const amount of [0n, -1_000_000n]) {
       // The engine's checks leave amounts to the orderers; the payouts table's CHECK is the backstop.
@@ -193,51 +192,51 @@ describe("TransfersService.run on the sandbox ledger", () => {
   });
 
   it("gives a failed refund's take back to its payment (its kind's release statement)", async () => {
-    const ws = await fundedWorkspace(5_000_000n);
-    const paymentId = await insertPayment(ws);
+    const ws = await fundedWorkspace(t, 5_000_000n);
+    const paymentId = await insertPayment(t, ws);
     const order = orderOf(ws, 400_000n, {
       kind: "refund",
       paymentId,
       destinationAddress: SANDBOX_FAILURE_ADDRESS,
-      fences: [takeFence(paymentId, 400_000n)],
+      fences: [takeFence(t, ws, paymentId, 400_000n)],
     });
     const failed = statusOf(await run(order), "failed");
     expect(failed.transfer).toMatchObject({ kind: "refund", payment_id: paymentId, status: "failed" });
     // Taken by the fence when recorded, given back in the failure's transaction.
-    expect(await refundedOf(paymentId)).toBe("0");
+    expect(await refundedOf(t, paymentId)).toBe("0");
     expect((await events(ws)).map((e) => e.type)).toEqual(["refund.failed"]);
   });
 
   it("refuses an unfunded fenced refund and rolls its fence's take back", async () => {
-    const ws = await fundedWorkspace(100_000n);
-    const paymentId = await insertPayment(ws);
+    const ws = await fundedWorkspace(t, 100_000n);
+    const paymentId = await insertPayment(t, ws);
     const order = orderOf(ws, 400_000n, {
       kind: "refund",
       paymentId,
-      fences: [takeFence(paymentId, 400_000n)],
+      fences: [takeFence(t, ws, paymentId, 400_000n)],
     });
     const { reason } = statusOf(await run(order), "refused");
     expect(reason).toBeInstanceOf(InsufficientBalance);
     expect(reason.details).toMatchObject({ available: "0.10", requested: "0.40" });
     expect(await rowsOf(ws)).toEqual([]);
-    expect(await refundedOf(paymentId)).toBe("0");
+    expect(await refundedOf(t, paymentId)).toBe("0");
   });
 
   it("keeps a completed refund's take", async () => {
-    const ws = await fundedWorkspace(5_000_000n);
-    const paymentId = await insertPayment(ws);
+    const ws = await fundedWorkspace(t, 5_000_000n);
+    const paymentId = await insertPayment(t, ws);
     const order = orderOf(ws, 400_000n, {
       kind: "refund",
       paymentId,
-      fences: [takeFence(paymentId, 400_000n)],
+      fences: [takeFence(t, ws, paymentId, 400_000n)],
     });
     expect((await run(order)).status).toBe("completed");
-    expect(await refundedOf(paymentId)).toBe("400000");
+    expect(await refundedOf(t, paymentId)).toBe("400000");
     expect((await events(ws)).map((e) => e.type)).toEqual(["refund.completed"]);
   });
 
   it("resolves fenced when a required fence takes nothing, and records nothing", async () => {
-    const ws = await fundedWorkspace(5_000_000n);
+    const ws = await fundedWorkspace(t, 5_000_000n);
     const nothing: Fence = {
       name: "already-claimed",
       statement: t.database.db
@@ -256,7 +255,7 @@ describe("TransfersService.run on the sandbox ledger", () => {
   });
 
   it("records one of two orders with the same idempotencyKey at once; the other resolves duplicate", async () => {
-    const ws = await fundedWorkspace(5_000_000n);
+    const ws = await fundedWorkspace(t, 5_000_000n);
     const destinationAddress = randomAddress();
     const key = `key-${randomUUID()}`;
     const [a, b] = await Promise.all([
@@ -274,37 +273,3 @@ describe("TransfersService.run on the sandbox ledger", () => {
     expect((await events(ws)).map((e) => e.type)).toEqual(["payout.completed"]);
   });
 });
-
-/** A crypto payment of 1 USDC received by the workspace: what a refund's fence takes from. */
-async function insertPayment(ws: CreatedWorkspace): Promise<string> {
-  const row = await sql<{ id: string }>`
-    INSERT INTO payments (workspace_id, environment, status, payment_method, payment_provider, token_symbol,
-                          gross_amount, fee_amount, net_amount, wallet_type, expires_at)
-    VALUES (${ws.id}::uuid, 'sandbox', 'forwarded', 'crypto', 'onchain', 'USDC', 1000000, 15000, 985000, 'eoa',
-            now() + interval '1 hour')
-    RETURNING id`.execute(t.database.db);
-  const id = row.rows[0]?.id;
-  if (!id) throw new Error("no payment inserted");
-  return id;
-}
-
-const refundedOf = async (paymentId: string) =>
-  (
-    await t.database.db
-      .selectFrom("payments")
-      .select("refunded_amount")
-      .where("id", "=", paymentId)
-      .executeTakeFirstOrThrow()
-  ).refunded_amount;
-
-/** A refund's take of `amount` from the payment, as refund-shares.ts writes it. */
-function takeFence(paymentId: string, amount: bigint): Fence {
-  const statement = t.database.db
-    .updateTable("payments")
-    .set({ refunded_amount: sql<string>`refunded_amount + ${amount.toString()}::numeric` })
-    .where("id", "=", paymentId)
-    .where(sql<boolean>`gross_amount - refunded_amount >= ${amount.toString()}::numeric`)
-    .returning("id")
-    .compile();
-  return { name: "refundable", statement, required: true };
-}

@@ -59,15 +59,7 @@ export async function claimIdempotencyKey(
   const resourceId = options.resourceId ?? null;
   const inserted = await trx
     .insertInto("idempotency_keys")
-    .values({
-      workspace_id: scope.workspaceId,
-      environment: scope.environment,
-      scope: scope.scope,
-      key: scope.key,
-      request_hash: fingerprint,
-      resource_id: resourceId,
-      created_at: now,
-    })
+    .values(keyRow(scope, fingerprint, now, resourceId))
     .onConflict((oc) => {
       const conflict = oc.columns(["workspace_id", "environment", "scope", "key"]);
       if (retentionHours === null) return conflict.doNothing();
@@ -205,15 +197,7 @@ export function claimStatement(
 ): CompiledQuery {
   return db
     .insertInto("idempotency_keys")
-    .values({
-      workspace_id: scope.workspaceId,
-      environment: scope.environment,
-      scope: scope.scope,
-      key: scope.key,
-      request_hash: fingerprint,
-      resource_id: resourceId,
-      created_at: now,
-    })
+    .values(keyRow(scope, fingerprint, now, resourceId))
     .onConflict((oc) => oc.columns(["workspace_id", "environment", "scope", "key"]).doNothing())
     .returning("key")
     .compile();
@@ -233,4 +217,17 @@ export async function idempotentClaim(
     .where("key", "=", scope.key)
     .executeTakeFirst();
   return row ? { resourceId: row.resource_id, requestHash: row.request_hash } : null;
+}
+
+/** A key's record as a claim writes it. */
+function keyRow(scope: IdempotencyScope, fingerprint: string, now: Date, resourceId: string | null) {
+  return {
+    workspace_id: scope.workspaceId,
+    environment: scope.environment,
+    scope: scope.scope,
+    key: scope.key,
+    request_hash: fingerprint,
+    resource_id: resourceId,
+    created_at: now,
+  };
 }
