@@ -1,13 +1,12 @@
 import type { Readable } from "node:stream";
-import type { Kysely } from "kysely";
 import { badRequest } from "../../domain/errors.ts";
 import { PAYOUT_STATUSES, type PayoutStatus } from "../../domain/payout-state.ts";
 import { isUuid } from "../../domain/validation.ts";
 import { decodeCursor, keysetPage } from "../../platform/db/page.ts";
-import type { DatabaseSchema } from "../../platform/db/schema.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import { type CsvRecord, csvStream, inBatches, mapRows } from "../../platform/http/csv.ts";
-import { type KeyedPayoutRow, payoutById, payoutsAfter } from "./export-repo.ts";
+import type { KeyedTransferRow } from "../transfers/list-repo.ts";
+import type { TransfersService } from "../transfers/service.ts";
 import { type PayoutView, toPayoutView } from "./view.ts";
 
 // A workspace's payouts newest first in keyset pages (the dashboard's list) and in keyset batches
@@ -32,7 +31,7 @@ export function parsePayoutFilter(query: Readonly<Record<string, unknown>>): Pay
 /** A payout as listed and exported: its view, and the id and times the view leaves out. */
 export type PayoutRecord = PayoutView & { id: string; createdAt: string; completedAt: string | null };
 
-function toRecord(row: KeyedPayoutRow): PayoutRecord {
+function toRecord(row: KeyedTransferRow): PayoutRecord {
   return {
     id: row.id,
     ...toPayoutView(row),
@@ -41,38 +40,38 @@ function toRecord(row: KeyedPayoutRow): PayoutRecord {
   };
 }
 
-const keyOf = (row: KeyedPayoutRow) => ({ createdAt: row.key_at, id: row.id });
+const keyOf = (row: KeyedTransferRow) => ({ createdAt: row.key_at, id: row.id });
 
 export async function* payoutsForExport(
-  db: Kysely<DatabaseSchema>,
+  transfers: TransfersService,
   tenant: Tenant,
   filter: PayoutFilter,
 ): AsyncGenerator<PayoutRecord> {
-  const rows = inBatches<KeyedPayoutRow>(PAYOUT_EXPORT_BATCH, (last, size) =>
-    payoutsAfter(db, tenant, filter.status, last ? keyOf(last) : null, size),
+  const rows = inBatches<KeyedTransferRow>(PAYOUT_EXPORT_BATCH, (last, size) =>
+    transfers.listed(tenant, "payout", filter.status, last ? keyOf(last) : null, size),
   );
   for await (const row of rows) yield toRecord(row);
 }
 
 export async function browsePayouts(
-  db: Kysely<DatabaseSchema>,
+  transfers: TransfersService,
   tenant: Tenant,
   filter: PayoutFilter,
   page: { after?: string | undefined; limit: number },
 ): Promise<{ payouts: PayoutRecord[]; next: string | null }> {
   const after = page.after ? decodeCursor(page.after) : null;
   // One row more than the page says whether another page follows.
-  const rows = await payoutsAfter(db, tenant, filter.status, after, page.limit + 1);
+  const rows = await transfers.listed(tenant, "payout", filter.status, after, page.limit + 1);
   const { shown, next } = keysetPage(rows, page.limit, keyOf);
   return { payouts: shown.map(toRecord), next };
 }
 
 export async function payoutOf(
-  db: Kysely<DatabaseSchema>,
+  transfers: TransfersService,
   tenant: Tenant,
   id: string,
 ): Promise<PayoutRecord | undefined> {
-  const row = isUuid(id) ? await payoutById(db, tenant, id.toLowerCase()) : undefined;
+  const row = isUuid(id) ? await transfers.listedById(tenant, "payout", id.toLowerCase()) : undefined;
   return row ? toRecord(row) : undefined;
 }
 

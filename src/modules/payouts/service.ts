@@ -10,7 +10,6 @@ import type { TransfersService } from "../transfers/service.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import { PayoutAnswers, type PayoutResponse } from "./answers.ts";
 import { browsePayouts, type PayoutFilter, type PayoutRecord, payoutOf, payoutsForExport } from "./browse.ts";
-import { listCompleted } from "./export-repo.ts";
 import { type PayoutView, toPayoutView } from "./view.ts";
 
 export { type PayoutView, toPayoutView };
@@ -68,7 +67,7 @@ export class PayoutsService {
   }
 
   async history(principal: Tenant, page: { limit: number; offset: number }) {
-    const { rows, total } = await listCompleted(this.#ctx.db, principal, page);
+    const { rows, total } = await this.#transfers.completed(principal, "payout", page);
     return {
       payouts: rows.map((row) => ({
         txHash: row.tx_hash,
@@ -89,7 +88,7 @@ export class PayoutsService {
 
   /** Every payout matching `filter`, newest first, read in keyset batches as consumed (D18). */
   exportPayouts(tenant: Tenant, filter: PayoutFilter): AsyncGenerator<PayoutRecord> {
-    return payoutsForExport(this.#ctx.db, tenant, filter);
+    return payoutsForExport(this.#transfers, tenant, filter);
   }
 
   /** A keyset page of the tenant's payouts matching `filter`, newest first (the dashboard's list). */
@@ -98,12 +97,12 @@ export class PayoutsService {
     filter: PayoutFilter,
     page: { after?: string | undefined; limit: number },
   ): Promise<{ payouts: PayoutRecord[]; next: string | null }> {
-    return browsePayouts(this.#ctx.db, tenant, filter, page);
+    return browsePayouts(this.#transfers, tenant, filter, page);
   }
 
   /** One payout of the tenant, by id; 404 for anyone else's. */
   async get(tenant: Tenant, id: string): Promise<PayoutRecord> {
-    const found = await payoutOf(this.#ctx.db, tenant, id);
+    const found = await payoutOf(this.#transfers, tenant, id);
     if (!found) throw notFound("Payout not found");
     return found;
   }

@@ -1,34 +1,35 @@
 import type { Kysely } from "kysely";
-import { COMPLETED_PAYOUT, type PayoutStatus } from "../../domain/payout-state.ts";
+import { COMPLETED_PAYOUT, type PayoutStatus, type TransferKindName } from "../../domain/payout-state.ts";
 import { keysetKey, olderThan } from "../../platform/db/page.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
-import type { Scope, TransferRow } from "../transfers/repo.ts";
+import type { Scope, TransferRow } from "./repo.ts";
 
-// The SQL of the payouts export (D18): keyset batches, newest first, like the payments export;
-// and the history of completed payouts (part 4.10).
+// The SQL of the lists of one kind of transfer (a payouts list, its CSV export of D18, the history
+// of completed payouts of part 4.10): keyset batches, newest first, like the payments export.
 
 /** A row with its exact key: created_at to the microsecond, which a JS Date would round to ms. */
-export type KeyedPayoutRow = TransferRow & { key_at: string };
+export type KeyedTransferRow = TransferRow & { key_at: string };
 
 /**
- * Up to `limit` payouts of the scope (of `status`, when given), newest first, after the row
+ * Up to `limit` transfers of `kind` of the scope (of `status`, when given), newest first, after the row
  * `after` (its created_at ISO with microseconds, and id). The row comparison keeps every batch as
  * cheap as the first instead of an OFFSET that grows with the export.
  */
-export async function payoutsAfter(
+export async function transfersAfter(
   db: Kysely<DatabaseSchema>,
   scope: Scope,
+  kind: TransferKindName,
   status: PayoutStatus | undefined,
   after: { createdAt: string; id: string } | null,
   limit: number,
-): Promise<KeyedPayoutRow[]> {
+): Promise<KeyedTransferRow[]> {
   let select = db
     .selectFrom("payouts")
     .selectAll()
     .select(keysetKey.as("key_at"))
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment)
-    .where("kind", "=", "payout");
+    .where("kind", "=", kind);
   if (status) select = select.where("status", "=", status);
   if (after) {
     select = select.where(olderThan(after));
@@ -36,26 +37,28 @@ export async function payoutsAfter(
   return select.orderBy("created_at", "desc").orderBy("id", "desc").limit(limit).execute();
 }
 
-/** One payout of the scope by id (lower-case UUID). */
-export async function payoutById(
+/** One transfer of `kind` of the scope by id (lower-case UUID). */
+export async function transferById(
   db: Kysely<DatabaseSchema>,
   scope: Scope,
+  kind: TransferKindName,
   id: string,
-): Promise<KeyedPayoutRow | undefined> {
+): Promise<KeyedTransferRow | undefined> {
   return db
     .selectFrom("payouts")
     .selectAll()
     .select(keysetKey.as("key_at"))
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment)
-    .where("kind", "=", "payout")
+    .where("kind", "=", kind)
     .where("id", "=", id)
     .executeTakeFirst();
 }
-/** Completed payouts of the scope, newest first (GET /api/v1/payouts/history). */
+/** Completed transfers of `kind` of the scope, newest first (GET /api/v1/payouts/history). */
 export async function listCompleted(
   db: Kysely<DatabaseSchema>,
   scope: Scope,
+  kind: TransferKindName,
   page: { limit: number; offset: number },
 ) {
   // scope: Scope, page: { limit: number; offset: number }) {
@@ -63,7 +66,7 @@ export async function listCompleted(
     .selectFrom("payouts")
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment)
-    .where("kind", "=", "payout")
+    .where("kind", "=", kind)
     .where("status", "=", COMPLETED_PAYOUT);
   const [rows, count] = await Promise.all([
     base

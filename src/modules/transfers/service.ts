@@ -2,7 +2,7 @@ import type { Hex } from "../../chain/network.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { type BreakerState, resume } from "../../domain/circuit-breaker.ts";
-import type { TransferKindName } from "../../domain/payout-state.ts";
+import type { PayoutStatus, TransferKindName } from "../../domain/payout-state.ts";
 import { SessionTurns } from "../../platform/db/wallet-lock.ts";
 import type { Mailer } from "../../platform/mail/mailer.ts";
 import type { Rails } from "../../rails/index.ts";
@@ -13,6 +13,7 @@ import { TransferDecisions } from "./decide.ts";
 import { TransferEndings } from "./finish.ts";
 import { type OrderedKinds, TransferKinds } from "./kinds.ts";
 import { TransferLeases } from "./leases.ts";
+import * as lists from "./list-repo.ts";
 import type { TransferOrder, TransferOutcome, WalletType } from "./order.ts";
 import { TransferPersistence } from "./persist.ts";
 import { TransferReconciler } from "./reconciler.ts";
@@ -118,6 +119,30 @@ export class TransfersService {
   /** A payout recorded by an instance older than migration 018, under the key on its row. */
   byIdempotencyKey(scope: Scope, key: string): Promise<repo.TransferRow | undefined> {
     return repo.findByIdempotencyKey(this.#ctx.db, scope, key);
+  }
+
+  /**
+   * Up to `limit` transfers of `kind` of the scope (of `status`, when given), newest first, after
+   * the keyset position `after`: an orderer's lists and exports (payouts').
+   */
+  listed(
+    scope: Scope,
+    kind: TransferKindName,
+    status: PayoutStatus | undefined,
+    after: { createdAt: string; id: string } | null,
+    limit: number,
+  ): Promise<lists.KeyedTransferRow[]> {
+    return lists.transfersAfter(this.#ctx.db, scope, kind, status, after, limit);
+  }
+
+  /** One transfer of `kind` of the scope by id (lower-case UUID), with its keyset position. */
+  listedById(scope: Scope, kind: TransferKindName, id: string): Promise<lists.KeyedTransferRow | undefined> {
+    return lists.transferById(this.#ctx.db, scope, kind, id);
+  }
+
+  /** Completed transfers of `kind` of the scope, newest first, by offset. */
+  completed(scope: Scope, kind: TransferKindName, page: { limit: number; offset: number }) {
+    return lists.listCompleted(this.#ctx.db, scope, kind, page);
   }
 
   /**
