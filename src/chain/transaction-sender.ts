@@ -1,8 +1,9 @@
 import type { FastifyBaseLogger } from "fastify";
 import type { Db } from "../platform/db/database.ts";
 import { NOT_FREE, SessionTurns } from "../platform/db/wallet-lock.ts";
+import { broadcastRecorded } from "./broadcast.ts";
 import type { FeeQuote, Hex, Network } from "./network.ts";
-import { errorText, isNodeAnswer, isNodeBusy } from "./node-errors.ts";
+import { errorText, isNodeBusy } from "./node-errors.ts";
 import { awaitReceipts, recordReceipts, WITHDRAWN } from "./receipts.ts";
 import * as sent from "./sent-transactions.ts";
 import {
@@ -381,24 +382,8 @@ export class TransactionSender {
     return null;
   }
 
-  /**
-   * Null once the node has the transaction; the node's reason when it refused it. Throws when the
-   * node is busy (rate limits): nothing is decided, the transaction stays open to be sent again.
-   */
-  async #broadcast(tx: sent.RecordedTransaction): Promise<string | null> {
-    try {
-      await this.#network.broadcast(tx.raw);
-      return null;
-    } catch (err) {
-      if (isNodeBusy(err)) throw err;
-      if (!isNodeAnswer(err)) {
-        // No answer (network): it may have arrived; the receipt wait and the reconciler tell.
-        this.#log.warn({ err, txHash: tx.txHash }, "broadcast got no answer; the transaction stays open");
-        return null;
-      }
-      // Some nodes answer an error for a transaction they still take (a revert under automine).
-      if (await this.#network.known(tx.txHash)) return null;
-      return errorText(err);
-    }
+  /** Null once the node has it, else the node's refusal (broadcast.ts). */
+  #broadcast(tx: sent.RecordedTransaction): Promise<string | null> {
+    return broadcastRecorded(this.#network, this.#log, tx);
   }
 }

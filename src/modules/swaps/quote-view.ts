@@ -1,7 +1,9 @@
+import { conflict } from "../../domain/errors.ts";
 import { TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
 import { executionPrice } from "../../domain/swap-math.ts";
 import type { RouteHop } from "../../platform/db/schema-exchange.ts";
 import type { QuoteRow } from "./repo.ts";
+import type { VenueQuote } from "./venue.ts";
 import { amountOf } from "./view.ts";
 
 // The quote object of D16 (GET …/swap/quote): what the venue would fill now, the limits a swap of
@@ -53,4 +55,18 @@ export function quoteView(row: QuoteRow): QuoteView {
     gasEstimate: row.gas_estimate,
     expiresAt: row.expires_at.toISOString(),
   };
+}
+
+/** 409: the fresh fill (null: none at all) is past the quote's limits; nothing was sent. */
+export function priceMoved(quote: QuoteRow, fresh: VenueQuote | null) {
+  return conflict("Price moved beyond slippage", {
+    minBuyAmount: amountOf(quote.min_buy_amount, quote.buy_token),
+    buyAmount: amountOf(fresh?.buyAmount ?? 0n, quote.buy_token),
+    ...(quote.side === "exact_out"
+      ? {
+          maxSellAmount: amountOf(quote.max_sell_amount, quote.sell_token),
+          sellAmount: fresh ? amountOf(fresh.sellAmount, quote.sell_token) : null,
+        }
+      : {}),
+  });
 }

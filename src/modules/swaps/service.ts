@@ -20,10 +20,10 @@ import type { Tenant } from "../../platform/http/auth.ts";
 import { recordedTransfer } from "../transfers/order.ts";
 import type { TransfersService } from "../transfers/service.ts";
 import { POOL_FENCE } from "./pools-repo.ts";
-import { type QuoteView, quoteView } from "./quote-view.ts";
+import { priceMoved, type QuoteView, quoteView } from "./quote-view.ts";
 import * as repo from "./repo.ts";
 import { PoolMoved, type Scope, type SwapAsk, type SwapVenue, type VenueQuote } from "./venue.ts";
-import { amountOf, factsOf, metadataOf, type SwapFacts, type SwapView, swapView } from "./view.ts";
+import { amountOf, factsOf, factsOfRecord, metadataOf, type SwapView, swapView } from "./view.ts";
 
 // Swaps (D16) as operations: quote (the venue's best fill, stored 30 s with its slippage limits)
 // → execute (re-quoted: a price past the limits is a 409 and nothing is sent; then the swap is a
@@ -387,33 +387,4 @@ export class SwapsService {
 
 function scopeOf(tenant: Tenant): Scope {
   return { workspaceId: tenant.workspaceId, environment: tenant.environment };
-}
-
-/** A swap's facts as its transfer's metadata carries them (service.ts records both at once). */
-function factsOfRecord(record: repo.NewSwap): SwapFacts {
-  return {
-    quoteId: record.quoteId,
-    side: record.side,
-    sellToken: record.sellToken,
-    buyToken: record.buyToken,
-    sellAmount: amountOf(record.sold ?? record.quotedSellAmount, record.sellToken),
-    buyAmount: amountOf(record.bought ?? record.quotedBuyAmount, record.buyToken),
-    minBuyAmount: amountOf(record.minBuyAmount, record.buyToken),
-    maxSellAmount: amountOf(record.maxSellAmount, record.sellToken),
-    slippageBps: String(record.slippageBps),
-  };
-}
-
-/** 409: the fresh fill (null: none at all) is past the quote's limits; nothing was sent. */
-function priceMoved(quote: repo.QuoteRow, fresh: VenueQuote | null) {
-  return conflict("Price moved beyond slippage", {
-    minBuyAmount: amountOf(quote.min_buy_amount, quote.buy_token),
-    buyAmount: amountOf(fresh?.buyAmount ?? 0n, quote.buy_token),
-    ...(quote.side === "exact_out"
-      ? {
-          maxSellAmount: amountOf(quote.max_sell_amount, quote.sell_token),
-          sellAmount: fresh ? amountOf(fresh.sellAmount, quote.sell_token) : null,
-        }
-      : {}),
-  });
 }

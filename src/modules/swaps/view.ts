@@ -1,6 +1,6 @@
 import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
 import type { TransferRow } from "../transfers/repo.ts";
-import type { SwapRow } from "./repo.ts";
+import type { NewSwap, SwapRow } from "./repo.ts";
 
 // The swap object of D16: the body of POST …/swap and GET …/swaps, and the `data` of swap.*
 // events. A swap's status is its transfer's (payout-state.ts's table; `processing` is shown as
@@ -110,3 +110,18 @@ export function swapViewOfTransfer(transfer: TransferRow): SwapView {
 }
 
 export { amountOf };
+
+/** A swap's facts as its transfer's metadata carries them (service.ts records both at once). */
+export function factsOfRecord(record: NewSwap): SwapFacts {
+  return {
+    quoteId: record.quoteId,
+    side: record.side,
+    sellToken: record.sellToken,
+    buyToken: record.buyToken,
+    sellAmount: amountOf(record.sold ?? record.quotedSellAmount, record.sellToken),
+    buyAmount: amountOf(record.bought ?? record.quotedBuyAmount, record.buyToken),
+    minBuyAmount: amountOf(record.minBuyAmount, record.buyToken),
+    maxSellAmount: amountOf(record.maxSellAmount, record.sellToken),
+    slippageBps: String(record.slippageBps),
+  };
+}
