@@ -6,7 +6,6 @@ import type { Db } from "../../platform/db/database.ts";
 import type { Fence } from "../../platform/db/fences.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
 import { idInScope } from "../../platform/db/scope.ts";
-import * as repo from "./repo.ts";
 
 // What a payment has left to refund (D19): its refunded_amount holds the refunds completed or on
 // their way, taken in the transaction that records a refund and given back in the one that fails
@@ -26,23 +25,6 @@ export function refundable(
 }
 
 export class RefundShares {
-  /**
-   * Takes `amount` from what `paymentId` has left to refund, in the caller's transaction, under
-   * the payment's row lock. Throws RefundExceeded (with what is refundable) when more is asked
-   * than is left.
-   */
-  async take(trx: Db, scope: Scope, paymentId: string, amount: bigint): Promise<void> {
-    const locked = await repo.findPayment(trx, scope, paymentId, true);
-    if (!locked) throw new Error(`payment ${paymentId} vanished while refunding it`);
-    const left = refundable(locked);
-    if (amount <= 0n || amount > left) throw refundExceeded(locked, left);
-    await trx
-      .updateTable("payments")
-      .set({ refunded_amount: sql<string>`refunded_amount + ${amount.toString()}::numeric` })
-      .where("id", "=", paymentId)
-      .execute();
-  }
-
   /**
    * The take of `amount` as a fence of the refund's record (platform/db/fences.ts): one
    * conditional UPDATE, which waits for a concurrent take on the payment's row lock and then sees
@@ -72,11 +54,7 @@ export class RefundShares {
 
   /** Gives `amount` back to what `paymentId` has left to refund (its refund failed), in the caller's transaction. */
   async giveBack(trx: Db, paymentId: string, amount: bigint): Promise<void> {
-    await trx
-      .updateTable("payments")
-      .set({ refunded_amount: sql<string>`refunded_amount - ${amount.toString()}::numeric` })
-      .where("id", "=", paymentId)
-      .execute();
+    await trx.executeQuery(this.giveBackStatement(trx, paymentId, amount));
   }
 }
 

@@ -1,12 +1,6 @@
 import type { Db } from "./database.ts";
 import type { Fence } from "./fences.ts";
-import {
-  claimIdempotencyKey,
-  claimStatement,
-  type IdempotencyScope,
-  idempotentClaim,
-  requestFingerprint,
-} from "./idempotency.ts";
+import { claimStatement, type IdempotencyScope, idempotentClaim, requestFingerprint } from "./idempotency.ts";
 
 // An Idempotency-Key that names the resource its request created (a refund, a swap), answered
 // from that resource as it stands, never lapsing: claimed in the transaction that records the
@@ -46,21 +40,6 @@ export class ResourceKeys {
   /** What a request asks for, as its record's hash: its subject and its parsed body. */
   fingerprint(subject: string, request: unknown): string {
     return requestFingerprint({ subject, request });
-  }
-
-  /** Claims `key` for resource `id` in the caller's transaction; throws KeyTaken if it was claimed before. */
-  async claim(
-    trx: Db,
-    scope: Scope,
-    key: string,
-    claim: { id: string; fingerprint: string; at: Date },
-  ): Promise<void> {
-    const claimed = await claimIdempotencyKey(trx, this.#of(scope, key), claim.fingerprint, claim.at, {
-      retentionHours: null,
-      resourceId: claim.id,
-    });
-    if (claimed.kind === "new") return;
-    throw new KeyTaken(claimed.resourceId, claimed.kind !== "mismatch");
   }
 
   /**

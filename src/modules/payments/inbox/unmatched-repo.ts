@@ -34,14 +34,20 @@ export async function moveUnmatched(
   trigger: UnmatchedTrigger,
   changes: { payment_id?: string | null; resolved_at: Date | null },
 ): Promise<UnmatchedRow | undefined> {
+  return moved(db, trigger, changes).where("id", "=", id).returningAll().executeTakeFirst();
+}
+
+/** The compare-and-set of `trigger`: `to` from `from`, as the transition table says. */
+function moved(
+  db: Db,
+  trigger: UnmatchedTrigger,
+  changes: { payment_id?: string | null; resolved_at: Date | null },
+) {
   const rule = UNMATCHED_TRANSITIONS[trigger];
   return db
     .updateTable("unmatched_transfers")
     .set({ ...changes, status: rule.to })
-    .where("id", "=", id)
-    .where("status", "=", rule.from)
-    .returningAll()
-    .executeTakeFirst();
+    .where("status", "=", rule.from);
 }
 
 /**
@@ -55,14 +61,7 @@ export function moveStatement(
   trigger: UnmatchedTrigger,
   changes: { resolved_at: Date | null },
 ): CompiledQuery {
-  const rule = UNMATCHED_TRANSITIONS[trigger];
-  return db
-    .updateTable("unmatched_transfers")
-    .set({ ...changes, status: rule.to })
-    .where(idInScope(scope, id))
-    .where("status", "=", rule.from)
-    .returning("id")
-    .compile();
+  return moved(db, trigger, changes).where(idInScope(scope, id)).returning("id").compile();
 }
 
 /**
