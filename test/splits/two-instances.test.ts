@@ -1,0 +1,167 @@
+import { parseUnits } from "viem";
+import { describe, expect, it } from "vitest";
+import { startServer } from "../support/crash-harness.ts";
+import { untilDefined } from "../support/poll.ts";
+import { stopService } from "../support/service-process.ts";
+import {
+  chain,
+  createPayment,
+  devnet,
+  EXTRA_USDC,
+  eventsOf,
+  expectEventsOnce,
+  expectOneSettlement,
+  expectPaidOnce,
+  fund,
+  holdingProxy,
+  legsOf,
+  newStore,
+  payUsdc,
+  usdcBalance,
+  useSplitsCrashDevnet,
+  waitForForwarded,
+  workspaceWithSplits,
+} from "../support/splits-crash.ts";
+
+// Two instances settling payments with splits (D15) on one PostgreSQL server and one devnet, with
+// the real process (`node src/main.ts`): the leader is killed -9 between legs and the other one
+// finishes; or the leader is stopped (SIGSTOP) between legs past its lease, and continued. Every
+// destination is paid exactly once and each payment is forwarded with one settlement. Each
+// receiving wallet holds money of its own besides the payments, so a leg sent twice would be paid
+// (and show in the exact balances) rather than revert for want of funds. PostgreSQL only (PGlite
+// is one process's): skipped without DATABASE_URL.
+
+useSplitsCrashDevnet();
+
+// Two processes on one database need PostgreSQL (PGlite is one process's).
+describe.skipIf(!process.env.DATABASE_URL)("two instances settling payments with splits", () => {
+  it("the leader killed -9 between legs: the other instance takes over and every payment is settled once", async () => {
+    const started = performance.now();
+    const store = await newStore();
+    const proxy = await holdingProxy(2);
+    // A starts first and leads the chain job; B starts once A holds its lease.
+    const a = await startServer(store, { LIVE_RPC_URL: proxy.url });
+    const lease = () =>
+      store.read((database) =>
+        database.db
+          .selectFrom("job_leases")
+          .select(["holder", "expires_at"])
+          .where("name", "=", "chain.live")
+          .executeTakeFirst(),
+      );
+    const leaderA = await untilDefined("A to lead the chain job", lease, 60_000);
+    const b = await startServer(store);
+    const setup = await workspaceWithSplits(b);
+    await fund(setup.eoa, { USDC: EXTRA_USDC, ETH: "1" });
+    const payments: Array<Awaited<ReturnType<typeof createPayment>>> = [];
+    for (const [i, amount] of ["10.000001", "11.000011", "12.000111"].entries())
+      payments.push(await createPayment(i % 2 ? a : b, setup, amount));
+    const treasuryBefore = await usdcBalance(devnet.accounts.treasury.address);
+
+    proxy.arm(setup.eoa);
+    for (const p of payments) await payUsdc(p.receivingAddress, p.gross);
+    await proxy.whenHeld(a);
+    await stopService(a.child, "SIGKILL");
+    proxy.drop();
+    const killedAt = performance.now();
+    expect((await lease())?.holder).toBe(leaderA.holder);
+
+    for (const p of payments) await waitForForwarded(b, setup, p.id, 180_000);
+    const finishedAt = performance.now();
+    expect((await lease())?.holder).not.toBe(leaderA.holder);
+    await expectPaidOnce(setup, payments, treasuryBefore);
+    expect(await usdcBalance(setup.eoa)).toBe(parseUnits(EXTRA_USDC, 6));
+    expect(await chain.getTransactionCount({ address: setup.eoa })).toBe(5 * payments.length);
+    const legs = await store.read(async (database) =>
+      Promise.all(payments.map((p) => legsOf(database, p.id))),
+    );
+    for (const [i, p] of payments.entries()) {
+      const ofIt = legs[i] ?? [];
+      expect(ofIt.map((leg) => [leg.purpose, leg.status])).toEqual([
+        ["settlement_net", "mined"],
+        ["settlement_fee", "mined"],
+        ...setup.splits.map((split) => [`split:${split.id}`, "mined"]),
+      ]);
+      const tx = new Map(ofIt.map((leg) => [leg.purpose, leg.tx_hash]));
+      await expectOneSettlement(b, setup, p.id, {
+        merchant: tx.get("settlement_net") as string,
+        splits: setup.splits.map((split) => tx.get(`split:${split.id}`) as string),
+      });
+    }
+    expectEventsOnce(await store.read((database) => eventsOf(database, setup.workspaceId)), payments.length);
+    console.info(
+      `[splits-crash] two instances: A killed after ${((killedAt - started) / 1000).toFixed(1)} s, B forwarded all ${payments.length} ${((finishedAt - killedAt) / 1000).toFixed(1)} s after the kill`,
+    );
+  }, 400_000);
+
+  it("the leader stopped (SIGSTOP) between legs past its lease, then continued: every payment is settled once", async () => {
+    const started = performance.now();
+    const store = await newStore();
+    const proxy = await holdingProxy(2);
+    const a = await startServer(store, { LIVE_RPC_URL: proxy.url });
+    const lease = () =>
+      store.read((database) =>
+        database.db
+          .selectFrom("job_leases")
+          .select(["holder", "expires_at"])
+          .where("name", "=", "chain.live")
+          .executeTakeFirst(),
+      );
+    const leaderA = await untilDefined("A to lead the chain job", lease, 60_000);
+    const b = await startServer(store);
+    const setup = await workspaceWithSplits(a);
+    await fund(setup.eoa, { USDC: EXTRA_USDC, ETH: "1" });
+    const payments: Array<Awaited<ReturnType<typeof createPayment>>> = [];
+    for (const [i, amount] of ["20.000002", "21.000021", "22.000221"].entries())
+      payments.push(await createPayment(i % 2 ? a : b, setup, amount));
+    const treasuryBefore = await usdcBalance(devnet.accounts.treasury.address);
+
+    proxy.arm(setup.eoa);
+    for (const p of payments) await payUsdc(p.receivingAddress, p.gross);
+    await proxy.whenHeld(a);
+    // A stands still with its legs recorded and the second one's broadcast on its way, holding
+    // the wallet's lock; B takes the chain job over once A's lease has run out.
+    a.child.kill("SIGSTOP");
+    const stoppedAt = performance.now();
+    await untilDefined(
+      "B to take the chain job over",
+      async () => {
+        const now = await lease();
+        return now && now.holder !== leaderA.holder ? true : undefined;
+      },
+      120_000,
+    );
+    const takenOverAt = performance.now();
+    // A goes on: its held broadcast reaches the node, and it finishes sending what it recorded.
+    proxy.pass();
+    a.child.kill("SIGCONT");
+
+    for (const p of payments) await waitForForwarded(b, setup, p.id, 180_000);
+    const finishedAt = performance.now();
+    expect(a.child.exitCode, a.output()).toBeNull(); // A is still running
+    await expectPaidOnce(setup, payments, treasuryBefore);
+    expect(await usdcBalance(setup.eoa)).toBe(parseUnits(EXTRA_USDC, 6));
+    expect(await chain.getTransactionCount({ address: setup.eoa })).toBe(5 * payments.length);
+    const legs = await store.read(async (database) =>
+      Promise.all(payments.map((p) => legsOf(database, p.id))),
+    );
+    for (const [i, p] of payments.entries()) {
+      const ofIt = legs[i] ?? [];
+      expect(ofIt.map((leg) => [leg.purpose, leg.status])).toEqual([
+        ["settlement_net", "mined"],
+        ["settlement_fee", "mined"],
+        ...setup.splits.map((split) => [`split:${split.id}`, "mined"]),
+      ]);
+      const tx = new Map(ofIt.map((leg) => [leg.purpose, leg.tx_hash]));
+      for (const server of [a, b])
+        await expectOneSettlement(server, setup, p.id, {
+          merchant: tx.get("settlement_net") as string,
+          splits: setup.splits.map((split) => tx.get(`split:${split.id}`) as string),
+        });
+    }
+    expectEventsOnce(await store.read((database) => eventsOf(database, setup.workspaceId)), payments.length);
+    console.info(
+      `[splits-crash] two instances, SIGSTOP: A stopped after ${((stoppedAt - started) / 1000).toFixed(1)} s, B led ${((takenOverAt - stoppedAt) / 1000).toFixed(1)} s later, all ${payments.length} forwarded ${((finishedAt - takenOverAt) / 1000).toFixed(1)} s after A was continued`,
+    );
+  }, 400_000);
+});
