@@ -21,14 +21,12 @@ export { type PayoutView, toPayoutView };
 // export, and the breaker's state and resume.
 
 export class PayoutsService {
-  readonly #ctx: AppContext;
   readonly #workspaces: WorkspacesService;
   readonly #transfers: TransfersService;
   readonly #answers: PayoutAnswers;
   readonly #endings: Notices;
 
   constructor(ctx: AppContext, deps: { workspaces: WorkspacesService; transfers: TransfersService }) {
-    this.#ctx = ctx;
     this.#workspaces = deps.workspaces;
     this.#transfers = deps.transfers;
     this.#endings = new Notices(ctx.db, "payout_ended", ctx.log);

@@ -2,7 +2,6 @@ import type { UniswapV3 } from "../../chain/evm/uniswap.ts";
 import type { ChainToken, EventLog, Hex } from "../../chain/network.ts";
 import { Unavailable } from "../../domain/errors.ts";
 import { sqrtPriceImpactBps } from "../../domain/swap-math.ts";
-import type { RouteHop } from "../../platform/db/schema-exchange.ts";
 import type { PlannedSwap, SwapAsk, SwapPlan, SwapVenue, VenueQuote } from "./venue.ts";
 
 // Swaps on a network's Uniswap v3 pools (D16): quoted by QuoterV2 across the fee tiers, executed

@@ -1,12 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  type CreatedWorkspace,
-  createWorkspace,
-  startTestApp,
-  type TestApp,
-} from "../../../test/support/app.ts";
+import { type CreatedWorkspace, startTestApp, type TestApp } from "../../../test/support/app.ts";
 import {
   fundedWorkspace,
   insertPayment,
