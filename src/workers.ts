@@ -6,7 +6,6 @@ import { topUpGas, topUpWallet } from "./modules/payments/settlement/gas-top-up.
 import { Settlement } from "./modules/payments/settlement/settlement.ts";
 import { compactPaymentTotals } from "./modules/payments/totals.ts";
 import { type DispatcherOptions, WebhookDispatcher } from "./modules/webhooks/dispatcher.ts";
-import type { Db } from "./platform/db/database.ts";
 import { PeriodicJob } from "./platform/jobs/periodic-job.ts";
 
 // Background work of one process: webhook delivery (any number of instances share it through
@@ -115,13 +114,13 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
       intervalMs: GAS_TOP_UP_INTERVAL_MS,
       tick: async () => {
         await topUpGas(network, config, sender, app.services.workspaces, ctx.log, ctx.metrics, {
-          guard: (trx) => topUpJob.fence(trx),
+          fences: [topUpJob.leaseFence()],
         });
       },
     });
-    const fence = (trx: Db) => chainJob.fence(trx);
+    const lease = chainJob.leaseFence();
     const topUp = (address: `0x${string}`, needed: bigint) =>
-      topUpWallet(network, config, sender, address, needed, ctx.log, ctx.metrics, { guard: fence });
+      topUpWallet(network, config, sender, address, needed, ctx.log, ctx.metrics, { fences: [lease] });
     const settlement = new Settlement(
       ctx.db,
       network,
@@ -129,7 +128,7 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
       app.services.workspaces,
       ctx.log,
       ctx.now,
-      { topUp, fence, metrics: ctx.metrics },
+      { topUp, lease, metrics: ctx.metrics },
     );
     jobs.push(chainJob, topUpJob);
   }

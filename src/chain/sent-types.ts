@@ -1,5 +1,5 @@
 import type { RawBuilder } from "kysely";
-import type { Db } from "../platform/db/database.ts";
+import type { Fence } from "../platform/db/fences.ts";
 import type { ChainToken, Hex, ReceiptStatus, TransferRequest } from "./network.ts";
 import type * as sent from "./sent-transactions.ts";
 
@@ -16,8 +16,11 @@ export interface OutgoingTransfer extends TransferRequest {
  * settlement not recorded yet, the worker's lease): nothing is recorded or sent otherwise.
  */
 export interface SubmitOptions {
-  /** Runs first in the transaction that records the transfers; throwing aborts it. */
-  guard?: (trx: Db) => Promise<void>;
+  /**
+   * Statements run first in the transaction that records the transfers (platform/db/fences.ts):
+   * a required one that takes nothing refuses the record (FenceRefused), and nothing is sent.
+   */
+  fences?: readonly Fence[];
   /**
    * A data-modifying statement returning rows, run in the same statement as the record (one
    * round trip, no transaction): no row, no record (RecordRefused).

@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from "fastify";
 import type { Db } from "../platform/db/database.ts";
+import { runFences } from "../platform/db/fences.ts";
 import { NOT_FREE, SessionTurns } from "../platform/db/wallet-lock.ts";
 import { broadcastRecorded } from "./broadcast.ts";
 import type { FeeQuote, Hex, Network } from "./network.ts";
@@ -248,7 +249,7 @@ export class TransactionSender {
           };
         }),
       );
-    const { claim, guard } = options;
+    const { claim, fences } = options;
     const record = async (next: number | undefined): Promise<sent.NewTransaction[]> => {
       if (claim) {
         const txs = await sign(next ?? (await sent.nextRecordedNonce(this.#db, environment, from)));
@@ -258,7 +259,7 @@ export class TransactionSender {
         return txs;
       }
       return this.#db.transaction().execute(async (trx) => {
-        await guard?.(trx);
+        if (fences) await runFences(trx, fences);
         const txs = await sign(next ?? (await sent.nextRecordedNonce(trx, environment, from)));
         for (const tx of txs) await sent.recordTransaction(trx, environment, tx);
         return txs;

@@ -1,5 +1,5 @@
 import type { ChainToken, EventLog, Hex, Network } from "../chain/network.ts";
-import { payoutTransaction } from "../chain/sent-transactions.ts";
+import { payoutTransaction, transactionsOfPayment } from "../chain/sent-transactions.ts";
 import { RecordRefused, type SentTransfer } from "../chain/sent-types.ts";
 import type { TransactionSender } from "../chain/transaction-sender.ts";
 import { RECIPIENT_REVERTED } from "../domain/payout-state.ts";
@@ -9,6 +9,7 @@ import {
   type Move,
   type MoveHooks,
   type MoveOutcome,
+  type MoveOwner,
   MoveRefused,
   type Rail,
   type RecordedMove,
@@ -56,16 +57,16 @@ export class EoaRail implements Rail {
     return undefined;
   }
 
-  resume(): undefined {
-    return undefined;
-  }
-
   reconcile(): Promise<void> {
     return this.#sender.reconcile();
   }
 
+  async recorded(owner: MoveOwner): Promise<RecordedMove> {
+    return "transferId" in owner ? this.#transfer(owner.transferId) : this.#settlement(owner.paymentId);
+  }
+
   /** Its last leg's transaction (the one mined last, a swap's router call) is the move's. */
-  async recorded(transferId: string): Promise<RecordedMove> {
+  async #transfer(transferId: string): Promise<RecordedMove> {
     const tx = await payoutTransaction(this.#db, transferId);
     if (!tx) return { state: "none" };
     if (tx.status === "signed") return { state: "open" };
@@ -78,6 +79,25 @@ export class EoaRail implements Rail {
     };
     // `failed`: its own receipt reverted; otherwise never mined, its nonce taken by another.
     return { state: "ended", outcome, byReceipt: tx.status === "failed" };
+  }
+
+  /**
+   * A settlement's legs, each its own transaction: open while one may still be mined; reverted at
+   * the first that was not mined with a success receipt (reverted, or its nonce taken by another),
+   * the others named with whether they were; success once all were.
+   */
+  async #settlement(paymentId: string): Promise<RecordedMove> {
+    const txs = await transactionsOfPayment(this.#db, paymentId);
+    if (txs.length === 0) return { state: "none" };
+    if (txs.some((t) => t.status === "signed")) return { state: "open" };
+    const legs = txs
+      .filter((t) => t.status !== "rejected") // refused before migration 016: held no nonce
+      .map((t) => ({ purpose: t.purpose, txHash: t.tx_hash, mined: t.status === "mined" }));
+    const failed = txs.find((t) => t.status !== "mined");
+    const outcome: MoveOutcome = failed
+      ? { status: "reverted", txHash: failed.tx_hash, legs, error: failed.error }
+      : { status: "success", txHash: txs.at(-1)?.tx_hash ?? "", legs, error: null };
+    return { state: "ended", outcome, byReceipt: failed?.status === "failed" };
   }
 
   logsOf(mined: { txHash: string }): Promise<EventLog[]> {
@@ -123,7 +143,7 @@ export class EoaRail implements Rail {
     try {
       submitted = await this.#sender.submit(await move.signingKey(), move.from, transfers, {
         ...(hooks.claim ? { claim: hooks.claim } : {}),
-        ...(hooks.guard ? { guard: hooks.guard } : {}),
+        ...(hooks.fences ? { fences: hooks.fences } : {}),
         together: move.legs.length > 1,
       });
     } catch (err) {
@@ -142,7 +162,7 @@ export class EoaRail implements Rail {
 function outcomeOf(sent: SentTransfer[], legs: readonly Leg[]): MoveOutcome {
   const first = sent[0];
   if (!first) throw new Error("the sender returned no transaction");
-  const mined = sent.map((s) => ({ purpose: s.purpose, txHash: s.txHash }));
+  const mined = sent.map((s) => ({ purpose: s.purpose, txHash: s.txHash, mined: s.status === "success" }));
   if (sent.some((s) => s.status === "not_found"))
     return { status: "pending", txHash: first.txHash, legs: mined, error: null };
   const i = sent.findIndex((s) => s.status === "reverted");

@@ -70,7 +70,6 @@ describe("LedgerRail", () => {
     expect(rail.gasRequired()).toBeUndefined();
     expect(rail.gasCost()).toBeUndefined();
     expect(rail.prepare()).toBeUndefined();
-    expect(rail.resume()).toBeUndefined();
     await expect(rail.logsOf()).resolves.toEqual([]);
     // Final in the statement that records it: nothing of it is ever left for a reconciler.
     await expect(rail.recorded()).resolves.toEqual({ state: "none" });
@@ -123,7 +122,7 @@ describe("LedgerRail", () => {
     expect(await submission.outcome).toEqual({
       status: "success",
       txHash,
-      legs: [{ purpose: "payout", txHash }],
+      legs: [{ purpose: "payout", txHash, mined: true }],
       error: null,
     });
   });
@@ -145,8 +144,16 @@ describe("LedgerRail", () => {
       `payment:${paymentId}:settlement_fee`,
     ]);
     expect(outcome.legs).toEqual([
-      { purpose: "settlement_net", txHash: sandboxTxHash(`payment:${paymentId}:settlement_net`) },
-      { purpose: "settlement_fee", txHash: sandboxTxHash(`payment:${paymentId}:settlement_fee`) },
+      {
+        purpose: "settlement_net",
+        txHash: sandboxTxHash(`payment:${paymentId}:settlement_net`),
+        mined: true,
+      },
+      {
+        purpose: "settlement_fee",
+        txHash: sandboxTxHash(`payment:${paymentId}:settlement_fee`),
+        mined: true,
+      },
     ]);
   });
 

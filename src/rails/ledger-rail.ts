@@ -50,10 +50,6 @@ export class LedgerRail implements Rail {
     return undefined;
   }
 
-  resume(): undefined {
-    return undefined;
-  }
-
   /** Nothing is ever left open: a ledger move is final in the statement that makes it. */
   async reconcile(): Promise<void> {}
 
@@ -83,12 +79,13 @@ export class LedgerRail implements Rail {
     const userOpHash = this.#smartAccount ? sandboxTxHash(`user-operation:${move.payoutId}`) : null;
     const record = await hooks.recordWithTransfers({ transfers, userOpHash });
     if (record.outcome === "refused") throw new MoveRefused("the ledger move was not recorded");
+    const first = transfers[0]?.reference ?? owner;
+    const result = SimulatedLedger.resultOf(first, record.outcome);
     const legs = transfers.map((t, i) => ({
       purpose: move.legs[i]?.purpose ?? "",
       txHash: sandboxTxHash(t.reference),
+      mined: result.status === "success",
     }));
-    const first = transfers[0]?.reference ?? owner;
-    const result = SimulatedLedger.resultOf(first, record.outcome);
     const outcome: MoveOutcome = {
       status: result.status,
       txHash: result.txHash,

@@ -2,7 +2,7 @@ import type { RawBuilder } from "kysely";
 import type { PreparedOperation } from "../chain/evm/smart-accounts.ts";
 import type { ChainToken, ContractCall, EventLog, Hex } from "../chain/network.ts";
 import type { LedgerTransfer } from "../chain/simulated/ledger.ts";
-import type { Db } from "../platform/db/database.ts";
+import type { Fence } from "../platform/db/fences.ts";
 
 // The Rail port: the one way money leaves a workspace wallet. A move is "these amounts of these
 // tokens from this wallet to these addresses" (one leg for a payout; the net and the fee, later
@@ -51,8 +51,8 @@ export interface MoveOutcome {
    */
   txHash: string;
   userOpHash?: string;
-  /** Each leg's transaction, by purpose. */
-  legs: Array<{ purpose: string; txHash: string }>;
+  /** Each leg's transaction, by purpose; `mined` once it is mined with a success receipt. */
+  legs: Array<{ purpose: string; txHash: string; mined: boolean }>;
   /** Why it reverted; on a pending background move, what failed on the way (it is tried again). */
   error: string | null;
   /** Reverted before anything was recorded or sent (the bundler would not prepare it, say). */
@@ -89,8 +89,11 @@ export interface MoveHooks {
    * that records them; no row, nothing recorded (MoveRefused).
    */
   claim?: RawBuilder<unknown>;
-  /** Signed transactions (EOA): runs first in the transaction that records them; throwing aborts. */
-  guard?: (trx: Db) => Promise<void>;
+  /**
+   * Signed transactions (EOA): statements run first in the transaction that records them
+   * (platform/db/fences.ts); a required one that takes nothing refuses the move (FenceRefused).
+   */
+  fences?: readonly Fence[];
   /** A signed user operation (smart account), before it is sent; false: it may not be (MoveRefused). */
   recordOperation?: (userOpHash: string, operation: string) => Promise<boolean>;
   /**
@@ -132,13 +135,11 @@ export interface RecordedOperation {
   purposes?: string[];
 }
 
-export interface ResumeOptions {
-  /**
-   * Report an operation that can never be included (it deploys an account another operation
-   * deployed first) as reverted; otherwise it stays pending and is sent again next time.
-   */
-  failIfNeverIncluded: boolean;
-}
+/**
+ * Whose move a rail's records are asked about: a transfer of the engine's, or a payment's
+ * settlement (its legs are recorded under the payment until settlement is a kind of the engine).
+ */
+export type MoveOwner = { transferId: string } | { paymentId: string };
 
 /**
  * What a rail's records say of a move it may have sent for a transfer, for the reconciler:
@@ -181,11 +182,6 @@ export interface Rail {
    */
   submit(move: Move, hooks: MoveHooks, prepared?: Promise<Prepared>): Promise<Submission>;
   /**
-   * Sends again an operation this rail recorded (a no-op if it was included) and says how it
-   * ended; undefined on rails whose recorded moves the network reconciler finishes.
-   */
-  resume(operation: RecordedOperation, options: ResumeOptions): Promise<MoveOutcome> | undefined;
-  /**
    * Brings what this rail recorded and its sender left open to a final state from what the
    * network says (the chain job runs it before settling and reconciling payouts).
    */
@@ -196,12 +192,12 @@ export interface Rail {
    */
   logsOf(mined: { txHash: string; userOpHash?: string }): Promise<EventLog[]>;
   /**
-   * What this rail recorded for transfer `transferId` says now (its records are its own: nobody
-   * else reads them). `operation`: the user operation recorded with the transfer, where the rail
-   * signs one; a recorded one is sent again (a no-op if included), and one that can never be
-   * included ends reverted.
+   * What this rail recorded for `owner`'s move says now (its records are its own: nobody else
+   * reads them). `operation`: the user operation recorded with the owner, where the rail signs
+   * one; a recorded one is sent again (a no-op if included), and one that can never be included
+   * ends reverted.
    */
-  recorded(transferId: string, operation: RecordedOperation | null): Promise<RecordedMove>;
+  recorded(owner: MoveOwner, operation: RecordedOperation | null): Promise<RecordedMove>;
 }
 
 /** A wallet's balances read token by token (no block to tie them to: no mined nonce). */

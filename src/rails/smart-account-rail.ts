@@ -8,12 +8,12 @@ import {
   type Move,
   type MoveHooks,
   type MoveOutcome,
+  type MoveOwner,
   MoveRefused,
   type Prepared,
   type Rail,
   type RecordedMove,
   type RecordedOperation,
-  type ResumeOptions,
   type Submission,
   type WalletFunds,
 } from "./rail.ts";
@@ -21,7 +21,7 @@ import {
 // A workspace's smart account (ERC-4337, D11) as a rail: every leg of a move in ONE user
 // operation (atomic), signed by the workspace EOA, gas paid by the paymaster, recorded (hash and
 // signed body) before it goes to the bundler. A recorded operation is sent again after a crash
-// (`resume`): the bundler includes it at most once.
+// (`recorded`): the bundler includes it at most once.
 
 export class SmartAccountRail implements Rail {
   // Not pipelined: each move's outcome is known (and counted by the breaker) before the next is
@@ -65,22 +65,16 @@ export class SmartAccountRail implements Rail {
     return this.#accounts.prepare(await move.signingKey(), callsOf(move));
   }
 
-  async resume(operation: RecordedOperation, options: ResumeOptions): Promise<MoveOutcome> {
-    const outcome = options.failIfNeverIncluded
-      ? await this.#accounts.sendAgain(operation)
-      : await this.#accounts.send(operation, { resend: true });
-    return moveOutcomeOf(outcome, operation.purposes ?? []);
-  }
-
   /** A recorded operation sent again: a no-op if it was included; one never includable fails. */
-  async recorded(_transferId: string, operation: RecordedOperation | null): Promise<RecordedMove> {
+  async recorded(_owner: MoveOwner, operation: RecordedOperation | null): Promise<RecordedMove> {
     if (!operation) return { state: "none" };
-    const outcome = await this.resume(operation, { failIfNeverIncluded: true });
+    const sent = await this.#accounts.sendAgain(operation);
+    const outcome = moveOutcomeOf(sent, operation.purposes ?? []);
     if (outcome.status === "pending") return { state: "open" };
     return { state: "ended", outcome, byReceipt: false };
   }
 
-  /** Recorded operations are sent again by their owners' reconcilers (`resume`). */
+  /** Recorded operations are sent again when their owners' reconcilers ask (`recorded`). */
   async reconcile(): Promise<void> {}
 
   /** The operation's own events: its bundle's transaction carries other operations' too. */
@@ -189,7 +183,7 @@ function moveOutcomeOf(outcome: OperationOutcome, purposes: string[]): MoveOutco
   if (outcome.status === "pending")
     return { status: "pending", txHash: "", userOpHash, legs: [], error: null };
   const txHash = outcome.txHash ?? "";
-  const legs = purposes.map((purpose) => ({ purpose, txHash }));
+  const legs = purposes.map((purpose) => ({ purpose, txHash, mined: outcome.status === "success" }));
   if (outcome.status === "success") return { status: "success", txHash, userOpHash, legs, error: null };
   return { status: "reverted", txHash, userOpHash, legs, error: outcome.error };
 }

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Devnet, rpc, startDevnet } from "../../src/devnet/chain.ts";
 import { topUpGas, topUpWallet } from "../../src/modules/payments/settlement/gas-top-up.ts";
 import { Settlement, type SettlementOptions } from "../../src/modules/payments/settlement/settlement.ts";
+import type { Fence } from "../../src/platform/db/fences.ts";
 import { PeriodicJob } from "../../src/platform/jobs/periodic-job.ts";
 import {
   bearer,
@@ -719,14 +720,13 @@ describe("a payment is settled once", () => {
       intervalMs: 100,
       tick: async () => {},
     });
-    const settlement = (fence: (trx: typeof t.database.db) => Promise<void>) =>
-      eoaSettlement(t, { fence }).settlement;
+    const settlement = (lease: Fence) => eoaSettlement(t, { lease }).settlement;
     // Another instance holds the lease.
     await t.database.db
       .insertInto("job_leases")
       .values({ name: "chain.live", holder: "another instance", expires_at: new Date(Date.now() + 60_000) })
       .execute();
-    await settlement((trx) => job.fence(trx)).tick();
+    await settlement(job.leaseFence()).tick();
     const status = () => paymentStatus(t, id);
     expect(await status()).toBe("confirmed");
     expect(
@@ -744,7 +744,7 @@ describe("a payment is settled once", () => {
       .set({ expires_at: new Date(Date.now() - 1_000) })
       .execute();
     expect(await job.runOnce()).toBe(true);
-    await settlement((trx) => job.fence(trx)).tick();
+    await settlement(job.leaseFence()).tick();
     expect(await status()).toBe("forwarded");
     expect(await usdcBalance(merchant)).toBe(USDC("19.7"));
   }, 60_000);

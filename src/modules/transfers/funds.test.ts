@@ -75,10 +75,9 @@ function observed(rail: Rail, onFunds: () => void): Rail {
     gasCost: (units) => rail.gasCost(units),
     prepare: (move) => rail.prepare(move),
     submit: (move, hooks, prepared) => rail.submit(move, hooks, prepared),
-    resume: (operation, options) => rail.resume(operation, options),
     reconcile: () => rail.reconcile(),
     logsOf: (mined) => rail.logsOf(mined),
-    recorded: (transferId, operation) => rail.recorded(transferId, operation),
+    recorded: (owner, operation) => rail.recorded(owner, operation),
   };
 }
 

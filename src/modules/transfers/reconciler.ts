@@ -64,7 +64,9 @@ export class TransferReconciler {
     const rail = this.#rails[environment]?.[walletType];
     // A recorded operation with no bundler here now is left until there is one.
     if (!rail && operation) return false;
-    const recorded = rail ? await rail.recorded(payout.id, operation) : { state: "none" as const };
+    const recorded = rail
+      ? await rail.recorded({ transferId: payout.id }, operation)
+      : { state: "none" as const };
     if (recorded.state === "open") return false; // it may still be mined
     if (recorded.state === "ended") {
       const { outcome } = recorded;

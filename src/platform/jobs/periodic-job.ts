@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { FastifyBaseLogger } from "fastify";
 import { sql } from "kysely";
 import type { Db } from "../db/database.ts";
+import { type Fence, FenceRefused, runFences } from "../db/fences.ts";
 
 // A periodic job that runs on one instance at a time. Leadership is a lease row, taken or renewed
 // at the start of every tick and renewed while a tick runs (a tick may wait on receipts for longer
@@ -19,6 +20,9 @@ export interface PeriodicJobOptions {
   /** Called when a tick is due and another instance holds the lease. */
   onNotLeading?: () => void;
 }
+
+/** The name of a job's lease fence (PeriodicJob.leaseFence) in a refusal. */
+export const LEASE_FENCE = "job-lease";
 
 /** The job's lease is held by another instance now: the caller's transaction must not commit. */
 export class LeaseLost extends Error {
@@ -82,13 +86,25 @@ export class PeriodicJob {
    * lease row is then shared-locked, so no other instance can take it over before that commits.
    */
   async fence(trx: Db): Promise<void> {
-    const held = await sql<{ name: string }>`
-      SELECT name FROM job_leases
-      WHERE name = ${this.#opts.name} AND holder = ${this.#holder} AND expires_at > now()
-      FOR SHARE`.execute(trx);
-    if (held.rows.length === 0) {
+    try {
+      await runFences(trx, [this.leaseFence()]);
+    } catch (err) {
+      if (!(err instanceof FenceRefused)) throw err;
       throw new LeaseLost(`${this.#opts.name}: this instance no longer holds the job's lease`);
     }
+  }
+
+  /**
+   * The same check as a statement (platform/db/fences.ts), for a recorder that runs it in its own
+   * transaction: it returns the lease row, shared-locked, while this instance holds it; a record
+   * it fences is refused by the fence named LEASE_FENCE otherwise.
+   */
+  leaseFence(): Fence {
+    const statement = sql`
+      SELECT name FROM job_leases
+      WHERE name = ${this.#opts.name} AND holder = ${this.#holder} AND expires_at > now()
+      FOR SHARE`.compile(this.#db);
+    return { name: LEASE_FENCE, statement, required: true };
   }
 
   #schedule(delay: number): void {

@@ -20,7 +20,7 @@ export async function topUpGas(
   workspaces: WorkspacesService,
   log: FastifyBaseLogger,
   metrics: Metrics,
-  /** Fences the top-ups on the job's lease (PeriodicJob.fence). */
+  /** Fences the top-ups on the job's lease (PeriodicJob.leaseFence). */
   options: SubmitOptions = {},
 ): Promise<number> {
   if (!config.gasFunderKey) return 0;

@@ -1,14 +1,39 @@
+import { sql } from "kysely";
+import { recordedForPayment } from "../../../chain/sent-transactions.ts";
 import type { Db } from "../../../platform/db/database.ts";
+import type { Fence } from "../../../platform/db/fences.ts";
 import { newestFirst } from "../../../platform/db/page.ts";
 import type { PaymentRow } from "../../../platform/db/schema.ts";
 
-// The SQL of settlement on the payment's row: the row under lock (the transfers recorded for it are
-// the chain layer's, read in the same transaction, which is what makes "nothing recorded yet" hold
-// until the record commits), and a smart wallet settlement's operation.
+// The SQL of settlement on the payment's row: the row under lock, the fence of a settlement's record
+// (the transfers recorded for it are the chain layer's, read in the same transaction, which is what
+// makes "nothing recorded yet" hold until the record commits), and a smart wallet settlement's
+// operation.
 
 /** The payment, locked for the caller's transaction. */
 export async function lockPayment(trx: Db, paymentId: string): Promise<PaymentRow | undefined> {
   return trx.selectFrom("payments").selectAll().where("id", "=", paymentId).forUpdate().executeTakeFirst();
+}
+
+/** The name of the fence dueFence builds, in a refusal. */
+export const DUE_FENCE = "settlement-due";
+
+/**
+ * The fence of a settlement's record (platform/db/fences.ts): the payment, locked, is still in
+ * `settlesFrom` with nothing recorded for its settlement (no transaction, no user operation).
+ * Checked in the transaction that records it, so two workers can never both record one.
+ */
+export function dueFence(db: Db, paymentId: string, settlesFrom: string): Fence {
+  const statement = db
+    .selectFrom("payments")
+    .select("id")
+    .where("id", "=", paymentId)
+    .where("status", "=", settlesFrom)
+    .where("settlement_user_operation", "is", null)
+    .where(sql<boolean>`NOT ${recordedForPayment(sql.ref("payments.id"))}`)
+    .forUpdate()
+    .compile();
+  return { name: DUE_FENCE, statement, required: true };
 }
 
 /**

@@ -5,14 +5,20 @@
 
 import type { FastifyBaseLogger } from "fastify";
 import type { ChainToken, Hex, Network } from "../../../chain/network.ts";
-import * as sent from "../../../chain/sent-transactions.ts";
 import { NATIVE_TOKEN } from "../../../domain/money.ts";
 import { stillToSettle } from "../../../domain/unsettled-payments.ts";
 import type { Db } from "../../../platform/db/database.ts";
+import { type Fence, FenceRefused, runFences } from "../../../platform/db/fences.ts";
 import type { PaymentRow } from "../../../platform/db/schema.ts";
-import { LeaseLost } from "../../../platform/jobs/periodic-job.ts";
+import { LEASE_FENCE } from "../../../platform/jobs/periodic-job.ts";
 import type { Metrics } from "../../../platform/metrics/metrics.ts";
-import { type Move, type MoveOutcome, MoveRefused, type Rail } from "../../../rails/rail.ts";
+import {
+  type Move,
+  type MoveOutcome,
+  MoveRefused,
+  type Rail,
+  type RecordedOperation,
+} from "../../../rails/rail.ts";
 import { recordEvents } from "../../webhooks/outbox.ts";
 import type { WorkspacesService } from "../../workspaces/service.ts";
 import * as chainRepo from "../incoming/chain-repo.ts";
@@ -35,34 +41,27 @@ import * as settlementRepo from "./settlement-repo.ts";
 // payment with its forwarded or failed transition, with its settlement.recorded and
 // split.recorded events, in one transaction. `forwarded` only once every leg is
 // mined with a success receipt (D13); a failure is `failed` with the reason. A payment whose
-// legs were already recorded (a restart mid-settlement) is finished from those records, never
-// sent again.
-// Recording is fenced: the payment must still be confirmed with nothing recorded for it, and this
-// worker must still hold its job's lease, all checked under the payment's row lock in the
-// transaction that records the transfers; and a payment's legs are unique in the schema. So a
-// worker that was paused past its lease, or two workers at once, can never settle one twice.
+// legs were already recorded (a restart mid-settlement) is finished from what the rail says of
+// them (Rail.recorded: a recorded operation is sent again), never sent again as a new move.
+// Recording is fenced (platform/db/fences.ts): this worker must still hold its job's lease, and
+// the payment, locked, must still be confirmed with nothing recorded for it (settlement-repo.ts
+// dueFence), both checked in the transaction that records the transfers; and a payment's legs are
+// unique in the schema. So a worker that was paused past its lease, or two workers at once, can
+// never settle one twice.
 
 const SETTLE_PER_TICK = 50;
 /** The status a payment settles from (the transition table's, for both of settlement's outcomes). */
 const SETTLES = batchTransition("settlement_completed");
 
-/** Throws when the caller's transaction may no longer record a send (the job's lease is gone). */
-export type Fence = (trx: Db) => Promise<void>;
-
 export interface SettlementOptions {
   /** Funds a receiving wallet with gas on demand (gas-top-up.ts). */
   topUp?: (address: Hex, neededWei: bigint) => Promise<TopUpResult>;
-  /** Throws in a transaction once this worker may no longer send (its job's lease is gone). */
-  fence?: Fence;
+  /** The job's lease (PeriodicJob.leaseFence): refuses a record once this worker may no longer send. */
+  lease?: Fence;
   metrics?: Metrics;
 }
 
 const TOP_UP_PENDING = Symbol("gas top-up pending");
-
-/** Nothing to record: another worker settled the payment, or it moved on meanwhile. */
-class SettlementNotDue extends Error {
-  override name = "SettlementNotDue";
-}
 
 export class Settlement {
   readonly #db: Db;
@@ -73,7 +72,7 @@ export class Settlement {
   readonly #log: FastifyBaseLogger;
   readonly #now: () => Date;
   readonly #topUp: (address: Hex, neededWei: bigint) => Promise<TopUpResult>;
-  readonly #fence: Fence;
+  readonly #lease: Fence[];
   readonly #metrics: Metrics | undefined;
 
   constructor(
@@ -85,7 +84,7 @@ export class Settlement {
     now: () => Date,
     options: SettlementOptions = {},
   ) {
-    this.#fence = options.fence ?? (async () => {});
+    this.#lease = options.lease ? [options.lease] : [];
     this.#topUp = options.topUp ?? (async () => "unavailable");
     this.#metrics = options.metrics;
     this.#db = db;
@@ -108,8 +107,8 @@ export class Settlement {
     await Promise.all(
       confirmed.map((payment) =>
         this.#settle(payment).catch((err: unknown) => {
-          if (err instanceof LeaseLost) {
-            // Paused past the lease: another instance settles from now on; nothing was sent.
+          if (err instanceof FenceRefused && err.fence === LEASE_FENCE) {
+            // Paused past the lease (a top-up refused): another instance settles from now on.
             this.#log.warn(
               { paymentId: payment.id, reason: err.message },
               "settlement left to the new leader",
@@ -123,36 +122,19 @@ export class Settlement {
   }
 
   async #settle(payment: PaymentRow): Promise<void> {
-    const recorded = await sent.transactionsOfPayment(this.#db, payment.id);
-    if (recorded.length > 0) {
-      if (recorded.some((t) => t.status === "signed")) return; // reconcile() is still waiting on it
-      // Reverted, refused and replaced by a cancellation, or refused before migration 016.
-      const failed = recorded.find((t) => t.status !== "mined");
-      if (failed)
-        return this.#fail(
-          payment,
-          `settlement transaction ${failed.tx_hash} failed: ${failed.error ?? "reverted"}`,
-        );
-      return this.#forward(payment, recorded);
-    }
-
     const rail = this.#rails[payment.wallet_type === "smart_wallet" ? "smart_wallet" : "eoa"];
     if (!rail)
       return this.#failUnsent(payment, "smart wallets are not configured on this network (no bundler)");
+    const move = await this.#move(payment);
+    // Recorded before a restart: finished from the rail's records, never sent as a new move (a
+    // second would be a second settlement); a recorded operation is sent again (a no-op once
+    // included, reverted if it never can be).
+    const recorded = await rail.recorded({ paymentId: payment.id }, operationOf(payment, move));
+    if (recorded.state === "open") return; // the rail's reconcile, or the next tick, finishes it
     let outcome: MoveOutcome;
-    if (payment.settlement_user_operation && payment.settlement_user_op_hash) {
-      // Recorded before a restart: that same operation is sent again, never a new one (a second
-      // would be a second settlement).
-      const operation = {
-        userOpHash: payment.settlement_user_op_hash as Hex,
-        serialized: payment.settlement_user_operation,
-        purposes: (await this.#move(payment)).legs.map((leg) => leg.purpose),
-      };
-      const resumed = rail.resume(operation, { failIfNeverIncluded: false });
-      if (!resumed) return;
-      outcome = await resumed;
+    if (recorded.state === "ended") {
+      outcome = recorded.outcome;
     } else {
-      const move = await this.#move(payment);
       if (move.legs.length === 0) return this.#forward(payment, []); // every part rounds to 0
       const unfunded = await this.#unfunded(payment, rail, move);
       if (unfunded === TOP_UP_PENDING) {
@@ -176,13 +158,10 @@ export class Settlement {
       const reason =
         payment.wallet_type === "smart_wallet"
           ? (outcome.error ?? "reverted")
-          : `settlement transaction ${outcome.txHash} ${outcome.error ?? "reverted"}`;
-      return this.#fail(payment, reason, outcome.txHash);
+          : `settlement transaction ${outcome.txHash} failed: ${outcome.error ?? "reverted"}`;
+      return this.#fail(payment, reason, outcome);
     }
-    return this.#forward(
-      payment,
-      outcome.legs.map((leg) => ({ purpose: leg.purpose, tx_hash: leg.txHash })),
-    );
+    return this.#forward(payment, outcome.legs);
   }
 
   /** The settlement as a move: its legs as data (settlement-record.ts). */
@@ -246,6 +225,11 @@ export class Settlement {
     return stillToSettle(others).get(NATIVE_TOKEN)?.amount ?? 0n;
   }
 
+  /** The fences of a settlement's record: the job's lease, and the payment still due. */
+  #fences(paymentId: string): Fence[] {
+    return [...this.#lease, settlementRepo.dueFence(this.#db, paymentId, SETTLES.from)];
+  }
+
   /**
    * Records and sends the settlement under its fences (the lease, the payment still confirmed
    * with nothing recorded); undefined when nothing was sent (another worker settles it).
@@ -253,14 +237,12 @@ export class Settlement {
   async #submit(payment: PaymentRow, rail: Rail, move: Move): Promise<MoveOutcome | undefined> {
     try {
       const submission = await rail.submit(move, {
-        guard: async (trx) => {
-          await this.#stillDue(trx, payment.id);
-        },
+        fences: this.#fences(payment.id),
         // Recorded only if no operation is recorded yet, by a worker that still holds the lease:
         // a second worker's operation would be a second settlement (another nonce key).
         recordOperation: (userOpHash, operation) =>
           this.#db.transaction().execute(async (trx) => {
-            await this.#fence(trx);
+            await runFences(trx, this.#lease);
             return settlementRepo.recordSettlementOperation(
               trx,
               payment.id,
@@ -274,7 +256,7 @@ export class Settlement {
     } catch (err) {
       // Nothing recorded means nothing was sent; recorded transfers are reconciled next tick.
       if (err instanceof MoveRefused) return undefined; // another worker recorded one, and sends it
-      if (err instanceof SettlementNotDue || err instanceof LeaseLost) {
+      if (err instanceof FenceRefused) {
         this.#log.warn({ paymentId: payment.id, reason: err.message }, "settlement not sent");
       } else {
         this.#log.error({ err, paymentId: payment.id }, "settlement send failed");
@@ -283,22 +265,8 @@ export class Settlement {
     }
   }
 
-  /**
-   * The fence of a settlement's record: this worker holds the lease, and the payment, locked, is
-   * still confirmed with no settlement transfer recorded.
-   */
-  async #stillDue(trx: Db, paymentId: string): Promise<PaymentRow> {
-    await this.#fence(trx);
-    const current = await settlementRepo.lockPayment(trx, paymentId);
-    if (current?.status !== SETTLES.from)
-      throw new SettlementNotDue(`payment is ${current?.status ?? "gone"}`);
-    const recorded = await sent.anyRecordedForPayment(trx, paymentId);
-    if (recorded) throw new SettlementNotDue("its transfers are already recorded");
-    return current;
-  }
-
-  async #forward(payment: PaymentRow, txs: Array<{ purpose: string; tx_hash: string }>): Promise<void> {
-    const legs: LegOutcomes = new Map(txs.map((t) => [t.purpose, { txHash: t.tx_hash, sent: true }]));
+  async #forward(payment: PaymentRow, txs: MoveOutcome["legs"]): Promise<void> {
+    const legs: LegOutcomes = new Map(txs.map((t) => [t.purpose, { txHash: t.txHash, sent: true }]));
     const now = this.#now();
     const moved = await this.#db.transaction().execute(async (trx) => {
       const current = await settlementRepo.lockPayment(trx, payment.id);
@@ -318,24 +286,25 @@ export class Settlement {
   /**
    * Fails a settlement on what the chain or the bundler said of its recorded transfers: a leg
    * mined with a success receipt is reported sent, every other one failed (a smart account's
-   * legs all share `operationTx`, the one that carried its reverted operation).
+   * legs all share the transaction that carried its reverted operation).
    */
-  async #fail(payment: PaymentRow, reason: string, operationTx?: string): Promise<void> {
+  async #fail(
+    payment: PaymentRow,
+    reason: string,
+    outcome: Pick<MoveOutcome, "txHash" | "legs">,
+  ): Promise<void> {
     this.#log.warn({ paymentId: payment.id, reason }, "settlement failed");
     const now = this.#now();
     const moved = await this.#db.transaction().execute(async (trx) => {
       const current = await settlementRepo.lockPayment(trx, payment.id);
       if (current?.status !== SETTLES.from) return [];
-      const recorded = await sent.transactionsOfPayment(trx, payment.id);
+      // A rail with no transaction to name gives "" (an operation the bundler refused).
       const legs: LegOutcomes = new Map<string, { txHash: string | null; sent: boolean }>(
-        recorded.length > 0
-          ? recorded
-              .filter((t) => t.status !== "rejected") // replaced by a cancellation: not the leg's
-              .map((t) => [t.purpose, { txHash: t.tx_hash, sent: t.status === "mined" }])
+        outcome.legs.length > 0
+          ? outcome.legs.map((leg) => [leg.purpose, { txHash: leg.txHash || null, sent: leg.mined }])
           : settlementLegs(current, this.#network.treasuryAddress).map((leg) => [
               leg.purpose,
-              // A rail with no transaction to name gives "" (an operation the bundler refused).
-              { txHash: operationTx || null, sent: false },
+              { txHash: outcome.txHash || null, sent: false },
             ]),
       );
       return [await this.#failed(trx, current, reason, legs, now)];
@@ -361,22 +330,33 @@ export class Settlement {
 
   /**
    * Fails a settlement before anything was sent (a check on the wallet, the bundler's refusal to
-   * prepare it), under the fence of a record: a worker that lost its lease, or that another
-   * worker overtook (it recorded the transfers meanwhile, and sends them), changes nothing.
+   * prepare it), under the fences of a record: a worker that lost its lease, or that another
+   * worker overtook (it recorded the transfers or the operation meanwhile, and sends them),
+   * changes nothing.
    */
   async #failUnsent(payment: PaymentRow, reason: string): Promise<void> {
     try {
       const failed = await this.#db.transaction().execute(async (trx) => {
-        const current = await this.#stillDue(trx, payment.id);
-        if (current.settlement_user_operation)
-          throw new SettlementNotDue("its operation is already recorded");
+        await runFences(trx, this.#fences(payment.id));
+        const current = await settlementRepo.lockPayment(trx, payment.id);
+        if (!current) throw new Error(`payment ${payment.id} is gone`);
         return this.#failed(trx, current, reason, new Map(), this.#now());
       });
       this.#metrics?.paymentsMoved([failed], "failed");
       this.#log.warn({ paymentId: payment.id, reason }, "settlement failed");
     } catch (err) {
-      if (!(err instanceof SettlementNotDue || err instanceof LeaseLost)) throw err;
+      if (!(err instanceof FenceRefused)) throw err;
       this.#log.warn({ paymentId: payment.id, reason, overtaken: err.message }, "settlement not failed");
     }
   }
+}
+
+/** The user operation recorded for the payment's settlement, if one is, with its legs' purposes. */
+function operationOf(payment: PaymentRow, move: Move): RecordedOperation | null {
+  if (!payment.settlement_user_operation || !payment.settlement_user_op_hash) return null;
+  return {
+    userOpHash: payment.settlement_user_op_hash as Hex,
+    serialized: payment.settlement_user_operation,
+    purposes: move.legs.map((leg) => leg.purpose),
+  };
 }
