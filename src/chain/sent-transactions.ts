@@ -270,23 +270,6 @@ export async function settleTransaction(
     .execute();
 }
 
-/** A payout's own transaction (not a cancellation of it), as the chain has decided it so far. */
-export async function payoutTransaction(
-  db: Db,
-  payoutId: string,
-): Promise<{ txHash: Hex; status: string; error: string | null } | undefined> {
-  const row = await db
-    .selectFrom("chain_transactions")
-    .select(["tx_hash", "status", "error"])
-    .where("payout_id", "=", payoutId)
-    .where("replaces_tx_hash", "is", null)
-    // The last of its legs (a swap's router call after its approval) is mined only after the
-    // others, so its status is the move's.
-    .orderBy("nonce", "desc")
-    .executeTakeFirst();
-  return row && { txHash: row.tx_hash as Hex, status: row.status, error: row.error };
-}
-
 /** The unique nonce index refused a record: another transaction holds that nonce already. */
 export function isNonceTaken(err: unknown): boolean {
   const e = err as { code?: unknown; constraint?: unknown } | undefined;
@@ -297,16 +280,24 @@ export function isNonceTaken(err: unknown): boolean {
 // transactions recorded for a payment or payout, as queries or as fragments of their own
 // statements where the answer must be read in the same statement (or transaction) as their rows.
 
-/** The transactions recorded for a payment's settlement (all its legs, their cancellations aside). */
-export async function transactionsOfPayment(
+/**
+ * The transactions recorded for a move, in nonce order: a transfer's (its payout_id) or a
+ * payment's settlement's (its payment_id), every leg, their cancellations aside (a cancellation
+ * names neither).
+ */
+export async function transactionsOf(
   db: Db,
-  paymentId: string,
+  owner: { payoutId: string } | { paymentId: string },
 ): Promise<Array<{ purpose: string; tx_hash: string; status: string; error: string | null }>> {
-  return db
+  const query = db
     .selectFrom("chain_transactions")
     .select(["purpose", "tx_hash", "status", "error"])
-    .where("payment_id", "=", paymentId)
-    .execute();
+    .orderBy("nonce");
+  return (
+    "payoutId" in owner
+      ? query.where("payout_id", "=", owner.payoutId)
+      : query.where("payment_id", "=", owner.paymentId)
+  ).execute();
 }
 
 /** Whether any transaction is recorded for the payment (refused before migration 016 aside). */

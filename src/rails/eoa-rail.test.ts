@@ -6,14 +6,17 @@ import {
   startTestApp,
   type TestApp,
 } from "../../test/support/app.ts";
+import { newPayout } from "../../test/support/payout-rows.ts";
 import { insertPayment } from "../../test/support/transfers.ts";
 import type { Hex } from "../chain/network.ts";
 import { recordTransaction } from "../chain/sent-transactions.ts";
+import { insertPayout } from "../modules/transfers/sending-repo.ts";
 import { EoaRail } from "./eoa-rail.ts";
 
-// What an EOA rail's records say of a settlement's move (Rail.recorded with a payment as its
-// owner), read from the sender's records on a real database: the settlement job finishes a
-// payment recorded before a restart from this answer, never from the records themselves. No
+// What an EOA rail's records say of a move (Rail.recorded), a transfer's or a payment's
+// settlement's, read from the sender's records on a real database: the reconciler and the
+// settlement job finish what was recorded before a restart from this answer, never from the
+// records themselves. No
 // chain is asked: the answer is the records' (the live network's node below is never called).
 
 const hex = (bytes: number): Hex => `0x${randomBytes(bytes).toString("hex")}`;
@@ -42,8 +45,17 @@ afterAll(async () => t?.close());
 
 let nonce = 0;
 
-/** Records one leg of `paymentId`'s settlement with `status` (and `error`), as the sender would. */
-async function leg(paymentId: string, purpose: string, status: string, error: string | null = null) {
+/**
+ * Records one leg of a move with `status` (and `error`), as the sender would: of a payment's
+ * settlement (`paymentId`), or of a transfer (`payoutId`).
+ */
+async function leg(
+  paymentId: string | null,
+  purpose: string,
+  status: string,
+  error: string | null = null,
+  payoutId: string | null = null,
+) {
   const txHash = hex(32);
   await recordTransaction(t.database.db, "live", {
     txHash,
@@ -56,7 +68,7 @@ async function leg(paymentId: string, purpose: string, status: string, error: st
     to: hex(20),
     amount: 1n,
     paymentId,
-    payoutId: null,
+    payoutId,
   });
   await t.database.db
     .updateTable("chain_transactions")
@@ -134,5 +146,66 @@ describe("EoaRail.recorded for a payment's settlement", () => {
     const paymentId = await insertPayment(t, ws);
     await leg(paymentId, "settlement_net", "mined");
     expect(await rail.recorded({ transferId: paymentId })).toEqual({ state: "none" });
+  });
+});
+
+describe("EoaRail.recorded for a transfer of several legs (a swap's approval and router call)", () => {
+  /** A transfer recorded as the engine records one (its row in the payouts table). */
+  async function transfer(): Promise<string> {
+    const row = await insertPayout(
+      t.database.db,
+      newPayout(ws, "live", { idempotencyKey: null, amount: 1n, destinationAddress: hex(20) }),
+    );
+    return row.id;
+  }
+
+  it("is open while its last leg is signed, though the first was mined", async () => {
+    const id = await transfer();
+    await leg(null, "approve", "mined", null, id);
+    await leg(null, "swap", "signed", null, id);
+    expect(await rail.recorded({ transferId: id })).toEqual({ state: "open" });
+  });
+
+  it("is a success once every leg is mined, the last leg's transaction the move's", async () => {
+    const id = await transfer();
+    const approve = await leg(null, "approve", "mined", null, id);
+    const swap = await leg(null, "swap", "mined", null, id);
+    expect(await rail.recorded({ transferId: id })).toMatchObject({
+      state: "ended",
+      outcome: {
+        status: "success",
+        txHash: swap,
+        legs: [
+          { purpose: "approve", txHash: approve, mined: true },
+          { purpose: "swap", txHash: swap, mined: true },
+        ],
+      },
+    });
+  });
+
+  it("is reverted at its first leg that failed, though a later one was mined", async () => {
+    const id = await transfer();
+    const approve = await leg(null, "approve", "failed", null, id);
+    await leg(null, "swap", "mined", null, id);
+    expect(await rail.recorded({ transferId: id })).toMatchObject({
+      state: "ended",
+      byReceipt: true,
+      outcome: { status: "reverted", txHash: approve, error: null },
+    });
+  });
+
+  it("is reverted, not by its receipt, when its leg's nonce was taken by another transaction", async () => {
+    const id = await transfer();
+    const payout = await leg(null, "payout", "replaced", "nonce too low", id);
+    expect(await rail.recorded({ transferId: id })).toEqual({
+      state: "ended",
+      byReceipt: false,
+      outcome: {
+        status: "reverted",
+        txHash: payout,
+        error: "nonce too low",
+        legs: [{ purpose: "payout", txHash: payout, mined: false }],
+      },
+    });
   });
 });

@@ -1,5 +1,5 @@
 import type { ChainToken, EventLog, Hex, Network } from "../chain/network.ts";
-import { payoutTransaction, transactionsOfPayment } from "../chain/sent-transactions.ts";
+import { transactionsOf } from "../chain/sent-transactions.ts";
 import { RecordRefused, type SentTransfer } from "../chain/sent-types.ts";
 import type { TransactionSender } from "../chain/transaction-sender.ts";
 import { RECIPIENT_REVERTED } from "../domain/payout-state.ts";
@@ -61,33 +61,17 @@ export class EoaRail implements Rail {
     return this.#sender.reconcile();
   }
 
-  async recorded(owner: MoveOwner): Promise<RecordedMove> {
-    return "transferId" in owner ? this.#transfer(owner.transferId) : this.#settlement(owner.paymentId);
-  }
-
-  /** Its last leg's transaction (the one mined last, a swap's router call) is the move's. */
-  async #transfer(transferId: string): Promise<RecordedMove> {
-    const tx = await payoutTransaction(this.#db, transferId);
-    if (!tx) return { state: "none" };
-    if (tx.status === "signed") return { state: "open" };
-    const mined = tx.status === "mined";
-    const outcome: MoveOutcome = {
-      status: mined ? "success" : "reverted",
-      txHash: tx.txHash,
-      legs: [],
-      error: mined ? null : tx.error,
-    };
-    // `failed`: its own receipt reverted; otherwise never mined, its nonce taken by another.
-    return { state: "ended", outcome, byReceipt: tx.status === "failed" };
-  }
-
   /**
-   * A settlement's legs, each its own transaction: open while one may still be mined; reverted at
-   * the first that was not mined with a success receipt (reverted, or its nonce taken by another),
-   * the others named with whether they were; success once all were.
+   * A move's legs, each its own transaction: open while one may still be mined; reverted at the
+   * first that was not mined with a success receipt (reverted, or its nonce taken by another),
+   * the others named with whether they were; success once all were, the last leg's transaction
+   * (a swap's router call after its approval) the move's.
    */
-  async #settlement(paymentId: string): Promise<RecordedMove> {
-    const txs = await transactionsOfPayment(this.#db, paymentId);
+  async recorded(owner: MoveOwner): Promise<RecordedMove> {
+    const txs = await transactionsOf(
+      this.#db,
+      "transferId" in owner ? { payoutId: owner.transferId } : { paymentId: owner.paymentId },
+    );
     if (txs.length === 0) return { state: "none" };
     if (txs.some((t) => t.status === "signed")) return { state: "open" };
     const legs = txs
@@ -97,6 +81,7 @@ export class EoaRail implements Rail {
     const outcome: MoveOutcome = failed
       ? { status: "reverted", txHash: failed.tx_hash, legs, error: failed.error }
       : { status: "success", txHash: txs.at(-1)?.tx_hash ?? "", legs, error: null };
+    // `failed`: its own receipt reverted; otherwise never mined, its nonce taken by another.
     return { state: "ended", outcome, byReceipt: failed?.status === "failed" };
   }
 

@@ -12,6 +12,7 @@ import { type Database, openDatabase, pgliteDirFor } from "../../src/platform/db
 import { freshDatabaseUrl } from "../support/app.ts";
 import { type DevnetClients, devnetClients } from "../support/devnet-clients.ts";
 import { liveSmartWalletEnv } from "../support/devnet-env.ts";
+import { untilDefined } from "../support/poll.ts";
 import { startRpcProxy } from "../support/rpc-proxy.ts";
 import { startService, stopAllServices, stopService } from "../support/service-process.ts";
 
@@ -36,15 +37,9 @@ const TX_HASH = /^0x[0-9a-f]{64}$/;
 const same = (a: unknown, b: string) => typeof a === "string" && a.toLowerCase() === b.toLowerCase();
 const since = (start: number) => `${((performance.now() - start) / 1000).toFixed(1)} s`;
 
-async function until<T>(what: string, ms: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
+/** Polls `probe` every 100 ms until it gives a value (support/poll.ts), for at most `ms`. */
+const until = <T>(what: string, ms: number, probe: () => Promise<T | undefined>): Promise<T> =>
+  untilDefined(what, probe, ms, 100);
 
 let devnet: Awaited<ReturnType<typeof startDevnet>>;
 let env: Record<string, string>;

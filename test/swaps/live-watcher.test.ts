@@ -20,6 +20,7 @@ import {
 } from "../support/app.ts";
 import { type DevnetClients, devnetClients } from "../support/devnet-clients.ts";
 import { liveSmartWalletEnv } from "../support/devnet-env.ts";
+import { until } from "../support/poll.ts";
 import { createSmartWallet, liveSwapEnv, postSwap, quoteSwap } from "../support/swaps.ts";
 
 // What a swap buys reaches the wallet, which is also where customers pay: it must never be taken
@@ -83,14 +84,6 @@ async function statusOf(ws: CreatedWorkspace, id: string): Promise<string> {
   return (await api(ws, "GET", `/api/v1/payments/${id}`)).json().payment.status;
 }
 
-async function until(what: string, probe: () => Promise<boolean>, ms = 30_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
 describe("a swap's proceeds are not a payment", () => {
   it("leaves a pending payment of exactly the bought amount pending, from the EOA and the smart wallet", async () => {
     const ws = await createWorkspace(t);
@@ -122,7 +115,12 @@ describe("a swap's proceeds are not a payment", () => {
     // A real payment after the swaps: once the watcher has seen it, it has seen the swaps' blocks.
     const later = await newPayment(ws, "1.25", "eoa");
     await clients.fund(later.receivingAddress, { USDC: "1.25" });
-    await until("the later payment to be detected", async () => (await statusOf(ws, later.id)) !== "pending");
+    await until(
+      "the later payment to be detected",
+      () => statusOf(ws, later.id),
+      (status) => status !== "pending",
+      30_000,
+    );
 
     expect(await statusOf(ws, onEoa.id)).toBe("pending");
     expect(await statusOf(ws, onSmart.id)).toBe("pending");
@@ -178,7 +176,12 @@ describe("a swap's proceeds are not a payment", () => {
       ],
     });
     expect((await clients.chain.waitForTransactionReceipt({ hash })).status).toBe("success");
-    await until("the payment to be detected", async () => (await statusOf(ws, payment.id)) !== "pending");
+    await until(
+      "the payment to be detected",
+      () => statusOf(ws, payment.id),
+      (status) => status !== "pending",
+      30_000,
+    );
     const paid = (await api(ws, "GET", `/api/v1/payments/${payment.id}`)).json().payment;
     expect(paid).toMatchObject({ txHash: hash });
     expect(String(paid.payerAddress).toLowerCase()).toBe(swap.router.toLowerCase());
