@@ -58,3 +58,21 @@ export function watcherPassed(db: Db, block: bigint): Promise<bigint> {
 export function elapse(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
+
+/**
+ * Until `count` more blocks than now have been mined, as `blockNumber` reads the chain's height:
+ * a bounded poll on the chain's progress, for a suite proving that nothing lands in those blocks.
+ */
+export async function blocksPass(
+  blockNumber: () => Promise<bigint>,
+  count: number,
+  timeoutMs = 60_000,
+): Promise<bigint> {
+  const from = await blockNumber();
+  return until(
+    `${count} blocks after block ${from}`,
+    blockNumber,
+    (at) => at >= from + BigInt(count),
+    timeoutMs,
+  );
+}

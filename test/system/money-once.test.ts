@@ -31,6 +31,17 @@ import { type RpcHook, startRpcProxy } from "../support/rpc-proxy.ts";
 const randomAddress = () => privateKeyToAccount(generatePrivateKey()).address;
 const USDC = (amount: string) => parseUnits(amount, 6);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Makes every transaction recorded so far older than the sender's rebroadcast age (3 s), as if
+ * that time had passed: the reconciler then treats them as it would after it, with no wait.
+ */
+async function pastRebroadcastAge(t: TestApp): Promise<void> {
+  await t.database.db
+    .updateTable("chain_transactions")
+    .set({ created_at: sql`created_at - interval '1 hour'` })
+    .execute();
+}
 const refusal = { error: { code: -32000, message: "nonce too high (refused by the test's node)" } };
 /** EIP-1474's -32005: the node rate-limits a call and says nothing of the transaction. */
 const limitExceeded = { error: { code: -32005, message: "limit exceeded (the test's node)" } };
@@ -145,9 +156,8 @@ describe("a transaction is sent once, in nonce order", () => {
       await reconciling;
       expect(res.statusCode, res.body).toBe(500);
       // More reconcile rounds, past the age (3 s) after which the reconciler broadcasts a recorded
-      // transaction again: nothing more is sent. A fixed wait on purpose: there is no event to poll
-      // for when what is proved is that nothing happens; 3.5 s is just past that age.
-      await sleep(3_500);
+      // transaction again (the records made that old): nothing more is sent.
+      await pastRebroadcastAge(t);
       await t.app.ctx.senders.live?.reconcile();
       await t.app.ctx.senders.live?.reconcile();
       expect(await usdcBalance(destination)).toBe(0n);
@@ -311,9 +321,9 @@ describe.skipIf(!process.env.DATABASE_URL)("a wallet another instance holds", ()
       // This instance's next payout from the held wallet waits for the lock as well.
       const second = randomAddress();
       const waiting = payout(t, held, { tokenSymbol: "USDC", amount: "5", destinationAddress: second });
-      // A fixed wait on purpose: time has to pass the rebroadcast age (3 s) for the reconciler to
-      // want the held wallet's transaction; what is proved is that the pass is not held up by it.
-      await sleep(3_500);
+      // Past the rebroadcast age (3 s; the records made that old), the reconciler wants the held
+      // wallet's transaction; what is proved is that the pass is not held up by it.
+      await pastRebroadcastAge(t);
 
       const pass = t.app.ctx.senders.live?.reconcile().then(() => "finished" as const);
       expect(await Promise.race([pass, sleep(10_000).then(() => "held up" as const)])).toBe("finished");
@@ -564,9 +574,9 @@ describe("a payment is settled once", () => {
       const treasury = network.treasuryAddress;
       const treasuryBefore = await usdcBalance(treasury);
       await settlement.tick();
-      // Later ticks (past the reconciler's rebroadcast age) send nothing more: a fixed wait on
-      // purpose (nothing to poll for when what is proved is that nothing is sent), just past 3 s.
-      await sleep(3_500);
+      // Later ticks, past the reconciler's rebroadcast age (the records made that old), send
+      // nothing more.
+      await pastRebroadcastAge(t);
       await settlement.tick();
       await settlement.tick();
       expect(await paymentStatus(t, id)).toBe("failed");

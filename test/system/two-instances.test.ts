@@ -7,7 +7,7 @@ import { type Database, openDatabase } from "../../src/platform/db/database.ts";
 import { freshDatabaseUrl } from "../support/app.ts";
 import { type DevnetClients, devnetClients } from "../support/devnet-clients.ts";
 import { liveNetworkEnv } from "../support/devnet-env.ts";
-import { untilDefined } from "../support/poll.ts";
+import { blocksPass, untilDefined } from "../support/poll.ts";
 import {
   callService,
   type Json,
@@ -43,7 +43,8 @@ const FINDINGS = [
 type Finding = (typeof FINDINGS)[number];
 
 const randomAddress = () => privateKeyToAccount(generatePrivateKey()).address;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** The node's height, read afresh each time (viem's getBlockNumber caches it for seconds). */
+const height = async () => BigInt(String(await rpc(devnet.rpcUrl, "eth_blockNumber", [])));
 
 let devnet: Devnet;
 let database: Database;
@@ -193,9 +194,9 @@ describe.skipIf(!process.env.DATABASE_URL)("two instances on one PostgreSQL and 
       },
       120_000,
     );
-    // A fixed wait on purpose: a few blocks for a stray transaction to land if one were on its
-    // way; what is proved below is that none was (nothing to poll for), so it is short and bounded.
-    await sleep(3_000);
+    // A few blocks for a stray transaction to land if one were on its way: what is proved below
+    // is that none was.
+    await blocksPass(height, 3);
 
     const stored = await database.db
       .selectFrom("payouts")
@@ -321,9 +322,9 @@ describe.skipIf(!process.env.DATABASE_URL)("two instances on one PostgreSQL and 
         120_000,
       );
       a.child.kill("SIGCONT");
-      // Whatever A was doing when it stopped, it goes on with now; give it some blocks. A fixed
-      // wait on purpose: the poll below would pass at once, before A did anything wrong.
-      await sleep(5_000);
+      // Whatever A was doing when it stopped, it goes on with now; give it some blocks (the poll
+      // below would pass at once, before A did anything wrong).
+      await blocksPass(height, 5);
       await untilDefined(
         "no settlement transaction left open",
         async () => {
@@ -341,8 +342,8 @@ describe.skipIf(!process.env.DATABASE_URL)("two instances on one PostgreSQL and 
       await rpc(devnet.rpcUrl, "evm_setAutomine", [true]);
       a.child.kill("SIGCONT");
     }
-    // A fixed wait on purpose: time for A to fall over if it were going to (nothing to poll for).
-    await sleep(2_000);
+    // Blocks for A to fall over in if it were going to.
+    await blocksPass(height, 2);
     // A went on after its sessions were ended under it: it is still up, and serves.
     expect(a.child.exitCode, a.output().slice(-3000)).toBeNull();
     expect((await fetch(`${a.baseUrl}/health`)).status).toBe(200);
