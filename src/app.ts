@@ -29,6 +29,7 @@ import { unmatchedRoutes } from "./modules/payments/inbox/unmatched-routes.ts";
 import { RefundShares } from "./modules/payments/refund-shares.ts";
 import { paymentsRoutes } from "./modules/payments/routes.ts";
 import { PaymentsService } from "./modules/payments/service.ts";
+import { settlementTransferKind } from "./modules/payments/settlement/kind.ts";
 import { settlementsRoutes } from "./modules/payments/settlement/settlements-routes.ts";
 import { SettlementsService } from "./modules/payments/settlement/settlements-service.ts";
 import { payoutTransferKind } from "./modules/payouts/kind.ts";
@@ -201,6 +202,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
       payout: payoutTransferKind,
       ...refundTransferKinds(deps.db, refundShares, unmatched),
       swap: swapTransferKind(deps.db, swapVenues),
+      settlement: settlementTransferKind,
     },
   });
   const payouts = new PayoutsService(ctx, { workspaces, transfers });

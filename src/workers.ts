@@ -104,8 +104,10 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
       onNotLeading: () => ctx.metrics.chainWatcherStoodDown(network.environment),
       tick: async () => {
         await watcher.tick();
-        await settlement.tick(); // reconciles every recorded transaction first
+        // The engine first (what its rails left open, the transfers nobody is sending), so that
+        // settlement records on the payments what ended meanwhile.
         await app.services.transfers.reconcile(network.environment);
+        await settlement.tick();
         await app.services.onramp.confirm(network.environment);
       },
     });
@@ -125,7 +127,7 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
       ctx.db,
       network,
       { eoa, smart_wallet: rails.smart_wallet },
-      app.services.workspaces,
+      app.services.transfers,
       ctx.log,
       ctx.now,
       { topUp, lease, metrics: ctx.metrics },

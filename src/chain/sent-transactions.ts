@@ -300,17 +300,6 @@ export async function transactionsOf(
   ).execute();
 }
 
-/** Whether any transaction is recorded for the payment (refused before migration 016 aside). */
-export async function anyRecordedForPayment(db: Db, paymentId: string): Promise<boolean> {
-  const row = await db
-    .selectFrom("chain_transactions")
-    .select("tx_hash")
-    .where("payment_id", "=", paymentId)
-    .where("status", "<>", "rejected")
-    .executeTakeFirst();
-  return row !== undefined;
-}
-
 /** A condition: a transaction is recorded for the payment whose id is `paymentId` (a column). */
 export function recordedForPayment(paymentId: RawBuilder<unknown>): RawBuilder<boolean> {
   return sql<boolean>`EXISTS (SELECT 1 FROM chain_transactions t WHERE t.payment_id = ${paymentId})`;

@@ -114,9 +114,12 @@ export class InsufficientBalance extends AppError {
 /** An EOA payout whose wallet cannot pay the gas: details `{ethBalance, required, action}`. */
 export class InsufficientGas extends AppError {
   readonly code = "INSUFFICIENT_GAS";
+  /** How much more ETH (wei) the wallet needs for it: what a gas top-up adds (not in the answer). */
+  readonly shortWei: bigint;
 
-  constructor(details: { ethBalance: string; required: string; action: string }) {
+  constructor(details: { ethBalance: string; required: string; action: string }, shortWei = 0n) {
     super("Insufficient ETH for gas", details);
+    this.shortWei = shortWei;
   }
 }
 

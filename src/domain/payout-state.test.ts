@@ -1,11 +1,13 @@
 import { describe, expect, it } from "vitest";
 import {
   failureTrigger,
+  guardedByBreaker,
   isFinal,
   OPEN_PAYOUT,
   PAYOUT_STATUSES,
   PAYOUT_TRANSITIONS,
   revertCause,
+  spendsItsPayment,
 } from "./payout-state.ts";
 
 describe("the payout transition table", () => {
@@ -16,6 +18,7 @@ describe("the payout transition table", () => {
       "transfer_failed",
       "recipient_refused",
       "never_sent",
+      "settlement_failed",
     ] as const) {
       expect(PAYOUT_TRANSITIONS[trigger].from).toBe(OPEN_PAYOUT);
       expect(isFinal(PAYOUT_TRANSITIONS[trigger].to)).toBe(true);
@@ -50,6 +53,26 @@ describe("which failures the breaker counts", () => {
   it("does not count a refund's or a return's recipient refusing it", () => {
     expect(failureTrigger("refund", "recipient")).toBe("recipient_refused");
     expect(failureTrigger("return", "recipient")).toBe("recipient_refused");
+  });
+
+  it("never counts a settlement's failure, whatever caused it, and announces none", () => {
+    expect(failureTrigger("settlement", "sending")).toBe("settlement_failed");
+    expect(failureTrigger("settlement", "recipient")).toBe("settlement_failed");
+    expect(PAYOUT_TRANSITIONS.settlement_failed).toMatchObject({
+      from: "processing",
+      to: "failed",
+      event: null,
+      counted: false,
+    });
+  });
+
+  it("guards every kind a merchant orders, not a settlement, which alone spends its payment's money", () => {
+    for (const kind of ["payout", "refund", "return", "swap"] as const) {
+      expect(guardedByBreaker(kind), kind).toBe(true);
+      expect(spendsItsPayment(kind), kind).toBe(false);
+    }
+    expect(guardedByBreaker("settlement")).toBe(false);
+    expect(spendsItsPayment("settlement")).toBe(true);
   });
 
   it("puts a reverted plain ETH transfer on its recipient, anything else on the sending", () => {

@@ -5,10 +5,11 @@
 
 /**
  * What a transfer out of a workspace wallet is (the payouts table's `kind`, migration 022): a
- * payout, a refund of a payment, the return of an unmatched transfer, or a swap (migration 023).
+ * payout, a refund of a payment, the return of an unmatched transfer, a swap (migration 023), or
+ * a payment's settlement (migration 030).
  * All follow this table.
  */
-export const TRANSFER_KINDS = ["payout", "refund", "return", "swap"] as const;
+export const TRANSFER_KINDS = ["payout", "refund", "return", "swap", "settlement"] as const;
 export type TransferKindName = (typeof TRANSFER_KINDS)[number];
 
 export const PAYOUT_STATUSES = ["processing", "completed", "failed"] as const;
@@ -27,7 +28,12 @@ export type PayoutTrigger =
    */
   | "recipient_refused"
   /** Its sender stopped before sending anything: failed uncounted and without an event. */
-  | "never_sent";
+  | "never_sent"
+  /**
+   * A settlement failed (however it failed): the circuit breaker guards what a merchant asks to
+   * send, not the money a payment brought in, which leaves on its own schedule.
+   */
+  | "settlement_failed";
 
 interface PayoutRule {
   from: PayoutStatus | null;
@@ -43,6 +49,7 @@ export const PAYOUT_TRANSITIONS = {
   transfer_failed: { from: "processing", to: "failed", event: "payout.failed", counted: true },
   recipient_refused: { from: "processing", to: "failed", event: "payout.failed", counted: false },
   never_sent: { from: "processing", to: "failed", event: null, counted: false },
+  settlement_failed: { from: "processing", to: "failed", event: null, counted: false },
 } as const satisfies Record<PayoutTrigger, PayoutRule>;
 
 /** The status of a payout that may still move (recorded, not ended): every ending starts here. */
@@ -55,6 +62,24 @@ export const FAILED_PAYOUT: PayoutStatus = PAYOUT_TRANSITIONS.transfer_failed.to
 /** Whether a payout in `status` has ended (its answer is final). */
 export function isFinal(status: PayoutStatus): boolean {
   return status !== OPEN_PAYOUT;
+}
+
+/**
+ * Whether the circuit breaker guards transfers of `kind` (what a merchant asks to send): a paused
+ * workspace refuses them. A settlement is not guarded: the money a payment brought in leaves on
+ * its own schedule, and its failures are not counted (failureTrigger).
+ */
+export function guardedByBreaker(kind: TransferKindName): boolean {
+  return kind !== "settlement";
+}
+
+/**
+ * A transfer of `kind` spends what its payment received (a settlement): its legs are recorded
+ * under the payment, that payment's held money is what it may spend (domain/unsettled-payments),
+ * and nobody waits on it (a rail may trade latency for certainty).
+ */
+export function spendsItsPayment(kind: TransferKindName): boolean {
+  return kind === "settlement";
 }
 
 /** Where a transfer failed: in the wallet's own sending, or in its recipient's code (rails/rail.ts). */
@@ -70,7 +95,8 @@ export type FailureCause = "sending" | "recipient";
 export function failureTrigger(
   kind: TransferKindName,
   cause: FailureCause,
-): "transfer_failed" | "recipient_refused" {
+): "transfer_failed" | "recipient_refused" | "settlement_failed" {
+  if (kind === "settlement") return "settlement_failed";
   return cause === "recipient" && (kind === "refund" || kind === "return")
     ? "recipient_refused"
     : "transfer_failed";

@@ -128,7 +128,6 @@ export class EoaRail implements Rail {
     try {
       submitted = await this.#sender.submit(await move.signingKey(), move.from, transfers, {
         ...(hooks.claim ? { claim: hooks.claim } : {}),
-        ...(hooks.fences ? { fences: hooks.fences } : {}),
         together: move.legs.length > 1,
       });
     } catch (err) {

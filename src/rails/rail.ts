@@ -2,7 +2,6 @@ import type { RawBuilder } from "kysely";
 import type { PreparedOperation } from "../chain/evm/smart-accounts.ts";
 import type { ChainToken, ContractCall, EventLog, Hex } from "../chain/network.ts";
 import type { LedgerTransfer } from "../chain/simulated/ledger.ts";
-import type { Fence } from "../platform/db/fences.ts";
 
 // The Rail port: the one way money leaves a workspace wallet. A move is "these amounts of these
 // tokens from this wallet to these addresses" (one leg for a payout; the net and the fee, later
@@ -11,6 +10,7 @@ import type { Fence } from "../platform/db/fences.ts";
 // workspace EOA (eoa-rail.ts: nonce-ordered, recorded before broadcast), a smart account
 // (smart-account-rail.ts: one sponsored user operation for all legs). Callers hand every rail the
 // same hooks (MoveHooks) and never ask which one they hold: each rail calls the hooks it needs.
+// Every move goes through the transfer engine (modules/transfers), the one caller.
 
 /** One transfer of a move. `purpose` names it in the records (payout, settlement_net, …). */
 export interface Leg {
@@ -89,11 +89,6 @@ export interface MoveHooks {
    * that records them; no row, nothing recorded (MoveRefused).
    */
   claim?: RawBuilder<unknown>;
-  /**
-   * Signed transactions (EOA): statements run first in the transaction that records them
-   * (platform/db/fences.ts); a required one that takes nothing refuses the move (FenceRefused).
-   */
-  fences?: readonly Fence[];
   /** A signed user operation (smart account), before it is sent; false: it may not be (MoveRefused). */
   recordOperation?: (userOpHash: string, operation: string) => Promise<boolean>;
   /**

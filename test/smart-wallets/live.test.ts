@@ -182,14 +182,16 @@ describe("a live USDC payment received on the smart wallet", () => {
       firstWorkers = createWorkers(first.app, { dispatcher: { pollIntervalMs: 50 } });
       firstWorkers.start();
       await fund(smart, { USDC: "20" });
+      // The operation recorded for its settlement, on its settlement transfer (migration 030).
       const recorded = async () =>
         (
           await t.database.db
-            .selectFrom("payments")
-            .select(["status", "settlement_user_op_hash"])
-            .where("id", "=", id)
-            .executeTakeFirstOrThrow()
-        ).settlement_user_op_hash;
+            .selectFrom("payouts")
+            .select("user_op_hash")
+            .where("payment_id", "=", id)
+            .where("kind", "=", "settlement")
+            .executeTakeFirst()
+        )?.user_op_hash;
       const deadline = Date.now() + 30_000;
       while (!(await recorded()) || !proxy.methods.some((m) => m.includes("sendUserOperation"))) {
         if (Date.now() > deadline) throw new Error("the first instance recorded no settlement operation");

@@ -181,7 +181,10 @@ export async function refundsOf(server: ServiceProcess, setup: Setup, paymentId:
   return res.json as { refunds: Json[]; total: number };
 }
 
-/** The workspace's transfers out (payouts table, every kind) and their chain transactions and events. */
+/**
+ * The workspace's refunds and returns (payouts table; its payments' settlements are transfers
+ * too, of their own kind) and their chain transactions and events.
+ */
 export async function transfersOut(database: Database, setup: Setup) {
   const rows = await database.db
     .selectFrom("payouts")
@@ -197,6 +200,7 @@ export async function transfersOut(database: Database, setup: Setup) {
       "amount",
     ])
     .where("workspace_id", "=", setup.workspaceId)
+    .where("kind", "in", ["refund", "return"])
     .execute();
   const sent = await database.db
     .selectFrom("chain_transactions")

@@ -1,6 +1,7 @@
 // The splits crash suites' shared harness: one crash devnet per file (useCrashDevnet), a workspace
 // with three splits, its payments, and what a settlement must have paid and recorded exactly once.
 
+import { sql } from "kysely";
 import { type Address, type PublicClient, parseUnits } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { expect } from "vitest";
@@ -135,11 +136,21 @@ export const legsOf = (database: Database, paymentId: string) =>
     .orderBy("nonce")
     .execute();
 
+/**
+ * The payment's settlement as recorded: `settlement_user_op_hash` is the user operation recorded
+ * for it, on its settlement transfer (migration 030) until the payment is forwarded with it.
+ */
 export const paymentRow = (database: Database, paymentId: string) =>
   database.db
-    .selectFrom("payments")
-    .select(["status", "settlement_id", "settlement_user_op_hash", "settlement_net_tx_hash"])
-    .where("id", "=", paymentId)
+    .selectFrom("payments as p")
+    .leftJoin("payouts as s", "s.id", "p.settlement_transfer_id")
+    .select([
+      "p.status",
+      "p.settlement_id",
+      sql<string | null>`coalesce(p.settlement_user_op_hash, s.user_op_hash)`.as("settlement_user_op_hash"),
+      "p.settlement_net_tx_hash",
+    ])
+    .where("p.id", "=", paymentId)
     .executeTakeFirstOrThrow();
 
 export const eventsOf = (database: Database, workspaceId: string) =>

@@ -515,12 +515,17 @@ describe("a payment is settled once", () => {
       t.database.db,
       network,
       { eoa: rail },
-      t.app.services.workspaces,
+      t.app.services.transfers,
       t.app.ctx.log,
       t.app.ctx.now,
       options,
     );
-    return { settlement, network };
+    // Driven as the chain job drives it: the engine's reconcile, then the settlement tick.
+    const tick = async () => {
+      await t.app.services.transfers.reconcile("live");
+      await settlement.tick();
+    };
+    return { settlement: { tick }, network };
   }
 
   /** A confirmed 20 USDC payment on a new workspace's EOA, which holds `funds` (its gross and gas). */

@@ -80,6 +80,7 @@ export function newPaymentRow(p: NewPayment & { id: string }): PaymentRow {
     settlement_user_operation: null,
     split_snapshot: p.splitSnapshot ?? null,
     settlement_id: p.settlement?.id ?? null,
+    settlement_transfer_id: null,
     settled_at: p.settlement?.at ?? null,
     settlement: p.settlement?.record ?? null,
     amount_received: null,

@@ -84,13 +84,13 @@ export class WalletRefunds implements RefundMethod {
   }
 
   async refundsOf(scope: Scope, paymentId: string, page: { limit: number; offset: number }) {
-    const { rows, total } = await this.#transfers.transfersFor(scope, paymentId, page);
+    const { rows, total } = await this.#transfers.transfersFor(scope, paymentId, "refund", page);
     return { refunds: rows.map(refundOfTransfer), total };
   }
 
   async find(scope: Scope, id: string): Promise<RefundView | undefined> {
     const row = await this.#transfers.findTransfer(scope, id);
-    return row && row.kind !== "payout" ? refundOfTransfer(row) : undefined;
+    return row && (row.kind === "refund" || row.kind === "return") ? refundOfTransfer(row) : undefined;
   }
 }
 

@@ -16,6 +16,7 @@ import {
   failureTrigger,
   OPEN_PAYOUT,
   PAYOUT_TRANSITIONS,
+  spendsItsPayment,
   type TransferKindName,
 } from "../../domain/payout-state.ts";
 import { coalescedCall } from "../../platform/db/coalesced-write.ts";
@@ -24,7 +25,7 @@ import type { Rails } from "../../rails/index.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import * as breakers from "./breaker-repo.ts";
-import { failureEvent, type TransferKind, type TransferKinds } from "./kinds.ts";
+import { failureEvents, type TransferKind, type TransferKinds } from "./kinds.ts";
 import type { TransferOutcome } from "./order.ts";
 import * as repo from "./repo.ts";
 
@@ -125,7 +126,7 @@ export class TransferEndings {
       payload: { ...kind.view(completed), ...details },
     });
     if (row) {
-      this.#ctx.metrics.payoutEnded("completed", row);
+      this.#ended("completed", row);
       await this.#resetStreak(scope, breaker);
     }
     return row;
@@ -155,9 +156,17 @@ export class TransferEndings {
 
   /** A transfer completed in its record's statement (the ledger's); resets a streak a failure began. */
   async completed(scope: Scope, row: repo.TransferRow, breaker: BreakerState): Promise<TransferOutcome> {
-    this.#ctx.metrics.payoutEnded("completed", row);
+    this.#ended("completed", row);
     await this.#resetStreak(scope, breaker);
     return { status: "completed", transfer: row };
+  }
+
+  /**
+   * Counts an ending in payouts_total: every kind a merchant orders (a settlement's is its
+   * payment's, counted by the payments metric when the payment moves).
+   */
+  #ended(outcome: "completed" | "failed", row: repo.TransferRow): void {
+    if (!spendsItsPayment(row.kind as TransferKindName)) this.#ctx.metrics.payoutEnded(outcome, row);
   }
 
   async #resetStreak(scope: Scope, breaker: BreakerState): Promise<void> {
@@ -225,13 +234,15 @@ export class TransferEndings {
         failure = uncountedFailure(await breakers.readBreaker(trx, scope));
         this.#ctx.log.warn(
           { payoutId: done.id, kind: done.kind, error: detail },
-          "a transfer's recipient refused it; not counted by the circuit breaker",
+          transition === PAYOUT_TRANSITIONS.settlement_failed
+            ? "a settlement failed; the circuit breaker does not count settlements"
+            : "a transfer's recipient refused it; not counted by the circuit breaker",
         );
       }
-      await recordEvents(trx, [failureEvent(kind, done, detail, failure.state.failStreak)]);
+      await recordEvents(trx, failureEvents(kind, done, detail, failure.state.failStreak));
       return { ...failure, row: done };
     });
-    if (result) this.#ctx.metrics.payoutEnded("failed", result.row);
+    if (result) this.#ended("failed", result.row);
     if (result?.tripped) {
       this.#ctx.metrics.breakerTripped(scope.environment);
       await this.#notifyPaused(scope, result.state);

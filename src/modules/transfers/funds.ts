@@ -3,6 +3,7 @@ import type { AppContext } from "../../context.ts";
 import { InsufficientBalance, InsufficientGas } from "../../domain/errors.ts";
 import { formatAmount, NATIVE_TOKEN, TOKEN_DECIMALS } from "../../domain/money.ts";
 import { type Committed, checkFunds } from "../../domain/payout-funds.ts";
+import { spendsItsPayment } from "../../domain/payout-state.ts";
 import { settlingWhole, stillToSettle } from "../../domain/unsettled-payments.ts";
 import type { Db } from "../../platform/db/database.ts";
 import { runFences } from "../../platform/db/fences.ts";
@@ -44,7 +45,9 @@ export async function recordIfFunded(
   // The money of payments received and not settled yet is read before the balance, so that a
   // settlement mined meanwhile is at worst subtracted twice (a refusal), never not at all; the
   // transfers of a settlement recorded meanwhile are not counted beside its gross.
-  const unsettled = await payments.unsettledOn(environment, from);
+  // A settlement spends its own payment's money: that payment is not held against it.
+  const spent = spendsItsPayment(payout.kind) ? payout.paymentId : null;
+  const unsettled = (await payments.unsettledOn(environment, from)).filter((p) => p.id !== spent);
   const tokens: ChainToken[] = gasPaid && token !== NATIVE_TOKEN ? [token, NATIVE_TOKEN] : [token];
   const [funds, gasCosts] = await Promise.all([rail.funds(from, tokens), gas]);
   const checkAndRecord = async (db: Db, leaving?: Leaving): Promise<TransferRow | undefined> => {
@@ -93,11 +96,16 @@ export async function recordIfFunded(
     }
     if (!verdict.ok) {
       const shown = verdict.ethBalance < 0n ? 0n : verdict.ethBalance;
-      throw new InsufficientGas({
-        ethBalance: formatAmount(shown, 18),
-        required: formatAmount(verdict.required, 18),
-        action: `Send at least ${formatAmount(verdict.required - shown, 18)} ETH to ${from}, or wait for the automatic gas top-up`,
-      });
+      // What it lacks: the available ETH may be below zero (what is leaving takes more than it holds).
+      const short = verdict.required - verdict.ethBalance;
+      throw new InsufficientGas(
+        {
+          ethBalance: formatAmount(shown, 18),
+          required: formatAmount(verdict.required, 18),
+          action: `Send at least ${formatAmount(short, 18)} ETH to ${from}, or wait for the automatic gas top-up`,
+        },
+        short,
+      );
     }
     return sending.insertPayout(db, payout, gasPaid ? units : undefined);
   };

@@ -6,7 +6,7 @@ import type { OutboxEvent } from "../webhooks/outbox.ts";
 import type { TransferRow } from "./repo.ts";
 
 // The kinds of transfer out of a workspace wallet (migration 022): a payout, a refund, the return
-// of an unmatched transfer, a swap. They share every rule of the engine — the breaker, the balance
+// of an unmatched transfer, a swap, a payment's settlement (migration 030). They share every rule of the engine — the breaker, the balance
 // and gas checks, the record before broadcast, the reconciler — and differ only in what they
 // announce and in what their record took elsewhere, which a failure gives back. The module that
 // orders a kind describes it; app.ts hands every description to the engine when it makes it.
@@ -14,9 +14,13 @@ import type { TransferRow } from "./repo.ts";
 export type { TransferKindName };
 
 export interface TransferKind {
-  /** The event of a completed transfer, and of a failed one counted by the breaker. */
-  completedEvent: string;
-  failedEvent: string;
+  /**
+   * The event of a completed transfer, and of a failed one; null where the orderer announces the
+   * ending on its own resource (a settlement: its payment's forwarded or failed, with its events).
+   */
+  completedEvent: string | null;
+  failedEvent: string | null;
+
   /** The event's data for the transfer as its row stands (status and txHash are the row's). */
   view(row: TransferRow): Record<string, unknown>;
   /**
@@ -47,19 +51,22 @@ export interface TransferKind {
   ): { details: Record<string, unknown>; statements: CompiledQuery[] };
 }
 
-/** The event announcing that `row` of `kind` failed, with why (and the breaker's streak). */
-export function failureEvent(
+/** The events announcing that `row` of `kind` failed, with why (and the breaker's streak): none or one. */
+export function failureEvents(
   kind: TransferKind,
   row: TransferRow,
   error: string,
   failStreak: number,
-): OutboxEvent {
-  return {
-    workspaceId: row.workspace_id,
-    environment: row.environment as Environment,
-    type: kind.failedEvent,
-    payload: { ...kind.view(row), ...kind.failureDetails(error, failStreak) },
-  };
+): OutboxEvent[] {
+  if (kind.failedEvent === null) return [];
+  return [
+    {
+      workspaceId: row.workspace_id,
+      environment: row.environment as Environment,
+      type: kind.failedEvent,
+      payload: { ...kind.view(row), ...kind.failureDetails(error, failStreak) },
+    },
+  ];
 }
 
 /** Every kind, each described by the module that orders it (app.ts composes them). */

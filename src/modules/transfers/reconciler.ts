@@ -3,9 +3,10 @@ import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { RECIPIENT_REVERTED, revertCause, type TransferKindName } from "../../domain/payout-state.ts";
 import type { Rails } from "../../rails/index.ts";
+import type { MoveOutcome } from "../../rails/rail.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import type { TransferEndings } from "./finish.ts";
-import { failureEvent, type TransferKinds } from "./kinds.ts";
+import { failureEvents, type TransferKinds } from "./kinds.ts";
 import type { TransferLeases } from "./leases.ts";
 import type { TransferRow } from "./repo.ts";
 import * as sending from "./sending-repo.ts";
@@ -38,8 +39,13 @@ export class TransferReconciler {
     this.#kinds = parts.kinds;
   }
 
-  /** Returns how many payouts it finished. */
+  /**
+   * Brings what the environment's rails left open to a final state first (an EOA's recorded
+   * transactions: their receipts, a rebroadcast), then finishes the transfers no instance is
+   * sending from what those records say. Returns how many transfers it finished.
+   */
   async reconcile(environment: Environment): Promise<number> {
+    for (const rail of Object.values(this.#rails[environment] ?? {})) await rail?.reconcile();
     let finished = 0;
     for (const payout of await sending.unownedProcessing(this.#ctx.db, environment)) {
       if (this.#leases.has(payout.id)) continue; // this process is sending it
@@ -51,6 +57,22 @@ export class TransferReconciler {
       }
     }
     return finished;
+  }
+
+  /**
+   * What each leg of an ended transfer's move came to (its transaction, whether it was mined), as
+   * its rail recorded them; `purposes` name the legs of a user operation, which carries them all.
+   * Empty when nothing was sent, or no rail is here to ask.
+   */
+  async legsOf(payout: TransferRow, purposes: readonly string[]): Promise<MoveOutcome["legs"]> {
+    const walletType = payout.wallet_type === "smart_wallet" ? "smart_wallet" : "eoa";
+    const rail = this.#rails[payout.environment as Environment]?.[walletType];
+    if (!rail) return [];
+    const operation = payout.user_operation
+      ? { userOpHash: payout.user_op_hash as Hex, serialized: payout.user_operation, purposes: [...purposes] }
+      : null;
+    const recorded = await rail.recorded({ transferId: payout.id }, operation);
+    return recorded.state === "ended" ? recorded.outcome.legs : [];
   }
 
   /** Finishes `payout` if its outcome is known; returns whether it did. */
@@ -90,7 +112,7 @@ export class TransferReconciler {
       if (!row) return undefined;
       const kind = this.#kinds.of(row.kind);
       for (const statement of kind.releases?.(row) ?? []) await trx.executeQuery(statement);
-      if (kind.announcesNeverSent) await recordEvents(trx, [failureEvent(kind, row, NEVER_SENT, 0)]);
+      if (kind.announcesNeverSent) await recordEvents(trx, failureEvents(kind, row, NEVER_SENT, 0));
       return row;
     });
     return failed !== undefined;

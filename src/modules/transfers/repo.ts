@@ -91,18 +91,20 @@ export async function findAllInScope(db: Db, scope: Scope, ids: readonly string[
     .execute();
 }
 
-/** The transfers ordered for a payment (its refunds), oldest first. */
+/** The transfers of `kind` ordered for a payment (its refunds), oldest first. */
 export async function transfersFor(
   db: Db,
   scope: Scope,
   paymentId: string,
+  kind: TransferKindName,
   page: { limit: number; offset: number },
 ): Promise<{ rows: TransferRow[]; total: number }> {
   const base = db
     .selectFrom("payouts")
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment)
-    .where("payment_id", "=", paymentId);
+    .where("payment_id", "=", paymentId)
+    .where("kind", "=", kind);
   return oldestFirst(
     base.selectAll(),
     base.select((eb) => eb.fn.countAll().as("total")),
@@ -165,8 +167,8 @@ export interface PayoutCompletion {
   id: string;
   txHash: string;
   at: Date;
-  /** The event of its kind (kinds.ts): payout.completed for a payout. */
-  event: string;
+  /** The event of its kind (kinds.ts): payout.completed for a payout; null: none. */
+  event: string | null;
   /** The event's data as the caller has it; txHash, status and userOpHash come from the row. */
   payload: Record<string, unknown>;
 }
@@ -186,8 +188,8 @@ export async function completePayouts(
              || jsonb_build_object('txHash', done.tx_hash, 'status', done.status)
              || CASE WHEN done.user_op_hash IS NULL THEN '{}'::jsonb
                      ELSE jsonb_build_object('userOpHash', done.user_op_hash) END
-    FROM done`;
-  const result = await sql<TransferRow & BreakerColumns & { payload: unknown; event: string }>`
+    FROM done WHERE done.event IS NOT NULL`;
+  const result = await sql<TransferRow & BreakerColumns & { payload: unknown; event: string | null }>`
     WITH req AS (
       SELECT * FROM unnest(
         ${completions.map((c) => c.id)}::uuid[], ${completions.map((c) => c.txHash)}::text[],

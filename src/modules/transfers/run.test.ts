@@ -268,3 +268,69 @@ describe("TransfersService.run on the sandbox ledger", () => {
     expect((await events(ws)).map((e) => e.type)).toEqual(["payout.completed"]);
   });
 });
+
+describe("a settlement (kind settlement) on the sandbox ledger", () => {
+  // The sandbox settles a payment when it is created (payments/create.ts); here the engine's part
+  // alone, with one leg (the ledger's record takes one transfer): the live suites (splits,
+  // smart wallets, money-once) settle through the chain job with every leg and the held money.
+
+  /** A confirmed 1 USDC payment received on the workspace's EOA, not settled yet. */
+  async function confirmedPayment(ws: CreatedWorkspace): Promise<string> {
+    const row = await sql<{ id: string }>`
+      INSERT INTO payments (workspace_id, environment, status, payment_method, payment_provider, token_symbol,
+                            gross_amount, fee_amount, net_amount, wallet_type, receiving_address, expires_at)
+      VALUES (${ws.id}::uuid, 'sandbox', 'confirmed', 'crypto', 'onchain', 'USDC', 1000000, 15000, 985000, 'eoa',
+              ${ws.eoaAddress}, now() + interval '1 hour')
+      RETURNING id`.execute(t.database.db);
+    const id = row.rows[0]?.id;
+    if (!id) throw new Error("no payment inserted");
+    return id;
+  }
+
+  function settlementOf(ws: CreatedWorkspace, paymentId: string, to: string): TransferOrder {
+    return orderOf(ws, 1_000_000n, {
+      kind: "settlement",
+      paymentId,
+      destinationAddress: to,
+      legs: {
+        from: ws.eoaAddress,
+        legs: [{ token: "USDC", to: to as `0x${string}`, amount: 1_000_000n, purpose: "settlement_net" }],
+      },
+    });
+  }
+
+  it("completes as a transfer of its payment and announces nothing (its payment does)", async () => {
+    const ws = await fundedWorkspace(t, 1_000_000n);
+    const paymentId = await confirmedPayment(ws);
+    const to = randomAddress();
+    const done = statusOf(await run(settlementOf(ws, paymentId, to)), "completed");
+    expect(done.transfer).toMatchObject({ kind: "settlement", payment_id: paymentId, status: "completed" });
+    expect(await balance(to)).toBe(1_000_000n);
+    expect(await balance(ws.eoaAddress)).toBe(0n);
+    expect(await events(ws)).toEqual([]);
+  });
+
+  it("leaves a workspace whose payouts are paused, and its failure is not counted by the breaker", async () => {
+    const ws = await fundedWorkspace(t, 3_000_000n);
+    const paymentId = await confirmedPayment(ws);
+    const fail = () => run(orderOf(ws, 500_000n, { destinationAddress: SANDBOX_FAILURE_ADDRESS }));
+    for (let i = 0; i < 3; i++) statusOf(await fail(), "failed");
+    const scope = { workspaceId: ws.id, environment: "sandbox" as const };
+    expect(await t.app.services.transfers.breaker(scope)).toMatchObject({ status: "paused", failStreak: 3 });
+    expect(statusOf(await run(orderOf(ws, 1n)), "refused").reason).toBeInstanceOf(CircuitBreakerOpen);
+
+    const failed = statusOf(await run(settlementOf(ws, paymentId, SANDBOX_FAILURE_ADDRESS)), "failed");
+    expect(failed.transfer).toMatchObject({ kind: "settlement", status: "failed" });
+    expect(failed.breaker).toMatchObject({ failStreak: 3, tripped: false });
+    expect(await t.app.services.transfers.breaker(scope)).toMatchObject({ status: "paused", failStreak: 3 });
+    expect((await events(ws)).map((e) => e.type)).toEqual([
+      "payout.failed",
+      "payout.failed",
+      "payout.failed",
+    ]);
+
+    const to = randomAddress();
+    statusOf(await run(settlementOf(ws, await confirmedPayment(ws), to)), "completed");
+    expect(await balance(to)).toBe(1_000_000n);
+  });
+});

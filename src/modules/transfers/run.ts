@@ -2,6 +2,7 @@ import type { ChainToken, Hex } from "../../chain/network.ts";
 import type { AppContext } from "../../context.ts";
 import type { BreakerState } from "../../domain/circuit-breaker.ts";
 import { AppError, CircuitBreakerOpen } from "../../domain/errors.ts";
+import { guardedByBreaker, spendsItsPayment } from "../../domain/payout-state.ts";
 import { KeyedQueue } from "../../platform/concurrency/keyed-queue.ts";
 import { FenceRefused } from "../../platform/db/fences.ts";
 import type { Move } from "../../rails/rail.ts";
@@ -121,11 +122,12 @@ export class TransferRuns {
           await this.#pipeline.drain(scopeKey);
           breaker = await this.#decisions.breaker(scope, now);
         }
-        if (!breaker.allowed) throw pausedError(breaker.state);
-
         const wallet = this.#decisions.wallet(scope, walletType, await profile);
         const signingKey = () => this.#workspaces.signingKey(scope.workspaceId, wallet.owner);
         const payout = build(wallet, now);
+        const kind = payout.kind;
+        if (!breaker.allowed && guardedByBreaker(kind)) throw pausedError(breaker.state);
+        const { failStreak } = breaker.allowed ? breaker : breaker.state;
         const move: Move = {
           from: wallet.from,
           signingKey,
@@ -138,12 +140,18 @@ export class TransferRuns {
             },
           ],
           payoutId: payout.id,
+          // A settlement's legs are its payment's too (what the payment's money is held for).
+          ...(spendsItsPayment(kind) && payout.paymentId
+            ? { paymentId: payout.paymentId, background: true }
+            : {}),
         };
         // Prepared (where the rail prepares) while the balance is checked and the payout recorded.
         const prepared = wallet.rail.prepare(move);
         prepared?.catch(() => undefined); // handed to submit, which reports its failure
         const { persisted, result } = this.#sends.start({ scope, payout, wallet, move, prepared, now });
-        if (wallet.rail.pipelined && breaker.failStreak === 0) {
+        // Nobody waits on a settlement, and the breaker does not count it: the wallet's next
+        // transfer need not wait for its outcome either.
+        if ((wallet.rail.pipelined && failStreak === 0) || spendsItsPayment(kind)) {
           // The wallet's next payout may be checked and signed (the next nonce) once this one is
           // recorded, while it is signed, broadcast and mined.
           await persisted;

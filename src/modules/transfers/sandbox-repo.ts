@@ -21,8 +21,8 @@ export interface SandboxPayout extends NewTransfer {
   completedAt: Date;
   /** The request hash recorded with its idempotencyKey's claim (keys.ts). */
   requestHash: string;
-  /** The completed event of its kind (`payout.completed`) and its data, should the transfer succeed. */
-  event: string;
+  /** The completed event of its kind (`payout.completed`; null: none) and its data, should the transfer succeed. */
+  event: string | null;
   payload: Record<string, unknown>;
 }
 
@@ -104,7 +104,7 @@ export async function recordSandboxPayouts(
     ${outboxCtesFrom(sql`
       SELECT i.workspace_id, i.environment, p.event, p.payload
       FROM inserted i JOIN payout_req p ON p.id = i.id
-      WHERE i.status = ${sql.lit(COMPLETED_PAYOUT)}`)}
+      WHERE i.status = ${sql.lit(COMPLETED_PAYOUT)} AND p.event IS NOT NULL`)}
     SELECT i.*, p.pos::text AS request_pos, d.outcome AS transfer_outcome, d.balance::text AS transfer_balance,
            b.status AS breaker_status, b.fail_streak AS breaker_fail_streak,
            b.paused_at AS breaker_paused_at, b.reason AS breaker_reason

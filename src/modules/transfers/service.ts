@@ -6,6 +6,7 @@ import type { PayoutStatus, TransferKindName } from "../../domain/payout-state.t
 import { SessionTurns } from "../../platform/db/wallet-lock.ts";
 import type { Mailer } from "../../platform/mail/mailer.ts";
 import type { Rails } from "../../rails/index.ts";
+import type { MoveOutcome } from "../../rails/rail.ts";
 import type { PaymentsService } from "../payments/service.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import * as breakers from "./breaker-repo.ts";
@@ -22,10 +23,12 @@ import { TransferRuns } from "./run.ts";
 import { SandboxTransferRecords } from "./sandbox-records.ts";
 import { TransferSends } from "./send.ts";
 
-// The one engine that moves money out of a workspace wallet (payouts, refunds, returns, swaps):
+// The one engine that moves money out of a workspace wallet (payouts, refunds, returns, swaps,
+// settlements):
 // `run(order)` takes an order through validate → decide → persist → send → finish (run.ts) and
 // resolves with a transfer outcome (order.ts), never an HTTP answer; each orderer maps it to its
-// own resource at its edge. Guarded by the circuit breaker (part 3) for every kind. Across
+// own resource at its edge. Guarded by the circuit breaker (part 3) for every kind a merchant
+// orders (not settlements: domain/payout-state.ts). Across
 // instances, a wallet's balance check and the recording of a transfer take turns on a lock in the
 // database, which also holds what is already on its way out (funds.ts), and its transactions are
 // sent in nonce order (the EOA rail). A transfer is recorded before anything is sent, and its
@@ -92,6 +95,15 @@ export class TransfersService {
     this.#runs.assertConfigured(scope);
   }
 
+  /**
+   * What each leg of an ended transfer came to (its transaction, whether mined), as its rail
+   * recorded them (a settlement's legs, for its payment's record); `purposes` name the legs of
+   * a user operation.
+   */
+  legsOf(row: repo.TransferRow, purposes: readonly string[]): Promise<MoveOutcome["legs"]> {
+    return this.#reconciler.legsOf(row, purposes);
+  }
+
   /** One transfer by id, whatever its scope (its orderer found its id under its own key). */
   byId(id: string): Promise<repo.TransferRow | undefined> {
     return repo.findById(this.#ctx.db, id);
@@ -106,9 +118,10 @@ export class TransfersService {
   transfersFor(
     scope: Scope,
     paymentId: string,
+    kind: TransferKindName,
     page: { limit: number; offset: number },
   ): Promise<{ rows: repo.TransferRow[]; total: number }> {
-    return repo.transfersFor(this.#ctx.db, scope, paymentId, page);
+    return repo.transfersFor(this.#ctx.db, scope, paymentId, kind, page);
   }
 
   /** One transfer of the scope by id (any kind); undefined for anyone else's. */

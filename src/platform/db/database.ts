@@ -34,6 +34,7 @@ import * as transferClaims from "./migrations/026_transfer_claims.ts";
 import * as defaultWalletPerEnvironment from "./migrations/027_default_wallet_per_environment.ts";
 import * as adminEmailChanges from "./migrations/028_admin_email_changes.ts";
 import * as gasLimits from "./migrations/029_gas_limits.ts";
+import * as settlementTransfers from "./migrations/030_settlement_transfers.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -77,6 +78,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "027_default_wallet_per_environment": defaultWalletPerEnvironment,
   "028_admin_email_changes": adminEmailChanges,
   "029_gas_limits": gasLimits,
+  "030_settlement_transfers": settlementTransfers,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

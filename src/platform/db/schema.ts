@@ -92,6 +92,8 @@ export interface PaymentsTable {
   settlement_user_operation: ColumnType<string | null, string | null | undefined, string | null>;
   /** The enabled splits when it was created (D15); null: splits were off. */
   split_snapshot: ColumnType<SplitShare[] | null, string | null | undefined, string | null>;
+  /** The transfer (kind settlement, migration 030) that settles it, once recorded. */
+  settlement_transfer_id: ColumnType<string | null, string | null | undefined, string | null>;
   settlement_id: ColumnType<string | null, string | null | undefined, string | null>;
   settled_at: NullableTimestamp;
   /** Its settlement's legs and their outcomes, once it ended (forwarded or failed). */

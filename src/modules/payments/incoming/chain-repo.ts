@@ -307,7 +307,10 @@ export async function unsettledOn(
       // What the wallet received for it: an attached transfer's amount (D19), else the gross.
       sql<string>`coalesce(p.amount_received, p.gross_amount)`.as("gross_amount"),
       sql<number>`coalesce(jsonb_array_length(p.split_snapshot), 0)::int`.as("splits"),
-      sent.recordedForPayment(sql`p.id`).as("recorded"),
+      // Its settlement's transfer is recorded (migration 030), or its legs were (before it).
+      sql<boolean>`(p.settlement_transfer_id IS NOT NULL OR ${sent.recordedForPayment(sql`p.id`)})`.as(
+        "recorded",
+      ),
     ])
     .where("p.environment", "=", environment)
     .where("p.status", "in", UNSETTLED_STATUSES)

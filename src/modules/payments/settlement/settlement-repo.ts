@@ -5,23 +5,23 @@ import type { Fence } from "../../../platform/db/fences.ts";
 import { newestFirst } from "../../../platform/db/page.ts";
 import type { PaymentRow } from "../../../platform/db/schema.ts";
 
-// The SQL of settlement on the payment's row: the row under lock, the fence of a settlement's record
-// (the transfers recorded for it are the chain layer's, read in the same transaction, which is what
-// makes "nothing recorded yet" hold until the record commits), and a smart wallet settlement's
-// operation.
+// The SQL of settlement on the payment's row: the row under lock, and the fences of a settlement's
+// record (the transfer that settles it names it in the transaction that records the transfer;
+// legs recorded before migration 030 are the chain layer's, read in that same transaction).
 
 /** The payment, locked for the caller's transaction. */
 export async function lockPayment(trx: Db, paymentId: string): Promise<PaymentRow | undefined> {
   return trx.selectFrom("payments").selectAll().where("id", "=", paymentId).forUpdate().executeTakeFirst();
 }
 
-/** The name of the fence dueFence builds, in a refusal. */
+/** The names of the fences below, in a refusal. */
 export const DUE_FENCE = "settlement-due";
+export const CLAIM_FENCE = "settlement-claim";
 
 /**
- * The fence of a settlement's record (platform/db/fences.ts): the payment, locked, is still in
- * `settlesFrom` with nothing recorded for its settlement (no transaction, no user operation).
- * Checked in the transaction that records it, so two workers can never both record one.
+ * The fence of a failure written before anything was sent (platform/db/fences.ts): the payment,
+ * locked, is still in `settlesFrom` with nothing recorded for its settlement (no transfer, no
+ * transaction or user operation recorded before migration 030).
  */
 export function dueFence(db: Db, paymentId: string, settlesFrom: string): Fence {
   const statement = db
@@ -29,6 +29,7 @@ export function dueFence(db: Db, paymentId: string, settlesFrom: string): Fence 
     .select("id")
     .where("id", "=", paymentId)
     .where("status", "=", settlesFrom)
+    .where("settlement_transfer_id", "is", null)
     .where("settlement_user_operation", "is", null)
     .where(sql<boolean>`NOT ${recordedForPayment(sql.ref("payments.id"))}`)
     .forUpdate()
@@ -37,25 +38,23 @@ export function dueFence(db: Db, paymentId: string, settlesFrom: string): Fence 
 }
 
 /**
- * Records a smart wallet settlement's signed operation, only if the payment is still confirmed
- * and has none yet (compare-and-set); false otherwise.
+ * The fence of a settlement's transfer, run by the engine in the transaction that records it:
+ * the payment, still in `settlesFrom` with nothing recorded for its settlement, names
+ * `transferId` as the transfer that settles it (compare-and-set). So two workers can never both
+ * record one, and from then on the payment's money is that transfer's (unsettledOn).
  */
-export async function recordSettlementOperation(
-  trx: Db,
-  paymentId: string,
-  /** The status the payment settles from: it must still be in it. */
-  settlesFrom: string,
-  userOpHash: string,
-  operation: string,
-): Promise<boolean> {
-  const updated = await trx
+export function claimFence(db: Db, paymentId: string, settlesFrom: string, transferId: string): Fence {
+  const statement = db
     .updateTable("payments")
-    .set({ settlement_user_op_hash: userOpHash, settlement_user_operation: operation })
+    .set({ settlement_transfer_id: transferId })
     .where("id", "=", paymentId)
     .where("status", "=", settlesFrom)
+    .where("settlement_transfer_id", "is", null)
     .where("settlement_user_operation", "is", null)
-    .executeTakeFirst();
-  return updated.numUpdatedRows > 0n;
+    .where(sql<boolean>`NOT ${recordedForPayment(sql.ref("payments.id"))}`)
+    .returning("id")
+    .compile();
+  return { name: CLAIM_FENCE, statement, required: true };
 }
 
 export interface SettlementFilter {

@@ -1,57 +1,46 @@
 // payments/settlement: a confirmed crypto payment's money leaving its receiving wallet. The job
-// (this file) sends the payment's legs (settlement-record.ts), topping the wallet up with gas first
-// when it needs it (gas-top-up.ts), and records the outcome on the payment (settlement-repo.ts);
-// the settlements API reads those records (settlements-service.ts, settlements-routes.ts).
+// (this file) orders the payment's legs (settlement-record.ts) from the transfer engine as one
+// transfer of kind `settlement`, topping the wallet up with gas first when it needs it
+// (gas-top-up.ts), and records how it ended on the payment (settlement-outcomes.ts); the
+// settlements API reads those records (settlements-service.ts, settlements-routes.ts).
 
+import { randomUUID } from "node:crypto";
 import type { FastifyBaseLogger } from "fastify";
-import type { ChainToken, Hex, Network } from "../../../chain/network.ts";
+import type { Hex, Network } from "../../../chain/network.ts";
+import { InsufficientGas } from "../../../domain/errors.ts";
 import { NATIVE_TOKEN } from "../../../domain/money.ts";
-import { stillToSettle } from "../../../domain/unsettled-payments.ts";
+import { COMPLETED_PAYOUT, OPEN_PAYOUT } from "../../../domain/payout-state.ts";
 import type { Db } from "../../../platform/db/database.ts";
-import { type Fence, FenceRefused, runFences } from "../../../platform/db/fences.ts";
+import { type Fence, FenceRefused } from "../../../platform/db/fences.ts";
 import type { PaymentRow } from "../../../platform/db/schema.ts";
 import { LEASE_FENCE } from "../../../platform/jobs/periodic-job.ts";
 import type { Metrics } from "../../../platform/metrics/metrics.ts";
-import {
-  type Move,
-  type MoveOutcome,
-  MoveRefused,
-  type Rail,
-  type RecordedOperation,
-} from "../../../rails/rail.ts";
-import { recordEvents } from "../../webhooks/outbox.ts";
-import type { WorkspacesService } from "../../workspaces/service.ts";
+import type { Leg, MoveOutcome, Rail, RecordedOperation } from "../../../rails/rail.ts";
+import type { TransferRow } from "../../transfers/repo.ts";
+import type { TransfersService } from "../../transfers/service.ts";
 import * as chainRepo from "../incoming/chain-repo.ts";
-import { applyTransition, batchTransition } from "../transitions.ts";
 import type { TopUpResult } from "./gas-top-up.ts";
-import {
-  FEE_LEG,
-  type LegOutcomes,
-  MERCHANT_LEG,
-  settlementColumns,
-  settlementEvents,
-  settlementLegs,
-} from "./settlement-record.ts";
+import { SETTLES, SettlementOutcomes } from "./settlement-outcomes.ts";
+import { MERCHANT_LEG, settlementLegs } from "./settlement-record.ts";
 import * as settlementRepo from "./settlement-repo.ts";
 
-// Settles confirmed payments from the receiving wallet as one move on the wallet's rail: its legs
-// (the merchant's part of the net, the fee to the treasury, each split of the payment's snapshot:
-// settlement-record.ts) are data, recorded before they are sent (an EOA's transactions, or a
-// smart account's one user operation carrying every leg). The settlement is recorded on the
-// payment with its forwarded or failed transition, with its settlement.recorded and
-// split.recorded events, in one transaction. `forwarded` only once every leg is
-// mined with a success receipt (D13); a failure is `failed` with the reason. A payment whose
-// legs were already recorded (a restart mid-settlement) is finished from what the rail says of
-// them (Rail.recorded: a recorded operation is sent again), never sent again as a new move.
-// Recording is fenced (platform/db/fences.ts): this worker must still hold its job's lease, and
-// the payment, locked, must still be confirmed with nothing recorded for it (settlement-repo.ts
-// dueFence), both checked in the transaction that records the transfers; and a payment's legs are
-// unique in the schema. So a worker that was paused past its lease, or two workers at once, can
-// never settle one twice.
+// Settles confirmed payments from the receiving wallet. A settlement is one order to the transfer
+// engine (kind `settlement`, many legs: the merchant's part of the net, the fee to the treasury,
+// each split of the payment's snapshot), which checks the wallet's funds, records the transfer
+// before anything is sent, sends it on the wallet's rail and finishes it, after a crash too (its
+// reconciler). The engine answers with the transfer; this job records its ending on the payment:
+// `forwarded` only once every leg is mined with a success receipt (D13), otherwise `failed` with
+// the reason. The order is fenced (platform/db/fences.ts), in the transaction that records the
+// transfer: this worker must still hold its job's lease, and the payment, still confirmed with
+// nothing recorded for it, names the transfer (settlement-repo.ts claimFence); a payment has one
+// settlement transfer at most in the schema. So a worker paused past its lease, or two workers at
+// once, can never settle one twice. A settlement recorded before migration 030 (its legs under
+// the payment) is finished from what its rail recorded, never sent again.
 
 const SETTLE_PER_TICK = 50;
-/** The status a payment settles from (the transition table's, for both of settlement's outcomes). */
-const SETTLES = batchTransition("settlement_completed");
+
+/** What the job asks of the transfer engine. */
+type Transfers = Pick<TransfersService, "run" | "byId" | "legsOf">;
 
 export interface SettlementOptions {
   /** Funds a receiving wallet with gas on demand (gas-top-up.ts). */
@@ -61,49 +50,45 @@ export interface SettlementOptions {
   metrics?: Metrics;
 }
 
-const TOP_UP_PENDING = Symbol("gas top-up pending");
-
 export class Settlement {
   readonly #db: Db;
   readonly #network: Network;
-  /** The environment's rails, by the kind of receiving wallet. */
+  /** The environment's rails, by the kind of receiving wallet: their gas, and settlements recorded before 030. */
   readonly #rails: { eoa: Rail; smart_wallet?: Rail | undefined };
-  readonly #workspaces: WorkspacesService;
+  readonly #transfers: Transfers;
   readonly #log: FastifyBaseLogger;
-  readonly #now: () => Date;
   readonly #topUp: (address: Hex, neededWei: bigint) => Promise<TopUpResult>;
   readonly #lease: Fence[];
-  readonly #metrics: Metrics | undefined;
+  readonly #outcomes: SettlementOutcomes;
 
   constructor(
     db: Db,
     network: Network,
     rails: { eoa: Rail; smart_wallet?: Rail | undefined },
-    workspaces: WorkspacesService,
+    transfers: Transfers,
     log: FastifyBaseLogger,
     now: () => Date,
     options: SettlementOptions = {},
   ) {
     this.#lease = options.lease ? [options.lease] : [];
     this.#topUp = options.topUp ?? (async () => "unavailable");
-    this.#metrics = options.metrics;
     this.#db = db;
     this.#network = network;
     this.#rails = rails;
-    this.#workspaces = workspaces;
+    this.#transfers = transfers;
     this.#log = log;
-    this.#now = now;
+    this.#outcomes = new SettlementOutcomes(db, network, log, now, options.metrics);
   }
 
+  /** Settles the confirmed payments; run after the engine's reconcile (the chain job's order). */
   async tick(): Promise<void> {
-    await this.#rails.eoa.reconcile();
     const confirmed = await chainRepo.paymentsInStatus(
       this.#db,
       this.#network.environment,
       SETTLES.from,
       SETTLE_PER_TICK,
     );
-    // Different wallets settle in parallel; one wallet's settlements queue on its rail.
+    // Different wallets settle in parallel; the engine takes one wallet's transfers in turn.
     await Promise.all(
       confirmed.map((payment) =>
         this.#settle(payment).catch((err: unknown) => {
@@ -122,241 +107,135 @@ export class Settlement {
   }
 
   async #settle(payment: PaymentRow): Promise<void> {
+    if (payment.settlement_transfer_id) return this.#finish(payment, payment.settlement_transfer_id);
     const rail = this.#rails[payment.wallet_type === "smart_wallet" ? "smart_wallet" : "eoa"];
     if (!rail)
       return this.#failUnsent(payment, "smart wallets are not configured on this network (no bundler)");
-    const move = await this.#move(payment);
-    // Recorded before a restart: finished from the rail's records, never sent as a new move (a
-    // second would be a second settlement); a recorded operation is sent again (a no-op once
-    // included, reverted if it never can be).
-    const recorded = await rail.recorded({ paymentId: payment.id }, operationOf(payment, move));
-    if (recorded.state === "open") return; // the rail's reconcile, or the next tick, finishes it
-    let outcome: MoveOutcome;
-    if (recorded.state === "ended") {
-      outcome = recorded.outcome;
-    } else {
-      if (move.legs.length === 0) return this.#forward(payment, []); // every part rounds to 0
-      const unfunded = await this.#unfunded(payment, rail, move);
-      if (unfunded === TOP_UP_PENDING) {
-        this.#log.warn({ paymentId: payment.id }, "settlement waits for its wallet's gas top-up to be mined");
-        return;
-      }
-      if (unfunded) return this.#failUnsent(payment, unfunded);
-      const submitted = await this.#submit(payment, rail, move);
-      if (!submitted) return;
-      outcome = submitted;
-    }
-    if (outcome.status === "pending") {
-      // The next tick finishes it; one that failed on the way says why (it is tried again).
-      if (outcome.error)
-        this.#log.warn({ paymentId: payment.id, reason: outcome.error }, "settlement retried next tick");
-      return;
-    }
-    if (outcome.unsent) return this.#failUnsent(payment, outcome.error ?? "not sent");
-    if (outcome.status === "reverted") {
-      // A user operation's error says which call failed; an EOA leg's is its transaction's.
-      const reason =
-        payment.wallet_type === "smart_wallet"
-          ? (outcome.error ?? "reverted")
-          : `settlement transaction ${outcome.txHash} failed: ${outcome.error ?? "reverted"}`;
-      return this.#fail(payment, reason, outcome);
-    }
-    return this.#forward(payment, outcome.legs);
-  }
-
-  /** The settlement as a move: its legs as data (settlement-record.ts). */
-  async #move(payment: PaymentRow): Promise<Move> {
-    const from = payment.receiving_address as Hex;
     const legs = settlementLegs(payment, this.#network.treasuryAddress);
-    // A smart wallet's operations are signed by its owner, the workspace EOA.
-    const signer =
-      payment.wallet_type === "smart_wallet"
-        ? async () => (await this.#workspaces.profile(payment.workspace_id)).eoaAddress as Hex
-        : async () => from;
-    return {
-      from,
-      signingKey: async () => this.#workspaces.signingKey(payment.workspace_id, await signer()),
-      legs,
-      paymentId: payment.id,
-      background: true,
-    };
+    // Recorded before migration 030: finished from the rail's records, never sent again (a
+    // recorded operation is sent again: a no-op once included, reverted if it never can be).
+    const recorded = await rail.recorded({ paymentId: payment.id }, operationOf(payment, legs));
+    if (recorded.state === "open") return; // the rail's reconcile, or the next tick, finishes it
+    if (recorded.state === "ended") return this.#ended(payment, recorded.outcome);
+    if (legs.length === 0) return this.#outcomes.forward(payment, []); // every part rounds to 0
+    return this.#order(payment, legs, rail);
   }
 
   /**
-   * Why the receiving wallet cannot pay the settlement (after topping its gas up), if it cannot;
-   * TOP_UP_PENDING while its top-up is sent and not mined yet (the next tick looks again).
+   * The settlement as an order to the engine; its ending, once it has one, on the payment. A
+   * wallet the engine finds short of gas is topped up first (`topUp`: once more at most).
    */
-  async #unfunded(
+  async #order(payment: PaymentRow, legs: Leg[], rail: Rail, topUp = true): Promise<void> {
+    const id = randomUUID();
+    const outcome = await this.#transfers.run({
+      id,
+      kind: "settlement",
+      scope: { workspaceId: payment.workspace_id, environment: this.#network.environment },
+      tokenSymbol: payment.token_symbol,
+      // What the wallet received for it: the gross, or what an attached transfer paid (D19).
+      amount: BigInt(payment.amount_received ?? payment.gross_amount),
+      destinationAddress: (legs.find((leg) => leg.purpose === MERCHANT_LEG) ?? legs[0])?.to ?? "",
+      walletType: payment.wallet_type === "smart_wallet" ? "smart_wallet" : "eoa",
+      paymentId: payment.id,
+      legs: { from: payment.receiving_address ?? "", legs },
+      fences: [...this.#lease, settlementRepo.claimFence(this.#db, payment.id, SETTLES.from, id)],
+    });
+    switch (outcome.status) {
+      case "completed":
+      case "failed":
+        return this.#concluded(payment, outcome.transfer);
+      case "pending":
+        return; // the engine ends it (its sender, or its reconciler); a later tick records it here
+      case "refused":
+        if (outcome.reason instanceof InsufficientGas && topUp)
+          return this.#toppedUp(payment, rail, outcome.reason.shortWei, () =>
+            this.#order(payment, legs, rail, false),
+          );
+        return this.#failUnsent(
+          payment,
+          outcome.reason instanceof InsufficientGas
+            ? "insufficient ETH for gas in the receiving wallet"
+            : outcome.reason.message,
+        );
+      case "fenced":
+        // Another worker recorded it (and sends it), or this one lost its lease: nothing was sent.
+        this.#log.warn({ paymentId: payment.id, fence: outcome.fence }, "settlement not sent");
+        return;
+      case "duplicate":
+        throw new Error(`settlement ${id} was answered as a repeat of key ${outcome.idempotencyKey}`);
+    }
+  }
+
+  /**
+   * Tops the receiving wallet up by `shortWei` (gas-top-up.ts), then `again`; while the top-up is
+   * on its way, the next tick orders again; with no gas to be had, the settlement fails.
+   */
+  async #toppedUp(
     payment: PaymentRow,
     rail: Rail,
-    move: Move,
-  ): Promise<string | typeof TOP_UP_PENDING | undefined> {
-    const token = payment.token_symbol as ChainToken;
-    // What the wallet received for it: the gross, or what an attached transfer paid (D19).
-    const gross = BigInt(payment.amount_received ?? payment.gross_amount);
-    const gasPerTransfer = rail.gasRequired(token);
-    const [tokenBalance, ethBalance, gas, othersEth] = await Promise.all([
-      rail.balance(move.from, token),
-      gasPerTransfer ? rail.balance(move.from, NATIVE_TOKEN) : undefined,
-      gasPerTransfer,
-      gasPerTransfer ? this.#ethOfOthers(payment) : 0n,
-    ]);
-    const where = payment.wallet_type === "smart_wallet" ? "the smart wallet" : "the receiving wallet";
-    if (tokenBalance < gross) return `insufficient ${token} balance in ${where}`;
-    if (gas === undefined || ethBalance === undefined) return undefined; // sponsored
-    // ETH the wallet received for other payments it has not settled yet is theirs: this
-    // settlement's gas never comes out of it (or their settlement would find it short), so
-    // without enough ETH besides it, the wallet is topped up.
-    const ethNeeded = gas * BigInt(move.legs.length) + (token === NATIVE_TOKEN ? gross : 0n) + othersEth;
-    if (ethBalance >= ethNeeded) return undefined;
-    const topUp = await this.#topUp(move.from, ethNeeded);
-    if (topUp === "pending") return TOP_UP_PENDING;
-    return topUp === "funded" ? undefined : "insufficient ETH for gas in the receiving wallet";
-  }
-
-  /** ETH received on the payment's wallet for other payments whose settlement is not recorded. */
-  async #ethOfOthers(payment: PaymentRow): Promise<bigint> {
-    const unsettled = await chainRepo.unsettledOn(
-      this.#db,
-      this.#network.environment,
-      payment.receiving_address ?? "",
-    );
-    const others = unsettled.filter((other) => other.id !== payment.id);
-    return stillToSettle(others).get(NATIVE_TOKEN)?.amount ?? 0n;
-  }
-
-  /** The fences of a settlement's record: the job's lease, and the payment still due. */
-  #fences(paymentId: string): Fence[] {
-    return [...this.#lease, settlementRepo.dueFence(this.#db, paymentId, SETTLES.from)];
-  }
-
-  /**
-   * Records and sends the settlement under its fences (the lease, the payment still confirmed
-   * with nothing recorded); undefined when nothing was sent (another worker settles it).
-   */
-  async #submit(payment: PaymentRow, rail: Rail, move: Move): Promise<MoveOutcome | undefined> {
-    try {
-      const submission = await rail.submit(move, {
-        fences: this.#fences(payment.id),
-        // Recorded only if no operation is recorded yet, by a worker that still holds the lease:
-        // a second worker's operation would be a second settlement (another nonce key).
-        recordOperation: (userOpHash, operation) =>
-          this.#db.transaction().execute(async (trx) => {
-            await runFences(trx, this.#lease);
-            return settlementRepo.recordSettlementOperation(
-              trx,
-              payment.id,
-              SETTLES.from,
-              userOpHash,
-              operation,
-            );
-          }),
-      });
-      return await submission.outcome;
-    } catch (err) {
-      // Nothing recorded means nothing was sent; recorded transfers are reconciled next tick.
-      if (err instanceof MoveRefused) return undefined; // another worker recorded one, and sends it
-      if (err instanceof FenceRefused) {
-        this.#log.warn({ paymentId: payment.id, reason: err.message }, "settlement not sent");
-      } else {
-        this.#log.error({ err, paymentId: payment.id }, "settlement send failed");
-      }
-      return undefined;
-    }
-  }
-
-  async #forward(payment: PaymentRow, txs: MoveOutcome["legs"]): Promise<void> {
-    const legs: LegOutcomes = new Map(txs.map((t) => [t.purpose, { txHash: t.txHash, sent: true }]));
-    const now = this.#now();
-    const moved = await this.#db.transaction().execute(async (trx) => {
-      const current = await settlementRepo.lockPayment(trx, payment.id);
-      if (current?.status !== SETTLES.from) return [];
-      const forwarded = await applyTransition(trx, current, "settlement_completed", now, {
-        settlement_net_tx_hash: legs.get(MERCHANT_LEG)?.txHash ?? null,
-        settlement_fee_tx_hash: legs.get(FEE_LEG)?.txHash ?? null,
-        forwarded_at: now,
-        ...settlementColumns(current, legs, now),
-      });
-      await recordEvents(trx, settlementEvents(forwarded));
-      return [forwarded];
-    });
-    this.#metrics?.paymentsMoved(moved, "forwarded");
-  }
-
-  /**
-   * Fails a settlement on what the chain or the bundler said of its recorded transfers: a leg
-   * mined with a success receipt is reported sent, every other one failed (a smart account's
-   * legs all share the transaction that carried its reverted operation).
-   */
-  async #fail(
-    payment: PaymentRow,
-    reason: string,
-    outcome: Pick<MoveOutcome, "txHash" | "legs">,
+    shortWei: bigint,
+    again: () => Promise<void>,
   ): Promise<void> {
-    this.#log.warn({ paymentId: payment.id, reason }, "settlement failed");
-    const now = this.#now();
-    const moved = await this.#db.transaction().execute(async (trx) => {
-      const current = await settlementRepo.lockPayment(trx, payment.id);
-      if (current?.status !== SETTLES.from) return [];
-      // A rail with no transaction to name gives "" (an operation the bundler refused).
-      const legs: LegOutcomes = new Map<string, { txHash: string | null; sent: boolean }>(
-        outcome.legs.length > 0
-          ? outcome.legs.map((leg) => [leg.purpose, { txHash: leg.txHash || null, sent: leg.mined }])
-          : settlementLegs(current, this.#network.treasuryAddress).map((leg) => [
-              leg.purpose,
-              { txHash: outcome.txHash || null, sent: false },
-            ]),
-      );
-      return [await this.#failed(trx, current, reason, legs, now)];
-    });
-    this.#metrics?.paymentsMoved(moved, "failed");
-  }
-
-  /** The failed transition with its settlement record and events. */
-  async #failed(
-    trx: Db,
-    current: PaymentRow,
-    reason: string,
-    legs: LegOutcomes,
-    now: Date,
-  ): Promise<PaymentRow> {
-    const failed = await applyTransition(trx, current, "settlement_failed", now, {
-      failure_reason: reason,
-      ...settlementColumns(current, legs, now),
-    });
-    await recordEvents(trx, settlementEvents(failed));
-    return failed;
-  }
-
-  /**
-   * Fails a settlement before anything was sent (a check on the wallet, the bundler's refusal to
-   * prepare it), under the fences of a record: a worker that lost its lease, or that another
-   * worker overtook (it recorded the transfers or the operation meanwhile, and sends them),
-   * changes nothing.
-   */
-  async #failUnsent(payment: PaymentRow, reason: string): Promise<void> {
-    try {
-      const failed = await this.#db.transaction().execute(async (trx) => {
-        await runFences(trx, this.#fences(payment.id));
-        const current = await settlementRepo.lockPayment(trx, payment.id);
-        if (!current) throw new Error(`payment ${payment.id} is gone`);
-        return this.#failed(trx, current, reason, new Map(), this.#now());
-      });
-      this.#metrics?.paymentsMoved([failed], "failed");
-      this.#log.warn({ paymentId: payment.id, reason }, "settlement failed");
-    } catch (err) {
-      if (!(err instanceof FenceRefused)) throw err;
-      this.#log.warn({ paymentId: payment.id, reason, overtaken: err.message }, "settlement not failed");
+    const from = payment.receiving_address as Hex;
+    const needed = (await rail.balance(from, NATIVE_TOKEN)) + shortWei;
+    const topUp = await this.#topUp(from, needed);
+    if (topUp === "funded") return again();
+    if (topUp === "pending") {
+      this.#log.warn({ paymentId: payment.id }, "settlement waits for its wallet's gas top-up to be mined");
+      return;
     }
+    return this.#failUnsent(payment, "insufficient ETH for gas in the receiving wallet");
+  }
+
+  async #finish(payment: PaymentRow, transferId: string): Promise<void> {
+    const transfer = await this.#transfers.byId(transferId);
+    if (!transfer)
+      throw new Error(`payment ${payment.id} names settlement transfer ${transferId}, not recorded`);
+    return this.#concluded(payment, transfer);
+  }
+
+  /** A settlement transfer's ending, recorded on its payment (nothing while it is on its way). */
+  async #concluded(payment: PaymentRow, transfer: TransferRow): Promise<void> {
+    if (transfer.status === OPEN_PAYOUT) return;
+    const purposes = settlementLegs(payment, this.#network.treasuryAddress).map((leg) => leg.purpose);
+    const legs = await this.#transfers.legsOf(transfer, purposes);
+    if (transfer.status === COMPLETED_PAYOUT)
+      return this.#outcomes.forward(payment, legs, transfer.user_op_hash);
+    const error = transfer.error ?? "settlement failed";
+    return this.#outcomes.fail(payment, reasonOf(payment, transfer.tx_hash, error), {
+      txHash: transfer.tx_hash ?? "",
+      legs,
+    });
+  }
+
+  /** A settlement recorded before migration 030, ended: its outcome on the payment. */
+  async #ended(payment: PaymentRow, outcome: MoveOutcome): Promise<void> {
+    if (outcome.status === "success") return this.#outcomes.forward(payment, outcome.legs);
+    return this.#outcomes.fail(
+      payment,
+      reasonOf(payment, outcome.txHash, outcome.error ?? "reverted"),
+      outcome,
+    );
+  }
+
+  #failUnsent(payment: PaymentRow, reason: string): Promise<void> {
+    const fences = [...this.#lease, settlementRepo.dueFence(this.#db, payment.id, SETTLES.from)];
+    return this.#outcomes.failUnsent(payment, reason, fences);
   }
 }
 
-/** The user operation recorded for the payment's settlement, if one is, with its legs' purposes. */
-function operationOf(payment: PaymentRow, move: Move): RecordedOperation | null {
+/** Why a settlement failed: an EOA leg's transaction is named; a user operation's error says which call. */
+function reasonOf(payment: PaymentRow, txHash: string | null, error: string): string {
+  if (payment.wallet_type === "smart_wallet" || !txHash) return error;
+  return `settlement transaction ${txHash} failed: ${error}`;
+}
+
+/** The user operation recorded on the payment before migration 030, if one is, with its legs' purposes. */
+function operationOf(payment: PaymentRow, legs: readonly Leg[]): RecordedOperation | null {
   if (!payment.settlement_user_operation || !payment.settlement_user_op_hash) return null;
   return {
     userOpHash: payment.settlement_user_op_hash as Hex,
     serialized: payment.settlement_user_operation,
-    purposes: move.legs.map((leg) => leg.purpose),
+    purposes: legs.map((leg) => leg.purpose),
   };
 }
