@@ -6,8 +6,8 @@
 
 import { randomUUID } from "node:crypto";
 import type { FastifyBaseLogger } from "fastify";
-import type { Hex, Network } from "../../../chain/network.ts";
-import { InsufficientGas } from "../../../domain/errors.ts";
+import type { ChainToken, Hex, Network } from "../../../chain/network.ts";
+import { InsufficientBalance, InsufficientGas } from "../../../domain/errors.ts";
 import { NATIVE_TOKEN } from "../../../domain/money.ts";
 import { COMPLETED_PAYOUT, OPEN_PAYOUT } from "../../../domain/payout-state.ts";
 import type { Db } from "../../../platform/db/database.ts";
@@ -147,6 +147,8 @@ export class Settlement {
       case "pending":
         return; // the engine ends it (its sender, or its reconciler); a later tick records it here
       case "refused":
+        if (outcome.reason instanceof InsufficientBalance)
+          return this.#short(payment, rail, outcome.reason.message);
         if (outcome.reason instanceof InsufficientGas && topUp)
           return this.#toppedUp(payment, rail, outcome.reason.shortWei, () =>
             this.#order(payment, legs, rail, false),
@@ -185,6 +187,19 @@ export class Settlement {
       return;
     }
     return this.#failUnsent(payment, "insufficient ETH for gas in the receiving wallet");
+  }
+
+  /**
+   * The engine found the wallet short of the settlement's money. What is on its way out of a
+   * wallet whose transfers have no nonce order (a smart wallet) may be counted twice while one
+   * completes (transfers/funds.ts): while the wallet holds the payment's money the next tick orders
+   * again; a wallet that does not hold it fails the payment.
+   */
+  async #short(payment: PaymentRow, rail: Rail, reason: string): Promise<void> {
+    const held = await rail.balance(payment.receiving_address as Hex, payment.token_symbol as ChainToken);
+    if (held < BigInt(payment.amount_received ?? payment.gross_amount))
+      return this.#failUnsent(payment, reason);
+    this.#log.warn({ paymentId: payment.id, reason }, "settlement retried next tick");
   }
 
   async #finish(payment: PaymentRow, transferId: string): Promise<void> {
