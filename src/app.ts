@@ -202,7 +202,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
       payout: payoutTransferKind,
       ...refundTransferKinds(deps.db, refundShares, unmatched),
       swap: swapTransferKind(deps.db, swapVenues),
-      settlement: settlementTransferKind,
+      settlement: settlementTransferKind(deps.db),
     },
   });
   const payouts = new PayoutsService(ctx, { workspaces, transfers });

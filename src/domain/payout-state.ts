@@ -82,8 +82,12 @@ export function spendsItsPayment(kind: TransferKindName): boolean {
   return kind === "settlement";
 }
 
-/** Where a transfer failed: in the wallet's own sending, or in its recipient's code (rails/rail.ts). */
-export type FailureCause = "sending" | "recipient";
+/**
+ * Where a transfer failed: in the wallet's own sending, or in its recipient's code (rails/rail.ts);
+ * `unsent`, in its own sending before its rail recorded anything (nothing can have left the wallet,
+ * so its orderer may order it again: kinds.ts releasesUnsent).
+ */
+export type FailureCause = "sending" | "recipient" | "unsent";
 
 /**
  * The trigger of a failed transfer. The breaker stops a workspace whose own sending keeps failing;

@@ -549,6 +549,45 @@ describe("a payment is settled once", () => {
     return { ws, id, merchant };
   }
 
+  it("stopped before its legs are signed, is failed unsent and given back: the next tick pays it once", async () => {
+    const held = holding((method, params) => method === "eth_getTransactionCount" && params[1] === "pending");
+    const proxy = await startRpcProxy(devnet.rpcUrl, held.hook);
+    try {
+      const sender = await app({ LIVE_RPC_URL: proxy.url });
+      const other = await app({}, sender);
+      const { ws, id, merchant } = await confirmedPayment(sender);
+      const stopped = eoaSettlement(sender).settlement.tick(); // recorded, then held before signing
+      const transfer = () => payoutRow(sender, ws);
+      await untilDefined("the settlement to be recorded", async () => (await transfer()) ?? undefined);
+      // Its sender stands still past its lease: the other instance's reconciler fails it unsent.
+      await sender.database.db
+        .updateTable("payouts")
+        .set({ lease_expires_at: new Date(Date.now() - 60_000) })
+        .where("workspace_id", "=", ws.id)
+        .execute();
+      expect(await other.app.services.transfers.reconcile("live")).toBe(1);
+      expect(await transfer()).toMatchObject({ kind: "settlement", status: "failed", tx_hash: null });
+      const payment = () =>
+        sender.database.db.selectFrom("payments").selectAll().where("id", "=", id).executeTakeFirstOrThrow();
+      expect(await payment()).toMatchObject({ status: "confirmed", settlement_transfer_id: null });
+      held.release();
+      await stopped; // that sender then sends nothing, and leaves the payment as it is
+      expect(await payment()).toMatchObject({ status: "confirmed", settlement_transfer_id: null });
+      expect(await recordedFor(sender, ws)).toEqual([]);
+
+      await eoaSettlement(other).settlement.tick();
+      expect(await paymentStatus(other, id)).toBe("forwarded");
+      expect(await usdcBalance(merchant)).toBe(USDC("19.70"));
+      expect(await ledgerOf(other, ws)).toEqual([
+        [0, "settlement_net", "mined"],
+        [1, "settlement_fee", "mined"],
+      ]);
+    } finally {
+      held.release();
+      await proxy.close();
+    }
+  }, 60_000);
+
   it("its settlement legs are unique in the schema", async () => {
     const t = await app();
     const { ws, id } = await confirmedPayment(t);

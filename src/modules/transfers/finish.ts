@@ -25,7 +25,7 @@ import type { Rails } from "../../rails/index.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import * as breakers from "./breaker-repo.ts";
-import { failureEvents, type TransferKind, type TransferKinds } from "./kinds.ts";
+import { failureEvents, releasesOf, type TransferKind, type TransferKinds } from "./kinds.ts";
 import type { TransferOutcome } from "./order.ts";
 import * as repo from "./repo.ts";
 
@@ -225,7 +225,7 @@ export class TransferEndings {
       });
       if (!done) return undefined;
       const kind = this.#kinds.of(done.kind);
-      for (const statement of kind.releases?.(done) ?? []) await trx.executeQuery(statement);
+      for (const statement of releasesOf(kind, done, cause === "unsent")) await trx.executeQuery(statement);
       let failure: FailureOutcome;
       if (transition.counted) {
         failure = recordFailure(await breakers.lockBreaker(trx, scope), detail, at);

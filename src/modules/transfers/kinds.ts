@@ -6,10 +6,11 @@ import type { OutboxEvent } from "../webhooks/outbox.ts";
 import type { TransferRow } from "./repo.ts";
 
 // The kinds of transfer out of a workspace wallet (migration 022): a payout, a refund, the return
-// of an unmatched transfer, a swap, a payment's settlement (migration 030). They share every rule of the engine — the breaker, the balance
-// and gas checks, the record before broadcast, the reconciler — and differ only in what they
-// announce and in what their record took elsewhere, which a failure gives back. The module that
-// orders a kind describes it; app.ts hands every description to the engine when it makes it.
+// of an unmatched transfer, a swap, a payment's settlement (migration 030). They share every rule
+// of the engine — the balance and gas checks, the record before broadcast, the reconciler (the
+// breaker guards all but settlements) — and differ only in what they announce and in what their
+// record took elsewhere, which a failure gives back. The module that orders a kind describes it;
+// app.ts hands every description to the engine when it makes it.
 
 export type { TransferKindName };
 
@@ -37,6 +38,13 @@ export interface TransferKind {
    * the engine (a pure function: nothing of the orderer runs in that transaction).
    */
   releases?(row: TransferRow): CompiledQuery[];
+  /**
+   * What the transaction that fails a transfer of this kind with nothing sent writes beyond
+   * `releases` (its instance stopped before its rail recorded anything, or its sending threw
+   * first): the orderer's claim given back, so it may order the same money again (a settlement:
+   * its payment names no transfer, and the next tick settles it). Pure, like `releases`.
+   */
+  releasesUnsent?(row: TransferRow): CompiledQuery[];
   /**
    * What the events of a completed transfer's move say beyond its row (a swap's amounts), read
    * from `logs` (which the engine asks the transfer's rail for): details merged into its
@@ -67,6 +75,11 @@ export function failureEvents(
       payload: { ...kind.view(row), ...kind.failureDetails(error, failStreak) },
     },
   ];
+}
+
+/** What the transaction failing `row` of `kind` writes: its releases, and its claim back when nothing was sent. */
+export function releasesOf(kind: TransferKind, row: TransferRow, unsent: boolean): CompiledQuery[] {
+  return [...(kind.releases?.(row) ?? []), ...(unsent ? (kind.releasesUnsent?.(row) ?? []) : [])];
 }
 
 /** Every kind, each described by the module that orders it (app.ts composes them). */

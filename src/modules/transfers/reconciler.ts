@@ -6,7 +6,7 @@ import type { Rails } from "../../rails/index.ts";
 import type { MoveOutcome } from "../../rails/rail.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import type { TransferEndings } from "./finish.ts";
-import { failureEvents, type TransferKinds } from "./kinds.ts";
+import { failureEvents, releasesOf, type TransferKinds } from "./kinds.ts";
 import type { TransferLeases } from "./leases.ts";
 import type { TransferRow } from "./repo.ts";
 import * as sending from "./sending-repo.ts";
@@ -106,12 +106,13 @@ export class TransferReconciler {
       return true;
     }
     // Nothing recorded: never sent, unless its sender claims it at this moment (then a no-op).
-    // What its record took elsewhere (a refund's share of its payment) is given back with it.
+    // What its record took elsewhere (a refund's share of its payment) is given back with it, and
+    // its orderer's claim (a settlement's payment is settled again).
     const failed = await this.#ctx.db.transaction().execute(async (trx) => {
       const row = await sending.failNeverSent(trx, payout.id, NEVER_SENT, this.#ctx.now());
       if (!row) return undefined;
       const kind = this.#kinds.of(row.kind);
-      for (const statement of kind.releases?.(row) ?? []) await trx.executeQuery(statement);
+      for (const statement of releasesOf(kind, row, true)) await trx.executeQuery(statement);
       if (kind.announcesNeverSent) await recordEvents(trx, failureEvents(kind, row, NEVER_SENT, 0));
       return row;
     });

@@ -2,6 +2,7 @@ import type { ChainToken } from "../../chain/network.ts";
 import type { AppContext } from "../../context.ts";
 import { firstLineOf, InsufficientBalance } from "../../domain/errors.ts";
 import { formatAmount, TOKEN_DECIMALS } from "../../domain/money.ts";
+import type { FailureCause } from "../../domain/payout-state.ts";
 import {
   type Move,
   type MoveHooks,
@@ -129,11 +130,12 @@ export class TransferSends {
     if (!row) throw err; // refused by the checks (400), or nothing could be recorded
     this.#ctx.log.error({ err, payoutId: payout.id }, "payout send failed");
     // Once its transaction or user operation is recorded it may be sent, and only the chain can
-    // tell: the reconciler finishes it. Failed here only when nothing was recorded.
-    const outcome: MoveOutcome = (await this.#mayBeSent(payout.id))
-      ? { status: "pending", txHash: "", legs: [], error: null }
-      : { status: "reverted", txHash: "", legs: [], error: firstLineOf(err) || "send failed" };
-    return this.#finish(scope, row, outcome, recorded);
+    // tell: the reconciler finishes it. Failed here only when nothing was recorded (so nothing
+    // left the wallet: its orderer may order it again, kinds.ts releasesUnsent).
+    if (await this.#mayBeSent(payout.id))
+      return this.#finish(scope, row, { status: "pending", txHash: "", legs: [], error: null }, recorded);
+    const error = firstLineOf(err) || "send failed";
+    return this.#finish(scope, row, { status: "reverted", txHash: "", legs: [], error }, recorded, "unsent");
   }
 
   async #finish(
@@ -141,6 +143,7 @@ export class TransferSends {
     row: repo.TransferRow,
     outcome: MoveOutcome,
     recorded: Recorded,
+    cause: FailureCause | undefined = outcome.cause,
   ): Promise<TransferOutcome> {
     if (outcome.status === "pending") return this.#inFlight(row, outcome);
     try {
@@ -150,7 +153,7 @@ export class TransferSends {
           row,
           outcome.txHash || null,
           outcome.error ?? "transfer failed",
-          outcome.cause ?? "sending",
+          cause ?? "sending",
         );
       }
       // The sandbox statement completed it (with its event) already.

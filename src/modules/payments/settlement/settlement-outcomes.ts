@@ -20,13 +20,31 @@ import * as settlementRepo from "./settlement-repo.ts";
 // How a settlement ended, recorded on its payment: forwarded or failed (the payment's transition
 // table decides), with its settlement record and its events (settlement.recorded, split.recorded,
 // payment.forwarded or payment.failed), in one transaction. Each is a compare-and-set on the
-// payment still being confirmed: whoever records an ending second changes nothing.
+// payment still being confirmed and naming the transfer that ended: whoever records an ending
+// second changes nothing.
 
 /** The status a payment settles from (the transition table's, for both of settlement's outcomes). */
 export const SETTLES = batchTransition("settlement_completed");
 
 /** What each leg of a settlement came to: its transaction, and whether it was mined with success. */
 export type SettledLegs = MoveOutcome["legs"];
+
+/**
+ * What carried a settlement: its transfer (null for one recorded before migration 030, or with no
+ * leg to send) and the user operation that carried its legs. An ending is recorded only while the
+ * payment still names that transfer: one given back (kind.ts) is settled again, not ended.
+ */
+export interface Carrier {
+  transferId: string | null;
+  userOpHash?: string | null;
+}
+
+const NO_TRANSFER: Carrier = { transferId: null };
+
+/** Whether `current` is still confirmed, settled by `by`. */
+function stillSettledBy(current: PaymentRow | undefined, by: Carrier): current is PaymentRow {
+  return current?.status === SETTLES.from && current.settlement_transfer_id === by.transferId;
+}
 
 export class SettlementOutcomes {
   readonly #db: Db;
@@ -43,13 +61,14 @@ export class SettlementOutcomes {
     this.#metrics = metrics;
   }
 
-  /** Forwarded: every leg mined with success; `userOpHash`, the operation that carried them. */
-  async forward(payment: PaymentRow, txs: SettledLegs, userOpHash?: string | null): Promise<void> {
+  /** Forwarded: every leg mined with success, carried `by` its transfer. */
+  async forward(payment: PaymentRow, txs: SettledLegs, by: Carrier = NO_TRANSFER): Promise<void> {
+    const { userOpHash } = by;
     const legs: LegOutcomes = new Map(txs.map((t) => [t.purpose, { txHash: t.txHash, sent: true }]));
     const now = this.#now();
     const moved = await this.#db.transaction().execute(async (trx) => {
       const current = await settlementRepo.lockPayment(trx, payment.id);
-      if (current?.status !== SETTLES.from) return [];
+      if (!stillSettledBy(current, by)) return [];
       const forwarded = await applyTransition(trx, current, "settlement_completed", now, {
         settlement_net_tx_hash: legs.get(MERCHANT_LEG)?.txHash ?? null,
         settlement_fee_tx_hash: legs.get(FEE_LEG)?.txHash ?? null,
@@ -72,12 +91,13 @@ export class SettlementOutcomes {
     payment: PaymentRow,
     reason: string,
     outcome: { txHash: string; legs: SettledLegs },
+    by: Carrier = NO_TRANSFER,
   ): Promise<void> {
     this.#log.warn({ paymentId: payment.id, reason }, "settlement failed");
     const now = this.#now();
     const moved = await this.#db.transaction().execute(async (trx) => {
       const current = await settlementRepo.lockPayment(trx, payment.id);
-      if (current?.status !== SETTLES.from) return [];
+      if (!stillSettledBy(current, by)) return [];
       // A rail with no transaction to name gives "" (an operation the bundler refused).
       const legs: LegOutcomes = new Map<string, { txHash: string | null; sent: boolean }>(
         outcome.legs.length > 0

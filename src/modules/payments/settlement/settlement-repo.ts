@@ -1,4 +1,4 @@
-import { sql } from "kysely";
+import { type CompiledQuery, sql } from "kysely";
 import { recordedForPayment } from "../../../chain/sent-transactions.ts";
 import type { Db } from "../../../platform/db/database.ts";
 import type { Fence } from "../../../platform/db/fences.ts";
@@ -55,6 +55,21 @@ export function claimFence(db: Db, paymentId: string, settlesFrom: string, trans
     .returning("id")
     .compile();
   return { name: CLAIM_FENCE, statement, required: true };
+}
+
+/**
+ * Gives a payment back from settlement transfer `transferId`, which failed with nothing sent
+ * (kind.ts): the payment names no transfer again, so the next tick orders its settlement anew
+ * (the unique index allows one settlement transfer per payment that has not failed).
+ * Compare-and-set on the payment still naming it: run in the transaction that fails the transfer.
+ */
+export function releaseClaim(db: Db, paymentId: string, transferId: string): CompiledQuery {
+  return db
+    .updateTable("payments")
+    .set({ settlement_transfer_id: null })
+    .where("id", "=", paymentId)
+    .where("settlement_transfer_id", "=", transferId)
+    .compile();
 }
 
 export interface SettlementFilter {

@@ -33,9 +33,10 @@ import * as settlementRepo from "./settlement-repo.ts";
 // the reason. The order is fenced (platform/db/fences.ts), in the transaction that records the
 // transfer: this worker must still hold its job's lease, and the payment, still confirmed with
 // nothing recorded for it, names the transfer (settlement-repo.ts claimFence); a payment has one
-// settlement transfer at most in the schema. So a worker paused past its lease, or two workers at
-// once, can never settle one twice. A settlement recorded before migration 030 (its legs under
-// the payment) is finished from what its rail recorded, never sent again.
+// settlement transfer that has not failed at most, in the schema (one that failed with nothing
+// sent gives the payment back, to be settled again: kind.ts). So a worker paused past its lease,
+// or two workers at once, can never settle one twice. A settlement recorded before migration 030
+// (its legs under the payment) is finished from what its rail recorded, never sent again.
 
 const SETTLE_PER_TICK = 50;
 
@@ -214,13 +215,12 @@ export class Settlement {
     if (transfer.status === OPEN_PAYOUT) return;
     const purposes = settlementLegs(payment, this.#network.treasuryAddress).map((leg) => leg.purpose);
     const legs = await this.#transfers.legsOf(transfer, purposes);
-    if (transfer.status === COMPLETED_PAYOUT)
-      return this.#outcomes.forward(payment, legs, transfer.user_op_hash);
+    const by = { transferId: transfer.id, userOpHash: transfer.user_op_hash };
+    if (transfer.status === COMPLETED_PAYOUT) return this.#outcomes.forward(payment, legs, by);
+    // One that failed with nothing sent gave its payment back (kind.ts): fail() then changes nothing.
     const error = transfer.error ?? "settlement failed";
-    return this.#outcomes.fail(payment, reasonOf(payment, transfer.tx_hash, error), {
-      txHash: transfer.tx_hash ?? "",
-      legs,
-    });
+    const outcome = { txHash: transfer.tx_hash ?? "", legs };
+    return this.#outcomes.fail(payment, reasonOf(payment, transfer.tx_hash, error), outcome, by);
   }
 
   /** A settlement recorded before migration 030, ended: its outcome on the payment. */
