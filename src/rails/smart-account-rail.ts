@@ -60,9 +60,12 @@ export class SmartAccountRail implements Rail {
     return undefined;
   }
 
-  /** The operation's legs prepared and signed ahead, with limits reused where known. */
+  /**
+   * The operation's legs prepared and signed ahead, as submit's first attempt sends them: with
+   * limits reused where known, or for a background move the bundler's own estimate.
+   */
   async prepare(move: Move): Promise<Prepared> {
-    return this.#accounts.prepare(await move.signingKey(), callsOf(move));
+    return this.#accounts.prepare(await move.signingKey(), callsOf(move), firstAttempt(move));
   }
 
   /** A recorded operation sent again: a no-op if it was included; one never includable fails. */
@@ -101,9 +104,6 @@ export class SmartAccountRail implements Rail {
     const record = hooks.recordOperation;
     if (!record) throw new Error("a smart account move needs recordOperation");
     const legs = move.legs.map((leg) => leg.purpose);
-    // Nobody waits on a background move: the bundler's own estimate, and no second operation to
-    // record should the bundler refuse one with reused limits.
-    const estimate = move.background ? ("bundler" as const) : undefined;
     type Attempt =
       | { failure: string; answered: boolean }
       | { prepared: PreparedOperation; outcome: OperationOutcome };
@@ -112,7 +112,8 @@ export class SmartAccountRail implements Rail {
     ): Promise<Attempt> => {
       let prepared: PreparedOperation;
       try {
-        prepared = await (options.estimate === undefined && preparedAhead
+        // The first attempt is what was prepared ahead, if anything was (prepare).
+        prepared = await (options.nonceKey === undefined && preparedAhead
           ? preparedAhead
           : this.#accounts.prepare(await move.signingKey(), callsOf(move), options));
       } catch (err) {
@@ -126,7 +127,7 @@ export class SmartAccountRail implements Rail {
       }
       return { prepared, outcome: await this.#accounts.send(prepared) };
     };
-    let attempt = await prepareAndSend(estimate ? { estimate } : {});
+    let attempt = await prepareAndSend(firstAttempt(move));
     if (
       "outcome" in attempt &&
       attempt.outcome.status === "reverted" &&
@@ -155,6 +156,14 @@ export class SmartAccountRail implements Rail {
         : { status: "reverted", txHash: "", legs: [], error: attempt.failure, unsent: true };
     return { outcome: Promise.resolve(outcome) };
   }
+}
+
+/**
+ * How a move's first operation is prepared. Nobody waits on a background move: the bundler's own
+ * estimate, and no second operation to record should the bundler refuse one with reused limits.
+ */
+function firstAttempt(move: Move): { estimate?: "bundler" } {
+  return move.background ? { estimate: "bundler" } : {};
 }
 
 /**

@@ -22,6 +22,7 @@ import {
 import { coalescedCall } from "../../platform/db/coalesced-write.ts";
 import type { Mailer } from "../../platform/mail/mailer.ts";
 import type { Rails } from "../../rails/index.ts";
+import type { MoveOutcome } from "../../rails/rail.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import * as breakers from "./breaker-repo.ts";
@@ -38,7 +39,8 @@ import * as repo from "./repo.ts";
 
 export type Scope = { workspaceId: string; environment: Environment };
 /** The transaction that completed a transfer, and a smart wallet's user operation it carried. */
-export type Mined = { txHash: string; userOpHash?: string | undefined };
+/** A transfer's move mined with success; `legs`, each leg's transaction where its rail answered them. */
+export type Mined = { txHash: string; userOpHash?: string | undefined; legs?: MoveOutcome["legs"] };
 
 export const RESUME_ACTION = "POST /api/v1/workspaces/{id}/resume, or wait 30 minutes after pausedAt";
 
@@ -71,7 +73,7 @@ export class TransferEndings {
   async complete(scope: Scope, payout: repo.TransferRow, mined: Mined): Promise<TransferOutcome> {
     const row = await this.recordCompletion(scope, payout, mined);
     if (!row) return this.stored(scope, payout.id);
-    return { status: "completed", transfer: row };
+    return { status: "completed", transfer: row, ...(mined.legs ? { legs: mined.legs } : {}) };
   }
 
   /** The outcome of a transfer as it is stored now (another instance, or the reconciler, ended it). */

@@ -236,6 +236,34 @@ describe("recordIfFunded on the sandbox ledger rail", () => {
   // transfer still processing, read in the turn: a balance read before the turn would still hold
   // one that completes in between, no longer counted as leaving, and the check would pass on
   // money already gone. The balance is read again after what is leaving.
+  it("counts a settlement's money once: its payment's gross until the payment names its transfer, then the transfer", async () => {
+    const ws = await fundedWorkspace(t, 3_000_000n);
+    // A confirmed payment of 1 USDC received on the wallet, not settled yet: held from payouts.
+    const paymentId = await insertPayment(t, ws);
+    await t.database.db
+      .updateTable("payments")
+      .set({ status: "confirmed", receiving_address: ws.eoaAddress })
+      .where("id", "=", paymentId)
+      .execute();
+    const available = async () => {
+      const refused = await record(transferOf(ws, 2_000_001n)).catch((err: unknown) => err);
+      expect(refused).toBeInstanceOf(InsufficientBalance);
+      return (refused as InsufficientBalance).details;
+    };
+    expect(await available()).toMatchObject({ available: "2.00" });
+    // Its settlement recorded, as by a check that read the payment before the payment names it.
+    const settlement = transferOf(ws, 1_000_000n, { kind: "settlement", paymentId });
+    expect(await record(settlement)).toMatchObject({ status: "processing", kind: "settlement" });
+    expect(await available()).toMatchObject({ available: "2.00" });
+    // The payment names it (its claim): counted as the transfer from now on.
+    await t.database.db
+      .updateTable("payments")
+      .set({ settlement_transfer_id: settlement.id })
+      .where("id", "=", paymentId)
+      .execute();
+    expect(await available()).toMatchObject({ available: "2.00" });
+  });
+
   it("refuses a transfer when an earlier one completes between its balance read and its turn", async () => {
     const ws = await fundedWorkspace(t, 3_000_000n);
     const first = transferOf(ws, 2_000_000n);

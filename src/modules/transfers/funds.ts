@@ -4,7 +4,7 @@ import { InsufficientBalance, InsufficientGas } from "../../domain/errors.ts";
 import { formatAmount, NATIVE_TOKEN, TOKEN_DECIMALS } from "../../domain/money.ts";
 import { type Committed, checkFunds } from "../../domain/payout-funds.ts";
 import { spendsItsPayment } from "../../domain/payout-state.ts";
-import { settlingWhole, stillToSettle } from "../../domain/unsettled-payments.ts";
+import { settlingWhole, stillToSettle, type UnsettledPayment } from "../../domain/unsettled-payments.ts";
 import type { Db } from "../../platform/db/database.ts";
 import { runFences } from "../../platform/db/fences.ts";
 import type { SessionTurns } from "../../platform/db/wallet-lock.ts";
@@ -18,7 +18,8 @@ import * as sending from "./sending-repo.ts";
 // turn of the wallet's funds (a lock across instances, wallet-lock.ts), what is already on its way
 // out is read from the database, the payout is checked against the balance
 // (domain/payout-funds.ts) and recorded. A second instance's payout from the same wallet waits
-// for that turn to end, then sees this one among what is on its way out.
+// for that turn to end, then sees this one among what is on its way out. A settlement takes no
+// turn: it spends only what every other check holds for it.
 
 /**
  * Records the payout (processing, leased) if the wallet can pay it; undefined if its
@@ -42,15 +43,15 @@ export async function recordIfFunded(
   const gasPaid = erc20Gas !== undefined && ethGas !== undefined && perUnit !== undefined;
   const gas = gasPaid ? Promise.all([erc20Gas, ethGas, perUnit, gasUnits]) : Promise.resolve(null);
   gas.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
-  // The money of payments received and not settled yet is read before the balance, so that a
-  // settlement mined meanwhile is at worst subtracted twice (a refusal), never not at all; the
-  // transfers of a settlement recorded meanwhile are not counted beside its gross.
   // A settlement spends its own payment's money: that payment is not held against it.
   const spent = spendsItsPayment(payout.kind) ? payout.paymentId : null;
-  const unsettled = (await payments.unsettledOn(environment, from)).filter((p) => p.id !== spent);
   const tokens: ChainToken[] = gasPaid && token !== NATIVE_TOKEN ? [token, NATIVE_TOKEN] : [token];
   const [funds, gasCosts] = await Promise.all([rail.funds(from, tokens), gas]);
-  const checkAndRecord = async (db: Db, leaving?: Leaving): Promise<TransferRow | undefined> => {
+  const checkAndRecord = async (
+    db: Db,
+    unsettled: UnsettledPayment[],
+    leaving?: Leaving,
+  ): Promise<TransferRow | undefined> => {
     // A repeat of an idempotency key in flight (on another instance): its original is among
     // what is on its way out, so the check would refuse it; it is answered as a repeat instead.
     const { idempotencyKey } = payout;
@@ -109,12 +110,23 @@ export async function recordIfFunded(
     }
     return sending.insertPayout(db, payout, gasPaid ? units : undefined);
   };
-  return turns.run(`payout-funds:${environment}:${from.toLowerCase()}`, async () => {
+  // A settlement spends only its own payment's money, which every other transfer's check holds
+  // for it with its transfers' gas (unsettled-payments.ts), whether or not it is recorded yet: no
+  // transfer recorded beside it can take that, so it needs no turn of the wallet, and the
+  // settlements of a wallet's payments are checked, recorded and sent together.
+  const turn = <T>(task: () => Promise<T>): Promise<T> =>
+    spent ? task() : turns.run(`payout-funds:${environment}:${from.toLowerCase()}`, task);
+  return turn(async () => {
+    // The money of payments received and not settled yet: a payment's gross while its settlement
+    // is not recorded, its settlement's transfer from then on (one recorded after this read is in
+    // the gross: committedFrom leaves it out), so never both, never neither. One that completes
+    // meanwhile is at worst subtracted twice (a refusal), never not at all. (On an EOA the balance
+    // is tied to its mined nonce: what is leaving is every transaction from that nonce on.)
+    const unsettled = (await payments.unsettledOn(environment, from)).filter((p) => p.id !== spent);
     // Without a mined nonce to tie the balance to (a smart account), what is leaving is every
-    // transfer still processing, which in the wallet's turn can only shrink (one completes): it is
-    // read first and the balance after it, so that one completing in between is at worst
-    // subtracted twice (a refusal), never not at all. Both before the transaction: a rail may
-    // read its balance from the database (the ledger).
+    // transfer still processing: it is read first and the balance after it, so that one completing
+    // in between is at worst subtracted twice (a refusal), never not at all. Both before the
+    // transaction: a rail may read its balance from the database (the ledger).
     const leaving: Leaving | undefined =
       funds.minedNonce === null
         ? {
@@ -126,8 +138,8 @@ export async function recordIfFunded(
     // key unclaimed, and a concurrent repeat waits for this one to commit, then is answered as one.
     // So are an orderer's fences and the record they fence.
     return payout.idempotencyKey || payout.fences?.length
-      ? ctx.db.transaction().execute((trx) => checkAndRecord(trx, leaving))
-      : checkAndRecord(ctx.db, leaving);
+      ? ctx.db.transaction().execute((trx) => checkAndRecord(trx, unsettled, leaving))
+      : checkAndRecord(ctx.db, unsettled, leaving);
   });
 }
 

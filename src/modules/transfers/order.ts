@@ -1,7 +1,7 @@
 import type { AppError } from "../../domain/errors.ts";
 import type { TransferKindName } from "../../domain/payout-state.ts";
 import { type Fence, FenceRefused } from "../../platform/db/fences.ts";
-import type { Leg } from "../../rails/rail.ts";
+import type { Leg, MoveOutcome } from "../../rails/rail.ts";
 import type { NewTransfer, Scope, TransferRow } from "./repo.ts";
 
 // What an orderer hands the engine (an order) and what the engine answers (an outcome). Payouts,
@@ -56,7 +56,8 @@ export interface BreakerCount {
  * for the coded reason given. `duplicate`: not recorded, its idempotencyKey was taken meanwhile.
  */
 export type TransferOutcome =
-  | { status: "completed"; transfer: TransferRow }
+  /** `legs`: each leg's transaction, where its rail answered (not when read back from its record). */
+  | { status: "completed"; transfer: TransferRow; legs?: MoveOutcome["legs"] }
   | { status: "pending"; transfer: TransferRow; txHash: string | null; userOpHash?: string }
   | { status: "failed"; transfer: TransferRow; error: string; breaker: BreakerCount }
   | { status: "refused"; reason: AppError }

@@ -1,3 +1,4 @@
+import pLimit, { type LimitFunction } from "p-limit";
 import type { ChainToken, Hex } from "../../chain/network.ts";
 import type { AppContext } from "../../context.ts";
 import type { BreakerState } from "../../domain/circuit-breaker.ts";
@@ -17,8 +18,9 @@ import { assertWellFormed, orderProblem } from "./validate.ts";
 
 // The engine's pipeline, written once for every kind: validate (validate.ts) → decide (the
 // breaker, the wallet and its rail: decide.ts) → persist (persist.ts, funds.ts) → send (send.ts)
-// → finish (finish.ts). One workspace and environment decides one transfer at a time in this
-// process; different workspaces run in parallel. On a pipelined rail (an EOA) the turn ends once
+// → finish (finish.ts). One workspace and environment decides one transfer the breaker guards at
+// a time in this process; different workspaces run in parallel, and so do settlements (nothing is
+// decided on their outcomes). On a pipelined rail (an EOA) the turn ends once
 // the transfer is recorded: its transaction is signed, broadcast and mined while the next one is
 // checked (a nonce pipeline), as long as the breaker has seen no failure; after a failure each
 // transfer waits for the one before it, so the breaker has counted every outcome.
@@ -29,6 +31,9 @@ import { assertWellFormed, orderProblem } from "./validate.ts";
  */
 const MAX_IN_FLIGHT_PER_WALLET = 16;
 
+/** Unguarded transfers (settlements) of one wallet on a pipelined rail checked and recorded at once. */
+const RECORDING_AT_ONCE = 4;
+
 export class TransferRuns {
   readonly #ctx: AppContext;
   readonly #workspaces: WorkspacesService;
@@ -36,6 +41,8 @@ export class TransferRuns {
   readonly #sends: TransferSends;
   readonly #endings: TransferEndings;
   readonly #queue = new KeyedQueue();
+  /** Per wallet on a pipelined rail: the unguarded transfers being checked and recorded. */
+  readonly #recording = new Map<string, LimitFunction>();
   /** Recorded transfers waiting for their outcomes, per workspace and environment. */
   readonly #pipeline = new InFlightTransfers();
 
@@ -65,7 +72,7 @@ export class TransferRuns {
     if (problem) return { status: "refused", reason: problem };
     try {
       this.#decisions.assertConfigured(order.scope);
-      return await this.#run(order.scope, order.walletType, (wallet, now) =>
+      return await this.#run(order.scope, order, (wallet, now) =>
         newTransfer(order, wallet.from, wallet.walletType, now),
       );
     } catch (err) {
@@ -100,9 +107,13 @@ export class TransferRuns {
 
   async #run(
     scope: Scope,
-    walletType: WalletType | null,
+    order: Pick<TransferOrder, "kind" | "walletType">,
     build: (wallet: WalletChoice, now: Date) => repo.NewTransfer,
   ): Promise<TransferOutcome> {
+    // A kind the breaker does not guard (a settlement) has nothing to decide on the outcomes
+    // before it: it takes no turn of the workspace, and the next transfer does not wait for it
+    // (nor does its balance check take the wallet's turn: funds.ts).
+    if (!guardedByBreaker(order.kind)) return this.#unguarded(scope, order, build);
     const scopeKey = `${scope.workspaceId}:${scope.environment}`;
     // The queue's task hands back the payout's result wrapped, never as a bare promise: a promise
     // returned from it would be adopted, and the turn would last until the outcome.
@@ -122,36 +133,10 @@ export class TransferRuns {
           await this.#pipeline.drain(scopeKey);
           breaker = await this.#decisions.breaker(scope, now);
         }
-        const wallet = this.#decisions.wallet(scope, walletType, await profile);
-        const signingKey = () => this.#workspaces.signingKey(scope.workspaceId, wallet.owner);
-        const payout = build(wallet, now);
-        const kind = payout.kind;
-        if (!breaker.allowed && guardedByBreaker(kind)) throw pausedError(breaker.state);
-        const { failStreak } = breaker.allowed ? breaker : breaker.state;
-        const move: Move = {
-          from: wallet.from,
-          signingKey,
-          legs: payout.legs ?? [
-            {
-              token: payout.tokenSymbol as ChainToken,
-              to: payout.destinationAddress as Hex,
-              amount: payout.amount,
-              purpose: payout.kind,
-            },
-          ],
-          payoutId: payout.id,
-          // A settlement's legs are its payment's too (what the payment's money is held for).
-          ...(spendsItsPayment(kind) && payout.paymentId
-            ? { paymentId: payout.paymentId, background: true }
-            : {}),
-        };
-        // Prepared (where the rail prepares) while the balance is checked and the payout recorded.
-        const prepared = wallet.rail.prepare(move);
-        prepared?.catch(() => undefined); // handed to submit, which reports its failure
-        const { persisted, result } = this.#sends.start({ scope, payout, wallet, move, prepared, now });
-        // Nobody waits on a settlement, and the breaker does not count it: the wallet's next
-        // transfer need not wait for its outcome either.
-        if ((wallet.rail.pipelined && failStreak === 0) || spendsItsPayment(kind)) {
+        if (!breaker.allowed) throw pausedError(breaker.state);
+        const wallet = this.#decisions.wallet(scope, order.walletType, await profile);
+        const { persisted, result } = this.#start(scope, wallet, build, now);
+        if (wallet.rail.pipelined && breaker.failStreak === 0) {
           // The wallet's next payout may be checked and signed (the next nonce) once this one is
           // recorded, while it is signed, broadcast and mined.
           await persisted;
@@ -165,6 +150,69 @@ export class TransferRuns {
       },
     );
     return queued.result;
+  }
+
+  /**
+   * A transfer nothing is decided on the outcomes before. A pipelined rail sends a wallet's
+   * transactions one nonce at a time: a few of them checked and recorded at once keep it fed,
+   * where all at once would queue every check ahead of the wallet's first send.
+   */
+  async #unguarded(
+    scope: Scope,
+    order: Pick<TransferOrder, "walletType">,
+    build: (wallet: WalletChoice, now: Date) => repo.NewTransfer,
+  ): Promise<TransferOutcome> {
+    const profile = await this.#workspaces.profile(scope.workspaceId);
+    const wallet = this.#decisions.wallet(scope, order.walletType, profile);
+    if (!wallet.rail.pipelined) return this.#start(scope, wallet, build, this.#ctx.now()).result;
+    const key = `${scope.environment}:${wallet.from.toLowerCase()}`;
+    const limit = this.#recording.get(key) ?? pLimit(RECORDING_AT_ONCE);
+    this.#recording.set(key, limit);
+    let started: { result: Promise<TransferOutcome> };
+    try {
+      started = await limit(async () => {
+        const { persisted, result } = this.#start(scope, wallet, build, this.#ctx.now());
+        await persisted;
+        return { result }; // wrapped: the slot ends once it is recorded, not at its outcome
+      });
+    } finally {
+      const idle = limit.activeCount === 0 && limit.pendingCount === 0;
+      if (idle && this.#recording.get(key) === limit) this.#recording.delete(key);
+    }
+    return started.result;
+  }
+
+  /** The transfer built for `wallet`, handed to its rail: once recorded (`persisted`), and its outcome. */
+  #start(
+    scope: Scope,
+    wallet: WalletChoice,
+    build: (wallet: WalletChoice, now: Date) => repo.NewTransfer,
+    now: Date,
+  ): { persisted: Promise<void>; result: Promise<TransferOutcome> } {
+    const signingKey = () => this.#workspaces.signingKey(scope.workspaceId, wallet.owner);
+    const payout = build(wallet, now);
+    const move: Move = {
+      from: wallet.from,
+      signingKey,
+      legs: payout.legs ?? [
+        {
+          token: payout.tokenSymbol as ChainToken,
+          to: payout.destinationAddress as Hex,
+          amount: payout.amount,
+          purpose: payout.kind,
+        },
+      ],
+      payoutId: payout.id,
+      // A settlement's legs are its payment's too (what the payment's money is held for), and
+      // nobody waits on it.
+      ...(spendsItsPayment(payout.kind) && payout.paymentId
+        ? { paymentId: payout.paymentId, background: true }
+        : {}),
+    };
+    // Prepared (where the rail prepares) while the balance is checked and the payout recorded.
+    const prepared = wallet.rail.prepare(move);
+    prepared?.catch(() => undefined); // handed to submit, which reports its failure
+    return this.#sends.start({ scope, payout, wallet, move, prepared, now });
   }
 }
 

@@ -24,7 +24,7 @@ const OPEN = sql.lit(OPEN_PAYOUT);
  * its first `minedNonce` transactions are mined: its recorded transactions from that nonce on
  * (payouts, settlement legs, cancellations; a reverted one took its gas only; the legs of the
  * payments in `settlingWhole` are in their gross already) and its payouts
- * recorded but not signed yet. `minedNonce` null (a smart wallet, whose operations have no nonce
+ * recorded but not signed yet (a settlement of those payments too is in their gross). `minedNonce` null (a smart wallet, whose operations have no nonce
  * order): every payout still processing.
  */
 export async function committedFrom(
@@ -40,12 +40,15 @@ export async function committedFrom(
   const totals = sql`sum(amount)::text AS amount,
     (count(*) FILTER (WHERE gas_limit IS NULL))::int AS transactions,
     coalesce(sum(gas_limit), 0)::text AS gas_units`;
+  // A settlement recorded after its payment was read as unsettled is counted once: as the gross.
+  const notCountedWhole = sql`NOT (p.kind = 'settlement' AND p.payment_id = ANY(${settlingWhole}::uuid[]))`;
   const rows =
     minedNonce === null
       ? await sql<Row>`
           SELECT token_symbol, ${totals}
-          FROM payouts
-          WHERE environment = ${environment} AND status = ${OPEN} AND from_address = ${from}
+          FROM payouts p
+          WHERE p.environment = ${environment} AND p.status = ${OPEN} AND p.from_address = ${from}
+            AND ${notCountedWhole}
           GROUP BY token_symbol`.execute(trx)
       : await sql<Row>`
           SELECT token_symbol, ${totals}
@@ -55,7 +58,7 @@ export async function committedFrom(
             SELECT p.token_symbol, p.amount, p.gas_limit
             FROM payouts p
             WHERE p.environment = ${environment} AND p.status = ${OPEN} AND p.from_address = ${from}
-              AND NOT ${sent.recordedForPayout(sql`p.id`)}
+              AND NOT ${sent.recordedForPayout(sql`p.id`)} AND ${notCountedWhole}
           ) AS leaving
           GROUP BY token_symbol`.execute(trx);
   return new Map(

@@ -14,6 +14,22 @@ export async function lockPayment(trx: Db, paymentId: string): Promise<PaymentRo
   return trx.selectFrom("payments").selectAll().where("id", "=", paymentId).forUpdate().executeTakeFirst();
 }
 
+/** A payment due for settlement; `legs_recorded`: transactions are recorded under it (before migration 030). */
+export type DuePayment = PaymentRow & { legs_recorded: boolean };
+
+/** Up to `limit` payments of `environment` in `status` (the one settlement starts from), oldest first. */
+export async function due(db: Db, environment: string, status: string, limit: number): Promise<DuePayment[]> {
+  return db
+    .selectFrom("payments")
+    .selectAll()
+    .select(recordedForPayment(sql.ref("payments.id")).as("legs_recorded"))
+    .where("environment", "=", environment)
+    .where("status", "=", status)
+    .orderBy("created_at", "asc")
+    .limit(limit)
+    .execute();
+}
+
 /** The names of the fences below, in a refusal. */
 export const DUE_FENCE = "settlement-due";
 export const CLAIM_FENCE = "settlement-claim";

@@ -7,7 +7,6 @@
 import { randomUUID } from "node:crypto";
 import type { FastifyBaseLogger } from "fastify";
 import type { ChainToken, Hex, Network } from "../../../chain/network.ts";
-import { InsufficientBalance, InsufficientGas } from "../../../domain/errors.ts";
 import { NATIVE_TOKEN } from "../../../domain/money.ts";
 import { COMPLETED_PAYOUT, OPEN_PAYOUT } from "../../../domain/payout-state.ts";
 import type { Db } from "../../../platform/db/database.ts";
@@ -18,9 +17,9 @@ import type { Metrics } from "../../../platform/metrics/metrics.ts";
 import type { Leg, MoveOutcome, Rail, RecordedOperation } from "../../../rails/rail.ts";
 import type { TransferRow } from "../../transfers/repo.ts";
 import type { TransfersService } from "../../transfers/service.ts";
-import * as chainRepo from "../incoming/chain-repo.ts";
 import type { TopUpResult } from "./gas-top-up.ts";
-import { SETTLES, SettlementOutcomes } from "./settlement-outcomes.ts";
+import { NO_GAS, onRefusal, retriesShort } from "./refusals.ts";
+import { SETTLES, type SettledLegs, SettlementOutcomes } from "./settlement-outcomes.ts";
 import { MERCHANT_LEG, settlementLegs } from "./settlement-record.ts";
 import * as settlementRepo from "./settlement-repo.ts";
 
@@ -83,13 +82,13 @@ export class Settlement {
 
   /** Settles the confirmed payments; run after the engine's reconcile (the chain job's order). */
   async tick(): Promise<void> {
-    const confirmed = await chainRepo.paymentsInStatus(
+    const confirmed = await settlementRepo.due(
       this.#db,
       this.#network.environment,
       SETTLES.from,
       SETTLE_PER_TICK,
     );
-    // Different wallets settle in parallel; the engine takes one wallet's transfers in turn.
+    // Every payment at once: the engine paces a wallet's settlements (transfers/run.ts).
     await Promise.all(
       confirmed.map((payment) =>
         this.#settle(payment).catch((err: unknown) => {
@@ -107,17 +106,20 @@ export class Settlement {
     );
   }
 
-  async #settle(payment: PaymentRow): Promise<void> {
+  async #settle(payment: settlementRepo.DuePayment): Promise<void> {
     if (payment.settlement_transfer_id) return this.#finish(payment, payment.settlement_transfer_id);
-    const rail = this.#rails[payment.wallet_type === "smart_wallet" ? "smart_wallet" : "eoa"];
+    const rail = this.#railOf(payment);
     if (!rail)
       return this.#failUnsent(payment, "smart wallets are not configured on this network (no bundler)");
     const legs = settlementLegs(payment, this.#network.treasuryAddress);
     // Recorded before migration 030: finished from the rail's records, never sent again (a
     // recorded operation is sent again: a no-op once included, reverted if it never can be).
-    const recorded = await rail.recorded({ paymentId: payment.id }, operationOf(payment, legs));
-    if (recorded.state === "open") return; // the rail's reconcile, or the next tick, finishes it
-    if (recorded.state === "ended") return this.#ended(payment, recorded.outcome);
+    const operation = operationOf(payment, legs);
+    if (payment.legs_recorded || operation) {
+      const recorded = await rail.recorded({ paymentId: payment.id }, operation);
+      if (recorded.state === "open") return; // the rail's reconcile, or the next tick, finishes it
+      if (recorded.state === "ended") return this.#ended(payment, recorded.outcome);
+    }
     if (legs.length === 0) return this.#outcomes.forward(payment, []); // every part rounds to 0
     return this.#order(payment, legs, rail);
   }
@@ -143,23 +145,20 @@ export class Settlement {
     });
     switch (outcome.status) {
       case "completed":
+        return this.#concluded(payment, outcome.transfer, outcome.legs);
       case "failed":
         return this.#concluded(payment, outcome.transfer);
       case "pending":
         return; // the engine ends it (its sender, or its reconciler); a later tick records it here
-      case "refused":
-        if (outcome.reason instanceof InsufficientBalance)
-          return this.#short(payment, rail, outcome.reason.message);
-        if (outcome.reason instanceof InsufficientGas && topUp)
-          return this.#toppedUp(payment, rail, outcome.reason.shortWei, () =>
+      case "refused": {
+        const refusal = onRefusal(outcome.reason, topUp);
+        if (refusal.step === "short") return this.#short(payment, rail, refusal.reason);
+        if (refusal.step === "top_up")
+          return this.#toppedUp(payment, rail, refusal.shortWei, () =>
             this.#order(payment, legs, rail, false),
           );
-        return this.#failUnsent(
-          payment,
-          outcome.reason instanceof InsufficientGas
-            ? "insufficient ETH for gas in the receiving wallet"
-            : outcome.reason.message,
-        );
+        return this.#failUnsent(payment, refusal.reason);
+      }
       case "fenced":
         // Another worker recorded it (and sends it), or this one lost its lease: nothing was sent.
         this.#log.warn({ paymentId: payment.id, fence: outcome.fence }, "settlement not sent");
@@ -187,20 +186,20 @@ export class Settlement {
       this.#log.warn({ paymentId: payment.id }, "settlement waits for its wallet's gas top-up to be mined");
       return;
     }
-    return this.#failUnsent(payment, "insufficient ETH for gas in the receiving wallet");
+    return this.#failUnsent(payment, NO_GAS);
   }
 
-  /**
-   * The engine found the wallet short of the settlement's money. What is on its way out of a
-   * wallet whose transfers have no nonce order (a smart wallet) may be counted twice while one
-   * completes (transfers/funds.ts): while the wallet holds the payment's money the next tick orders
-   * again; a wallet that does not hold it fails the payment.
-   */
+  /** The engine found the wallet short of the settlement's money: again next tick, or failed (refusals.ts). */
   async #short(payment: PaymentRow, rail: Rail, reason: string): Promise<void> {
     const held = await rail.balance(payment.receiving_address as Hex, payment.token_symbol as ChainToken);
-    if (held < BigInt(payment.amount_received ?? payment.gross_amount))
+    if (!retriesShort(held, BigInt(payment.amount_received ?? payment.gross_amount)))
       return this.#failUnsent(payment, reason);
     this.#log.warn({ paymentId: payment.id, reason }, "settlement retried next tick");
+  }
+
+  /** The rail of the payment's receiving wallet, if this network has one. */
+  #railOf(payment: PaymentRow): Rail | undefined {
+    return this.#rails[payment.wallet_type === "smart_wallet" ? "smart_wallet" : "eoa"];
   }
 
   async #finish(payment: PaymentRow, transferId: string): Promise<void> {
@@ -210,11 +209,14 @@ export class Settlement {
     return this.#concluded(payment, transfer);
   }
 
-  /** A settlement transfer's ending, recorded on its payment (nothing while it is on its way). */
-  async #concluded(payment: PaymentRow, transfer: TransferRow): Promise<void> {
+  /**
+   * A settlement transfer's ending, recorded on its payment (nothing while it is on its way), with
+   * each leg's transaction: as its rail answered them (`answered`), else from what it recorded.
+   */
+  async #concluded(payment: PaymentRow, transfer: TransferRow, answered?: SettledLegs): Promise<void> {
     if (transfer.status === OPEN_PAYOUT) return;
     const purposes = settlementLegs(payment, this.#network.treasuryAddress).map((leg) => leg.purpose);
-    const legs = await this.#transfers.legsOf(transfer, purposes);
+    const legs = answered ?? (await this.#transfers.legsOf(transfer, purposes));
     const by = { transferId: transfer.id, userOpHash: transfer.user_op_hash };
     if (transfer.status === COMPLETED_PAYOUT) return this.#outcomes.forward(payment, legs, by);
     // One that failed with nothing sent gave its payment back (kind.ts): fail() then changes nothing.
