@@ -62,3 +62,16 @@ export async function startRpcProxy(target: string, hook: RpcHook) {
       }),
   };
 }
+
+/** A hook that holds every call for which `holds` is true until `release()`. */
+export function holding(holds: (method: string, params: unknown[]) => boolean) {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const hook: RpcHook = async ({ method, params }) => {
+    if (holds(method, params)) await released;
+    return undefined;
+  };
+  return { hook, release };
+}

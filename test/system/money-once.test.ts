@@ -17,7 +17,7 @@ import {
 import { type DevnetClients, devnetClients } from "../support/devnet-clients.ts";
 import { liveNetworkEnv } from "../support/devnet-env.ts";
 import { untilDefined } from "../support/poll.ts";
-import { type RpcHook, startRpcProxy } from "../support/rpc-proxy.ts";
+import { holding, type RpcHook, startRpcProxy } from "../support/rpc-proxy.ts";
 
 // Money leaves once (issue 20), finding by finding, on a real local chain: a refused transaction
 // is never sent again once its nonce is cancelled, so a payout answered as failed is never paid;
@@ -42,6 +42,9 @@ async function pastRebroadcastAge(t: TestApp): Promise<void> {
     .set({ created_at: sql`created_at - interval '1 hour'` })
     .execute();
 }
+/** A wallet's pending nonce, which an EOA's sender reads after a transfer is recorded, before signing. */
+const pendingNonce = (method: string, params: unknown[]) =>
+  method === "eth_getTransactionCount" && params[1] === "pending";
 const refusal = { error: { code: -32000, message: "nonce too high (refused by the test's node)" } };
 /** EIP-1474's -32005: the node rate-limits a call and says nothing of the transaction. */
 const limitExceeded = { error: { code: -32005, message: "limit exceeded (the test's node)" } };
@@ -123,19 +126,6 @@ async function expectFinishedOnce(t: TestApp, ws: CreatedWorkspace, destination:
   );
   expect(await usdcBalance(destination)).toBe(USDC("10"));
   expect(await ledgerOf(t, ws)).toEqual([[0, "payout", "mined"]]);
-}
-
-/** A hook that holds every call for which `holds` is true until `release()`. */
-function holding(holds: (method: string, params: unknown[]) => boolean) {
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => {
-    release = resolve;
-  });
-  const hook: RpcHook = async ({ method, params }) => {
-    if (holds(method, params)) await released;
-    return undefined;
-  };
-  return { hook, release };
 }
 
 describe("a transaction is sent once, in nonce order", () => {
@@ -370,7 +360,7 @@ describe("the reconciler and the instance sending a payout", () => {
    * it is signed (its node does not answer the wallet's pending nonce until `release`).
    */
   async function payoutHeldBeforeSigning() {
-    const held = holding((method, params) => method === "eth_getTransactionCount" && params[1] === "pending");
+    const held = holding(pendingNonce);
     const proxy = await startRpcProxy(devnet.rpcUrl, held.hook);
     const sender = await app({ LIVE_RPC_URL: proxy.url });
     const other = await app({}, sender);
@@ -550,7 +540,7 @@ describe("a payment is settled once", () => {
   }
 
   it("stopped before its legs are signed, is failed unsent and given back: the next tick pays it once", async () => {
-    const held = holding((method, params) => method === "eth_getTransactionCount" && params[1] === "pending");
+    const held = holding(pendingNonce);
     const proxy = await startRpcProxy(devnet.rpcUrl, held.hook);
     try {
       const sender = await app({ LIVE_RPC_URL: proxy.url });
@@ -574,7 +564,6 @@ describe("a payment is settled once", () => {
       await stopped; // that sender then sends nothing, and leaves the payment as it is
       expect(await payment()).toMatchObject({ status: "confirmed", settlement_transfer_id: null });
       expect(await recordedFor(sender, ws)).toEqual([]);
-
       await eoaSettlement(other).settlement.tick();
       expect(await paymentStatus(other, id)).toBe("forwarded");
       expect(await usdcBalance(merchant)).toBe(USDC("19.70"));

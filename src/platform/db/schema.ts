@@ -5,6 +5,7 @@ import type {
   DashboardSessionsTable,
   WorkspaceEmailChangesTable,
 } from "./schema-accounts.ts";
+import type { AgentsTable, AgentWalletsTable } from "./schema-agents.ts";
 import type {
   OnrampSessionsTable,
   SandboxSwapPoolsTable,
@@ -337,30 +338,6 @@ export interface PaymentTotalsTable {
   count: ColumnType<string, string | number | bigint, string | number | bigint>;
   volume: Units;
   compacted: Generated<boolean>;
-}
-
-export interface AgentsTable {
-  id: Generated<string>;
-  workspace_id: string;
-  environment: string;
-  name: string;
-  description: string | null;
-  metadata: Json<Record<string, unknown>>;
-  created_at: Generated<Date>;
-  updated_at: NullableTimestamp;
-  deleted_at: NullableTimestamp;
-}
-
-export interface AgentWalletsTable {
-  id: Generated<string>;
-  workspace_id: string;
-  environment: string;
-  owner_id: string;
-  type: string;
-  address: string;
-  encrypted_private_key: string;
-  currencies: Json<string[]>;
-  created_at: Generated<Date>;
 }
 
 export interface DatabaseSchema {
