@@ -42,6 +42,8 @@ export class PaymentsService {
   readonly #card: CardProviders;
   readonly #creation: PaymentCreation;
   readonly #byId: (id: string) => Promise<PaymentRow | undefined>;
+  /** By environment and address: the settlements of one wallet's payments, checked together, share one read. */
+  readonly #unsettled: (wallet: readonly [Environment, string]) => Promise<UnsettledPayment[] | undefined>;
 
   constructor(
     ctx: AppContext,
@@ -53,6 +55,18 @@ export class PaymentsService {
     this.#card = card;
     this.#creation = new PaymentCreation(ctx, { workspaces, splits, card });
     this.#byId = coalescedLookup((ids: readonly string[]) => repo.findPaymentsByIds(ctx.db, ids));
+    this.#unsettled = coalescedLookup(async (wallets: readonly (readonly [Environment, string])[]) => {
+      const found = new Map<readonly [Environment, string], UnsettledPayment[]>();
+      const read = new Map<string, Promise<UnsettledPayment[]>>();
+      for (const wallet of wallets) {
+        const [environment, address] = wallet;
+        const key = `${environment}:${address}`;
+        const rows = read.get(key) ?? chainRepo.unsettledOn(ctx.db, environment, address);
+        read.set(key, rows);
+        found.set(wallet, await rows);
+      }
+      return found;
+    });
   }
 
   /** A new payment (create.ts): validated, its card checkout opened, written once per Idempotency-Key. */
@@ -104,8 +118,8 @@ export class PaymentsService {
    * The payments received on `address` that are not settled yet, with their recorded settlement
    * transfers: a payout must leave their money on the wallet (domain/unsettled-payments.ts).
    */
-  unsettledOn(environment: Environment, address: string): Promise<UnsettledPayment[]> {
-    return chainRepo.unsettledOn(this.#ctx.db, environment, address);
+  async unsettledOn(environment: Environment, address: string): Promise<UnsettledPayment[]> {
+    return (await this.#unsettled([environment, address])) ?? [];
   }
 
   /** What the payer's page shows (no key: the id is the credential), in one row read. */

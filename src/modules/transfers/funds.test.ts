@@ -264,7 +264,29 @@ describe("recordIfFunded on the sandbox ledger rail", () => {
     expect(await available()).toMatchObject({ available: "2.00" });
   });
 
-  it("refuses a transfer when an earlier one completes between its balance read and its turn", async () => {
+  it("reads the unsettled payments of wallets checked together once per wallet, each wallet its own", async () => {
+    const [a, b] = [await fundedWorkspace(t, 1_000_000n), await fundedWorkspace(t, 1_000_000n)];
+    const confirmedOn = async (ws: CreatedWorkspace) => {
+      const id = await insertPayment(t, ws);
+      await t.database.db
+        .updateTable("payments")
+        .set({ status: "confirmed", receiving_address: ws.eoaAddress })
+        .where("id", "=", id)
+        .execute();
+      return id;
+    };
+    const [ofA, ofB] = [await confirmedOn(a), await confirmedOn(b)];
+    // Asked for in one round (as the settlements of many payments are checked): shared by wallet.
+    const { payments } = t.app.services;
+    const read = await Promise.all([
+      payments.unsettledOn("sandbox", a.eoaAddress),
+      payments.unsettledOn("sandbox", b.eoaAddress),
+      payments.unsettledOn("sandbox", a.eoaAddress),
+    ]);
+    expect(read.map((unsettled) => unsettled.map((p) => p.id))).toEqual([[ofA], [ofB], [ofA]]);
+  });
+
+  it("reads a rail without a mined nonce once, in the wallet's turn: one that completes before the turn is counted", async () => {
     const ws = await fundedWorkspace(t, 3_000_000n);
     const first = transferOf(ws, 2_000_000n);
     await record(first);
@@ -275,18 +297,16 @@ describe("recordIfFunded on the sandbox ledger rail", () => {
         release = resolve;
       });
     });
-    let fundsRead = () => {};
-    const read = new Promise<void>((resolve) => {
-      fundsRead = resolve;
-    });
+    let reads = 0;
     const second = recordIfFunded(
       t.app.ctx,
       turns,
       t.app.services.payments,
-      observed(rail, fundsRead),
+      observed(rail, () => {
+        reads += 1;
+      }),
       transferOf(ws, 2_000_000n),
     ).catch((err: unknown) => err);
-    await read;
     // Meanwhile the first one completes: its money leaves the wallet and its row is completed.
     await t.app.services.ledger.transfer({
       from: ws.eoaAddress as Hex,
@@ -300,10 +320,12 @@ describe("recordIfFunded on the sandbox ledger rail", () => {
       .set({ status: "completed", completed_at: new Date() })
       .where("id", "=", first.id)
       .execute();
+    expect(reads).toBe(0); // nothing is read while another check holds the turn
     release();
     await held;
     expect(await t.app.services.ledger.balance(ws.eoaAddress, "USDC")).toBe(1_000_000n);
-    // 1 USDC left: a second transfer of 2 must be refused.
+    // 1 USDC left: a second transfer of 2 must be refused, on one read of the balance.
     expect(await second).toBeInstanceOf(InsufficientBalance);
+    expect(reads).toBe(1);
   });
 });

@@ -46,11 +46,13 @@ export async function recordIfFunded(
   // A settlement spends its own payment's money: that payment is not held against it.
   const spent = spendsItsPayment(payout.kind) ? payout.paymentId : null;
   const tokens: ChainToken[] = gasPaid && token !== NATIVE_TOKEN ? [token, NATIVE_TOKEN] : [token];
-  const [funds, gasCosts] = await Promise.all([rail.funds(from, tokens), gas]);
+  // A pipelined rail reads its balances at one block with its mined nonce (Rail.funds): read here,
+  // beside the gas. Any other rail's are read once, in the turn, after what is leaving (below).
+  const [funds, gasCosts] = await Promise.all([rail.pipelined ? rail.funds(from, tokens) : null, gas]);
   const checkAndRecord = async (
     db: Db,
     unsettled: UnsettledPayment[],
-    leaving?: Leaving,
+    leaving: (db: Db) => Promise<Leaving>,
   ): Promise<TransferRow | undefined> => {
     // A repeat of an idempotency key in flight (on another instance): its original is among
     // what is on its way out, so the check would refuse it; it is answered as a repeat instead.
@@ -59,18 +61,7 @@ export async function recordIfFunded(
     // fenced transfer claims no payout key (validate.ts): a taken key here would commit the fence.
     await runFences(db, payout.fences ?? []);
     if (idempotencyKey && !(await claimPayoutKey(db, { ...payout, idempotencyKey }))) return undefined;
-    const { committed, balances } =
-      leaving ??
-      ({
-        committed: await sending.committedFrom(
-          db,
-          environment,
-          from,
-          funds.minedNonce,
-          settlingWhole(unsettled),
-        ),
-        balances: funds.balances,
-      } satisfies Leaving);
+    const { committed, balances } = await leaving(db);
     const units = gasCosts?.[3];
     const verdict = checkFunds({
       token,
@@ -115,25 +106,34 @@ export async function recordIfFunded(
   // transfer recorded beside it can take that, so it needs no turn of the wallet, and the
   // settlements of a wallet's payments are checked, recorded and sent together.
   const turn = <T>(task: () => Promise<T>): Promise<T> =>
-    spent ? task() : turns.run(`payout-funds:${environment}:${from.toLowerCase()}`, task);
+    spendsItsPayment(payout.kind)
+      ? task()
+      : turns.run(`payout-funds:${environment}:${from.toLowerCase()}`, task);
   return turn(async () => {
     // The money of payments received and not settled yet: a payment's gross while its settlement
     // is not recorded, its settlement's transfer from then on (one recorded after this read is in
     // the gross: committedFrom leaves it out), so never both, never neither. One that completes
-    // meanwhile is at worst subtracted twice (a refusal), never not at all. (On an EOA the balance
-    // is tied to its mined nonce: what is leaving is every transaction from that nonce on.)
+    // meanwhile is at worst subtracted twice (a refusal), never not at all.
     const unsettled = (await payments.unsettledOn(environment, from)).filter((p) => p.id !== spent);
-    // Without a mined nonce to tie the balance to (a smart account), what is leaving is every
-    // transfer still processing: it is read first and the balance after it, so that one completing
-    // in between is at worst subtracted twice (a refusal), never not at all. Both before the
-    // transaction: a rail may read its balance from the database (the ledger).
-    const leaving: Leaving | undefined =
-      funds.minedNonce === null
-        ? {
-            committed: await sending.committedFrom(ctx.db, environment, from, null, settlingWhole(unsettled)),
-            balances: (await rail.funds(from, tokens)).balances,
-          }
-        : undefined;
+    const whole = settlingWhole(unsettled);
+    let leaving: (db: Db) => Promise<Leaving>;
+    if (funds) {
+      // Tied to its mined nonce: what is leaving is every transaction from that nonce on, read in
+      // the transaction that records this one.
+      const { minedNonce, balances } = funds;
+      leaving = async (db) => ({
+        committed: await sending.committedFrom(db, environment, from, minedNonce, whole),
+        balances,
+      });
+    } else {
+      // Without a mined nonce to tie the balance to (a smart account), what is leaving is every
+      // transfer still processing: it is read first and the balance after it, so that one
+      // completing in between is at worst subtracted twice (a refusal), never not at all. Both
+      // before the transaction: a rail may read its balance from the database (the ledger).
+      const committed = await sending.committedFrom(ctx.db, environment, from, null, whole);
+      const { balances } = await rail.funds(from, tokens);
+      leaving = async () => ({ committed, balances });
+    }
     // With a key, its claim, the check and the record are one transaction: a refusal leaves the
     // key unclaimed, and a concurrent repeat waits for this one to commit, then is answered as one.
     // So are an orderer's fences and the record they fence.

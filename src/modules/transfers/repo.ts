@@ -189,6 +189,8 @@ export async function completePayouts(
              || CASE WHEN done.user_op_hash IS NULL THEN '{}'::jsonb
                      ELSE jsonb_build_object('userOpHash', done.user_op_hash) END
     FROM done WHERE done.event IS NOT NULL`;
+  // Kinds with no completed event (a settlement's is its payment's): no outbox in the statement.
+  const outbox = completions.some((c) => c.event !== null) ? sql`, ${outboxCtesFrom(event)}` : sql``;
   const result = await sql<TransferRow & BreakerColumns & { payload: unknown; event: string | null }>`
     WITH req AS (
       SELECT * FROM unnest(
@@ -204,8 +206,7 @@ export async function completePayouts(
       FROM req
       WHERE p.id = req.id AND p.status = ${sql.lit(OPEN_PAYOUT)}
       RETURNING p.*, req.payload, req.event
-    ),
-    ${outboxCtesFrom(event)}
+    )${outbox}
     SELECT done.*, b.status AS breaker_status, b.fail_streak AS breaker_fail_streak,
            b.paused_at AS breaker_paused_at, b.reason AS breaker_reason
     FROM done
