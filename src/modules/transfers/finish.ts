@@ -38,8 +38,10 @@ import * as repo from "./repo.ts";
 // nothing, and answers what the first one stored (`stored`).
 
 export type Scope = { workspaceId: string; environment: Environment };
-/** The transaction that completed a transfer, and a smart wallet's user operation it carried. */
-/** A transfer's move mined with success; `legs`, each leg's transaction where its rail answered them. */
+/**
+ * A transfer's move mined with success: the transaction that completed it, the user operation it
+ * carried (a smart wallet's), and each leg's transaction where its rail answered them.
+ */
 export type Mined = { txHash: string; userOpHash?: string | undefined; legs?: MoveOutcome["legs"] };
 
 export const RESUME_ACTION = "POST /api/v1/workspaces/{id}/resume, or wait 30 minutes after pausedAt";
