@@ -32,6 +32,9 @@ export interface DevnetClients {
   fund(address: string, amounts: { USDC?: string; ETH?: string }): Promise<void>;
 }
 
+/** Gas for the payer's USDC transfer: an ERC-20 transfer into an empty balance takes ~52,000. */
+const USDC_TRANSFER_GAS = 100_000n;
+
 export function devnetClients(devnet: Devnet): DevnetClients {
   const chain = createPublicClient({
     chain: devnet.chain,
@@ -43,12 +46,16 @@ export function devnetClients(devnet: Devnet): DevnetClients {
     chain: devnet.chain,
     transport: http(devnet.rpcUrl),
   });
+  // A fixed limit, not an estimate: an estimate made while the recipient still holds tokens (a
+  // balance slot to overwrite) ran out of gas once a settlement had emptied it before the
+  // transfer was mined (storing into an empty slot costs about 17,000 more).
   const sendUsdc = (to: string, amount: bigint) =>
     payer.writeContract({
       address: devnet.tokens.USDC,
       abi: erc20Abi,
       functionName: "transfer",
       args: [to as Address, amount],
+      gas: USDC_TRANSFER_GAS,
     });
   const succeeded = async (hash: Hex) => {
     const { status } = await chain.waitForTransactionReceipt({ hash });
