@@ -88,6 +88,17 @@ const rowOf = (id: string) =>
 const refundOf = (ws: CreatedWorkspace, paymentId: string, amount: bigint) =>
   transferOf(ws, amount, { kind: "refund", paymentId, fences: [takeFence(t, ws, paymentId, amount)] });
 
+/** A confirmed payment of 1 USDC received on the workspace's wallet, not settled yet. */
+async function confirmedPayment(ws: CreatedWorkspace): Promise<string> {
+  const id = await insertPayment(t, ws);
+  await t.database.db
+    .updateTable("payments")
+    .set({ status: "confirmed", receiving_address: ws.eoaAddress })
+    .where("id", "=", id)
+    .execute();
+  return id;
+}
+
 describe("recordIfFunded on the sandbox ledger rail", () => {
   it("records a processing transfer when the wallet is funded, and moves no money yet", async () => {
     const ws = await fundedWorkspace(t, 5_000_000n);
@@ -232,19 +243,10 @@ describe("recordIfFunded on the sandbox ledger rail", () => {
     expect((await rowsOf(ws)).map((row) => row.id)).toEqual([first.id]);
   });
 
-  // Without a mined nonce (the ledger rail, a smart account) what is on its way out is every
-  // transfer still processing, read in the turn: a balance read before the turn would still hold
-  // one that completes in between, no longer counted as leaving, and the check would pass on
-  // money already gone. The balance is read again after what is leaving.
   it("counts a settlement's money once: its payment's gross until the payment names its transfer, then the transfer", async () => {
     const ws = await fundedWorkspace(t, 3_000_000n);
     // A confirmed payment of 1 USDC received on the wallet, not settled yet: held from payouts.
-    const paymentId = await insertPayment(t, ws);
-    await t.database.db
-      .updateTable("payments")
-      .set({ status: "confirmed", receiving_address: ws.eoaAddress })
-      .where("id", "=", paymentId)
-      .execute();
+    const paymentId = await confirmedPayment(ws);
     const available = async () => {
       const refused = await record(transferOf(ws, 2_000_001n)).catch((err: unknown) => err);
       expect(refused).toBeInstanceOf(InsufficientBalance);
@@ -266,16 +268,7 @@ describe("recordIfFunded on the sandbox ledger rail", () => {
 
   it("reads the unsettled payments of wallets checked together once per wallet, each wallet its own", async () => {
     const [a, b] = [await fundedWorkspace(t, 1_000_000n), await fundedWorkspace(t, 1_000_000n)];
-    const confirmedOn = async (ws: CreatedWorkspace) => {
-      const id = await insertPayment(t, ws);
-      await t.database.db
-        .updateTable("payments")
-        .set({ status: "confirmed", receiving_address: ws.eoaAddress })
-        .where("id", "=", id)
-        .execute();
-      return id;
-    };
-    const [ofA, ofB] = [await confirmedOn(a), await confirmedOn(b)];
+    const [ofA, ofB] = [await confirmedPayment(a), await confirmedPayment(b)];
     // Asked for in one round (as the settlements of many payments are checked): shared by wallet.
     const { payments } = t.app.services;
     const read = await Promise.all([
@@ -286,6 +279,10 @@ describe("recordIfFunded on the sandbox ledger rail", () => {
     expect(read.map((unsettled) => unsettled.map((p) => p.id))).toEqual([[ofA], [ofB], [ofA]]);
   });
 
+  // Without a mined nonce (the ledger rail, a smart account) what is on its way out is every
+  // transfer still processing, read in the turn: a balance read before the turn would still hold
+  // one that completes in between, no longer counted as leaving, and the check would pass on
+  // money already gone. The balance is read once, in the turn, after what is leaving.
   it("reads a rail without a mined nonce once, in the wallet's turn: one that completes before the turn is counted", async () => {
     const ws = await fundedWorkspace(t, 3_000_000n);
     const first = transferOf(ws, 2_000_000n);
