@@ -474,10 +474,16 @@ const isRecord = (value: unknown): value is Record<string, unknown> =>
 
 /** Cases per route: 40 keeps the file well under a minute; HOSTILE_RUNS=500 explores further. */
 const RUNS_PER_ROUTE = Number(process.env.HOSTILE_RUNS ?? 40);
+/** HOSTILE_SEED replays the seed a failure names (each route's run starts from it). */
+const SEED = process.env.HOSTILE_SEED ? { seed: Number(process.env.HOSTILE_SEED) } : {};
 
-/** Refusals that are about the request as a whole, not one field. */
+/**
+ * Refusals that are about the request as a whole, not one field. Some are about what remains:
+ * a generated refund that is valid (another key, a larger amount) takes part of the fixture
+ * payment, and a later one may find too little left to refund, whatever field it changed.
+ */
 const REQUEST_LEVEL =
-  /^(Malformed URL|Path segment is too long .*|Route not found: .*|Insufficient balance|Request body must be a JSON object)$/;
+  /^(Malformed URL|Path segment is too long .*|Route not found: .*|Insufficient balance|Refund exceeds the refundable amount|Request body must be a JSON object)$/;
 
 async function throwAt(key: string, op: Operation, m: Mutation): Promise<void> {
   const [method = "GET", template = ""] = key.split(" ");
@@ -552,7 +558,7 @@ describe("generated hostile values at every route (issue 20)", () => {
     for (const [key, op] of Object.entries({ ...baselines(), ...UNDOCUMENTED })) {
       const details = await fc.check(
         fc.asyncProperty(mutationsOf(op), async (m) => throwAt(key, op, m)),
-        { numRuns: RUNS_PER_ROUTE, endOnFailure: true },
+        { numRuns: RUNS_PER_ROUTE, endOnFailure: true, ...SEED },
       );
       if (details.failed) {
         const cause = details.errorInstance instanceof Error ? details.errorInstance.message : "";
