@@ -42,8 +42,8 @@ export class PaymentsService {
   readonly #card: CardProviders;
   readonly #creation: PaymentCreation;
   readonly #byId: (id: string) => Promise<PaymentRow | undefined>;
-  /** By environment and address: the settlements of one wallet's payments, checked together, share one read. */
-  readonly #unsettled: (wallet: readonly [Environment, string]) => Promise<UnsettledPayment[] | undefined>;
+  /** By "<environment> <address>": the settlements of one wallet's payments, checked together, share one read. */
+  readonly #unsettled: (wallet: string) => Promise<UnsettledPayment[] | undefined>;
 
   constructor(
     ctx: AppContext,
@@ -55,15 +55,11 @@ export class PaymentsService {
     this.#card = card;
     this.#creation = new PaymentCreation(ctx, { workspaces, splits, card });
     this.#byId = coalescedLookup((ids: readonly string[]) => repo.findPaymentsByIds(ctx.db, ids));
-    this.#unsettled = coalescedLookup(async (wallets: readonly (readonly [Environment, string])[]) => {
-      const found = new Map<readonly [Environment, string], UnsettledPayment[]>();
-      const read = new Map<string, Promise<UnsettledPayment[]>>();
-      for (const wallet of wallets) {
-        const [environment, address] = wallet;
-        const key = `${environment}:${address}`;
-        const rows = read.get(key) ?? chainRepo.unsettledOn(ctx.db, environment, address);
-        read.set(key, rows);
-        found.set(wallet, await rows);
+    this.#unsettled = coalescedLookup(async (wallets: readonly string[]) => {
+      const found = new Map<string, UnsettledPayment[]>();
+      for (const wallet of new Set(wallets)) {
+        const [environment, address] = wallet.split(" ") as [Environment, string];
+        found.set(wallet, await chainRepo.unsettledOn(ctx.db, environment, address));
       }
       return found;
     });
@@ -119,7 +115,7 @@ export class PaymentsService {
    * transfers: a payout must leave their money on the wallet (domain/unsettled-payments.ts).
    */
   async unsettledOn(environment: Environment, address: string): Promise<UnsettledPayment[]> {
-    return (await this.#unsettled([environment, address])) ?? [];
+    return (await this.#unsettled(`${environment} ${address.toLowerCase()}`)) ?? [];
   }
 
   /** What the payer's page shows (no key: the id is the credential), in one row read. */
