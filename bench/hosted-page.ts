@@ -158,6 +158,7 @@ export async function benchHostedPage(): Promise<HostedPageFigures> {
     const tokens: Record<string, string | undefined> = live.tokens;
     const publicPayment = toPublicPayment(row, {
       chainId: live.chainId,
+      name: live.name,
       tokenAddress: (symbol) => tokens[symbol] ?? null,
     });
     if (!publicPayment.paymentUri) throw new Error("the pending payment has no payment URI");

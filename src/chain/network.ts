@@ -93,6 +93,11 @@ export type ReceiptStatus = "success" | "reverted" | "not_found";
 
 export interface Network {
   readonly environment: Environment;
+  /** The short id the API names it by (D22), unique in its environment. */
+  readonly id: string;
+  /** Its CAIP-2 chain id (`eip155:8453`): the chain's namespace and reference. */
+  readonly caip2: string;
+  readonly name: string;
   readonly chainId: number;
   readonly confirmations: number;
   readonly treasuryAddress: Hex;

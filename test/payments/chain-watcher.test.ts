@@ -31,6 +31,9 @@ interface ScriptedBlock extends BlockRef {
 /** A chain the test writes: blocks of transfers; `reorg` replaces the newest blocks. */
 class ScriptedChain implements Network {
   readonly environment = "live" as const;
+  readonly id = "default";
+  readonly caip2 = "eip155:31337";
+  readonly name = "Scripted chain";
   readonly chainId = 31337;
   readonly confirmations: number;
   readonly treasuryAddress = hex(20);

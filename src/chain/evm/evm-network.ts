@@ -50,6 +50,9 @@ function maxOf(first: bigint, ...rest: bigint[]): bigint {
 
 export class EvmNetwork implements Network {
   readonly environment;
+  readonly id;
+  readonly caip2;
+  readonly name;
   readonly chainId;
   readonly confirmations;
   readonly treasuryAddress: Hex;
@@ -62,6 +65,9 @@ export class EvmNetwork implements Network {
 
   constructor(config: NetworkConfig) {
     this.environment = config.environment;
+    this.id = config.id;
+    this.caip2 = config.caip2;
+    this.name = config.name;
     this.chainId = config.chainId;
     this.confirmations = config.confirmations;
     this.treasuryAddress = config.treasuryAddress as Hex;

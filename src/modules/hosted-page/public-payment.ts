@@ -26,6 +26,7 @@ export interface PublicPayment {
 
 export interface NetworkFacts {
   chainId: number;
+  name: string;
   tokenAddress: (symbol: string) => string | null;
 }
 
@@ -66,9 +67,7 @@ export function toPublicPayment(
     returnUrl: row.return_url && HTTP_URL.test(row.return_url) ? row.return_url : null,
     expiresAt: row.expires_at.toISOString(),
     paymentUri,
-    network: network
-      ? { name: network.chainId === 8453 ? "Base" : `Chain ${network.chainId}`, chainId: network.chainId }
-      : null,
+    network: network ? { name: network.name, chainId: network.chainId } : null,
     refund: refundOf(refunds, units, decimals),
   };
 }

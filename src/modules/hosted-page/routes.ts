@@ -51,7 +51,7 @@ export const hostedPageRoutes =
       const config = environment === "live" ? ctx.config.networks.live : ctx.config.networks.sandbox;
       if (!config) return null;
       const tokens: Record<string, string | undefined> = config.tokens;
-      return { chainId: config.chainId, tokenAddress: (symbol) => tokens[symbol] ?? null };
+      return { chainId: config.chainId, name: config.name, tokenAddress: (symbol) => tokens[symbol] ?? null };
     };
 
     const load = async (id: string, withRefunds: boolean): Promise<PublicPayment | null> => {

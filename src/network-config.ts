@@ -1,0 +1,189 @@
+import type { Config, Environment } from "./config.ts";
+import { ADDRESS, boolean, ConfigError, type Env, integer, optional, url } from "./config-values.ts";
+
+// The networks an environment's money moves on (D14, D22), read from its variables.
+
+/** One of an environment's EVM networks (D14, D22). */
+export interface NetworkConfig {
+  environment: Environment;
+  /** The short lowercase id the API names it by (D22): `default` for one set by `<ENV>_…` variables. */
+  id: string;
+  /** Its CAIP-2 chain id, `eip155:<chainId>`. */
+  caip2: string;
+  /** Its name for people (the hosted page, the dashboard). */
+  name: string;
+  rpcUrl: string;
+  chainId: number;
+  tokens: { USDC: string; ADAO: string; DAI: string | undefined };
+  treasuryAddress: string;
+  confirmations: number;
+  gasFunderKey: string | undefined;
+  /** Workspace EOAs below this many wei of ETH are topped up to `gasTopUpTarget`. */
+  gasTopUpThreshold: bigint;
+  gasTopUpTarget: bigint;
+  pollIntervalMs: number;
+  /** A block explorer's base URL (`<explorer>/tx/<hash>`), for the dashboard's links; optional. */
+  explorerUrl: string | undefined;
+  /** ERC-4337 (D11): present when a bundler is configured for this network. */
+  accountAbstraction:
+    | {
+        bundlerUrl: string;
+        paymasterAddress: string;
+        entryPointAddress: string;
+        accountFactoryAddress: string;
+        /**
+         * The bundler offers `pimlico_sendUserOperationNow` (Alto's instant bundling endpoint,
+         * Pimlico's hosted API): an operation is bundled at once and answered with its receipt.
+         */
+        instantBundling: boolean;
+      }
+    | undefined;
+  swap: SwapConfig | undefined;
+}
+
+/** Uniswap v3 contracts of a network (D16); swaps there answer 503 without them. */
+export interface SwapConfig {
+  routerAddress: string;
+  quoterAddress: string;
+  factoryAddress: string;
+  wethAddress: string;
+  /** The pools' fee tiers (hundredths of a basis point) a quote compares. */
+  feeTiers: number[];
+}
+
+const CANONICAL_ENTRYPOINT_V08 = "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108";
+const SIMPLE_ACCOUNT_FACTORY_V08 = "0x13E9ed32155810FDbd067D4522C492D6f68E5944";
+
+function accountAbstraction(
+  env: Env,
+  p: string,
+  address: (name: string, required: boolean) => string | undefined,
+): NetworkConfig["accountAbstraction"] {
+  const bundlerUrl = url(env, `${p}_BUNDLER_URL`, ["http:", "https:"]);
+  if (!bundlerUrl) return undefined;
+  const paymasterAddress = address("PAYMASTER_ADDRESS", false);
+  if (!paymasterAddress) {
+    throw new ConfigError(
+      `${p}_PAYMASTER_ADDRESS is required when ${p}_BUNDLER_URL is set (smart wallet gas is sponsored)`,
+    );
+  }
+  return {
+    bundlerUrl,
+    paymasterAddress,
+    entryPointAddress: address("ENTRYPOINT_ADDRESS", false) ?? CANONICAL_ENTRYPOINT_V08,
+    accountFactoryAddress: address("ACCOUNT_FACTORY_ADDRESS", false) ?? SIMPLE_ACCOUNT_FACTORY_V08,
+    instantBundling: boolean(env, `${p}_BUNDLER_INSTANT_BUNDLING`),
+  };
+}
+
+const SWAP_ADDRESSES = ["SWAP_ROUTER_ADDRESS", "SWAP_QUOTER_ADDRESS", "SWAP_FACTORY_ADDRESS", "WETH_ADDRESS"];
+
+function swap(
+  env: Env,
+  p: string,
+  address: (name: string, required: boolean) => string | undefined,
+): SwapConfig | undefined {
+  const given = SWAP_ADDRESSES.filter((name) => optional(env, `${p}_${name}`) !== undefined);
+  if (given.length === 0) return undefined;
+  const missing = SWAP_ADDRESSES.filter((name) => !given.includes(name));
+  if (missing.length > 0) {
+    throw new ConfigError(
+      `${missing.map((name) => `${p}_${name}`).join(", ")} required with ${p}_${given[0]} (swaps need all four Uniswap v3 addresses)`,
+    );
+  }
+  const tiersRaw = optional(env, `${p}_SWAP_FEE_TIERS`) ?? "100,500,3000,10000";
+  const feeTiers = tiersRaw.split(",").map((tier) => tier.trim());
+  if (feeTiers.some((tier) => !/^[0-9]{1,6}$/.test(tier) || Number(tier) >= 1_000_000)) {
+    throw new ConfigError(`${p}_SWAP_FEE_TIERS must be fee tiers separated by commas, e.g. 500,3000,10000`);
+  }
+  return {
+    routerAddress: address("SWAP_ROUTER_ADDRESS", true) as string,
+    quoterAddress: address("SWAP_QUOTER_ADDRESS", true) as string,
+    factoryAddress: address("SWAP_FACTORY_ADDRESS", true) as string,
+    wethAddress: address("WETH_ADDRESS", true) as string,
+    feeTiers: [...new Set(feeTiers.map(Number))],
+  };
+}
+
+/** The id of the one network an environment's `<ENV>_…` variables describe (D22). */
+export const DEFAULT_NETWORK_ID = "default";
+
+/** A chain's name for people where the configuration gives none. */
+export const chainName = (chainId: number): string => (chainId === 8453 ? "Base" : `Chain ${chainId}`);
+
+/** The network an environment's `<ENV>_…` variables describe; none when its RPC URL is unset. */
+export function network(env: Env, environment: Environment): NetworkConfig | undefined {
+  const p = environment.toUpperCase();
+  const rpcUrl = url(env, `${p}_RPC_URL`, ["http:", "https:", "ws:", "wss:"]);
+  if (!rpcUrl) return undefined;
+  const address = (name: string, required: boolean): string | undefined => {
+    const value = optional(env, `${p}_${name}`);
+    if (value === undefined) {
+      if (required) throw new ConfigError(`${p}_${name} is required when ${p}_RPC_URL is set`);
+      return undefined;
+    }
+    if (!ADDRESS.test(value)) throw new ConfigError(`${p}_${name} must be 0x followed by 40 hex characters`);
+    return value;
+  };
+  const gasFunderKey = optional(env, `${p}_GAS_FUNDER_KEY`);
+  if (gasFunderKey !== undefined && !/^0x[0-9a-fA-F]{64}$/.test(gasFunderKey)) {
+    throw new ConfigError(`${p}_GAS_FUNDER_KEY must be 0x followed by 64 hex characters`);
+  }
+  const chainId = integer(env, `${p}_CHAIN_ID`, -1, 1, 2 ** 53 - 1);
+  if (chainId === -1) throw new ConfigError(`${p}_CHAIN_ID is required when ${p}_RPC_URL is set`);
+  const wei = (name: string, fallback: bigint): bigint => {
+    const raw = optional(env, `${p}_${name}`);
+    if (raw === undefined) return fallback;
+    if (!/^[0-9]+$/.test(raw)) throw new ConfigError(`${p}_${name} must be a whole number of wei`);
+    return BigInt(raw);
+  };
+  return {
+    environment,
+    id: DEFAULT_NETWORK_ID,
+    caip2: `eip155:${chainId}`,
+    name: chainName(chainId),
+    rpcUrl,
+    chainId,
+    tokens: {
+      USDC: address("USDC_ADDRESS", true) as string,
+      ADAO: address("ADAO_ADDRESS", true) as string,
+      DAI: address("DAI_ADDRESS", false),
+    },
+    treasuryAddress: address("TREASURY_ADDRESS", true) as string,
+    confirmations: integer(env, `${p}_CONFIRMATIONS`, 2, 1, 1000),
+    gasFunderKey,
+    gasTopUpThreshold: wei("GAS_TOPUP_THRESHOLD_WEI", 2_000_000_000_000_000n),
+    gasTopUpTarget: wei("GAS_TOPUP_TARGET_WEI", 10_000_000_000_000_000n),
+    pollIntervalMs: integer(env, `${p}_POLL_INTERVAL_MS`, 1000, 50, 60_000),
+    explorerUrl: url(env, `${p}_EXPLORER_URL`, ["http:", "https:"])?.replace(/\/+$/, ""),
+    accountAbstraction: accountAbstraction(env, p, address),
+    swap: swap(env, p, address),
+  };
+}
+
+/** An RPC URL as a node is reached: lower-case scheme and host, no default port or trailing slash, ws as http. */
+function endpoint(raw: string): string {
+  const parsed = new URL(raw);
+  parsed.pathname = parsed.pathname.replace(/\/+$/, "");
+  return parsed.href.replace(/^ws(s?):/, "http$1:").replace(/\/+$/, "");
+}
+
+/**
+ * Sandbox and live on one chain would share the workspace EOA's funds (one key for both) and see
+ * every transfer twice (D21). The message names the variables only: an RPC URL may carry a key.
+ */
+export function distinctNetworks(networks: Config["networks"]): Config["networks"] {
+  const { sandbox, live } = networks;
+  if (!sandbox || !live) return networks;
+  if (sandbox.chainId === live.chainId) {
+    throw new ConfigError(
+      `SANDBOX_CHAIN_ID and LIVE_CHAIN_ID name the same chain (${live.chainId}): sandbox and live must be different networks`,
+    );
+  }
+  if (endpoint(sandbox.rpcUrl) === endpoint(live.rpcUrl)) {
+    throw new ConfigError(
+      "SANDBOX_RPC_URL and LIVE_RPC_URL point at the same node: sandbox and live must be different networks",
+    );
+  }
+  return networks;
+}
