@@ -22,6 +22,8 @@ import { SessionsService, sessionCookieName } from "./modules/dashboard/sessions
 import { hostedPageRoutes } from "./modules/hosted-page/routes.ts";
 import { keysRoutes } from "./modules/keys/routes.ts";
 import { KeysService } from "./modules/keys/service.ts";
+import { NetworkDirectory } from "./modules/networks/directory.ts";
+import { networksRoutes } from "./modules/networks/routes.ts";
 import { onrampRoutes } from "./modules/onramp/routes.ts";
 import { OnrampService } from "./modules/onramp/service.ts";
 import { UnmatchedInbox } from "./modules/payments/inbox/unmatched.ts";
@@ -160,6 +162,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     secrets: deps.secrets,
     log: http.log,
     networks,
+    directory: new NetworkDirectory(deps.config),
     senders,
     now: deps.now ?? (() => new Date()),
     inFlight,
@@ -297,6 +300,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
 
   await http.register(workspacesRoutes(workspaces));
   await http.register(keysRoutes(keys));
+  await http.register(networksRoutes(ctx.directory));
   await http.register(paymentsRoutes(payments));
   await http.register(unmatchedRoutes(unmatched));
   await http.register(refundsRoutes(refunds));

@@ -4,6 +4,7 @@ import { openRuntime } from "./bootstrap.ts";
 import { type Config, ConfigError, loadConfig } from "./config.ts";
 import { AppError } from "./domain/errors.ts";
 import { SessionsService } from "./modules/dashboard/sessions.ts";
+import { NetworkDirectory } from "./modules/networks/directory.ts";
 import { WorkspacesService } from "./modules/workspaces/service.ts";
 import { InFlight } from "./platform/concurrency/in-flight.ts";
 import { loggerOptions, urlScrubber } from "./platform/log/scrub.ts";
@@ -64,6 +65,7 @@ async function main(argv: string[]): Promise<number> {
       secrets,
       log: pino({ ...loggerOptions(config), level: "warn" }),
       networks: {},
+      directory: new NetworkDirectory(config),
       senders: {},
       now: () => new Date(),
       inFlight: new InFlight(),

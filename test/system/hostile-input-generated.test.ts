@@ -47,12 +47,14 @@ function baselines(): Record<string, Operation> {
     metadata: { ref: "1" },
     idempotencyKey: "hostile-payout",
     walletType: "eoa",
+    network: "sandbox-a",
   };
   const swapQuery = {
     sellToken: "USDC",
     buyToken: "ETH",
     sellAmount: "0.01",
     walletType: "eoa",
+    network: "sandbox-a",
     slippageBps: "50",
   };
   // Either a quoteId or the quote's parameters (null: not given), executed again under one key.
@@ -75,6 +77,7 @@ function baselines(): Record<string, Operation> {
     sourceAmount: "1.00",
     destinationAmount: null,
     walletType: "eoa",
+    network: "sandbox-a",
   };
   const onramps = ["/api/v1/onramp/session", "/onramp/session"].map((path): [string, Operation] => [
     `POST ${path}`,
@@ -116,6 +119,9 @@ function baselines(): Record<string, Operation> {
         metadata: { order: "1" },
         expiresInMinutes: 60,
         walletType: "eoa",
+        // One or the other (null: not given).
+        network: "sandbox-a",
+        networks: null,
       },
     },
     "GET /api/v1/payments": { auth: "key", query: { status: "pending", environment: "sandbox", ...page } },
@@ -144,17 +150,29 @@ function baselines(): Record<string, Operation> {
       auth: "key",
       params: { id: UNKNOWN_UUID },
       headers: { "idempotency-key": "hostile-return" },
-      body: { destinationAddress: DESTINATION, reason: "Stray" },
+      body: { destinationAddress: DESTINATION, network: "sandbox-a", reason: "Stray" },
     },
     "POST /api/v1/sandbox/incoming-transfer": {
       auth: "key",
-      body: { tokenSymbol: "USDC", amount: "1", fromAddress: DESTINATION, walletType: "eoa" },
+      body: {
+        tokenSymbol: "USDC",
+        amount: "1",
+        fromAddress: DESTINATION,
+        walletType: "eoa",
+        network: "sandbox-a",
+      },
     },
     "POST /api/v1/payments/{id}/refunds": {
       auth: "key",
       params: { id: fixtures.paymentId },
       headers: { "idempotency-key": "hostile-refund" },
-      body: { amount: "0.01", destinationAddress: DESTINATION, walletType: "eoa", reason: "Refund" },
+      body: {
+        amount: "0.01",
+        destinationAddress: DESTINATION,
+        walletType: "eoa",
+        network: "sandbox-a",
+        reason: "Refund",
+      },
     },
     "GET /api/v1/payments/{id}/refunds": { auth: "key", params: { id: fixtures.paymentId }, query: page },
     "GET /api/v1/splits": { auth: "key" },
@@ -187,8 +205,9 @@ function baselines(): Record<string, Operation> {
     "GET /api/v1/wallet/stats": { auth: "key" },
     "POST /api/v1/sandbox/faucet": {
       auth: "key",
-      body: { tokenSymbol: "USDC", amount: "1", walletType: "eoa" },
+      body: { tokenSymbol: "USDC", amount: "1", walletType: "eoa", network: "sandbox-a" },
     },
+    "GET /api/v1/networks": { auth: "key" },
     "POST /api/webhooks/card": {
       auth: "none",
       body: { id: "evt_1", type: "checkout.session.completed" },

@@ -4,6 +4,7 @@ import { ONRAMP_STATUSES } from "../../domain/onramp-state.ts";
 import { requireKey } from "../../platform/http/auth.ts";
 import { OffsetPage } from "../../platform/http/schemas.ts";
 import { documentedBodyOnly } from "../../platform/http/validation.ts";
+import { NetworkField } from "../networks/routes.ts";
 import type { OnrampService } from "./service.ts";
 
 // Fiat on-ramp sessions (D17) at /api/v1/onramp/session and the interface's literal
@@ -45,6 +46,7 @@ const SessionBody = Type.Object({
     Type.String({ description: "Of the crypto; or sourceAmount; neither: the customer chooses" }),
   ),
   walletType: Type.Optional(Type.Enum(["eoa", "smart_wallet"])),
+  network: NetworkField,
 });
 
 export const onrampRoutes =

@@ -75,6 +75,7 @@ export class OnrampService {
     const validated = validateOnrampRequest(body);
     if (!validated.ok) throw badRequest(validated.message);
     const request = validated.value;
+    this.#ctx.directory.resolveIn(tenant.environment, body);
     const scope = { workspaceId: tenant.workspaceId, environment: tenant.environment };
     // The sandbox without a network of its own completes sessions on the simulated ledger.
     if (scope.environment === "sandbox" && !this.#ctx.networks.sandbox) return this.#sandbox(scope, request);

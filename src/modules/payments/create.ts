@@ -119,6 +119,12 @@ export class PaymentCreation {
     });
     if (!validated.ok) throw badRequest(validated.message);
     const request = validated.value;
+    // One network per environment so far: the answer is its default, checked, not yet stored.
+    this.#ctx.directory.resolvePaymentNetworks(
+      principal.environment,
+      body,
+      request.paymentMethod === "crypto",
+    );
     const cardProvider = this.#liveRail(principal.environment, request);
     return { request, cardProvider, ...receivingWallet(principal.environment, request, workspace) };
   }

@@ -9,6 +9,7 @@ import { requireKey } from "../../platform/http/auth.ts";
 import { CsvDownload, sendCsv } from "../../platform/http/csv.ts";
 import { OffsetPage } from "../../platform/http/schemas.ts";
 import { documentedBodyOnly } from "../../platform/http/validation.ts";
+import { NetworkField } from "../networks/routes.ts";
 import {
   PAYMENT_CSV_COLUMNS,
   PAYMENT_METHODS,
@@ -101,6 +102,12 @@ const CreatePaymentBody = Type.Object(
     metadata: Type.Optional(Type.Record(Type.String({ maxLength: 40 }), Type.String({ maxLength: 500 }))),
     expiresInMinutes: Type.Optional(Type.Integer({ minimum: 1, maximum: 10080, default: 60 })),
     walletType: Type.Optional(Type.Union([Type.Literal("eoa"), Type.Literal("smart_wallet")])),
+    network: NetworkField,
+    networks: Type.Optional(
+      Type.Array(Type.String(), {
+        description: "Instead of network: the networks a crypto payment may be paid on",
+      }),
+    ),
   },
   { additionalProperties: true },
 );

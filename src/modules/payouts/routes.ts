@@ -7,6 +7,7 @@ import { assertWorkspaceAccess, requireKey } from "../../platform/http/auth.ts";
 import { CsvDownload, sendCsv } from "../../platform/http/csv.ts";
 import { OffsetPage } from "../../platform/http/schemas.ts";
 import { documentedBodyOnly } from "../../platform/http/validation.ts";
+import { NetworkField } from "../networks/routes.ts";
 import { PAYOUT_CSV_COLUMNS, parsePayoutFilter, payoutsCsv } from "./browse.ts";
 import type { PayoutsService } from "./service.ts";
 import type { WorkspaceWalletService } from "./workspace-wallet.ts";
@@ -36,6 +37,7 @@ export const payoutsRoutes =
             metadata: Type.Optional(Type.Record(Type.String(), Type.String())),
             idempotencyKey: Type.Optional(Type.String({ maxLength: 255 })),
             walletType: Type.Optional(Type.Enum(["eoa", "smart_wallet"])),
+            network: NetworkField,
           }),
         },
       },
@@ -151,6 +153,7 @@ export const payoutsRoutes =
             tokenSymbol: Token,
             amount: Type.String(),
             walletType: Type.Optional(Type.Enum(["eoa", "smart_wallet"])),
+            network: NetworkField,
           }),
         },
       },

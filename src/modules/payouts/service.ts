@@ -6,6 +6,7 @@ import { formatAmount, NATIVE_TOKEN, TOKEN_DECIMALS } from "../../domain/money.t
 import { validatePayoutRequest } from "../../domain/payout-request.ts";
 import { Notices } from "../../platform/db/notices.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
+import type { NetworkDirectory } from "../networks/directory.ts";
 import type { TransfersService } from "../transfers/service.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import { PayoutAnswers, type PayoutResponse } from "./answers.ts";
@@ -21,12 +22,14 @@ export { type PayoutView, toPayoutView };
 // export, and the breaker's state and resume.
 
 export class PayoutsService {
+  readonly #directory: NetworkDirectory;
   readonly #workspaces: WorkspacesService;
   readonly #transfers: TransfersService;
   readonly #answers: PayoutAnswers;
   readonly #endings: Notices;
 
   constructor(ctx: AppContext, deps: { workspaces: WorkspacesService; transfers: TransfersService }) {
+    this.#directory = ctx.directory;
     this.#workspaces = deps.workspaces;
     this.#transfers = deps.transfers;
     this.#endings = new Notices(ctx.db, "payout_ended", ctx.log);
@@ -43,6 +46,7 @@ export class PayoutsService {
     const validated = validatePayoutRequest(body);
     if (!validated.ok) throw badRequest(validated.message);
     const request = validated.value;
+    this.#directory.resolveIn(principal.environment, body);
     const scope = { workspaceId: principal.workspaceId, environment: principal.environment };
     this.#transfers.assertConfigured(scope);
     if (request.idempotencyKey) {

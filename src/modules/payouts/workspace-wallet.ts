@@ -80,6 +80,8 @@ export class WorkspaceWalletService {
     if (principal.environment !== "sandbox")
       throw forbidden("The faucet exists only in the sandbox: use a svc_test_ key");
     const input = (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
+    // The faucet credits the simulated ledger, the sandbox's one network so far.
+    this.#ctx.directory.resolveIn(principal.environment, input);
     if (input.walletId !== undefined) return this.#faucetToAgentWallet(principal, input);
     const credit = validateSandboxCredit(input);
     if (!credit.ok) throw badRequest(credit.message);

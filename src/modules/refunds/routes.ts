@@ -5,6 +5,7 @@ import { REFUND_STATUSES } from "../../domain/refund-state.ts";
 import { requireKey } from "../../platform/http/auth.ts";
 import { OffsetPage } from "../../platform/http/schemas.ts";
 import { documentedBodyOnly } from "../../platform/http/validation.ts";
+import { NetworkField } from "../networks/routes.ts";
 import type { RefundAnswer, RefundsService } from "./service.ts";
 
 // Refunds of payments and returns of unmatched transfers (D19). Bodies are checked by the
@@ -41,6 +42,7 @@ const RefundBody = Type.Object({
     }),
   ),
   walletType: Type.Optional(Type.Enum(["eoa", "smart_wallet"])),
+  network: NetworkField,
   reason: Type.Optional(Type.String({ maxLength: 500 })),
 });
 
@@ -48,6 +50,7 @@ const ReturnBody = Type.Object({
   destinationAddress: Type.Optional(
     Type.String({ description: "Default: the transfer's sender", pattern: "^0x[0-9a-fA-F]{40}$" }),
   ),
+  network: NetworkField,
   reason: Type.Optional(Type.String({ maxLength: 500 })),
 });
 

@@ -15,6 +15,7 @@ import { FenceRefused } from "../../platform/db/fences.ts";
 import { KEY_FENCE } from "../../platform/db/resource-keys.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
+import { namesNetwork } from "../networks/directory.ts";
 import type { UnmatchedInbox } from "../payments/inbox/unmatched.ts";
 import { type RefundShares, refundable, refundExceeded } from "../payments/refund-shares.ts";
 import type { PaymentsService } from "../payments/service.ts";
@@ -88,6 +89,7 @@ export class RefundsService {
       this.#shares.takeFence(this.#ctx.db, tenant, payment.id, amount),
     ];
     const method = this.#methodOf(payment);
+    this.#onPaymentsNetwork(tenant, payment, body);
     return this.#answer(
       tenant,
       () =>
@@ -131,6 +133,8 @@ export class RefundsService {
     if (repeat) return this.#repeat(tenant, repeat);
     if (!isActionable(transfer.status as UnmatchedStatus))
       throw conflict(`Unmatched transfer is already ${transfer.status}`, { status: transfer.status });
+    // A transfer is returned on the network it arrived on: one per environment so far.
+    this.#ctx.directory.resolveIn(tenant.environment, body);
     await this.#inbox.assertConfirmed(transfer);
     const workspace = await this.#workspaces.profile(tenant.workspaceId);
     const walletType = walletTypeAt(workspace, transfer.to_address);
@@ -223,6 +227,18 @@ export class RefundsService {
       if (found) return found;
     }
     return undefined;
+  }
+
+  /**
+   * A refund goes back on the network its payment was paid on; a `network` naming another one is
+   * refused, and a card payment's refund names none. One network per environment so far.
+   */
+  #onPaymentsNetwork(tenant: Tenant, payment: PaymentRow, body: unknown): void {
+    if (payment.payment_method !== "crypto") {
+      if (namesNetwork(body)) throw badRequest("network does not apply to a card payment's refund");
+      return;
+    }
+    this.#ctx.directory.resolveIn(tenant.environment, body);
   }
 
   #methodOf(payment: PaymentRow): RefundMethod {

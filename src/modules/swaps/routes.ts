@@ -4,6 +4,7 @@ import { Type } from "typebox";
 import { requireKey } from "../../platform/http/auth.ts";
 import { OffsetPage } from "../../platform/http/schemas.ts";
 import { documentedBodyAndQuery } from "../../platform/http/validation.ts";
+import { NetworkField } from "../networks/routes.ts";
 import type { SwapAnswer, SwapsService } from "./service.ts";
 import { SWAP_STATUSES } from "./view.ts";
 
@@ -71,6 +72,7 @@ const QuoteQuery = Type.Object({
   sellAmount: Type.Optional(Type.String({ description: "Exactly one of sellAmount and buyAmount" })),
   buyAmount: Type.Optional(Type.String()),
   walletType: Type.Optional(Type.Enum(["eoa", "smart_wallet"])),
+  network: NetworkField,
   slippageBps: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000, default: 50 })),
 });
 
@@ -81,6 +83,7 @@ const SwapBody = Type.Object({
   sellAmount: Type.Optional(Type.String()),
   buyAmount: Type.Optional(Type.String()),
   walletType: Type.Optional(Type.Enum(["eoa", "smart_wallet"])),
+  network: NetworkField,
   slippageBps: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 })),
 });
 

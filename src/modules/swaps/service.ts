@@ -95,6 +95,7 @@ export class SwapsService {
   async quote(tenant: Tenant, query: Record<string, unknown>): Promise<QuoteView> {
     const validated = validateQuoteRequest(query);
     if (!validated.ok) throw badRequest(validated.message);
+    this.#ctx.directory.resolveIn(tenant.environment, query);
     return quoteView(await this.#quote(scopeOf(tenant), validated.value));
   }
 
@@ -145,6 +146,8 @@ export class SwapsService {
     const validated = validateSwapRequest(body);
     if (!validated.ok) throw badRequest(validated.message);
     const { idempotencyKey, ...request } = validated.value;
+    // A swap executes on its quote's network: one per environment so far.
+    this.#ctx.directory.resolveIn(tenant.environment, body);
     const key = headerKey ?? idempotencyKey ?? undefined;
     const scope = scopeOf(tenant);
     this.#venue(scope);

@@ -4,6 +4,7 @@ import { CRYPTO_TOKENS } from "../../../domain/money.ts";
 import { requireKey } from "../../../platform/http/auth.ts";
 import { OffsetPage } from "../../../platform/http/schemas.ts";
 import { documentedBodyOnly } from "../../../platform/http/validation.ts";
+import { NetworkField } from "../../networks/routes.ts";
 import { PaymentSchema, UnmatchedTransferSchema } from "../routes.ts";
 import type { UnmatchedInbox } from "./unmatched.ts";
 
@@ -67,6 +68,7 @@ export const unmatchedRoutes =
             amount: Type.String(),
             fromAddress: Type.Optional(Type.String({ pattern: "^0x[0-9a-fA-F]{40}$" })),
             walletType: Type.Optional(Type.Enum(["eoa", "smart_wallet"])),
+            network: NetworkField,
           }),
           response: { 201: Type.Object({ transfer: UnmatchedTransferSchema }) },
         },

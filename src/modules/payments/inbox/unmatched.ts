@@ -279,6 +279,7 @@ export class UnmatchedInbox {
     const input = isPlainObject(body) ? body : {};
     const credit = validateSandboxCredit(input);
     if (!credit.ok) throw badRequest(credit.message);
+    this.#ctx.directory.resolveIn(tenant.environment, input);
     const { token, amount, walletType } = credit.value;
     const from = input.fromAddress ?? SANDBOX_PAYER;
     if (!isAddress(from)) throw badRequest("Invalid fromAddress format");

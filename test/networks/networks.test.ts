@@ -1,0 +1,299 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../../src/config.ts";
+import { InvalidRequest } from "../../src/domain/errors.ts";
+import { NetworkDirectory, UnknownNetwork } from "../../src/modules/networks/directory.ts";
+import { bearer, createWorkspace, startTestApp, type TestApp } from "../support/app.ts";
+
+// The networks of each environment (D22): GET /api/v1/networks and the directory a request's
+// `network` is checked against. One network per environment today: the chain the <ENV>_…
+// variables name (id `default`), or the sandbox's simulated network sandbox-a.
+
+const USDC = "0x1000000000000000000000000000000000000001";
+const ADAO = "0x1000000000000000000000000000000000000002";
+const DAI = "0x1000000000000000000000000000000000000003";
+
+/** A live chain by the old variables; no node is reached (nothing here starts the workers). */
+const LIVE = {
+  LIVE_RPC_URL: "http://127.0.0.1:9/",
+  LIVE_CHAIN_ID: "8453",
+  LIVE_USDC_ADDRESS: USDC,
+  LIVE_ADAO_ADDRESS: ADAO,
+  LIVE_TREASURY_ADDRESS: "0x2000000000000000000000000000000000000002",
+  LIVE_CONFIRMATIONS: "3",
+};
+
+const SANDBOX_A = {
+  id: "sandbox-a",
+  caip2: "eip155:73570001",
+  name: "Sandbox A",
+  chainId: 73_570_001,
+  simulated: true,
+  default: true,
+  tokens: [
+    { symbol: "ETH", address: null, decimals: 18 },
+    { symbol: "USDC", address: "0xE948B10A290BF5Ee274cF0B50d1387fb7049B9f3", decimals: 6 },
+    { symbol: "ADAO", address: "0xE60175510c6D44D9b71339CF26da9e9DcAc76915", decimals: 18 },
+    { symbol: "DAI", address: "0xe33f954364B743E50C658761694ee7Eb58247693", decimals: 18 },
+  ],
+  confirmations: 0,
+  smartWallets: true,
+  swaps: true,
+};
+
+describe("the network directory", () => {
+  it("names the old variables' chain `default`, with its CAIP-2 id, tokens and what it offers", () => {
+    const directory = new NetworkDirectory(loadConfig({ ...LIVE, LIVE_DAI_ADDRESS: DAI }));
+    expect(directory.list("live")).toEqual({
+      environment: "live",
+      default: "default",
+      networks: [
+        {
+          id: "default",
+          caip2: "eip155:8453",
+          name: "Base",
+          chainId: 8453,
+          simulated: false,
+          default: true,
+          tokens: [
+            { symbol: "ETH", address: null, decimals: 18 },
+            { symbol: "USDC", address: USDC, decimals: 6 },
+            { symbol: "ADAO", address: ADAO, decimals: 18 },
+            { symbol: "DAI", address: DAI, decimals: 18 },
+          ],
+          confirmations: 3,
+          smartWallets: false,
+          swaps: false,
+        },
+      ],
+    });
+    expect(directory.list("sandbox")).toEqual({
+      environment: "sandbox",
+      default: "sandbox-a",
+      networks: [SANDBOX_A],
+    });
+  });
+
+  it("offers smart wallets and swaps where a bundler and Uniswap are configured", () => {
+    const config = loadConfig({
+      ...LIVE,
+      LIVE_CHAIN_ID: "84532",
+      LIVE_BUNDLER_URL: "http://127.0.0.1:9/bundler",
+      LIVE_PAYMASTER_ADDRESS: "0x3000000000000000000000000000000000000003",
+      LIVE_SWAP_ROUTER_ADDRESS: "0x4000000000000000000000000000000000000001",
+      LIVE_SWAP_QUOTER_ADDRESS: "0x4000000000000000000000000000000000000002",
+      LIVE_SWAP_FACTORY_ADDRESS: "0x4000000000000000000000000000000000000003",
+      LIVE_WETH_ADDRESS: "0x4000000000000000000000000000000000000004",
+    });
+    const [network] = new NetworkDirectory(config).list("live").networks;
+    expect(network).toMatchObject({
+      name: "Chain 84532",
+      caip2: "eip155:84532",
+      smartWallets: true,
+      swaps: true,
+    });
+  });
+
+  it("a request naming no network goes to the default; one naming another is refused, not redirected", () => {
+    const directory = new NetworkDirectory(loadConfig(LIVE));
+    expect(directory.resolve("live", undefined)).toBe("default");
+    expect(directory.resolve("live", "default")).toBe("default");
+    expect(directory.resolveField("sandbox", undefined)).toBe("sandbox-a");
+    const unknown = (() => {
+      try {
+        directory.resolve("live", "polygon");
+      } catch (err) {
+        return err;
+      }
+    })();
+    expect(unknown).toBeInstanceOf(UnknownNetwork);
+    expect(unknown).toMatchObject({
+      code: "INVALID_REQUEST",
+      message: "Unknown network",
+      details: { network: "polygon" },
+    });
+    // sandbox-b is not offered yet: the simulated ledger has one network.
+    expect(() => directory.resolve("sandbox", "sandbox-b")).toThrow(UnknownNetwork);
+    // Another environment's network is not this one's.
+    expect(() => directory.resolve("sandbox", "default")).toThrow(UnknownNetwork);
+    for (const bad of [5, "", ["default"], { id: "default" }]) {
+      expect(() => directory.resolveField("live", bad)).toThrow(InvalidRequest);
+      expect(() => directory.resolveField("live", bad)).toThrow(/^network must be a network id/);
+    }
+  });
+
+  it("live without a chain has no networks and no default; naming one is refused", () => {
+    const directory = new NetworkDirectory(loadConfig({}));
+    expect(directory.list("live")).toEqual({ environment: "live", default: null, networks: [] });
+    expect(directory.resolve("live", undefined)).toBeNull();
+    expect(() => directory.resolve("live", "default")).toThrow(UnknownNetwork);
+  });
+});
+
+describe("GET /api/v1/networks", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp(LIVE);
+  });
+  afterAll(() => t?.close());
+
+  it("lists the key's environment's networks: a sandbox key the sandbox's, a live key live's", async () => {
+    const ws = await createWorkspace(t);
+    const sandbox = await t.request({ method: "GET", url: "/api/v1/networks", headers: bearer(ws.testKey) });
+    expect(sandbox.statusCode, sandbox.body).toBe(200);
+    expect(sandbox.json()).toEqual({ environment: "sandbox", default: "sandbox-a", networks: [SANDBOX_A] });
+
+    const live = await t.request({ method: "GET", url: "/api/v1/networks", headers: bearer(ws.liveKey) });
+    expect(live.statusCode, live.body).toBe(200);
+    expect(live.json()).toMatchObject({
+      environment: "live",
+      default: "default",
+      networks: [{ id: "default", caip2: "eip155:8453", chainId: 8453, confirmations: 3, default: true }],
+    });
+  });
+
+  it("answers 401 without a key", async () => {
+    const res = await t.request({ method: "GET", url: "/api/v1/networks" });
+    expect(res.statusCode).toBe(401);
+    expect(res.json()).toEqual({ error: expect.any(String) });
+  });
+});
+
+describe("a request's network (D22): the default when absent, refused when the environment has no such network", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp(LIVE);
+  });
+  afterAll(() => t?.close());
+
+  const call = (method: "GET" | "POST", key: string, url: string, payload?: Record<string, unknown>) =>
+    t.request({ method, url, headers: bearer(key), ...(payload === undefined ? {} : { payload }) });
+  const unknown = (res: { statusCode: number; json(): unknown; body: string }, network: string) => {
+    expect(res.statusCode, res.body).toBe(400);
+    expect(res.json()).toEqual({ error: "Unknown network", network });
+  };
+  const crypto = { paymentMethod: "crypto", tokenSymbol: "USDC", amount: "5.00" };
+
+  it("payments: network or networks name the sandbox's network; another, an empty list, both, or on a card payment → 400", async () => {
+    const ws = await createWorkspace(t);
+    for (const body of [
+      { ...crypto },
+      { ...crypto, network: "sandbox-a" },
+      { ...crypto, networks: ["sandbox-a"] },
+    ]) {
+      const res = await call("POST", ws.testKey, "/api/v1/payments", body);
+      expect(res.statusCode, res.body).toBe(201);
+    }
+    unknown(await call("POST", ws.testKey, "/api/v1/payments", { ...crypto, network: "polygon" }), "polygon");
+    unknown(
+      await call("POST", ws.testKey, "/api/v1/payments", { ...crypto, networks: ["sandbox-a", "base"] }),
+      "base",
+    );
+    // The live network is live's, not the sandbox's.
+    unknown(await call("POST", ws.testKey, "/api/v1/payments", { ...crypto, network: "default" }), "default");
+    const refusals: Array<[Record<string, unknown>, RegExp]> = [
+      [{ ...crypto, networks: [] }, /^networks must be a non-empty list of network ids/],
+      [{ ...crypto, networks: "sandbox-a" }, /^networks must be a non-empty list/],
+      [{ ...crypto, networks: ["sandbox-a", "sandbox-a"] }, /^networks must not name a network twice$/],
+      [{ ...crypto, network: "sandbox-a", networks: ["sandbox-a"] }, /^Give network or networks, not both$/],
+      [{ ...crypto, network: 7 }, /^network must be a network id/],
+      [
+        { paymentMethod: "card", tokenSymbol: "USD", amount: "5.00", network: "sandbox-a" },
+        /^network and networks apply to crypto payments only$/,
+      ],
+    ];
+    for (const [body, message] of refusals) {
+      const res = await call("POST", ws.testKey, "/api/v1/payments", body);
+      expect(res.statusCode, res.body).toBe(400);
+      expect(res.json().error).toMatch(message);
+    }
+    const listed = await call("GET", ws.testKey, "/api/v1/payments?limit=100");
+    expect(listed.json().total).toBe(3);
+  });
+
+  it("payouts, the faucet and incoming transfers: another network → 400 and nothing moves", async () => {
+    const ws = await createWorkspace(t);
+    const credit = { tokenSymbol: "USDC", amount: "10" };
+    unknown(await call("POST", ws.testKey, "/api/v1/sandbox/faucet", { ...credit, network: "base" }), "base");
+    expect(
+      (await call("POST", ws.testKey, "/api/v1/sandbox/faucet", { ...credit, network: "sandbox-a" }))
+        .statusCode,
+    ).toBe(200);
+    const payout = {
+      tokenSymbol: "USDC",
+      amount: "1",
+      destinationAddress: "0x3000000000000000000000000000000000000003",
+    };
+    unknown(await call("POST", ws.testKey, "/api/v1/payouts", { ...payout, network: "base" }), "base");
+    unknown(
+      await call("POST", ws.testKey, "/api/v1/sandbox/incoming-transfer", {
+        ...credit,
+        network: "sandbox-b",
+      }),
+      "sandbox-b",
+    );
+    const balance = await call("GET", ws.testKey, "/api/v1/wallet/balance");
+    expect(balance.json().eoa.balances.USDC).toBe("10.00");
+    expect((await call("GET", ws.testKey, "/api/v1/transfers/unmatched")).json().total).toBe(0);
+    const paid = await call("POST", ws.testKey, "/api/v1/payouts", { ...payout, network: "sandbox-a" });
+    expect(paid.statusCode, paid.body).toBe(200);
+    // A live key names live's networks: the sandbox's is unknown there.
+    unknown(
+      await call("POST", ws.liveKey, "/api/v1/payouts", { ...payout, network: "sandbox-a" }),
+      "sandbox-a",
+    );
+  });
+
+  it("refunds, swaps and on-ramp sessions: another network → 400; a card payment's refund names none", async () => {
+    const ws = await createWorkspace(t);
+    const payment = (await call("POST", ws.testKey, "/api/v1/payments", crypto)).json().payment;
+    const refunds = `/api/v1/payments/${payment.id}/refunds`;
+    unknown(await call("POST", ws.testKey, refunds, { amount: "1.00", network: "base" }), "base");
+    const card = (
+      await call("POST", ws.testKey, "/api/v1/payments", {
+        paymentMethod: "card",
+        tokenSymbol: "USD",
+        amount: "5.00",
+      })
+    ).json().payment;
+    const cardRefund = await call("POST", ws.testKey, `/api/v1/payments/${card.id}/refunds`, {
+      network: "sandbox-a",
+    });
+    expect(cardRefund.statusCode, cardRefund.body).toBe(400);
+    expect(cardRefund.json().error).toBe("network does not apply to a card payment's refund");
+    expect((await call("GET", ws.testKey, refunds)).json().total).toBe(0);
+    const refunded = await call("POST", ws.testKey, refunds, {
+      amount: "1.00",
+      destinationAddress: "0x3000000000000000000000000000000000000003",
+      network: "sandbox-a",
+    });
+    expect(refunded.statusCode, refunded.body).toBe(201);
+
+    unknown(
+      await call(
+        "GET",
+        ws.testKey,
+        "/api/v1/swap/quote?sellToken=USDC&buyToken=ETH&sellAmount=1&network=base",
+      ),
+      "base",
+    );
+    unknown(
+      await call("POST", ws.testKey, "/api/v1/swap", {
+        sellToken: "USDC",
+        buyToken: "ETH",
+        sellAmount: "1",
+        network: "base",
+      }),
+      "base",
+    );
+    unknown(
+      await call("POST", ws.testKey, "/api/v1/onramp/session", {
+        destinationCurrency: "USDC",
+        sourceAmount: "10.00",
+        network: "base",
+      }),
+      "base",
+    );
+    expect((await call("GET", ws.testKey, "/api/v1/swaps")).json().total).toBe(0);
+    expect((await call("GET", ws.testKey, "/api/v1/onramp/sessions")).json().total).toBe(0);
+  });
+});
