@@ -91,6 +91,9 @@ export interface AccountState {
 
 export type ReceiptStatus = "success" | "reverted" | "not_found";
 
+/** The network a chain record belongs to (D22): its environment, and its id there. */
+export type OnNetwork = Pick<Network, "environment" | "id">;
+
 export interface Network {
   readonly environment: Environment;
   /** The short id the API names it by (D22), unique in its environment. */

@@ -1,7 +1,6 @@
 import { type RawBuilder, sql } from "kysely";
-import type { Environment } from "../config.ts";
 import type { Db } from "../platform/db/database.ts";
-import type { ChainToken, Hex, ReceiptStatus } from "./network.ts";
+import type { ChainToken, Hex, OnNetwork, ReceiptStatus } from "./network.ts";
 
 // The SQL of chain_transactions: every transaction the service signs from a wallet it holds,
 // recorded before it is broadcast. A nonce has one primary transaction and, when the node refused
@@ -31,11 +30,12 @@ export interface NewTransaction extends RecordedTransaction {
 }
 
 /** The nonce after the last one recorded for `from` (0 when there is none). */
-export async function nextRecordedNonce(db: Db, environment: Environment, from: Hex): Promise<number> {
+export async function nextRecordedNonce(db: Db, on: OnNetwork, from: Hex): Promise<number> {
   const last = await db
     .selectFrom("chain_transactions")
     .select((eb) => eb.fn.max("nonce").as("nonce"))
-    .where("environment", "=", environment)
+    .where("environment", "=", on.environment)
+    .where("network", "=", on.id)
     .where("from_address", "=", from)
     .where("status", "<>", "rejected")
     // A cancellation has its primary's nonce; this predicate lets the unique nonce index serve.
@@ -44,11 +44,12 @@ export async function nextRecordedNonce(db: Db, environment: Environment, from: 
   return last?.nonce === null || last?.nonce === undefined ? 0 : Number(last.nonce) + 1;
 }
 
-export async function recordTransaction(db: Db, environment: Environment, tx: NewTransaction): Promise<void> {
+export async function recordTransaction(db: Db, on: OnNetwork, tx: NewTransaction): Promise<void> {
   await db
     .insertInto("chain_transactions")
     .values({
-      environment,
+      environment: on.environment,
+      network: on.id,
       from_address: tx.from,
       nonce: String(tx.nonce),
       purpose: tx.purpose,
@@ -72,17 +73,17 @@ export async function recordTransaction(db: Db, environment: Environment, tx: Ne
  */
 export async function recordClaimed(
   db: Db,
-  environment: Environment,
+  on: OnNetwork,
   txs: readonly NewTransaction[],
   claim: RawBuilder<unknown>,
 ): Promise<boolean> {
   const column = <T>(pick: (tx: NewTransaction) => T) => txs.map(pick);
   const result = await sql<{ tx_hash: string }>`
     WITH claim AS (${claim})
-    INSERT INTO chain_transactions (environment, from_address, nonce, purpose, payment_id, payout_id,
+    INSERT INTO chain_transactions (environment, network, from_address, nonce, purpose, payment_id, payout_id,
                                     to_address, token_symbol, amount, raw_tx, tx_hash, replaces_tx_hash,
                                     gas_limit)
-    SELECT ${environment}, t.* FROM unnest(
+    SELECT ${on.environment}, ${on.id}, t.* FROM unnest(
       ${column((tx) => tx.from)}::text[], ${column((tx) => String(tx.nonce))}::bigint[],
       ${column((tx) => tx.purpose)}::text[], ${column((tx) => tx.paymentId)}::uuid[],
       ${column((tx) => tx.payoutId)}::uuid[], ${column((tx) => tx.to)}::text[],
@@ -102,7 +103,7 @@ export async function recordClaimed(
  */
 export async function toBroadcast(
   db: Db,
-  environment: Environment,
+  on: OnNetwork,
   from: Hex,
   fromNonce: number,
   toNonce: number | null,
@@ -118,7 +119,7 @@ export async function toBroadcast(
   }>`
     SELECT DISTINCT ON (nonce) tx_hash, raw_tx, nonce, token_symbol, purpose, replaces_tx_hash, payment_id
     FROM chain_transactions
-    WHERE environment = ${environment} AND from_address = ${from} AND status = 'signed'
+    WHERE environment = ${on.environment} AND network = ${on.id} AND from_address = ${from} AND status = 'signed'
       AND nonce >= ${fromNonce} ${toNonce === null ? sql`` : sql`AND nonce < ${toNonce}`}
     ORDER BY nonce, (replaces_tx_hash IS NOT NULL) DESC, created_at DESC
   `.execute(db);
@@ -136,7 +137,7 @@ export async function toBroadcast(
 /** Records `signed`, a 0-ETH transaction from `from` to itself, as the cancellation of `tx`. */
 export async function recordCancellation(
   db: Db,
-  environment: Environment,
+  on: OnNetwork,
   from: Hex,
   tx: RecordedTransaction,
   signed: { hash: Hex; raw: Hex; gas: bigint },
@@ -150,7 +151,7 @@ export async function recordCancellation(
     replaces: tx.txHash,
     paymentId: null,
   };
-  await recordTransaction(db, environment, {
+  await recordTransaction(db, on, {
     ...cancel,
     from,
     to: from,
@@ -191,10 +192,10 @@ export interface OpenTransaction {
   settled: boolean;
 }
 
-/** Every signed transaction of the environment, by wallet and nonce. */
+/** Every signed transaction on the network, by wallet and nonce. */
 export async function openTransactions(
   db: Db,
-  environment: Environment,
+  on: OnNetwork,
   olderThanMs: number,
 ): Promise<OpenTransaction[]> {
   const rows = await db
@@ -206,7 +207,8 @@ export async function openTransactions(
       "replaces_tx_hash",
       sql<boolean>`created_at < now() - make_interval(secs => ${olderThanMs / 1000})`.as("settled"),
     ])
-    .where("environment", "=", environment)
+    .where("environment", "=", on.environment)
+    .where("network", "=", on.id)
     .where("status", "=", "signed")
     .orderBy("from_address")
     .orderBy("nonce")
@@ -220,17 +222,14 @@ export async function openTransactions(
   }));
 }
 
-/** The recipients (lower case) of the environment's open transactions of `purpose`. */
-export async function openRecipients(
-  db: Db,
-  environment: Environment,
-  purpose: string,
-): Promise<Set<string>> {
+/** The recipients (lower case) of the network's open transactions of `purpose`. */
+export async function openRecipients(db: Db, on: OnNetwork, purpose: string): Promise<Set<string>> {
   const rows = await db
     .selectFrom("chain_transactions")
     .select("to_address")
     .distinct()
-    .where("environment", "=", environment)
+    .where("environment", "=", on.environment)
+    .where("network", "=", on.id)
     .where("purpose", "=", purpose)
     .where("status", "=", "signed")
     .execute();
@@ -310,14 +309,14 @@ export function recordedForPayout(payoutId: RawBuilder<unknown>): RawBuilder<boo
   return sql<boolean>`EXISTS (SELECT 1 FROM chain_transactions t WHERE t.payout_id = ${payoutId})`;
 }
 
-/** Rows (tx_hash, payout_id) of the transactions among `txHashes` recorded in `environment`. */
+/** Rows (tx_hash, payout_id) of the transactions among `txHashes` recorded on the network. */
 export function recordedAmong(
-  environment: Environment,
+  on: OnNetwork,
   txHashes: readonly string[],
 ): RawBuilder<{ tx_hash: string; payout_id: string | null }> {
   return sql`
     SELECT tx_hash, payout_id FROM chain_transactions
-    WHERE environment = ${environment} AND tx_hash = ANY(${[...txHashes]}::text[])`;
+    WHERE environment = ${on.environment} AND network = ${on.id} AND tx_hash = ANY(${[...txHashes]}::text[])`;
 }
 
 /**
@@ -327,7 +326,7 @@ export function recordedAmong(
  * recorded before migration 029 (its kind's default).
  */
 export function leavingFrom(
-  environment: Environment,
+  on: OnNetwork,
   from: string,
   minedNonce: number,
   exceptPayments: readonly string[],
@@ -335,7 +334,7 @@ export function leavingFrom(
   return sql`
     SELECT token_symbol, CASE WHEN status = 'failed' THEN 0 ELSE amount END AS amount, gas_limit
     FROM chain_transactions
-    WHERE environment = ${environment} AND from_address = ${from} AND nonce >= ${minedNonce}
+    WHERE environment = ${on.environment} AND network = ${on.id} AND from_address = ${from} AND nonce >= ${minedNonce}
       AND status IN ('signed', 'mined', 'failed')
       AND (payment_id IS NULL OR NOT payment_id = ANY(${exceptPayments}::uuid[]))`;
 }

@@ -123,7 +123,7 @@ export class TransactionSender {
 
   /** Who has a transaction of `purpose` on its way from any wallet (signed, not settled yet). */
   openRecipients(purpose: string): Promise<Set<string>> {
-    return sent.openRecipients(this.#db, this.#network.environment, purpose);
+    return sent.openRecipients(this.#db, this.#network, purpose);
   }
 
   /** Waits for the receipts of submitted transfers and records their outcome. */
@@ -138,7 +138,7 @@ export class TransactionSender {
    * node dropped it. It waits for nothing: the next call sees what was mined meanwhile.
    */
   async reconcile(): Promise<void> {
-    const open = await sent.openTransactions(this.#db, this.#network.environment, REBROADCAST_AFTER_MS);
+    const open = await sent.openTransactions(this.#db, this.#network, REBROADCAST_AFTER_MS);
     const byWallet = new Map<Hex, sent.OpenTransaction[]>();
     for (const tx of open) byWallet.set(tx.from, [...(byWallet.get(tx.from) ?? []), tx]);
     for (const [from, txs] of byWallet) {
@@ -177,7 +177,7 @@ export class TransactionSender {
     // its nonce) or was stopped, whose lock ends with its session; the next pass tries again, and
     // the wallets after this one are not held up meanwhile.
     const turn = await this.#holdWalletIfFree(from, async () => {
-      for (const tx of await sent.toBroadcast(this.#db, this.#network.environment, from, pending, null)) {
+      for (const tx of await sent.toBroadcast(this.#db, this.#network, from, pending, null)) {
         const refusal = await this.#broadcast(tx);
         if (refusal !== null) {
           this.#log.error(
@@ -212,6 +212,11 @@ export class TransactionSender {
     };
   }
 
+  /**
+   * The wallet's lock across instances. Per environment, not per network: the one EOA's turns on
+   * several networks are taken one at a time (correct, not concurrent). A network in the key
+   * would need every instance to take the new key at once (a rolling upgrade holds both).
+   */
   #walletKey(from: Hex): string {
     return `wallet:${this.#network.environment}:${from.toLowerCase()}`;
   }
@@ -224,7 +229,7 @@ export class TransactionSender {
     fees: FeeQuote,
     options: SubmitOptions,
   ): Promise<sent.RecordedTransaction[]> {
-    const environment = this.#network.environment;
+    const on = this.#network;
     const wallet = this.#walletKey(from);
     const known = this.#nextNonce.get(wallet);
     this.#nextNonce.delete(wallet); // until this record has committed
@@ -252,16 +257,16 @@ export class TransactionSender {
     const { claim, fences } = options;
     const record = async (next: number | undefined): Promise<sent.NewTransaction[]> => {
       if (claim) {
-        const txs = await sign(next ?? (await sent.nextRecordedNonce(this.#db, environment, from)));
-        if (!(await sent.recordClaimed(this.#db, environment, txs, claim))) {
+        const txs = await sign(next ?? (await sent.nextRecordedNonce(this.#db, on, from)));
+        if (!(await sent.recordClaimed(this.#db, on, txs, claim))) {
           throw new RecordRefused("the send's claim returned nothing: nothing recorded, nothing sent");
         }
         return txs;
       }
       return this.#db.transaction().execute(async (trx) => {
         if (fences) await runFences(trx, fences);
-        const txs = await sign(next ?? (await sent.nextRecordedNonce(trx, environment, from)));
-        for (const tx of txs) await sent.recordTransaction(trx, environment, tx);
+        const txs = await sign(next ?? (await sent.nextRecordedNonce(trx, on, from)));
+        for (const tx of txs) await sent.recordTransaction(trx, on, tx);
         return txs;
       });
     };
@@ -336,7 +341,7 @@ export class TransactionSender {
   async #fillGapBelow(privateKey: Hex, from: Hex, nonce: number): Promise<boolean> {
     const pending = await this.#network.pendingNonce(from);
     if (pending >= nonce) return false;
-    const missing = await sent.toBroadcast(this.#db, this.#network.environment, from, pending, nonce);
+    const missing = await sent.toBroadcast(this.#db, this.#network, from, pending, nonce);
     if (missing.length !== nonce - pending) return false; // a nonce with nothing recorded: not ours to fill
     const refused = new Set<string>(); // payments whose leg the node refused here
     for (const tx of missing) {
@@ -372,7 +377,7 @@ export class TransactionSender {
     let cancel = await sent.cancellationOf(this.#db, tx.txHash);
     if (!cancel) {
       const signed = await this.#network.signCancel(privateKey, from, tx.raw, await this.#network.fees());
-      cancel = await sent.recordCancellation(this.#db, this.#network.environment, from, tx, signed);
+      cancel = await sent.recordCancellation(this.#db, this.#network, from, tx, signed);
     }
     const refusal = await this.#broadcast(cancel);
     if (refusal === null) return cancel.txHash;

@@ -20,6 +20,7 @@ import { EoaRail } from "./eoa-rail.ts";
 // chain is asked: the answer is the records' (the live network's node below is never called).
 
 const hex = (bytes: number): Hex => `0x${randomBytes(bytes).toString("hex")}`;
+const LIVE_DEFAULT = { environment: "live", id: "default" } as const;
 let t: TestApp;
 let rail: EoaRail;
 let ws: CreatedWorkspace;
@@ -57,7 +58,7 @@ async function leg(
   payoutId: string | null = null,
 ) {
   const txHash = hex(32);
-  await recordTransaction(t.database.db, "live", {
+  await recordTransaction(t.database.db, LIVE_DEFAULT, {
     txHash,
     raw: "0x00",
     nonce: nonce++,

@@ -1,4 +1,4 @@
-import type { ChainToken, EventLog, Hex, Network } from "../chain/network.ts";
+import type { ChainToken, EventLog, Hex, Network, OnNetwork } from "../chain/network.ts";
 import { transactionsOf } from "../chain/sent-transactions.ts";
 import { RecordRefused, type SentTransfer } from "../chain/sent-types.ts";
 import type { TransactionSender } from "../chain/transaction-sender.ts";
@@ -24,12 +24,14 @@ import {
 
 export class EoaRail implements Rail {
   readonly pipelined = true;
+  readonly network: OnNetwork;
   readonly #network: Network;
   readonly #sender: TransactionSender;
   /** Where the sender keeps its records (chain/sent-transactions.ts). */
   readonly #db: Db;
 
   constructor(network: Network, sender: TransactionSender, db: Db) {
+    this.network = network;
     this.#network = network;
     this.#sender = sender;
     this.#db = db;

@@ -1,5 +1,6 @@
-import type { ChainToken, EventLog, Hex } from "../chain/network.ts";
+import type { ChainToken, EventLog, Hex, OnNetwork } from "../chain/network.ts";
 import { type LedgerTransfer, SimulatedLedger, sandboxTxHash } from "../chain/simulated/ledger.ts";
+import { SANDBOX_A } from "../chain/simulated/networks.ts";
 import {
   balancesOf,
   type Move,
@@ -21,6 +22,8 @@ import {
 export class LedgerRail implements Rail {
   // Instant and final: nothing to overlap, and the breaker sees each outcome before the next.
   readonly pipelined = false;
+  /** The simulated network the ledger keeps its balances on: sandbox-a, the sandbox's default. */
+  readonly network: OnNetwork = { environment: "sandbox", id: SANDBOX_A.id };
   readonly #ledger: SimulatedLedger;
   readonly #smartAccount: boolean;
 

@@ -1,6 +1,6 @@
 import type { RawBuilder } from "kysely";
 import type { PreparedOperation } from "../chain/evm/smart-accounts.ts";
-import type { ChainToken, ContractCall, EventLog, Hex } from "../chain/network.ts";
+import type { ChainToken, ContractCall, EventLog, Hex, OnNetwork } from "../chain/network.ts";
 import type { LedgerTransfer } from "../chain/simulated/ledger.ts";
 
 // The Rail port: the one way money leaves a workspace wallet. A move is "these amounts of these
@@ -158,6 +158,8 @@ export interface Rail {
    * order; `submit` resolves once broadcast): a caller may start the next while this one is mined.
    */
   readonly pipelined: boolean;
+  /** The network its moves are on (D22): where the chain records of its moves are kept. */
+  readonly network: OnNetwork;
   balance(address: Hex, token: ChainToken): Promise<bigint>;
   /** Balances of `tokens` for a move's checks (with the mined nonce, on a pipelined rail). */
   funds(address: Hex, tokens: readonly ChainToken[]): Promise<WalletFunds>;

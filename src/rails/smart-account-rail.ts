@@ -1,6 +1,6 @@
 import { answeredWithError } from "../chain/evm/bundler-rpc.ts";
 import type { OperationOutcome, PreparedOperation, SmartAccounts } from "../chain/evm/smart-accounts.ts";
-import type { ChainToken, EventLog, Hex, Network } from "../chain/network.ts";
+import type { ChainToken, EventLog, Hex, Network, OnNetwork } from "../chain/network.ts";
 import { firstLineOf } from "../domain/errors.ts";
 import { KeyedQueue } from "../platform/concurrency/keyed-queue.ts";
 import {
@@ -27,6 +27,7 @@ export class SmartAccountRail implements Rail {
   // Not pipelined: each move's outcome is known (and counted by the breaker) before the next is
   // sent. Nonces do not order them: each operation has a nonce key of its own.
   readonly pipelined = false;
+  readonly network: OnNetwork;
   readonly #network: Network;
   readonly #accounts: SmartAccounts;
   /** Accounts this process has seen a move of included: deployed, so their moves run side by side. */
@@ -39,6 +40,7 @@ export class SmartAccountRail implements Rail {
   readonly #firstMoves = new KeyedQueue();
 
   constructor(network: Network, accounts: SmartAccounts) {
+    this.network = network;
     this.#network = network;
     this.#accounts = accounts;
   }

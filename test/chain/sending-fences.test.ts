@@ -13,6 +13,7 @@ import { newPayout } from "../support/payout-rows.ts";
 // unique settlement legs also over a database that holds a payment settled twice.
 
 const hex = (bytes: number) => `0x${randomBytes(bytes).toString("hex")}`;
+const LIVE_DEFAULT = { environment: "live", id: "default" } as const;
 
 describe("a payout claimed for sending", () => {
   it("is not failed as never sent by a reconciler that waited for the claim's commit", async () => {
@@ -42,7 +43,7 @@ describe("a payout claimed for sending", () => {
       const sender = db.transaction().execute(async (trx) => {
         const recorded = await sent.recordClaimed(
           trx,
-          "live",
+          LIVE_DEFAULT,
           [
             {
               txHash: hex(32) as `0x${string}`,
@@ -105,8 +106,8 @@ describe("a wallet's nonce", () => {
         paymentId: null,
         payoutId: null,
       });
-      await sent.recordTransaction(t.database.db, "live", tx(hex(32)));
-      const second = await sent.recordTransaction(t.database.db, "live", tx(hex(32))).then(
+      await sent.recordTransaction(t.database.db, LIVE_DEFAULT, tx(hex(32)));
+      const second = await sent.recordTransaction(t.database.db, LIVE_DEFAULT, tx(hex(32))).then(
         () => undefined,
         (err: unknown) => err,
       );

@@ -582,6 +582,7 @@ describe("a payment is settled once", () => {
     const { ws, id } = await confirmedPayment(t);
     const leg = (nonce: number) => ({
       environment: "live",
+      network: "default",
       from_address: ws.eoaAddress,
       nonce: String(nonce),
       purpose: "settlement_net",
@@ -718,6 +719,7 @@ describe("a payment is settled once", () => {
       .insertInto("chain_transactions")
       .values({
         environment: "live",
+        network: "default",
         from_address: randomAddress(),
         nonce: "0",
         purpose: "gas_topup",

@@ -81,7 +81,7 @@ export class SwapsService {
     ];
     if (txHashes.length === 0) return new Set();
     const operations = await Promise.all(txHashes.map((h) => network.userOperationsIn(h as Hex)));
-    const recorded = await this.#transfers.recordedOfKind(environment, "swap", {
+    const recorded = await this.#transfers.recordedOfKind(network, "swap", {
       txHashes,
       userOpHashes: operations.flat().map((h) => h.toLowerCase()),
     });

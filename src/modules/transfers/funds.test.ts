@@ -65,6 +65,7 @@ const rowsOf = (ws: CreatedWorkspace) =>
 function observed(rail: Rail, onFunds: () => void): Rail {
   return {
     pipelined: rail.pipelined,
+    network: rail.network,
     balance: (address, token) => rail.balance(address, token),
     funds: async (address, tokens) => {
       const funds = await rail.funds(address, tokens);

@@ -122,7 +122,7 @@ export async function recordIfFunded(
       // the transaction that records this one.
       const { minedNonce, balances } = funds;
       leaving = async (db) => ({
-        committed: await sending.committedFrom(db, environment, from, minedNonce, whole),
+        committed: await sending.committedFrom(db, rail.network, from, minedNonce, whole),
         balances,
       });
     } else {
@@ -130,7 +130,7 @@ export async function recordIfFunded(
       // transfer still processing: it is read first and the balance after it, so that one
       // completing in between is at worst subtracted twice (a refusal), never not at all. Both
       // before the transaction: a rail may read its balance from the database (the ledger).
-      const committed = await sending.committedFrom(ctx.db, environment, from, null, whole);
+      const committed = await sending.committedFrom(ctx.db, rail.network, from, null, whole);
       const { balances } = await rail.funds(from, tokens);
       leaving = async () => ({ committed, balances });
     }

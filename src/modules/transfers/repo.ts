@@ -1,4 +1,5 @@
 import { type Kysely, type Selectable, sql } from "kysely";
+import type { OnNetwork } from "../../chain/network.ts";
 import * as sent from "../../chain/sent-transactions.ts";
 import type { Environment } from "../../config.ts";
 import type { BreakerState } from "../../domain/circuit-breaker.ts";
@@ -118,17 +119,17 @@ export async function transfersFor(
  */
 export async function recordedOfKind(
   db: Db,
-  environment: Environment,
+  on: OnNetwork,
   kind: TransferKindName,
   hashes: { txHashes: readonly string[]; userOpHashes: readonly string[] },
 ): Promise<Set<string>> {
   const rows = await sql<{ hash: string }>`
-    SELECT t.tx_hash AS hash FROM (${sent.recordedAmong(environment, hashes.txHashes)}) t
+    SELECT t.tx_hash AS hash FROM (${sent.recordedAmong(on, hashes.txHashes)}) t
     JOIN payouts p ON p.id = t.payout_id
     WHERE p.kind = ${kind}
     UNION
     SELECT user_op_hash AS hash FROM payouts
-    WHERE environment = ${environment} AND kind = ${kind}
+    WHERE environment = ${on.environment} AND kind = ${kind}
       AND user_op_hash = ANY(${[...hashes.userOpHashes]}::text[])
   `.execute(db);
   return new Set(rows.rows.map((r) => r.hash.toLowerCase()));

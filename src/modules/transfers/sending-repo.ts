@@ -1,4 +1,5 @@
 import { type RawBuilder, sql } from "kysely";
+import type { OnNetwork } from "../../chain/network.ts";
 import * as sent from "../../chain/sent-transactions.ts";
 import type { Environment } from "../../config.ts";
 import type { Committed } from "../../domain/payout-funds.ts";
@@ -29,7 +30,7 @@ const OPEN = sql.lit(OPEN_PAYOUT);
  */
 export async function committedFrom(
   trx: Db,
-  environment: Environment,
+  on: OnNetwork,
   from: string,
   minedNonce: number | null,
   /** Payments whose whole gross is counted already: their settlement transfers are not again. */
@@ -47,17 +48,17 @@ export async function committedFrom(
       ? await sql<Row>`
           SELECT token_symbol, ${totals}
           FROM payouts p
-          WHERE p.environment = ${environment} AND p.status = ${OPEN} AND p.from_address = ${from}
+          WHERE p.environment = ${on.environment} AND p.status = ${OPEN} AND p.from_address = ${from}
             AND ${notCountedWhole}
           GROUP BY token_symbol`.execute(trx)
       : await sql<Row>`
           SELECT token_symbol, ${totals}
           FROM (
-            ${sent.leavingFrom(environment, from, minedNonce, settlingWhole)}
+            ${sent.leavingFrom(on, from, minedNonce, settlingWhole)}
             UNION ALL
             SELECT p.token_symbol, p.amount, p.gas_limit
             FROM payouts p
-            WHERE p.environment = ${environment} AND p.status = ${OPEN} AND p.from_address = ${from}
+            WHERE p.environment = ${on.environment} AND p.status = ${OPEN} AND p.from_address = ${from}
               AND NOT ${sent.recordedForPayout(sql`p.id`)} AND ${notCountedWhole}
           ) AS leaving
           GROUP BY token_symbol`.execute(trx);

@@ -1,4 +1,4 @@
-import type { Hex } from "../../chain/network.ts";
+import type { Hex, OnNetwork } from "../../chain/network.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { type BreakerState, resume } from "../../domain/circuit-breaker.ts";
@@ -163,11 +163,11 @@ export class TransfersService {
    * `kind` that this engine recorded: the chain watcher's way to know its own swaps' proceeds.
    */
   recordedOfKind(
-    environment: Environment,
+    on: OnNetwork,
     kind: TransferKindName,
     hashes: { txHashes: readonly string[]; userOpHashes: readonly string[] },
   ): Promise<Set<string>> {
-    return repo.recordedOfKind(this.#ctx.db, environment, kind, hashes);
+    return repo.recordedOfKind(this.#ctx.db, on, kind, hashes);
   }
 
   /** Finishes transfers no live instance owns any more, from what the chain says (reconciler.ts). */

@@ -35,6 +35,7 @@ import * as defaultWalletPerEnvironment from "./migrations/027_default_wallet_pe
 import * as adminEmailChanges from "./migrations/028_admin_email_changes.ts";
 import * as gasLimits from "./migrations/029_gas_limits.ts";
 import * as settlementTransfers from "./migrations/030_settlement_transfers.ts";
+import * as chainTransactionNetworks from "./migrations/031_chain_transaction_networks.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -79,6 +80,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "028_admin_email_changes": adminEmailChanges,
   "029_gas_limits": gasLimits,
   "030_settlement_transfers": settlementTransfers,
+  "031_chain_transaction_networks": chainTransactionNetworks,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -209,6 +209,8 @@ export interface ObservedTransfersTable {
 export interface ChainTransactionsTable {
   id: Generated<string>;
   environment: string;
+  /** The network it is signed for (D22): its nonce is unique per (environment, network, from_address). */
+  network: string;
   from_address: string;
   nonce: ColumnType<string, string | bigint, string | bigint>;
   purpose: string;
