@@ -3,10 +3,8 @@ import { Type } from "typebox";
 import { ENVIRONMENTS } from "../../config.ts";
 import { CHAIN_TOKENS } from "../../domain/money.ts";
 import { requireKey } from "../../platform/http/auth.ts";
+import { NullableString } from "../../platform/http/schemas.ts";
 import type { NetworkDirectory } from "./directory.ts";
-
-const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) =>
-  Type.Union([schema, Type.Null()]);
 
 const NetworkView = Type.Object({
   id: Type.String({ examples: ["base"] }),
@@ -18,7 +16,7 @@ const NetworkView = Type.Object({
   tokens: Type.Array(
     Type.Object({
       symbol: Type.Enum(CHAIN_TOKENS),
-      address: Nullable(Type.String({ description: "null: the chain's native coin" })),
+      address: NullableString({ description: "null: the chain's native coin" }),
       decimals: Type.Integer(),
     }),
   ),
@@ -40,7 +38,7 @@ export const networksRoutes =
           response: {
             200: Type.Object({
               environment: Type.Enum(ENVIRONMENTS),
-              default: Nullable(Type.String()),
+              default: NullableString(),
               networks: Type.Array(NetworkView),
             }),
           },

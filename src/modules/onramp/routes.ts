@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { ONRAMP_STATUSES } from "../../domain/onramp-state.ts";
 import { requireKey } from "../../platform/http/auth.ts";
-import { OffsetPage } from "../../platform/http/schemas.ts";
+import { NullableString, OffsetPage } from "../../platform/http/schemas.ts";
 import { documentedBodyOnly } from "../../platform/http/validation.ts";
 import { NetworkField } from "../networks/routes.ts";
 import type { OnrampService } from "./service.ts";
@@ -12,8 +12,6 @@ import type { OnrampService } from "./service.ts";
 // (domain/onramp-request.ts), so every refusal is a 400 naming its field. The customer's IP is the
 // request's: the client's own address, or what X-Forwarded-For says only behind a proxy listed in
 // TRUST_PROXY (never a header a client made up).
-
-const NullableString = () => Type.Unsafe<string | null>({ type: ["string", "null"] });
 
 const SessionSchema = Type.Object(
   {

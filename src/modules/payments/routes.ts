@@ -7,7 +7,7 @@ import { UNMATCHED_STATUSES } from "../../domain/unmatched-state.ts";
 import { MAX_DESCRIPTION } from "../../domain/validation.ts";
 import { requireKey } from "../../platform/http/auth.ts";
 import { CsvDownload, sendCsv } from "../../platform/http/csv.ts";
-import { OffsetPage } from "../../platform/http/schemas.ts";
+import { NullableString, OffsetPage } from "../../platform/http/schemas.ts";
 import { documentedBodyOnly } from "../../platform/http/validation.ts";
 import { NetworkField } from "../networks/routes.ts";
 import {
@@ -21,9 +21,7 @@ import type { PaymentsService } from "./service.ts";
 
 const Status = Type.Enum(PAYMENT_STATUSES);
 const Environment = Type.Enum(ENVIRONMENTS);
-// Nullable fields as `type: [T, "null"]` rather than anyOf: the response serializer handles a
-// type list directly, where anyOf makes it validate each branch on every response.
-const NullableString = () => Type.Unsafe<string | null>({ type: ["string", "null"] });
+// Nullable fields as `type: [T, "null"]` rather than anyOf (platform/http/schemas.ts).
 const NullableObject = <T>(properties?: Record<string, unknown>) =>
   Type.Unsafe<T | null>({
     type: ["object", "null"],

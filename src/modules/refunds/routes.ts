@@ -3,15 +3,13 @@ import type { FastifyReply } from "fastify";
 import { Type } from "typebox";
 import { REFUND_STATUSES } from "../../domain/refund-state.ts";
 import { requireKey } from "../../platform/http/auth.ts";
-import { OffsetPage } from "../../platform/http/schemas.ts";
+import { NullableString, OffsetPage } from "../../platform/http/schemas.ts";
 import { documentedBodyOnly } from "../../platform/http/validation.ts";
 import { NetworkField } from "../networks/routes.ts";
 import type { RefundAnswer, RefundsService } from "./service.ts";
 
 // Refunds of payments and returns of unmatched transfers (D19). Bodies are checked by the
 // domain's rules (domain/refund-request.ts) so every refusal is the spec's 400 with its message.
-
-const NullableString = () => Type.Unsafe<string | null>({ type: ["string", "null"] });
 
 export const RefundSchema = Type.Object(
   {

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { FastifyReply } from "fastify";
 import { Type } from "typebox";
 import { requireKey } from "../../platform/http/auth.ts";
-import { OffsetPage } from "../../platform/http/schemas.ts";
+import { NullableString, OffsetPage } from "../../platform/http/schemas.ts";
 import { documentedBodyAndQuery } from "../../platform/http/validation.ts";
 import { NetworkField } from "../networks/routes.ts";
 import type { SwapAnswer, SwapsService } from "./service.ts";
@@ -12,7 +12,6 @@ import { SWAP_STATUSES } from "./view.ts";
 // /swap/quote and /swap (same handlers). Query and body are checked by the domain's rules
 // (domain/swap-request.ts), so every refusal is a 400 naming its field.
 
-const NullableString = () => Type.Unsafe<string | null>({ type: ["string", "null"] });
 const Token = Type.Enum(["ETH", "USDC", "ADAO", "DAI"]);
 const Amount = (example: string) => Type.String({ examples: [example] });
 const Route = Type.Array(Type.Object({ protocol: Type.String(), pool: Type.String(), fee: Type.Integer() }));

@@ -18,3 +18,10 @@ export const PageSize = (defaultSize: number) =>
 export const OffsetPage = { limit: PageSize(50), offset: Offset };
 /** `page` and `limit` (1 to 100, default 20) of the agents and wallets lists (part 8). */
 export const NumberedPage = { page: PageNumber, limit: PageSize(20) };
+
+/**
+ * A nullable string as `type: ["string", "null"]` rather than anyOf: the response serializer
+ * handles a type list directly, where anyOf makes it validate each branch on every response.
+ */
+export const NullableString = (options: { description?: string } = {}) =>
+  Type.Unsafe<string | null>({ type: ["string", "null"], ...options });
