@@ -20,6 +20,8 @@ import { percentile, startAppOn, startLocalPostgres } from "./webhooks.ts";
 // matching transfers. PostgreSQL when DATABASE_URL is set or with --pg (a throw-away server from
 // scripts/local-postgres.sh), else PGlite.
 
+/** The live network the old variables configure (D22): the cursor the watcher keeps there. */
+const LIVE_DEFAULT = { environment: "live", id: "default" } as const;
 const WORKSPACES = 100;
 const PAYMENTS = 10_000;
 const LATENCY_TRANSFERS = 20;
@@ -196,7 +198,7 @@ export async function benchChainWatcher(
         }),
       );
     }
-    const cursorBefore = await readCursor(db, "live");
+    const cursorBefore = await readCursor(db, LIVE_DEFAULT);
     const headBefore = await client.getBlockNumber();
     let lastHash: Hex | undefined;
     for (let b = 0; b < BACKLOG_BLOCKS; b++) {
@@ -226,7 +228,7 @@ export async function benchChainWatcher(
     let watching = true;
     const watch = (async () => {
       while (watching) {
-        const cursor = await readCursor(db, "live");
+        const cursor = await readCursor(db, LIVE_DEFAULT);
         if (cursor && cursor.block >= head) {
           scannedAt = performance.now();
           return;
@@ -241,7 +243,7 @@ export async function benchChainWatcher(
       await watcher.tick();
       catchUpTicks.push(performance.now() - start);
       ticks++;
-      const cursor = await readCursor(db, "live");
+      const cursor = await readCursor(db, LIVE_DEFAULT);
       if (cursor && cursor.block >= head) break;
     }
     const tickedMs = performance.now() - catchUpStart;

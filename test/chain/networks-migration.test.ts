@@ -4,9 +4,10 @@ import { describe, expect, it } from "vitest";
 import { openDatabase } from "../../src/platform/db/database.ts";
 import { migratorUpTo } from "../support/migrations.ts";
 
-// Migration 031 on a database with history: every transaction recorded before was signed for the
-// one network its environment had (`default`, D22), and a nonce is unique per network from then
-// on: the EOA, one address on every EVM chain, counts its nonces per chain.
+// Migrations 031 and 032 on a database with history: every transaction recorded before was signed
+// for the one network its environment had (`default`, D22), and a nonce is unique per network from
+// then on (the EOA, one address on every EVM chain, counts its nonces per chain); the watcher's
+// cursor of before is that network's, and each network keeps its own.
 
 const hex = (bytes: number) => `0x${randomBytes(bytes).toString("hex")}`;
 const EOA = `0x${"Ab".repeat(20)}`;
@@ -43,6 +44,34 @@ describe("migration 031 on a database with history", () => {
         network: string;
       }>`SELECT network FROM chain_transactions WHERE nonce = 2`.execute(db);
       expect(last.rows).toEqual([{ network: "default" }]);
+    } finally {
+      await close();
+    }
+  });
+
+  it("032 keeps the cursor of before as `default`'s; each network then has its own, and a writer names its network", async () => {
+    const { db, close } = await openDatabase({});
+    try {
+      expect(
+        (await migratorUpTo(db, "031_chain_transaction_networks").migrateToLatest()).error,
+      ).toBeUndefined();
+      await sql`INSERT INTO chain_cursors (environment, block_number, block_hash) VALUES ('live', 17, '0xaa')`.execute(
+        db,
+      );
+      expect((await migratorUpTo(db, "032_chain_cursor_networks").migrateToLatest()).error).toBeUndefined();
+      await sql`INSERT INTO chain_cursors (environment, network, block_number, block_hash)
+                VALUES ('live', 'base', 5, '0xbb')`.execute(db);
+      const cursors = await sql<{ network: string; block_number: string }>`
+        SELECT network, block_number::text FROM chain_cursors ORDER BY network`.execute(db);
+      expect(cursors.rows).toEqual([
+        { network: "base", block_number: "5" },
+        { network: "default", block_number: "17" },
+      ]);
+      await expect(
+        sql`INSERT INTO chain_cursors (environment, block_number, block_hash) VALUES ('live', 1, '0xcc')`.execute(
+          db,
+        ),
+      ).rejects.toThrow(/network/);
     } finally {
       await close();
     }

@@ -36,6 +36,7 @@ import * as adminEmailChanges from "./migrations/028_admin_email_changes.ts";
 import * as gasLimits from "./migrations/029_gas_limits.ts";
 import * as settlementTransfers from "./migrations/030_settlement_transfers.ts";
 import * as chainTransactionNetworks from "./migrations/031_chain_transaction_networks.ts";
+import * as chainCursorNetworks from "./migrations/032_chain_cursor_networks.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -81,6 +82,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "029_gas_limits": gasLimits,
   "030_settlement_transfers": settlementTransfers,
   "031_chain_transaction_networks": chainTransactionNetworks,
+  "032_chain_cursor_networks": chainCursorNetworks,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -165,6 +165,8 @@ export interface WebhookDeliveriesTable {
 
 export interface ChainCursorsTable {
   environment: string;
+  /** Each network's watcher keeps its own cursor (D22, migration 032). */
+  network: string;
   block_number: ColumnType<string, string | bigint, string | bigint>;
   block_hash: string;
   updated_at: Generated<Date>;

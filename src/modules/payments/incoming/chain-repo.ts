@@ -1,5 +1,5 @@
 import { type Kysely, sql } from "kysely";
-import type { BlockRef, IncomingTransfer } from "../../../chain/network.ts";
+import type { BlockRef, IncomingTransfer, OnNetwork } from "../../../chain/network.ts";
 import * as sent from "../../../chain/sent-transactions.ts";
 import type { Environment } from "../../../config.ts";
 import { UNSETTLED_STATUSES } from "../../../domain/payment-state.ts";
@@ -19,30 +19,23 @@ type Db = Kysely<DatabaseSchema>;
 const INBOX = firstClaim({ named: false, paired: false });
 const PAYMENT = firstClaim({ named: false, paired: true });
 
-export async function readCursor(
-  db: Db,
-  environment: Environment,
-): Promise<{ block: bigint; hash: string } | null> {
+export async function readCursor(db: Db, on: OnNetwork): Promise<{ block: bigint; hash: string } | null> {
   const row = await db
     .selectFrom("chain_cursors")
     .selectAll()
-    .where("environment", "=", environment)
+    .where("environment", "=", on.environment)
+    .where("network", "=", on.id)
     .executeTakeFirst();
   return row ? { block: BigInt(String(row.block_number)), hash: row.block_hash } : null;
 }
 
-export async function writeCursor(
-  db: Db,
-  environment: Environment,
-  block: bigint,
-  hash: string,
-): Promise<void> {
+export async function writeCursor(db: Db, on: OnNetwork, block: bigint, hash: string): Promise<void> {
   await db
     .insertInto("chain_cursors")
-    .values({ environment, block_number: block.toString(), block_hash: hash })
+    .values({ environment: on.environment, network: on.id, block_number: block.toString(), block_hash: hash })
     .onConflict((oc) =>
       oc
-        .column("environment")
+        .columns(["environment", "network"])
         .doUpdateSet({ block_number: block.toString(), block_hash: hash, updated_at: new Date() }),
     )
     .execute();

@@ -151,7 +151,7 @@ export class ChainWatcher {
   /** Processes the blocks up to `headNumber`; the block the cursor is at afterwards. */
   async #scan(headNumber: bigint): Promise<bigint | undefined> {
     const [stored, wallets, agentWallets] = await Promise.all([
-      chainRepo.readCursor(this.#db, this.#environment),
+      chainRepo.readCursor(this.#db, this.#network),
       receivingWallets(this.#db),
       watchedWallets(this.#db, this.#environment),
     ]);
@@ -161,7 +161,7 @@ export class ChainWatcher {
       const start = headNumber > 0n ? headNumber - 1n : 0n;
       const block = await this.#network.block(start);
       if (!block) return;
-      await chainRepo.writeCursor(this.#db, this.#environment, block.number, block.hash);
+      await chainRepo.writeCursor(this.#db, this.#network, block.number, block.hash);
       cursor = { block: block.number, hash: block.hash };
     }
     const atCursor = cursor.block <= headNumber ? await this.#network.block(cursor.block) : null;
@@ -173,7 +173,7 @@ export class ChainWatcher {
         { environment: this.#environment, from: cursor.block, to: rewound.number },
         "chain reorganised: rescanning",
       );
-      await chainRepo.writeCursor(this.#db, this.#environment, rewound.number, rewound.hash);
+      await chainRepo.writeCursor(this.#db, this.#network, rewound.number, rewound.hash);
       cursor = { block: rewound.number, hash: rewound.hash };
     }
 
@@ -206,7 +206,7 @@ export class ChainWatcher {
       const detected = await this.#db.transaction().execute(async (trx) => {
         for (const [wallet, transfer] of forWallets) await this.#walletBalanceChanged(trx, wallet, transfer);
         const detected = await this.#detect(trx, observed);
-        await chainRepo.writeCursor(trx, this.#environment, toBlock.number, toBlock.hash);
+        await chainRepo.writeCursor(trx, this.#network, toBlock.number, toBlock.hash);
         return detected;
       });
       this.#metrics?.paymentsMoved(detected, DETECT.to);
