@@ -3,6 +3,7 @@ import { SANDBOX_A, type SimulatedNetwork } from "../../chain/simulated/networks
 import { type Config, ENVIRONMENTS, type Environment, type NetworkConfig } from "../../config.ts";
 import { InvalidRequest } from "../../domain/errors.ts";
 import { CHAIN_TOKENS, type ChainToken, NATIVE_TOKEN, TOKEN_DECIMALS } from "../../domain/money.ts";
+import { isPlainObject } from "../../domain/validation.ts";
 
 // Which networks each environment has (D22), as the API lists them and as a request's `network`
 // is checked against: the chains the configuration names, or, in a sandbox without one, its
@@ -45,10 +46,7 @@ export class UnknownNetwork extends InvalidRequest {
   }
 }
 
-const fieldOf = (body: unknown, name: string): unknown =>
-  typeof body === "object" && body !== null && !Array.isArray(body)
-    ? (body as Record<string, unknown>)[name]
-    : undefined;
+const fieldOf = (body: unknown, name: string): unknown => (isPlainObject(body) ? body[name] : undefined);
 
 /** Whether a request body names a network at all (where none applies, naming one is refused). */
 export const namesNetwork = (body: unknown): boolean =>
