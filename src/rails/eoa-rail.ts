@@ -24,17 +24,19 @@ import {
 
 export class EoaRail implements Rail {
   readonly pipelined = true;
-  readonly network: OnNetwork;
   readonly #network: Network;
   readonly #sender: TransactionSender;
   /** Where the sender keeps its records (chain/sent-transactions.ts). */
   readonly #db: Db;
 
   constructor(network: Network, sender: TransactionSender, db: Db) {
-    this.network = network;
     this.#network = network;
     this.#sender = sender;
     this.#db = db;
+  }
+
+  get network(): OnNetwork {
+    return this.#network;
   }
 
   balance(address: Hex, token: ChainToken): Promise<bigint> {

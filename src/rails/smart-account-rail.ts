@@ -27,7 +27,6 @@ export class SmartAccountRail implements Rail {
   // Not pipelined: each move's outcome is known (and counted by the breaker) before the next is
   // sent. Nonces do not order them: each operation has a nonce key of its own.
   readonly pipelined = false;
-  readonly network: OnNetwork;
   readonly #network: Network;
   readonly #accounts: SmartAccounts;
   /** Accounts this process has seen a move of included: deployed, so their moves run side by side. */
@@ -40,9 +39,12 @@ export class SmartAccountRail implements Rail {
   readonly #firstMoves = new KeyedQueue();
 
   constructor(network: Network, accounts: SmartAccounts) {
-    this.network = network;
     this.#network = network;
     this.#accounts = accounts;
+  }
+
+  get network(): OnNetwork {
+    return this.#network;
   }
 
   balance(address: Hex, token: ChainToken): Promise<bigint> {
