@@ -10,7 +10,7 @@ import { ChainWatcher } from "../src/modules/payments/incoming/chain-watcher.ts"
 import * as repo from "../src/modules/payments/repo.ts";
 import { PeriodicJob } from "../src/platform/jobs/periodic-job.ts";
 import { createWorkspace, type TestApp } from "../test/support/app.ts";
-import { liveNetworkEnv } from "../test/support/devnet-env.ts";
+import { LIVE_DEFAULT, liveNetworkEnv } from "../test/support/devnet-env.ts";
 import { percentile, startAppOn, startLocalPostgres } from "./webhooks.ts";
 
 // Chain watcher benchmark (`node bench/chain-watcher.ts [--pg]`): with 10,000 live pending
@@ -20,8 +20,6 @@ import { percentile, startAppOn, startLocalPostgres } from "./webhooks.ts";
 // matching transfers. PostgreSQL when DATABASE_URL is set or with --pg (a throw-away server from
 // scripts/local-postgres.sh), else PGlite.
 
-/** The live network the old variables configure (D22): the cursor the watcher keeps there. */
-const LIVE_DEFAULT = { environment: "live", id: "default" } as const;
 const WORKSPACES = 100;
 const PAYMENTS = 10_000;
 const LATENCY_TRANSFERS = 20;

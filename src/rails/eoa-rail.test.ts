@@ -6,6 +6,7 @@ import {
   startTestApp,
   type TestApp,
 } from "../../test/support/app.ts";
+import { LIVE_DEFAULT } from "../../test/support/devnet-env.ts";
 import { newPayout } from "../../test/support/payout-rows.ts";
 import { insertPayment } from "../../test/support/transfers.ts";
 import type { Hex } from "../chain/network.ts";
@@ -20,7 +21,6 @@ import { EoaRail } from "./eoa-rail.ts";
 // chain is asked: the answer is the records' (the live network's node below is never called).
 
 const hex = (bytes: number): Hex => `0x${randomBytes(bytes).toString("hex")}`;
-const LIVE_DEFAULT = { environment: "live", id: "default" } as const;
 let t: TestApp;
 let rail: EoaRail;
 let ws: CreatedWorkspace;

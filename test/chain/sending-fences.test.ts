@@ -5,6 +5,7 @@ import * as sent from "../../src/chain/sent-transactions.ts";
 import * as sending from "../../src/modules/transfers/sending-repo.ts";
 import { openDatabase } from "../../src/platform/db/database.ts";
 import { createWorkspace, startTestApp } from "../support/app.ts";
+import { LIVE_DEFAULT } from "../support/devnet-env.ts";
 import { migratorUpTo } from "../support/migrations.ts";
 import { newPayout } from "../support/payout-rows.ts";
 
@@ -13,7 +14,6 @@ import { newPayout } from "../support/payout-rows.ts";
 // unique settlement legs also over a database that holds a payment settled twice.
 
 const hex = (bytes: number) => `0x${randomBytes(bytes).toString("hex")}`;
-const LIVE_DEFAULT = { environment: "live", id: "default" } as const;
 
 describe("a payout claimed for sending", () => {
   it("is not failed as never sent by a reconciler that waited for the claim's commit", async () => {

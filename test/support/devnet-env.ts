@@ -1,5 +1,8 @@
 import type { Devnet, DevnetAccountAbstraction } from "../../src/devnet/chain.ts";
 
+/** The network the LIVE_… variables configure (D22): where its chain records are kept. */
+export const LIVE_DEFAULT = { environment: "live", id: "default" } as const;
+
 /** The LIVE_* variables (D14) that point the service at a test devnet. */
 export function liveNetworkEnv(devnet: Devnet, extra: Record<string, string> = {}): Record<string, string> {
   return {
