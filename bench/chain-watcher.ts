@@ -53,6 +53,7 @@ async function insertPayments(t: TestApp, eoas: Array<{ id: string; address: Hex
         status: "pending",
         workspaceId: ws.id,
         environment: "live",
+        network: LIVE_DEFAULT.id,
         paymentMethod: "crypto",
         paymentProvider: "onchain",
         tokenSymbol: "USDC",

@@ -296,4 +296,173 @@ describe("a request's network (D22): the default when absent, refused when the e
     expect((await call("GET", ws.testKey, "/api/v1/swaps")).json().total).toBe(0);
     expect((await call("GET", ws.testKey, "/api/v1/onramp/sessions")).json().total).toBe(0);
   });
+
+  it("every record names its network: payments (null for a card), transfers, refunds, the inbox, swaps, on-ramp sessions, events", async () => {
+    const ws = await createWorkspace(t);
+    const created = (await call("POST", ws.testKey, "/api/v1/payments", crypto)).json();
+    expect(created.payment.network).toBe("sandbox-a");
+    const live = await call("POST", ws.liveKey, "/api/v1/payments", crypto);
+    expect(live.statusCode, live.body).toBe(201);
+    expect(live.json().payment.network).toBe("default");
+    const card = await call("POST", ws.testKey, "/api/v1/payments", {
+      paymentMethod: "card",
+      tokenSymbol: "USD",
+      amount: "5.00",
+    });
+    expect(card.json().payment.network).toBeNull();
+    const fetched = await call("GET", ws.testKey, `/api/v1/payments/${created.payment.id}`);
+    expect(fetched.json().payment.network).toBe("sandbox-a");
+
+    const payout = await call("POST", ws.testKey, "/api/v1/payouts", {
+      tokenSymbol: "USDC",
+      amount: "1",
+      destinationAddress: "0x3000000000000000000000000000000000000003",
+    });
+    expect(payout.statusCode, payout.body).toBe(200);
+    expect(payout.json().payout.network).toBe("sandbox-a");
+    const refund = await call("POST", ws.testKey, `/api/v1/payments/${created.payment.id}/refunds`, {
+      amount: "1.00",
+      destinationAddress: "0x3000000000000000000000000000000000000003",
+    });
+    expect(refund.statusCode, refund.body).toBe(201);
+    expect(refund.json().refund.network).toBe("sandbox-a");
+    const incoming = await call("POST", ws.testKey, "/api/v1/sandbox/incoming-transfer", {
+      tokenSymbol: "USDC",
+      amount: "2",
+    });
+    expect(incoming.json().transfer.network).toBe("sandbox-a");
+
+    const quote = await call(
+      "GET",
+      ws.testKey,
+      "/api/v1/swap/quote?sellToken=USDC&buyToken=ETH&sellAmount=1",
+    );
+    expect(quote.statusCode, quote.body).toBe(200);
+    expect(quote.json().network).toBe("sandbox-a");
+    const swap = await call("POST", ws.testKey, "/api/v1/swap", { quoteId: quote.json().quoteId });
+    expect(swap.statusCode, swap.body).toBe(200);
+    expect(swap.json().network).toBe("sandbox-a");
+    const onramp = await call("POST", ws.testKey, "/api/v1/onramp/session", {
+      destinationCurrency: "USDC",
+      sourceAmount: "10.00",
+    });
+    expect(onramp.statusCode, onramp.body).toBe(201);
+    expect(onramp.json().network).toBe("sandbox-a");
+
+    // The events carry the same objects (a card payment's has no network; live's is live's).
+    const events = await t.database.db
+      .selectFrom("outbox_events")
+      .select(["event_type", "environment", "payload"])
+      .where("workspace_id", "=", ws.id)
+      .where("event_type", "in", ["payment.created", "payout.completed", "refund.completed"])
+      .execute();
+    const networks = events.map((e) => [
+      e.event_type,
+      e.environment,
+      (e.payload as { network?: unknown }).network,
+    ]);
+    expect(networks).toEqual(
+      expect.arrayContaining([
+        ["payment.created", "sandbox", "sandbox-a"],
+        ["payment.created", "sandbox", null],
+        ["payment.created", "live", "default"],
+        ["payout.completed", "sandbox", "sandbox-a"],
+        ["refund.completed", "sandbox", "sandbox-a"],
+      ]),
+    );
+    expect(networks).toHaveLength(5);
+  });
+
+  it("an inbox transfer attaches only to a payment of its own network", async () => {
+    const ws = await createWorkspace(t);
+    const pending = await t.database.db
+      .insertInto("payments")
+      .values({
+        workspace_id: ws.id,
+        environment: "sandbox",
+        network: "sandbox-a",
+        status: "pending",
+        payment_method: "crypto",
+        payment_provider: "onchain",
+        token_symbol: "USDC",
+        gross_amount: "2000000",
+        fee_amount: "30000",
+        net_amount: "1970000",
+        merchant_wallet: null,
+        wallet_type: "eoa",
+        receiving_address: ws.eoaAddress,
+        description: null,
+        metadata: JSON.stringify({}),
+        return_url: null,
+        cancel_url: null,
+        expires_at: new Date(Date.now() + 3_600_000),
+      })
+      .returning("id")
+      .executeTakeFirstOrThrow();
+    const transfer = (
+      await call("POST", ws.testKey, "/api/v1/sandbox/incoming-transfer", {
+        tokenSymbol: "USDC",
+        amount: "2",
+      })
+    ).json().transfer;
+    // The same transfer as if it had arrived on another network of the environment.
+    await t.database.db
+      .updateTable("unmatched_transfers")
+      .set({ network: "sandbox-b" })
+      .where("id", "=", transfer.id)
+      .execute();
+    const attach = await call("POST", ws.testKey, `/api/v1/transfers/unmatched/${transfer.id}/attach`, {
+      paymentId: pending.id,
+    });
+    expect(attach.statusCode, attach.body).toBe(400);
+    expect(attach.json()).toMatchObject({
+      error: "The transfer arrived on network sandbox-b, the payment is on sandbox-a",
+      transferNetwork: "sandbox-b",
+      paymentNetwork: "sandbox-a",
+    });
+    const payment = (await call("GET", ws.testKey, `/api/v1/payments/${pending.id}`)).json().payment;
+    expect(payment.status).toBe("pending");
+  });
+
+  it("a refund or a return goes back on the network the money arrived on, never another", async () => {
+    const ws = await createWorkspace(t);
+    const payment = (await call("POST", ws.testKey, "/api/v1/payments", crypto)).json().payment;
+    const transfer = (
+      await call("POST", ws.testKey, "/api/v1/sandbox/incoming-transfer", {
+        tokenSymbol: "USDC",
+        amount: "2",
+      })
+    ).json().transfer;
+    // As if both had arrived on another network of the environment than the one named below.
+    await t.database.db
+      .updateTable("payments")
+      .set({ network: "sandbox-b" })
+      .where("id", "=", payment.id)
+      .execute();
+    await t.database.db
+      .updateTable("unmatched_transfers")
+      .set({ network: "sandbox-b" })
+      .where("id", "=", transfer.id)
+      .execute();
+    const destinationAddress = "0x3000000000000000000000000000000000000003";
+    const refund = await call("POST", ws.testKey, `/api/v1/payments/${payment.id}/refunds`, {
+      amount: "1.00",
+      destinationAddress,
+      network: "sandbox-a",
+    });
+    expect(refund.statusCode, refund.body).toBe(400);
+    expect(refund.json()).toEqual({
+      error: "The payment's money arrived on network sandbox-b: it goes back on that network",
+      network: "sandbox-a",
+      arrivedOn: "sandbox-b",
+    });
+    const returned = await call("POST", ws.testKey, `/api/v1/transfers/unmatched/${transfer.id}/return`, {
+      network: "sandbox-a",
+    });
+    expect(returned.statusCode, returned.body).toBe(400);
+    expect(returned.json().error).toBe(
+      "The transfer's money arrived on network sandbox-b: it goes back on that network",
+    );
+    expect((await call("GET", ws.testKey, `/api/v1/payments/${payment.id}/refunds`)).json().total).toBe(0);
+  });
 });

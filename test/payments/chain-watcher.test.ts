@@ -14,7 +14,8 @@ import { batchTransition } from "../../src/modules/payments/transitions.ts";
 import { openDatabase } from "../../src/platform/db/database.ts";
 import type { PaymentRow } from "../../src/platform/db/schema.ts";
 import { createWorkspace, startTestApp, type TestApp } from "../support/app.ts";
-import { migratorUpTo } from "../support/migrations.ts";
+import { LIVE_DEFAULT } from "../support/devnet-env.ts";
+import { LATEST, migratorUpTo } from "../support/migrations.ts";
 
 // The chain watcher's set-based matching (D5) against a scripted chain: each test writes the
 // blocks it needs (including repeats and reorgs) and checks what the database holds afterwards.
@@ -193,6 +194,7 @@ describe("chain watcher: set-based matching", () => {
       status: "pending",
       workspaceId,
       environment: "live",
+      network: LIVE_DEFAULT.id,
       paymentMethod: "crypto",
       paymentProvider: "onchain",
       tokenSymbol: options.token ?? "USDC",
@@ -362,7 +364,7 @@ describe("chain watcher: set-based matching", () => {
     const match = (transfers: IncomingTransfer[]) => (trx: typeof t.database.db) =>
       matchTransfers(
         trx,
-        "live",
+        LIVE_DEFAULT,
         transfers.map((x, i) => ({ ...x, workspaceId, ordinal: transferOrdinals(transfers)[i] ?? 0 })),
         DETECT,
         new Date(),
@@ -764,11 +766,11 @@ describe("migration 012 on a database with history", () => {
         },
       ]);
       // The same transfer presented again at another log index (a reorg) is not claimed again,
-      // with the later migrations applied too.
-      expect((await migrator("026_transfer_claims").migrateToLatest()).error).toBeUndefined();
+      // with every later migration applied too (033 puts these claims on the network `default`).
+      expect((await migrator(LATEST).migrateToLatest()).error).toBeUndefined();
       const again = await matchTransfers(
         db as never,
-        "live",
+        LIVE_DEFAULT,
         [
           {
             token: "USDC",

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import type { InjectOptions } from "fastify";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SANDBOX_A } from "../../src/chain/simulated/networks.ts";
 import {
   bearer,
   type CreatedWorkspace,
@@ -13,11 +14,11 @@ import {
 // CSV exports of payments and payouts (D18, D13, D4), against the real app on a real database.
 
 const PAYMENT_HEADER =
-  "id,status,environment,paymentMethod,paymentProvider,tokenSymbol,grossAmount,feeAmount,netAmount," +
+  "id,status,environment,network,paymentMethod,paymentProvider,tokenSymbol,grossAmount,feeAmount,netAmount," +
   "description,metadata,merchantWallet,walletType,receivingAddress,payerAddress,txHash," +
   "settlementNetTxHash,settlementFeeTxHash,failureReason,expiresAt,createdAt,updatedAt";
 const PAYOUT_HEADER =
-  "id,status,environment,tokenSymbol,amount,fromAddress,destinationAddress,txHash,userOpHash," +
+  "id,status,environment,network,tokenSymbol,amount,fromAddress,destinationAddress,txHash,userOpHash," +
   "description,metadata,createdAt,completedAt";
 const MERCHANT = "0x2222222222222222222222222222222222222222";
 
@@ -135,6 +136,7 @@ describe("GET /api/v1/payments/export.csv", () => {
       id,
       "forwarded",
       "sandbox",
+      SANDBOX_A.id,
       "crypto",
       "onchain",
       "USDC",
@@ -315,9 +317,9 @@ describe("GET /api/v1/payouts/export.csv", () => {
   it("streams more than a batch of payouts, each once, newest first, ties broken by id", async () => {
     const ws = await createWorkspace(t);
     await sql`
-      INSERT INTO payouts (workspace_id, environment, status, token_symbol, amount, destination_address,
+      INSERT INTO payouts (workspace_id, environment, network, status, token_symbol, amount, destination_address,
                            from_address, wallet_type, created_at, completed_at)
-      SELECT ${ws.id}::uuid, 'sandbox', CASE WHEN i % 4 = 0 THEN 'failed' ELSE 'completed' END, 'USDC', 1000,
+      SELECT ${ws.id}::uuid, 'sandbox', ${SANDBOX_A.id}, CASE WHEN i % 4 = 0 THEN 'failed' ELSE 'completed' END, 'USDC', 1000,
              ${MERCHANT}, ${ws.eoaAddress}, 'eoa', k.at, k.at
       FROM ${series(1200)}`.execute(t.database.db);
     const ids = idsIn((await exportCsv(ws.testKey, "payouts")).body);
@@ -360,6 +362,7 @@ describe("GET /api/v1/payouts/export.csv", () => {
         r.id,
         r.status,
         "sandbox",
+        SANDBOX_A.id,
         "USDC",
         "2.50",
         ws.eoaAddress,

@@ -14,3 +14,6 @@ export function migratorUpTo(db: Db, upTo: string): Migrator {
     },
   });
 }
+
+/** The last migration: `migratorUpTo(db, LATEST)` applies every one. */
+export const LATEST = Object.keys(MIGRATIONS).sort().at(-1) ?? "";

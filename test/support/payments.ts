@@ -1,3 +1,5 @@
+import { SANDBOX_A } from "../../src/chain/simulated/networks.ts";
+import { LIVE_DEFAULT } from "./devnet-env.ts";
 // What the payments endpoint suites (test/payments/payments.test.ts, read-cancel-verify.test.ts) share.
 
 import type { InjectOptions } from "fastify";
@@ -72,6 +74,7 @@ export async function insertPayment(
     .values({
       workspace_id: ws.id,
       environment: options.environment ?? "sandbox",
+      network: options.environment === "live" ? LIVE_DEFAULT.id : SANDBOX_A.id,
       status: options.status ?? "pending",
       payment_method: "crypto",
       payment_provider: "onchain",

@@ -1,4 +1,5 @@
 import { expect } from "vitest";
+import { SANDBOX_A } from "../../src/chain/simulated/networks.ts";
 import type { CreatedWorkspace, TestApp } from "./app.ts";
 
 // What the tests of the dashboard's refund and inbox pages (D19) share: a pending payment (sandbox
@@ -18,6 +19,7 @@ export async function pendingPayment(
     .values({
       workspace_id: owner.id,
       environment: "sandbox",
+      network: SANDBOX_A.id,
       status: "pending",
       payment_method: "crypto",
       payment_provider: "onchain",

@@ -284,6 +284,7 @@ export function cardRefundView(row: repo.CardRefundRow): RefundView {
     paymentId: row.payment_id,
     amount: formatAmount(BigInt(row.amount), TOKEN_DECIMALS[row.token_symbol as TokenSymbol]),
     tokenSymbol: row.token_symbol,
+    network: null,
     destinationAddress: null,
     status: row.status as RefundStatus,
     txHash: row.provider_refund_id,

@@ -41,7 +41,7 @@ export async function applySnapshot(
   let txHash = session.transactionId?.toLowerCase() ?? null;
   if (txHash) {
     // One transaction delivers one session (a unique index backs it).
-    const other = await repo.sessionOfTransaction(trx, environment, txHash);
+    const other = await repo.sessionOfTransaction(trx, { environment, id: row.network }, txHash);
     if (other && other.id !== row.id) {
       ctx.log.error(
         { ...source, onrampId: row.id, otherOnrampId: other.id, txHash },
@@ -62,12 +62,12 @@ export async function applySnapshot(
     if (!txHash || row.status !== session.status) return ignored;
     const filled = await repo.fillTransaction(trx, row.id, txHash, now);
     if (!filled) return ignored;
-    await inbox.onrampNamed(trx, environment, deliveryOf(filled, txHash));
+    await inbox.onrampNamed(trx, { environment, id: filled.network }, deliveryOf(filled, txHash));
     return { outcome: "applied: transaction named", changed: true };
   }
   // The watcher may have seen the delivery before the provider named it: it is this session's.
   if (moved.transaction_id)
-    await inbox.onrampNamed(trx, environment, deliveryOf(moved, moved.transaction_id));
+    await inbox.onrampNamed(trx, { environment, id: moved.network }, deliveryOf(moved, moved.transaction_id));
   await recordEvents(trx, [{ ...eventOf(moved), type: "onramp.session.updated" }]);
   return { outcome: "applied", changed: true };
 }

@@ -1,6 +1,5 @@
-import type { Hex, Network } from "../../chain/network.ts";
+import type { Hex, Network, OnNetwork } from "../../chain/network.ts";
 import { inChainOrder, transferOrdinals } from "../../chain/transfer-order.ts";
-import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { firstLineOf } from "../../domain/errors.ts";
 import type { ChainToken } from "../../domain/money.ts";
@@ -25,10 +24,10 @@ import { eventOf } from "./view.ts";
 
 /** The unmatched inbox's part (payments/inbox/unmatched.ts): the session claims its delivery's transfers. */
 export interface OnrampInbox {
-  onrampNamed(trx: Db, environment: Environment, delivery: OnrampDelivery): Promise<void>;
+  onrampNamed(trx: Db, on: OnNetwork, delivery: OnrampDelivery): Promise<void>;
   claimForOnramp(
     trx: Db,
-    environment: Environment,
+    on: OnNetwork,
     delivery: OnrampDelivery & { transfers: readonly ClaimedTransfer[] },
   ): Promise<boolean>;
 }
@@ -100,7 +99,7 @@ async function confirmOne(
   const done = await ctx.db.transaction().execute(async (trx) => {
     // The session first, then the inbox and the claims: the order the provider's events take too.
     if (!(await repo.lockUncredited(trx, session.id))) return undefined;
-    if (!(await inbox.claimForOnramp(trx, network.environment, delivery))) {
+    if (!(await inbox.claimForOnramp(trx, network, delivery))) {
       ctx.log.error(
         { onrampId: session.id, txHash },
         "on-ramp delivery already counted as a payment, or attached or returned from the unmatched inbox: not credited",

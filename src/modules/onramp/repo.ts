@@ -1,4 +1,5 @@
 import { type Selectable, sql } from "kysely";
+import type { OnNetwork } from "../../chain/network.ts";
 import type { Environment } from "../../config.ts";
 import {
   FULFILLED,
@@ -20,6 +21,8 @@ export type Scope = { workspaceId: string; environment: Environment };
 export interface NewOnrampSession {
   id: string;
   scope: Scope;
+  /** The network it delivers on (D22). */
+  network: string;
   provider: "card" | "sandbox";
   providerSessionId: string;
   status: OnrampStatus;
@@ -44,6 +47,7 @@ export async function insertSession(db: Db, session: NewOnrampSession): Promise<
       id: session.id,
       workspace_id: session.scope.workspaceId,
       environment: session.scope.environment,
+      network: session.network,
       provider: session.provider,
       provider_session_id: session.providerSessionId,
       status: session.status,
@@ -241,11 +245,13 @@ export async function markReconciled(db: Db, id: string, at: Date): Promise<void
 }
 
 /** The session that names transaction `txHash` (lower-case), if any. */
-export async function sessionOfTransaction(trx: Db, environment: Environment, txHash: string) {
+/** The session whose delivery is transaction `txHash` of network `on` (one at most: a unique index). */
+export async function sessionOfTransaction(trx: Db, on: OnNetwork, txHash: string) {
   return trx
     .selectFrom("onramp_sessions")
     .select("id")
-    .where("environment", "=", environment)
+    .where("environment", "=", on.environment)
+    .where("network", "=", on.id)
     .where("transaction_id", "=", txHash)
     .executeTakeFirst();
 }

@@ -17,6 +17,7 @@ const SessionSchema = Type.Object(
   {
     id: Type.String({ format: "uuid" }),
     provider: Type.String({ description: "card (the card provider's on-ramp) or sandbox" }),
+    network: Type.String({ description: "The network it delivers on (D22)" }),
     status: Type.String({ description: ONRAMP_STATUSES.join(", ") }),
     clientSecret: Type.Optional(NullableString()),
     redirectUrl: NullableString(),

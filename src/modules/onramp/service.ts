@@ -75,10 +75,13 @@ export class OnrampService {
     const validated = validateOnrampRequest(body);
     if (!validated.ok) throw badRequest(validated.message);
     const request = validated.value;
-    this.#ctx.directory.resolveIn(tenant.environment, body);
+    const on = this.#ctx.directory.resolveIn(tenant.environment, body);
     const scope = { workspaceId: tenant.workspaceId, environment: tenant.environment };
     // The sandbox without a network of its own completes sessions on the simulated ledger.
-    if (scope.environment === "sandbox" && !this.#ctx.networks.sandbox) return this.#sandbox(scope, request);
+    if (scope.environment === "sandbox" && !this.#ctx.networks.sandbox) {
+      if (on === null) throw new Error("the sandbox always has a network");
+      return this.#sandbox(scope, request, on);
+    }
     const provider = this.#providers[scope.environment];
     if (!provider) {
       const suffix = scope.environment.toUpperCase();
@@ -89,7 +92,7 @@ export class OnrampService {
     const wallet = await this.#wallets.walletFor(scope, request.walletType);
     const chainId = this.#ctx.config.networks[scope.environment]?.chainId ?? 0;
     const network = onrampNetworkOf(chainId);
-    if (!network)
+    if (!network || on === null)
       throw serviceUnavailable(`The card on-ramp does not deliver on this network (chain id ${chainId})`);
     const id = randomUUID();
     const currency = request.destinationCurrency;
@@ -122,6 +125,7 @@ export class OnrampService {
     const row = await repo.insertSession(this.#ctx.db, {
       id,
       scope,
+      network: on,
       provider: "card",
       providerSessionId: session.id,
       status: session.status,
@@ -141,7 +145,7 @@ export class OnrampService {
   }
 
   /** A sandbox session, complete at once: the ledger's credit, the session and its two events in one transaction. */
-  async #sandbox(scope: repo.Scope, request: OnrampRequest): Promise<OnrampView> {
+  async #sandbox(scope: repo.Scope, request: OnrampRequest, network: string): Promise<OnrampView> {
     const wallet = await this.#wallets.walletFor(scope, request.walletType);
     const id = randomUUID();
     const currency = request.destinationCurrency;
@@ -154,6 +158,7 @@ export class OnrampService {
       const created = await repo.insertSession(trx, {
         id,
         scope,
+        network,
         provider: "sandbox",
         providerSessionId: `sandbox_${id}`,
         status: FULFILLED,

@@ -8,6 +8,8 @@ import type { OnrampRow } from "./repo.ts";
 export interface OnrampView {
   id: string;
   provider: string;
+  /** The network it delivers on (D22). */
+  network: string;
   status: string;
   /** For the provider's widget in the customer's browser; never in events. */
   clientSecret?: string | null;
@@ -32,6 +34,7 @@ export function onrampView(row: OnrampRow, clientSecret?: string | null): Onramp
   return {
     id: row.id,
     provider: row.provider,
+    network: row.network,
     status: row.status,
     ...(clientSecret !== undefined ? { clientSecret } : {}),
     redirectUrl: row.redirect_url,

@@ -58,6 +58,8 @@ interface Decided {
   cardProvider: CardProvider | undefined;
   walletType: "eoa" | "smart_wallet";
   receivingAddress: string | null;
+  /** The network it is paid on (D22); null for a card payment. */
+  network: string | null;
 }
 
 /** A live card payment's checkout session and the payment id it names. */
@@ -119,14 +121,14 @@ export class PaymentCreation {
     });
     if (!validated.ok) throw badRequest(validated.message);
     const request = validated.value;
-    // One network per environment so far: the answer is its default, checked, not yet stored.
-    this.#ctx.directory.resolvePaymentNetworks(
+    // An environment has one network so far, so a list of networks names at most that one.
+    const [network = null] = this.#ctx.directory.resolvePaymentNetworks(
       principal.environment,
       body,
       request.paymentMethod === "crypto",
     );
     const cardProvider = this.#liveRail(principal.environment, request);
-    return { request, cardProvider, ...receivingWallet(principal.environment, request, workspace) };
+    return { request, cardProvider, network, ...receivingWallet(principal.environment, request, workspace) };
   }
 
   /** Refuses what live cannot do here (nothing is faked, D3); the card provider for a live card payment. */
@@ -309,10 +311,15 @@ function expiresAt(request: PaymentRequest, now: Date): Date {
 }
 
 /** The new row's fields that come from the request, its tenant and its wallet. */
-function newPayment(principal: Tenant, { request, walletType, receivingAddress }: Decided, now: Date) {
+function newPayment(
+  principal: Tenant,
+  { request, walletType, receivingAddress, network }: Decided,
+  now: Date,
+) {
   return {
     workspaceId: principal.workspaceId,
     environment: principal.environment,
+    network,
     paymentMethod: request.paymentMethod,
     paymentProvider: request.paymentMethod === "card" ? ("card" as const) : ("onchain" as const),
     tokenSymbol: request.tokenSymbol,

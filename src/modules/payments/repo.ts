@@ -13,6 +13,8 @@ export interface NewPayment {
   status: PaymentStatus;
   workspaceId: string;
   environment: Environment;
+  /** The network it is paid on (D22); null for a card payment. */
+  network: string | null;
   paymentMethod: "crypto" | "card";
   paymentProvider: "onchain" | "card";
   tokenSymbol: string;
@@ -45,6 +47,7 @@ export function newPaymentRow(p: NewPayment & { id: string }): PaymentRow {
     id: p.id,
     workspace_id: p.workspaceId,
     environment: p.environment,
+    network: p.network,
     status: p.status,
     payment_method: p.paymentMethod,
     payment_provider: p.paymentProvider,
@@ -92,7 +95,7 @@ export function newPaymentRow(p: NewPayment & { id: string }): PaymentRow {
  * The INSERT of rows built by newPaymentRow (at least one), as a query to run or to embed in a
  * larger statement. Each column goes as ONE array parameter that unnest turns back into rows, so
  * the statement text is the same for any number of rows: prepared once per connection and
- * planned once, with 26 parameters to build and send instead of 26 per row (a VALUES list made a
+ * planned once, with 27 parameters to build and send instead of 27 per row (a VALUES list made a
  * new text, and a new plan, for every batch size). Columns not named keep their defaults.
  */
 export function insertPaymentsQuery(rows: readonly PaymentRow[]): RawBuilder<unknown> {
@@ -103,7 +106,7 @@ export function insertPaymentsQuery(rows: readonly PaymentRow[]): RawBuilder<unk
                           wallet_type, receiving_address, description, metadata, return_url,
                           cancel_url, expires_at, card_checkout_session_id, checkout_url,
                           created_at, updated_at, split_snapshot, settlement_id, settled_at,
-                          settlement)
+                          settlement, network)
     SELECT * FROM unnest(
       ${column((r) => r.id)}::uuid[],
       ${column((r) => r.workspace_id)}::uuid[],
@@ -130,7 +133,8 @@ export function insertPaymentsQuery(rows: readonly PaymentRow[]): RawBuilder<unk
       ${column((r) => json(r.split_snapshot))}::jsonb[],
       ${column((r) => r.settlement_id)}::uuid[],
       ${column((r) => r.settled_at?.toISOString() ?? null)}::timestamptz[],
-      ${column((r) => json(r.settlement))}::jsonb[]
+      ${column((r) => json(r.settlement))}::jsonb[],
+      ${column((r) => r.network)}::text[]
     )`;
 }
 

@@ -43,6 +43,7 @@ export const PaymentSchema = Type.Object(
     walletType: Type.Union([Type.Literal("eoa"), Type.Literal("smart_wallet")]),
     receivingAddress: NullableString(),
     environment: Environment,
+    network: NullableString({ description: "The network it is paid on (D22); null for a card payment" }),
     description: NullableString(),
     metadata: Type.Record(Type.String(), Type.String()),
     returnUrl: NullableString(),
@@ -70,6 +71,7 @@ export const PaymentSchema = Type.Object(
 export const UnmatchedTransferSchema = Type.Object({
   id: Type.String({ format: "uuid" }),
   status: Type.Enum(UNMATCHED_STATUSES, { description: "onramp: an on-ramp session's delivery (D17)" }),
+  network: Type.String({ description: "The network it arrived on (D22)" }),
   paymentId: NullableString(),
   amount: Type.String(),
   token: Type.String(),

@@ -4,6 +4,7 @@
 // settlement/.
 
 import type { Kysely } from "kysely";
+import type { OnNetwork } from "../../chain/network.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { badRequest, notFound } from "../../domain/errors.ts";
@@ -58,8 +59,8 @@ export class PaymentsService {
     this.#unsettled = coalescedLookup(async (wallets: readonly string[]) => {
       const found = new Map<string, UnsettledPayment[]>();
       for (const wallet of new Set(wallets)) {
-        const [environment, address] = wallet.split(" ") as [Environment, string];
-        found.set(wallet, await chainRepo.unsettledOn(ctx.db, environment, address));
+        const [environment, id, address] = wallet.split(" ") as [Environment, string, string];
+        found.set(wallet, await chainRepo.unsettledOn(ctx.db, { environment, id }, address));
       }
       return found;
     });
@@ -111,11 +112,11 @@ export class PaymentsService {
   }
 
   /**
-   * The payments received on `address` that are not settled yet, with their recorded settlement
+   * The payments received on `address` on network `on` that are not settled yet, with their recorded settlement
    * transfers: a payout must leave their money on the wallet (domain/unsettled-payments.ts).
    */
-  async unsettledOn(environment: Environment, address: string): Promise<UnsettledPayment[]> {
-    return (await this.#unsettled(`${environment} ${address.toLowerCase()}`)) ?? [];
+  async unsettledOn(on: OnNetwork, address: string): Promise<UnsettledPayment[]> {
+    return (await this.#unsettled(`${on.environment} ${on.id} ${address.toLowerCase()}`)) ?? [];
   }
 
   /** What the payer's page shows (no key: the id is the credential), in one row read. */

@@ -22,6 +22,8 @@ export interface PaymentView {
   walletType: WalletType;
   receivingAddress: string | null;
   environment: Environment;
+  /** The network it is paid on (D22); null for a card payment. */
+  network: string | null;
   description: string | null;
   metadata: Record<string, string>;
   returnUrl: string | null;
@@ -60,6 +62,7 @@ export function toPaymentView(row: PaymentRow): PaymentView {
     walletType: row.wallet_type as WalletType,
     receivingAddress: row.receiving_address,
     environment: row.environment as Environment,
+    network: row.network,
     description: row.description,
     metadata: row.metadata,
     returnUrl: row.return_url,
@@ -87,6 +90,7 @@ export function toUnmatchedView(r: Selectable<UnmatchedTransfersTable>) {
   return {
     id: r.id,
     status: r.status as UnmatchedStatus,
+    network: r.network,
     paymentId: r.payment_id,
     amount: formatAmount(BigInt(r.amount), TOKEN_DECIMALS[r.token_symbol as TokenSymbol]),
     token: r.token_symbol,

@@ -11,6 +11,8 @@ export interface PayoutView {
   destinationAddress: string;
   fromAddress: string;
   environment: string;
+  /** The network it moves on (D22). */
+  network: string;
   status: string;
   description: string | null;
   metadata: Record<string, string>;
@@ -24,6 +26,7 @@ export function toPayoutView(row: TransferRow): PayoutView {
     destinationAddress: row.destination_address,
     fromAddress: row.from_address,
     environment: row.environment,
+    network: row.network,
     status: row.status,
     description: row.description,
     metadata: row.metadata,

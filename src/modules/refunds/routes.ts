@@ -17,6 +17,7 @@ export const RefundSchema = Type.Object(
     paymentId: NullableString(),
     amount: Type.String({ examples: ["25.00"] }),
     tokenSymbol: Type.String({ examples: ["USDC"] }),
+    network: NullableString({ description: "The network it goes back on (D22); null for a card refund" }),
     destinationAddress: NullableString(),
     status: Type.Enum(REFUND_STATUSES),
     txHash: NullableString(),

@@ -9,7 +9,7 @@ import {
   validateRefundRequest,
 } from "../../domain/refund-request.ts";
 import { isActionable, type UnmatchedStatus } from "../../domain/unmatched-state.ts";
-import { parseAmountField } from "../../domain/validation.ts";
+import { isPlainObject, parseAmountField } from "../../domain/validation.ts";
 import { walletTypeAt } from "../../domain/wallet-choice.ts";
 import { FenceRefused } from "../../platform/db/fences.ts";
 import { KEY_FENCE } from "../../platform/db/resource-keys.ts";
@@ -133,8 +133,7 @@ export class RefundsService {
     if (repeat) return this.#repeat(tenant, repeat);
     if (!isActionable(transfer.status as UnmatchedStatus))
       throw conflict(`Unmatched transfer is already ${transfer.status}`, { status: transfer.status });
-    // A transfer is returned on the network it arrived on: one per environment so far.
-    this.#ctx.directory.resolveIn(tenant.environment, body);
+    this.#onNetwork(tenant, body, "transfer", transfer.network);
     await this.#inbox.assertConfirmed(transfer);
     const workspace = await this.#workspaces.profile(tenant.workspaceId);
     const walletType = walletTypeAt(workspace, transfer.to_address);
@@ -231,14 +230,30 @@ export class RefundsService {
 
   /**
    * A refund goes back on the network its payment was paid on; a `network` naming another one is
-   * refused, and a card payment's refund names none. One network per environment so far.
+   * refused, and a card payment's refund names none.
    */
   #onPaymentsNetwork(tenant: Tenant, payment: PaymentRow, body: unknown): void {
-    if (payment.payment_method !== "crypto") {
+    if (payment.payment_method !== "crypto" || payment.network === null) {
       if (namesNetwork(body)) throw badRequest("network does not apply to a card payment's refund");
       return;
     }
-    this.#ctx.directory.resolveIn(tenant.environment, body);
+    this.#onNetwork(tenant, body, "payment", payment.network);
+  }
+
+  /**
+   * Money goes back on the network it arrived on (`arrivedOn`, the payment's or the transfer's): a
+   * `network` the environment does not have is 400 Unknown network, and another of its networks is
+   * refused, never used in its place.
+   */
+  #onNetwork(tenant: Tenant, body: unknown, what: "payment" | "transfer", arrivedOn: string): void {
+    const requested = isPlainObject(body) ? body.network : undefined;
+    if (requested === undefined || requested === null) return;
+    const named = this.#ctx.directory.resolveField(tenant.environment, requested);
+    if (named !== arrivedOn)
+      throw badRequest(`The ${what}'s money arrived on network ${arrivedOn}: it goes back on that network`, {
+        network: named,
+        arrivedOn,
+      });
   }
 
   #methodOf(payment: PaymentRow): RefundMethod {

@@ -10,6 +10,8 @@ export interface RefundView {
   paymentId: string | null;
   amount: string;
   tokenSymbol: string;
+  /** The network it goes back on (D22): the payment's or the transfer's; null for a card refund. */
+  network: string | null;
   /** null for a card refund (the money goes back to the card). */
   destinationAddress: string | null;
   status: RefundStatus;
@@ -32,6 +34,7 @@ export function refundOfTransfer(row: TransferRow): RefundView {
     paymentId: row.payment_id,
     amount: formatAmount(BigInt(row.amount), TOKEN_DECIMALS[row.token_symbol as TokenSymbol]),
     tokenSymbol: row.token_symbol,
+    network: row.network,
     destinationAddress: row.destination_address,
     status: refundStatusOfTransfer(row.status),
     txHash: row.tx_hash,

@@ -11,6 +11,8 @@ import { amountOf } from "./view.ts";
 
 export interface QuoteView {
   quoteId: string;
+  /** The network its venue trades on (D22). */
+  network: string;
   side: string;
   sellToken: string;
   buyToken: string;
@@ -34,6 +36,7 @@ export function quoteView(row: QuoteRow): QuoteView {
   const decimals = (token: string) => TOKEN_DECIMALS[token as TokenSymbol];
   return {
     quoteId: row.id,
+    network: row.network,
     side: row.side,
     sellToken: row.sell_token,
     buyToken: row.buy_token,

@@ -15,6 +15,8 @@ export type SwapRow = Selectable<SwapsTable>;
 export interface NewQuote {
   id: string;
   scope: Scope;
+  /** Its venue's network (D22). */
+  network: string;
   sellToken: string;
   buyToken: string;
   side: string;
@@ -39,6 +41,7 @@ export async function insertQuote(db: Db, quote: NewQuote): Promise<QuoteRow> {
       id: quote.id,
       workspace_id: quote.scope.workspaceId,
       environment: quote.scope.environment,
+      network: quote.network,
       sell_token: quote.sellToken,
       buy_token: quote.buyToken,
       side: quote.side,
@@ -67,6 +70,8 @@ export async function findQuote(db: Db, scope: Scope, id: string): Promise<Quote
 export interface NewSwap {
   id: string;
   scope: Scope;
+  /** Its quote's network (D22). */
+  network: string;
   quoteId: string | null;
   sellToken: string;
   buyToken: string;
@@ -98,6 +103,7 @@ export function insertSwapFence(db: Db, swap: NewSwap): Fence {
       id: swap.id,
       workspace_id: swap.scope.workspaceId,
       environment: swap.scope.environment,
+      network: swap.network,
       quote_id: swap.quoteId,
       sell_token: swap.sellToken,
       buy_token: swap.buyToken,

@@ -18,6 +18,7 @@ const Route = Type.Array(Type.Object({ protocol: Type.String(), pool: Type.Strin
 
 const QuoteSchema = Type.Object({
   quoteId: Type.String({ format: "uuid" }),
+  network: Type.String({ description: "The network it trades on (D22)" }),
   side: Type.String({ description: "exact_in (sellAmount given) or exact_out (buyAmount given)" }),
   sellToken: Type.String({ examples: ["USDC"] }),
   buyToken: Type.String({ examples: ["ETH"] }),
@@ -41,6 +42,7 @@ const SwapSchema = Type.Object(
   {
     swapId: Type.String({ format: "uuid" }),
     status: Type.Enum(SWAP_STATUSES),
+    network: Type.String({ description: "The network it trades on (D22)" }),
     quoteId: NullableString(),
     side: Type.String(),
     sellToken: Type.String(),

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Hex } from "../../chain/network.ts";
 import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
+import { SANDBOX_A } from "../../chain/simulated/networks.ts";
 import {
   amountInGivenOut,
   amountOutGivenIn,
@@ -24,6 +25,8 @@ import { PoolMoved } from "./venue.ts";
 // move, in the transaction that records that transfer, under the pool's row lock.
 
 export class SandboxVenue implements SwapVenue {
+  /** The ledger's network, as its rail's (rails/ledger-rail.ts). */
+  readonly network = SANDBOX_A.id;
   readonly #db: Db;
   readonly #ledger: SimulatedLedger;
 

@@ -121,6 +121,7 @@ export class SwapsService {
     return repo.insertQuote(this.#ctx.db, {
       id: randomUUID(),
       scope,
+      network: venue.network,
       sellToken: request.sellToken,
       buyToken: request.buyToken,
       side: request.side,
@@ -254,6 +255,7 @@ export class SwapsService {
     const record: repo.NewSwap = {
       id,
       scope,
+      network: quote.network,
       quoteId: quote.id,
       sellToken: quote.sell_token,
       buyToken: quote.buy_token,

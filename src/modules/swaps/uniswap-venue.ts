@@ -9,9 +9,11 @@ import type { PlannedSwap, SwapAsk, SwapPlan, SwapVenue, VenueQuote } from "./ve
 // moved past the slippage reverts on chain instead of costing the wallet.
 
 export class UniswapVenue implements SwapVenue {
+  readonly network: string;
   readonly #uniswap: UniswapV3;
 
-  constructor(uniswap: UniswapV3) {
+  constructor(network: string, uniswap: UniswapV3) {
+    this.network = network;
     this.#uniswap = uniswap;
   }
 

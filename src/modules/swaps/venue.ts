@@ -57,6 +57,8 @@ export interface SwapPlan {
 }
 
 export interface SwapVenue {
+  /** The network it trades on (D22): its quotes and swaps name it. */
+  readonly network: string;
   /** The best fill of `ask` now, or null when no pool can fill it (400 No liquidity). */
   quote(scope: Scope, ask: SwapAsk): Promise<VenueQuote | null>;
   plan(swap: PlannedSwap): Promise<SwapPlan>;

@@ -24,7 +24,7 @@ export function buildSwapVenues(
       continue;
     }
     if (network.swap) {
-      venues[environment] = new UniswapVenue(new UniswapV3(network, network.swap));
+      venues[environment] = new UniswapVenue(network.id, new UniswapV3(network, network.swap));
     }
   }
   return venues;

@@ -13,6 +13,8 @@ export type SwapStatus = (typeof SWAP_STATUSES)[number];
 export interface SwapView {
   swapId: string;
   status: SwapStatus;
+  /** The network it trades on (D22): its transfer's. */
+  network: string;
   quoteId: string | null;
   side: string;
   sellToken: string;
@@ -73,6 +75,7 @@ export function swapView(transfer: TransferRow, facts: SwapFacts): SwapView {
     swapId: transfer.id,
     status:
       transfer.status === "completed" ? "completed" : transfer.status === "failed" ? "failed" : "pending",
+    network: transfer.network,
     quoteId: facts.quoteId,
     side: facts.side,
     sellToken: facts.sellToken,

@@ -38,6 +38,7 @@ function transferOf(ws: CreatedWorkspace, amount: bigint, extra: Partial<NewTran
   return {
     id: randomUUID(),
     scope: { workspaceId: ws.id, environment: "sandbox" },
+    network: rail.network.id,
     idempotencyKey: null,
     tokenSymbol: "USDC",
     amount,
@@ -273,9 +274,9 @@ describe("recordIfFunded on the sandbox ledger rail", () => {
     // Asked for in one round (as the settlements of many payments are checked): shared by wallet.
     const { payments } = t.app.services;
     const read = await Promise.all([
-      payments.unsettledOn("sandbox", a.eoaAddress),
-      payments.unsettledOn("sandbox", b.eoaAddress),
-      payments.unsettledOn("sandbox", a.eoaAddress),
+      payments.unsettledOn(rail.network, a.eoaAddress),
+      payments.unsettledOn(rail.network, b.eoaAddress),
+      payments.unsettledOn(rail.network, a.eoaAddress),
     ]);
     expect(read.map((unsettled) => unsettled.map((p) => p.id))).toEqual([[ofA], [ofB], [ofA]]);
   });

@@ -114,7 +114,7 @@ export async function recordIfFunded(
     // is not recorded, its settlement's transfer from then on (one recorded after this read is in
     // the gross: committedFrom leaves it out), so never both, never neither. One that completes
     // meanwhile is at worst subtracted twice (a refusal), never not at all.
-    const unsettled = (await payments.unsettledOn(environment, from)).filter((p) => p.id !== spent);
+    const unsettled = (await payments.unsettledOn(rail.network, from)).filter((p) => p.id !== spent);
     const whole = settlingWhole(unsettled);
     let leaving: (db: Db) => Promise<Leaving>;
     if (funds) {

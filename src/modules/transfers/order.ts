@@ -74,16 +74,17 @@ export function recordedTransfer(outcome: TransferOutcome): TransferRow {
   return outcome.transfer;
 }
 
-/** The transfer `order` asks for, from `fromAddress`. */
+/** The transfer `order` asks for, from `fromAddress` on `network` (its rail's). */
 export function newTransfer(
   order: TransferOrder,
-  fromAddress: string,
-  walletType: WalletType,
+  from: { fromAddress: string; walletType: WalletType; network: string },
   createdAt: Date,
 ): NewTransfer {
+  const { fromAddress, walletType, network } = from;
   return {
     id: order.id,
     scope: order.scope,
+    network,
     idempotencyKey: order.idempotencyKey ?? null,
     tokenSymbol: order.tokenSymbol,
     amount: order.amount,

@@ -28,6 +28,8 @@ export interface NewTransfer {
   /** Chosen before it is recorded: the move's records (and a ledger transfer's hash) name it. */
   id: string;
   scope: Scope;
+  /** The network it moves on (D22): its rail's. */
+  network: string;
   idempotencyKey: string | null;
   tokenSymbol: string;
   amount: bigint;
@@ -57,6 +59,7 @@ export function requestedColumns(payout: NewTransfer) {
     id: payout.id,
     workspace_id: payout.scope.workspaceId,
     environment: payout.scope.environment,
+    network: payout.network,
     idempotency_key: payout.idempotencyKey,
     token_symbol: payout.tokenSymbol,
     amount: payout.amount.toString(),

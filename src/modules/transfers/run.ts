@@ -73,7 +73,11 @@ export class TransferRuns {
     try {
       this.#decisions.assertConfigured(order.scope);
       return await this.#run(order.scope, order, (wallet, now) =>
-        newTransfer(order, wallet.from, wallet.walletType, now),
+        newTransfer(
+          order,
+          { fromAddress: wallet.from, walletType: wallet.walletType, network: wallet.rail.network.id },
+          now,
+        ),
       );
     } catch (err) {
       // Recorded, then something failed on the way: the transfer answers as it is stored (a

@@ -63,11 +63,11 @@ export async function recordSandboxPayouts(
         ${column((p) => JSON.stringify(p.payload))}::jsonb[], ${column((p) => p.requestHash)}::text[],
         ${column((p) => p.event)}::text[], ${column((p) => p.kind)}::text[],
         ${column((p) => p.paymentId)}::uuid[], ${column((p) => p.unmatchedTransferId)}::uuid[],
-        ${column((p) => p.reason)}::text[]
+        ${column((p) => p.reason)}::text[], ${column((p) => p.network)}::text[]
       ) WITH ORDINALITY AS r(id, workspace_id, environment, idempotency_key, token_symbol, amount,
                              destination_address, from_address, wallet_type, description, metadata,
                              created_at, user_op_hash, completed_at, payload, request_hash, event,
-                             kind, payment_id, unmatched_transfer_id, reason, pos)
+                             kind, payment_id, unmatched_transfer_id, reason, network, pos)
     ),
     ${claimCtes(
       "claimed",
@@ -81,7 +81,7 @@ export async function recordSandboxPayouts(
       INSERT INTO payouts (id, workspace_id, environment, idempotency_key, status, token_symbol, amount,
                            destination_address, from_address, wallet_type, description, metadata,
                            tx_hash, user_op_hash, user_operation, created_at, completed_at,
-                           kind, payment_id, unmatched_transfer_id, reason)
+                           kind, payment_id, unmatched_transfer_id, reason, network)
       SELECT p.id, p.workspace_id, p.environment, p.idempotency_key,
              CASE WHEN d.outcome = 'success' THEN ${sql.lit(COMPLETED_PAYOUT)} ELSE ${sql.lit(OPEN_PAYOUT)} END,
              p.token_symbol, p.amount, p.destination_address, p.from_address, p.wallet_type,
@@ -89,7 +89,7 @@ export async function recordSandboxPayouts(
              CASE WHEN d.outcome = 'success' THEN d.tx_hash END,
              p.user_op_hash, CASE WHEN p.user_op_hash IS NOT NULL THEN '' END,
              p.created_at, CASE WHEN d.outcome = 'success' THEN p.completed_at END,
-             p.kind, p.payment_id, p.unmatched_transfer_id, p.reason
+             p.kind, p.payment_id, p.unmatched_transfer_id, p.reason, p.network
       FROM payout_req p JOIN transfer_decided d ON d.pos = p.pos
       WHERE d.outcome <> 'insufficient'
         AND (p.idempotency_key IS NULL OR p.id IN (SELECT resource_id FROM claimed))

@@ -48,7 +48,8 @@ export async function committedFrom(
       ? await sql<Row>`
           SELECT token_symbol, ${totals}
           FROM payouts p
-          WHERE p.environment = ${on.environment} AND p.status = ${OPEN} AND p.from_address = ${from}
+          WHERE p.environment = ${on.environment} AND p.network = ${on.id} AND p.status = ${OPEN}
+            AND p.from_address = ${from}
             AND ${notCountedWhole}
           GROUP BY token_symbol`.execute(trx)
       : await sql<Row>`
@@ -58,7 +59,8 @@ export async function committedFrom(
             UNION ALL
             SELECT p.token_symbol, p.amount, p.gas_limit
             FROM payouts p
-            WHERE p.environment = ${on.environment} AND p.status = ${OPEN} AND p.from_address = ${from}
+            WHERE p.environment = ${on.environment} AND p.network = ${on.id} AND p.status = ${OPEN}
+            AND p.from_address = ${from}
               AND NOT ${sent.recordedForPayout(sql`p.id`)} AND ${notCountedWhole}
           ) AS leaving
           GROUP BY token_symbol`.execute(trx);

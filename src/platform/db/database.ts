@@ -37,6 +37,7 @@ import * as gasLimits from "./migrations/029_gas_limits.ts";
 import * as settlementTransfers from "./migrations/030_settlement_transfers.ts";
 import * as chainTransactionNetworks from "./migrations/031_chain_transaction_networks.ts";
 import * as chainCursorNetworks from "./migrations/032_chain_cursor_networks.ts";
+import * as moneyRecordNetworks from "./migrations/033_money_record_networks.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -83,6 +84,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "030_settlement_transfers": settlementTransfers,
   "031_chain_transaction_networks": chainTransactionNetworks,
   "032_chain_cursor_networks": chainCursorNetworks,
+  "033_money_record_networks": moneyRecordNetworks,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

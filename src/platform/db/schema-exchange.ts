@@ -18,6 +18,8 @@ export interface SwapQuotesTable {
   id: string;
   workspace_id: string;
   environment: string;
+  /** The network it is on (D22, migration 033). */
+  network: string;
   sell_token: string;
   buy_token: string;
   side: string;
@@ -40,6 +42,8 @@ export interface SwapsTable {
   id: string;
   workspace_id: string;
   environment: string;
+  /** The network it is on (D22, migration 033). */
+  network: string;
   quote_id: string | null;
   sell_token: string;
   buy_token: string;
@@ -66,6 +70,8 @@ export interface OnrampSessionsTable {
   id: string;
   workspace_id: string;
   environment: string;
+  /** The network it is on (D22, migration 033). */
+  network: string;
   provider: string;
   provider_session_id: string;
   status: string;

@@ -58,6 +58,8 @@ export interface PaymentsTable {
   id: Generated<string>;
   workspace_id: string;
   environment: string;
+  /** Its network (D22, migration 033); null for a card payment. */
+  network: string | null;
   status: string;
   payment_method: string;
   payment_provider: string;
@@ -176,6 +178,8 @@ export interface UnmatchedTransfersTable {
   id: Generated<string>;
   workspace_id: string | null;
   environment: string;
+  /** The network the transfer arrived on (D22). */
+  network: string;
   token_symbol: string;
   amount: Units;
   from_address: string;
@@ -194,6 +198,8 @@ export interface UnmatchedTransfersTable {
 /** The chain watcher's claim on a transfer it has accounted for (migration 011). */
 export interface ObservedTransfersTable {
   environment: string;
+  /** The network the watcher saw it on (D22): the same hash on another chain is another transfer. */
+  network: string;
   tx_hash: string;
   /** Block-level log index where the transfer was first seen (-1: native ETH). */
   log_index: number;
@@ -243,6 +249,8 @@ export interface PayoutsTable {
   id: Generated<string>;
   workspace_id: string;
   environment: string;
+  /** The network it moves on (D22, migration 033): every kind of transfer. */
+  network: string;
   idempotency_key: string | null;
   status: string;
   token_symbol: string;

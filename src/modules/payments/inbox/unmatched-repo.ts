@@ -1,4 +1,5 @@
 import { type CompiledQuery, type RawBuilder, type Selectable, sql } from "kysely";
+import type { OnNetwork } from "../../../chain/network.ts";
 import type { Environment } from "../../../config.ts";
 import { UNMATCHED_TRANSITIONS, type UnmatchedTrigger } from "../../../domain/unmatched-state.ts";
 import type { Db } from "../../../platform/db/database.ts";
@@ -83,13 +84,14 @@ export async function reopenAttached(db: Db, paymentIds: readonly string[]): Pro
 /** The transfers of transaction `txHash` (lower-case) to `to` (lower-case) of `token`, locked. */
 export async function lockOfTransaction(
   db: Db,
-  environment: Environment,
+  on: OnNetwork,
   transfer: { txHash: string; to: string; token: string },
 ): Promise<UnmatchedRow[]> {
   return db
     .selectFrom("unmatched_transfers")
     .selectAll()
-    .where("environment", "=", environment)
+    .where("environment", "=", on.environment)
+    .where("network", "=", on.id)
     .where("tx_hash", "=", transfer.txHash)
     .where((eb) => eb(eb.fn("lower", ["to_address"]), "=", transfer.to))
     .where("token_symbol", "=", transfer.token)
@@ -104,7 +106,7 @@ export async function lockOfTransaction(
  */
 export async function moveUnmatchedOfTransaction(
   db: Db,
-  environment: Environment,
+  on: OnNetwork,
   transfer: { txHash: string; to: string; token: string },
   trigger: UnmatchedTrigger,
   at: Date,
@@ -113,7 +115,8 @@ export async function moveUnmatchedOfTransaction(
   return db
     .updateTable("unmatched_transfers")
     .set({ status: rule.to, resolved_at: at })
-    .where("environment", "=", environment)
+    .where("environment", "=", on.environment)
+    .where("network", "=", on.id)
     .where("tx_hash", "=", transfer.txHash)
     .where((eb) => eb(eb.fn("lower", ["to_address"]), "=", transfer.to))
     .where("token_symbol", "=", transfer.token)
@@ -126,6 +129,7 @@ export async function moveUnmatchedOfTransaction(
 export function insertUnmatchedQuery(row: {
   workspaceId: string;
   environment: Environment;
+  network: string;
   tokenSymbol: string;
   amount: bigint;
   fromAddress: string;
@@ -134,9 +138,9 @@ export function insertUnmatchedQuery(row: {
   reason: string;
 }): RawBuilder<unknown> {
   return sql`
-    INSERT INTO unmatched_transfers (workspace_id, environment, token_symbol, amount, from_address,
+    INSERT INTO unmatched_transfers (workspace_id, environment, network, token_symbol, amount, from_address,
                                      to_address, tx_hash, log_index, block_number, reason)
-    VALUES (${row.workspaceId}, ${row.environment}, ${row.tokenSymbol}, ${row.amount.toString()}::numeric,
+    VALUES (${row.workspaceId}, ${row.environment}, ${row.network}, ${row.tokenSymbol}, ${row.amount.toString()}::numeric,
             ${row.fromAddress}, ${row.toAddress}, ${row.txHash}, 0, 0, ${row.reason})
     RETURNING *`;
 }

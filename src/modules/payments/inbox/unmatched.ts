@@ -4,7 +4,7 @@
 // sandbox simulates an incoming one, each through UnmatchedInbox.
 
 import { type CompiledQuery, sql } from "kysely";
-import type { Hex } from "../../../chain/network.ts";
+import type { Hex, OnNetwork } from "../../../chain/network.ts";
 import { SimulatedLedger, sandboxTxHash } from "../../../chain/simulated/ledger.ts";
 import type { Environment } from "../../../config.ts";
 import type { AppContext } from "../../../context.ts";
@@ -110,6 +110,11 @@ export class UnmatchedInbox {
         throw badRequest(
           `The transfer carried ${locked.token_symbol}, the payment asks for ${row.token_symbol}`,
         );
+      if (row.network !== locked.network)
+        throw badRequest(
+          `The transfer arrived on network ${locked.network}, the payment is on ${row.network}`,
+          { transferNetwork: locked.network, paymentNetwork: row.network },
+        );
       if (row.receiving_address?.toLowerCase() !== locked.to_address.toLowerCase())
         throw badRequest("The transfer reached another wallet than the payment's receivingAddress", {
           transferTo: locked.to_address,
@@ -139,7 +144,7 @@ export class UnmatchedInbox {
       // Its claim is the payment's now (a simulated ledger's transfer has none).
       await claims.moveClaimsAt(
         trx,
-        tenant.environment,
+        { environment: tenant.environment, id: locked.network },
         [{ txHash: locked.tx_hash, logIndex: locked.log_index }],
         "attached",
       );
@@ -204,17 +209,17 @@ export class UnmatchedInbox {
    * session's wallet, of its currency, are the session's now (items and their claims), no longer
    * the merchant's to attach or return. Crediting them is claimForOnramp's, once the chain confirms.
    */
-  async onrampNamed(trx: Db, environment: Environment, delivery: OnrampDelivery): Promise<void> {
+  async onrampNamed(trx: Db, on: OnNetwork, delivery: OnrampDelivery): Promise<void> {
     const moved = await unmatchedRepo.moveUnmatchedOfTransaction(
       trx,
-      environment,
+      on,
       { txHash: delivery.txHash, to: delivery.wallet.toLowerCase(), token: delivery.token },
       "onramp_delivered",
       this.#ctx.now(),
     );
     await claims.moveClaimsAt(
       trx,
-      environment,
+      on,
       moved.map((row) => ({ txHash: row.tx_hash, logIndex: row.log_index })),
       "onramp_named",
     );
@@ -230,15 +235,15 @@ export class UnmatchedInbox {
    */
   async claimForOnramp(
     trx: Db,
-    environment: Environment,
+    on: OnNetwork,
     delivery: OnrampDelivery & { transfers: readonly ClaimedTransfer[] },
   ): Promise<boolean> {
-    const items = await unmatchedRepo.lockOfTransaction(trx, environment, {
+    const items = await unmatchedRepo.lockOfTransaction(trx, on, {
       txHash: delivery.txHash,
       to: delivery.wallet.toLowerCase(),
       token: delivery.token,
     });
-    const held = await claims.lockClaims(trx, environment, delivery.transfers);
+    const held = await claims.lockClaims(trx, on, delivery.transfers);
     const open = new Set(
       items
         .filter((i) => isActionable(i.status as UnmatchedStatus))
@@ -251,13 +256,8 @@ export class UnmatchedInbox {
       if (!onrampMayCredit(found?.claim, itemOpen)) return false;
       if (!found) unclaimed.push(transfer);
     }
-    await this.onrampNamed(trx, environment, delivery);
-    const inserted = await claims.insertClaims(
-      trx,
-      environment,
-      unclaimed,
-      CLAIM_TRANSITIONS.onramp_named.to,
-    );
+    await this.onrampNamed(trx, on, delivery);
+    const inserted = await claims.insertClaims(trx, on, unclaimed, CLAIM_TRANSITIONS.onramp_named.to);
     // The watcher claimed one meanwhile (and committed first): decide again on the next look.
     if (inserted !== unclaimed.length) throw conflict("A transfer of the delivery was claimed concurrently");
     return true;
@@ -279,7 +279,8 @@ export class UnmatchedInbox {
     const input = isPlainObject(body) ? body : {};
     const credit = validateSandboxCredit(input);
     if (!credit.ok) throw badRequest(credit.message);
-    this.#ctx.directory.resolveIn(tenant.environment, input);
+    const network = this.#ctx.directory.resolveIn(tenant.environment, input);
+    if (network === null) throw new Error("the sandbox always has a network");
     const { token, amount, walletType } = credit.value;
     const from = input.fromAddress ?? SANDBOX_PAYER;
     if (!isAddress(from)) throw badRequest("Invalid fromAddress format");
@@ -297,6 +298,7 @@ export class UnmatchedInbox {
       inbox AS (${unmatchedRepo.insertUnmatchedQuery({
         workspaceId: tenant.workspaceId,
         environment: tenant.environment,
+        network,
         tokenSymbol: token,
         amount,
         fromAddress: from,

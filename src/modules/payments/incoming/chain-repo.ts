@@ -87,7 +87,7 @@ export interface MatchResult {
  */
 export async function matchTransfers(
   trx: Db,
-  environment: Environment,
+  on: OnNetwork,
   transfers: readonly ObservedTransfer[],
   rule: BatchTransition,
   now: Date,
@@ -122,7 +122,7 @@ export async function matchTransfers(
       FROM observed o
       WHERE o.claim = ${sql.lit(INBOX)} AND NOT EXISTS (
         SELECT 1 FROM observed_transfers c
-        WHERE c.environment = ${environment} AND c.tx_hash = o.tx_hash
+        WHERE c.environment = ${on.environment} AND c.network = ${on.id} AND c.tx_hash = o.tx_hash
           AND c.token_symbol = o.token_symbol AND c.to_address = lower(o.to_address)
           AND c.ordinal = o.ordinal
       )
@@ -138,7 +138,7 @@ export async function matchTransfers(
       FROM wanted w
       CROSS JOIN LATERAL (
         SELECT id, created_at FROM payments
-        WHERE environment = ${environment}
+        WHERE environment = ${on.environment} AND network = ${on.id}
           AND status = ${sql.lit(rule.from)}
           AND payment_method = 'crypto'
           AND lower(receiving_address) = w.address
@@ -156,9 +156,9 @@ export async function matchTransfers(
       WHERE f.matchable
     ),
     claimed AS (
-      INSERT INTO observed_transfers (environment, tx_hash, token_symbol, to_address, ordinal,
+      INSERT INTO observed_transfers (environment, network, tx_hash, token_symbol, to_address, ordinal,
                                       log_index, block_number, claim)
-      SELECT ${environment}, o.tx_hash, o.token_symbol, lower(o.to_address), o.ordinal, o.log_index,
+      SELECT ${on.environment}, ${on.id}, o.tx_hash, o.token_symbol, lower(o.to_address), o.ordinal, o.log_index,
              o.block_number,
              CASE WHEN pr.payment_id IS NOT NULL THEN ${sql.lit(PAYMENT)} ELSE o.claim END
       FROM observed o LEFT JOIN paired pr USING (position)
@@ -187,9 +187,9 @@ export async function matchTransfers(
       RETURNING p.*
     ),
     unmatched AS (
-      INSERT INTO unmatched_transfers (workspace_id, environment, token_symbol, amount, from_address,
+      INSERT INTO unmatched_transfers (workspace_id, environment, network, token_symbol, amount, from_address,
                                        to_address, tx_hash, log_index, block_number, reason)
-      SELECT m.workspace_id, ${environment}, m.token_symbol, m.amount, m.from_address,
+      SELECT m.workspace_id, ${on.environment}, ${on.id}, m.token_symbol, m.amount, m.from_address,
              m.to_address, m.tx_hash, m.log_index, m.block_number, m.reason
       FROM mine m
       WHERE m.claimed_as = ${sql.lit(INBOX)}
@@ -267,16 +267,18 @@ export async function moveDetections(
   `.execute(trx);
 }
 
+/** The payments of network `on` in `status`, oldest first. */
 export async function paymentsInStatus(
   db: Db,
-  environment: Environment,
+  on: OnNetwork,
   status: string,
   limit: number,
 ): Promise<PaymentRow[]> {
   return db
     .selectFrom("payments")
     .selectAll()
-    .where("environment", "=", environment)
+    .where("environment", "=", on.environment)
+    .where("network", "=", on.id)
     .where("status", "=", status)
     .orderBy("created_at", "asc")
     .limit(limit)
@@ -287,11 +289,7 @@ export async function paymentsInStatus(
  * The payments received on `address` and not settled yet (UNSETTLED_STATUSES), each with whether
  * its settlement transfers are recorded.
  */
-export async function unsettledOn(
-  db: Db,
-  environment: Environment,
-  address: string,
-): Promise<UnsettledPayment[]> {
+export async function unsettledOn(db: Db, on: OnNetwork, address: string): Promise<UnsettledPayment[]> {
   const rows = await db
     .selectFrom("payments as p")
     .select([
@@ -305,7 +303,8 @@ export async function unsettledOn(
         "recorded",
       ),
     ])
-    .where("p.environment", "=", environment)
+    .where("p.environment", "=", on.environment)
+    .where("p.network", "=", on.id)
     .where("p.status", "in", UNSETTLED_STATUSES)
     .where(sql<string>`lower(p.receiving_address)`, "=", address.toLowerCase())
     .execute();

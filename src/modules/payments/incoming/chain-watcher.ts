@@ -265,7 +265,7 @@ export class ChainWatcher {
   async #detect(trx: Db, transfers: chainRepo.ObservedTransfer[]): Promise<PaymentRow[]> {
     const results = await chainRepo.matchTransfers(
       trx,
-      this.#environment,
+      this.#network,
       transfers,
       DETECT,
       this.#now(),
@@ -310,12 +310,7 @@ export class ChainWatcher {
 
   /** Checks detected payments against the chain: confirmed, moved to another block, or reverted. */
   async #confirm(headNumber: bigint): Promise<void> {
-    const detected = await chainRepo.paymentsInStatus(
-      this.#db,
-      this.#environment,
-      CONFIRM.from,
-      CONFIRM_BATCH,
-    );
+    const detected = await chainRepo.paymentsInStatus(this.#db, this.#network, CONFIRM.from, CONFIRM_BATCH);
     if (detected.length === 0) return;
     // One batched round trip for all receipts (the client batches concurrent calls).
     const included = await Promise.all(
@@ -330,7 +325,7 @@ export class ChainWatcher {
       await chainRepo.moveDetections(trx, plan.move, CONFIRM);
       const { payments: reverted, reopened } = await reorgRepo.revertDetections(
         trx,
-        this.#environment,
+        this.#network,
         plan.revert,
         REVERT,
         now,

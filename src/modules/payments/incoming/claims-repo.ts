@@ -1,5 +1,5 @@
 import { sql } from "kysely";
-import type { Environment } from "../../../config.ts";
+import type { OnNetwork } from "../../../chain/network.ts";
 import {
   CLAIM_TRANSITIONS,
   type ClaimTrigger,
@@ -13,7 +13,8 @@ import type { Db } from "../../../platform/db/database.ts";
 // (domain/transfer-claim.ts). A claim is found by the transfer's identity
 // (transaction, token, recipient, n-th within: what a reorg does not change) or, from a payment or
 // an inbox item that recorded it, by where it was first seen (transaction and log index: unique
-// within a transaction). Claims move only by the transition table's compare-and-sets.
+// within a transaction), on its network (D22). Claims move only by the transition table's
+// compare-and-sets.
 
 /** A transfer's identity (observed_transfers' key). */
 export interface TransferKey {
@@ -53,7 +54,7 @@ const samePlace = sql`o.tx_hash = k.tx_hash AND o.log_index = k.log_index`;
  */
 export async function moveClaimsAt(
   trx: Db,
-  environment: Environment,
+  on: OnNetwork,
   places: readonly TransferPlace[],
   trigger: ClaimTrigger,
 ): Promise<number> {
@@ -62,7 +63,7 @@ export async function moveClaimsAt(
   const result = await sql`
     UPDATE observed_transfers o SET claim = ${sql.lit(rule.to)}
     FROM ${placeColumns(places)}
-    WHERE o.environment = ${environment} AND ${samePlace} AND o.claim = ${sql.lit(rule.from)}
+    WHERE o.environment = ${on.environment} AND o.network = ${on.id} AND ${samePlace} AND o.claim = ${sql.lit(rule.from)}
   `.execute(trx);
   return Number(result.numAffectedRows ?? 0n);
 }
@@ -73,20 +74,20 @@ export async function moveClaimsAt(
  */
 export async function releaseClaimsAt(
   trx: Db,
-  environment: Environment,
+  on: OnNetwork,
   places: readonly TransferPlace[],
 ): Promise<void> {
   if (places.length === 0) return;
   await sql`
     DELETE FROM observed_transfers o USING ${placeColumns(places)}
-    WHERE o.environment = ${environment} AND ${samePlace}
+    WHERE o.environment = ${on.environment} AND o.network = ${on.id} AND ${samePlace}
   `.execute(trx);
 }
 
 /** The claims of `keys` that exist, locked, with where each was first seen; keyed by claimKey. */
 export async function lockClaims(
   trx: Db,
-  environment: Environment,
+  on: OnNetwork,
   keys: readonly TransferKey[],
 ): Promise<Map<string, { claim: TransferClaim; place: TransferPlace }>> {
   if (keys.length === 0) return new Map();
@@ -100,7 +101,7 @@ export async function lockClaims(
   }>`
     SELECT o.tx_hash, o.token_symbol, o.to_address, o.ordinal, o.log_index, o.claim
     FROM observed_transfers o JOIN ${keyColumns(keys)} ON ${sameKey}
-    WHERE o.environment = ${environment}
+    WHERE o.environment = ${on.environment} AND o.network = ${on.id}
     ORDER BY o.tx_hash, o.token_symbol, o.to_address, o.ordinal
     FOR UPDATE OF o
   `.execute(trx);
@@ -118,15 +119,15 @@ export async function lockClaims(
  */
 export async function insertClaims(
   trx: Db,
-  environment: Environment,
+  on: OnNetwork,
   transfers: ReadonlyArray<TransferKey & TransferPlace & { blockNumber: bigint }>,
   claim: TransferClaim,
 ): Promise<number> {
   if (transfers.length === 0) return 0;
   const result = await sql`
-    INSERT INTO observed_transfers (environment, tx_hash, token_symbol, to_address, ordinal,
+    INSERT INTO observed_transfers (environment, network, tx_hash, token_symbol, to_address, ordinal,
                                     log_index, block_number, claim)
-    SELECT ${environment}, tx_hash, token_symbol, to_address, ordinal, log_index, block_number, ${claim}
+    SELECT ${on.environment}, ${on.id}, tx_hash, token_symbol, to_address, ordinal, log_index, block_number, ${claim}
     FROM unnest(
       ${transfers.map((t) => t.txHash.toLowerCase())}::text[],
       ${transfers.map((t) => t.token)}::text[],

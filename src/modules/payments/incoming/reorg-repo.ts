@@ -1,5 +1,5 @@
 import { sql } from "kysely";
-import type { Environment } from "../../../config.ts";
+import type { OnNetwork } from "../../../chain/network.ts";
 import { splitFee } from "../../../domain/money.ts";
 import type { Db } from "../../../platform/db/database.ts";
 import type { PaymentRow } from "../../../platform/db/schema.ts";
@@ -32,7 +32,7 @@ export interface RevertedDetection {
  */
 export async function revertDetections(
   trx: Db,
-  environment: Environment,
+  on: OnNetwork,
   detections: readonly RevertedDetection[],
   rule: BatchTransition,
   at: Date,
@@ -77,13 +77,13 @@ export async function revertDetections(
   const places = reverted.map((r) => r.place);
   await claims.moveClaimsAt(
     trx,
-    environment,
+    on,
     places.filter((p) => attached.has(placeOf(p))),
     "attachment_reverted",
   );
   await claims.releaseClaimsAt(
     trx,
-    environment,
+    on,
     places.filter((p) => !attached.has(placeOf(p))),
   );
   return { payments: reverted.map((r) => r.payment), reopened };
