@@ -1,7 +1,6 @@
 import { type Kysely, sql } from "kysely";
 import type { BlockRef, IncomingTransfer, OnNetwork } from "../../../chain/network.ts";
 import * as sent from "../../../chain/sent-transactions.ts";
-import type { Environment } from "../../../config.ts";
 import { UNSETTLED_STATUSES } from "../../../domain/payment-state.ts";
 import { firstClaim } from "../../../domain/transfer-claim.ts";
 import type { UnsettledPayment } from "../../../domain/unsettled-payments.ts";
