@@ -202,4 +202,33 @@ describe("migration 033 on a database with history", () => {
       await close();
     }
   });
+
+  it("034 rebuilds the payments' totals per network: card payments in the buckets of none", async () => {
+    const { db, close } = await openDatabase({});
+    try {
+      expect((await migratorUpTo(db, "033_money_record_networks").migrateToLatest()).error).toBeUndefined();
+      const ws = await workspace(db);
+      const insert = (network: string | null, method: "crypto" | "card") =>
+        sql`
+        INSERT INTO payments (workspace_id, environment, network, status, payment_method, payment_provider,
+                              token_symbol, gross_amount, fee_amount, net_amount, wallet_type, expires_at)
+        VALUES (${ws}, 'live', ${network}, 'pending', ${method}, ${method === "card" ? "card" : "onchain"},
+                'USDC', 5, 0, 5, 'eoa', now())`.execute(db);
+      await insert("default", "crypto");
+      await insert("default", "crypto");
+      await insert(null, "card");
+      expect((await migratorUpTo(db, "034_payment_totals_networks").migrateToLatest()).error).toBeUndefined();
+      await insert("base", "crypto");
+      const buckets = await sql<{ network: string | null; count: string; compacted: boolean }>`
+        SELECT network, sum(count)::text AS count, bool_and(compacted) AS compacted FROM payment_totals
+        GROUP BY network ORDER BY network NULLS LAST`.execute(db);
+      expect(buckets.rows).toEqual([
+        { network: "base", count: "1", compacted: false },
+        { network: "default", count: "2", compacted: true },
+        { network: null, count: "1", compacted: true },
+      ]);
+    } finally {
+      await close();
+    }
+  });
 });

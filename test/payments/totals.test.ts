@@ -13,8 +13,8 @@ import {
 } from "../support/app.ts";
 import { FakeCardProvider } from "../support/fake-card-provider.ts";
 
-// payment_totals (migration 020): the database's running totals of payments per day, token and
-// status must always equal what summing the payments gives, whatever statement changed them
+// payment_totals (migrations 020, 034): the database's running totals of payments per network, day,
+// token and status must always equal what summing the payments gives, whatever statement changed them
 // (inserts of one or many rows, status moves, amount or day changes, deletes), before and after
 // the deltas are folded. On PGlite or the PostgreSQL of DATABASE_URL.
 
@@ -43,11 +43,13 @@ type Bucket = { day: string; token: string; status: string; count: string; volum
 async function both(workspaceId: string): Promise<{ truth: Bucket[]; totals: Bucket[] }> {
   const db = t.database.db;
   const truth = await sql<Bucket>`
-    SELECT environment || ' ' || to_char((created_at AT TIME ZONE 'UTC')::date, 'YYYY-MM-DD') AS day,
+    SELECT environment || ' ' || coalesce(network, '-') || ' '
+           || to_char((created_at AT TIME ZONE 'UTC')::date, 'YYYY-MM-DD') AS day,
            token_symbol AS token, status, count(*)::text AS count, sum(gross_amount)::text AS volume
     FROM payments WHERE workspace_id = ${workspaceId} GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`.execute(db);
   const totals = await sql<Bucket>`
-    SELECT environment || ' ' || to_char(day, 'YYYY-MM-DD') AS day, token_symbol AS token, status,
+    SELECT environment || ' ' || coalesce(network, '-') || ' ' || to_char(day, 'YYYY-MM-DD') AS day,
+           token_symbol AS token, status,
            sum(count)::text AS count, sum(volume)::text AS volume
     FROM payment_totals WHERE workspace_id = ${workspaceId} GROUP BY 1, 2, 3 HAVING sum(count) <> 0
     ORDER BY 1, 2, 3`.execute(db);
@@ -89,10 +91,18 @@ describe("payment totals", () => {
       headers: bearer(ws.testKey),
     });
     expect(stats.statusCode, stats.body).toBe(200);
-    expect(stats.json().payments).toEqual([
+    const forwarded = [
       { status: "forwarded", tokenSymbol: "ETH", count: 1, volume: "0.50" },
       { status: "forwarded", tokenSymbol: "USDC", count: 1, volume: "10.00" },
+    ];
+    expect(stats.json().payments).toEqual(forwarded);
+    // Per network too (D22): the sandbox's payments are on its network; a card payment on none.
+    expect(stats.json().networks).toEqual({ "sandbox-a": { payments: forwarded, payouts: [] } });
+    const live = await t.request({ method: "GET", url: "/api/v1/wallet/stats", headers: bearer(ws.liveKey) });
+    expect(live.json().payments).toEqual([
+      { status: "cancelled", tokenSymbol: "USD", count: 1, volume: "20.00" },
     ]);
+    expect(live.json().networks).toEqual({});
   });
 
   it("stay exact through any sequence of inserts, status moves, amount and day changes and deletes, folded or not", async () => {
@@ -109,6 +119,7 @@ describe("payment totals", () => {
             amount: fc.integer({ min: 1, max: 1_000_000 }),
             daysAgo: fc.integer({ min: 0, max: 40 }),
             env: fc.constantFrom("sandbox", "live"),
+            network: fc.constantFrom("default", "base", null),
           }),
           { minLength: 1, maxLength: 6 },
         ),
@@ -120,6 +131,7 @@ describe("payment totals", () => {
       }),
       fc.record({ kind: fc.constant("amount" as const), add: fc.integer({ min: 1, max: 1000 }) }),
       fc.record({ kind: fc.constant("day" as const), days: fc.integer({ min: 1, max: 3 }) }),
+      fc.record({ kind: fc.constant("network" as const), to: fc.constantFrom("default", "base", null) }),
       fc.record({ kind: fc.constant("other" as const) }),
       fc.record({ kind: fc.constant("delete" as const) }),
       fc.record({ kind: fc.constant("fold" as const) }),
@@ -129,10 +141,13 @@ describe("payment totals", () => {
         for (const o of ops) {
           if (o.kind === "insert") {
             for (const r of o.rows) {
-              await sql`INSERT INTO payments (workspace_id, environment, status, payment_method, payment_provider,
-                  token_symbol, gross_amount, fee_amount, net_amount, wallet_type, metadata, expires_at, created_at)
-                VALUES (${own.id}, ${r.env}, ${r.status}, 'crypto', 'onchain', ${r.token}, ${r.amount}, 0, ${r.amount},
-                  'eoa', '{}'::jsonb, now(), now() - make_interval(days => ${r.daysAgo}))`.execute(db);
+              await sql`INSERT INTO payments (workspace_id, environment, network, status, payment_method,
+                  payment_provider, token_symbol, gross_amount, fee_amount, net_amount, wallet_type, metadata,
+                  expires_at, created_at)
+                VALUES (${own.id}, ${r.env}, ${r.network}, ${r.status}, 'crypto', 'onchain', ${r.token}, ${r.amount},
+                  0, ${r.amount}, 'eoa', '{}'::jsonb, now(), now() - make_interval(days => ${r.daysAgo}))`.execute(
+                db,
+              );
             }
           } else if (o.kind === "status") {
             // Many rows in one statement: every third (or second, or every) payment moves.
@@ -144,6 +159,10 @@ describe("payment totals", () => {
           } else if (o.kind === "day") {
             await sql`UPDATE payments SET created_at = created_at - make_interval(days => ${o.days})
               WHERE workspace_id = ${own.id} AND abs(hashtext(id::text)) % 3 = 1`.execute(db);
+          } else if (o.kind === "network") {
+            // A payment's network set when its transfer arrives (one payable on several networks).
+            await sql`UPDATE payments SET network = ${o.to}
+              WHERE workspace_id = ${own.id} AND abs(hashtext(id::text)) % 3 = 2`.execute(db);
           } else if (o.kind === "other") {
             await sql`UPDATE payments SET description = 'touched' WHERE workspace_id = ${own.id}`.execute(db);
           } else if (o.kind === "delete") {
@@ -165,6 +184,12 @@ describe("payment totals", () => {
       n: string;
     }>`SELECT count(*)::text AS n FROM payment_totals WHERE NOT compacted`.execute(db);
     expect(Number(left.rows[0]?.n)).toBe(0);
+    // One compacted row per bucket, network null (card payments') included.
+    const twice = await sql<{ n: string }>`
+      SELECT count(*)::text AS n FROM (
+        SELECT 1 FROM payment_totals WHERE compacted AND workspace_id = ${own.id}
+        GROUP BY environment, network, day, token_symbol, status HAVING count(*) > 1) AS doubled`.execute(db);
+    expect(Number(twice.rows[0]?.n)).toBe(0);
   });
 
   it("write nothing for an update that moves no bucket", async () => {

@@ -4,8 +4,8 @@ import type { DatabaseSchema } from "../../platform/db/schema.ts";
 import type { StatusTotal } from "../../platform/db/status-totals.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 
-// Reads and compaction of payment_totals (migration 020): the database's own running totals of
-// payments per UTC day, token and status. A bucket is its compacted row plus the deltas written
+// Reads and compaction of payment_totals (migrations 020, 034): the database's own running totals
+// of payments per UTC day, token, status and network. A bucket is its compacted row plus the deltas written
 // since; both are summed, so every read is exact at its snapshot.
 
 type Db = Kysely<DatabaseSchema>;
@@ -33,15 +33,15 @@ export async function dailyTotals(db: Db, tenant: Tenant, since: Date): Promise<
   return rows;
 }
 
-/** Count and gross volume per status and token, as the payments themselves would sum them. */
+/** Count and gross volume per status, token and network, as the payments themselves would sum them. */
 export async function statusTotals(db: Db, tenant: Tenant): Promise<StatusTotal[]> {
   const { rows } = await sql<StatusTotal>`
-    SELECT status, token_symbol, sum(count)::bigint AS count, sum(volume)::text AS volume
+    SELECT network, status, token_symbol, sum(count)::bigint AS count, sum(volume)::text AS volume
     FROM payment_totals
     WHERE workspace_id = ${tenant.workspaceId} AND environment = ${tenant.environment}
-    GROUP BY status, token_symbol
+    GROUP BY status, token_symbol, network
     HAVING sum(count) <> 0
-    ORDER BY status, token_symbol`.execute(db);
+    ORDER BY status, token_symbol, network`.execute(db);
   return rows;
 }
 
@@ -56,12 +56,13 @@ export async function compactTotals(db: Db, limit: number): Promise<number> {
       SELECT id FROM payment_totals WHERE NOT compacted ORDER BY id LIMIT ${limit} FOR UPDATE SKIP LOCKED
     ), gone AS (
       DELETE FROM payment_totals t USING picked WHERE t.id = picked.id
-      RETURNING t.workspace_id, t.environment, t.day, t.token_symbol, t.status, t.count, t.volume
+      RETURNING t.workspace_id, t.environment, t.network, t.day, t.token_symbol, t.status, t.count, t.volume
     ), merged AS (
-      INSERT INTO payment_totals AS b (workspace_id, environment, day, token_symbol, status, count, volume, compacted)
-      SELECT workspace_id, environment, day, token_symbol, status, sum(count), sum(volume), true
-      FROM gone GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
-      ON CONFLICT (workspace_id, environment, day, token_symbol, status) WHERE compacted
+      INSERT INTO payment_totals AS b (workspace_id, environment, network, day, token_symbol, status, count, volume,
+                                       compacted)
+      SELECT workspace_id, environment, network, day, token_symbol, status, sum(count), sum(volume), true
+      FROM gone GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6
+      ON CONFLICT (workspace_id, environment, network, day, token_symbol, status) WHERE compacted
       DO UPDATE SET count = b.count + excluded.count, volume = b.volume + excluded.volume
       RETURNING 1
     )

@@ -11,7 +11,7 @@ import {
 } from "../../domain/money.ts";
 import { validateSandboxCredit } from "../../domain/sandbox-credit.ts";
 import { parseAmountField } from "../../domain/validation.ts";
-import type { StatusTotal } from "../../platform/db/status-totals.ts";
+import { acrossNetworks, type StatusTotal } from "../../platform/db/status-totals.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import type { Rails } from "../../rails/index.ts";
 import type { PaymentsService } from "../payments/service.ts";
@@ -146,18 +146,32 @@ export class WorkspaceWalletService {
     const payments = await this.#payments.totalsByStatus(principal);
     const payouts = await walletRepo.totalsByStatus(this.#ctx.db, principal);
     const swaps = await this.#swapTotals(principal);
-    const shape = (rows: readonly StatusTotal[]) =>
+    const shape = (rows: readonly Omit<StatusTotal, "network">[]) =>
       rows.map((r) => ({
         status: r.status,
         tokenSymbol: r.token_symbol,
         count: Number(r.count),
         volume: formatAmount(BigInt(r.volume), TOKEN_DECIMALS[r.token_symbol as TokenSymbol]),
       }));
+    // Each network's own totals (D22); card payments are on none and count in the totals only.
+    const ids = [
+      ...new Set([...payments, ...payouts].flatMap((r) => (r.network === null ? [] : [r.network]))),
+    ];
+    const networks = Object.fromEntries(
+      ids.sort().map((id) => [
+        id,
+        {
+          payments: shape(payments.filter((r) => r.network === id)),
+          payouts: shape(payouts.filter((r) => r.network === id)),
+        },
+      ]),
+    );
     return {
       environment: principal.environment,
-      payments: shape(payments),
-      payouts: shape(payouts),
+      payments: shape(acrossNetworks(payments)),
+      payouts: shape(acrossNetworks(payouts)),
       swaps,
+      networks,
     };
   }
 }

@@ -38,6 +38,7 @@ import * as settlementTransfers from "./migrations/030_settlement_transfers.ts";
 import * as chainTransactionNetworks from "./migrations/031_chain_transaction_networks.ts";
 import * as chainCursorNetworks from "./migrations/032_chain_cursor_networks.ts";
 import * as moneyRecordNetworks from "./migrations/033_money_record_networks.ts";
+import * as paymentTotalsNetworks from "./migrations/034_payment_totals_networks.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -85,6 +86,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "031_chain_transaction_networks": chainTransactionNetworks,
   "032_chain_cursor_networks": chainCursorNetworks,
   "033_money_record_networks": moneyRecordNetworks,
+  "034_payment_totals_networks": paymentTotalsNetworks,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

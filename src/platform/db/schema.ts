@@ -344,6 +344,8 @@ export interface PaymentTotalsTable {
   id: Generated<string>;
   workspace_id: string;
   environment: string;
+  /** The payments' network (D22, migration 034); null for card payments. */
+  network: string | null;
   day: ColumnType<string, string, string>;
   token_symbol: string;
   status: string;
