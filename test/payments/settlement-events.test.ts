@@ -64,6 +64,7 @@ describe("payments without split events", () => {
       expect(s).toEqual({
         settlementId: expect.stringMatching(UUID),
         paymentIds: [payment.id],
+        network: "sandbox-a",
         tokenSymbol: "USDC",
         grossAmount: "100.00",
         feeAmount: "1.50",
@@ -151,6 +152,7 @@ describe("settlement webhooks", () => {
     const settlementData = {
       settlementId: s.settlementId,
       paymentIds: [payment.id],
+      network: "sandbox-a",
       tokenSymbol: "USDC",
       grossAmount: "0.04",
       feeAmount: "0.0006",
@@ -191,6 +193,7 @@ describe("settlement webhooks", () => {
       status: "sent",
       txRef: x.txRef,
       paymentIds: [payment.id],
+      network: "sandbox-a",
     }));
 
     const settlementEvent = (r: { json: Json }) => r.json.event === "settlement.recorded";

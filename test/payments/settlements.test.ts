@@ -53,6 +53,7 @@ describe("sandbox settlement of a USDC payment with splits", () => {
     expect(s).toEqual({
       settlementId: expect.stringMatching(UUID),
       paymentIds: [payment.id],
+      network: "sandbox-a",
       tokenSymbol: "USDC",
       grossAmount: "100.00",
       feeAmount: "1.50",
@@ -137,7 +138,12 @@ describe("sandbox settlement of a USDC payment with splits", () => {
     ]);
     expect(await outboxPayloads(ws.id, "settlement.recorded")).toEqual([withoutCreatedAt(s)]);
     expect(await outboxPayloads(ws.id, "split.recorded")).toEqual(
-      splits.map((x) => ({ ...x, settlementId: s.settlementId, paymentIds: [payment.id] })),
+      splits.map((x) => ({
+        ...x,
+        settlementId: s.settlementId,
+        paymentIds: [payment.id],
+        network: "sandbox-a",
+      })),
     );
   });
 

@@ -9,6 +9,7 @@ import type { Devnet } from "../../src/devnet/chain.ts";
 import type { Workers } from "../../src/workers.ts";
 import { bearer, type CreatedWorkspace, type TestApp } from "./app.ts";
 import type { DevnetClients } from "./devnet-clients.ts";
+import { LIVE_DEFAULT } from "./devnet-env.ts";
 import {
   DECIMALS,
   expectTransferTransaction,
@@ -259,6 +260,8 @@ export interface Expected {
 export function expectedView(e: Expected, txRefs: { merchant: string | null; splits: Array<string | null> }) {
   return {
     paymentIds: [e.paymentId],
+    // The devnet's one live network (D22).
+    network: LIVE_DEFAULT.id,
     tokenSymbol: e.token,
     grossAmount: fmt(e.carved.gross, e.token),
     feeAmount: fmt(e.carved.fee, e.token),
@@ -316,6 +319,7 @@ export async function expectRecorded(
         status: split.status,
         txRef: split.txRef,
         paymentIds: [e.paymentId],
+        network: LIVE_DEFAULT.id,
       },
     });
   }

@@ -84,6 +84,7 @@ describe("a settlement's legs", () => {
   const settlement: SettlementAnswer = {
     settlementId: "6b1b2c3d-0000-4000-8000-000000000001",
     paymentIds: ["6b1b2c3d-0000-4000-8000-000000000002"],
+    network: "sandbox-a",
     tokenSymbol: "USDC",
     grossAmount: "100.00",
     feeAmount: "1.50",

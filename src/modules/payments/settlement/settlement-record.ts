@@ -91,6 +91,8 @@ export function settlementColumns(payment: PaymentRow, legs: LegOutcomes, at: Da
 export interface SettlementView {
   settlementId: string;
   paymentIds: string[];
+  /** The network its transfers moved on (D22): its payment's. */
+  network: string | null;
   tokenSymbol: string;
   grossAmount: string;
   feeAmount: string;
@@ -118,6 +120,7 @@ export function toSettlementView(row: PaymentRow): SettlementView {
   return {
     settlementId: row.settlement_id,
     paymentIds: [row.id],
+    network: row.network,
     tokenSymbol: row.token_symbol,
     // What was settled: an attached transfer's amount (D19), else the gross asked.
     grossAmount: amount(row.amount_received ?? row.gross_amount),
@@ -161,6 +164,7 @@ export function settlementEvents(row: PaymentRow): OutboxEvent[] {
         status: split.status,
         txRef: split.txRef,
         paymentIds: view.paymentIds,
+        network: view.network,
       },
     })),
   ];

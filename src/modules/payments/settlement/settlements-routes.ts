@@ -10,6 +10,7 @@ const Amount = Type.String({ examples: ["98.50"] });
 const Settlement = Type.Object({
   settlementId: Type.String({ format: "uuid" }),
   paymentIds: Type.Array(Type.String({ format: "uuid" })),
+  network: Type.Union([Type.String(), Type.Null()], { description: "The network it moved on (D22)" }),
   tokenSymbol: Type.String(),
   grossAmount: Amount,
   feeAmount: Amount,
