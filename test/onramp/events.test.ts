@@ -224,6 +224,7 @@ describe("POST /api/v1/onramp/session (live, the card provider's on-ramp)", () =
     expect(session).toEqual({
       id: expect.stringMatching(UUID),
       provider: "card",
+      network: "default",
       status: "initialized",
       clientSecret: provider.client_secret,
       redirectUrl: provider.redirect_url,

@@ -129,6 +129,7 @@ async function completes(
   expect(session, label).toEqual({
     id: expect.stringMatching(UUID),
     provider: "sandbox",
+    network: "sandbox-a",
     status: "fulfillment_complete",
     clientSecret: expect.stringMatching(/^\S{16,}$/),
     redirectUrl: null,
