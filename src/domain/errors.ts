@@ -106,7 +106,8 @@ export class InternalError extends AppError {
 export class InsufficientBalance extends AppError {
   readonly code = "INSUFFICIENT_BALANCE";
 
-  constructor(details: { available: string; requested: string; tokenSymbol: string }) {
+  /** `network`: the network whose balance is short (D22). */
+  constructor(details: { available: string; requested: string; tokenSymbol: string; network: string }) {
     super("Insufficient balance", details);
   }
 }

@@ -50,6 +50,7 @@ describe("sandbox incoming transfers and their return", () => {
     expect(transfer).toEqual({
       id: expect.stringMatching(UUID),
       status: "open",
+      network: "sandbox-a",
       paymentId: null,
       amount: "7.50",
       token: "USDC",
@@ -234,6 +235,7 @@ describe("sandbox incoming transfers and their return", () => {
       available: "1.00",
       requested: "5.00",
       tokenSymbol: "USDC",
+      network: "sandbox-a",
     });
     expect(await unmatched(ws, transfer.id as string)).toMatchObject({ status: "open" });
     expect(await payoutState(ws)).toMatchObject({ failStreak: 0 });

@@ -362,7 +362,13 @@ describe("live payouts on the devnet", () => {
       );
       const refused = responses.filter((r) => r.statusCode !== 200);
       expect(refused.map((r) => r.json())).toEqual([
-        { error: "Insufficient balance", available: "4.00", requested: "12.00", tokenSymbol: "USDC" },
+        {
+          error: "Insufficient balance",
+          available: "4.00",
+          requested: "12.00",
+          tokenSymbol: "USDC",
+          network: "default",
+        },
       ]);
       const paid = responses.filter((r) => r.statusCode === 200);
       expect(paid).toHaveLength(8);
@@ -676,6 +682,7 @@ describe("payouts from a wallet that holds money of payments not settled yet", (
       available: "10.00",
       requested: "50.00",
       tokenSymbol: "USDC",
+      network: "default",
     });
     const own = await payout(ws, { tokenSymbol: "USDC", amount: "10", destinationAddress: randomAddress() });
     expect(own.statusCode, own.body).toBe(200);

@@ -145,6 +145,7 @@ describe("sandbox payouts: success", () => {
       available: "0.00",
       requested: "0.01",
       tokenSymbol: "USDC",
+      network: "sandbox-a",
     });
   });
 });
@@ -219,6 +220,7 @@ describe("sandbox payouts: validation and pre-checks (part 7)", () => {
       available: "5.00",
       requested: "10.00",
       tokenSymbol: "USDC",
+      network: "sandbox-a",
     });
     const eth = await payout(ws.testKey, { ...valid(), tokenSymbol: "ETH", amount: "0.5" });
     expect(eth.statusCode, eth.body).toBe(400);
@@ -227,6 +229,7 @@ describe("sandbox payouts: validation and pre-checks (part 7)", () => {
       available: "0.00",
       requested: "0.50",
       tokenSymbol: "ETH",
+      network: "sandbox-a",
     });
     expect(await ledgerTransfersFrom(ws)).toEqual([]);
     expect((await eoaBalances(ws)).USDC).toBe("5.00");
@@ -252,9 +255,36 @@ describe("sandbox payouts: validation and pre-checks (part 7)", () => {
       const short = answers.filter((a) => a.statusCode !== 200);
       expect(ok).toHaveLength(3);
       expect(short.map((a) => [a.statusCode, a.json()])).toEqual([
-        [400, { error: MSG.insufficient, available: "1.00", requested: "3.00", tokenSymbol: "USDC" }],
-        [400, { error: MSG.insufficient, available: "1.00", requested: "3.00", tokenSymbol: "USDC" }],
-        [400, { error: MSG.insufficient, available: "1.00", requested: "3.00", tokenSymbol: "USDC" }],
+        [
+          400,
+          {
+            error: MSG.insufficient,
+            available: "1.00",
+            requested: "3.00",
+            tokenSymbol: "USDC",
+            network: "sandbox-a",
+          },
+        ],
+        [
+          400,
+          {
+            error: MSG.insufficient,
+            available: "1.00",
+            requested: "3.00",
+            tokenSymbol: "USDC",
+            network: "sandbox-a",
+          },
+        ],
+        [
+          400,
+          {
+            error: MSG.insufficient,
+            available: "1.00",
+            requested: "3.00",
+            tokenSymbol: "USDC",
+            network: "sandbox-a",
+          },
+        ],
       ]);
       expect(await ledgerBalance(ws.eoaAddress, "USDC")).toBe(1_000_000n);
       const rows = await payoutRows(ws);

@@ -60,6 +60,7 @@ describe("POST /api/v1/payments/{id}/refunds: the wallet's balance", () => {
       available: "9.85",
       requested: "10.00",
       tokenSymbol: "USDC",
+      network: "sandbox-a",
     });
     expect((await payment(ws, id)).refundedAmount).toBe("0.00");
     expect(await refundsOf(ws, id)).toMatchObject({ refunds: [], total: 0 });

@@ -204,6 +204,7 @@ describe("refunds from the workspace EOA", () => {
       available: "0.00",
       requested: "5.00",
       tokenSymbol: "USDC",
+      network: "default",
     });
     expect(await sentCount(ws.eoaAddress)).toBe(sentBefore);
     expect(await balanceOf("USDC", payer.address)).toBe(payerBefore);

@@ -442,6 +442,7 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
       available: "3.00",
       requested: "10.00",
       tokenSymbol: "USDC",
+      network: "default",
     });
     expect(await usdcBalance(smart)).toBe(parseUnits("3", 6));
     expect(await usdcBalance(destination)).toBe(0n);

@@ -186,6 +186,7 @@ describe("sandbox payouts with walletType smart_wallet", () => {
       available: "5.00",
       requested: "20.00",
       tokenSymbol: "USDC",
+      network: "sandbox-a",
     });
     expect(await ledgerUsdc(smartWallet.address)).toBe(5_000_000n);
     expect(await ledgerUsdc(ws.eoaAddress)).toBe(1_000_000_000n);

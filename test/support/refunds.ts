@@ -24,6 +24,7 @@ export const REFUND_KEYS = [
   "createdAt",
   "destinationAddress",
   "id",
+  "network",
   "paymentId",
   "reason",
   "status",

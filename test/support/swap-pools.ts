@@ -182,6 +182,7 @@ export function sandboxSwaps(app: () => TestApp) {
     const e = pools.expect(trade.sell, trade.buy, trade.side, amount, trade.bps);
     expect(quote).toEqual({
       quoteId: expect.stringMatching(UUID),
+      network: "sandbox-a",
       side: trade.side,
       sellToken: trade.sell,
       buyToken: trade.buy,

@@ -135,6 +135,7 @@ describe.each([
         available: "0.00",
         requested: "10.00",
         tokenSymbol: "USDC",
+        network: "sandbox-a",
       });
     }
     const swaps = won.map((res) => res.json() as Json);

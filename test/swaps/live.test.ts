@@ -276,6 +276,7 @@ describe("refusals: nothing is sent", () => {
       available: "10.00",
       requested: "100.00",
       tokenSymbol: "USDC",
+      network: "default",
     });
     await expectNothingSent(t, ws, m);
   });

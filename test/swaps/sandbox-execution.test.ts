@@ -178,7 +178,13 @@ describe("executing a quote", () => {
     const { quote } = await quoteChecked(ws, pools, { ...USDC_ETH, amount: "100.000001" });
     const before = await snapshot(ws);
     refused(await swapOf(ws, { quoteId: quote.quoteId }), 400, {
-      ...{ error: "Insufficient balance", available: "100.00", requested: "100.000001", tokenSymbol: "USDC" },
+      ...{
+        error: "Insufficient balance",
+        available: "100.00",
+        requested: "100.000001",
+        tokenSymbol: "USDC",
+        network: "sandbox-a",
+      },
     });
     const ethIn = pools.expect("ETH", "USDC", "exact_out", 10n * E6);
     refused(await swapOf(ws, { sellToken: "ETH", buyToken: "USDC", buyAmount: "10" }), 400, {
@@ -187,6 +193,7 @@ describe("executing a quote", () => {
         available: "0.00",
         requested: text(ethIn.sold, "ETH"),
         tokenSymbol: "ETH",
+        network: "sandbox-a",
       },
     });
     expect(await snapshot(ws)).toEqual(before);

@@ -447,6 +447,7 @@ describe("instances share a wallet", () => {
         available: "3.00",
         requested: "7.00",
         tokenSymbol: "USDC",
+        network: "default",
       });
       await rpc(devnet.rpcUrl, "evm_mine", []);
       expect((await answer).statusCode).toBe(200);

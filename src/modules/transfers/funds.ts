@@ -84,6 +84,7 @@ export async function recordIfFunded(
         available: formatAmount(verdict.available < 0n ? 0n : verdict.available, decimals),
         requested: formatAmount(payout.amount, decimals),
         tokenSymbol: token,
+        network: payout.network,
       });
     }
     if (!verdict.ok) {

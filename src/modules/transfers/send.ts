@@ -114,6 +114,7 @@ export class TransferSends {
         available: formatAmount(ledger.balance < 0n ? 0n : ledger.balance, decimals),
         requested: formatAmount(payout.amount, decimals),
         tokenSymbol: payout.tokenSymbol,
+        network: payout.network,
       });
       return { status: "refused", reason };
     }

@@ -70,9 +70,15 @@ const cases: { name: string; error: () => AppError; status: number; body: string
   },
   {
     name: "InsufficientBalance",
-    error: () => new InsufficientBalance({ available: "4.00", requested: "12.00", tokenSymbol: "USDC" }),
+    error: () =>
+      new InsufficientBalance({
+        available: "4.00",
+        requested: "12.00",
+        tokenSymbol: "USDC",
+        network: "base",
+      }),
     status: 400,
-    body: '{"error":"Insufficient balance","available":"4.00","requested":"12.00","tokenSymbol":"USDC"}',
+    body: '{"error":"Insufficient balance","available":"4.00","requested":"12.00","tokenSymbol":"USDC","network":"base"}',
   },
   {
     name: "InternalError (a payout with no stored outcome)",

@@ -9,7 +9,12 @@ import { NO_GAS, onRefusal, retriesShort } from "./refusals.ts";
 
 // The settlement job's answer to the engine's refusal of its order (refusals.ts).
 
-const short = new InsufficientBalance({ available: "1.00", requested: "10.00", tokenSymbol: "USDC" });
+const short = new InsufficientBalance({
+  available: "1.00",
+  requested: "10.00",
+  tokenSymbol: "USDC",
+  network: "default",
+});
 const noGas = new InsufficientGas({ ethBalance: "0", required: "0.001", action: "top it up" }, 1_000n);
 
 describe("onRefusal", () => {
