@@ -73,10 +73,10 @@ async function seed(databaseUrl: string, workspaceId: string, count: number): Pr
   await client.connect();
   try {
     await client.query(
-      `INSERT INTO payments (workspace_id, environment, status, payment_method, payment_provider, token_symbol,
-         gross_amount, fee_amount, net_amount, merchant_wallet, wallet_type, receiving_address, description,
-         metadata, expires_at, created_at, updated_at)
-       SELECT $1, 'sandbox',
+      `INSERT INTO payments (workspace_id, environment, network, status, payment_method, payment_provider,
+         token_symbol, gross_amount, fee_amount, net_amount, merchant_wallet, wallet_type, receiving_address,
+         description, metadata, expires_at, created_at, updated_at)
+       SELECT $1, 'sandbox', 'sandbox-a',
          (ARRAY['forwarded','forwarded','forwarded','pending','expired','cancelled','failed'])[1 + i % 7],
          'crypto', 'onchain', (ARRAY['USDC','ETH','ADAO'])[1 + i % 3],
          (1000000 + i * 37)::numeric, ((1000000 + i * 37) * 15 / 1000)::numeric,

@@ -53,6 +53,7 @@ describe("POST /api/v1/payments/{id}/refunds — card", () => {
       paymentId: card.id,
       amount: "10.50",
       tokenSymbol: "USD",
+      network: null,
       destinationAddress: null,
       status: "completed",
       txHash: providerRefund.id,

@@ -72,6 +72,7 @@ describe("sandbox incoming transfers and their return", () => {
       paymentId: null,
       amount: "7.50",
       tokenSymbol: "USDC",
+      network: "sandbox-a",
       destinationAddress: payer,
       status: "completed",
       txHash: expect.stringMatching(TX),

@@ -41,6 +41,7 @@ describe("sandbox payout events (part 6)", () => {
       txHash: ok.json().payout.txHash,
       amount: "12.50",
       tokenSymbol: "USDC",
+      network: "sandbox-a",
       destinationAddress: destination,
       fromAddress: ws.eoaAddress,
       environment: "sandbox",

@@ -56,6 +56,7 @@ describe("refunds from the workspace EOA", () => {
       paymentId: paid.id,
       amount: "15.25",
       tokenSymbol: "USDC",
+      network: "default",
       destinationAddress: expect.any(String),
       status: "completed",
       txHash: expect.stringMatching(TX_HASH),

@@ -50,6 +50,7 @@ describe("POST /api/v1/payments/{id}/refunds: partial and multiple refunds", () 
       paymentId: p.id,
       amount: "2.50",
       tokenSymbol: "USDC",
+      network: "sandbox-a",
       destinationAddress: a,
       status: "completed",
       txHash: expect.stringMatching(TX),

@@ -1,5 +1,6 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { sql } from "kysely";
+import { SANDBOX_A } from "../../src/chain/simulated/networks.ts";
 import { RefundShares } from "../../src/modules/payments/refund-shares.ts";
 import type { Fence } from "../../src/platform/db/fences.ts";
 import { type CreatedWorkspace, createWorkspace, type TestApp } from "./app.ts";
@@ -17,12 +18,12 @@ export async function fundedWorkspace(t: TestApp, usdc: bigint): Promise<Created
   return ws;
 }
 
-/** A forwarded crypto payment of 1 USDC received by the workspace, `refunded` of it refunded. */
+/** A forwarded crypto payment of 1 USDC received by the workspace on the ledger's network, `refunded` of it refunded. */
 export async function insertPayment(t: TestApp, ws: CreatedWorkspace, refunded = 0n): Promise<string> {
   const row = await sql<{ id: string }>`
-    INSERT INTO payments (workspace_id, environment, status, payment_method, payment_provider, token_symbol,
+    INSERT INTO payments (workspace_id, environment, network, status, payment_method, payment_provider, token_symbol,
                           gross_amount, fee_amount, net_amount, wallet_type, expires_at, refunded_amount)
-    VALUES (${ws.id}::uuid, 'sandbox', 'forwarded', 'crypto', 'onchain', 'USDC', 1000000, 15000, 985000, 'eoa',
+    VALUES (${ws.id}::uuid, 'sandbox', ${SANDBOX_A.id}, 'forwarded', 'crypto', 'onchain', 'USDC', 1000000, 15000, 985000, 'eoa',
             now() + interval '1 hour', ${refunded.toString()}::numeric)
     RETURNING id`.execute(t.database.db);
   const id = row.rows[0]?.id;

@@ -133,7 +133,7 @@ describe("recordIfFunded on the sandbox ledger rail", () => {
     expect(refused).toBeInstanceOf(InsufficientBalance);
     expect(refused).toMatchObject({
       code: "INSUFFICIENT_BALANCE",
-      details: { available: "1.50", requested: "2.00", tokenSymbol: "USDC" },
+      details: { available: "1.50", requested: "2.00", tokenSymbol: "USDC", network: "sandbox-a" },
     });
     expect(await rowOf(transfer.id)).toBeUndefined();
   });

@@ -10,6 +10,7 @@ import {
   takeFence,
 } from "../../../test/support/transfers.ts";
 import { SANDBOX_FAILURE_ADDRESS, sandboxTxHash } from "../../chain/simulated/ledger.ts";
+import { SANDBOX_A } from "../../chain/simulated/networks.ts";
 import { CircuitBreakerOpen, InsufficientBalance } from "../../domain/errors.ts";
 import type { Fence } from "../../platform/db/fences.ts";
 import type { TransferOrder, TransferOutcome } from "./order.ts";
@@ -96,7 +97,12 @@ describe("TransfersService.run on the sandbox ledger", () => {
     const order = orderOf(ws, 2_000_000n);
     const { reason } = statusOf(await run(order), "refused");
     expect(reason).toBeInstanceOf(InsufficientBalance);
-    expect(reason.details).toEqual({ available: "1.00", requested: "2.00", tokenSymbol: "USDC" });
+    expect(reason.details).toEqual({
+      available: "1.00",
+      requested: "2.00",
+      tokenSymbol: "USDC",
+      network: "sandbox-a",
+    });
     expect(await rowsOf(ws)).toEqual([]);
     expect(await events(ws)).toEqual([]);
     expect(await balance(ws.eoaAddress)).toBe(1_000_000n);
@@ -274,12 +280,13 @@ describe("a settlement (kind settlement) on the sandbox ledger", () => {
   // alone, with one leg (the ledger's record takes one transfer): the live suites (splits,
   // smart wallets, money-once) settle through the chain job with every leg and the held money.
 
-  /** A confirmed 1 USDC payment received on the workspace's EOA, not settled yet. */
+  /** A confirmed 1 USDC payment received on the workspace's EOA on the ledger's network, not settled yet. */
   async function confirmedPayment(ws: CreatedWorkspace): Promise<string> {
     const row = await sql<{ id: string }>`
-      INSERT INTO payments (workspace_id, environment, status, payment_method, payment_provider, token_symbol,
-                            gross_amount, fee_amount, net_amount, wallet_type, receiving_address, expires_at)
-      VALUES (${ws.id}::uuid, 'sandbox', 'confirmed', 'crypto', 'onchain', 'USDC', 1000000, 15000, 985000, 'eoa',
+      INSERT INTO payments (workspace_id, environment, network, status, payment_method, payment_provider,
+                            token_symbol, gross_amount, fee_amount, net_amount, wallet_type, receiving_address,
+                            expires_at)
+      VALUES (${ws.id}::uuid, 'sandbox', ${SANDBOX_A.id}, 'confirmed', 'crypto', 'onchain', 'USDC', 1000000, 15000, 985000, 'eoa',
               ${ws.eoaAddress}, now() + interval '1 hour')
       RETURNING id`.execute(t.database.db);
     const id = row.rows[0]?.id;
