@@ -3,6 +3,7 @@ import { loadConfig } from "../../src/config.ts";
 import { InvalidRequest } from "../../src/domain/errors.ts";
 import { NetworkDirectory, UnknownNetwork } from "../../src/modules/networks/directory.ts";
 import { bearer, createWorkspace, startTestApp, type TestApp } from "../support/app.ts";
+import { pendingPayment } from "../support/refund-pages.ts";
 
 // The networks of each environment (D22): GET /api/v1/networks and the directory a request's
 // `network` is checked against. One network per environment today: the chain the <ENV>_…
@@ -172,6 +173,17 @@ describe("a request's network (D22): the default when absent, refused when the e
     expect(res.json()).toEqual({ error: "Unknown network", network });
   };
   const crypto = { paymentMethod: "crypto", tokenSymbol: "USDC", amount: "5.00" };
+  /** A payer's 2 USDC to the workspace wallet on the sandbox's network: an open inbox transfer. */
+  const incoming = async (ws: { testKey: string }) =>
+    (
+      await call("POST", ws.testKey, "/api/v1/sandbox/incoming-transfer", {
+        tokenSymbol: "USDC",
+        amount: "2",
+      })
+    ).json().transfer;
+  /** A record as if it had arrived on another network of the environment. */
+  const moveTo = (table: "payments" | "unmatched_transfers", id: string, network: string) =>
+    t.database.db.updateTable(table).set({ network }).where("id", "=", id).execute();
 
   it("payments: network or networks name the sandbox's network; another, an empty list, both, or on a card payment → 400", async () => {
     const ws = await createWorkspace(t);
@@ -375,42 +387,10 @@ describe("a request's network (D22): the default when absent, refused when the e
 
   it("an inbox transfer attaches only to a payment of its own network", async () => {
     const ws = await createWorkspace(t);
-    const pending = await t.database.db
-      .insertInto("payments")
-      .values({
-        workspace_id: ws.id,
-        environment: "sandbox",
-        network: "sandbox-a",
-        status: "pending",
-        payment_method: "crypto",
-        payment_provider: "onchain",
-        token_symbol: "USDC",
-        gross_amount: "2000000",
-        fee_amount: "30000",
-        net_amount: "1970000",
-        merchant_wallet: null,
-        wallet_type: "eoa",
-        receiving_address: ws.eoaAddress,
-        description: null,
-        metadata: JSON.stringify({}),
-        return_url: null,
-        cancel_url: null,
-        expires_at: new Date(Date.now() + 3_600_000),
-      })
-      .returning("id")
-      .executeTakeFirstOrThrow();
-    const transfer = (
-      await call("POST", ws.testKey, "/api/v1/sandbox/incoming-transfer", {
-        tokenSymbol: "USDC",
-        amount: "2",
-      })
-    ).json().transfer;
+    const pending = { id: await pendingPayment(t, ws, "2000000") };
+    const transfer = await incoming(ws);
     // The same transfer as if it had arrived on another network of the environment.
-    await t.database.db
-      .updateTable("unmatched_transfers")
-      .set({ network: "sandbox-b" })
-      .where("id", "=", transfer.id)
-      .execute();
+    await moveTo("unmatched_transfers", transfer.id, "sandbox-b");
     const attach = await call("POST", ws.testKey, `/api/v1/transfers/unmatched/${transfer.id}/attach`, {
       paymentId: pending.id,
     });
@@ -427,23 +407,10 @@ describe("a request's network (D22): the default when absent, refused when the e
   it("a refund or a return goes back on the network the money arrived on, never another", async () => {
     const ws = await createWorkspace(t);
     const payment = (await call("POST", ws.testKey, "/api/v1/payments", crypto)).json().payment;
-    const transfer = (
-      await call("POST", ws.testKey, "/api/v1/sandbox/incoming-transfer", {
-        tokenSymbol: "USDC",
-        amount: "2",
-      })
-    ).json().transfer;
+    const transfer = await incoming(ws);
     // As if both had arrived on another network of the environment than the one named below.
-    await t.database.db
-      .updateTable("payments")
-      .set({ network: "sandbox-b" })
-      .where("id", "=", payment.id)
-      .execute();
-    await t.database.db
-      .updateTable("unmatched_transfers")
-      .set({ network: "sandbox-b" })
-      .where("id", "=", transfer.id)
-      .execute();
+    await moveTo("payments", payment.id, "sandbox-b");
+    await moveTo("unmatched_transfers", transfer.id, "sandbox-b");
     const destinationAddress = "0x3000000000000000000000000000000000000003";
     const refund = await call("POST", ws.testKey, `/api/v1/payments/${payment.id}/refunds`, {
       amount: "1.00",

@@ -254,37 +254,17 @@ describe("sandbox payouts: validation and pre-checks (part 7)", () => {
       const ok = answers.filter((a) => a.statusCode === 200);
       const short = answers.filter((a) => a.statusCode !== 200);
       expect(ok).toHaveLength(3);
+      const refused = {
+        error: MSG.insufficient,
+        available: "1.00",
+        requested: "3.00",
+        tokenSymbol: "USDC",
+        network: "sandbox-a",
+      };
       expect(short.map((a) => [a.statusCode, a.json()])).toEqual([
-        [
-          400,
-          {
-            error: MSG.insufficient,
-            available: "1.00",
-            requested: "3.00",
-            tokenSymbol: "USDC",
-            network: "sandbox-a",
-          },
-        ],
-        [
-          400,
-          {
-            error: MSG.insufficient,
-            available: "1.00",
-            requested: "3.00",
-            tokenSymbol: "USDC",
-            network: "sandbox-a",
-          },
-        ],
-        [
-          400,
-          {
-            error: MSG.insufficient,
-            available: "1.00",
-            requested: "3.00",
-            tokenSymbol: "USDC",
-            network: "sandbox-a",
-          },
-        ],
+        [400, refused],
+        [400, refused],
+        [400, refused],
       ]);
       expect(await ledgerBalance(ws.eoaAddress, "USDC")).toBe(1_000_000n);
       const rows = await payoutRows(ws);
