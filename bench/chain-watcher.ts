@@ -94,7 +94,7 @@ export async function benchChainWatcher(
     t = await startAppOn(opts.databaseUrl, liveNetworkEnv(devnet));
     const app = t;
     const db = app.database.db;
-    const network = app.app.ctx.networks.live;
+    const network = app.app.ctx.chains.defaultOf("live")?.network;
     if (!network) throw new Error("no live network configured");
 
     const setupStart = performance.now();

@@ -153,7 +153,7 @@ export async function benchHostedPage(): Promise<HostedPageFigures> {
       .selectAll()
       .where("id", "=", pendingId)
       .executeTakeFirstOrThrow();
-    const live = t.config.networks.live;
+    const live = t.config.networks.live[0];
     if (!live) throw new Error("no live network configured");
     const tokens: Record<string, string | undefined> = live.tokens;
     const publicPayment = toPublicPayment(row, {

@@ -4,10 +4,9 @@ import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import Fastify, { type FastifyInstance } from "fastify";
 import { sql } from "kysely";
-import { EvmNetwork } from "./chain/evm/evm-network.ts";
+import { Chains } from "./chain/chains.ts";
 import { SimulatedLedger } from "./chain/simulated/ledger.ts";
-import { TransactionSender } from "./chain/transaction-sender.ts";
-import { type Config, ENVIRONMENTS } from "./config.ts";
+import { type Config, ENVIRONMENTS, type Environment } from "./config.ts";
 import type { AppContext } from "./context.ts";
 import { firstLine } from "./domain/errors.ts";
 import { agentsAndWalletsRoutes } from "./modules/agents/routes.ts";
@@ -148,22 +147,18 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   registerHsts(http, deps.config.publicBaseUrl);
   registerMetrics(http, metrics, metricsToken);
 
-  const networks: AppContext["networks"] = {};
-  const senders: AppContext["senders"] = {};
-  for (const network of [deps.config.networks.sandbox, deps.config.networks.live]) {
-    if (!network) continue;
-    const evm = new EvmNetwork(network);
-    networks[network.environment] = evm;
-    senders[network.environment] = new TransactionSender(deps.db, evm, http.log);
-  }
+  const chains = Chains.of(
+    [...deps.config.networks.sandbox, ...deps.config.networks.live],
+    deps.db,
+    http.log,
+  );
   const ctx: AppContext = {
     config: deps.config,
     db: deps.db,
     secrets: deps.secrets,
     log: http.log,
-    networks,
+    chains,
     directory: new NetworkDirectory(deps.config),
-    senders,
     now: deps.now ?? (() => new Date()),
     inFlight,
     metrics,
@@ -187,9 +182,14 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   const agents = new AgentsService(ctx);
   const agentWallets = new AgentWalletsService(ctx, agents, ledger);
   // Money leaves workspace wallets through the rails (src/rails), one set per process.
-  const { rails, smartAccounts } = buildRails(deps.config, networks, senders, ledger, deps.db);
-  // Smart wallet addresses come from the live network's account factory (else the sandbox's).
-  const smartWallets = new SmartWalletsService(ctx, workspaces, smartAccounts.live ?? smartAccounts.sandbox);
+  const { rails, smartAccounts } = buildRails(chains, ledger, deps.db);
+  // Smart wallet addresses come from the live default network's account factory (else the
+  // sandbox's): the other networks must have the factory at the same address (docs/networks.md).
+  const accountsOf = (environment: Environment) => {
+    const chain = chains.defaultOf(environment);
+    return chain && smartAccounts.get(`${environment}.${chain.config.id}`);
+  };
+  const smartWallets = new SmartWalletsService(ctx, workspaces, accountsOf("live") ?? accountsOf("sandbox"));
   // Where each environment's swaps trade (D16): Uniswap v3 on a network, the ledger's pools in the sandbox.
   const swapVenues = buildSwapVenues(deps.config, deps.db, ledger);
   const mailer = deps.mailer ?? createMailer({ smtpUrl: deps.config.smtpUrl, dataDir: deps.config.dataDir });
@@ -288,10 +288,13 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   http.get("/health", { config: { auth: "none" }, schema: { hide: true } }, async () => ({ status: "ok" }));
   const checks: ReadinessChecks = { database: () => sql`SELECT 1`.execute(deps.db) };
   for (const environment of ENVIRONMENTS) {
-    const network = networks[environment];
-    if (network) checks[`${environment}.rpc`] = () => network.head();
-    const accounts = smartAccounts[environment];
-    if (accounts) checks[`${environment}.bundler`] = () => accounts.bundlerAnswers();
+    // The default network's checks keep their names (`live.rpc`); another's names it (`live.base.rpc`).
+    for (const [i, { config, network }] of chains.in(environment).entries()) {
+      const name = i === 0 ? environment : `${environment}.${config.id}`;
+      checks[`${name}.rpc`] = () => network.head();
+      const accounts = smartAccounts.get(`${environment}.${config.id}`);
+      if (accounts) checks[`${name}.bundler`] = () => accounts.bundlerAnswers();
+    }
   }
   registerReadiness(http, checks, (err) =>
     scrub(err instanceof Error ? firstLine(err.message) : String(err)),

@@ -1,6 +1,7 @@
 import { parseArgs } from "node:util";
 import pino from "pino";
 import { openRuntime } from "./bootstrap.ts";
+import { Chains } from "./chain/chains.ts";
 import { type Config, ConfigError, loadConfig } from "./config.ts";
 import { AppError } from "./domain/errors.ts";
 import { SessionsService } from "./modules/dashboard/sessions.ts";
@@ -64,9 +65,8 @@ async function main(argv: string[]): Promise<number> {
       db: database.db,
       secrets,
       log: pino({ ...loggerOptions(config), level: "warn" }),
-      networks: {},
+      chains: new Chains([]),
       directory: new NetworkDirectory(config),
-      senders: {},
       now: () => new Date(),
       inFlight: new InFlight(),
       metrics: new Metrics(false),

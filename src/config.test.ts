@@ -94,8 +94,8 @@ describe("loadConfig", () => {
         ...network("SANDBOX", "https://base-sepolia.example.com/v2/secret-api-key-123", "84532"),
         ...network("LIVE", SECRET_RPC, "8453"),
       });
-      expect(config.networks.sandbox?.chainId).toBe(84532);
-      expect(config.networks.live?.chainId).toBe(8453);
+      expect(config.networks.sandbox.map((n) => [n.id, n.chainId])).toEqual([["default", 84532]]);
+      expect(config.networks.live.map((n) => [n.id, n.chainId])).toEqual([["default", 8453]]);
     });
 
     it("refuses the same chain id, naming both variables", () => {
@@ -136,7 +136,149 @@ describe("loadConfig", () => {
         ...network("SANDBOX", "https://rpc.example.com/base-sepolia", "84532"),
         ...network("LIVE", "https://rpc.example.com/base", "8453"),
       });
-      expect(config.networks.live?.rpcUrl).toBe("https://rpc.example.com/base");
+      expect(config.networks.live[0]?.rpcUrl).toBe("https://rpc.example.com/base");
+    });
+  });
+
+  describe("several networks of one environment (D22)", () => {
+    const network = (p: string, rpcUrl: string, chainId: string): Record<string, string> => ({
+      [`${p}_RPC_URL`]: rpcUrl,
+      [`${p}_CHAIN_ID`]: chainId,
+      [`${p}_USDC_ADDRESS`]: `0x${"1".repeat(40)}`,
+      [`${p}_ADAO_ADDRESS`]: `0x${"2".repeat(40)}`,
+      [`${p}_TREASURY_ADDRESS`]: `0x${"3".repeat(40)}`,
+    });
+    const refusal = (env: Record<string, string>): string => {
+      try {
+        loadConfig(env);
+      } catch (err) {
+        expect(err).toBeInstanceOf(ConfigError);
+        return (err as Error).message;
+      }
+      throw new Error("the configuration was accepted");
+    };
+
+    it("reads each network LIVE_NETWORKS lists from its own variables, the first the default", () => {
+      const config = loadConfig({
+        LIVE_NETWORKS: "base, polygon-pos",
+        ...network("LIVE_BASE", "https://rpc.example.com/base", "8453"),
+        ...network("LIVE_POLYGON_POS", "https://rpc.example.com/polygon", "137"),
+        LIVE_POLYGON_POS_NAME: "Polygon PoS",
+        LIVE_POLYGON_POS_CONFIRMATIONS: "20",
+      });
+      expect(
+        config.networks.live.map(({ environment, id, caip2, name, chainId, confirmations }) => ({
+          environment,
+          id,
+          caip2,
+          name,
+          chainId,
+          confirmations,
+        })),
+      ).toEqual([
+        {
+          environment: "live",
+          id: "base",
+          caip2: "eip155:8453",
+          name: "Base",
+          chainId: 8453,
+          confirmations: 2,
+        },
+        {
+          environment: "live",
+          id: "polygon-pos",
+          caip2: "eip155:137",
+          name: "Polygon PoS",
+          chainId: 137,
+          confirmations: 20,
+        },
+      ]);
+      expect(config.networks.sandbox).toEqual([]);
+    });
+
+    it("keeps the old variables as the network default, listed or alone", () => {
+      const old = network("LIVE", "https://rpc.example.com/base", "8453");
+      expect(loadConfig(old).networks.live.map((n) => n.id)).toEqual(["default"]);
+      const both = loadConfig({
+        ...old,
+        LIVE_NETWORKS: "polygon,default",
+        ...network("LIVE_POLYGON", "https://rpc.example.com/polygon", "137"),
+      });
+      expect(both.networks.live.map((n) => [n.id, n.chainId])).toEqual([
+        ["polygon", 137],
+        ["default", 8453],
+      ]);
+    });
+
+    it("names the variable of the field that is wrong", () => {
+      const base = { LIVE_NETWORKS: "base", ...network("LIVE_BASE", "https://rpc.example.com/base", "8453") };
+      expect(refusal({ ...base, LIVE_BASE_USDC_ADDRESS: "0x12" })).toBe(
+        "LIVE_BASE_USDC_ADDRESS must be 0x followed by 40 hex characters",
+      );
+      expect(refusal({ ...base, LIVE_BASE_CONFIRMATIONS: "many" })).toBe(
+        'LIVE_BASE_CONFIRMATIONS must be a whole number, got "many"',
+      );
+      expect(refusal({ ...base, LIVE_BASE_CHAIN_ID: "" })).toBe(
+        "LIVE_BASE_CHAIN_ID is required when LIVE_BASE_RPC_URL is set",
+      );
+      expect(refusal({ LIVE_NETWORKS: "base" })).toBe(
+        "LIVE_BASE_RPC_URL is required: LIVE_NETWORKS lists base",
+      );
+    });
+
+    it.each([
+      [
+        "Base",
+        'LIVE_NETWORKS must list network ids (lowercase letters, digits and "-", starting with a letter), got "Base"',
+      ],
+      [
+        "base,,polygon",
+        'LIVE_NETWORKS must list network ids (lowercase letters, digits and "-", starting with a letter), got ""',
+      ],
+      ["base,base", "LIVE_NETWORKS names base twice"],
+      ["sandbox-b", 'LIVE_NETWORKS: "sandbox-b" is kept for the sandbox\'s simulated networks'],
+    ])("refuses LIVE_NETWORKS=%s", (listed, message) => {
+      expect(
+        refusal({ LIVE_NETWORKS: listed, ...network("LIVE_BASE", "https://rpc.example.com/base", "8453") }),
+      ).toBe(message);
+    });
+
+    it("refuses LIVE_RPC_URL beside a LIVE_NETWORKS that does not list default", () => {
+      expect(
+        refusal({
+          ...network("LIVE", "https://rpc.example.com/old", "1"),
+          LIVE_NETWORKS: "base",
+          ...network("LIVE_BASE", "https://rpc.example.com/base", "8453"),
+        }),
+      ).toBe("LIVE_RPC_URL is set but LIVE_NETWORKS does not list default: list it, or unset LIVE_RPC_URL");
+    });
+
+    it("refuses two networks of one environment on one chain, or on one node", () => {
+      const two = (polygonUrl: string, polygonChain: string) => ({
+        LIVE_NETWORKS: "base,polygon",
+        ...network("LIVE_BASE", "https://rpc.example.com/base", "8453"),
+        ...network("LIVE_POLYGON", polygonUrl, polygonChain),
+      });
+      expect(refusal(two("https://rpc.example.com/polygon", "8453"))).toBe(
+        "LIVE_BASE_CHAIN_ID and LIVE_POLYGON_CHAIN_ID name the same chain (8453): the networks of live must be different chains",
+      );
+      expect(refusal(two("https://RPC.example.com/base/", "137"))).toBe(
+        "LIVE_BASE_RPC_URL and LIVE_POLYGON_RPC_URL point at the same node: the networks of live must be different chains",
+      );
+    });
+
+    it("refuses a sandbox network on a chain one of live's is on", () => {
+      expect(
+        refusal({
+          LIVE_NETWORKS: "base,polygon",
+          ...network("LIVE_BASE", "https://rpc.example.com/base", "8453"),
+          ...network("LIVE_POLYGON", "https://rpc.example.com/polygon", "137"),
+          SANDBOX_NETWORKS: "amoy",
+          ...network("SANDBOX_AMOY", "https://rpc.example.com/amoy", "137"),
+        }),
+      ).toBe(
+        "SANDBOX_AMOY_CHAIN_ID and LIVE_POLYGON_CHAIN_ID name the same chain (137): sandbox and live must be different networks",
+      );
     });
   });
 });

@@ -3,7 +3,7 @@ import { resolve } from "node:path";
 import { parseEnv } from "node:util";
 import ipaddr from "ipaddr.js";
 import { ADDRESS, boolean, ConfigError, type Env, integer, optional, url } from "./config-values.ts";
-import { distinctNetworks, type NetworkConfig, network } from "./network-config.ts";
+import { distinctNetworks, type NetworkConfig, networks } from "./network-config.ts";
 import { parseMasterKey } from "./platform/secrets/encryption.ts";
 
 export { ConfigError } from "./config-values.ts";
@@ -50,7 +50,8 @@ export interface Config {
   smtpUrl: string | undefined;
   /** Lets webhooks of both environments reach non-public addresses, and live ones use plain http (local development, D7, D21). */
   webhookAllowPrivate: boolean;
-  networks: { sandbox: NetworkConfig | undefined; live: NetworkConfig | undefined };
+  /** Each environment's networks, its default first (D22). */
+  networks: Record<Environment, NetworkConfig[]>;
   card: {
     sandbox: CardProviderConfig | undefined;
     live: CardProviderConfig | undefined;
@@ -177,7 +178,7 @@ export function loadConfig(rawEnv: Env = process.env): Config {
     role,
     smtpUrl: url(env, "SMTP_URL", ["smtp:", "smtps:"]),
     webhookAllowPrivate: boolean(env, "WEBHOOK_ALLOW_PRIVATE"),
-    networks: distinctNetworks({ sandbox: network(env, "sandbox"), live: network(env, "live") }),
+    networks: distinctNetworks({ sandbox: networks(env, "sandbox"), live: networks(env, "live") }),
     card: {
       sandbox: card(env, "SANDBOX"),
       live: card(env, "LIVE"),

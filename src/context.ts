@@ -1,7 +1,6 @@
 import type { FastifyBaseLogger } from "fastify";
-import type { Network } from "./chain/network.ts";
-import type { TransactionSender } from "./chain/transaction-sender.ts";
-import type { Config, Environment } from "./config.ts";
+import type { Chains } from "./chain/chains.ts";
+import type { Config } from "./config.ts";
 import type { NetworkDirectory } from "./modules/networks/directory.ts";
 import type { InFlight } from "./platform/concurrency/in-flight.ts";
 import type { Db } from "./platform/db/database.ts";
@@ -14,12 +13,10 @@ export interface AppContext {
   db: Db;
   secrets: SecretBox;
   log: FastifyBaseLogger;
-  /** The EVM network of each environment that has one configured (D3, D14). */
-  networks: Partial<Record<Environment, Network>>;
+  /** Each environment's configured EVM networks, with their senders (D3, D14, D22). */
+  chains: Chains;
   /** Which networks each environment has, and the one a request goes to (D22). */
   directory: NetworkDirectory;
-  /** One nonce-ordered sender per network, shared by settlement, payouts and gas top-ups. */
-  senders: Partial<Record<Environment, TransactionSender>>;
   /** Injectable clock: tests move time instead of sleeping. */
   now: () => Date;
   /** Requests being answered and writes nobody awaits: shutdown waits for them (graceful-close.ts). */

@@ -111,9 +111,60 @@ export const DEFAULT_NETWORK_ID = "default";
 /** A chain's name for people where the configuration gives none. */
 export const chainName = (chainId: number): string => (chainId === 8453 ? "Base" : `Chain ${chainId}`);
 
-/** The network an environment's `<ENV>_…` variables describe; none when its RPC URL is unset. */
-export function network(env: Env, environment: Environment): NetworkConfig | undefined {
+/** A network id (D22): a short lowercase slug. */
+export const NETWORK_ID = /^[a-z][a-z0-9-]{0,31}$/;
+
+/** The ids the sandbox's simulated networks have (D22): a chain may not take them. */
+const SIMULATED_IDS = /^sandbox-/;
+
+/** The prefix of a network's variables: `LIVE` for `default`, `LIVE_BASE` for `base`, `LIVE_DEVNET_B` for `devnet-b`. */
+export function networkPrefix(environment: Environment, id: string): string {
   const p = environment.toUpperCase();
+  return id === DEFAULT_NETWORK_ID ? p : `${p}_${id.toUpperCase().replaceAll("-", "_")}`;
+}
+
+/**
+ * An environment's networks, the default first (D22). `<ENV>_NETWORKS` lists their ids (`base,polygon`),
+ * each read from `<ENV>_<ID>_…` variables, `default` from the unprefixed `<ENV>_…` ones; without it the
+ * environment has `default` when `<ENV>_RPC_URL` is set, and no network otherwise.
+ */
+export function networks(env: Env, environment: Environment): NetworkConfig[] {
+  const p = environment.toUpperCase();
+  const listed = optional(env, `${p}_NETWORKS`);
+  if (listed === undefined) {
+    const one = network(env, environment, DEFAULT_NETWORK_ID);
+    return one ? [one] : [];
+  }
+  const ids = listed.split(",").map((id) => id.trim());
+  for (const id of ids) {
+    if (!NETWORK_ID.test(id)) {
+      throw new ConfigError(
+        `${p}_NETWORKS must list network ids (lowercase letters, digits and "-", starting with a letter), got "${id}"`,
+      );
+    }
+    if (SIMULATED_IDS.test(id))
+      throw new ConfigError(`${p}_NETWORKS: "${id}" is kept for the sandbox's simulated networks`);
+  }
+  const twice = ids.find((id, i) => ids.indexOf(id) !== i);
+  if (twice !== undefined) throw new ConfigError(`${p}_NETWORKS names ${twice} twice`);
+  if (!ids.includes(DEFAULT_NETWORK_ID) && optional(env, `${p}_RPC_URL`) !== undefined) {
+    throw new ConfigError(
+      `${p}_RPC_URL is set but ${p}_NETWORKS does not list default: list it, or unset ${p}_RPC_URL`,
+    );
+  }
+  return ids.map((id) => {
+    const one = network(env, environment, id);
+    if (!one)
+      throw new ConfigError(
+        `${networkPrefix(environment, id)}_RPC_URL is required: ${p}_NETWORKS lists ${id}`,
+      );
+    return one;
+  });
+}
+
+/** The network `id` of an environment, from its variables; none when its RPC URL is unset. */
+function network(env: Env, environment: Environment, id: string): NetworkConfig | undefined {
+  const p = networkPrefix(environment, id);
   const rpcUrl = url(env, `${p}_RPC_URL`, ["http:", "https:", "ws:", "wss:"]);
   if (!rpcUrl) return undefined;
   const address = (name: string, required: boolean): string | undefined => {
@@ -139,9 +190,9 @@ export function network(env: Env, environment: Environment): NetworkConfig | und
   };
   return {
     environment,
-    id: DEFAULT_NETWORK_ID,
+    id,
     caip2: `eip155:${chainId}`,
-    name: chainName(chainId),
+    name: optional(env, `${p}_NAME`) ?? chainName(chainId),
     rpcUrl,
     chainId,
     tokens: {
@@ -169,21 +220,26 @@ function endpoint(raw: string): string {
 }
 
 /**
- * Sandbox and live on one chain would share the workspace EOA's funds (one key for both) and see
- * every transfer twice (D21). The message names the variables only: an RPC URL may carry a key.
+ * Two networks on one chain would share the workspace EOA's funds (one key for all) and see every
+ * transfer twice (D21, D22): no two of all the environments' networks may name one chain id or one
+ * node. The message names the variables only: an RPC URL may carry a key.
  */
 export function distinctNetworks(networks: Config["networks"]): Config["networks"] {
-  const { sandbox, live } = networks;
-  if (!sandbox || !live) return networks;
-  if (sandbox.chainId === live.chainId) {
-    throw new ConfigError(
-      `SANDBOX_CHAIN_ID and LIVE_CHAIN_ID name the same chain (${live.chainId}): sandbox and live must be different networks`,
-    );
-  }
-  if (endpoint(sandbox.rpcUrl) === endpoint(live.rpcUrl)) {
-    throw new ConfigError(
-      "SANDBOX_RPC_URL and LIVE_RPC_URL point at the same node: sandbox and live must be different networks",
-    );
+  const all = [...networks.sandbox, ...networks.live];
+  for (const [i, a] of all.entries()) {
+    for (const b of all.slice(i + 1)) {
+      const [pa, pb] = [networkPrefix(a.environment, a.id), networkPrefix(b.environment, b.id)];
+      const rule =
+        a.environment === b.environment
+          ? `the networks of ${a.environment} must be different chains`
+          : "sandbox and live must be different networks";
+      if (a.chainId === b.chainId)
+        throw new ConfigError(
+          `${pa}_CHAIN_ID and ${pb}_CHAIN_ID name the same chain (${a.chainId}): ${rule}`,
+        );
+      if (endpoint(a.rpcUrl) === endpoint(b.rpcUrl))
+        throw new ConfigError(`${pa}_RPC_URL and ${pb}_RPC_URL point at the same node: ${rule}`);
+    }
   }
   return networks;
 }

@@ -77,42 +77,43 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
       }),
     );
   }
-  for (const network of Object.values(ctx.networks)) {
-    const config = ctx.config.networks[network.environment];
-    if (!config) continue;
-    const sender = ctx.senders[network.environment];
-    const rails = app.rails[network.environment];
-    if (!sender || !rails?.eoa) continue;
+  for (const { config, network, sender } of ctx.chains.all()) {
+    const rails = app.rails.of(network.environment, network.id);
+    if (!rails?.eoa) continue;
     const eoa = rails.eoa;
     const funder = config.gasFunderKey
       ? [privateKeyToAccount(config.gasFunderKey as `0x${string}`).address]
       : [];
+    // Each network's jobs are its own (D22): one whose node is down delays no other. The default
+    // network's keep their names from before networks (`chain.live`), so that a rolling upgrade
+    // leaves one leader.
+    const suffix = config.id === ctx.chains.defaultOf(network.environment)?.config.id ? "" : `.${config.id}`;
     const watcher = new ChainWatcher(ctx.db, network, ctx.log, ctx.now, {
       ignoredSenders: funder,
       // A swap's proceeds reach its wallet from the public router: the service's own are not payments.
-      ownTransactions: (transfers) => app.services.swaps.ownSwapTransactions(network.environment, transfers),
+      ownTransactions: (transfers) => app.services.swaps.ownSwapTransactions(network, transfers),
       // An on-ramp's delivery is credited to its session (onramp/confirm.ts), not taken for a payment.
-      deliveries: (transfers) => app.services.onramp.deliveries(network.environment, transfers),
+      deliveries: (transfers) => app.services.onramp.deliveries(network, transfers),
       pollIntervalMs: config.pollIntervalMs,
       metrics: ctx.metrics,
     });
     // The jobs are made first: settlement and top-ups fence their sends on their job's lease.
     const chainJob: PeriodicJob = new PeriodicJob(ctx.db, ctx.log, {
-      name: `chain.${network.environment}`,
+      name: `chain.${network.environment}${suffix}`,
       intervalMs: config.pollIntervalMs,
       // Another instance leads the chain job: its watcher's lag and tick age are the ones to report.
-      onNotLeading: () => ctx.metrics.chainWatcherStoodDown(network.environment),
+      onNotLeading: () => ctx.metrics.chainWatcherStoodDown(network),
       tick: async () => {
         await watcher.tick();
         // The engine first (what its rails left open, the transfers nobody is sending), so that
         // settlement records on the payments what ended meanwhile.
-        await app.services.transfers.reconcile(network.environment);
+        await app.services.transfers.reconcile(network);
         await settlement.tick();
-        await app.services.onramp.confirm(network.environment);
+        await app.services.onramp.confirm(network);
       },
     });
     const topUpJob: PeriodicJob = new PeriodicJob(ctx.db, ctx.log, {
-      name: `gas-top-up.${network.environment}`,
+      name: `gas-top-up.${network.environment}${suffix}`,
       intervalMs: GAS_TOP_UP_INTERVAL_MS,
       tick: async () => {
         await topUpGas(network, config, sender, app.services.workspaces, ctx.log, ctx.metrics, {

@@ -129,7 +129,15 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
     const url = `http://127.0.0.1:${port}`;
     return {
       name: "the Hardhat node",
-      args: [HARDHAT_CLI, "node", "--hostname", "127.0.0.1", "--port", `${port}`],
+      args: [
+        HARDHAT_CLI,
+        "node",
+        "--hostname",
+        "127.0.0.1",
+        "--port",
+        `${port}`,
+        ...(options.chainId === undefined ? [] : ["--chain-id", `${options.chainId}`]),
+      ],
       cwd: ROOT,
       env: { ...process.env, FORCE_COLOR: "0", NO_COLOR: "1" },
       url,

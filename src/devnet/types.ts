@@ -20,6 +20,8 @@ export interface DevnetAccount {
 export interface DevnetOptions {
   /** Port on 127.0.0.1; a free one when omitted. */
   port?: number;
+  /** The chain id; Hardhat's 31337 when omitted. A second devnet takes another (D22: one chain per network). */
+  chainId?: number;
   /** Interval mining period; 0 leaves only automine (a block per transaction). Default 1000. */
   blockTimeMs?: number;
   /** How long to wait for the node to answer. Default 30 s. */

@@ -89,6 +89,13 @@ export class Unavailable extends AppError {
   readonly code = "UNAVAILABLE";
 }
 
+/** A configured network whose node does not answer (D22): 503 naming it; its work waits. */
+export class NetworkUnavailable extends Unavailable {
+  constructor(network: string) {
+    super("Network unavailable", { network });
+  }
+}
+
 /** An outside provider (the card processor) refused or could not be reached. */
 export class ProviderError extends AppError {
   readonly code = "PROVIDER_ERROR";

@@ -35,10 +35,9 @@ beforeAll(async () => {
     LIVE_DAI_ADDRESS: hex(20),
     LIVE_TREASURY_ADDRESS: hex(20),
   });
-  const network = t.app.ctx.networks.live;
-  const sender = t.app.ctx.senders.live;
-  if (!network || !sender) throw new Error("the test app has no live network");
-  rail = new EoaRail(network, sender, t.database.db);
+  const chain = t.app.ctx.chains.defaultOf("live");
+  if (!chain) throw new Error("the test app has no live network");
+  rail = new EoaRail(chain.network, chain.sender, t.database.db);
   ws = await createWorkspace(t);
   from = ws.eoaAddress as Hex;
 });

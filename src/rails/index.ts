@@ -1,45 +1,67 @@
+import type { Chains } from "../chain/chains.ts";
 import { SmartAccounts } from "../chain/evm/smart-accounts.ts";
 import type { SimulatedLedger } from "../chain/simulated/ledger.ts";
-import { type Config, ENVIRONMENTS, type Environment } from "../config.ts";
-import type { AppContext } from "../context.ts";
+import { SANDBOX_A } from "../chain/simulated/networks.ts";
+import type { Environment } from "../config.ts";
 import type { Db } from "../platform/db/database.ts";
 import { EoaRail } from "./eoa-rail.ts";
 import { LedgerRail } from "./ledger-rail.ts";
 import type { Rail } from "./rail.ts";
 import { SmartAccountRail } from "./smart-account-rail.ts";
 
-// Which rail moves an environment's money from which kind of workspace wallet, built once per
-// process. Sandbox moves money on the simulated ledger unless a sandbox network (a testnet) is
+// Which rail moves money from which kind of workspace wallet on which network (D22), built once
+// per process. Sandbox moves money on the simulated ledger unless a sandbox network (a testnet) is
 // configured; a network moves it from the EOA, and from the smart account where a bundler is
 // configured (smart wallets are otherwise unavailable there).
 
 export type WalletKind = "eoa" | "smart_wallet";
 
-export type Rails = Partial<Record<Environment, Partial<Record<WalletKind, Rail>>>>;
+export type NetworkRails = Partial<Record<WalletKind, Rail>>;
 
-/** The rails, and the ERC-4337 client of each environment with a bundler (made once, shared). */
+export class Rails {
+  /** By environment, then network id, each environment's default network first. */
+  readonly #rails = new Map<Environment, Map<string, NetworkRails>>();
+
+  add(environment: Environment, network: string, rails: NetworkRails): void {
+    const of = this.#rails.get(environment) ?? new Map<string, NetworkRails>();
+    of.set(network, rails);
+    this.#rails.set(environment, of);
+  }
+
+  /** The rails of the environment's network `network`, its default network's when null. */
+  of(environment: Environment, network: string | null): NetworkRails | undefined {
+    const of = this.#rails.get(environment);
+    if (!of) return undefined;
+    return network === null ? of.values().next().value : of.get(network);
+  }
+
+  /** Each network of the environment that has rails, with them. */
+  in(environment: Environment): Array<[network: string, rails: NetworkRails]> {
+    return [...(this.#rails.get(environment) ?? new Map<string, NetworkRails>())];
+  }
+}
+
+/** The rails, and the ERC-4337 client of each network with a bundler (made once, shared). */
 export function buildRails(
-  config: Config,
-  networks: AppContext["networks"],
-  senders: AppContext["senders"],
+  chains: Chains,
   ledger: SimulatedLedger,
   db: Db,
-): { rails: Rails; smartAccounts: Partial<Record<Environment, SmartAccounts>> } {
-  const rails: Rails = {
-    sandbox: { eoa: new LedgerRail(ledger), smart_wallet: new LedgerRail(ledger, { smartAccount: true }) },
-  };
-  const smartAccounts: Partial<Record<Environment, SmartAccounts>> = {};
-  for (const environment of ENVIRONMENTS) {
-    const network = networks[environment];
-    const sender = senders[environment];
-    if (!network || !sender) continue;
-    const networkConfig = config.networks[environment];
-    const accounts = networkConfig?.accountAbstraction ? new SmartAccounts(networkConfig) : undefined;
-    if (accounts) smartAccounts[environment] = accounts;
-    rails[environment] = {
+): { rails: Rails; smartAccounts: Map<string, SmartAccounts> } {
+  const rails = new Rails();
+  if (chains.in("sandbox").length === 0) {
+    rails.add("sandbox", SANDBOX_A.id, {
+      eoa: new LedgerRail(ledger),
+      smart_wallet: new LedgerRail(ledger, { smartAccount: true }),
+    });
+  }
+  const smartAccounts = new Map<string, SmartAccounts>();
+  for (const { config, network, sender } of chains.all()) {
+    const accounts = config.accountAbstraction ? new SmartAccounts(config) : undefined;
+    if (accounts) smartAccounts.set(`${config.environment}.${config.id}`, accounts);
+    rails.add(config.environment, config.id, {
       eoa: new EoaRail(network, sender, db),
       ...(accounts ? { smart_wallet: new SmartAccountRail(network, accounts) } : {}),
-    };
+    });
   }
   return { rails, smartAccounts };
 }

@@ -230,6 +230,70 @@ describe("wallets and the unmatched inbox", () => {
 });
 
 /** The id of the key row whose prefix is `prefix`, from the keys page. */
+describe("networks on the payments and payouts pages (D22)", () => {
+  it("shows each payment's and payout's network, and filters both lists and their CSV by network", async () => {
+    const api = (url: string, payload: Record<string, unknown>) =>
+      t.request({ method: "POST", url, headers: bearer(ws.testKey), payload });
+    const made = await api("/api/v1/payments", {
+      tokenSymbol: "USDC",
+      amount: "4.25",
+      description: "On sandbox-a",
+    });
+    expect(made.statusCode, made.body).toBe(201);
+    const paymentId: string = made.json().payment.id;
+    await api("/api/v1/sandbox/faucet", { tokenSymbol: "USDC", amount: "10" });
+    const paid = await api("/api/v1/payouts", {
+      tokenSymbol: "USDC",
+      amount: "1.5",
+      destinationAddress: "0x2222222222222222222222222222222222222222",
+      description: "Payout on sandbox-a",
+      network: "sandbox-a",
+    });
+    expect(paid.statusCode, paid.body).toBe(200);
+    const payoutTx: string = paid.json().payout.txHash;
+    const browser = await signedIn("198.51.100.61");
+
+    const payments = await browser.get("/dashboard/sandbox/payments");
+    expect(payments.body).toContain('<th scope="col" class="wide-only">Network</th>');
+    expect(payments.body).toMatch(
+      /<select id="f-network" name="network"><option value="">Any<\/option><option value="sandbox-a" >sandbox-a<\/option><\/select>/,
+    );
+    const row =
+      new RegExp(`<tr data-payment-id="${paymentId}">[\\s\\S]*?</tr>`).exec(payments.body)?.[0] ?? "";
+    expect(row).toContain('<td class="wide-only">sandbox-a</td>');
+    const onA = await browser.get("/dashboard/sandbox/payments?network=sandbox-a");
+    expect(onA.body).toContain(`data-payment-id="${paymentId}"`);
+    expect(onA.body).toMatch(/<option value="sandbox-a" selected>/);
+    expect(onA.body).toContain("payments/export.csv?network&#x3D;sandbox-a");
+    const elsewhere = await browser.get("/dashboard/sandbox/payments?network=sandbox-b");
+    expect(elsewhere.body).not.toContain(`data-payment-id="${paymentId}"`);
+    expect(elsewhere.body).toContain("No payments match these filters.");
+    const bad = await browser.get("/dashboard/sandbox/payments?network=Not%20an%20id");
+    expect(bad.body).toContain(
+      "network must be a network id, as GET &#x2F;api&#x2F;v1&#x2F;networks lists them",
+    );
+    const detail = await browser.get(`/dashboard/sandbox/payments/${paymentId}`);
+    expect(detail.body).toMatch(/<dt>Network<\/dt>\s*<dd>sandbox-a<\/dd>/);
+
+    const payouts = await browser.get("/dashboard/sandbox/payouts?network=sandbox-a");
+    expect(payouts.body).toContain("Payout on sandbox-a");
+    expect(payouts.body).toContain('<th scope="col" class="wide-only">Network</th>');
+    expect(payouts.body).toMatch(/<option value="sandbox-a" selected>sandbox-a<\/option>/);
+    expect(payouts.body).toContain("payouts/export.csv?network&#x3D;sandbox-a");
+    const none = await browser.get("/dashboard/sandbox/payouts?network=sandbox-b");
+    expect(none.body).not.toContain("Payout on sandbox-a");
+    expect(none.body).toContain("No payouts match these filters.");
+    const csv = await browser.get("/dashboard/sandbox/payouts/export.csv?network=sandbox-b");
+    expect(csv.body.trim().split("\n")).toHaveLength(1);
+    const apiCsv = await t.request({
+      method: "GET",
+      url: "/api/v1/payouts/export.csv?network=sandbox-a",
+      headers: bearer(ws.testKey),
+    });
+    expect(apiCsv.body).toContain(payoutTx);
+  });
+});
+
 function keyIdOnPage(body: string, prefix: string): string | undefined {
   for (const match of body.matchAll(/<tr data-key-id="([0-9a-f-]{36})"><td class="mono nowrap">([^<…]+)…/g)) {
     if (match[2] === prefix) return match[1];

@@ -4,6 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest
 import { mine } from "../../src/devnet/chain.ts";
 import { createWorkspace } from "../support/app.ts";
 import { TEST_CONFIRMATIONS } from "../support/confirmations.ts";
+import { LIVE_DEFAULT } from "../support/devnet-env.ts";
 import { type OnrampLive, onrampActors, startOnrampLive } from "../support/onramp-live.ts";
 
 // An on-ramp delivery counts once, and a session never stops a payer (issue 36, items 1, 2, 14, 15):
@@ -37,7 +38,7 @@ afterAll(async () => {
 async function confirmationRounds(blocks: number) {
   for (let i = 0; i < blocks; i++) {
     await mine(h.devnet, 1);
-    await h.t.app.services.onramp.confirm("live");
+    await h.t.app.services.onramp.confirm(LIVE_DEFAULT);
   }
 }
 
@@ -161,7 +162,7 @@ describe("the confirmation job and a session that never credits", () => {
       (n) => n > 0,
     );
     warnings.mockClear();
-    for (let i = 0; i < 5; i++) await h.t.app.services.onramp.confirm("live");
+    for (let i = 0; i < 5; i++) await h.t.app.services.onramp.confirm(LIVE_DEFAULT);
     await jobTicks();
     expect(notOnChain()).toBe(0);
 
@@ -221,7 +222,7 @@ describe.skipIf(!process.env.DATABASE_URL)("the confirmation job's lock order", 
       await released;
     });
     await held;
-    const confirming = h.t.app.services.onramp.confirm("live");
+    const confirming = h.t.app.services.onramp.confirm(LIVE_DEFAULT);
     try {
       await a.until(
         "the confirmation waiting for the inbox item",

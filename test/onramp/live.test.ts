@@ -5,6 +5,7 @@ import { type Devnet, mine, rpc } from "../../src/devnet/chain.ts";
 import { type CreatedWorkspace, createWorkspace, type TestApp } from "../support/app.ts";
 import { TEST_CONFIRMATIONS } from "../support/confirmations.ts";
 import type { DevnetClients } from "../support/devnet-clients.ts";
+import { LIVE_DEFAULT } from "../support/devnet-env.ts";
 import { type OnrampLive, onrampActors, startOnrampLive } from "../support/onramp-live.ts";
 
 // Fiat on-ramp sessions (D17) for real on the devnet, the chain job running: sessions made at a
@@ -71,7 +72,7 @@ async function confirmationRounds(blocks: number) {
       (n) => n > head,
       30_000,
     );
-    await t.app.services.onramp.confirm("live");
+    await t.app.services.onramp.confirm(LIVE_DEFAULT);
   }
 }
 
@@ -123,7 +124,7 @@ describe("a live on-ramp session, end to end on the devnet", () => {
     try {
       block = await fulfilment.broadcast();
       // One confirmation of the two the network asks for: not yet.
-      await t.app.services.onramp.confirm("live");
+      await t.app.services.onramp.confirm(LIVE_DEFAULT);
       expect(await chain.getBlockNumber()).toBe(block);
       expect((await getSession(ws, id)).creditedAmount).toBeNull();
       await mine(devnet, Number(TEST_CONFIRMATIONS) - 1);

@@ -3,6 +3,7 @@ import { CONFIRM_MAX_SPACING_MS } from "../../src/modules/onramp/confirm.ts";
 import { toConfirm } from "../../src/modules/onramp/repo.ts";
 import { createWorkers } from "../../src/workers.ts";
 import { createWorkspace, startTestApp } from "../support/app.ts";
+import { LIVE_DEFAULT } from "../support/devnet-env.ts";
 import { fakeTxHash, LIVE_SK, MINUTE, useReconcileApp } from "../support/onramp-reconcile.ts";
 
 // Crash recovery of fiat on-ramp sessions (D17) whose provider events were lost: the
@@ -161,7 +162,13 @@ describe("onramp.sessions: sessions whose provider events were lost", () => {
     });
     expect(await statusesOf(ws)).toEqual(["onramp.session.updated:fulfillment_complete"]);
     // What the chain job's confirmation (confirm.ts) takes next, as after the event itself.
-    const pending = await toConfirm(h.t.database.db, "live", h.t.app.ctx.now(), CONFIRM_MAX_SPACING_MS, 1000);
+    const pending = await toConfirm(
+      h.t.database.db,
+      LIVE_DEFAULT,
+      h.t.app.ctx.now(),
+      CONFIRM_MAX_SPACING_MS,
+      1000,
+    );
     expect(pending.map((row) => row.id)).toContain(id);
     // Ended with its transaction named: no longer asked.
     await reconcileIn(30 * MINUTE);

@@ -18,7 +18,7 @@ import {
   type TestApp,
 } from "../support/app.ts";
 import { type DevnetClients, devnetClients } from "../support/devnet-clients.ts";
-import { liveNetworkEnv } from "../support/devnet-env.ts";
+import { LIVE_DEFAULT, liveNetworkEnv } from "../support/devnet-env.ts";
 import { setMining } from "../support/mining.ts";
 import {
   callService,
@@ -481,8 +481,8 @@ describe("live payouts on the devnet", () => {
 
       // The reconcilers: the refused transaction's nonce is taken, so it can never be mined; its
       // payout fails (payout.failed, counted) and is never paid.
-      await t.app.ctx.senders.live?.reconcile();
-      expect(await t.app.services.transfers.reconcile("live")).toBe(1);
+      await t.app.ctx.chains.defaultOf("live")?.sender?.reconcile();
+      expect(await t.app.services.transfers.reconcile(LIVE_DEFAULT)).toBe(1);
       expect(await byNonce()).toEqual([
         [0, "mined", "cancel"],
         [0, "replaced", "payout"],
@@ -661,7 +661,7 @@ describe("payouts from a wallet that holds money of payments not settled yet", (
     expect(await usdcBalance(ws.eoaAddress)).toBe(parseUnits("110", 6));
 
     // The real watcher detects it; nothing settles it yet.
-    const live = t.app.ctx.networks.live;
+    const live = t.app.ctx.chains.defaultOf("live")?.network;
     if (!live) throw new Error("no live network");
     const watcher = new ChainWatcher(t.database.db, live, t.app.ctx.log, () => new Date());
     const status = async () =>

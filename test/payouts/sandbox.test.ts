@@ -41,6 +41,15 @@ describe("sandbox payouts: success", () => {
       environment: "sandbox",
       eoa: { address: ws.eoaAddress, balances: { USDC: "100.00", ETH: "0.00", ADAO: "0.00", DAI: "0.00" } },
       smartWallet: null,
+      networks: {
+        "sandbox-a": {
+          eoa: {
+            address: ws.eoaAddress,
+            balances: { USDC: "100.00", ETH: "0.00", ADAO: "0.00", DAI: "0.00" },
+          },
+          smartWallet: null,
+        },
+      },
     });
 
     const destination = randomAddress();
@@ -72,6 +81,15 @@ describe("sandbox payouts: success", () => {
       environment: "sandbox",
       eoa: { address: ws.eoaAddress, balances: { USDC: "90.00", ETH: "0.00", ADAO: "0.00", DAI: "0.00" } },
       smartWallet: null,
+      networks: {
+        "sandbox-a": {
+          eoa: {
+            address: ws.eoaAddress,
+            balances: { USDC: "90.00", ETH: "0.00", ADAO: "0.00", DAI: "0.00" },
+          },
+          smartWallet: null,
+        },
+      },
     });
     expect(await ledgerBalance(destination, "USDC")).toBe(10_000_000n);
     const transfers = await ledgerTransfersFrom(ws);

@@ -55,7 +55,7 @@ beforeAll(async () => {
   clients = devnetClients(devnet);
   chain = clients.chain;
   receiverArtifact = await costlyReceiverArtifact();
-  const live = t.app.ctx.networks.live;
+  const live = t.app.ctx.chains.defaultOf("live")?.network;
   if (!live) throw new Error("no live network");
   watcher = new ChainWatcher(t.database.db, live, t.app.ctx.log, () => new Date(), {
     ignoredSenders: [devnet.accounts.gasFunder.address],

@@ -6,6 +6,7 @@ import { afterAll, describe, expect, it, vi } from "vitest";
 import { SmartAccounts } from "../../src/chain/evm/smart-accounts.ts";
 import { freePort, mintToken, rpc } from "../../src/devnet/chain.ts";
 import { bearer, createWorkspace, startTestApp } from "../support/app.ts";
+import { LIVE_DEFAULT } from "../support/devnet-env.ts";
 import {
   aa,
   bundler,
@@ -269,7 +270,7 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
         timeout: 30_000,
       });
       expect(included.success).toBe(true);
-      expect(await app.app.services.transfers.reconcile("live")).toBe(1);
+      expect(await app.app.services.transfers.reconcile(LIVE_DEFAULT)).toBe(1);
       const row = await t.database.db
         .selectFrom("payouts")
         .select(["status", "user_op_hash", "tx_hash"])
@@ -335,7 +336,7 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
       expect(await usdcBalance(laterTo)).toBe(parseUnits("5", 6));
 
       // The reconciler sends the lost operation again, and it is included.
-      await app.app.services.transfers.reconcile("live");
+      await app.app.services.transfers.reconcile(LIVE_DEFAULT);
       const rows = await t.database.db
         .selectFrom("payouts")
         .select(["destination_address", "status", "tx_hash"])
@@ -355,7 +356,7 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
       expect(await outbox(ws, "payout.failed")).toEqual([]);
       expect(await payoutState(ws, app)).toMatchObject({ status: "active", failStreak: 0 });
       // Finished: a second pass changes nothing.
-      await app.app.services.transfers.reconcile("live");
+      await app.app.services.transfers.reconcile(LIVE_DEFAULT);
       expect(await outbox(ws, "payout.completed")).toHaveLength(3);
       expect(await usdcBalance(lostTo)).toBe(parseUnits("4", 6));
     } finally {
@@ -381,7 +382,7 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
         available: "1.00",
       });
 
-      await app.app.services.transfers.reconcile("live");
+      await app.app.services.transfers.reconcile(LIVE_DEFAULT);
       const row = await t.database.db
         .selectFrom("payouts")
         .select(["status", "error", "tx_hash"])
@@ -505,7 +506,7 @@ describe("operations of one smart account at the same time", () => {
   it("prepared together and sent together, all are included: each has a nonce key of its own", async () => {
     // As a settlement and a payout of one smart wallet, or payouts from two instances: with one
     // shared nonce sequence both read the same nonce, and the bundler took only one of them.
-    const network = t.config.networks.live;
+    const network = t.config.networks.live[0];
     if (!network) throw new Error("no live network in the test config");
     const accounts = new SmartAccounts(network);
     const owner = generatePrivateKey();

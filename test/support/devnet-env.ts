@@ -20,6 +20,25 @@ export function liveNetworkEnv(devnet: Devnet, extra: Record<string, string> = {
   };
 }
 
+/**
+ * The variables of a live environment with one network per devnet (D22): `LIVE_NETWORKS` lists
+ * `ids`, the first the default, each network's variables under its own prefix (`LIVE_DEVNET_B_…`).
+ */
+export function liveNetworksEnv(
+  devnets: ReadonlyArray<readonly [id: string, devnet: Devnet]>,
+  extra: Record<string, string> = {},
+): Record<string, string> {
+  const env: Record<string, string> = { LIVE_NETWORKS: devnets.map(([id]) => id).join(",") };
+  for (const [id, devnet] of devnets) {
+    const prefix = `LIVE_${id.toUpperCase().replaceAll("-", "_")}`;
+    for (const [name, value] of Object.entries(liveNetworkEnv(devnet))) {
+      if (name.startsWith("LIVE_")) env[`${prefix}_${name.slice("LIVE_".length)}`] = value;
+      else env[name] = value;
+    }
+  }
+  return { ...env, ...extra };
+}
+
 /** liveNetworkEnv plus the ERC-4337 variables that point the service at the devnet's bundler and contracts. */
 export function liveSmartWalletEnv(
   devnet: Devnet,

@@ -12,7 +12,7 @@ export interface RpcCall {
 
 export type RpcHook = (
   call: RpcCall,
-) => Promise<{ error: { code: number; message: string } } | "drop" | undefined>;
+) => Promise<{ error: { code: number; message: string } } | { result: unknown } | "drop" | undefined>;
 
 interface Message {
   jsonrpc: string;
@@ -37,7 +37,7 @@ export async function startRpcProxy(target: string, hook: RpcHook) {
         return;
       }
       if (own) {
-        replies.push({ jsonrpc: "2.0", id: message.id, error: own.error });
+        replies.push({ jsonrpc: "2.0", id: message.id, ...own });
         continue;
       }
       const upstream = await fetch(target, {

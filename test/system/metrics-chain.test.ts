@@ -119,18 +119,23 @@ describe("live crypto payment method on the devnet", () => {
     const ticked = await scrapeUntil(
       read,
       "a watcher tick",
-      (s) => !!s.find("chain_watcher_lag_blocks", { environment: "live" }),
+      (s) => !!s.find("chain_watcher_lag_blocks", { environment: "live", network: "default" }),
       20_000,
     );
-    const lag = ticked.find("chain_watcher_lag_blocks", { environment: "live" })?.value ?? -1;
+    const lag =
+      ticked.find("chain_watcher_lag_blocks", { environment: "live", network: "default" })?.value ?? -1;
     expect(Number.isInteger(lag)).toBe(true);
     expect(lag).toBeGreaterThanOrEqual(0);
     expect(lag).toBeLessThanOrEqual(3);
-    const age = ticked.find("chain_watcher_last_tick_age_seconds", { environment: "live" })?.value ?? -1;
+    const age =
+      ticked.find("chain_watcher_last_tick_age_seconds", { environment: "live", network: "default" })
+        ?.value ?? -1;
     expect(age).toBeGreaterThanOrEqual(0);
     expect(age).toBeLessThan(10);
     // Per environment only: the sandbox has no chain here.
-    expect(ticked.all("chain_watcher_lag_blocks").map((s) => s.labels)).toEqual([{ environment: "live" }]);
+    expect(ticked.all("chain_watcher_lag_blocks").map((s) => s.labels)).toEqual([
+      { environment: "live", network: "default" },
+    ]);
 
     await clients.sendUsdc(created.receivingAddress, parseUnits("12", 6));
     await waitForStatus(ws, created.payment.id, "forwarded");
@@ -152,9 +157,13 @@ describe("live crypto payment method on the devnet", () => {
     const later = await scrapeUntil(
       read,
       "another tick",
-      (s) => (s.find("chain_watcher_last_tick_age_seconds", { environment: "live" })?.value ?? 99) < 5,
+      (s) =>
+        (s.find("chain_watcher_last_tick_age_seconds", { environment: "live", network: "default" })?.value ??
+          99) < 5,
     );
-    expect(later.find("chain_watcher_lag_blocks", { environment: "live" })?.value).toBeLessThanOrEqual(3);
+    expect(
+      later.find("chain_watcher_lag_blocks", { environment: "live", network: "default" })?.value,
+    ).toBeLessThanOrEqual(3);
     // No tenant in a label: neither the payment, the workspace nor an address.
     for (const value of later.labelValues()) {
       expect(value).not.toMatch(/0x[0-9a-f]{40}/i);
@@ -169,14 +178,17 @@ describe("live crypto payment method on the devnet", () => {
     workers = undefined;
     const stopped = await read();
     const ageAtStop =
-      stopped.find("chain_watcher_last_tick_age_seconds", { environment: "live" })?.value ?? -1;
+      stopped.find("chain_watcher_last_tick_age_seconds", { environment: "live", network: "default" })
+        ?.value ?? -1;
     const aged = await scrapeUntil(
       read,
       "the last tick to age",
       (s) =>
-        (s.find("chain_watcher_last_tick_age_seconds", { environment: "live" })?.value ?? 0) >= ageAtStop + 1,
+        (s.find("chain_watcher_last_tick_age_seconds", { environment: "live", network: "default" })?.value ??
+          0) >=
+        ageAtStop + 1,
     );
-    expect(aged.find("chain_watcher_lag_blocks", { environment: "live" })).toBeDefined();
+    expect(aged.find("chain_watcher_lag_blocks", { environment: "live", network: "default" })).toBeDefined();
   });
 
   it("a cancelled live payment: pending +1, cancelled +1, its POST counted under the route pattern", async () => {

@@ -15,7 +15,7 @@ import {
   type TestApp,
 } from "../support/app.ts";
 import { type DevnetClients, devnetClients } from "../support/devnet-clients.ts";
-import { liveNetworkEnv } from "../support/devnet-env.ts";
+import { LIVE_DEFAULT, liveNetworkEnv } from "../support/devnet-env.ts";
 import { untilDefined } from "../support/poll.ts";
 import { holding, type RpcHook, startRpcProxy } from "../support/rpc-proxy.ts";
 
@@ -92,8 +92,8 @@ const payout = (t: TestApp, ws: CreatedWorkspace, body: Record<string, unknown>)
 /** Runs both reconcilers (transactions, then payouts) until `done`. */
 const reconcileUntil = (t: TestApp, what: string, done: () => Promise<boolean>) =>
   untilDefined(what, async () => {
-    await t.app.ctx.senders.live?.reconcile();
-    await t.app.services.transfers.reconcile("live");
+    await t.app.ctx.chains.defaultOf("live")?.sender?.reconcile();
+    await t.app.services.transfers.reconcile(LIVE_DEFAULT);
     return (await done()) ? true : undefined;
   });
 
@@ -141,15 +141,15 @@ describe("a transaction is sent once, in nonce order", () => {
       await untilDefined("the payout's transaction to be recorded", async () =>
         (await recordedFor(t, ws)).length ? true : undefined,
       );
-      const reconciling = t.app.ctx.senders.live?.reconcile();
+      const reconciling = t.app.ctx.chains.defaultOf("live")?.sender?.reconcile();
       const res = await answer;
       await reconciling;
       expect(res.statusCode, res.body).toBe(500);
       // More reconcile rounds, past the age (3 s) after which the reconciler broadcasts a recorded
       // transaction again (the records made that old): nothing more is sent.
       await pastRebroadcastAge(t);
-      await t.app.ctx.senders.live?.reconcile();
-      await t.app.ctx.senders.live?.reconcile();
+      await t.app.ctx.chains.defaultOf("live")?.sender?.reconcile();
+      await t.app.ctx.chains.defaultOf("live")?.sender?.reconcile();
       expect(await usdcBalance(destination)).toBe(0n);
       expect(res.json()).toMatchObject({
         code: "PAYOUT_FAILED",
@@ -315,7 +315,10 @@ describe.skipIf(!process.env.DATABASE_URL)("a wallet another instance holds", ()
       // wallet's transaction; what is proved is that the pass is not held up by it.
       await pastRebroadcastAge(t);
 
-      const pass = t.app.ctx.senders.live?.reconcile().then(() => "finished" as const);
+      const pass = t.app.ctx.chains
+        .defaultOf("live")
+        ?.sender?.reconcile()
+        .then(() => "finished" as const);
       expect(await Promise.race([pass, sleep(10_000).then(() => "held up" as const)])).toBe("finished");
       await reconcileUntil(
         t,
@@ -376,7 +379,7 @@ describe("the reconciler and the instance sending a payout", () => {
     const { held, proxy, sender, other, ws, destination, answer } = await payoutHeldBeforeSigning();
     try {
       // Recorded, not signed yet: its sender waits for the node's nonce.
-      expect(await other.app.services.transfers.reconcile("live")).toBe(0);
+      expect(await other.app.services.transfers.reconcile(LIVE_DEFAULT)).toBe(0);
       expect((await payoutRow(sender, ws))?.status).toBe("processing");
       held.release();
       const res = await answer;
@@ -399,7 +402,7 @@ describe("the reconciler and the instance sending a payout", () => {
           .set({ lease_expires_at: new Date(Date.now() - 60_000) })
           .where("workspace_id", "=", ws.id)
           .execute();
-        return (await other.app.services.transfers.reconcile("live")) === 1 ? true : undefined;
+        return (await other.app.services.transfers.reconcile(LIVE_DEFAULT)) === 1 ? true : undefined;
       });
       held.release();
       const res = await answer;
@@ -499,8 +502,8 @@ describe("a payment is settled once", () => {
 
   /** The settlement of the app's live EOA payments, run by hand (`tick`), with its network. */
   function eoaSettlement(t: TestApp, options: SettlementOptions = {}) {
-    const network = t.app.ctx.networks.live;
-    const rail = t.app.rails.live?.eoa;
+    const network = t.app.ctx.chains.defaultOf("live")?.network;
+    const rail = t.app.rails.of("live", null)?.eoa;
     if (!network || !rail) throw new Error("no live network");
     const settlement = new Settlement(
       t.database.db,
@@ -513,7 +516,7 @@ describe("a payment is settled once", () => {
     );
     // Driven as the chain job drives it: the engine's reconcile, then the settlement tick.
     const tick = async () => {
-      await t.app.services.transfers.reconcile("live");
+      await t.app.services.transfers.reconcile(LIVE_DEFAULT);
       await settlement.tick();
     };
     return { settlement: { tick }, network };
@@ -556,7 +559,7 @@ describe("a payment is settled once", () => {
         .set({ lease_expires_at: new Date(Date.now() - 60_000) })
         .where("workspace_id", "=", ws.id)
         .execute();
-      expect(await other.app.services.transfers.reconcile("live")).toBe(1);
+      expect(await other.app.services.transfers.reconcile(LIVE_DEFAULT)).toBe(1);
       expect(await transfer()).toMatchObject({ kind: "settlement", status: "failed", tx_hash: null });
       const payment = () =>
         sender.database.db.selectFrom("payments").selectAll().where("id", "=", id).executeTakeFirstOrThrow();
@@ -710,9 +713,9 @@ describe("a payment is settled once", () => {
   it("sends a wallet no second gas top-up while one is on its way", async () => {
     const t = await app();
     const ws = await createWorkspace(t);
-    const network = t.app.ctx.networks.live;
-    const sender = t.app.ctx.senders.live;
-    const config = t.config.networks.live;
+    const network = t.app.ctx.chains.defaultOf("live")?.network;
+    const sender = t.app.ctx.chains.defaultOf("live")?.sender;
+    const config = t.config.networks.live[0];
     if (!network || !sender || !config?.gasFunderKey) throw new Error("no live network with a gas funder");
     // A top-up to the wallet recorded and not mined yet (from another funder, so that this
     // one's nonces stay as they are).

@@ -120,11 +120,39 @@ describe("wallets", () => {
     const res = await call(ws.testKey, "GET", `/api/wallets/${wallet.walletId}/balance/USDC`);
     expect(res.status, res.body).toBe(200);
     expect(res.json.success).toBe(true);
-    expect(Object.keys(res.json.data).sort()).toEqual(["balance", "currency", "updatedAt", "walletId"]);
-    expect(res.json.data).toMatchObject({ walletId: wallet.walletId, currency: "USDC", balance: "12.50" });
+    expect(Object.keys(res.json.data).sort()).toEqual([
+      "balance",
+      "currency",
+      "network",
+      "updatedAt",
+      "walletId",
+    ]);
+    expect(res.json.data).toMatchObject({
+      walletId: wallet.walletId,
+      currency: "USDC",
+      network: "sandbox-a",
+      balance: "12.50",
+    });
     expect(res.json.data.updatedAt).toMatch(ISO);
+    const named = await call(
+      ws.testKey,
+      "GET",
+      `/api/wallets/${wallet.walletId}/balance/USDC?network=sandbox-a`,
+    );
+    expect(named.json.data).toMatchObject({ network: "sandbox-a", balance: "12.50" });
+    const unknown = await call(
+      ws.testKey,
+      "GET",
+      `/api/wallets/${wallet.walletId}/balance/USDC?network=base`,
+    );
+    expect({ status: unknown.status, body: unknown.json }).toEqual({
+      status: 400,
+      body: { success: false, error: "Unknown network", network: "base" },
+    });
+    // Each network's balances under networks (D22); balances stays the default network's.
     const full = await call(ws.testKey, "GET", `/api/wallets/${wallet.walletId}`);
     expect(full.json.data.balances).toEqual({ USDC: "12.50" });
+    expect(full.json.data.networks).toEqual({ "sandbox-a": { USDC: "12.50" } });
   });
 
   it("balance of a currency the wallet lacks → 400; of an unknown currency → 400; unknown wallet → 404", async () => {

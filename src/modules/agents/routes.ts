@@ -145,13 +145,19 @@ export const agentsAndWalletsRoutes =
       {
         schema: {
           ...tags("Wallets"),
-          summary: "Balance of one currency",
+          summary: "Balance of one currency, on the network named (else the default one)",
           params: Type.Object({ walletId: Type.String(), currency: Type.String() }),
+          querystring: Type.Object({ network: Type.Optional(Type.String()) }),
         },
       },
       async (request) => ({
         success: true,
-        data: await wallets.balance(requireKey(request), request.params.walletId, request.params.currency),
+        data: await wallets.balance(
+          requireKey(request),
+          request.params.walletId,
+          request.params.currency,
+          request.query,
+        ),
       }),
     );
     app.post(

@@ -5,7 +5,7 @@ import type { FilterValues } from "./views/payments.ts";
 // The payments list form → the filter of the API's list and export (payments/browse.ts). The
 // form's dates are days, its "to" day included; the API's createdTo is an exclusive instant.
 
-const FIELDS = ["status", "tokenSymbol", "paymentMethod", "from", "to", "search"] as const;
+const FIELDS = ["status", "tokenSymbol", "paymentMethod", "network", "from", "to", "search"] as const;
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
 
 export type FormOutcome =
@@ -29,6 +29,7 @@ export function readFilterForm(query: Readonly<Record<string, unknown>>): FormOu
   if (values.status) api.set("status", values.status);
   if (values.tokenSymbol) api.set("tokenSymbol", values.tokenSymbol);
   if (values.paymentMethod) api.set("paymentMethod", values.paymentMethod);
+  if (values.network) api.set("network", values.network);
   if (values.from) api.set("createdFrom", values.from);
   if (values.to) {
     const next = new Date(`${values.to}T00:00:00Z`);

@@ -107,9 +107,14 @@ function noticeOf(request: FastifyRequest): string | undefined {
   return typeof key === "string" ? NOTICES.get(key) : undefined;
 }
 
-/** The block explorer's base URL of an environment's network (links to `<explorer>/tx/<hash>`). */
-export function explorerOf(config: Config, environment: Environment): string | null {
-  return config.networks[environment]?.explorerUrl ?? null;
+/**
+ * The block explorer's base URL (links to `<explorer>/tx/<hash>`) of an environment's network
+ * `network`, else of its default one. Lists link the default network's transactions only, for now.
+ */
+export function explorerOf(config: Config, environment: Environment, network?: string | null): string | null {
+  const networks = config.networks[environment];
+  const chain = network ? networks.find((one) => one.id === network) : networks[0];
+  return chain?.explorerUrl ?? null;
 }
 
 /** The environment a page's URL names; any other segment is a page that does not exist. */

@@ -143,6 +143,7 @@ export const pageRoutes =
           paymentsListBody({
             environment: tenant.environment,
             payments: result.payments,
+            networks: ctx.directory.list(tenant.environment).networks.map((network) => network.id),
             filter: form.values,
             query: form.ok ? form.query : "",
             next: result.next,

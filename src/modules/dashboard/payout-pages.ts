@@ -33,6 +33,8 @@ export const payoutPages =
             environment: tenant.environment,
             payouts: page.payouts,
             status: filter.status,
+            network: filter.network,
+            networks: ctx.directory.list(tenant.environment).networks.map((network) => network.id),
             next: page.next,
             breaker: { ...breaker, reason: breaker.reason ?? null },
             csrfToken,
@@ -62,7 +64,12 @@ export const payoutPages =
         reply,
         tenant,
         { title: "Payout", section: "payouts", path: `/payouts/${payout.id}` },
-        () => payoutDetailBody(tenant.environment, payout, explorerOf(ctx.config, tenant.environment)),
+        () =>
+          payoutDetailBody(
+            tenant.environment,
+            payout,
+            explorerOf(ctx.config, tenant.environment, payout.network),
+          ),
       );
     });
   };

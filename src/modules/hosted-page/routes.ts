@@ -47,8 +47,10 @@ function securityHeaders(reply: FastifyReply, nonce?: string): void {
 export const hostedPageRoutes =
   (ctx: AppContext, payments: PaymentsService): FastifyPluginAsync =>
   async (app) => {
-    const networkFacts = (environment: string): NetworkFacts | null => {
-      const config = environment === "live" ? ctx.config.networks.live : ctx.config.networks.sandbox;
+    const networkFacts = (environment: string, network: string | null): NetworkFacts | null => {
+      const config = ctx.config.networks[environment === "live" ? "live" : "sandbox"].find(
+        (chain) => chain.id === network,
+      );
       if (!config) return null;
       const tokens: Record<string, string | undefined> = config.tokens;
       return { chainId: config.chainId, name: config.name, tokenAddress: (symbol) => tokens[symbol] ?? null };
@@ -57,7 +59,7 @@ export const hostedPageRoutes =
     const load = async (id: string, withRefunds: boolean): Promise<PublicPayment | null> => {
       const row = await payments.forPayer(id);
       if (!row) return null;
-      return toPublicPayment(row, networkFacts(row.environment), withRefunds ? row : undefined);
+      return toPublicPayment(row, networkFacts(row.environment, row.network), withRefunds ? row : undefined);
     };
 
     app.get<{ Params: { id: string } }>(

@@ -96,8 +96,8 @@ export class NetworkDirectory {
 
   constructor(config: Pick<Config, "networks">) {
     const listed = (environment: Environment): Omit<NetworkListing, "default">[] => {
-      const chain = config.networks[environment];
-      if (chain) return [chainListing(chain)];
+      const chains = config.networks[environment];
+      if (chains.length > 0) return chains.map(chainListing);
       return environment === "sandbox" ? [simulatedListing(SANDBOX_A)] : [];
     };
     const environments = {} as Record<Environment, EnvironmentNetworks>;

@@ -40,7 +40,7 @@ export const CONFIRM_GIVE_UP_MS = 3 * 24 * 3_600_000;
 
 export async function confirmOnChain(ctx: AppContext, network: Network, inbox: OnrampInbox): Promise<number> {
   const now = ctx.now();
-  const pending = await repo.toConfirm(ctx.db, network.environment, now, CONFIRM_MAX_SPACING_MS, BATCH);
+  const pending = await repo.toConfirm(ctx.db, network, now, CONFIRM_MAX_SPACING_MS, BATCH);
   if (pending.length === 0) return 0;
   const head = await network.head();
   let credited = 0;

@@ -137,7 +137,7 @@ export async function moveStatus(
  */
 export async function toConfirm(
   db: Db,
-  environment: Environment,
+  on: OnNetwork,
   now: Date,
   maxSpacingMs: number,
   limit: number,
@@ -145,7 +145,8 @@ export async function toConfirm(
   return db
     .selectFrom("onramp_sessions")
     .selectAll()
-    .where("environment", "=", environment)
+    .where("environment", "=", on.environment)
+    .where("network", "=", on.id)
     .where("status", "=", sql.lit(FULFILLED))
     .where("completed_at", "is", null)
     .where("confirm_given_up_at", "is", null)
@@ -292,14 +293,15 @@ export async function credit(trx: Db, id: string, amount: bigint, at: Date): Pro
  */
 export async function onrampTransactions(
   db: Db,
-  environment: Environment,
+  on: OnNetwork,
   txHashes: readonly string[],
 ): Promise<Set<string>> {
   if (txHashes.length === 0) return new Set();
   const rows = await db
     .selectFrom("onramp_sessions")
     .select(["transaction_id", "wallet_address", "destination_currency"])
-    .where("environment", "=", environment)
+    .where("environment", "=", on.environment)
+    .where("network", "=", on.id)
     .where(
       "transaction_id",
       "in",
@@ -320,17 +322,13 @@ export async function onrampTransactions(
  * fulfilled without a transaction named, changed since `since` (a hold is bounded in time), their
  * destination amount known (only a transfer of that amount can be their delivery).
  */
-export async function awaitingDelivery(
-  db: Db,
-  environment: Environment,
-  addresses: readonly string[],
-  since: Date,
-) {
+export async function awaitingDelivery(db: Db, on: OnNetwork, addresses: readonly string[], since: Date) {
   if (addresses.length === 0) return [];
   return db
     .selectFrom("onramp_sessions")
     .select(["id", "wallet_address", "destination_currency", "destination_amount"])
-    .where("environment", "=", environment)
+    .where("environment", "=", on.environment)
+    .where("network", "=", on.id)
     .where((eb) => eb(eb.fn("lower", ["wallet_address"]), "in", addresses))
     .where("updated_at", ">=", since)
     .where("destination_amount", "is not", null)

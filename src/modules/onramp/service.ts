@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { Hex, IncomingTransfer } from "../../chain/network.ts";
+import type { Hex, IncomingTransfer, OnNetwork } from "../../chain/network.ts";
 import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
 import { sandboxTxHash } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
@@ -45,6 +45,7 @@ const NETWORK = "ethereum";
 export interface OnrampWallets {
   walletFor(
     scope: repo.Scope,
+    network: string | null,
     walletType: "eoa" | "smart_wallet" | null,
   ): Promise<{ walletType: "eoa" | "smart_wallet"; from: Hex }>;
 }
@@ -78,7 +79,7 @@ export class OnrampService {
     const on = this.#ctx.directory.resolveIn(tenant.environment, body);
     const scope = { workspaceId: tenant.workspaceId, environment: tenant.environment };
     // The sandbox without a network of its own completes sessions on the simulated ledger.
-    if (scope.environment === "sandbox" && !this.#ctx.networks.sandbox) {
+    if (scope.environment === "sandbox" && this.#ctx.chains.in("sandbox").length === 0) {
       if (on === null) throw new Error("the sandbox always has a network");
       return this.#sandbox(scope, request, on);
     }
@@ -89,8 +90,8 @@ export class OnrampService {
         `The card on-ramp is not configured for ${scope.environment}: set CARD_SECRET_KEY_${suffix}`,
       );
     }
-    const wallet = await this.#wallets.walletFor(scope, request.walletType);
-    const chainId = this.#ctx.config.networks[scope.environment]?.chainId ?? 0;
+    const wallet = await this.#wallets.walletFor(scope, on, request.walletType);
+    const chainId = on === null ? 0 : (this.#ctx.chains.of(scope.environment, on)?.config.chainId ?? 0);
     const network = onrampNetworkOf(chainId);
     if (!network || on === null)
       throw serviceUnavailable(`The card on-ramp does not deliver on this network (chain id ${chainId})`);
@@ -146,7 +147,7 @@ export class OnrampService {
 
   /** A sandbox session, complete at once: the ledger's credit, the session and its two events in one transaction. */
   async #sandbox(scope: repo.Scope, request: OnrampRequest, network: string): Promise<OnrampView> {
-    const wallet = await this.#wallets.walletFor(scope, request.walletType);
+    const wallet = await this.#wallets.walletFor(scope, network, request.walletType);
     const id = randomUUID();
     const currency = request.destinationCurrency;
     const amounts = sandboxAmounts(request);
@@ -231,10 +232,10 @@ export class OnrampService {
   }
 
   /** Credits the fulfilled sessions whose transaction the chain now confirms; how many (a job's tick). */
-  confirm(environment: Environment): Promise<number> {
-    const network = this.#ctx.networks[environment];
-    if (!network) return Promise.resolve(0);
-    return confirmOnChain(this.#ctx, network, this.#inbox);
+  confirm(on: OnNetwork): Promise<number> {
+    const chain = this.#ctx.chains.of(on.environment, on.id);
+    if (!chain) return Promise.resolve(0);
+    return confirmOnChain(this.#ctx, chain.network, this.#inbox);
   }
 
   /**
@@ -247,16 +248,16 @@ export class OnrampService {
    *   can attach the others); any other transfer pays its payment, so a session never stops a
    *   payer's transfer from paying, and a session quiet for an hour holds nothing.
    */
-  async deliveries(environment: Environment, transfers: readonly IncomingTransfer[]): Promise<Deliveries> {
+  async deliveries(on: OnNetwork, transfers: readonly IncomingTransfer[]): Promise<Deliveries> {
     const since = new Date(this.#ctx.now().getTime() - DELIVERY_WINDOW_MS);
     const wallets = [...new Set(transfers.map((t) => t.to.toLowerCase()))];
     const [named, open] = await Promise.all([
       repo.onrampTransactions(
         this.#ctx.db,
-        environment,
+        on,
         transfers.map((t) => t.txHash),
       ),
-      repo.awaitingDelivery(this.#ctx.db, environment, wallets, since),
+      repo.awaitingDelivery(this.#ctx.db, on, wallets, since),
     ]);
     const expected = new Map<string, string>();
     for (const row of open) {

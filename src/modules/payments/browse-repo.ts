@@ -14,6 +14,7 @@ export interface PaymentQuery {
   status?: PaymentStatus | undefined;
   tokenSymbol?: string | undefined;
   paymentMethod?: "crypto" | "card" | undefined;
+  network?: string | undefined;
   createdFrom?: Date | undefined;
   createdTo?: Date | undefined;
   id?: string | undefined;
@@ -57,6 +58,7 @@ export function paymentsAfterQuery(
   if (query.status) select = select.where("status", "=", query.status);
   if (query.tokenSymbol) select = select.where("token_symbol", "=", query.tokenSymbol);
   if (query.paymentMethod) select = select.where("payment_method", "=", query.paymentMethod);
+  if (query.network) select = select.where("network", "=", query.network);
   if (query.createdFrom) select = select.where("created_at", ">=", query.createdFrom);
   if (query.createdTo) select = select.where("created_at", "<", query.createdTo);
   if (query.id) select = select.where("id", "=", query.id);

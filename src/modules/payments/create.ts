@@ -121,12 +121,20 @@ export class PaymentCreation {
     });
     if (!validated.ok) throw badRequest(validated.message);
     const request = validated.value;
-    // An environment has one network so far, so a list of networks names at most that one.
-    const [network = null] = this.#ctx.directory.resolvePaymentNetworks(
+    const networks = this.#ctx.directory.resolvePaymentNetworks(
       principal.environment,
       body,
       request.paymentMethod === "crypto",
     );
+    // A payment is payable on one network so far: a list of several is refused, never narrowed
+    // to its first (a payer who chose another would find their transfer in the inbox).
+    if (networks.length > 1)
+      throw badRequest("A payment payable on several networks is not offered yet: name one network", {
+        networks,
+      });
+    const [network = null] = networks;
+    // A network whose node does not answer could not see the payer's transfer: 503 naming it.
+    if (network !== null) await this.#ctx.chains.assertAnswers(principal.environment, network);
     const cardProvider = this.#liveRail(principal.environment, request);
     return { request, cardProvider, network, ...receivingWallet(principal.environment, request, workspace) };
   }
@@ -134,7 +142,7 @@ export class PaymentCreation {
   /** Refuses what live cannot do here (nothing is faked, D3); the card provider for a live card payment. */
   #liveRail(environment: Environment, request: PaymentRequest): CardProvider | undefined {
     const live = environment === "live";
-    if (live && request.paymentMethod === "crypto" && !this.#ctx.networks.live) {
+    if (live && request.paymentMethod === "crypto" && !this.#ctx.chains.defaultOf("live")) {
       throw serviceUnavailable("Live network is not configured"); // nothing is faked (D3)
     }
     const cardProvider = live && request.paymentMethod === "card" ? this.#card.live : undefined;

@@ -313,6 +313,7 @@ export const PAYER_COLUMNS = [
   "status",
   "payment_method",
   "environment",
+  "network",
   "token_symbol",
   "gross_amount",
   "description",

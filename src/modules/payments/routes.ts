@@ -119,6 +119,9 @@ const ExportQuery = Type.Object({
   environment: Type.Optional(Environment),
   tokenSymbol: Type.Optional(Type.Enum(PAYMENT_TOKENS)),
   paymentMethod: Type.Optional(Type.Enum(PAYMENT_METHODS)),
+  network: Type.Optional(
+    Type.String({ description: "Only payments on this network (D22)", examples: ["base"] }),
+  ),
   createdFrom: Type.Optional(
     Type.String({
       description: "Created at or after: YYYY-MM-DD (UTC) or an ISO 8601 date-time",

@@ -2,6 +2,7 @@ import type { Readable } from "node:stream";
 import { badRequest } from "../../domain/errors.ts";
 import { PAYOUT_STATUSES, type PayoutStatus } from "../../domain/payout-state.ts";
 import { isUuid } from "../../domain/validation.ts";
+import { NETWORK_ID } from "../../network-config.ts";
 import { decodeCursor, keysetPage } from "../../platform/db/page.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import { type CsvRecord, csvStream, inBatches, mapRows } from "../../platform/http/csv.ts";
@@ -17,15 +18,25 @@ const PAYOUT_EXPORT_BATCH = 1000;
 
 export interface PayoutFilter {
   status?: PayoutStatus;
+  /** The network it moved on (D22). */
+  network?: string;
 }
 
 /** The filter of query-string parameters; empty is unset, anything not understood a 400 naming it. */
 export function parsePayoutFilter(query: Readonly<Record<string, unknown>>): PayoutFilter {
-  const status = query.status;
-  if (status === undefined || status === "") return {};
-  const found = PAYOUT_STATUSES.find((item) => item === status);
-  if (!found) throw badRequest(`status must be one of: ${PAYOUT_STATUSES.join(", ")}`);
-  return { status: found };
+  const filter: PayoutFilter = {};
+  const { status, network } = query;
+  if (status !== undefined && status !== "") {
+    const found = PAYOUT_STATUSES.find((item) => item === status);
+    if (!found) throw badRequest(`status must be one of: ${PAYOUT_STATUSES.join(", ")}`);
+    filter.status = found;
+  }
+  if (network !== undefined && network !== "") {
+    if (typeof network !== "string" || !NETWORK_ID.test(network))
+      throw badRequest("network must be a network id, as GET /api/v1/networks lists them");
+    filter.network = network;
+  }
+  return filter;
 }
 
 /** A payout as listed and exported: its view, and the id and times the view leaves out. */
@@ -48,7 +59,7 @@ export async function* payoutsForExport(
   filter: PayoutFilter,
 ): AsyncGenerator<PayoutRecord> {
   const rows = inBatches<KeyedTransferRow>(PAYOUT_EXPORT_BATCH, (last, size) =>
-    transfers.listed(tenant, "payout", filter.status, last ? keyOf(last) : null, size),
+    transfers.listed(tenant, "payout", filter, last ? keyOf(last) : null, size),
   );
   for await (const row of rows) yield toRecord(row);
 }
@@ -61,7 +72,7 @@ export async function browsePayouts(
 ): Promise<{ payouts: PayoutRecord[]; next: string | null }> {
   const after = page.after ? decodeCursor(page.after) : null;
   // One row more than the page says whether another page follows.
-  const rows = await transfers.listed(tenant, "payout", filter.status, after, page.limit + 1);
+  const rows = await transfers.listed(tenant, "payout", filter, after, page.limit + 1);
   const { shown, next } = keysetPage(rows, page.limit, keyOf);
   return { payouts: shown.map(toRecord), next };
 }

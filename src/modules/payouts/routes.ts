@@ -70,6 +70,7 @@ export const payoutsRoutes =
           security: [{ apiKey: [] }],
           querystring: Type.Object({
             status: Type.Optional(Type.Enum(PAYOUT_STATUSES)),
+            network: Type.Optional(Type.String({ description: "Only payouts on this network (D22)" })),
             environment: Type.Optional(Type.Enum(ENVIRONMENTS)),
           }),
           response: { 200: CsvDownload },

@@ -46,7 +46,7 @@ export class PayoutsService {
     const validated = validatePayoutRequest(body);
     if (!validated.ok) throw badRequest(validated.message);
     const request = validated.value;
-    this.#directory.resolveIn(principal.environment, body);
+    const network = this.#directory.resolveIn(principal.environment, body);
     const scope = { workspaceId: principal.workspaceId, environment: principal.environment };
     this.#transfers.assertConfigured(scope);
     if (request.idempotencyKey) {
@@ -61,6 +61,7 @@ export class PayoutsService {
       amount: request.amount,
       destinationAddress: request.destinationAddress,
       walletType: request.walletType,
+      network,
       idempotencyKey: request.idempotencyKey,
       description: request.description,
       metadata: request.metadata,

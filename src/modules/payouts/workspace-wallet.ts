@@ -1,5 +1,6 @@
 import type { ChainToken, Hex } from "../../chain/network.ts";
 import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
+import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { badRequest, forbidden } from "../../domain/errors.ts";
 import {
@@ -14,10 +15,11 @@ import { parseAmountField } from "../../domain/validation.ts";
 import { acrossNetworks, type StatusTotal } from "../../platform/db/status-totals.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import type { Rails } from "../../rails/index.ts";
+import type { Rail } from "../../rails/rail.ts";
 import type { PaymentsService } from "../payments/service.ts";
 import type { AgentWalletsService } from "../wallets/service.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
-import type { WorkspacesService } from "../workspaces/service.ts";
+import type { WorkspaceProfile, WorkspacesService } from "../workspaces/service.ts";
 import * as walletRepo from "./wallet-repo.ts";
 
 // The workspace wallet's money: balances of the EOA (and smart wallet) for every token of the
@@ -51,12 +53,34 @@ export class WorkspaceWalletService {
     this.#agentWallets = agentWallets;
   }
 
+  /**
+   * The wallets' balances on the environment's default network, and on each of its networks
+   * (`networks`, D22). An environment without a network (live without a chain) shows the
+   * addresses with no balances.
+   */
   async balances(principal: Tenant) {
     const workspace = await this.#workspaces.profile(principal.workspaceId);
-    const channel = this.#rails[principal.environment]?.eoa;
-    // The payment tokens, and DAI where the environment has it (a swap may buy it, D16).
-    const network = this.#ctx.networks[principal.environment];
-    const withDai = network ? network.tokens.includes("DAI") : principal.environment === "sandbox";
+    const { environment } = principal;
+    const networks = await Promise.all(
+      this.#rails
+        .in(environment)
+        .map(
+          async ([id, rails]) => [id, await this.#walletsOn(workspace, environment, id, rails.eoa)] as const,
+        ),
+    );
+    const onDefault = networks[0]?.[1] ?? (await this.#walletsOn(workspace, environment, null, undefined));
+    return { environment, ...onDefault, networks: Object.fromEntries(networks) };
+  }
+
+  async #walletsOn(
+    workspace: WorkspaceProfile,
+    environment: Environment,
+    network: string | null,
+    channel: Rail | undefined,
+  ) {
+    // The payment tokens, and DAI where the network has it (a swap may buy it, D16); the ledger has it.
+    const chain = network === null ? undefined : this.#ctx.chains.of(environment, network);
+    const withDai = chain ? chain.network.tokens.includes("DAI") : environment === "sandbox";
     const tokens: ChainToken[] = [...CRYPTO_TOKENS, ...(withDai ? (["DAI"] as const) : [])];
     const read = async (address: string | null) => {
       if (!address) return null;
@@ -73,7 +97,7 @@ export class WorkspaceWalletService {
       read(workspace.eoaAddress),
       read(workspace.smartWalletAddress),
     ]);
-    return { environment: principal.environment, eoa, smartWallet };
+    return { eoa, smartWallet };
   }
 
   async faucet(principal: Tenant, body: unknown) {

@@ -43,6 +43,8 @@ export class WalletRefunds implements RefundMethod {
       amount: order.amount,
       destinationAddress: destination,
       walletType: order.walletType,
+      // Money goes back on the network it arrived on (refunds/service.ts refuses another).
+      network: payment.network,
       paymentId: payment.id,
       unmatchedTransferId: null,
       reason: order.reason,
@@ -73,6 +75,7 @@ export class WalletRefunds implements RefundMethod {
       amount: BigInt(transfer.amount),
       destinationAddress: destination,
       walletType: order.walletType,
+      network: transfer.network,
       paymentId: null,
       unmatchedTransferId: transfer.id,
       reason: order.reason,

@@ -4,7 +4,7 @@ import type { Db } from "../../platform/db/database.ts";
 import type { TransferKind } from "../transfers/kinds.ts";
 import type { TransferRow } from "../transfers/repo.ts";
 import * as repo from "./repo.ts";
-import type { SwapVenue } from "./venue.ts";
+import { type SwapVenues, venueKey } from "./venues.ts";
 import { amountOf, swapViewOfTransfer } from "./view.ts";
 
 // A swap as a kind of transfer of the transfer engine (transfers/kinds.ts): its events, and what
@@ -12,7 +12,7 @@ import { amountOf, swapViewOfTransfer } from "./view.ts";
 // before its completion is recorded, so that `swap.completed` carries the amounts received. The
 // reading is pure; the amounts are stored in the swaps table by a statement the engine runs.
 
-export function swapTransferKind(db: Db, venues: Partial<Record<Environment, SwapVenue>>): TransferKind {
+export function swapTransferKind(db: Db, venues: SwapVenues): TransferKind {
   return {
     completedEvent: "swap.completed",
     failedEvent: "swap.failed",
@@ -21,8 +21,8 @@ export function swapTransferKind(db: Db, venues: Partial<Record<Environment, Swa
     announcesNeverSent: true,
     failureDetails: (error: string) => ({ error }),
     measure: (row: TransferRow, logs: readonly EventLog[]) => {
-      const venue = venues[row.environment as Environment];
-      if (!venue) throw new Error(`no swap venue for ${row.environment}`);
+      const venue = venues.get(venueKey(row.environment as Environment, row.network));
+      if (!venue) throw new Error(`no swap venue for ${row.environment} network ${row.network}`);
       const sell = (row.metadata.sellToken ?? row.token_symbol) as ChainToken;
       const buy = row.metadata.buyToken as ChainToken;
       const pool = row.metadata.pool as Hex | undefined;

@@ -1,6 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { ChainToken, Hex, IncomingTransfer } from "../../chain/network.ts";
-import type { Environment } from "../../config.ts";
+import type { ChainToken, Hex, IncomingTransfer, OnNetwork } from "../../chain/network.ts";
 import type { AppContext } from "../../context.ts";
 import {
   badRequest,
@@ -13,7 +12,8 @@ import {
 import { idempotencyKeyProblem } from "../../domain/refund-request.ts";
 import { maximumIn, minimumOut } from "../../domain/swap-math.ts";
 import { type QuoteRequest, validateQuoteRequest, validateSwapRequest } from "../../domain/swap-request.ts";
-import { isUuid } from "../../domain/validation.ts";
+import { isPlainObject, isUuid } from "../../domain/validation.ts";
+import { DEFAULT_NETWORK_ID, networkPrefix } from "../../network-config.ts";
 import { KeyedQueue } from "../../platform/concurrency/keyed-queue.ts";
 import { KEY_FENCE, KeyTaken, ResourceKeys } from "../../platform/db/resource-keys.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
@@ -23,6 +23,7 @@ import { POOL_FENCE } from "./pools-repo.ts";
 import { priceMoved, type QuoteView, quoteView } from "./quote-view.ts";
 import * as repo from "./repo.ts";
 import { PoolMoved, type Scope, type SwapAsk, type SwapVenue, type VenueQuote } from "./venue.ts";
+import { type SwapVenues, venueKey } from "./venues.ts";
 import { amountOf, factsOf, factsOfRecord, metadataOf, type SwapView, swapView } from "./view.ts";
 
 // Swaps (D16) as operations: quote (the venue's best fill, stored 30 s with its slippage limits)
@@ -50,13 +51,10 @@ export type SwapAnswer = { replayed: boolean; swap: SwapView };
 export class SwapsService {
   readonly #ctx: AppContext;
   readonly #transfers: TransfersService;
-  readonly #venues: Partial<Record<string, SwapVenue>>;
+  readonly #venues: SwapVenues;
   readonly #wallets = new KeyedQueue();
 
-  constructor(
-    ctx: AppContext,
-    parts: { transfers: TransfersService; venues: Partial<Record<string, SwapVenue>> },
-  ) {
+  constructor(ctx: AppContext, parts: { transfers: TransfersService; venues: SwapVenues }) {
     this.#ctx = ctx;
     this.#transfers = parts.transfers;
     this.#venues = parts.venues;
@@ -69,13 +67,11 @@ export class SwapsService {
    * transaction the service recorded (an EOA's) or the user operation it carried (a smart
    * wallet's, recorded before it was sent), never by the router as a sender.
    */
-  async ownSwapTransactions(
-    environment: Environment,
-    transfers: readonly IncomingTransfer[],
-  ): Promise<Set<string>> {
-    const router = this.#ctx.config.networks[environment]?.swap?.routerAddress.toLowerCase();
-    const network = this.#ctx.networks[environment];
-    if (!router || !network) return new Set();
+  async ownSwapTransactions(on: OnNetwork, transfers: readonly IncomingTransfer[]): Promise<Set<string>> {
+    const chain = this.#ctx.chains.of(on.environment, on.id);
+    const router = chain?.config.swap?.routerAddress.toLowerCase();
+    if (!router || !chain) return new Set();
+    const { network } = chain;
     const txHashes = [
       ...new Set(transfers.filter((t) => t.from.toLowerCase() === router).map((t) => t.txHash.toLowerCase())),
     ];
@@ -95,13 +91,13 @@ export class SwapsService {
   async quote(tenant: Tenant, query: Record<string, unknown>): Promise<QuoteView> {
     const validated = validateQuoteRequest(query);
     if (!validated.ok) throw badRequest(validated.message);
-    this.#ctx.directory.resolveIn(tenant.environment, query);
-    return quoteView(await this.#quote(scopeOf(tenant), validated.value));
+    const network = this.#network(tenant, query);
+    return quoteView(await this.#quote(scopeOf(tenant), network, validated.value));
   }
 
-  async #quote(scope: Scope, request: QuoteRequest): Promise<repo.QuoteRow> {
-    const venue = this.#venue(scope);
-    const wallet = await this.#transfers.walletFor(scope, request.walletType);
+  async #quote(scope: Scope, network: string, request: QuoteRequest): Promise<repo.QuoteRow> {
+    const venue = this.#venue(scope, network);
+    const wallet = await this.#transfers.walletFor(scope, network, request.walletType);
     const ask: SwapAsk = {
       sell: request.sellToken,
       buy: request.buyToken,
@@ -147,11 +143,11 @@ export class SwapsService {
     const validated = validateSwapRequest(body);
     if (!validated.ok) throw badRequest(validated.message);
     const { idempotencyKey, ...request } = validated.value;
-    // A swap executes on its quote's network: one per environment so far.
-    this.#ctx.directory.resolveIn(tenant.environment, body);
+    const named = isPlainObject(body) && body.network !== undefined;
+    const network = this.#network(tenant, body);
     const key = headerKey ?? idempotencyKey ?? undefined;
     const scope = scopeOf(tenant);
-    this.#venue(scope);
+    this.#venue(scope, network);
     const fingerprint = KEYS.fingerprint("swap", request);
     const repeat = key ? await KEYS.under(this.#ctx.db, scope, key, fingerprint) : null;
     if (repeat) return this.#repeat(scope, repeat);
@@ -159,7 +155,14 @@ export class SwapsService {
     const quote =
       "quoteId" in request
         ? await this.#stored(scope, request.quoteId)
-        : await this.#quote(scope, request.quote);
+        : await this.#quote(scope, network, request.quote);
+    // A swap executes on its quote's network; naming another is refused, never moved.
+    if (named && quote.network !== network) {
+      throw badRequest(`The quote is on network ${quote.network}: a swap executes on its quote's network`, {
+        network,
+        quoteNetwork: quote.network,
+      });
+    }
     try {
       // One swap of a wallet at a time in this process: a swap's approval is planned from the
       // router's allowance, which a swap still on its way would spend (another instance's can: its
@@ -196,7 +199,7 @@ export class SwapsService {
     quote: repo.QuoteRow,
     claim?: { key: string; fingerprint: string },
   ): Promise<SwapView> {
-    const venue = this.#venue(scope);
+    const venue = this.#venue(scope, quote.network);
     // Again in the wallet's turn: it may have waited behind another swap's receipts.
     this.#assertFresh(quote);
     const ask: SwapAsk = {
@@ -286,6 +289,7 @@ export class SwapsService {
       amount: plan.amount,
       destinationAddress: plan.destination,
       walletType: wallet.walletType,
+      network: quote.network,
       paymentId: null,
       unmatchedTransferId: null,
       reason: null,
@@ -378,12 +382,19 @@ export class SwapsService {
     return swap && transfer ? swapView(transfer, factsOf(swap)) : undefined;
   }
 
-  #venue(scope: Scope): SwapVenue {
-    const venue = this.#venues[scope.environment];
+  /** The network a quote or swap request names, else the environment's default (none: `default`, no venue: 503). */
+  #network(tenant: Tenant, body: unknown): string {
+    return this.#ctx.directory.resolveIn(tenant.environment, body) ?? DEFAULT_NETWORK_ID;
+  }
+
+  #venue(scope: Scope, network: string): SwapVenue {
+    const venue = this.#venues.get(venueKey(scope.environment, network));
     if (!venue) {
-      const p = scope.environment.toUpperCase();
+      const p = networkPrefix(scope.environment, network);
+      const where =
+        network === DEFAULT_NETWORK_ID ? scope.environment : `${scope.environment} network ${network}`;
       throw serviceUnavailable(
-        `Swaps are not configured for ${scope.environment}: set ${p}_SWAP_ROUTER_ADDRESS, ${p}_SWAP_QUOTER_ADDRESS, ${p}_SWAP_FACTORY_ADDRESS and ${p}_WETH_ADDRESS`,
+        `Swaps are not configured for ${where}: set ${p}_SWAP_ROUTER_ADDRESS, ${p}_SWAP_QUOTER_ADDRESS, ${p}_SWAP_FACTORY_ADDRESS and ${p}_WETH_ADDRESS`,
       );
     }
     return venue;

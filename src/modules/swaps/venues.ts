@@ -6,25 +6,29 @@ import { SandboxVenue } from "./sandbox-venue.ts";
 import { UniswapVenue } from "./uniswap-venue.ts";
 import type { SwapVenue } from "./venue.ts";
 
+/** Where each network's swaps trade, by environment and network id (`venueKey`). */
+export type SwapVenues = ReadonlyMap<string, SwapVenue>;
+
+export const venueKey = (environment: Environment, network: string): string => `${environment}.${network}`;
+
 /**
- * Each environment's swap venue, as its rails are chosen (rails/index.ts): a network trades on its
+ * Each network's swap venue, as its rails are chosen (rails/index.ts): a network trades on its
  * Uniswap v3 contracts when they are configured (none: 503); the sandbox without a network trades
  * on the simulated ledger's pools.
  */
-export function buildSwapVenues(
-  config: Config,
-  db: Db,
-  ledger: SimulatedLedger,
-): Partial<Record<Environment, SwapVenue>> {
-  const venues: Partial<Record<Environment, SwapVenue>> = {};
+export function buildSwapVenues(config: Config, db: Db, ledger: SimulatedLedger): SwapVenues {
+  const venues = new Map<string, SwapVenue>();
+  if (config.networks.sandbox.length === 0) {
+    const sandbox = new SandboxVenue(db, ledger);
+    venues.set(venueKey("sandbox", sandbox.network), sandbox);
+  }
   for (const environment of ENVIRONMENTS) {
-    const network = config.networks[environment];
-    if (!network) {
-      if (environment === "sandbox") venues.sandbox = new SandboxVenue(db, ledger);
-      continue;
-    }
-    if (network.swap) {
-      venues[environment] = new UniswapVenue(network.id, new UniswapV3(network, network.swap));
+    for (const network of config.networks[environment]) {
+      if (network.swap)
+        venues.set(
+          venueKey(environment, network.id),
+          new UniswapVenue(network.id, new UniswapV3(network, network.swap)),
+        );
     }
   }
   return venues;

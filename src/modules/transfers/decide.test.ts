@@ -104,37 +104,37 @@ describe("TransferDecisions.wallet", () => {
   it("picks the sandbox EOA rail and the workspace's EOA by default", async () => {
     const { scope, eoaAddress, id } = await sandboxScope();
     const profile = await t.app.services.workspaces.profile(id);
-    const choice = decisions.wallet(scope, null, profile);
+    const choice = decisions.wallet(scope, null, null, profile);
     expect(choice.walletType).toBe("eoa");
-    expect(choice.rail).toBe(t.app.rails.sandbox?.eoa);
+    expect(choice.rail).toBe(t.app.rails.of("sandbox", null)?.eoa);
     expect(choice.from.toLowerCase()).toBe(eoaAddress.toLowerCase());
     expect(choice.owner.toLowerCase()).toBe(eoaAddress.toLowerCase());
-    expect(decisions.wallet(scope, "eoa", profile)).toEqual(choice);
+    expect(decisions.wallet(scope, null, "eoa", profile)).toEqual(choice);
   });
 
   it("refuses a smart_wallet request, asked or by default, when the workspace has no smart wallet", async () => {
     const { scope, id } = await sandboxScope();
     const profile = await t.app.services.workspaces.profile(id);
     expect(profile.smartWalletAddress).toBeNull();
-    expect(() => decisions.wallet(scope, "smart_wallet", profile)).toThrow(InvalidRequest);
-    expect(() => decisions.wallet(scope, "smart_wallet", profile)).toThrow(
+    expect(() => decisions.wallet(scope, null, "smart_wallet", profile)).toThrow(InvalidRequest);
+    expect(() => decisions.wallet(scope, null, "smart_wallet", profile)).toThrow(
       /No smart wallet for this workspace/,
     );
     const smartByDefault = {
       ...profile,
       defaultWalletTypes: { ...profile.defaultWalletTypes, sandbox: "smart_wallet" as const },
     };
-    expect(() => decisions.wallet(scope, null, smartByDefault)).toThrow(InvalidRequest);
+    expect(() => decisions.wallet(scope, null, null, smartByDefault)).toThrow(InvalidRequest);
   });
 
   it("sends a smart wallet's transfer from the smart wallet, signed by its EOA owner", async () => {
     const { scope, eoaAddress, id } = await sandboxScope();
     const smart = "0x4444444444444444444444444444444444444444";
     const profile = { ...(await t.app.services.workspaces.profile(id)), smartWalletAddress: smart };
-    const choice = decisions.wallet(scope, "smart_wallet", profile);
+    const choice = decisions.wallet(scope, null, "smart_wallet", profile);
     expect(choice.walletType).toBe("smart_wallet");
-    expect(choice.rail).toBe(t.app.rails.sandbox?.smart_wallet);
-    expect(choice.rail).not.toBe(t.app.rails.sandbox?.eoa);
+    expect(choice.rail).toBe(t.app.rails.of("sandbox", null)?.smart_wallet);
+    expect(choice.rail).not.toBe(t.app.rails.of("sandbox", null)?.eoa);
     expect(choice.from).toBe(smart);
     expect(choice.owner.toLowerCase()).toBe(eoaAddress.toLowerCase());
   });
@@ -142,7 +142,7 @@ describe("TransferDecisions.wallet", () => {
   it("refuses a workspace without an EOA", async () => {
     const { scope, id } = await sandboxScope();
     const profile = { ...(await t.app.services.workspaces.profile(id)), eoaAddress: null };
-    expect(() => decisions.wallet(scope, null, profile)).toThrow(
+    expect(() => decisions.wallet(scope, null, null, profile)).toThrow(
       "No workspace wallet found. Provision a wallet first.",
     );
   });
@@ -152,8 +152,8 @@ describe("TransferDecisions.assertConfigured", () => {
   it("throws Unavailable for live when no live network is configured, and passes the sandbox", async () => {
     const { id } = await sandboxScope();
     // startTestApp's default configuration has no network at all: the sandbox runs on the ledger.
-    expect(t.config.networks.live).toBeUndefined();
-    expect(t.app.rails.live).toBeUndefined();
+    expect(t.config.networks.live).toEqual([]);
+    expect(t.app.rails.of("live", null)).toBeUndefined();
     expect(() => decisions.assertConfigured({ workspaceId: id, environment: "live" })).toThrow(Unavailable);
     expect(() => decisions.assertConfigured({ workspaceId: id, environment: "live" })).toThrow(
       "Live network is not configured",

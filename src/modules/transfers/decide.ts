@@ -6,6 +6,7 @@ import { walletAddress, walletTypeFor } from "../../domain/wallet-choice.ts";
 import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
 import type { Rails } from "../../rails/index.ts";
 import type { Rail } from "../../rails/rail.ts";
+import { UnknownNetwork } from "../networks/directory.ts";
 import type { WorkspaceProfile } from "../workspaces/service.ts";
 import * as breakers from "./breaker-repo.ts";
 import type { Scope } from "./finish.ts";
@@ -38,7 +39,14 @@ export class TransferDecisions {
 
   /** 503 before anything else when the environment has no rail at all (no live network). */
   assertConfigured(scope: Scope): void {
-    if (!this.#rails[scope.environment]?.eoa) throw serviceUnavailable("Live network is not configured");
+    if (!this.#rails.of(scope.environment, null)?.eoa)
+      throw serviceUnavailable("Live network is not configured");
+  }
+
+  /** NetworkUnavailable (503) when the chain the order moves on (else the default) does not answer. */
+  async assertAnswers(scope: Scope, network: string | null): Promise<void> {
+    const on = network ?? this.#ctx.chains.defaultOf(scope.environment)?.config.id;
+    if (on !== undefined) await this.#ctx.chains.assertAnswers(scope.environment, on);
   }
 
   async breaker(scope: Scope, now: Date): Promise<BreakerDecision> {
@@ -58,13 +66,25 @@ export class TransferDecisions {
     });
   }
 
-  /** The wallet and rail `requested` (else the workspace's default), or the 400/503 that says why there is none. */
-  wallet(scope: Scope, requested: "eoa" | "smart_wallet" | null, workspace: WorkspaceProfile): WalletChoice {
+  /**
+   * The wallet and rail `requested` (else the workspace's default) on `network` (else the
+   * environment's default), or the 400/503 that says why there is none.
+   */
+  wallet(
+    scope: Scope,
+    network: string | null,
+    requested: "eoa" | "smart_wallet" | null,
+    workspace: WorkspaceProfile,
+  ): WalletChoice {
     if (!workspace.eoaAddress) throw badRequest("No workspace wallet found. Provision a wallet first.");
     const walletType = walletTypeFor(requested, workspace, scope.environment);
-    const rail = this.#rails[scope.environment]?.[walletType];
-    if (!rail)
-      throw serviceUnavailable(`Smart wallets are not configured for ${scope.environment}: no bundler`);
+    const rails = this.#rails.of(scope.environment, network);
+    if (!rails) throw new UnknownNetwork(network ?? "default");
+    const rail = rails[walletType];
+    if (!rail) {
+      const where = network === null ? scope.environment : `${scope.environment} network ${network}`;
+      throw serviceUnavailable(`Smart wallets are not configured for ${where}: no bundler`);
+    }
     if (walletType === "smart_wallet" && !workspace.smartWalletAddress) {
       throw badRequest(
         "No smart wallet for this workspace: create one with POST /api/v1/workspaces/{id}/smart-wallet",

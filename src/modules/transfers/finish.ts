@@ -146,7 +146,7 @@ export class TransferEndings {
     mined: { txHash: string; userOpHash: string | undefined },
   ): Promise<Record<string, unknown>> {
     const walletType = payout.wallet_type === "smart_wallet" ? "smart_wallet" : "eoa";
-    const rail = this.#rails[payout.environment as Environment]?.[walletType];
+    const rail = this.#rails.of(payout.environment as Environment, payout.network)?.[walletType];
     if (!rail)
       throw new Error(`no ${walletType} rail in ${payout.environment} to read transfer ${payout.id} from`);
     const logs = await rail.logsOf({

@@ -28,7 +28,7 @@ let rail: Rail;
 beforeAll(async () => {
   t = await startTestApp();
   turns = new SessionTurns(t.database.db, t.app.ctx.log);
-  const ledgerRail = t.app.rails.sandbox?.eoa;
+  const ledgerRail = t.app.rails.of("sandbox", null)?.eoa;
   if (!ledgerRail) throw new Error("the sandbox has no EOA rail");
   rail = ledgerRail;
 });

@@ -11,7 +11,7 @@ import type { Scope, TransferRow } from "./repo.ts";
 export type KeyedTransferRow = TransferRow & { key_at: string };
 
 /**
- * Up to `limit` transfers of `kind` of the scope (of `status`, when given), newest first, after the row
+ * Up to `limit` transfers of `kind` of the scope (of `status` and on `network`, when given), newest first, after the row
  * `after` (its created_at ISO with microseconds, and id). The row comparison keeps every batch as
  * cheap as the first instead of an OFFSET that grows with the export.
  */
@@ -19,7 +19,7 @@ export async function transfersAfter(
   db: Kysely<DatabaseSchema>,
   scope: Scope,
   kind: TransferKindName,
-  status: PayoutStatus | undefined,
+  only: { status?: PayoutStatus | undefined; network?: string | undefined },
   after: { createdAt: string; id: string } | null,
   limit: number,
 ): Promise<KeyedTransferRow[]> {
@@ -30,7 +30,8 @@ export async function transfersAfter(
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment)
     .where("kind", "=", kind);
-  if (status) select = select.where("status", "=", status);
+  if (only.status) select = select.where("status", "=", only.status);
+  if (only.network) select = select.where("network", "=", only.network);
   if (after) {
     select = select.where(olderThan(after));
   }

@@ -21,6 +21,8 @@ export interface TransferOrder {
   destinationAddress: string;
   /** The wallet it leaves; null: the workspace's default for the scope's environment. */
   walletType: WalletType | null;
+  /** The network it moves on (D22), as the orderer resolved it; null: the environment's default. */
+  network: string | null;
   /** A payout's idempotencyKey, claimed with its record (keys.ts); never with fences. */
   idempotencyKey?: string | null;
   description?: string | null;

@@ -1,4 +1,4 @@
-import type { Hex } from "../../chain/network.ts";
+import type { Hex, OnNetwork } from "../../chain/network.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { RECIPIENT_REVERTED, revertCause, type TransferKindName } from "../../domain/payout-state.ts";
@@ -44,13 +44,13 @@ export class TransferReconciler {
    * transactions: their receipts, a rebroadcast), then finishes the transfers no instance is
    * sending from what those records say. Returns how many transfers it finished.
    */
-  async reconcile(environment: Environment): Promise<number> {
-    for (const rail of Object.values(this.#rails[environment] ?? {})) await rail?.reconcile();
+  async reconcile(on: OnNetwork): Promise<number> {
+    for (const rail of Object.values(this.#rails.of(on.environment, on.id) ?? {})) await rail?.reconcile();
     let finished = 0;
-    for (const payout of await sending.unownedProcessing(this.#ctx.db, environment)) {
+    for (const payout of await sending.unownedProcessing(this.#ctx.db, on)) {
       if (this.#leases.has(payout.id)) continue; // this process is sending it
       try {
-        if (await this.#finish(environment, payout)) finished++;
+        if (await this.#finish(on.environment, payout)) finished++;
       } catch (err) {
         // One payout's trouble (a bundler or node error) leaves the others to this pass.
         this.#ctx.log.error({ err, payoutId: payout.id }, "reconciling a payout failed; retried next tick");
@@ -66,7 +66,7 @@ export class TransferReconciler {
    */
   async legsOf(payout: TransferRow, purposes: readonly string[]): Promise<MoveOutcome["legs"]> {
     const walletType = payout.wallet_type === "smart_wallet" ? "smart_wallet" : "eoa";
-    const rail = this.#rails[payout.environment as Environment]?.[walletType];
+    const rail = this.#rails.of(payout.environment as Environment, payout.network)?.[walletType];
     if (!rail) return [];
     const operation = payout.user_operation
       ? { userOpHash: payout.user_op_hash as Hex, serialized: payout.user_operation, purposes: [...purposes] }
@@ -83,7 +83,7 @@ export class TransferReconciler {
       ? { userOpHash: payout.user_op_hash as Hex, serialized: payout.user_operation }
       : null;
     // What its rail recorded says how it ended (its records are the rail's own).
-    const rail = this.#rails[environment]?.[walletType];
+    const rail = this.#rails.of(environment, payout.network)?.[walletType];
     // A recorded operation with no bundler here now is left until there is one.
     if (!rail && operation) return false;
     const recorded = rail

@@ -36,6 +36,7 @@ function orderOf(ws: CreatedWorkspace, amount: bigint, extra: Partial<TransferOr
     amount,
     destinationAddress: randomAddress(),
     walletType: null,
+    network: null,
     description: "run test",
     ...extra,
   };

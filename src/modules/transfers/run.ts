@@ -72,6 +72,9 @@ export class TransferRuns {
     if (problem) return { status: "refused", reason: problem };
     try {
       this.#decisions.assertConfigured(order.scope);
+      // A network whose node does not answer is refused before anything is recorded (503 naming
+      // it), not sent into and counted by the breaker as a failure of the workspace.
+      await this.#decisions.assertAnswers(order.scope, order.network);
       return await this.#run(order.scope, order, (wallet, now) =>
         newTransfer(
           order,
@@ -93,11 +96,13 @@ export class TransferRuns {
   /** The wallet a transfer with `walletType` would leave (else the default), or the refusal saying why none. */
   async walletFor(
     scope: Scope,
+    network: string | null,
     walletType: WalletType | null,
   ): Promise<{ walletType: WalletType; from: Hex }> {
     this.#decisions.assertConfigured(scope);
     const wallet = this.#decisions.wallet(
       scope,
+      network,
       walletType,
       await this.#workspaces.profile(scope.workspaceId),
     );
@@ -111,7 +116,7 @@ export class TransferRuns {
 
   async #run(
     scope: Scope,
-    order: Pick<TransferOrder, "kind" | "walletType">,
+    order: Pick<TransferOrder, "kind" | "walletType" | "network">,
     build: (wallet: WalletChoice, now: Date) => repo.NewTransfer,
   ): Promise<TransferOutcome> {
     // A kind the breaker does not guard (a settlement) has nothing to decide on the outcomes
@@ -138,7 +143,7 @@ export class TransferRuns {
           breaker = await this.#decisions.breaker(scope, now);
         }
         if (!breaker.allowed) throw pausedError(breaker.state);
-        const wallet = this.#decisions.wallet(scope, order.walletType, await profile);
+        const wallet = this.#decisions.wallet(scope, order.network, order.walletType, await profile);
         const { persisted, result } = this.#start(scope, wallet, build, now);
         if (wallet.rail.pipelined && breaker.failStreak === 0) {
           // The wallet's next payout may be checked and signed (the next nonce) once this one is
@@ -163,11 +168,11 @@ export class TransferRuns {
    */
   async #unguarded(
     scope: Scope,
-    order: Pick<TransferOrder, "walletType">,
+    order: Pick<TransferOrder, "walletType" | "network">,
     build: (wallet: WalletChoice, now: Date) => repo.NewTransfer,
   ): Promise<TransferOutcome> {
     const profile = await this.#workspaces.profile(scope.workspaceId);
-    const wallet = this.#decisions.wallet(scope, order.walletType, profile);
+    const wallet = this.#decisions.wallet(scope, order.network, order.walletType, profile);
     if (!wallet.rail.pipelined) return this.#start(scope, wallet, build, this.#ctx.now()).result;
     const key = `${scope.environment}:${wallet.from.toLowerCase()}`;
     const limit = this.#recording.get(key) ?? pLimit(RECORDING_AT_ONCE);

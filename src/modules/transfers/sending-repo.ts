@@ -1,7 +1,6 @@
 import { type RawBuilder, sql } from "kysely";
 import type { OnNetwork } from "../../chain/network.ts";
 import * as sent from "../../chain/sent-transactions.ts";
-import type { Environment } from "../../config.ts";
 import type { Committed } from "../../domain/payout-funds.ts";
 import { OPEN_PAYOUT, PAYOUT_TRANSITIONS } from "../../domain/payout-state.ts";
 import type { Db } from "../../platform/db/database.ts";
@@ -152,11 +151,12 @@ export async function releaseLease(db: Db, id: string): Promise<void> {
 }
 
 /** Processing payouts of the environment that no live instance owns. */
-export async function unownedProcessing(db: Db, environment: Environment): Promise<TransferRow[]> {
+export async function unownedProcessing(db: Db, on: OnNetwork): Promise<TransferRow[]> {
   return db
     .selectFrom("payouts")
     .selectAll()
-    .where("environment", "=", environment)
+    .where("environment", "=", on.environment)
+    .where("network", "=", on.id)
     .where("status", "=", OPEN_PAYOUT)
     .where((eb) => eb.or([eb("lease_expires_at", "is", null), eb("lease_expires_at", "<", sql<Date>`now()`)]))
     .execute();

@@ -1,5 +1,4 @@
 import type { Hex, OnNetwork } from "../../chain/network.ts";
-import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { type BreakerState, resume } from "../../domain/circuit-breaker.ts";
 import type { PayoutStatus, TransferKindName } from "../../domain/payout-state.ts";
@@ -86,8 +85,12 @@ export class TransfersService {
   }
 
   /** The wallet a transfer would leave (walletType, else the workspace's default), or the refusal. */
-  walletFor(scope: Scope, walletType: WalletType | null): Promise<{ walletType: WalletType; from: Hex }> {
-    return this.#runs.walletFor(scope, walletType);
+  walletFor(
+    scope: Scope,
+    network: string | null,
+    walletType: WalletType | null,
+  ): Promise<{ walletType: WalletType; from: Hex }> {
+    return this.#runs.walletFor(scope, network, walletType);
   }
 
   /** Throws the refusal when the scope's environment has no rail at all (no live network). */
@@ -135,17 +138,17 @@ export class TransfersService {
   }
 
   /**
-   * Up to `limit` transfers of `kind` of the scope (of `status`, when given), newest first, after
-   * the keyset position `after`: an orderer's lists and exports (payouts').
+   * Up to `limit` transfers of `kind` of the scope (of `status` and on `network`, when given),
+   * newest first, after the keyset position `after`: an orderer's lists and exports (payouts').
    */
   listed(
     scope: Scope,
     kind: TransferKindName,
-    status: PayoutStatus | undefined,
+    only: { status?: PayoutStatus | undefined; network?: string | undefined },
     after: { createdAt: string; id: string } | null,
     limit: number,
   ): Promise<lists.KeyedTransferRow[]> {
-    return lists.transfersAfter(this.#ctx.db, scope, kind, status, after, limit);
+    return lists.transfersAfter(this.#ctx.db, scope, kind, only, after, limit);
   }
 
   /** One transfer of `kind` of the scope by id (lower-case UUID), with its keyset position. */
@@ -171,8 +174,8 @@ export class TransfersService {
   }
 
   /** Finishes transfers no live instance owns any more, from what the chain says (reconciler.ts). */
-  reconcile(environment: Environment): Promise<number> {
-    return this.#reconciler.reconcile(environment);
+  reconcile(on: OnNetwork): Promise<number> {
+    return this.#reconciler.reconcile(on);
   }
 
   /** The scope's circuit breaker as it stands. */

@@ -22,6 +22,7 @@ function order(overrides: Partial<TransferOrder> = {}): TransferOrder {
     amount: 1_000_000n,
     destinationAddress: "0x3333333333333333333333333333333333333333",
     walletType: null,
+    network: null,
     ...overrides,
   };
 }

@@ -1,6 +1,7 @@
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import type { ChainToken, Hex } from "../../chain/network.ts";
 import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
+import { SANDBOX_A } from "../../chain/simulated/networks.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { badRequest, notFound } from "../../domain/errors.ts";
@@ -9,6 +10,7 @@ import { isPlainObject, isUuid } from "../../domain/validation.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import type { AgentsService } from "../agents/service.ts";
+import { UnknownNetwork } from "../networks/directory.ts";
 import { recordEvents } from "../webhooks/outbox.ts";
 import type { WalletRow, WatchedWallet } from "./repo.ts";
 import * as repo from "./repo.ts";
@@ -40,16 +42,24 @@ export class AgentWalletsService {
     this.#ledger = ledger;
   }
 
-  #reader(environment: Environment): BalanceReader {
-    const network = this.#ctx.networks[environment];
-    if (network) return network;
+  /**
+   * The balance reader of each of the environment's networks, its default first (D22): its
+   * chains, or the sandbox's ledger (`sandbox-a`); none in live without a chain.
+   */
+  #readers(environment: Environment): Array<[network: string, reader: BalanceReader]> {
+    const chains = this.#ctx.chains.in(environment);
+    if (chains.length > 0) return chains.map((chain) => [chain.config.id, chain.network]);
     if (environment === "sandbox")
-      return { balance: (address, token) => this.#ledger.balance(address, token) };
-    return {
-      balance: async () => {
-        throw badRequest("Live network is not configured: balances are unavailable");
-      },
-    };
+      return [[SANDBOX_A.id, { balance: (address, token) => this.#ledger.balance(address, token) }]];
+    throw badRequest("Live network is not configured: balances are unavailable");
+  }
+
+  /** The reader of `network` (else the default one), or the 400 that says why there is none. */
+  #reader(environment: Environment, network: string | null): BalanceReader {
+    const readers = this.#readers(environment);
+    const found = network === null ? readers[0] : readers.find(([id]) => id === network);
+    if (!found) throw new UnknownNetwork(network ?? "default");
+    return found[1];
   }
 
   async create(principal: Tenant, body: unknown) {
@@ -116,14 +126,17 @@ export class AgentWalletsService {
     };
   }
 
-  async balance(principal: Tenant, id: string, currency: string) {
+  /** One currency's balance on the network `query` names (else the default one). */
+  async balance(principal: Tenant, id: string, currency: string, query: unknown = {}) {
     const row = await this.find(principal, id);
     if (!isWalletCurrency(currency)) throw badRequest("currency must be ETH, USDC or DAI");
     if (!row.currencies.includes(currency)) throw badRequest(`This wallet does not hold ${currency}`);
-    const units = await this.#reader(principal.environment).balance(row.address as Hex, currency);
+    const network = this.#ctx.directory.resolveIn(principal.environment, query);
+    const units = await this.#reader(principal.environment, network).balance(row.address as Hex, currency);
     return {
       walletId: row.id,
       currency,
+      network,
       balance: formatAmount(units, TOKEN_DECIMALS[currency]),
       updatedAt: this.#ctx.now().toISOString(),
     };
@@ -150,19 +163,33 @@ export class AgentWalletsService {
     return row;
   }
 
-  /** All balances of a page in one go: the reads run concurrently over one batched connection. */
+  /**
+   * All balances of a page in one go, on each network: `balances` the default network's, and
+   * `networks: {<id>: balances}` (D22). The reads run concurrently, one batched connection per chain.
+   */
   async #withBalances(environment: Environment, rows: WalletRow[]) {
-    const reader = this.#reader(environment);
     const pairs = rows.flatMap((row) =>
       row.currencies.map((currency) => ({ row, currency: currency as WalletCurrency })),
     );
-    const values = await Promise.all(pairs.map((p) => reader.balance(p.row.address as Hex, p.currency)));
-    return rows.map((row) => {
+    const readers = pairs.length === 0 ? [] : this.#readers(environment);
+    const read = await Promise.all(
+      readers.map(async ([network, reader]) => {
+        const values = await Promise.all(pairs.map((p) => reader.balance(p.row.address as Hex, p.currency)));
+        return { network, values };
+      }),
+    );
+    const balancesOf = (row: WalletRow, values: bigint[]) => {
       const balances: Record<string, string> = {};
       pairs.forEach((p, i) => {
         if (p.row === row) balances[p.currency] = formatAmount(values[i] ?? 0n, TOKEN_DECIMALS[p.currency]);
       });
-      return { ...toView(row), balances };
+      return balances;
+    };
+    return rows.map((row) => {
+      const networks = Object.fromEntries(
+        read.map(({ network, values }) => [network, balancesOf(row, values)]),
+      );
+      return { ...toView(row), balances: balancesOf(row, read[0]?.values ?? []), networks };
     });
   }
 }

@@ -36,8 +36,8 @@ export function configuredUrls(config: Config): string[] {
     config.smtpUrl,
     config.card.apiBase,
   ];
-  for (const network of [config.networks.sandbox, config.networks.live]) {
-    urls.push(network?.rpcUrl, network?.accountAbstraction?.bundlerUrl);
+  for (const network of [...config.networks.sandbox, ...config.networks.live]) {
+    urls.push(network.rpcUrl, network.accountAbstraction?.bundlerUrl);
   }
   return urls.filter((url): url is string => url !== undefined);
 }

@@ -1,4 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import type { OnNetwork } from "../../chain/network.ts";
 
 // What an operator alerts on, in Prometheus' text format (prom-client). Labels are kinds, never
 // tenants: no workspace, payment or address ever becomes a label (cardinality). Counters count
@@ -33,8 +34,8 @@ export class Metrics {
   readonly #attempts: Counter<"outcome">;
   readonly #attemptSeconds: Histogram<"outcome">;
   readonly #topUps: Counter<"environment" | "outcome">;
-  /** Per environment whose chain job this process leads: the last tick's end, head and cursor. */
-  readonly #watchers = new Map<string, { at: number; head: bigint; cursor: bigint }>();
+  /** Per network whose chain job this process leads (by `environment network`): the last tick's end, head and cursor. */
+  readonly #watchers = new Map<string, { on: OnNetwork; at: number; head: bigint; cursor: bigint }>();
   #sources: MetricSources | undefined;
 
   constructor(enabled: boolean) {
@@ -105,17 +106,19 @@ export class Metrics {
     this.#gauge(
       "chain_watcher_lag_blocks",
       "Chain head minus the last block the watcher processed, on the instance leading the chain job",
-      ["environment"],
+      ["environment", "network"],
       (gauge) => {
-        for (const [environment, w] of this.#watchers) gauge.set({ environment }, Number(w.head - w.cursor));
+        for (const w of this.#watchers.values())
+          gauge.set({ environment: w.on.environment, network: w.on.id }, Number(w.head - w.cursor));
       },
     );
     this.#gauge(
       "chain_watcher_last_tick_age_seconds",
       "Seconds since the chain watcher last finished a tick, on the instance leading the chain job",
-      ["environment"],
+      ["environment", "network"],
       (gauge) => {
-        for (const [environment, w] of this.#watchers) gauge.set({ environment }, (Date.now() - w.at) / 1000);
+        for (const w of this.#watchers.values())
+          gauge.set({ environment: w.on.environment, network: w.on.id }, (Date.now() - w.at) / 1000);
       },
     );
     this.#gauge(
@@ -214,13 +217,13 @@ export class Metrics {
     this.#attemptSeconds.observe({ outcome }, seconds);
   }
 
-  chainWatcherTicked(environment: string, head: bigint, cursor: bigint): void {
-    if (this.enabled) this.#watchers.set(environment, { at: Date.now(), head, cursor });
+  chainWatcherTicked(on: OnNetwork, head: bigint, cursor: bigint): void {
+    if (this.enabled) this.#watchers.set(`${on.environment} ${on.id}`, { on, at: Date.now(), head, cursor });
   }
 
-  /** This process no longer leads the environment's chain job: another instance reports it. */
-  chainWatcherStoodDown(environment: string): void {
-    this.#watchers.delete(environment);
+  /** This process no longer leads the network's chain job: another instance reports it. */
+  chainWatcherStoodDown(on: OnNetwork): void {
+    this.#watchers.delete(`${on.environment} ${on.id}`);
   }
 
   gasTopUp(environment: string, outcome: string): void {

@@ -16,19 +16,19 @@ import { paymentSettlementCard } from "./splits.ts";
 
 /** The list form's fields, as typed (dates as YYYY-MM-DD, `to` inclusive). */
 export type FilterValues = Partial<
-  Record<"status" | "tokenSymbol" | "paymentMethod" | "from" | "to" | "search", string>
+  Record<"status" | "tokenSymbol" | "paymentMethod" | "network" | "from" | "to" | "search", string>
 >;
 
 export function paymentRows(environment: Environment, payments: PaymentView[]): HtmlSafeString {
   const root = base(environment);
   // The amount links to the payment; the method and the id give way on a narrow screen.
   return html`<div class="table-wrap"><table class="list" id="payments-table">
-<thead><tr><th scope="col" class="num">Amount</th><th scope="col">Status</th><th scope="col">Description</th><th scope="col">Created</th><th scope="col" class="wide-only">Method</th><th scope="col" class="wide-only">Id</th></tr></thead>
+<thead><tr><th scope="col" class="num">Amount</th><th scope="col">Status</th><th scope="col">Description</th><th scope="col">Created</th><th scope="col" class="wide-only">Method</th><th scope="col" class="wide-only">Network</th><th scope="col" class="wide-only">Id</th></tr></thead>
 <tbody>${payments.map(
     (p) => html`<tr data-payment-id="${p.id}">
 <td class="num"><a href="${root}/payments/${p.id}" aria-label="Payment of ${p.grossAmount} ${p.tokenSymbol}, ${p.status}">${amount(p.grossAmount, p.tokenSymbol)}</a></td><td>${status(p.status)}</td>
 <td class="description">${p.description ?? ""}</td><td class="nowrap">${time(p.createdAt)}</td>
-<td class="wide-only">${p.paymentMethod}</td><td class="wide-only mono">${p.id.slice(0, 8)}</td></tr>`,
+<td class="wide-only">${p.paymentMethod}</td><td class="wide-only">${p.network ?? "—"}</td><td class="wide-only mono">${p.id.slice(0, 8)}</td></tr>`,
   )}</tbody></table></div>`;
 }
 
@@ -46,6 +46,8 @@ function select(
 export function paymentsListBody(options: {
   environment: Environment;
   payments: PaymentView[];
+  /** The environment's network ids (D22), for the network filter. */
+  networks: readonly string[];
   filter: FilterValues;
   /** The query string of the filter (for the next page and the CSV link). */
   query: string;
@@ -62,6 +64,7 @@ export function paymentsListBody(options: {
 ${select("status", "Status", PAYMENT_STATUSES, f.status)}
 ${select("tokenSymbol", "Token", PAYMENT_TOKENS, f.tokenSymbol)}
 ${select("paymentMethod", "Method", PAYMENT_METHODS, f.paymentMethod)}
+${select("network", "Network", options.networks, f.network)}
 <div class="field"><label for="f-from">From (UTC)</label><input id="f-from" name="from" type="date" value="${f.from ?? ""}" ${err?.field === "from" ? html`aria-invalid="true" aria-describedby="err-from"` : nothing}>${fieldError("from")}</div>
 <div class="field"><label for="f-to">To (UTC, inclusive)</label><input id="f-to" name="to" type="date" value="${f.to ?? ""}" ${err?.field === "to" ? html`aria-invalid="true" aria-describedby="err-to"` : nothing}>${fieldError("to")}</div>
 <div class="field grow"><label for="f-search">Search</label><input id="f-search" name="search" type="search" placeholder="Payment id or description" value="${f.search ?? ""}" ${err?.field === "search" ? html`aria-invalid="true" aria-describedby="err-search"` : nothing}>${fieldError("search")}</div>
@@ -114,6 +117,7 @@ ${facts([
   ["Id", html`<span class="mono">${p.id}</span> ${copyButton(p.id)}`],
   ["Description", p.description],
   ["Method", `${p.paymentMethod} (${p.paymentProvider})`],
+  ["Network", p.network ?? "—"],
   ["Fee", amount(p.feeAmount, p.tokenSymbol)],
   ["Net", amount(p.netAmount, p.tokenSymbol)],
   ...received,

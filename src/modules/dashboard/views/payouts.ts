@@ -35,16 +35,25 @@ export function payoutsListBody(options: {
   environment: Environment;
   payouts: PayoutRecord[];
   status: string | undefined;
+  /** The network filtered on, and the environment's network ids to choose from (D22). */
+  network: string | undefined;
+  networks: readonly string[];
   next: string | null;
   breaker: BreakerState;
   csrfToken: string;
 }): HtmlSafeString {
   const root = base(options.environment);
-  const filter = options.status ? `status=${encodeURIComponent(options.status)}` : "";
+  const params = new URLSearchParams();
+  if (options.status) params.set("status", options.status);
+  if (options.network) params.set("network", options.network);
+  const filter = params.toString();
   return html`${breakerCard(options.environment, options.breaker, options.csrfToken)}
 <form method="get" action="${root}/payouts" class="filters" role="search" aria-label="Filter payouts">
 <div class="field"><label for="p-status">Status</label><select id="p-status" name="status"><option value="">Any</option>${PAYOUT_STATUSES.map(
     (s) => html`<option value="${s}" ${s === options.status ? html`selected` : nothing}>${s}</option>`,
+  )}</select></div>
+<div class="field"><label for="p-network">Network</label><select id="p-network" name="network"><option value="">Any</option>${options.networks.map(
+    (n) => html`<option value="${n}" ${n === options.network ? html`selected` : nothing}>${n}</option>`,
   )}</select></div>
 <div class="actions"><button type="submit" class="primary">Apply</button></div>
 </form>
@@ -52,15 +61,15 @@ export function payoutsListBody(options: {
 ${
   options.payouts.length === 0
     ? empty(
-        filter ? "No payouts with this status." : "No payouts in this environment yet.",
+        filter ? "No payouts match these filters." : "No payouts in this environment yet.",
         html`<p>Send one with <code>POST /api/v1/payouts</code>.</p>`,
       )
-    : html`<div class="table-wrap"><table class="list" id="payouts-table"><thead><tr><th scope="col" class="num">Amount</th><th scope="col">Status</th><th scope="col">To</th><th scope="col">Created</th><th scope="col" class="wide-only">Description</th></tr></thead>
+    : html`<div class="table-wrap"><table class="list" id="payouts-table"><thead><tr><th scope="col" class="num">Amount</th><th scope="col">Status</th><th scope="col">To</th><th scope="col">Created</th><th scope="col" class="wide-only">Network</th><th scope="col" class="wide-only">Description</th></tr></thead>
 <tbody>${options.payouts.map(
         (
           p,
         ) => html`<tr data-payout-id="${p.id}"><td class="num"><a href="${root}/payouts/${p.id}">${amount(p.amount, p.tokenSymbol)}</a></td><td>${status(p.status)}</td>
-<td>${hex(p.destinationAddress)}</td><td class="nowrap">${time(p.createdAt)}</td><td class="wide-only description">${p.description ?? ""}</td></tr>`,
+<td>${hex(p.destinationAddress)}</td><td class="nowrap">${time(p.createdAt)}</td><td class="wide-only">${p.network}</td><td class="wide-only description">${p.description ?? ""}</td></tr>`,
       )}</tbody></table></div>`
 }
 <nav class="pager" aria-label="Pages">${
@@ -82,6 +91,7 @@ export function payoutDetailBody(
 ${facts([
   ["Id", html`<span class="mono">${p.id}</span> ${copyButton(p.id)}`],
   ["Description", p.description],
+  ["Network", p.network],
   ["From", hex(p.fromAddress, { copy: true })],
   ["To", hex(p.destinationAddress, { copy: true })],
   ["Transaction", tx(p.txHash)],

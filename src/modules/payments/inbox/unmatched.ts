@@ -161,10 +161,12 @@ export class UnmatchedInbox {
    * ledger's are final.
    */
   async assertConfirmed(row: unmatchedRepo.UnmatchedRow): Promise<void> {
-    const network = this.#ctx.networks[row.environment as Environment];
+    const environment = row.environment as Environment;
+    const network = this.#ctx.chains.of(environment, row.network)?.network;
     if (!network) {
-      if (row.environment === "sandbox") return;
-      throw serviceUnavailable("Live network is not configured");
+      // The simulated ledger's transfers are final.
+      if (environment === "sandbox" && this.#ctx.chains.in("sandbox").length === 0) return;
+      throw serviceUnavailable(`Network ${row.network} is not configured`);
     }
     const [head, included] = await Promise.all([
       network.head(),

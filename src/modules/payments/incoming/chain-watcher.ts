@@ -145,7 +145,7 @@ export class ChainWatcher {
       cursor = (await this.#scan(head.number)) ?? cursor;
     }
     await this.#confirm(seen.number);
-    if (cursor !== undefined) this.#metrics?.chainWatcherTicked(this.#environment, seen.number, cursor);
+    if (cursor !== undefined) this.#metrics?.chainWatcherTicked(this.#network, seen.number, cursor);
   }
 
   /** Processes the blocks up to `headNumber`; the block the cursor is at afterwards. */

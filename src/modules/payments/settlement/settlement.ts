@@ -139,6 +139,7 @@ export class Settlement {
       amount: BigInt(payment.amount_received ?? payment.gross_amount),
       destinationAddress: (legs.find((leg) => leg.purpose === MERCHANT_LEG) ?? legs[0])?.to ?? "",
       walletType: payment.wallet_type === "smart_wallet" ? "smart_wallet" : "eoa",
+      network: this.#network.id,
       paymentId: payment.id,
       legs: { from: payment.receiving_address ?? "", legs },
       fences: [...this.#lease, settlementRepo.claimFence(this.#db, payment.id, SETTLES.from, id)],

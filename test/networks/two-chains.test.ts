@@ -1,0 +1,225 @@
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Devnet, startDevnet } from "../../src/devnet/chain.ts";
+import { createWorkers, type Workers } from "../../src/workers.ts";
+import {
+  bearer,
+  type CreatedWorkspace,
+  createWorkspace,
+  startTestApp,
+  type TestApp,
+} from "../support/app.ts";
+import { type DevnetClients, devnetClients } from "../support/devnet-clients.ts";
+import { liveNetworksEnv } from "../support/devnet-env.ts";
+import { until } from "../support/poll.ts";
+
+// One live environment on two chains at once (D22): two devnets with their own chain ids, each a
+// network of live (`devnet-a` the default, `devnet-b`), each with its own watcher, settlement and
+// sender. A payment, a payout and a balance name their network and move money on that chain
+// only; a transfer on the other chain never pays it; a chain whose node is down stops none of the
+// other's work, and /ready names it.
+
+const randomAddress = () => privateKeyToAccount(generatePrivateKey()).address;
+const FEE_BPS = 150n;
+
+describe("live on two chains at once", () => {
+  let a: Devnet;
+  let b: Devnet;
+  let onA: DevnetClients;
+  let onB: DevnetClients;
+  let t: TestApp;
+  let workers: Workers;
+  let ws: CreatedWorkspace;
+
+  beforeAll(async () => {
+    [a, b] = await Promise.all([startDevnet(), startDevnet({ chainId: 31_338 })]);
+    onA = devnetClients(a);
+    onB = devnetClients(b);
+    t = await startTestApp(
+      liveNetworksEnv([
+        ["devnet-a", a],
+        ["devnet-b", b],
+      ]),
+    );
+    workers = createWorkers(t.app, { dispatcher: { pollIntervalMs: 50 } });
+    workers.start();
+    ws = await createWorkspace(t);
+  }, 120_000);
+
+  afterAll(async () => {
+    await workers?.stop();
+    await t?.close();
+    await Promise.all([a?.stop(), b?.stop()]);
+  });
+
+  const api = async (method: "GET" | "POST", url: string, payload?: Record<string, unknown>) => {
+    const res = await t.request({
+      method,
+      url,
+      headers: bearer(ws.liveKey),
+      ...(payload ? { payload } : {}),
+    });
+    return { status: res.statusCode, body: res.json() };
+  };
+
+  const createPayment = async (body: Record<string, unknown>) => {
+    const res = await api("POST", "/api/v1/payments", { tokenSymbol: "USDC", ...body });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    return res.body as { payment: { id: string; network: string | null }; receivingAddress: string };
+  };
+
+  const statusOf = async (id: string) => (await api("GET", `/api/v1/payments/${id}`)).body.payment;
+
+  it("lists both networks, the first the default", async () => {
+    const res = await api("GET", "/api/v1/networks");
+    expect(res.status).toBe(200);
+    expect(res.body.default).toBe("devnet-a");
+    expect(
+      res.body.networks.map((n: { id: string; caip2: string; default: boolean }) => [
+        n.id,
+        n.caip2,
+        n.default,
+      ]),
+    ).toEqual([
+      ["devnet-a", `eip155:${a.chainId}`, true],
+      ["devnet-b", "eip155:31338", false],
+    ]);
+  });
+
+  it("settles a payment on devnet-b on chain B: net to the merchant and fee to the treasury there, nothing on A", async () => {
+    const merchant = randomAddress();
+    const treasuryBefore = await onB.usdcBalance(b.accounts.treasury.address);
+    const created = await createPayment({ amount: "100", merchantWallet: merchant, network: "devnet-b" });
+    expect(created.payment.network).toBe("devnet-b");
+    // The workspace EOA has one address on every EVM chain.
+    expect(created.receivingAddress).toBe(ws.eoaAddress);
+
+    await onB.sendUsdc(created.receivingAddress, 100_000_000n);
+    const paid = await until(
+      "the devnet-b payment forwarded",
+      () => statusOf(created.payment.id),
+      (payment) => payment.status === "forwarded",
+    );
+    expect(paid.network).toBe("devnet-b");
+    const fee = (100_000_000n * FEE_BPS) / 10_000n;
+    expect(await onB.usdcBalance(merchant)).toBe(100_000_000n - fee);
+    expect((await onB.usdcBalance(b.accounts.treasury.address)) - treasuryBefore).toBe(fee);
+    expect(await onA.usdcBalance(merchant)).toBe(0n);
+  }, 60_000);
+
+  it("does not let a transfer on chain A pay a payment on devnet-b: it lands in devnet-a's inbox", async () => {
+    const created = await createPayment({ amount: "7", network: "devnet-b" });
+    await onA.sendUsdc(ws.eoaAddress, 7_000_000n);
+    const inbox = await until(
+      "the chain A transfer in the inbox",
+      async () => (await api("GET", "/api/v1/transfers/unmatched")).body.transfers ?? [],
+      (transfers: Array<{ amount: string }>) => transfers.some((one) => one.amount === "7.00"),
+    );
+    expect(inbox.find((one: { amount: string }) => one.amount === "7.00")).toMatchObject({
+      network: "devnet-a",
+      token: "USDC",
+      status: "open",
+      paymentId: null,
+    });
+    expect((await statusOf(created.payment.id)).status).toBe("pending");
+
+    await onB.sendUsdc(ws.eoaAddress, 7_000_000n);
+    const paid = await until(
+      "the devnet-b payment paid on chain B",
+      () => statusOf(created.payment.id),
+      (payment) => payment.status === "forwarded",
+    );
+    expect(paid.network).toBe("devnet-b");
+  }, 60_000);
+
+  it("pays out on the network named, from that chain; Insufficient balance names the network", async () => {
+    await onB.fund(ws.eoaAddress, { USDC: "20", ETH: "1" });
+    const destination = randomAddress();
+    const res = await api("POST", "/api/v1/payouts", {
+      tokenSymbol: "USDC",
+      amount: "5",
+      destinationAddress: destination,
+      network: "devnet-b",
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.payout).toMatchObject({ network: "devnet-b", status: "completed", amount: "5.00" });
+    expect(await onB.usdcBalance(destination)).toBe(5_000_000n);
+    expect(await onA.usdcBalance(destination)).toBe(0n);
+
+    const short = await api("POST", "/api/v1/payouts", {
+      tokenSymbol: "USDC",
+      amount: "1000",
+      destinationAddress: destination,
+    });
+    expect(short.status).toBe(400);
+    expect(short.body).toMatchObject({
+      error: "Insufficient balance",
+      network: "devnet-a",
+      tokenSymbol: "USDC",
+    });
+    const unknown = await api("POST", "/api/v1/payouts", {
+      tokenSymbol: "USDC",
+      amount: "1",
+      destinationAddress: destination,
+      network: "devnet-c",
+    });
+    expect(unknown).toEqual({ status: 400, body: { error: "Unknown network", network: "devnet-c" } });
+  }, 60_000);
+
+  it("shows the default network's balances, and each network's under networks", async () => {
+    const res = await api("GET", "/api/v1/wallet/balance");
+    expect(res.status).toBe(200);
+    expect(Object.keys(res.body.networks)).toEqual(["devnet-a", "devnet-b"]);
+    expect({ eoa: res.body.eoa, smartWallet: res.body.smartWallet }).toEqual(res.body.networks["devnet-a"]);
+    const usdcOn = async (clients: DevnetClients) => Number(await clients.usdcBalance(ws.eoaAddress)) / 1e6;
+    expect(Number(res.body.networks["devnet-a"].eoa.balances.USDC)).toBe(await usdcOn(onA));
+    expect(Number(res.body.networks["devnet-b"].eoa.balances.USDC)).toBe(await usdcOn(onB));
+    expect(res.body.networks["devnet-a"].eoa.balances.USDC).not.toBe(
+      res.body.networks["devnet-b"].eoa.balances.USDC,
+    );
+  });
+
+  it("keeps devnet-b's payments moving while chain A's node is down; /ready names the network down", async () => {
+    await a.stop();
+    const merchant = randomAddress();
+    const created = await createPayment({ amount: "3", merchantWallet: merchant, network: "devnet-b" });
+    await onB.sendUsdc(ws.eoaAddress, 3_000_000n);
+    await until(
+      "the devnet-b payment forwarded with chain A down",
+      () => statusOf(created.payment.id),
+      (payment) => payment.status === "forwarded",
+    );
+    expect(await onB.usdcBalance(merchant)).toBe(3_000_000n - (3_000_000n * FEE_BPS) / 10_000n);
+
+    const ready = await t.request({ method: "GET", url: "/ready" });
+    expect(ready.statusCode).toBe(503);
+    const { checks } = ready.json();
+    expect(checks.database).toBe("ok");
+    expect(checks["live.devnet-b.rpc"]).toBe("ok");
+    expect(checks["live.rpc"]).toMatch(/^not answering/);
+
+    // Its node's last answer is trusted for a few seconds (chain/network-health.ts), then a payment
+    // or payout on it is refused, naming it; nothing is recorded for the payout.
+    const refused = await until(
+      "a payment on devnet-a refused",
+      () => api("POST", "/api/v1/payments", { tokenSymbol: "USDC", amount: "1" }),
+      (res) => res.status === 503,
+      20_000,
+      250,
+    );
+    expect(refused.body).toEqual({ error: "Network unavailable", network: "devnet-a" });
+    const payout = await api("POST", "/api/v1/payouts", {
+      tokenSymbol: "USDC",
+      amount: "1",
+      destinationAddress: merchant,
+      network: "devnet-a",
+    });
+    expect(payout).toEqual({ status: 503, body: { error: "Network unavailable", network: "devnet-a" } });
+    const stillB = await api("POST", "/api/v1/payments", {
+      tokenSymbol: "USDC",
+      amount: "1",
+      network: "devnet-b",
+    });
+    expect(stillB.status).toBe(201);
+  }, 60_000);
+});
