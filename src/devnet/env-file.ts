@@ -3,11 +3,16 @@ import type { Devnet } from "./chain.ts";
 // The text of DATA_DIR/devnet.env that `npm run devnet` writes (src/devnet/main.ts): apart from
 // main.ts, which starts a devnet when imported, so that tests can check it.
 
+/** The ids of the devnet's further chains (D22): `devnet-b`, `devnet-c`, … */
+export const furtherNetworkId = (index: number): string => `devnet-${String.fromCharCode(98 + index)}`;
+
 /**
  * The env file for a running devnet: the chain, its tokens and accounts, then the ERC-4337 stack
- * and Uniswap v3 (D16) when the devnet has them (`npm run devnet` always starts both).
+ * and Uniswap v3 (D16) when the devnet has them (`npm run devnet` always starts both). `further`
+ * chains (`DEVNET_NETWORKS`) are more networks of live (D22): `LIVE_NETWORKS` lists `default`
+ * (the first chain) and theirs, each under its own prefix (`LIVE_DEVNET_B_…`).
  */
-export function envFileText(devnet: Devnet): string {
+export function envFileText(devnet: Devnet, further: readonly Devnet[] = []): string {
   const { tokens, accounts, aa, swap } = devnet;
   const lines = [
     "# Written by `npm run devnet`: a local chain standing in for the live network.",
@@ -44,6 +49,27 @@ export function envFileText(devnet: Devnet): string {
       // Only the tiers seeded: a quote asks no pool that is not there.
       `LIVE_SWAP_FEE_TIERS=${[...new Set(swap.pools.map((p) => p.fee))].sort((a, b) => a - b).join(",")}`,
     );
+  }
+  if (further.length > 0) {
+    const ids = further.map((_, i) => furtherNetworkId(i));
+    lines.push(
+      "# More networks of live (D22), each its own chain: the default network is the one above.",
+      `LIVE_NETWORKS=default,${ids.join(",")}`,
+    );
+    further.forEach((chain, i) => {
+      const p = `LIVE_${furtherNetworkId(i).toUpperCase().replace("-", "_")}`;
+      lines.push(
+        `${p}_NAME=Devnet ${String.fromCharCode(66 + i)}`,
+        `${p}_RPC_URL=${chain.rpcUrl}`,
+        `${p}_CHAIN_ID=${chain.chainId}`,
+        `${p}_USDC_ADDRESS=${chain.tokens.USDC}`,
+        `${p}_ADAO_ADDRESS=${chain.tokens.ADAO}`,
+        `${p}_DAI_ADDRESS=${chain.tokens.DAI}`,
+        `${p}_TREASURY_ADDRESS=${chain.accounts.treasury.address}`,
+        `${p}_CONFIRMATIONS=2`,
+        `${p}_GAS_FUNDER_KEY=${chain.accounts.gasFunder.privateKey}`,
+      );
+    });
   }
   lines.push(
     "# A funded account holding every test token, for demos and tests (not used by the service).",

@@ -1,7 +1,7 @@
 import { mkdir, rename, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { type Devnet, SEEDED_POOLS, startDevnet } from "./chain.ts";
-import { envFileText } from "./env-file.ts";
+import { envFileText, furtherNetworkId } from "./env-file.ts";
 
 // `npm run devnet`: a local chain standing in for the live network (D3, D11, D14). Starts the
 // Hardhat node on DEVNET_PORT (default 8545) with the test tokens, the ERC-4337 contracts and
@@ -27,9 +27,17 @@ async function main(): Promise<void> {
   const dataDir = resolve(process.env.DATA_DIR || "./data");
   const envFile = join(dataDir, "devnet.env");
   const verbose = process.env.DEVNET_VERBOSE === "1";
+  // DEVNET_NETWORKS=2 (up to 4): more chains, as more networks of live (D22), on the next ports.
+  const rawChains = process.env.DEVNET_NETWORKS || "1";
+  if (!/^[1-4]$/.test(rawChains)) {
+    process.stderr.write(`DEVNET_NETWORKS must be 1 to 4, got "${rawChains}"\n`);
+    process.exit(2);
+  }
+  const chains = Number(rawChains);
 
   // Signal handlers first: a Ctrl-C during start-up stops the node as soon as it exists.
   let devnet: Devnet | undefined;
+  const further: Devnet[] = [];
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) {
@@ -39,7 +47,7 @@ async function main(): Promise<void> {
     stopping = true;
     if (!devnet) return; // still starting: stopped right after start-up below (or failed)
     process.stdout.write(`\n${signal}: stopping the devnet…\n`);
-    await devnet.stop();
+    await Promise.all([devnet.stop(), ...further.map((chain) => chain.stop())]);
     process.stdout.write("Devnet stopped.\n");
     process.exit(0);
   };
@@ -56,8 +64,13 @@ async function main(): Promise<void> {
     // Alto logs at "warn" and up only: always worth seeing.
     onBundlerOutput: (text) => process.stderr.write(text),
   });
+  // Each further chain has the test tokens and accounts (the same addresses: one deployer, one
+  // nonce sequence), its own chain id, and no bundler or Uniswap.
+  for (let i = 1; i < chains && !stopping; i++) {
+    further.push(await startDevnet({ port: port + i, chainId: 31_337 + i }));
+  }
   if (stopping) {
-    await devnet.stop();
+    await Promise.all([devnet.stop(), ...further.map((chain) => chain.stop())]);
     process.exit(0);
   }
   void devnet.exited.then(({ code, signal }) => {
@@ -82,7 +95,7 @@ async function main(): Promise<void> {
   // tmp + rename so that a reader never sees half a file.
   await mkdir(dataDir, { recursive: true });
   const tmp = `${envFile}.${process.pid}.tmp`;
-  await writeFile(tmp, envFileText(devnet), { mode: 0o600 });
+  await writeFile(tmp, envFileText(devnet, further), { mode: 0o600 });
   await rename(tmp, envFile);
 
   const { tokens, accounts, timings } = devnet;
@@ -116,6 +129,11 @@ async function main(): Promise<void> {
         return `  ${pair.padEnd(11)} ${address}  (fee ${fee}, 1 ${asset} = ${price} USDC, held by the deployer)`;
       }),
       "",
+      ...further.map(
+        (chain, i) =>
+          `  ${furtherNetworkId(i)}    ${chain.rpcUrl} (chain id ${chain.chainId}): the same test tokens and accounts, no bundler or Uniswap`,
+      ),
+      ...(further.length > 0 ? [""] : []),
       `Env file: ${envFile}`,
       "Start the service against it with:",
       "",

@@ -1,6 +1,9 @@
+import { parseEnv } from "node:util";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../../src/config.ts";
 import { type Devnet, startDevnet } from "../../src/devnet/chain.ts";
+import { envFileText } from "../../src/devnet/env-file.ts";
 import { createWorkers, type Workers } from "../../src/workers.ts";
 import {
   bearer,
@@ -69,6 +72,28 @@ describe("live on two chains at once", () => {
   };
 
   const statusOf = async (id: string) => (await api("GET", `/api/v1/payments/${id}`)).body.payment;
+
+  it("configures both chains from the env file `DEVNET_NETWORKS=2 npm run devnet` writes", () => {
+    const config = loadConfig(parseEnv(envFileText(a, [b])));
+    expect(
+      config.networks.live.map(({ id, name, chainId, rpcUrl, tokens }) => ({
+        id,
+        name,
+        chainId,
+        rpcUrl,
+        usdc: tokens.USDC,
+      })),
+    ).toEqual([
+      {
+        id: "default",
+        name: `Chain ${a.chainId}`,
+        chainId: a.chainId,
+        rpcUrl: a.rpcUrl,
+        usdc: a.tokens.USDC,
+      },
+      { id: "devnet-b", name: "Devnet B", chainId: 31_338, rpcUrl: b.rpcUrl, usdc: b.tokens.USDC },
+    ]);
+  });
 
   it("lists both networks, the first the default", async () => {
     const res = await api("GET", "/api/v1/networks");
@@ -177,6 +202,26 @@ describe("live on two chains at once", () => {
     expect(res.body.networks["devnet-a"].eoa.balances.USDC).not.toBe(
       res.body.networks["devnet-b"].eoa.balances.USDC,
     );
+  });
+
+  it("reads an agent's wallet on each network: balances the default's, networks each one's", async () => {
+    const call = async (method: "GET" | "POST", url: string, payload?: Record<string, unknown>) =>
+      (await t.request({ method, url, headers: bearer(ws.liveKey), ...(payload ? { payload } : {}) })).json();
+    const agent = (await call("POST", "/api/agents/create", { name: "Buyer" })).data;
+    const wallet = (
+      await call("POST", "/api/wallets/create", {
+        ownerId: agent.agentId,
+        type: "agent",
+        currencies: ["USDC"],
+      })
+    ).data;
+    await onB.fund(wallet.address, { USDC: "4" });
+    const read = (await call("GET", `/api/wallets/${wallet.walletId}`)).data;
+    expect(read.balances).toEqual({ USDC: "0.00" });
+    expect(read.networks).toEqual({ "devnet-a": { USDC: "0.00" }, "devnet-b": { USDC: "4.00" } });
+    const onNetwork = (await call("GET", `/api/wallets/${wallet.walletId}/balance/USDC?network=devnet-b`))
+      .data;
+    expect(onNetwork).toMatchObject({ network: "devnet-b", balance: "4.00" });
   });
 
   it("keeps devnet-b's payments moving while chain A's node is down; /ready names the network down", async () => {
