@@ -2,7 +2,7 @@ import { parseEnv } from "node:util";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.ts";
-import { type Devnet, startDevnet } from "../../src/devnet/chain.ts";
+import { type Devnet, mine, revert, rpc, snapshot, startDevnet } from "../../src/devnet/chain.ts";
 import { envFileText } from "../../src/devnet/env-file.ts";
 import { createWorkers, type Workers } from "../../src/workers.ts";
 import {
@@ -223,6 +223,40 @@ describe("live on two chains at once", () => {
       .data;
     expect(onNetwork).toMatchObject({ network: "devnet-b", balance: "4.00" });
   });
+
+  it("handles a reorganisation of chain B on B alone: its detection goes back to pending, A's payment completes", async () => {
+    // Chain B mines only on transactions meanwhile, so its payment stays detected (one block of
+    // the two it needs) until the reorganisation removes it.
+    await rpc(b.rpcUrl, "evm_setIntervalMining", [0]);
+    try {
+      const onBPayment = await createPayment({ amount: "9", network: "devnet-b" });
+      const onAPayment = await createPayment({ amount: "9", merchantWallet: randomAddress() });
+      const before = await snapshot(b);
+      await onB.sendUsdc(ws.eoaAddress, 9_000_000n);
+      await until(
+        "the devnet-b payment detected",
+        () => statusOf(onBPayment.payment.id),
+        (payment) => payment.status === "detected",
+      );
+      await revert(b, before);
+      await mine(b, 3);
+      await onA.sendUsdc(ws.eoaAddress, 9_000_000n);
+      const back = await until(
+        "the devnet-b payment back to pending",
+        () => statusOf(onBPayment.payment.id),
+        (payment) => payment.status === "pending",
+      );
+      expect(back.txHash).toBeNull();
+      const paidOnA = await until(
+        "the devnet-a payment forwarded",
+        () => statusOf(onAPayment.payment.id),
+        (payment) => payment.status === "forwarded",
+      );
+      expect(paidOnA.network).toBe("devnet-a");
+    } finally {
+      await rpc(b.rpcUrl, "evm_setIntervalMining", [1000]);
+    }
+  }, 60_000);
 
   it("keeps devnet-b's payments moving while chain A's node is down; /ready names the network down", async () => {
     await a.stop();
