@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.ts";
 import { InvalidRequest } from "../../src/domain/errors.ts";
 import { NetworkDirectory, UnknownNetwork } from "../../src/modules/networks/directory.ts";
+import { due } from "../../src/modules/payments/settlement/settlement-repo.ts";
 import { bearer, createWorkspace, startTestApp, type TestApp } from "../support/app.ts";
 import { pendingPayment } from "../support/refund-pages.ts";
 
@@ -404,6 +405,24 @@ describe("a request's network (D22): the default when absent, refused when the e
     });
     const payment = (await call("GET", ws.testKey, `/api/v1/payments/${pending.id}`)).json().payment;
     expect(payment.status).toBe("pending");
+  });
+
+  it("a network's settlement takes its own confirmed payments only", async () => {
+    const ws = await createWorkspace(t);
+    const onA = await pendingPayment(t, ws, "3000000");
+    const onB = await pendingPayment(t, ws, "4000000");
+    await moveTo("payments", onB, "sandbox-b");
+    await t.database.db
+      .updateTable("payments")
+      .set({ status: "confirmed" })
+      .where("id", "in", [onA, onB])
+      .execute();
+    const dueOn = async (id: string) =>
+      (await due(t.database.db, { environment: "sandbox", id }, "confirmed", 100))
+        .map((row) => row.id)
+        .filter((found) => found === onA || found === onB);
+    expect(await dueOn("sandbox-a")).toEqual([onA]);
+    expect(await dueOn("sandbox-b")).toEqual([onB]);
   });
 
   it("a refund or a return goes back on the network the money arrived on, never another", async () => {

@@ -33,17 +33,17 @@ describe("live on two chains at once", () => {
   let t: TestApp;
   let workers: Workers;
   let ws: CreatedWorkspace;
+  let env: Record<string, string>;
 
   beforeAll(async () => {
     [a, b] = await Promise.all([startDevnet(), startDevnet({ chainId: 31_338 })]);
     onA = devnetClients(a);
     onB = devnetClients(b);
-    t = await startTestApp(
-      liveNetworksEnv([
-        ["devnet-a", a],
-        ["devnet-b", b],
-      ]),
-    );
+    env = liveNetworksEnv([
+      ["devnet-a", a],
+      ["devnet-b", b],
+    ]);
+    t = await startTestApp(env);
     workers = createWorkers(t.app, { dispatcher: { pollIntervalMs: 50 } });
     workers.start();
     ws = await createWorkspace(t);
@@ -124,6 +124,7 @@ describe("live on two chains at once", () => {
       "the devnet-b payment forwarded",
       () => statusOf(created.payment.id),
       (payment) => payment.status === "forwarded",
+      45_000,
     );
     expect(paid.network).toBe("devnet-b");
     const fee = (100_000_000n * FEE_BPS) / 10_000n;
@@ -223,6 +224,50 @@ describe("live on two chains at once", () => {
       .data;
     expect(onNetwork).toMatchObject({ network: "devnet-b", balance: "4.00" });
   });
+
+  it("with a second instance on the database: each network's jobs led once, every payment settled once", async () => {
+    const second = await startTestApp(env, { database: t.database });
+    const secondWorkers = createWorkers(second.app, { dispatcher: { pollIntervalMs: 50 } });
+    secondWorkers.start();
+    try {
+      const merchants = Array.from({ length: 6 }, () => randomAddress());
+      const created = await Promise.all(
+        merchants.map((merchantWallet, i) =>
+          createPayment({
+            amount: `${11 + i}`,
+            merchantWallet,
+            network: i % 2 === 0 ? "devnet-a" : "devnet-b",
+          }),
+        ),
+      );
+      for (const [i, payment] of created.entries()) {
+        await (i % 2 === 0 ? onA : onB).sendUsdc(payment.receivingAddress, BigInt(11 + i) * 1_000_000n);
+      }
+      for (const payment of created) {
+        await until(
+          `payment ${payment.payment.id} forwarded`,
+          () => statusOf(payment.payment.id),
+          (found) => found.status === "forwarded",
+        );
+      }
+      for (const [i, merchant] of merchants.entries()) {
+        const gross = BigInt(11 + i) * 1_000_000n;
+        const [paidOn, other] = i % 2 === 0 ? [onA, onB] : [onB, onA];
+        expect(await paidOn.usdcBalance(merchant)).toBe(gross - (gross * FEE_BPS) / 10_000n);
+        expect(await other.usdcBalance(merchant)).toBe(0n);
+      }
+      const leases = await t.database.db
+        .selectFrom("job_leases")
+        .select(["name"])
+        .where("name", "like", "chain.live%")
+        .orderBy("name")
+        .execute();
+      expect(leases.map((lease) => lease.name)).toEqual(["chain.live", "chain.live.devnet-b"]);
+    } finally {
+      await secondWorkers.stop();
+      await second.close(true);
+    }
+  }, 90_000);
 
   it("handles a reorganisation of chain B on B alone: its detection goes back to pending, A's payment completes", async () => {
     // Chain B mines only on transactions meanwhile, so its payment stays detected (one block of

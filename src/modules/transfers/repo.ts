@@ -132,7 +132,7 @@ export async function recordedOfKind(
     WHERE p.kind = ${kind}
     UNION
     SELECT user_op_hash AS hash FROM payouts
-    WHERE environment = ${on.environment} AND kind = ${kind}
+    WHERE environment = ${on.environment} AND network = ${on.id} AND kind = ${kind}
       AND user_op_hash = ANY(${[...hashes.userOpHashes]}::text[])
   `.execute(db);
   return new Set(rows.rows.map((r) => r.hash.toLowerCase()));

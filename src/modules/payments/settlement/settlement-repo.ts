@@ -1,4 +1,5 @@
 import { type CompiledQuery, sql } from "kysely";
+import type { OnNetwork } from "../../../chain/network.ts";
 import { recordedForPayment } from "../../../chain/sent-transactions.ts";
 import type { Db } from "../../../platform/db/database.ts";
 import type { Fence } from "../../../platform/db/fences.ts";
@@ -18,12 +19,14 @@ export async function lockPayment(trx: Db, paymentId: string): Promise<PaymentRo
 export type DuePayment = PaymentRow & { legs_recorded: boolean };
 
 /** Up to `limit` payments of `environment` in `status` (the one settlement starts from), oldest first. */
-export async function due(db: Db, environment: string, status: string, limit: number): Promise<DuePayment[]> {
+/** The network's payments in `status`, oldest first: a network's settlement settles its own only. */
+export async function due(db: Db, on: OnNetwork, status: string, limit: number): Promise<DuePayment[]> {
   return db
     .selectFrom("payments")
     .selectAll()
     .select(recordedForPayment(sql.ref("payments.id")).as("legs_recorded"))
-    .where("environment", "=", environment)
+    .where("environment", "=", on.environment)
+    .where("network", "=", on.id)
     .where("status", "=", status)
     .orderBy("created_at", "asc")
     .limit(limit)

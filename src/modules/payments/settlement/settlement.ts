@@ -82,12 +82,7 @@ export class Settlement {
 
   /** Settles the confirmed payments; run after the engine's reconcile (the chain job's order). */
   async tick(): Promise<void> {
-    const confirmed = await settlementRepo.due(
-      this.#db,
-      this.#network.environment,
-      SETTLES.from,
-      SETTLE_PER_TICK,
-    );
+    const confirmed = await settlementRepo.due(this.#db, this.#network, SETTLES.from, SETTLE_PER_TICK);
     // Every payment at once: the engine paces a wallet's settlements (transfers/run.ts).
     await Promise.all(
       confirmed.map((payment) =>
