@@ -1,0 +1,220 @@
+import { randomUUID } from "node:crypto";
+import { resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { sql } from "kysely";
+import { erc20Abi, type Hex } from "viem";
+import { type Devnet, startDevnet } from "../src/devnet/chain.ts";
+import { ChainWatcher } from "../src/modules/payments/incoming/chain-watcher.ts";
+import * as repo from "../src/modules/payments/repo.ts";
+import { PeriodicJob } from "../src/platform/jobs/periodic-job.ts";
+import { createWorkspace, type TestApp } from "../test/support/app.ts";
+import { devnetClients } from "../test/support/devnet-clients.ts";
+import { liveNetworksEnv } from "../test/support/devnet-env.ts";
+import { percentile, startAppOn, startLocalPostgres } from "./webhooks.ts";
+
+// Chain watchers of several networks at once (`node bench/chain-watcher-networks.ts [--pg]`, D22):
+// for 1, 2 and 4 devnets, each a network of live with 2,500 pending payments over the same 50
+// workspace EOAs, one watcher job per network ticking every second as the service runs them; 10
+// transfers per network sent at once on every chain, timed from receipt to `detected`. Then, with
+// two networks, the first chain's node stopped: the second's detection, which must not slow.
+
+const WORKSPACES = 50;
+const PAYMENTS_PER_NETWORK = 2_500;
+const TRANSFERS_PER_NETWORK = 10;
+const TICK_INTERVAL_MS = 1_000;
+const GOAL_DETECTION_MS = 1_000;
+
+const log = (message: string) => process.stderr.write(`[bench:chain-watcher-networks] ${message}\n`);
+const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
+const idOf = (i: number) => `devnet-${String.fromCharCode(97 + i)}`;
+
+interface Pending {
+  id: string;
+  to: Hex;
+  amount: bigint;
+}
+
+/** PAYMENTS_PER_NETWORK pending USDC payments on `network`, spread over the workspaces. */
+async function insertPayments(
+  t: TestApp,
+  network: string,
+  eoas: ReadonlyArray<{ id: string; address: Hex }>,
+): Promise<Pending[]> {
+  const now = Date.now();
+  const rows = Array.from({ length: PAYMENTS_PER_NETWORK }, (_, index) => {
+    const ws = eoas[index % eoas.length] as { id: string; address: Hex };
+    const gross = 10_000_000n + BigInt(index) * 1_000n;
+    const fee = (gross * 15n) / 1000n;
+    return repo.newPaymentRow({
+      id: randomUUID(),
+      status: "pending",
+      workspaceId: ws.id,
+      environment: "live",
+      network,
+      paymentMethod: "crypto",
+      paymentProvider: "onchain",
+      tokenSymbol: "USDC",
+      gross,
+      fee,
+      net: gross - fee,
+      merchantWallet: "0x2222222222222222222222222222222222222222",
+      walletType: "eoa",
+      receivingAddress: ws.address,
+      description: null,
+      metadata: {},
+      returnUrl: null,
+      cancelUrl: null,
+      expiresAt: new Date(now + 24 * 3_600_000),
+      createdAt: new Date(now - PAYMENTS_PER_NETWORK + index),
+    });
+  });
+  await t.database.db.transaction().execute(async (trx) => {
+    for (let i = 0; i < rows.length; i += 500)
+      await repo.insertPaymentsQuery(rows.slice(i, i + 500)).execute(trx);
+  });
+  return rows.map((row) => ({
+    id: row.id,
+    to: row.receiving_address as Hex,
+    amount: BigInt(row.gross_amount),
+  }));
+}
+
+/** Receipt → detected of each transfer, sent at once on every chain of `on`. */
+async function detectionTimes(
+  t: TestApp,
+  on: ReadonlyArray<{ devnet: Devnet; pending: Pending[] }>,
+  round: number,
+) {
+  return Promise.all(
+    on.map(async ({ devnet, pending }) => {
+      const { payer, chain } = devnetClients(devnet);
+      const times: number[] = [];
+      for (let i = 0; i < TRANSFERS_PER_NETWORK; i++) {
+        const target = pending[round * TRANSFERS_PER_NETWORK + i] as Pending;
+        await sleep(Math.random() * TICK_INTERVAL_MS); // a random phase against the tick loop
+        const hash = await payer.writeContract({
+          address: devnet.tokens.USDC,
+          abi: erc20Abi,
+          functionName: "transfer",
+          args: [target.to, target.amount],
+          gas: 100_000n,
+        });
+        await chain.waitForTransactionReceipt({ hash, pollingInterval: 10 });
+        const receiptAt = Date.now();
+        for (const deadline = Date.now() + 30_000; ; ) {
+          const row = await t.database.db
+            .selectFrom("payments")
+            .select("detected_at")
+            .where("id", "=", target.id)
+            .executeTakeFirstOrThrow();
+          if (row.detected_at) {
+            times.push(row.detected_at.getTime() - receiptAt);
+            break;
+          }
+          if (Date.now() > deadline) throw new Error(`payment ${target.id} not detected within 30 s`);
+          await sleep(10);
+        }
+      }
+      return times.sort((a, b) => a - b);
+    }),
+  );
+}
+
+export async function benchNetworks(networks: number, databaseUrl: string | undefined) {
+  const devnets: Devnet[] = [];
+  const jobs: PeriodicJob[] = [];
+  let t: TestApp | undefined;
+  try {
+    for (let i = 0; i < networks; i++) devnets.push(await startDevnet({ chainId: 31_337 + i }));
+    t = await startAppOn(
+      databaseUrl,
+      liveNetworksEnv(devnets.map((devnet, i) => [idOf(i), devnet] as const)),
+    );
+    const app = t;
+    const eoas: Array<{ id: string; address: Hex }> = [];
+    for (let i = 0; i < WORKSPACES; i++) {
+      const ws = await createWorkspace(app, { name: `Bench workspace ${i}` });
+      eoas.push({ id: ws.id, address: ws.eoaAddress as Hex });
+    }
+    const on: Array<{ devnet: Devnet; pending: Pending[] }> = [];
+    for (const [i, devnet] of devnets.entries())
+      on.push({ devnet, pending: await insertPayments(app, idOf(i), eoas) });
+    await sql`ANALYZE payments`.execute(app.database.db);
+    // One job per network, as workers.ts runs them: a node that does not answer holds up its own only.
+    for (const chain of app.app.ctx.chains.in("live")) {
+      const watcher = new ChainWatcher(app.database.db, chain.network, app.app.ctx.log, () => new Date(), {
+        pollIntervalMs: TICK_INTERVAL_MS,
+      });
+      const job = new PeriodicJob(app.database.db, app.app.ctx.log, {
+        name: `bench.chain.live.${chain.config.id}`,
+        intervalMs: TICK_INTERVAL_MS,
+        tick: async () => {
+          await watcher.tick().catch(() => undefined); // a stopped node: its ticks fail, logged by the service
+        },
+      });
+      job.start();
+      jobs.push(job);
+    }
+    await sleep(TICK_INTERVAL_MS * 1.5); // each watcher's first tick sets its cursor
+    const all = await detectionTimes(app, on, 0);
+    const result: Record<string, unknown> = {
+      networks,
+      perNetworkMaxMs: all.map((times) => times.at(-1)),
+      p50Ms: percentile(
+        all.flat().sort((a, b) => a - b),
+        50,
+      ),
+      maxMs: Math.max(...all.flat()),
+    };
+    if (networks >= 2) {
+      // The first chain's node stopped: the second network's watcher must not wait for it.
+      await (devnets[0] as Devnet).stop();
+      const [second = []] = await detectionTimes(app, on.slice(1, 2), 1);
+      result.firstDownSecondP50Ms = percentile(second, 50);
+      result.firstDownSecondMaxMs = second.at(-1);
+    }
+    log(JSON.stringify(result));
+    return result;
+  } finally {
+    for (const job of jobs) await job.stop().catch(() => undefined);
+    await t?.close().catch((err: unknown) => log(`app close: ${String(err)}`));
+    await Promise.all(devnets.map((devnet) => devnet.stop().catch(() => undefined)));
+  }
+}
+
+export function networksTable(rows: ReadonlyArray<Record<string, unknown>>, database: string): string {
+  const met = (ms: unknown) => (Number(ms) <= GOAL_DETECTION_MS ? "met" : "**missed**");
+  return [
+    `Chain watchers per network (${database}; ${PAYMENTS_PER_NETWORK.toLocaleString("en-US")} pending payments per network over ${WORKSPACES} workspaces, one job per network ticking every ${TICK_INTERVAL_MS} ms, ${TRANSFERS_PER_NETWORK} transfers per network sent at once on every chain)`,
+    "",
+    "| Networks | Receipt → detected p50 | max (per network) | Goal max | Result | Network 1 stopped: network 2's p50 / max |",
+    "| --: | --: | --: | --: | :-- | --: |",
+    ...rows.map(
+      (r) =>
+        `| ${r.networks} | ${r.p50Ms} ms | ${r.maxMs} ms (${(r.perNetworkMaxMs as number[]).join(", ")}) | ≤ ${GOAL_DETECTION_MS} ms | ${met(r.maxMs)} | ${r.firstDownSecondP50Ms === undefined ? "" : `${r.firstDownSecondP50Ms} / ${r.firstDownSecondMaxMs} ms`} |`,
+    ),
+  ].join("\n");
+}
+
+const isMain = process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url);
+if (isMain) {
+  let stopPostgres: (() => Promise<void>) | undefined;
+  let code = 0;
+  try {
+    let databaseUrl = process.env.DATABASE_URL;
+    if (!databaseUrl && process.argv.includes("--pg")) {
+      const pg = await startLocalPostgres("chain-watcher-networks");
+      stopPostgres = pg.stop;
+      databaseUrl = pg.url;
+    }
+    const rows = [];
+    for (const networks of [1, 2, 4]) rows.push(await benchNetworks(networks, databaseUrl));
+    process.stdout.write(`\n${networksTable(rows, databaseUrl ? "PostgreSQL" : "PGlite")}\n`);
+  } catch (err) {
+    log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    code = 1;
+  } finally {
+    await stopPostgres?.();
+  }
+  process.exit(code);
+}
