@@ -16,8 +16,8 @@ import type { WalletRow, WatchedWallet } from "./repo.ts";
 import * as repo from "./repo.ts";
 
 // Wallet records of agents and users (part 4.17, D8): each is a real key held by the service
-// (encrypted at rest) with a real address; balances come from the environment's network (the
-// simulated ledger in the sandbox), a page of wallets read in one batched round trip.
+// (encrypted at rest) with a real address; balances come from each of the environment's networks
+// (the simulated ledger in the sandbox), a page of wallets read in one batched round trip per network.
 
 export interface BalanceReader {
   balance(address: Hex, token: ChainToken): Promise<bigint>;
