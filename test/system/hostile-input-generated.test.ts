@@ -132,12 +132,16 @@ function baselines(): Record<string, Operation> {
         environment: "sandbox",
         tokenSymbol: "USDC",
         paymentMethod: "crypto",
+        network: "sandbox-a",
         createdFrom: "2024-01-01",
         createdTo: "2100-01-01T00:00:00Z",
         search: "x",
       },
     },
-    "GET /api/v1/payouts/export.csv": { auth: "key", query: { status: "completed", environment: "sandbox" } },
+    "GET /api/v1/payouts/export.csv": {
+      auth: "key",
+      query: { status: "completed", network: "sandbox-a", environment: "sandbox" },
+    },
     "GET /api/v1/payments/{id}": { auth: "key", params: { id: fixtures.paymentId } },
     "POST /api/v1/payments/{id}/cancel": { auth: "key", params: { id: UNKNOWN_UUID } },
     "GET /api/v1/transfers/unmatched": { auth: "key", query: page },
@@ -260,6 +264,7 @@ function baselines(): Record<string, Operation> {
     "GET /api/wallets/{walletId}/balance/{currency}": {
       auth: "key",
       params: { walletId: fixtures.walletId, currency: "ETH" },
+      query: { network: "sandbox-a" },
     },
     "POST /api/wallets/{walletId}/currencies": {
       auth: "key",
