@@ -286,36 +286,47 @@ describe("sandbox payouts with walletType smart_wallet", () => {
   });
 });
 
+/** The balances shown in the sandbox: `shown` on its default network, and the same under `networks` (D22). */
+function onTheLedger(shown: { environment: string; eoa: unknown; smartWallet: unknown }) {
+  return { ...shown, networks: { "sandbox-a": { eoa: shown.eoa, smartWallet: shown.smartWallet } } };
+}
+
 describe("GET /api/v1/wallet/balance with a smart wallet", () => {
   it("lists the smart wallet with its balances next to the EOA", async () => {
     const ws = await newWorkspace();
     const before = await balances(ws);
-    expect(before).toEqual({
-      environment: "sandbox",
-      eoa: { address: ws.eoaAddress, balances: { USDC: "0.00", ETH: "0.00", ADAO: "0.00", DAI: "0.00" } },
-      smartWallet: null,
-    });
+    expect(before).toEqual(
+      onTheLedger({
+        environment: "sandbox",
+        eoa: { address: ws.eoaAddress, balances: { USDC: "0.00", ETH: "0.00", ADAO: "0.00", DAI: "0.00" } },
+        smartWallet: null,
+      }),
+    );
 
     const { smartWallet } = await createSmartWallet(ws);
-    expect(await balances(ws)).toEqual({
-      environment: "sandbox",
-      eoa: { address: ws.eoaAddress, balances: { USDC: "0.00", ETH: "0.00", ADAO: "0.00", DAI: "0.00" } },
-      smartWallet: {
-        address: smartWallet.address,
-        balances: { USDC: "0.00", ETH: "0.00", ADAO: "0.00", DAI: "0.00" },
-      },
-    });
+    expect(await balances(ws)).toEqual(
+      onTheLedger({
+        environment: "sandbox",
+        eoa: { address: ws.eoaAddress, balances: { USDC: "0.00", ETH: "0.00", ADAO: "0.00", DAI: "0.00" } },
+        smartWallet: {
+          address: smartWallet.address,
+          balances: { USDC: "0.00", ETH: "0.00", ADAO: "0.00", DAI: "0.00" },
+        },
+      }),
+    );
 
     await faucet(ws, { tokenSymbol: "USDC", amount: "12.345678", walletType: "smart_wallet" });
     await faucet(ws, { tokenSymbol: "ETH", amount: "0.5", walletType: "smart_wallet" });
     await faucet(ws, { tokenSymbol: "ADAO", amount: "3" });
-    expect(await balances(ws)).toEqual({
-      environment: "sandbox",
-      eoa: { address: ws.eoaAddress, balances: { USDC: "0.00", ETH: "0.00", ADAO: "3.00", DAI: "0.00" } },
-      smartWallet: {
-        address: smartWallet.address,
-        balances: { USDC: "12.345678", ETH: "0.50", ADAO: "0.00", DAI: "0.00" },
-      },
-    });
+    expect(await balances(ws)).toEqual(
+      onTheLedger({
+        environment: "sandbox",
+        eoa: { address: ws.eoaAddress, balances: { USDC: "0.00", ETH: "0.00", ADAO: "3.00", DAI: "0.00" } },
+        smartWallet: {
+          address: smartWallet.address,
+          balances: { USDC: "12.345678", ETH: "0.50", ADAO: "0.00", DAI: "0.00" },
+        },
+      }),
+    );
   });
 });
