@@ -1,7 +1,7 @@
 import type { Chains } from "../chain/chains.ts";
 import { SmartAccounts } from "../chain/evm/smart-accounts.ts";
 import type { SimulatedLedger } from "../chain/simulated/ledger.ts";
-import { SANDBOX_A } from "../chain/simulated/networks.ts";
+import { SIMULATED_NETWORKS } from "../chain/simulated/networks.ts";
 import type { Environment } from "../config.ts";
 import type { Db } from "../platform/db/database.ts";
 import { EoaRail } from "./eoa-rail.ts";
@@ -49,10 +49,11 @@ export function buildRails(
 ): { rails: Rails; smartAccounts: Map<string, SmartAccounts> } {
   const rails = new Rails();
   if (chains.in("sandbox").length === 0) {
-    rails.add("sandbox", SANDBOX_A.id, {
-      eoa: new LedgerRail(ledger),
-      smart_wallet: new LedgerRail(ledger, { smartAccount: true }),
-    });
+    for (const { id } of SIMULATED_NETWORKS)
+      rails.add("sandbox", id, {
+        eoa: new LedgerRail(ledger, id),
+        smart_wallet: new LedgerRail(ledger, id, { smartAccount: true }),
+      });
   }
   const smartAccounts = new Map<string, SmartAccounts>();
   for (const { config, network, sender } of chains.all()) {

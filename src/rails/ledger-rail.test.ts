@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../../test/support/app.ts";
-import type { Hex } from "../chain/network.ts";
+import type { ChainToken, Hex } from "../chain/network.ts";
 import { SANDBOX_FAILURE_ADDRESS, sandboxTxHash } from "../chain/simulated/ledger.ts";
 import { LedgerRail } from "./ledger-rail.ts";
 import { type LedgerContribution, type LedgerRecord, type Move, MoveRefused } from "./rail.ts";
@@ -16,11 +16,13 @@ let rail: LedgerRail;
 
 beforeAll(async () => {
   t = await startTestApp();
-  rail = new LedgerRail(t.app.services.ledger);
+  rail = new LedgerRail(t.app.services.ledger, "sandbox-a");
 });
 afterAll(async () => t.close());
 
 const randomAddress = (): Hex => `0x${randomBytes(20).toString("hex")}`;
+const credit = (address: Hex, token: ChainToken, amount: bigint, network = "sandbox-a") =>
+  t.app.services.ledger.credit({ network, address, token, amount, reference: `test-credit:${randomUUID()}` });
 const signingKey = async (): Promise<Hex> => {
   throw new Error("the ledger signs nothing");
 };
@@ -53,8 +55,10 @@ describe("LedgerRail", () => {
   it("reads balances and funds from the ledger, with no mined nonce", async () => {
     const address = randomAddress();
     expect(await rail.balance(address, "USDC")).toBe(0n);
-    await t.app.services.ledger.credit(address, "USDC", 2_500_000n, `test-credit:${randomUUID()}`);
-    await t.app.services.ledger.credit(address, "ETH", 10n ** 15n, `test-credit:${randomUUID()}`);
+    await credit(address, "USDC", 2_500_000n);
+    await credit(address, "ETH", 10n ** 15n);
+    // Another simulated network's balance is not this rail's.
+    await credit(address, "USDC", 7n, "sandbox-b");
     expect(await rail.balance(address, "USDC")).toBe(2_500_000n);
     // Addresses are the ledger's in lower case: a checksummed spelling reads the same balance.
     const upper: Hex = `0x${address.slice(2).toUpperCase()}`;
@@ -63,6 +67,17 @@ describe("LedgerRail", () => {
       balances: { USDC: 2_500_000n, ETH: 10n ** 15n, DAI: 0n },
       minedNonce: null,
     });
+  });
+
+  it("moves on its own simulated network", async () => {
+    const onB = new LedgerRail(t.app.services.ledger, "sandbox-b");
+    expect(onB.network).toEqual({ environment: "sandbox", id: "sandbox-b" });
+    const address = randomAddress();
+    await credit(address, "USDC", 3n, "sandbox-b");
+    expect([await onB.balance(address, "USDC"), await rail.balance(address, "USDC")]).toEqual([3n, 0n]);
+    const { seen, hooks } = recording({ outcome: "success" });
+    await onB.submit(moveOf({ from: address }), hooks);
+    expect(seen[0]?.transfers.map((transfer) => transfer.network)).toEqual(["sandbox-b"]);
   });
 
   it("is not pipelined, pays no gas, prepares nothing and emits no logs", async () => {
@@ -109,6 +124,7 @@ describe("LedgerRail", () => {
       {
         transfers: [
           {
+            network: "sandbox-a",
             from: move.from,
             to: move.legs[0]?.to,
             token: "USDC",
@@ -175,7 +191,7 @@ describe("LedgerRail", () => {
   });
 
   it("as a smart account's twin, names the user operation of the move", async () => {
-    const smart = new LedgerRail(t.app.services.ledger, { smartAccount: true });
+    const smart = new LedgerRail(t.app.services.ledger, "sandbox-a", { smartAccount: true });
     const { seen, hooks } = recording({ outcome: "success" });
     const move = moveOf();
     const userOpHash = sandboxTxHash(`user-operation:${move.payoutId}`);

@@ -1,6 +1,5 @@
 import type { ChainToken, EventLog, Hex, OnNetwork } from "../chain/network.ts";
 import { type LedgerTransfer, SimulatedLedger, sandboxTxHash } from "../chain/simulated/ledger.ts";
-import { SANDBOX_A } from "../chain/simulated/networks.ts";
 import {
   balancesOf,
   type Move,
@@ -22,19 +21,20 @@ import {
 export class LedgerRail implements Rail {
   // Instant and final: nothing to overlap, and the breaker sees each outcome before the next.
   readonly pipelined = false;
-  /** The simulated network the ledger keeps its balances on: sandbox-a, the sandbox's default. */
-  readonly network: OnNetwork = { environment: "sandbox", id: SANDBOX_A.id };
+  /** The simulated network whose balances the rail moves (sandbox-a or sandbox-b, D22). */
+  readonly network: OnNetwork;
   readonly #ledger: SimulatedLedger;
   readonly #smartAccount: boolean;
 
   /** `smartAccount`: the sandbox twin of a user-operation rail, which also reports a userOpHash. */
-  constructor(ledger: SimulatedLedger, options: { smartAccount?: boolean } = {}) {
+  constructor(ledger: SimulatedLedger, network: string, options: { smartAccount?: boolean } = {}) {
     this.#ledger = ledger;
+    this.network = { environment: "sandbox", id: network };
     this.#smartAccount = options.smartAccount ?? false;
   }
 
   balance(address: Hex, token: ChainToken): Promise<bigint> {
-    return this.#ledger.currentBalance(address, token);
+    return this.#ledger.currentBalance(this.network.id, address, token);
   }
 
   funds(address: Hex, tokens: readonly ChainToken[]): Promise<WalletFunds> {
@@ -72,6 +72,7 @@ export class LedgerRail implements Rail {
     if (move.legs.some((leg) => leg.call)) throw new Error("the simulated ledger moves transfers only");
     const owner = move.payoutId ? `payout:${move.payoutId}` : `payment:${move.paymentId}`;
     const transfers: LedgerTransfer[] = move.legs.map((leg) => ({
+      network: this.network.id,
       from: move.from,
       to: leg.to,
       token: leg.token,

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Hex } from "../../src/chain/network.ts";
+import type { ChainToken, Hex } from "../../src/chain/network.ts";
 import { SANDBOX_FAILURE_ADDRESS, SimulatedLedger, sandboxTxHash } from "../../src/chain/simulated/ledger.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { until } from "../support/poll.ts";
@@ -14,6 +14,8 @@ let t: TestApp;
 let ledger: SimulatedLedger;
 let ref = 0;
 const reference = () => `test:${Date.now()}:${ref++}`;
+const credit = (address: Hex, token: ChainToken, amount: bigint, network = "sandbox-a") =>
+  ledger.credit({ network, address, token, amount, reference: reference() });
 
 beforeAll(async () => {
   t = await startTestApp();
@@ -34,18 +36,20 @@ describe("simulated ledger transfers", () => {
   it("concurrent transfers from one wallet never overdraw it: those that fit succeed, the rest revert", async () => {
     const from = wallet();
     const to = wallet();
-    await ledger.credit(from, "USDC", 10n, reference());
+    await credit(from, "USDC", 10n);
     const refs = Array.from({ length: 5 }, reference);
     const results = await Promise.all(
-      refs.map((r) => ledger.transfer({ from, to, token: "USDC", amount: 3n, reference: r })),
+      refs.map((r) =>
+        ledger.transfer({ network: "sandbox-a", from, to, token: "USDC", amount: 3n, reference: r }),
+      ),
     );
     expect(results.filter((r) => r.status === "success")).toHaveLength(3);
     expect(results.filter((r) => r.status === "reverted").map((r) => "error" in r && r.error)).toEqual([
       "insufficient balance",
       "insufficient balance",
     ]);
-    expect(await ledger.balance(from, "USDC")).toBe(1n);
-    expect(await ledger.balance(to, "USDC")).toBe(9n);
+    expect(await ledger.balance("sandbox-a", from, "USDC")).toBe(1n);
+    expect(await ledger.balance("sandbox-a", to, "USDC")).toBe(9n);
     // Every transfer is recorded once, with its own hash and outcome.
     const recorded = await statuses(refs.map(sandboxTxHash));
     expect(Object.values(recorded).sort()).toEqual(["reverted", "reverted", "success", "success", "success"]);
@@ -54,21 +58,50 @@ describe("simulated ledger transfers", () => {
 
   it("a batch mixing wallets, tokens, the failure address and an empty wallet gives each its own outcome", async () => {
     const [a, b, empty, to] = [wallet(), wallet(), wallet(), wallet()];
-    await ledger.credit(a, "USDC", 5n, reference());
-    await ledger.credit(a, "ETH", 7n, reference());
-    await ledger.credit(b, "USDC", 2n, reference());
+    await credit(a, "USDC", 5n);
+    await credit(a, "ETH", 7n);
+    await credit(b, "USDC", 2n);
     const results = await Promise.all([
-      ledger.transfer({ from: a, to, token: "USDC", amount: 5n, reference: reference() }),
-      ledger.transfer({ from: a, to, token: "ETH", amount: 7n, reference: reference() }),
       ledger.transfer({
+        network: "sandbox-a",
+        from: a,
+        to,
+        token: "USDC",
+        amount: 5n,
+        reference: reference(),
+      }),
+      ledger.transfer({
+        network: "sandbox-a",
+        from: a,
+        to,
+        token: "ETH",
+        amount: 7n,
+        reference: reference(),
+      }),
+      ledger.transfer({
+        network: "sandbox-a",
         from: b,
         to: SANDBOX_FAILURE_ADDRESS as Hex,
         token: "USDC",
         amount: 1n,
         reference: reference(),
       }),
-      ledger.transfer({ from: b, to, token: "USDC", amount: 2n, reference: reference() }),
-      ledger.transfer({ from: empty, to, token: "USDC", amount: 1n, reference: reference() }),
+      ledger.transfer({
+        network: "sandbox-a",
+        from: b,
+        to,
+        token: "USDC",
+        amount: 2n,
+        reference: reference(),
+      }),
+      ledger.transfer({
+        network: "sandbox-a",
+        from: empty,
+        to,
+        token: "USDC",
+        amount: 1n,
+        reference: reference(),
+      }),
     ]);
     expect(results.map((r) => (r.status === "success" ? "success" : r.error))).toEqual([
       "success",
@@ -77,22 +110,23 @@ describe("simulated ledger transfers", () => {
       "success",
       "insufficient balance",
     ]);
-    expect(await ledger.balance(a, "USDC")).toBe(0n);
-    expect(await ledger.balance(a, "ETH")).toBe(0n);
-    expect(await ledger.balance(b, "USDC")).toBe(0n);
-    expect(await ledger.balance(to, "USDC")).toBe(7n);
-    expect(await ledger.balance(to, "ETH")).toBe(7n);
+    expect(await ledger.balance("sandbox-a", a, "USDC")).toBe(0n);
+    expect(await ledger.balance("sandbox-a", a, "ETH")).toBe(0n);
+    expect(await ledger.balance("sandbox-a", b, "USDC")).toBe(0n);
+    expect(await ledger.balance("sandbox-a", to, "USDC")).toBe(7n);
+    expect(await ledger.balance("sandbox-a", to, "ETH")).toBe(7n);
   });
 
   it("two ledgers (two instances) transferring between the same wallets at once neither overdraw nor deadlock", async () => {
     const other = new SimulatedLedger(t.database.db);
     const [x, y] = [wallet(), wallet()];
-    await ledger.credit(x, "USDC", 50n, reference());
-    await ledger.credit(y, "USDC", 50n, reference());
+    await credit(x, "USDC", 50n);
+    await credit(y, "USDC", 50n);
     // Each instance debits both wallets in each of its batches: their locks cross.
     const moves = Array.from({ length: 40 }, (_, i) => {
       const [from, to] = i % 2 === 0 ? [x, y] : [y, x];
       return (i % 4 < 2 ? ledger : other).transfer({
+        network: "sandbox-a",
         from,
         to,
         token: "USDC",
@@ -102,16 +136,18 @@ describe("simulated ledger transfers", () => {
     });
     const results = await Promise.all(moves);
     expect(results.every((r) => r.status === "success")).toBe(true);
-    expect((await ledger.balance(x, "USDC")) + (await ledger.balance(y, "USDC"))).toBe(100n);
-    expect(await ledger.balance(x, "USDC")).toBeGreaterThanOrEqual(0n);
-    expect(await ledger.balance(y, "USDC")).toBeGreaterThanOrEqual(0n);
+    expect(
+      (await ledger.balance("sandbox-a", x, "USDC")) + (await ledger.balance("sandbox-a", y, "USDC")),
+    ).toBe(100n);
+    expect(await ledger.balance("sandbox-a", x, "USDC")).toBeGreaterThanOrEqual(0n);
+    expect(await ledger.balance("sandbox-a", y, "USDC")).toBeGreaterThanOrEqual(0n);
   });
 
   it("a transfer that waits for a wallet's debit lock sees the debit committed meanwhile", async () => {
     // A transfer is one statement, whose own snapshot predates the lock it waits for: the
     // balance must be read after the lock is granted, or it would spend money already gone.
     const [from, to] = [wallet(), wallet()];
-    await ledger.credit(from, "USDC", 10n, reference());
+    await credit(from, "USDC", 10n);
     let release = () => {};
     const held = new Promise<void>((resolve) => {
       release = resolve;
@@ -129,7 +165,14 @@ describe("simulated ledger transfers", () => {
       await held;
     });
     await lockTaken;
-    const transfer = ledger.transfer({ from, to, token: "USDC", amount: 5n, reference: reference() });
+    const transfer = ledger.transfer({
+      network: "sandbox-a",
+      from,
+      to,
+      token: "USDC",
+      amount: 5n,
+      reference: reference(),
+    });
     // On PostgreSQL, polled until the transfer's statement waits for the lock; the embedded
     // database runs one statement at a time, so there the transfer simply queues behind.
     if (process.env.DATABASE_URL)
@@ -151,21 +194,46 @@ describe("simulated ledger transfers", () => {
     await other;
     const result = await transfer;
     expect(result.status === "reverted" && result.error).toBe("insufficient balance");
-    expect(await ledger.balance(from, "USDC")).toBe(2n);
-    expect(await ledger.balance(to, "USDC")).toBe(0n);
+    expect(await ledger.balance("sandbox-a", from, "USDC")).toBe(2n);
+    expect(await ledger.balance("sandbox-a", to, "USDC")).toBe(0n);
+  });
+
+  it("keeps each simulated network's balances apart: money on sandbox-a cannot leave on sandbox-b", async () => {
+    const [from, to] = [wallet(), wallet()];
+    await credit(from, "USDC", 10n, "sandbox-a");
+    await credit(from, "USDC", 4n, "sandbox-b");
+    const onB = (amount: bigint) =>
+      ledger.transfer({ network: "sandbox-b", from, to, token: "USDC", amount, reference: reference() });
+    const tooMuch = await onB(5n);
+    expect(tooMuch.status === "reverted" && tooMuch.error).toBe("insufficient balance");
+    expect((await onB(4n)).status).toBe("success");
+    expect(
+      await Promise.all([
+        ledger.currentBalance("sandbox-a", from, "USDC"),
+        ledger.currentBalance("sandbox-b", from, "USDC"),
+        ledger.currentBalance("sandbox-a", to, "USDC"),
+        ledger.currentBalance("sandbox-b", to, "USDC"),
+      ]),
+    ).toEqual([10n, 0n, 0n, 4n]);
+    const written = await t.database.db
+      .selectFrom("ledger_transactions")
+      .select("network")
+      .where("to_address", "=", to.toLowerCase())
+      .execute();
+    expect(written.map((row) => row.network)).toEqual(["sandbox-b", "sandbox-b"]);
   });
 
   it("reads balances asked for together in one query, each its own", async () => {
     const [p, q, none] = [wallet(), wallet(), wallet()];
-    await ledger.credit(p, "USDC", 11n, reference());
-    await ledger.credit(q, "ADAO", 12n, reference());
+    await credit(p, "USDC", 11n);
+    await credit(q, "ADAO", 12n);
     expect(
       await Promise.all([
-        ledger.currentBalance(p, "USDC"),
-        ledger.currentBalance(q, "ADAO"),
-        ledger.currentBalance(p, "ADAO"),
-        ledger.currentBalance(none, "USDC"),
-        ledger.currentBalance(p.toUpperCase().replace("0X", "0x"), "USDC"),
+        ledger.currentBalance("sandbox-a", p, "USDC"),
+        ledger.currentBalance("sandbox-a", q, "ADAO"),
+        ledger.currentBalance("sandbox-a", p, "ADAO"),
+        ledger.currentBalance("sandbox-a", none, "USDC"),
+        ledger.currentBalance("sandbox-a", p.toUpperCase().replace("0X", "0x"), "USDC"),
       ]),
     ).toEqual([11n, 12n, 0n, 0n, 11n]);
   });

@@ -7,8 +7,8 @@ import { bearer, createWorkspace, startTestApp, type TestApp } from "../support/
 import { pendingPayment } from "../support/refund-pages.ts";
 
 // The networks of each environment (D22): GET /api/v1/networks and the directory a request's
-// `network` is checked against. One network per environment today: the chain the <ENV>_…
-// variables name (id `default`), or the sandbox's simulated network sandbox-a.
+// `network` is checked against: the chains the <ENV>_… variables name (id `default` for the old
+// ones), or the sandbox's simulated networks sandbox-a (its default) and sandbox-b.
 
 const USDC = "0x1000000000000000000000000000000000000001";
 const ADAO = "0x1000000000000000000000000000000000000002";
@@ -42,6 +42,22 @@ const SANDBOX_A = {
   swaps: true,
 };
 
+/** The second simulated network: fixed, documented chain id and token addresses of its own. */
+const SANDBOX_B = {
+  ...SANDBOX_A,
+  id: "sandbox-b",
+  caip2: "eip155:73570002",
+  name: "Sandbox B",
+  chainId: 73_570_002,
+  default: false,
+  tokens: [
+    { symbol: "ETH", address: null, decimals: 18 },
+    { symbol: "USDC", address: "0x29840E9CeDf837FBEEE1cCF1b8F42A64Ce49080A", decimals: 6 },
+    { symbol: "ADAO", address: "0x263B2D76f98d13eF404b770766cc36508aaCe893", decimals: 18 },
+    { symbol: "DAI", address: "0x6ab098F5005887B1e625aB42d84b34eC8fC3BD7C", decimals: 18 },
+  ],
+};
+
 describe("the network directory", () => {
   it("names the old variables' chain `default`, with its CAIP-2 id, tokens and what it offers", () => {
     const directory = new NetworkDirectory(loadConfig({ ...LIVE, LIVE_DAI_ADDRESS: DAI }));
@@ -71,7 +87,7 @@ describe("the network directory", () => {
     expect(directory.list("sandbox")).toEqual({
       environment: "sandbox",
       default: "sandbox-a",
-      networks: [SANDBOX_A],
+      networks: [SANDBOX_A, SANDBOX_B],
     });
   });
 
@@ -113,8 +129,8 @@ describe("the network directory", () => {
       message: "Unknown network",
       details: { network: "polygon" },
     });
-    // sandbox-b is not offered yet: the simulated ledger has one network.
-    expect(() => directory.resolve("sandbox", "sandbox-b")).toThrow(UnknownNetwork);
+    expect(directory.resolve("sandbox", "sandbox-b")).toBe("sandbox-b");
+    expect(() => directory.resolve("sandbox", "sandbox-c")).toThrow(UnknownNetwork);
     // Another environment's network is not this one's.
     expect(() => directory.resolve("sandbox", "default")).toThrow(UnknownNetwork);
     for (const bad of [5, "", ["default"], { id: "default" }]) {
@@ -142,7 +158,11 @@ describe("GET /api/v1/networks", () => {
     const ws = await createWorkspace(t);
     const sandbox = await t.request({ method: "GET", url: "/api/v1/networks", headers: bearer(ws.testKey) });
     expect(sandbox.statusCode, sandbox.body).toBe(200);
-    expect(sandbox.json()).toEqual({ environment: "sandbox", default: "sandbox-a", networks: [SANDBOX_A] });
+    expect(sandbox.json()).toEqual({
+      environment: "sandbox",
+      default: "sandbox-a",
+      networks: [SANDBOX_A, SANDBOX_B],
+    });
 
     const live = await t.request({ method: "GET", url: "/api/v1/networks", headers: bearer(ws.liveKey) });
     expect(live.statusCode, live.body).toBe(200);
@@ -240,9 +260,9 @@ describe("a request's network (D22): the default when absent, refused when the e
     unknown(
       await call("POST", ws.testKey, "/api/v1/sandbox/incoming-transfer", {
         ...credit,
-        network: "sandbox-b",
+        network: "sandbox-c",
       }),
-      "sandbox-b",
+      "sandbox-c",
     );
     const balance = await call("GET", ws.testKey, "/api/v1/wallet/balance");
     expect(balance.json().eoa.balances.USDC).toBe("10.00");

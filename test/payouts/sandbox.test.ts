@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { startTestApp } from "../support/app.ts";
+import { onTheLedger } from "../support/sandbox-balances.ts";
 import {
   eoaBalances,
   faucet,
@@ -33,24 +34,18 @@ describe("sandbox payouts: success", () => {
       tokenSymbol: "USDC",
       walletType: "eoa",
       address: ws.eoaAddress,
+      network: "sandbox-a",
       balance: "100.00",
     });
 
     const before = await get(ws.testKey, "/api/v1/wallet/balance");
-    expect(before.json()).toEqual({
-      environment: "sandbox",
-      eoa: { address: ws.eoaAddress, balances: { USDC: "100.00", ETH: "0.00", ADAO: "0.00", DAI: "0.00" } },
-      smartWallet: null,
-      networks: {
-        "sandbox-a": {
-          eoa: {
-            address: ws.eoaAddress,
-            balances: { USDC: "100.00", ETH: "0.00", ADAO: "0.00", DAI: "0.00" },
-          },
-          smartWallet: null,
-        },
-      },
-    });
+    expect(before.json()).toEqual(
+      onTheLedger({
+        environment: "sandbox",
+        eoa: { address: ws.eoaAddress, balances: { USDC: "100.00", ETH: "0.00", ADAO: "0.00", DAI: "0.00" } },
+        smartWallet: null,
+      }),
+    );
 
     const destination = randomAddress();
     const res = await payout(ws.testKey, {
@@ -77,20 +72,13 @@ describe("sandbox payouts: success", () => {
     });
 
     const after = await get(ws.testKey, "/api/v1/wallet/balance");
-    expect(after.json()).toEqual({
-      environment: "sandbox",
-      eoa: { address: ws.eoaAddress, balances: { USDC: "90.00", ETH: "0.00", ADAO: "0.00", DAI: "0.00" } },
-      smartWallet: null,
-      networks: {
-        "sandbox-a": {
-          eoa: {
-            address: ws.eoaAddress,
-            balances: { USDC: "90.00", ETH: "0.00", ADAO: "0.00", DAI: "0.00" },
-          },
-          smartWallet: null,
-        },
-      },
-    });
+    expect(after.json()).toEqual(
+      onTheLedger({
+        environment: "sandbox",
+        eoa: { address: ws.eoaAddress, balances: { USDC: "90.00", ETH: "0.00", ADAO: "0.00", DAI: "0.00" } },
+        smartWallet: null,
+      }),
+    );
     expect(await ledgerBalance(destination, "USDC")).toBe(10_000_000n);
     const transfers = await ledgerTransfersFrom(ws);
     expect(transfers).toEqual([

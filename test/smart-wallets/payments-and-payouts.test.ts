@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { bearer } from "../support/app.ts";
+import { onTheLedger } from "../support/sandbox-balances.ts";
 import {
   balances,
   createPayment,
@@ -77,6 +78,7 @@ describe("sandbox payouts with walletType smart_wallet", () => {
       tokenSymbol: "USDC",
       walletType: "smart_wallet",
       address: smartWallet.address,
+      network: "sandbox-a",
       balance: "100.00",
     });
     expect(await ledgerUsdc(smartWallet.address)).toBe(100_000_000n);
@@ -164,8 +166,12 @@ describe("sandbox payouts with walletType smart_wallet", () => {
       address: smartWallet.address,
       balances: { USDC: "0.00", ETH: "0.75", ADAO: "37.50", DAI: "0.00" },
     });
-    expect(await t.app.services.ledger.balance(destination, "ETH")).toBe(250_000_000_000_000_000n);
-    expect(await t.app.services.ledger.balance(destination, "ADAO")).toBe(12_500_000_000_000_000_000n);
+    expect(await t.app.services.ledger.balance("sandbox-a", destination, "ETH")).toBe(
+      250_000_000_000_000_000n,
+    );
+    expect(await t.app.services.ledger.balance("sandbox-a", destination, "ADAO")).toBe(
+      12_500_000_000_000_000_000n,
+    );
   });
 
   it("insufficient smart wallet balance → 400 Insufficient balance with the smart wallet's figures, even when the EOA could pay", async () => {
@@ -285,11 +291,6 @@ describe("sandbox payouts with walletType smart_wallet", () => {
     expect(failed[0]?.payload).toMatchObject({ fromAddress: smartWallet.address, failStreak: 1 });
   });
 });
-
-/** The balances shown in the sandbox: `shown` on its default network, and the same under `networks` (D22). */
-function onTheLedger(shown: { environment: string; eoa: unknown; smartWallet: unknown }) {
-  return { ...shown, networks: { "sandbox-a": { eoa: shown.eoa, smartWallet: shown.smartWallet } } };
-}
 
 describe("GET /api/v1/wallet/balance with a smart wallet", () => {
   it("lists the smart wallet with its balances next to the EOA", async () => {

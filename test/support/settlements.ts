@@ -105,7 +105,8 @@ export const splitId = (config: { splits: Json[] }, label: string) => {
   return id;
 };
 
-export const balance = (holder: string, token: ChainToken) => t.app.services.ledger.balance(holder, token);
+export const balance = (holder: string, token: ChainToken, network = "sandbox-a") =>
+  t.app.services.ledger.balance(network, holder, token);
 
 /** The simulated ledger's transaction of this hash: where it credited, what, how much. */
 export async function ledgerTx(txHash: unknown) {

@@ -89,7 +89,8 @@ export async function balances(ws: CreatedWorkspace) {
   return res.json();
 }
 
-export const ledgerUsdc = (address: string) => t.app.services.ledger.balance(address, "USDC");
+export const ledgerUsdc = (address: string, network = "sandbox-a") =>
+  t.app.services.ledger.balance(network, address, "USDC");
 
 // ---------------------------------------------------------------------------------------------
 // Programmatic endpoints (4.13)

@@ -11,10 +11,20 @@ import { type CreatedWorkspace, createWorkspace, type TestApp } from "./app.ts";
 export const randomAddress = () => `0x${randomBytes(20).toString("hex")}`;
 
 /** A new workspace whose sandbox EOA holds `usdc` on the simulated ledger. */
-export async function fundedWorkspace(t: TestApp, usdc: bigint): Promise<CreatedWorkspace> {
+export async function fundedWorkspace(
+  t: TestApp,
+  usdc: bigint,
+  network = "sandbox-a",
+): Promise<CreatedWorkspace> {
   const ws = await createWorkspace(t);
   if (usdc > 0n)
-    await t.app.services.ledger.credit(ws.eoaAddress, "USDC", usdc, `test-credit:${randomUUID()}`);
+    await t.app.services.ledger.credit({
+      network,
+      address: ws.eoaAddress,
+      token: "USDC",
+      amount: usdc,
+      reference: `test-credit:${randomUUID()}`,
+    });
   return ws;
 }
 

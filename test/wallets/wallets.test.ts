@@ -134,12 +134,12 @@ describe("wallets", () => {
       balance: "12.50",
     });
     expect(res.json.data.updatedAt).toMatch(ISO);
-    const named = await call(
+    const namedA = await call(
       ws.testKey,
       "GET",
       `/api/wallets/${wallet.walletId}/balance/USDC?network=sandbox-a`,
     );
-    expect(named.json.data).toMatchObject({ network: "sandbox-a", balance: "12.50" });
+    expect(namedA.json.data).toMatchObject({ network: "sandbox-a", balance: "12.50" });
     const unknown = await call(
       ws.testKey,
       "GET",
@@ -149,10 +149,25 @@ describe("wallets", () => {
       status: 400,
       body: { success: false, error: "Unknown network", network: "base" },
     });
+    // The faucet on sandbox-b credits that network only.
+    const onB = await call(ws.testKey, "POST", "/api/v1/sandbox/faucet", {
+      walletId: wallet.walletId,
+      tokenSymbol: "USDC",
+      amount: "3",
+      network: "sandbox-b",
+    });
+    expect(onB.json).toMatchObject({ network: "sandbox-b", balance: "3.00" });
+    const named = async (network: string) =>
+      (await call(ws.testKey, "GET", `/api/wallets/${wallet.walletId}/balance/USDC?network=${network}`)).json
+        .data;
+    expect(await named("sandbox-b")).toMatchObject({ network: "sandbox-b", balance: "3.00" });
     // Each network's balances under networks (D22); balances stays the default network's.
     const full = await call(ws.testKey, "GET", `/api/wallets/${wallet.walletId}`);
     expect(full.json.data.balances).toEqual({ USDC: "12.50" });
-    expect(full.json.data.networks).toEqual({ "sandbox-a": { USDC: "12.50" } });
+    expect(full.json.data.networks).toEqual({
+      "sandbox-a": { USDC: "12.50" },
+      "sandbox-b": { USDC: "3.00" },
+    });
   });
 
   it("balance of a currency the wallet lacks → 400; of an unknown currency → 400; unknown wallet → 404", async () => {
@@ -412,6 +427,7 @@ describe("wallet.balance.updated from a real USDC transfer on the devnet", () =>
     expect(events[0]?.payload).toEqual({
       walletId: wallet.walletId,
       address: wallet.address,
+      network: "default",
       currency: "USDC",
       balance: "7.25",
       previousBalance: "0.00",

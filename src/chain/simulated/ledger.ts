@@ -5,12 +5,13 @@ import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 import type { ChainToken, Hex } from "../network.ts";
 
-// The sandbox's simulated ledger (D3): append-only entries per address and token in our own
-// database (a balance is their sum, so credits never wait on each other), transfers that debit
+// The sandbox's simulated ledger (D3): append-only entries per network, address and token in our
+// own database (a balance is their sum, so credits never wait on each other), transfers that debit
 // and credit atomically, transaction hashes of the real format derived from a caller's unique
 // reference (the same payout always gets the same hash), and a documented magic destination
 // that makes a transfer fail like an on-chain revert, so the circuit breaker can be exercised
-// without a chain. A product feature, not a test double.
+// without a chain. A product feature, not a test double. Its networks (sandbox-a, sandbox-b: D22,
+// simulated/networks.ts) keep separate balances: money never crosses from one to the other.
 
 /** Payouts to this address fail in the sandbox (an on-chain revert). */
 export const SANDBOX_FAILURE_ADDRESS = "0x000000000000000000000000000000000000dEaD";
@@ -18,6 +19,8 @@ export const SANDBOX_FAILURE_ADDRESS = "0x000000000000000000000000000000000000dE
 type Db = Kysely<DatabaseSchema>;
 
 export interface LedgerTransfer {
+  /** The simulated network it moves on. */
+  network: string;
   from: Hex;
   to: Hex;
   token: ChainToken;
@@ -27,6 +30,7 @@ export interface LedgerTransfer {
 }
 
 export interface LedgerCredit {
+  network: string;
   address: string;
   token: ChainToken;
   amount: bigint;
@@ -70,28 +74,32 @@ export class SimulatedLedger {
   }
 
   /** The balance now, read together with the other balances asked for in this round of I/O. */
-  async currentBalance(address: string, token: ChainToken): Promise<bigint> {
-    return (await this.#balances(`${address.toLowerCase()} ${token}`)) ?? 0n;
+  async currentBalance(network: string, address: string, token: ChainToken): Promise<bigint> {
+    return (await this.#balances(`${network} ${address.toLowerCase()} ${token}`)) ?? 0n;
   }
 
   async #readBalances(keys: readonly string[]): Promise<Map<string, bigint>> {
     // Distinct: a wallet asked for twice must not be joined (and summed) twice.
-    const pairs = [...new Set(keys)].map((key) => key.split(" ") as [string, string]);
-    // A sum per wallet through the (address, token_symbol) index: a join would let the planner
-    // hash the whole table (a busy destination has many entries).
-    const rows = await sql<{ address: string; token_symbol: string; balance: string }>`
-      SELECT w.address, w.token_symbol,
+    const wallets = [...new Set(keys)].map((key) => key.split(" ") as [string, string, string]);
+    const column = (i: 0 | 1 | 2) => wallets.map((w) => w[i]);
+    // A sum per wallet through the (network, address, token_symbol) index: a join would let the
+    // planner hash the whole table (a busy destination has many entries).
+    const rows = await sql<{ network: string; address: string; token_symbol: string; balance: string }>`
+      SELECT w.network, w.address, w.token_symbol,
              (SELECT coalesce(sum(e.amount), 0) FROM ledger_entries e
-              WHERE e.address = w.address AND e.token_symbol = w.token_symbol)::text AS balance
-      FROM unnest(${pairs.map((p) => p[0])}::text[], ${pairs.map((p) => p[1])}::text[]) AS w(address, token_symbol)
+              WHERE e.network = w.network AND e.address = w.address
+                AND e.token_symbol = w.token_symbol)::text AS balance
+      FROM unnest(${column(0)}::text[], ${column(1)}::text[], ${column(2)}::text[])
+           AS w(network, address, token_symbol)
     `.execute(this.#db);
-    return new Map(rows.rows.map((r) => [`${r.address} ${r.token_symbol}`, BigInt(r.balance)]));
+    return new Map(rows.rows.map((r) => [`${r.network} ${r.address} ${r.token_symbol}`, BigInt(r.balance)]));
   }
 
-  async balance(address: string, token: ChainToken, db: Db = this.#db): Promise<bigint> {
+  async balance(network: string, address: string, token: ChainToken, db: Db = this.#db): Promise<bigint> {
     const row = await db
       .selectFrom("ledger_entries")
       .select(sql<string>`coalesce(sum(amount), 0)::text`.as("balance"))
+      .where("network", "=", network)
       .where("address", "=", address.toLowerCase())
       .where("token_symbol", "=", token)
       .executeTakeFirst();
@@ -99,13 +107,8 @@ export class SimulatedLedger {
   }
 
   /** A credit as CTEs (`ledger_credit`, `ledger_tx`, `ledger_entry`) of a caller's larger statement. */
-  static creditCtes(
-    address: string,
-    token: ChainToken,
-    amount: bigint,
-    reference: string,
-  ): RawBuilder<unknown> {
-    return SimulatedLedger.creditsCtes([{ address, token, amount, reference }]);
+  static creditCtes(credit: LedgerCredit): RawBuilder<unknown> {
+    return SimulatedLedger.creditsCtes([credit]);
   }
 
   /** Several credits (at least one) as the CTEs of `creditCtes`. */
@@ -116,39 +119,32 @@ export class SimulatedLedger {
       ledger_credit AS (
         SELECT * FROM unnest(
           ${column((c) => sandboxTxHash(c.reference))}::text[],
+          ${column((c) => c.network)}::text[],
           ${column((c) => c.address.toLowerCase())}::text[],
           ${column((c) => c.token)}::text[],
           ${column((c) => c.amount.toString())}::numeric[],
           ${column((c) => c.reference)}::text[]
-        ) AS c(tx_hash, holder, token_symbol, amount, reference)
+        ) AS c(tx_hash, network, holder, token_symbol, amount, reference)
       ),
       ledger_tx AS (
-        INSERT INTO ledger_transactions (tx_hash, from_address, to_address, token_symbol, amount, status, memo)
-        SELECT tx_hash, NULL, holder, token_symbol, amount, 'success', reference FROM ledger_credit
+        INSERT INTO ledger_transactions (tx_hash, network, from_address, to_address, token_symbol, amount, status, memo)
+        SELECT tx_hash, network, NULL, holder, token_symbol, amount, 'success', reference FROM ledger_credit
       ),
       ledger_entry AS (
-        INSERT INTO ledger_entries (address, token_symbol, amount, tx_hash)
-        SELECT holder, token_symbol, amount, tx_hash FROM ledger_credit
+        INSERT INTO ledger_entries (network, address, token_symbol, amount, tx_hash)
+        SELECT network, holder, token_symbol, amount, tx_hash FROM ledger_credit
       )`;
   }
 
-  /** Adds funds (faucet, sandbox payments received), in one statement; returns the new balance. */
   /** A credit as one statement for another module's transaction (a sandbox swap's proceeds). */
-  creditStatement(address: string, token: ChainToken, amount: bigint, reference: string): CompiledQuery {
-    return sql`WITH ${SimulatedLedger.creditCtes(address, token, amount, reference)} SELECT 1`.compile(
-      this.#db,
-    );
+  creditStatement(credit: LedgerCredit): CompiledQuery {
+    return sql`WITH ${SimulatedLedger.creditCtes(credit)} SELECT 1`.compile(this.#db);
   }
 
-  async credit(
-    address: string,
-    token: ChainToken,
-    amount: bigint,
-    reference: string,
-    db: Db = this.#db,
-  ): Promise<bigint> {
-    await sql`WITH ${SimulatedLedger.creditCtes(address, token, amount, reference)} SELECT 1`.execute(db);
-    return this.balance(address, token, db);
+  /** Adds funds (faucet, sandbox payments received), in one statement; returns the new balance. */
+  async credit(credit: LedgerCredit, db: Db = this.#db): Promise<bigint> {
+    await sql`WITH ${SimulatedLedger.creditCtes(credit)} SELECT 1`.execute(db);
+    return this.balance(credit.network, credit.address, credit.token, db);
   }
 
   /**
@@ -239,6 +235,7 @@ export class SimulatedLedger {
   static decisionCtes(transfers: readonly LedgerTransfer[]): RawBuilder<unknown> {
     const rows = transfers.map((t) => ({
       txHash: sandboxTxHash(t.reference),
+      network: t.network,
       from: t.from.toLowerCase(),
       to: t.to.toLowerCase(),
       token: t.token,
@@ -250,20 +247,22 @@ export class SimulatedLedger {
     return sql`
       transfer_req AS (
         SELECT * FROM unnest(
-          ${column((r) => r.txHash)}::text[], ${column((r) => r.from)}::text[], ${column((r) => r.to)}::text[],
+          ${column((r) => r.txHash)}::text[], ${column((r) => r.network)}::text[],
+          ${column((r) => r.from)}::text[], ${column((r) => r.to)}::text[],
           ${column((r) => r.token)}::text[], ${column((r) => r.amount)}::numeric[],
           ${column((r) => r.reference)}::text[], ${column((r) => r.failing)}::boolean[]
-        ) WITH ORDINALITY AS r(tx_hash, from_address, to_address, token_symbol, amount, memo, failing, pos)
+        ) WITH ORDINALITY AS r(tx_hash, network, from_address, to_address, token_symbol, amount, memo,
+                               failing, pos)
       ),
       transfer_funds AS MATERIALIZED (
-        -- Debits of one wallet and token take turns (credits never wait): ledger_debit_balance
-        -- (migration 013) locks the wallet's debits, then reads its balance with a snapshot that
-        -- sees every debit committed before. Locks are taken in one order, so two statements
-        -- never wait on each other in a circle.
-        SELECT w.from_address AS address, w.token_symbol,
-               ledger_debit_balance(w.from_address, w.token_symbol) AS balance
-        FROM (SELECT DISTINCT from_address, token_symbol FROM transfer_req WHERE NOT failing
-              ORDER BY from_address, token_symbol) w
+        -- Debits of one wallet and token on a network take turns (credits never wait):
+        -- ledger_debit_balance (migrations 013, 035) locks the wallet's debits, then reads its
+        -- balance with a snapshot that sees every debit committed before. Locks are taken in one
+        -- order, so two statements never wait on each other in a circle.
+        SELECT w.network, w.from_address AS address, w.token_symbol,
+               ledger_debit_balance(w.network, w.from_address, w.token_symbol) AS balance
+        FROM (SELECT DISTINCT network, from_address, token_symbol FROM transfer_req WHERE NOT failing
+              ORDER BY network, from_address, token_symbol) w
       ),
       transfer_decided AS (
         SELECT r.*, coalesce(f.balance, 0) AS balance,
@@ -271,7 +270,8 @@ export class SimulatedLedger {
                     WHEN coalesce(f.balance, 0) >= r.amount THEN 'success'
                     ELSE 'insufficient' END AS outcome
         FROM transfer_req r
-        LEFT JOIN transfer_funds f ON f.address = r.from_address AND f.token_symbol = r.token_symbol
+        LEFT JOIN transfer_funds f
+          ON f.network = r.network AND f.address = r.from_address AND f.token_symbol = r.token_symbol
       )`;
   }
 
@@ -283,15 +283,15 @@ export class SimulatedLedger {
     const from = sql.table(source);
     return sql`
       transfer_entries AS (
-        INSERT INTO ledger_entries (address, token_symbol, amount, tx_hash)
-        SELECT x.address, d.token_symbol, x.amount, d.tx_hash
+        INSERT INTO ledger_entries (network, address, token_symbol, amount, tx_hash)
+        SELECT d.network, x.address, d.token_symbol, x.amount, d.tx_hash
         FROM ${from} d
         CROSS JOIN LATERAL (VALUES (d.from_address, -d.amount), (d.to_address, d.amount)) AS x(address, amount)
         WHERE d.outcome = 'success'
       ),
       transfer_recorded AS (
-        INSERT INTO ledger_transactions (tx_hash, from_address, to_address, token_symbol, amount, status, memo)
-        SELECT tx_hash, from_address, to_address, token_symbol, amount,
+        INSERT INTO ledger_transactions (tx_hash, network, from_address, to_address, token_symbol, amount, status, memo)
+        SELECT tx_hash, network, from_address, to_address, token_symbol, amount,
                CASE WHEN outcome = 'success' THEN 'success' ELSE 'reverted' END, memo
         FROM ${from} ORDER BY pos
       )`;
@@ -312,9 +312,9 @@ export class SimulatedLedger {
   }
 }
 
-/** The advisory lock that serializes a wallet's debits of one token. */
+/** What serializes a wallet's debits of one token on one network (one debit per round). */
 function debitLock(transfer: LedgerTransfer): string {
-  return `ledger:${transfer.from.toLowerCase()}:${transfer.token}`;
+  return `${transfer.network}:${transfer.from.toLowerCase()}:${transfer.token}`;
 }
 
 function asError(err: unknown): Error {

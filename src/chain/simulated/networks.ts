@@ -25,7 +25,7 @@ export const SANDBOX_A: SimulatedNetwork = {
   },
 };
 
-/** sandbox-b: the second simulated network. */
+/** sandbox-b: the second simulated network, with balances of its own. */
 export const SANDBOX_B: SimulatedNetwork = {
   id: "sandbox-b",
   chainId: 73_570_002,
@@ -36,3 +36,6 @@ export const SANDBOX_B: SimulatedNetwork = {
     DAI: "0x6ab098F5005887B1e625aB42d84b34eC8fC3BD7C",
   },
 };
+
+/** The sandbox's simulated networks, its default (sandbox-a) first. */
+export const SIMULATED_NETWORKS: readonly SimulatedNetwork[] = [SANDBOX_A, SANDBOX_B];

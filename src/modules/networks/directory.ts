@@ -1,5 +1,5 @@
 import type { Hex } from "../../chain/network.ts";
-import { SANDBOX_A, type SimulatedNetwork } from "../../chain/simulated/networks.ts";
+import { SIMULATED_NETWORKS, type SimulatedNetwork } from "../../chain/simulated/networks.ts";
 import { type Config, ENVIRONMENTS, type Environment, type NetworkConfig } from "../../config.ts";
 import { InvalidRequest } from "../../domain/errors.ts";
 import { CHAIN_TOKENS, type ChainToken, NATIVE_TOKEN, TOKEN_DECIMALS } from "../../domain/money.ts";
@@ -7,7 +7,7 @@ import { isPlainObject } from "../../domain/validation.ts";
 
 // Which networks each environment has (D22), as the API lists them and as a request's `network`
 // is checked against: the chains the configuration names, or, in a sandbox without one, its
-// simulated network. Built once from the configuration; nothing here reaches a node.
+// simulated networks (sandbox-a, the default, and sandbox-b). Built once from the configuration; nothing here reaches a node.
 
 export interface NetworkToken {
   symbol: ChainToken;
@@ -98,7 +98,7 @@ export class NetworkDirectory {
     const listed = (environment: Environment): Omit<NetworkListing, "default">[] => {
       const chains = config.networks[environment];
       if (chains.length > 0) return chains.map(chainListing);
-      return environment === "sandbox" ? [simulatedListing(SANDBOX_A)] : [];
+      return environment === "sandbox" ? SIMULATED_NETWORKS.map(simulatedListing) : [];
     };
     const environments = {} as Record<Environment, EnvironmentNetworks>;
     for (const environment of ENVIRONMENTS) {

@@ -155,7 +155,10 @@ export class OnrampService {
     const now = this.#ctx.now();
     const clientSecret = `cos_sandbox_${id.replaceAll("-", "")}_secret`;
     const row = await this.#ctx.db.transaction().execute(async (trx) => {
-      await this.#ledger.credit(wallet.from, currency, amounts.units, reference, trx);
+      await this.#ledger.credit(
+        { network, address: wallet.from, token: currency, amount: amounts.units, reference },
+        trx,
+      );
       const created = await repo.insertSession(trx, {
         id,
         scope,

@@ -206,7 +206,7 @@ export class PaymentCreation {
     checkout: Checkout | undefined,
     now: Date,
   ): Promise<Built> {
-    const { request, receivingAddress } = decided;
+    const { request, receivingAddress, network } = decided;
     const completed = principal.environment === "live" ? null : transition("pending", "sandbox_completed");
     const id = checkout?.paymentId ?? randomUUID();
     const crypto = request.paymentMethod === "crypto" && receivingAddress ? receivingAddress : null;
@@ -214,8 +214,8 @@ export class PaymentCreation {
     const splitSnapshot = crypto ? await this.#splits.snapshot(principal) : null;
     const token = request.tokenSymbol as ChainToken;
     const sandbox =
-      completed?.ok && crypto
-        ? sandboxSettlement({ id, net: request.net, token, splitSnapshot, wallet: crypto }, now)
+      completed?.ok && crypto && network !== null
+        ? sandboxSettlement({ id, network, net: request.net, token, splitSnapshot, wallet: crypto }, now)
         : null;
     const row = repo.newPaymentRow({
       ...newPayment(principal, decided, now),

@@ -13,7 +13,15 @@ export interface SandboxSettlement {
 }
 
 export function sandboxSettlement(
-  payment: { id: string; net: bigint; token: ChainToken; splitSnapshot: SplitShare[] | null; wallet: string },
+  payment: {
+    id: string;
+    /** The simulated network it is paid on. */
+    network: string;
+    net: bigint;
+    token: ChainToken;
+    splitSnapshot: SplitShare[] | null;
+    wallet: string;
+  },
   at: Date,
 ): SandboxSettlement {
   const carved = carveSettlement({
@@ -23,7 +31,7 @@ export function sandboxSettlement(
   const credits: LedgerCredit[] = [];
   const credit = (address: string, amount: bigint, reference: string): string | null => {
     if (amount === 0n) return null;
-    credits.push({ address, token: payment.token, amount, reference });
+    credits.push({ network: payment.network, address, token: payment.token, amount, reference });
     return sandboxTxHash(reference);
   };
   const txRef = credit(payment.wallet, carved.merchant, `payment:${payment.id}`);

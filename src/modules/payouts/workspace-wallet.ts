@@ -104,9 +104,10 @@ export class WorkspaceWalletService {
     if (principal.environment !== "sandbox")
       throw forbidden("The faucet exists only in the sandbox: use a svc_test_ key");
     const input = (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
-    // The faucet credits the simulated ledger, the sandbox's one network so far.
-    this.#ctx.directory.resolveIn(principal.environment, input);
-    if (input.walletId !== undefined) return this.#faucetToAgentWallet(principal, input);
+    // The faucet credits the simulated ledger's network the request names (D22), else sandbox-a.
+    const network = this.#ctx.directory.resolveIn(principal.environment, input);
+    if (network === null) throw new Error("the sandbox always has a network");
+    if (input.walletId !== undefined) return this.#faucetToAgentWallet(principal, network, input);
     const credit = validateSandboxCredit(input);
     if (!credit.ok) throw badRequest(credit.message);
     const { token, amount, walletType } = credit.value;
@@ -116,15 +117,22 @@ export class WorkspaceWalletService {
       throw badRequest(
         "No smart wallet for this workspace: create one with POST /api/v1/workspaces/{id}/smart-wallet",
       );
-    const balance = await this.#ledger.credit(address, token, amount, `faucet:${crypto.randomUUID()}`);
-    return { tokenSymbol: token, walletType, address, balance: formatAmount(balance, TOKEN_DECIMALS[token]) };
+    const reference = `faucet:${crypto.randomUUID()}`;
+    const balance = await this.#ledger.credit({ network, address, token, amount, reference });
+    return {
+      tokenSymbol: token,
+      walletType,
+      address,
+      network,
+      balance: formatAmount(balance, TOKEN_DECIMALS[token]),
+    };
   }
 
   /**
    * The faucet also credits an agent or user wallet (`walletId`): its balance change is reported
    * as wallet.balance.updated, written with the credit in one transaction.
    */
-  async #faucetToAgentWallet(principal: Tenant, input: Record<string, unknown>) {
+  async #faucetToAgentWallet(principal: Tenant, network: string, input: Record<string, unknown>) {
     const token = input.tokenSymbol;
     if (!isWalletCurrency(token)) throw badRequest("Invalid token symbol");
     const decimals = TOKEN_DECIMALS[token];
@@ -133,12 +141,10 @@ export class WorkspaceWalletService {
     const wallet = await this.#agentWallets.find(principal, input.walletId);
     if (!wallet.currencies.includes(token)) throw badRequest(`This wallet does not hold ${token}`);
     const balance = await this.#ctx.db.transaction().execute(async (trx) => {
-      const previous = await this.#ledger.balance(wallet.address, token, trx);
+      const previous = await this.#ledger.balance(network, wallet.address, token, trx);
+      const reference = `faucet:${crypto.randomUUID()}`;
       const next = await this.#ledger.credit(
-        wallet.address,
-        token,
-        amount,
-        `faucet:${crypto.randomUUID()}`,
+        { network, address: wallet.address, token, amount, reference },
         trx,
       );
       await recordEvents(trx, [
@@ -149,6 +155,7 @@ export class WorkspaceWalletService {
           payload: {
             walletId: wallet.id,
             address: wallet.address,
+            network,
             currency: token,
             balance: formatAmount(next, decimals),
             previousBalance: formatAmount(previous, decimals),
@@ -162,6 +169,7 @@ export class WorkspaceWalletService {
       tokenSymbol: token,
       walletId: wallet.id,
       address: wallet.address,
+      network,
       balance: formatAmount(balance, decimals),
     };
   }

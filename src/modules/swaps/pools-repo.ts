@@ -4,8 +4,8 @@ import type { Db } from "../../platform/db/database.ts";
 import type { Fence } from "../../platform/db/fences.ts";
 import type { Scope } from "./venue.ts";
 
-// The SQL of the sandbox's swap pools (sandbox_swap_pools): one row per workspace and pair, made
-// at its first trade, moved by a compare-and-set in the transaction that records the swap.
+// The SQL of the sandbox's swap pools (sandbox_swap_pools): one row per workspace, simulated
+// network and pair, made at its first trade, moved by a compare-and-set in the transaction that records the swap.
 
 export interface Reserves {
   baseReserve: bigint;
@@ -13,11 +13,17 @@ export interface Reserves {
 }
 
 /** The pool's reserves now, or undefined before the workspace's first trade of the pair. */
-export async function readReserves(db: Db, scope: Scope, pair: SandboxPair): Promise<Reserves | undefined> {
+export async function readReserves(
+  db: Db,
+  scope: Scope,
+  network: string,
+  pair: SandboxPair,
+): Promise<Reserves | undefined> {
   const row = await db
     .selectFrom("sandbox_swap_pools")
     .select(["base_reserve", "quote_reserve"])
     .where("workspace_id", "=", scope.workspaceId)
+    .where("network", "=", network)
     .where("pair", "=", pair)
     .executeTakeFirst();
   return row && { baseReserve: BigInt(row.base_reserve), quoteReserve: BigInt(row.quote_reserve) };
@@ -34,6 +40,7 @@ export const POOL_FENCE = "pool";
 export function tradeFences(
   db: Db,
   scope: Scope,
+  network: string,
   pair: SandboxPair,
   trade: { initial: Reserves; seen: Reserves; delta: Reserves },
 ): Fence[] {
@@ -41,6 +48,7 @@ export function tradeFences(
     .insertInto("sandbox_swap_pools")
     .values({
       workspace_id: scope.workspaceId,
+      network,
       pair,
       base_reserve: trade.initial.baseReserve.toString(),
       quote_reserve: trade.initial.quoteReserve.toString(),
@@ -54,6 +62,7 @@ export function tradeFences(
       quote_reserve: sql<string>`quote_reserve + ${trade.delta.quoteReserve.toString()}::numeric`,
     })
     .where("workspace_id", "=", scope.workspaceId)
+    .where("network", "=", network)
     .where("pair", "=", pair)
     .where("base_reserve", "=", trade.seen.baseReserve.toString())
     .where("quote_reserve", "=", trade.seen.quoteReserve.toString())

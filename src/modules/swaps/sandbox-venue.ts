@@ -1,7 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Hex } from "../../chain/network.ts";
 import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
-import { SANDBOX_A } from "../../chain/simulated/networks.ts";
 import {
   amountInGivenOut,
   amountOutGivenIn,
@@ -19,20 +18,21 @@ import type { PlannedSwap, Scope, SwapAsk, SwapPlan, SwapVenue, VenueQuote } fro
 import { PoolMoved } from "./venue.ts";
 
 // The sandbox's swaps (D16) against constant-product pools on the simulated ledger: one set of
-// pools per workspace (no tenant sees another's trades in its prices), starting from the reserves
+// pools per workspace and simulated network (D22) (no tenant sees another's trades in its prices), starting from the reserves
 // in SANDBOX_POOLS (docs/api.md), fee 0.3%. What a swap sells goes to the pool's ledger address as
 // a transfer of the payout operation; what it buys is credited to the wallet, and the reserves
 // move, in the transaction that records that transfer, under the pool's row lock.
 
 export class SandboxVenue implements SwapVenue {
-  /** The ledger's network, as its rail's (rails/ledger-rail.ts). */
-  readonly network = SANDBOX_A.id;
+  /** The ledger's network it trades on, as its rail's (rails/ledger-rail.ts). */
+  readonly network: string;
   readonly #db: Db;
   readonly #ledger: SimulatedLedger;
 
-  constructor(db: Db, ledger: SimulatedLedger) {
+  constructor(db: Db, ledger: SimulatedLedger, network: string) {
     this.#db = db;
     this.#ledger = ledger;
+    this.network = network;
   }
 
   async quote(scope: Scope, ask: SwapAsk): Promise<VenueQuote | null> {
@@ -72,19 +72,20 @@ export class SandboxVenue implements SwapVenue {
       known: { sold, bought },
       // The trade is the one planned only if nobody traded against the pool meanwhile.
       fences: [
-        ...pools.tradeFences(this.#db, scope, found.pair, {
+        ...pools.tradeFences(this.#db, scope, this.network, found.pair, {
           initial: SANDBOX_POOLS[found.pair],
           seen,
           delta: { baseReserve: baseIn, quoteReserve: quoteIn },
         }),
         {
           name: "bought",
-          statement: this.#ledger.creditStatement(
-            swap.wallet.from,
-            swap.ask.buy,
-            bought,
-            `swap:${swap.id}:bought`,
-          ),
+          statement: this.#ledger.creditStatement({
+            network: this.network,
+            address: swap.wallet.from,
+            token: swap.ask.buy,
+            amount: bought,
+            reference: `swap:${swap.id}:bought`,
+          }),
           required: false,
         },
       ],
@@ -97,7 +98,7 @@ export class SandboxVenue implements SwapVenue {
 
   /** The pool's reserves, SANDBOX_POOLS' before the workspace's first trade of the pair. */
   async #reserves(db: Db, scope: Scope, pair: SandboxPair): Promise<Reserves> {
-    return (await pools.readReserves(db, scope, pair)) ?? SANDBOX_POOLS[pair];
+    return (await pools.readReserves(db, scope, this.network, pair)) ?? SANDBOX_POOLS[pair];
   }
 }
 

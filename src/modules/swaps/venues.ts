@@ -1,5 +1,6 @@
 import { UniswapV3 } from "../../chain/evm/uniswap.ts";
 import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
+import { SIMULATED_NETWORKS } from "../../chain/simulated/networks.ts";
 import { type Config, ENVIRONMENTS, type Environment } from "../../config.ts";
 import type { Db } from "../../platform/db/database.ts";
 import { SandboxVenue } from "./sandbox-venue.ts";
@@ -14,13 +15,13 @@ export const venueKey = (environment: Environment, network: string): string => `
 /**
  * Each network's swap venue, as its rails are chosen (rails/index.ts): a network trades on its
  * Uniswap v3 contracts when they are configured (none: 503); the sandbox without a network trades
- * on the simulated ledger's pools.
+ * on the simulated ledger's pools of each simulated network.
  */
 export function buildSwapVenues(config: Config, db: Db, ledger: SimulatedLedger): SwapVenues {
   const venues = new Map<string, SwapVenue>();
   if (config.networks.sandbox.length === 0) {
-    const sandbox = new SandboxVenue(db, ledger);
-    venues.set(venueKey("sandbox", sandbox.network), sandbox);
+    for (const { id } of SIMULATED_NETWORKS)
+      venues.set(venueKey("sandbox", id), new SandboxVenue(db, ledger, id));
   }
   for (const environment of ENVIRONMENTS) {
     for (const network of config.networks[environment]) {

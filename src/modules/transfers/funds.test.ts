@@ -123,7 +123,7 @@ describe("recordIfFunded on the sandbox ledger rail", () => {
     });
     expect(row?.lease_expires_at).not.toBeNull();
     expect(await rowOf(transfer.id)).toEqual(row);
-    expect(await t.app.services.ledger.balance(ws.eoaAddress, "USDC")).toBe(5_000_000n);
+    expect(await t.app.services.ledger.balance("sandbox-a", ws.eoaAddress, "USDC")).toBe(5_000_000n);
   });
 
   it("throws InsufficientBalance with available and requested, and records nothing", async () => {
@@ -308,6 +308,7 @@ describe("recordIfFunded on the sandbox ledger rail", () => {
     ).catch((err: unknown) => err);
     // Meanwhile the first one completes: its money leaves the wallet and its row is completed.
     await t.app.services.ledger.transfer({
+      network: "sandbox-a",
       from: ws.eoaAddress as Hex,
       to: first.destinationAddress as Hex,
       token: "USDC",
@@ -322,7 +323,7 @@ describe("recordIfFunded on the sandbox ledger rail", () => {
     expect(reads).toBe(0); // nothing is read while another check holds the turn
     release();
     await held;
-    expect(await t.app.services.ledger.balance(ws.eoaAddress, "USDC")).toBe(1_000_000n);
+    expect(await t.app.services.ledger.balance("sandbox-a", ws.eoaAddress, "USDC")).toBe(1_000_000n);
     // 1 USDC left: a second transfer of 2 must be refused, on one read of the balance.
     expect(await second).toBeInstanceOf(InsufficientBalance);
     expect(reads).toBe(1);

@@ -43,7 +43,7 @@ function orderOf(ws: CreatedWorkspace, amount: bigint, extra: Partial<TransferOr
 }
 
 const run = (order: TransferOrder) => t.app.services.transfers.run(order);
-const balance = (address: string) => t.app.services.ledger.balance(address, "USDC");
+const balance = (address: string) => t.app.services.ledger.balance("sandbox-a", address, "USDC");
 const rowOf = (id: string) =>
   t.database.db.selectFrom("payouts").selectAll().where("id", "=", id).executeTakeFirst();
 const rowsOf = (ws: CreatedWorkspace) =>

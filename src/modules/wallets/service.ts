@@ -1,7 +1,7 @@
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import type { ChainToken, Hex } from "../../chain/network.ts";
 import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
-import { SANDBOX_A } from "../../chain/simulated/networks.ts";
+import { SIMULATED_NETWORKS } from "../../chain/simulated/networks.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { badRequest, notFound } from "../../domain/errors.ts";
@@ -44,13 +44,16 @@ export class AgentWalletsService {
 
   /**
    * The balance reader of each of the environment's networks, its default first (D22): its
-   * chains, or the sandbox's ledger (`sandbox-a`); none in live without a chain.
+   * chains, or the sandbox's ledger networks (`sandbox-a`, `sandbox-b`); none in live without a chain.
    */
   #readers(environment: Environment): Array<[network: string, reader: BalanceReader]> {
     const chains = this.#ctx.chains.in(environment);
     if (chains.length > 0) return chains.map((chain) => [chain.config.id, chain.network]);
     if (environment === "sandbox")
-      return [[SANDBOX_A.id, { balance: (address, token) => this.#ledger.balance(address, token) }]];
+      return SIMULATED_NETWORKS.map(({ id }) => [
+        id,
+        { balance: (address, token) => this.#ledger.balance(id, address, token) },
+      ]);
     throw badRequest("Live network is not configured: balances are unavailable");
   }
 

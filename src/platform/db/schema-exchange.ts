@@ -61,6 +61,8 @@ export interface SwapsTable {
 
 export interface SandboxSwapPoolsTable {
   workspace_id: string;
+  /** The simulated network the pool trades on (D22). */
+  network: string;
   pair: string;
   base_reserve: Units;
   quote_reserve: Units;

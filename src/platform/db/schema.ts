@@ -311,6 +311,8 @@ export interface PayoutBreakersTable {
 
 export interface LedgerEntriesTable {
   id: Generated<string>;
+  /** The simulated network (D22); the column's default is for the previous release's writes only. */
+  network: string;
   address: string;
   token_symbol: string;
   /** Signed: credits positive, debits negative. */
@@ -321,6 +323,7 @@ export interface LedgerEntriesTable {
 
 export interface LedgerTransactionsTable {
   tx_hash: string;
+  network: string;
   from_address: string | null;
   to_address: string;
   token_symbol: string;

@@ -296,7 +296,7 @@ export class UnmatchedInbox {
       );
     const reference = `incoming:${crypto.randomUUID()}`;
     const row = await sql<unmatchedRepo.UnmatchedRow>`
-      WITH ${SimulatedLedger.creditCtes(to, token, amount, reference)},
+      WITH ${SimulatedLedger.creditCtes({ network, address: to, token, amount, reference })},
       inbox AS (${unmatchedRepo.insertUnmatchedQuery({
         workspaceId: tenant.workspaceId,
         environment: tenant.environment,

@@ -299,6 +299,7 @@ export class ChainWatcher {
         payload: {
           walletId: wallet.id,
           address: wallet.address,
+          network: this.#network.id,
           currency: transfer.token,
           balance: formatAmount(balance, decimals),
           previousBalance: formatAmount(balance - transfer.amount, decimals),
