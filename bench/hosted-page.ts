@@ -157,6 +157,7 @@ export async function benchHostedPage(): Promise<HostedPageFigures> {
     if (!live) throw new Error("no live network configured");
     const tokens: Record<string, string | undefined> = live.tokens;
     const publicPayment = toPublicPayment(row, {
+      id: live.id,
       chainId: live.chainId,
       name: live.name,
       tokenAddress: (symbol) => tokens[symbol] ?? null,

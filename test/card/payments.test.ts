@@ -350,6 +350,7 @@ describe("POST /api/v1/payments — live card", () => {
           last_payment_error: null,
           split_snapshot: null,
           settlement: null,
+          networks: null,
         })
         .execute(),
     ).rejects.toThrow(/unique constraint "payments_card_checkout_session"/);

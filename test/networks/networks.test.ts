@@ -243,6 +243,34 @@ describe("a request's network (D22): the default when absent, refused when the e
     expect(listed.json().total).toBe(3);
   });
 
+  it("a sandbox payment payable on both simulated networks names its address on each and completes on the first", async () => {
+    const ws = await createWorkspace(t);
+    const res = await call("POST", ws.testKey, "/api/v1/payments", {
+      ...crypto,
+      networks: ["sandbox-b", "sandbox-a"],
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    const body = res.json();
+    expect(body.receivingAddresses).toEqual({ "sandbox-b": ws.eoaAddress, "sandbox-a": ws.eoaAddress });
+    expect(body.receivingAddress).toBe(ws.eoaAddress);
+    expect(body.payment).toMatchObject({
+      status: "forwarded",
+      network: "sandbox-b",
+      networks: ["sandbox-b", "sandbox-a"],
+    });
+    // Its money is on sandbox-b, where it completed (D5: a sandbox payment completes at creation).
+    const balance = (await call("GET", ws.testKey, "/api/v1/wallet/balance")).json();
+    expect(balance.networks["sandbox-b"].eoa.balances.USDC).toBe("4.925");
+    expect(balance.networks["sandbox-a"].eoa.balances.USDC).toBe("0.00");
+    const read = (await call("GET", ws.testKey, `/api/v1/payments/${body.payment.id}`)).json().payment;
+    expect(read.networks).toEqual(["sandbox-b", "sandbox-a"]);
+    // A payment of one network shows no list.
+    const single = (await call("POST", ws.testKey, "/api/v1/payments", crypto)).json();
+    expect(single.payment.network).toBe("sandbox-a");
+    expect("networks" in single.payment).toBe(false);
+    expect("receivingAddresses" in single).toBe(false);
+  });
+
   it("payouts, the faucet and incoming transfers: another network → 400 and nothing moves", async () => {
     const ws = await createWorkspace(t);
     const credit = { tokenSymbol: "USDC", amount: "10" };

@@ -15,12 +15,15 @@ import {
 import { type DevnetClients, devnetClients } from "../support/devnet-clients.ts";
 import { liveNetworksEnv } from "../support/devnet-env.ts";
 import { until } from "../support/poll.ts";
+import { startRpcProxy } from "../support/rpc-proxy.ts";
 
 // One live environment on two chains at once (D22): two devnets with their own chain ids, each a
 // network of live (`devnet-a` the default, `devnet-b`), each with its own watcher, settlement and
 // sender. A payment, a payout and a balance name their network and move money on that chain
 // only; a transfer on the other chain never pays it; a chain whose node is down stops none of the
-// other's work, and /ready names it.
+// other's work, and /ready names it. The service reaches chain A through a proxy that can cut it
+// off (the node unreachable, as a crashed or partitioned node looks to the service) while the
+// chain itself goes on, so its backlog is there to detect once it answers again.
 
 const randomAddress = () => privateKeyToAccount(generatePrivateKey()).address;
 const FEE_BPS = 150n;
@@ -34,13 +37,17 @@ describe("live on two chains at once", () => {
   let workers: Workers;
   let ws: CreatedWorkspace;
   let env: Record<string, string>;
+  let proxyA: Awaited<ReturnType<typeof startRpcProxy>>;
+  /** Chain A's node cut off from the service. */
+  let aDown = false;
 
   beforeAll(async () => {
     [a, b] = await Promise.all([startDevnet(), startDevnet({ chainId: 31_338 })]);
     onA = devnetClients(a);
     onB = devnetClients(b);
+    proxyA = await startRpcProxy(a.rpcUrl, async () => (aDown ? "drop" : undefined));
     env = liveNetworksEnv([
-      ["devnet-a", a],
+      ["devnet-a", { ...a, rpcUrl: proxyA.url }],
       ["devnet-b", b],
     ]);
     t = await startTestApp(env);
@@ -52,6 +59,7 @@ describe("live on two chains at once", () => {
   afterAll(async () => {
     await workers?.stop();
     await t?.close();
+    await proxyA?.close();
     await Promise.all([a?.stop(), b?.stop()]);
   });
 
@@ -303,8 +311,67 @@ describe("live on two chains at once", () => {
     }
   }, 60_000);
 
-  it("keeps devnet-b's payments moving while chain A's node is down; /ready names the network down", async () => {
-    await a.stop();
+  it("a payment payable on both networks: the payer's choice on the page, paid on A, a later transfer on B returned on B", async () => {
+    const created = await createPayment({ amount: "6", networks: ["devnet-a", "devnet-b"] });
+    expect(created.payment).toMatchObject({ network: null, networks: ["devnet-a", "devnet-b"] });
+    expect((created as { receivingAddresses?: unknown }).receivingAddresses).toEqual({
+      "devnet-a": ws.eoaAddress,
+      "devnet-b": ws.eoaAddress,
+    });
+    // The hosted page offers both; the payer's choice shows that chain.
+    const page = async (query: string) =>
+      (await t.request({ method: "GET", url: `/pay/${created.payment.id}${query}` })).body;
+    const first = await page("");
+    expect(first).toContain('id="networks"');
+    expect(first).toContain(`(chain id ${a.chainId})`);
+    const chosen = await page("?network=devnet-b");
+    expect(chosen).toMatch(/id="network">[^<]+<\/strong> \(chain id 31338\)/);
+    expect(chosen).toMatch(/href="\/pay\/[^"]+\?network=devnet-b" aria-current="true"/);
+
+    const merchantBefore = await onA.usdcBalance(a.accounts.treasury.address);
+    await onA.sendUsdc(ws.eoaAddress, 6_000_000n);
+    const paid = await until(
+      "the payment paid on chain A",
+      () => statusOf(created.payment.id),
+      (payment) => payment.status === "forwarded",
+    );
+    expect(paid.network).toBe("devnet-a");
+    expect((await onA.usdcBalance(a.accounts.treasury.address)) - merchantBefore).toBe(
+      (6_000_000n * FEE_BPS) / 10_000n,
+    );
+    // Paid already: the same again on chain B is not lost, it is B's inbox item, returned on B.
+    const page2 = await page("");
+    expect(page2).not.toContain('id="networks"');
+    await onB.fund(ws.eoaAddress, { ETH: "1" });
+    const payerOnB = b.accounts.payer.address;
+    await onB.sendUsdc(ws.eoaAddress, 6_000_000n);
+    const inbox = await until(
+      "the chain B transfer in devnet-b's inbox",
+      async () => (await api("GET", "/api/v1/transfers/unmatched?limit=100")).body.transfers ?? [],
+      (transfers: Array<{ id: string; amount: string; network: string; status: string }>) =>
+        transfers.some((one) => one.amount === "6.00" && one.network === "devnet-b" && one.status === "open"),
+    );
+    const item = inbox.find(
+      (one) => one.amount === "6.00" && one.network === "devnet-b" && one.status === "open",
+    );
+    if (!item) throw new Error("no devnet-b inbox item");
+    expect(item).toMatchObject({ status: "open", paymentId: null, from: payerOnB });
+    const before = await onB.usdcBalance(payerOnB);
+    const returned = await until(
+      "the return accepted once chain B confirms the transfer",
+      () => api("POST", `/api/v1/transfers/unmatched/${item.id}/return`, {}),
+      (res) => res.status === 201,
+    );
+    expect(returned.body.refund).toMatchObject({ network: "devnet-b", status: "completed" });
+    expect((await onB.usdcBalance(payerOnB)) - before).toBe(6_000_000n);
+    expect((await statusOf(created.payment.id)).status).toBe("forwarded");
+  }, 90_000);
+
+  it("keeps devnet-b's payments moving while chain A's node is cut off; /ready names it; A's backlog is detected once it answers", async () => {
+    const waitingOnA = await createPayment({ amount: "2.5", network: "devnet-a" });
+    aDown = true;
+    // Paid on chain A while the service cannot see it.
+    await onA.sendUsdc(ws.eoaAddress, 2_500_000n);
     const merchant = randomAddress();
     const created = await createPayment({ amount: "3", merchantWallet: merchant, network: "devnet-b" });
     await onB.sendUsdc(ws.eoaAddress, 3_000_000n);
@@ -314,6 +381,8 @@ describe("live on two chains at once", () => {
       (payment) => payment.status === "forwarded",
     );
     expect(await onB.usdcBalance(merchant)).toBe(3_000_000n - (3_000_000n * FEE_BPS) / 10_000n);
+    // Nothing of chain A is seen, and nothing of it fails, while its node is cut off.
+    expect((await statusOf(waitingOnA.payment.id)).status).toBe("pending");
 
     const ready = await t.request({ method: "GET", url: "/ready" });
     expect(ready.statusCode).toBe(503);
@@ -345,5 +414,22 @@ describe("live on two chains at once", () => {
       network: "devnet-b",
     });
     expect(stillB.status).toBe(201);
-  }, 60_000);
+
+    // Back: the watcher of A scans what it missed, and the payment made meanwhile completes.
+    aDown = false;
+    const caughtUp = await until(
+      "chain A's backlog detected",
+      () => statusOf(waitingOnA.payment.id),
+      (payment) => payment.status === "forwarded",
+      45_000,
+    );
+    expect(caughtUp.network).toBe("devnet-a");
+    const readyAgain = await until(
+      "/ready with both networks answering",
+      async () => (await t.request({ method: "GET", url: "/ready" })).statusCode,
+      (status) => status === 200,
+      20_000,
+    );
+    expect(readyAgain).toBe(200);
+  }, 120_000);
 });

@@ -17,14 +17,18 @@ export interface PublicPayment {
   checkoutUrl: string | null;
   returnUrl: string | null;
   expiresAt: string;
-  /** EIP-681 payment request for wallets (crypto, live with a network). */
+  /** EIP-681 payment request for wallets (crypto, live with a network), on `network`. */
   paymentUri: string | null;
-  network: { name: string; chainId: number } | null;
+  /** The network the page asks the payer to pay on: the payment's, else the one they chose. */
+  network: { id: string; name: string; chainId: number } | null;
+  /** A payment payable on several networks and on none yet (D22): those the payer may choose from. */
+  choices: Array<{ id: string; name: string; chainId: number }>;
   /** Refunds (D19), once any: what went back of what it received, and whether that is all of it. */
   refund: { refunded: string; received: string; full: boolean } | null;
 }
 
 export interface NetworkFacts {
+  id: string;
   chainId: number;
   name: string;
   tokenAddress: (symbol: string) => string | null;
@@ -35,11 +39,15 @@ const HTTP_URL = /^https?:\/\//i;
 /** What the page says of a payment's refunds (D19): what went back of what it received. */
 type RefundColumns = Pick<PayerRow, "refunded_amount" | "amount_received">;
 
-/** `row` holds only what the payments service gives a payer (repo.ts PAYER_COLUMNS). */
+/**
+ * `row` holds only what the payments service gives a payer (repo.ts PAYER_COLUMNS); `network` is
+ * the network the page shows (the payment's, or the payer's choice among `choices`).
+ */
 export function toPublicPayment(
   row: PayerRow,
   network: NetworkFacts | null,
   refunds?: RefundColumns,
+  choices: readonly NetworkFacts[] = [],
 ): PublicPayment {
   const decimals = TOKEN_DECIMALS[row.token_symbol as TokenSymbol];
   const units = BigInt(row.gross_amount);
@@ -67,10 +75,13 @@ export function toPublicPayment(
     returnUrl: row.return_url && HTTP_URL.test(row.return_url) ? row.return_url : null,
     expiresAt: row.expires_at.toISOString(),
     paymentUri,
-    network: network ? { name: network.name, chainId: network.chainId } : null,
+    network: network ? facts(network) : null,
+    choices: choices.map(facts),
     refund: refundOf(refunds, units, decimals),
   };
 }
+
+const facts = ({ id, name, chainId }: NetworkFacts) => ({ id, name, chainId });
 
 function refundOf(
   columns: RefundColumns | undefined,

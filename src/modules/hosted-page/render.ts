@@ -40,7 +40,8 @@ export function renderPaymentPage(
   if (waiting && p.paymentMethod === "crypto" && p.receivingAddress) {
     body.push(`<section aria-labelledby="send-heading">
   <h2 id="send-heading">Send exactly ${e(p.amount)} ${e(p.tokenSymbol)}</h2>
-  ${p.network ? `<p>Network: <strong>${e(p.network.name)}</strong> (chain id ${e(String(p.network.chainId))})</p>` : ""}
+  ${p.network ? `<p>Network: <strong id="network">${e(p.network.name)}</strong> (chain id ${e(String(p.network.chainId))})</p>` : ""}
+  ${networkChoice(p)}
   <label for="address">To this address</label>
   <div class="copy-row"><input id="address" readonly value="${e(p.receivingAddress)}" aria-label="Receiving address">
   <button type="button" id="copy" data-copy="${e(p.receivingAddress)}">Copy</button></div>
@@ -83,6 +84,21 @@ ${body.join("\n")}
 <script nonce="${e(options.nonce)}" src="/pay/assets/page.js" defer></script>
 </body>
 </html>`;
+}
+
+/**
+ * A payment payable on several networks (D22): links to the page on each (plain links, so the
+ * choice works without the script), the one shown marked current. The first transfer on any of
+ * them pays it; a later one on another lands in the merchant's inbox and can be sent back.
+ */
+function networkChoice(p: PublicPayment): string {
+  if (p.choices.length < 2) return "";
+  const e = escapeHtml;
+  const links = p.choices.map((choice) => {
+    const current = choice.id === p.network?.id ? ` aria-current="true"` : "";
+    return `<li><a href="/pay/${e(encodeURIComponent(p.id))}?network=${e(encodeURIComponent(choice.id))}"${current}>${e(choice.name)} (chain id ${e(String(choice.chainId))})</a></li>`;
+  });
+  return `<nav aria-labelledby="networks-heading" id="networks"><p id="networks-heading">Pay on another network:</p><ul>${links.join("")}</ul><p>Send once, on one network only.</p></nav>`;
 }
 
 export function renderNotFoundPage(): string {

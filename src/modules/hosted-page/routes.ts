@@ -47,26 +47,45 @@ function securityHeaders(reply: FastifyReply, nonce?: string): void {
 export const hostedPageRoutes =
   (ctx: AppContext, payments: PaymentsService): FastifyPluginAsync =>
   async (app) => {
+    /** A chain's facts for the payer; none for the sandbox's simulated networks (no wallet pays there). */
     const networkFacts = (environment: string, network: string | null): NetworkFacts | null => {
-      const config = ctx.config.networks[environment === "live" ? "live" : "sandbox"].find(
-        (chain) => chain.id === network,
-      );
-      if (!config) return null;
-      const tokens: Record<string, string | undefined> = config.tokens;
-      return { chainId: config.chainId, name: config.name, tokenAddress: (symbol) => tokens[symbol] ?? null };
+      const listed = ctx.directory
+        .list(environment === "live" ? "live" : "sandbox")
+        .networks.find((chain) => chain.id === network && !chain.simulated);
+      if (!listed) return null;
+      const tokens = new Map(listed.tokens.map((token) => [token.symbol as string, token.address]));
+      return {
+        id: listed.id,
+        chainId: listed.chainId,
+        name: listed.name,
+        tokenAddress: (symbol) => tokens.get(symbol) ?? null,
+      };
     };
 
-    const load = async (id: string, withRefunds: boolean): Promise<PublicPayment | null> => {
+    /**
+     * The page of a payment; one payable on several networks and on none yet shows the network
+     * the payer chose (`?network=`, one of its own), else its first, and offers the others.
+     */
+    const load = async (
+      id: string,
+      withRefunds: boolean,
+      chosen?: unknown,
+    ): Promise<PublicPayment | null> => {
       const row = await payments.forPayer(id);
       if (!row) return null;
-      return toPublicPayment(row, networkFacts(row.environment, row.network), withRefunds ? row : undefined);
+      const refunds = withRefunds ? row : undefined;
+      if (row.network !== null || !row.networks)
+        return toPublicPayment(row, networkFacts(row.environment, row.network), refunds);
+      const choices = row.networks.flatMap((network) => networkFacts(row.environment, network) ?? []);
+      const shown = choices.find((choice) => choice.id === chosen) ?? choices[0] ?? null;
+      return toPublicPayment(row, shown, refunds, choices);
     };
 
-    app.get<{ Params: { id: string } }>(
+    app.get<{ Params: { id: string }; Querystring: { network?: string } }>(
       "/pay/:id",
       { config: { auth: "none" }, schema: { hide: true } },
       async (request, reply) => {
-        const payment = await load(request.params.id, true);
+        const payment = await load(request.params.id, true, request.query.network);
         const nonce = randomBytes(16).toString("base64");
         securityHeaders(reply, nonce);
         reply.header("cache-control", "no-store").type("text/html; charset=utf-8");

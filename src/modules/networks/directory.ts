@@ -4,6 +4,7 @@ import { type Config, ENVIRONMENTS, type Environment, type NetworkConfig } from 
 import { InvalidRequest } from "../../domain/errors.ts";
 import { CHAIN_TOKENS, type ChainToken, NATIVE_TOKEN, TOKEN_DECIMALS } from "../../domain/money.ts";
 import { isPlainObject } from "../../domain/validation.ts";
+import { NETWORK_ID } from "../../network-config.ts";
 
 // Which networks each environment has (D22), as the API lists them and as a request's `network`
 // is checked against: the chains the configuration names, or, in a sandbox without one, its
@@ -44,6 +45,18 @@ export class UnknownNetwork extends InvalidRequest {
   constructor(network: string) {
     super("Unknown network", { network });
   }
+}
+
+/**
+ * A list's `network` filter (query string): unset when absent or empty, else an id as
+ * `GET /api/v1/networks` lists them (400 otherwise). Not checked against the environment: a
+ * network no longer configured still names its records.
+ */
+export function networkFilter(value: unknown): string | undefined {
+  if (value === undefined || value === "") return undefined;
+  if (typeof value !== "string" || !NETWORK_ID.test(value))
+    throw new InvalidRequest("network must be a network id, as GET /api/v1/networks lists them");
+  return value;
 }
 
 const fieldOf = (body: unknown, name: string): unknown => (isPlainObject(body) ? body[name] : undefined);

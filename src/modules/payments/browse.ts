@@ -4,11 +4,11 @@ import { badRequest } from "../../domain/errors.ts";
 import { CARD_CURRENCY, CRYPTO_TOKENS } from "../../domain/money.ts";
 import { PAYMENT_STATUSES, type PaymentStatus } from "../../domain/payment-state.ts";
 import { isUuid, MAX_DESCRIPTION, parseInstant } from "../../domain/validation.ts";
-import { NETWORK_ID } from "../../network-config.ts";
 import { decodeCursor, keysetPage } from "../../platform/db/page.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import { type CsvRecord, csvStream, inBatches, mapRows } from "../../platform/http/csv.ts";
+import { networkFilter } from "../networks/directory.ts";
 import { type KeyedPaymentRow, type PaymentKey, type PaymentQuery, paymentsAfter } from "./browse-repo.ts";
 import { type PaymentView, toPaymentView } from "./view.ts";
 
@@ -50,12 +50,8 @@ export function parsePaymentFilter(query: Readonly<Record<string, unknown>>): Pa
   if (token) filter.tokenSymbol = token;
   const method = oneOf(query, "paymentMethod", PAYMENT_METHODS);
   if (method) filter.paymentMethod = method;
-  const network = text(query, "network");
-  if (network !== undefined) {
-    if (!NETWORK_ID.test(network))
-      throw badRequest("network must be a network id, as GET /api/v1/networks lists them");
-    filter.network = network;
-  }
+  const network = networkFilter(query.network);
+  if (network) filter.network = network;
   const from = instantParam(query, "createdFrom");
   if (from) filter.createdFrom = from;
   const to = instantParam(query, "createdTo");

@@ -42,6 +42,8 @@ export interface CreatePaymentResponse {
   paymentMethod: "crypto" | "card";
   paymentProvider: "onchain" | "card";
   receivingAddress?: string;
+  /** A payment payable on several networks: its address on each (D22). */
+  receivingAddresses?: Record<string, string>;
   checkoutUrl?: string;
   cardCheckoutSessionId?: string;
   paymentUrl: string;
@@ -58,8 +60,13 @@ interface Decided {
   cardProvider: CardProvider | undefined;
   walletType: "eoa" | "smart_wallet";
   receivingAddress: string | null;
-  /** The network it is paid on (D22); null for a card payment. */
+  /**
+   * The network it is paid on (D22); null for a card payment, and for a live payment payable on
+   * several networks until a transfer is detected on one of them.
+   */
   network: string | null;
+  /** The networks it may be paid on when several; else null. */
+  networks: string[] | null;
 }
 
 /** A live card payment's checkout session and the payment id it names. */
@@ -126,17 +133,21 @@ export class PaymentCreation {
       body,
       request.paymentMethod === "crypto",
     );
-    // A payment is payable on one network so far: a list of several is refused, never narrowed
-    // to its first (a payer who chose another would find their transfer in the inbox).
-    if (networks.length > 1)
-      throw badRequest("A payment payable on several networks is not offered yet: name one network", {
-        networks,
-      });
-    const [network = null] = networks;
-    // A network whose node does not answer could not see the payer's transfer: 503 naming it.
-    if (network !== null) await this.#ctx.chains.assertAnswers(principal.environment, network);
+    // A network whose node does not answer could not see the payer's transfer: 503 naming it
+    // (any of them: the payer may choose it).
+    for (const network of networks) await this.#ctx.chains.assertAnswers(principal.environment, network);
     const cardProvider = this.#liveRail(principal.environment, request);
-    return { request, cardProvider, network, ...receivingWallet(principal.environment, request, workspace) };
+    const several = networks.length > 1 ? networks : null;
+    // Live: a payment of several networks is on none of them until the payer's transfer is seen.
+    // Sandbox: it completes at creation (D5), on the first it names.
+    const network = several && principal.environment === "live" ? null : (networks[0] ?? null);
+    return {
+      request,
+      cardProvider,
+      network,
+      networks: several,
+      ...receivingWallet(principal.environment, request, workspace),
+    };
   }
 
   /** Refuses what live cannot do here (nothing is faked, D3); the card provider for a live card payment. */
@@ -321,13 +332,14 @@ function expiresAt(request: PaymentRequest, now: Date): Date {
 /** The new row's fields that come from the request, its tenant and its wallet. */
 function newPayment(
   principal: Tenant,
-  { request, walletType, receivingAddress, network }: Decided,
+  { request, walletType, receivingAddress, network, networks }: Decided,
   now: Date,
 ) {
   return {
     workspaceId: principal.workspaceId,
     environment: principal.environment,
     network,
+    networks,
     paymentMethod: request.paymentMethod,
     paymentProvider: request.paymentMethod === "card" ? ("card" as const) : ("onchain" as const),
     tokenSymbol: request.tokenSymbol,
@@ -363,15 +375,21 @@ function newEvents(
 
 function responseOf(
   view: PaymentView,
-  { request, receivingAddress }: Decided,
+  { request, receivingAddress, networks }: Decided,
   session: CheckoutSession | undefined,
   publicBaseUrl: string,
 ): CreatePaymentResponse {
+  const crypto = request.paymentMethod === "crypto" && receivingAddress;
   return {
     payment: view,
     paymentMethod: request.paymentMethod,
     paymentProvider: view.paymentProvider,
-    ...(request.paymentMethod === "crypto" && receivingAddress ? { receivingAddress } : {}),
+    ...(crypto ? { receivingAddress } : {}),
+    // One address on every EVM network (the workspace EOA; the smart wallet where its factory
+    // has the same address), named per network so a client need not know that.
+    ...(crypto && networks
+      ? { receivingAddresses: Object.fromEntries(networks.map((id) => [id, receivingAddress])) }
+      : {}),
     ...(session ? { checkoutUrl: session.url, cardCheckoutSessionId: session.id } : {}),
     paymentUrl: `${publicBaseUrl}/pay/${view.id}`,
   };

@@ -13,8 +13,10 @@ export interface NewPayment {
   status: PaymentStatus;
   workspaceId: string;
   environment: Environment;
-  /** The network it is paid on (D22); null for a card payment. */
+  /** The network it is paid on (D22); null for a card payment, and for one payable on several until detected. */
   network: string | null;
+  /** The networks it may be paid on, when several (D22); else null. */
+  networks?: string[] | null;
   paymentMethod: "crypto" | "card";
   paymentProvider: "onchain" | "card";
   tokenSymbol: string;
@@ -48,6 +50,7 @@ export function newPaymentRow(p: NewPayment & { id: string }): PaymentRow {
     workspace_id: p.workspaceId,
     environment: p.environment,
     network: p.network,
+    networks: p.networks ?? null,
     status: p.status,
     payment_method: p.paymentMethod,
     payment_provider: p.paymentProvider,
@@ -106,7 +109,7 @@ export function insertPaymentsQuery(rows: readonly PaymentRow[]): RawBuilder<unk
                           wallet_type, receiving_address, description, metadata, return_url,
                           cancel_url, expires_at, card_checkout_session_id, checkout_url,
                           created_at, updated_at, split_snapshot, settlement_id, settled_at,
-                          settlement, network)
+                          settlement, network, networks)
     SELECT * FROM unnest(
       ${column((r) => r.id)}::uuid[],
       ${column((r) => r.workspace_id)}::uuid[],
@@ -134,7 +137,8 @@ export function insertPaymentsQuery(rows: readonly PaymentRow[]): RawBuilder<unk
       ${column((r) => r.settlement_id)}::uuid[],
       ${column((r) => r.settled_at?.toISOString() ?? null)}::timestamptz[],
       ${column((r) => json(r.settlement))}::jsonb[],
-      ${column((r) => r.network)}::text[]
+      ${column((r) => r.network)}::text[],
+      ${column((r) => (r.networks ? JSON.stringify(r.networks) : null))}::jsonb[]
     )`;
 }
 
@@ -314,6 +318,7 @@ export const PAYER_COLUMNS = [
   "payment_method",
   "environment",
   "network",
+  "networks",
   "token_symbol",
   "gross_amount",
   "description",

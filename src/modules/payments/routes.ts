@@ -43,7 +43,15 @@ export const PaymentSchema = Type.Object(
     walletType: Type.Union([Type.Literal("eoa"), Type.Literal("smart_wallet")]),
     receivingAddress: NullableString(),
     environment: Environment,
-    network: NullableString({ description: "The network it is paid on (D22); null for a card payment" }),
+    network: NullableString({
+      description:
+        "The network it is paid on (D22); null for a card payment, and for one payable on several networks until a transfer is detected",
+    }),
+    networks: Type.Optional(
+      Type.Array(Type.String(), {
+        description: "Present on a payment payable on several networks: the networks the payer may choose",
+      }),
+    ),
     description: NullableString(),
     metadata: Type.Record(Type.String(), Type.String()),
     returnUrl: NullableString(),
@@ -161,6 +169,11 @@ export const paymentsRoutes =
                 paymentMethod: Type.Union([Type.Literal("crypto"), Type.Literal("card")]),
                 paymentProvider: Type.Union([Type.Literal("onchain"), Type.Literal("card")]),
                 receivingAddress: Type.Optional(Type.String()),
+                receivingAddresses: Type.Optional(
+                  Type.Record(Type.String(), Type.String(), {
+                    description: "A payment payable on several networks: its receiving address on each",
+                  }),
+                ),
                 checkoutUrl: Type.Optional(Type.String()),
                 cardCheckoutSessionId: Type.Optional(Type.String()),
                 paymentUrl: Type.String(),

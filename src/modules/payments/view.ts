@@ -22,8 +22,10 @@ export interface PaymentView {
   walletType: WalletType;
   receivingAddress: string | null;
   environment: Environment;
-  /** The network it is paid on (D22); null for a card payment. */
+  /** The network it is paid on (D22); null for a card payment, and for one payable on several until detected. */
   network: string | null;
+  /** The networks it may be paid on, when several (D22): present only then. */
+  networks?: string[];
   description: string | null;
   metadata: Record<string, string>;
   returnUrl: string | null;
@@ -63,6 +65,7 @@ export function toPaymentView(row: PaymentRow): PaymentView {
     receivingAddress: row.receiving_address,
     environment: row.environment as Environment,
     network: row.network,
+    ...(row.networks ? { networks: row.networks } : {}),
     description: row.description,
     metadata: row.metadata,
     returnUrl: row.return_url,

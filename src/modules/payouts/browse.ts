@@ -2,10 +2,10 @@ import type { Readable } from "node:stream";
 import { badRequest } from "../../domain/errors.ts";
 import { PAYOUT_STATUSES, type PayoutStatus } from "../../domain/payout-state.ts";
 import { isUuid } from "../../domain/validation.ts";
-import { NETWORK_ID } from "../../network-config.ts";
 import { decodeCursor, keysetPage } from "../../platform/db/page.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import { type CsvRecord, csvStream, inBatches, mapRows } from "../../platform/http/csv.ts";
+import { networkFilter } from "../networks/directory.ts";
 import type { KeyedTransferRow } from "../transfers/list-repo.ts";
 import type { TransfersService } from "../transfers/service.ts";
 import { type PayoutView, toPayoutView } from "./view.ts";
@@ -31,11 +31,8 @@ export function parsePayoutFilter(query: Readonly<Record<string, unknown>>): Pay
     if (!found) throw badRequest(`status must be one of: ${PAYOUT_STATUSES.join(", ")}`);
     filter.status = found;
   }
-  if (network !== undefined && network !== "") {
-    if (typeof network !== "string" || !NETWORK_ID.test(network))
-      throw badRequest("network must be a network id, as GET /api/v1/networks lists them");
-    filter.network = network;
-  }
+  const named = networkFilter(network);
+  if (named) filter.network = named;
   return filter;
 }
 

@@ -40,6 +40,7 @@ import * as chainCursorNetworks from "./migrations/032_chain_cursor_networks.ts"
 import * as moneyRecordNetworks from "./migrations/033_money_record_networks.ts";
 import * as paymentTotalsNetworks from "./migrations/034_payment_totals_networks.ts";
 import * as ledgerNetworks from "./migrations/035_ledger_networks.ts";
+import * as paymentNetworks from "./migrations/036_payment_networks.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -89,6 +90,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "033_money_record_networks": moneyRecordNetworks,
   "034_payment_totals_networks": paymentTotalsNetworks,
   "035_ledger_networks": ledgerNetworks,
+  "036_payment_networks": paymentNetworks,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -58,8 +58,10 @@ export interface PaymentsTable {
   id: Generated<string>;
   workspace_id: string;
   environment: string;
-  /** Its network (D22, migration 033); null for a card payment. */
+  /** Its network (D22, migration 033); null for a card payment, and for a payment payable on several networks until one is detected. */
   network: string | null;
+  /** The networks a crypto payment may be paid on, when several (migration 036); else null. */
+  networks: ColumnType<string[] | null, string | null | undefined, string | null>;
   status: string;
   payment_method: string;
   payment_provider: string;

@@ -37,7 +37,8 @@
   };
 
   const refresh = async () => {
-    const res = await fetch(`/pay/${encodeURIComponent(id)}`, { cache: "no-store" });
+    // The same page the payer has open (its network choice included).
+    const res = await fetch(`/pay/${encodeURIComponent(id)}${location.search}`, { cache: "no-store" });
     if (!res.ok) return;
     const doc = new DOMParser().parseFromString(await res.text(), "text/html");
     const fresh = doc.getElementById("payment");

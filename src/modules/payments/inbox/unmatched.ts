@@ -110,10 +110,12 @@ export class UnmatchedInbox {
         throw badRequest(
           `The transfer carried ${locked.token_symbol}, the payment asks for ${row.token_symbol}`,
         );
-      if (row.network !== locked.network)
+      // A payment of several networks not yet paid takes a transfer on any of them (D22).
+      const payable = row.network === null ? (row.networks ?? []) : [row.network];
+      if (!payable.includes(locked.network))
         throw badRequest(
-          `The transfer arrived on network ${locked.network}, the payment is on ${row.network}`,
-          { transferNetwork: locked.network, paymentNetwork: row.network },
+          `The transfer arrived on network ${locked.network}, the payment is on ${payable.join(", ")}`,
+          { transferNetwork: locked.network, paymentNetwork: row.network, paymentNetworks: payable },
         );
       if (row.receiving_address?.toLowerCase() !== locked.to_address.toLowerCase())
         throw badRequest("The transfer reached another wallet than the payment's receivingAddress", {
@@ -135,6 +137,7 @@ export class UnmatchedInbox {
         detected_block: locked.block_number,
         payer_address: locked.from_address,
         detected_at: now,
+        network: locked.network,
       });
       const attached = await unmatchedRepo.moveUnmatched(trx, id, "attached", {
         payment_id: moved.id,

@@ -72,14 +72,16 @@ export interface MatchResult {
  *    session names, and numbers those of each (address, token, amount) group in chain order;
  *    `candidates` takes, per group, as many of its oldest open payments as it has transfers
  *    (pending, not overdue, FOR UPDATE SKIP LOCKED: a payment another transaction holds is left
- *    to that transaction) and numbers them oldest first; `paired` pairs the n-th transfer with the
+ *    to that transaction) and numbers them oldest first: the network's own, and those payable on
+ *    several networks that list it (whichever network's watcher locks one first detects it; the
+ *    others' transfers then go to their inbox); `paired` pairs the n-th transfer with the
  *    n-th payment, so each payment is matched at most once and each transfer to at most one.
  * 2. `claimed` inserts every transfer's claim, with what it counts as (an on-ramp session's, a
  *    payment's, or the inbox's), ON CONFLICT DO NOTHING. Only the transfers this statement claimed
  *    go on: an instance racing on the same transfer waits for the other's commit and then skips it
  *    (its pairing, made on a snapshot without the other's claim, is dropped with it).
  * 3. `detected` moves the payments paired with the transfers claimed as theirs (compare-and-set
- *    on the rule's `from`, the rows being locked); `unmatched` records every transfer claimed as
+ *    on the rule's `from`, the rows being locked), on this network from then on; `unmatched` records every transfer claimed as
  *    the inbox's, with its reason (a held transfer's own, else `unmatchedReason`).
  * The result has a row per transfer claimed for a payment or the inbox, in input order; the
  * caller writes the events. `transfers` must be in chain order, without repeats.
@@ -137,7 +139,9 @@ export async function matchTransfers(
       FROM wanted w
       CROSS JOIN LATERAL (
         SELECT id, created_at FROM payments
-        WHERE environment = ${on.environment} AND network = ${on.id}
+        WHERE environment = ${on.environment}
+          -- Its network's, or one payable on several that lists it (D22, migration 036).
+          AND (network = ${on.id} OR (network IS NULL AND networks @> jsonb_build_array(${on.id}::text)))
           AND status = ${sql.lit(rule.from)}
           AND payment_method = 'crypto'
           AND lower(receiving_address) = w.address
@@ -174,6 +178,7 @@ export async function matchTransfers(
     detected AS (
       UPDATE payments p
       SET status = ${sql.lit(rule.to)},
+          network = ${on.id},
           detected_tx_hash = m.tx_hash,
           detected_log_index = m.log_index,
           detected_block = m.block_number,

@@ -4,6 +4,7 @@ import {
   InsufficientBalance,
   InsufficientGas,
   InvalidRequest,
+  NetworkUnavailable,
 } from "../../../domain/errors.ts";
 import { NO_GAS, onRefusal, retriesShort } from "./refusals.ts";
 
@@ -26,6 +27,13 @@ describe("onRefusal", () => {
   it("tops a wallet short of gas up by what it lacks, once", () => {
     expect(onRefusal(noGas, true)).toEqual({ step: "top_up", shortWei: 1_000n });
     expect(onRefusal(noGas, false)).toEqual({ step: "fail", reason: NO_GAS });
+  });
+
+  it("waits, failing nothing, while its network's node does not answer", () => {
+    expect(onRefusal(new NetworkUnavailable("devnet-a"), true)).toEqual({
+      step: "wait",
+      reason: "Network unavailable",
+    });
   });
 
   it("fails on any other refusal, with its message", () => {

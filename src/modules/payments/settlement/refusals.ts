@@ -1,4 +1,9 @@
-import { type AppError, InsufficientBalance, InsufficientGas } from "../../../domain/errors.ts";
+import {
+  type AppError,
+  InsufficientBalance,
+  InsufficientGas,
+  NetworkUnavailable,
+} from "../../../domain/errors.ts";
 
 // What the settlement job does when the transfer engine refuses its order (nothing was recorded,
 // nothing sent): a rule of its own, apart from the job's I/O (settlement.ts).
@@ -9,6 +14,8 @@ export const NO_GAS = "insufficient ETH for gas in the receiving wallet";
 export type RefusalStep =
   /** Short of the settlement's money: ordered again next tick while the wallet holds the payment's (retriesShort). */
   | { step: "short"; reason: string }
+  /** Its network's node does not answer (D22): the payment waits, ordered again next tick. */
+  | { step: "wait"; reason: string }
   /** Short of gas: the wallet is topped up by what it lacks, then ordered again (once). */
   | { step: "top_up"; shortWei: bigint }
   /** It can never be sent as it is: the payment fails. */
@@ -17,6 +24,8 @@ export type RefusalStep =
 /** The step for `reason`; `mayTopUp`: this order is not already the one after a top-up. */
 export function onRefusal(reason: AppError, mayTopUp: boolean): RefusalStep {
   if (reason instanceof InsufficientBalance) return { step: "short", reason: reason.message };
+  // A node that does not answer now may answer next tick: nothing is wrong with the payment.
+  if (reason instanceof NetworkUnavailable) return { step: "wait", reason: reason.message };
   if (reason instanceof InsufficientGas)
     return mayTopUp ? { step: "top_up", shortWei: reason.shortWei } : { step: "fail", reason: NO_GAS };
   return { step: "fail", reason: reason.message };

@@ -149,6 +149,13 @@ export class Settlement {
       case "refused": {
         const refusal = onRefusal(outcome.reason, topUp);
         if (refusal.step === "short") return this.#short(payment, rail, refusal.reason);
+        if (refusal.step === "wait") {
+          this.#log.warn(
+            { paymentId: payment.id, network: this.#network.id },
+            "settlement waits for its network",
+          );
+          return;
+        }
         if (refusal.step === "top_up")
           return this.#toppedUp(payment, rail, refusal.shortWei, () =>
             this.#order(payment, legs, rail, false),
