@@ -221,6 +221,35 @@ describe("wallets and the unmatched inbox", () => {
     expect(after.body).not.toContain('id="create-smart-wallet"');
   });
 
+  it("shows each wallet's balances on each network, on the wallets page and the overview (D22)", async () => {
+    const other = await dashboardWorkspace(t, "pages-networks", "Networks Co");
+    const faucet = (payload: Record<string, unknown>) =>
+      t.request({
+        method: "POST",
+        url: "/api/v1/sandbox/faucet",
+        headers: bearer(other.ws.testKey),
+        payload: { tokenSymbol: "USDC", ...payload },
+      });
+    expect((await faucet({ amount: "12.5" })).statusCode).toBe(200);
+    expect((await faucet({ amount: "3", network: "sandbox-b" })).statusCode).toBe(200);
+    const browser = await signedInAs(t, "198.51.100.62", other.email, PASSWORD);
+    const row = (network: string, usdc: string) =>
+      new RegExp(
+        `<tr><th scope="row">${network}</th><td class="num">${usdc.replace(".", "\\.")}</td><td class="num">0\\.00</td>`,
+      );
+    for (const path of ["/dashboard/sandbox/wallets", "/dashboard/sandbox"]) {
+      const page = await browser.get(path);
+      expect(page.statusCode).toBe(200);
+      const table = /<table class="compact" aria-label="Balances by network">[\s\S]*?<\/table>/.exec(
+        page.body,
+      )?.[0];
+      expect(table, path).toBeDefined();
+      expect(table).toContain('<th scope="col" class="num">USDC</th>');
+      expect(table).toMatch(row("sandbox-a", "12.50"));
+      expect(table).toMatch(row("sandbox-b", "3.00"));
+    }
+  });
+
   it("shows a clear empty state when no transfer went unmatched", async () => {
     const browser = await signedIn("198.51.100.29");
     const res = await browser.get("/dashboard/sandbox/unmatched");
@@ -256,7 +285,7 @@ describe("networks on the payments and payouts pages (D22)", () => {
     const payments = await browser.get("/dashboard/sandbox/payments");
     expect(payments.body).toContain('<th scope="col" class="wide-only">Network</th>');
     expect(payments.body).toMatch(
-      /<select id="f-network" name="network"><option value="">Any<\/option><option value="sandbox-a" >sandbox-a<\/option><\/select>/,
+      /<select id="f-network" name="network"><option value="">Any<\/option><option value="sandbox-a" >sandbox-a<\/option><option value="sandbox-b" >sandbox-b<\/option><\/select>/,
     );
     const row =
       new RegExp(`<tr data-payment-id="${paymentId}">[\\s\\S]*?</tr>`).exec(payments.body)?.[0] ?? "";

@@ -14,6 +14,7 @@ import type { Logins } from "./login.ts";
 import { EnvIdParams, EnvParams, explorerOf, offsetOf, type PageKit, queryOf } from "./page-kit.ts";
 import { newFormToken, type UnmatchedFormError } from "./refund-form.ts";
 import { stepUp } from "./step-up.ts";
+import { balancesOf, type NetworkBalances } from "./views/balances.ts";
 import { keysBody } from "./views/keys.ts";
 import { unmatchedBody } from "./views/unmatched.ts";
 import { type WalletCard, walletsBody } from "./views/wallets.ts";
@@ -164,14 +165,14 @@ export const workspacePages =
       const card = async (
         label: string,
         wallet: { address: string; createdAt: string } | null,
-        read: { balances: Record<string, string> } | null,
+        read: NetworkBalances,
       ): Promise<WalletCard | null> =>
         wallet
           ? {
               label,
               address: wallet.address,
               createdAt: wallet.createdAt,
-              balances: read?.balances ?? {},
+              balances: read,
               qrSvg: await QRCode.toString(wallet.address, {
                 type: "svg",
                 margin: 1,
@@ -180,8 +181,8 @@ export const workspacePages =
             }
           : null;
       const [eoa, smartWallet] = await Promise.all([
-        card("Workspace wallet (EOA)", setup.eoa, balances.eoa),
-        card("Smart wallet", setup.smartWallet, balances.smartWallet),
+        card("Workspace wallet (EOA)", setup.eoa, balancesOf(balances.networks, "eoa")),
+        card("Smart wallet", setup.smartWallet, balancesOf(balances.networks, "smartWallet")),
       ]);
       return kit.render(
         request,

@@ -1,5 +1,6 @@
 import type { Environment } from "../../../config.ts";
 import type { PaymentView } from "../../payments/view.ts";
+import { balancesOf, type NetworkBalances, walletBalances } from "./balances.ts";
 import { type DailyPoint, dailyChart } from "./chart.ts";
 import { amount, copyButton, empty, hex, status } from "./format.ts";
 import { type HtmlSafeString, html } from "./html.ts";
@@ -7,7 +8,7 @@ import { base } from "./layout.ts";
 import { paymentRows } from "./payments.ts";
 import { breakerCard } from "./payouts.ts";
 
-// The overview: both wallets' balances, the totals of /api/v1/wallet/stats, 30 days of payments,
+// The overview: both wallets' balances on each network, the totals of /api/v1/wallet/stats, 30 days of payments,
 // the payout state with Resume Payouts, and the latest payments.
 
 export interface Overview {
@@ -16,6 +17,8 @@ export interface Overview {
   balances: {
     eoa: { address: string; balances: Record<string, string> } | null;
     smartWallet: { address: string; balances: Record<string, string> } | null;
+    /** The same wallets on each network (D22), the default first. */
+    networks: Parameters<typeof balancesOf>[0];
   };
   stats: {
     payments: Array<{ status: string; tokenSymbol: string; count: number; volume: string }>;
@@ -26,16 +29,16 @@ export interface Overview {
   recent: PaymentView[];
 }
 
-function wallet(label: string, w: Overview["balances"]["eoa"]): HtmlSafeString {
+function wallet(
+  label: string,
+  w: Overview["balances"]["eoa"],
+  perNetwork: NetworkBalances,
+  environment: string,
+): HtmlSafeString {
   if (!w) return html`<div class="card"><h3>${label}</h3><p class="muted">Not created yet.</p></div>`;
-  const tokens = Object.entries(w.balances);
   return html`<div class="card"><h3>${label}</h3>
 <p>${hex(w.address)} ${copyButton(w.address, "Copy address")}</p>
-${
-  tokens.length === 0
-    ? html`<p class="muted">Balances need a network: none is configured for this environment.</p>`
-    : html`<ul class="balances">${tokens.map(([token, value]) => html`<li>${amount(value, token)}</li>`)}</ul>`
-}</div>`;
+${walletBalances(perNetwork, environment)}</div>`;
 }
 
 function totals(title: string, rows: Overview["stats"]["payments"]): HtmlSafeString {
@@ -47,7 +50,8 @@ function totals(title: string, rows: Overview["stats"]["payments"]): HtmlSafeStr
 }
 
 export function overviewBody(o: Overview): HtmlSafeString {
-  return html`<section class="grid two" aria-label="Wallets">${wallet("Workspace wallet (EOA)", o.balances.eoa)}${wallet("Smart wallet", o.balances.smartWallet)}</section>
+  const { eoa, smartWallet, networks } = o.balances;
+  return html`<section class="grid two" aria-label="Wallets">${wallet("Workspace wallet (EOA)", eoa, balancesOf(networks, "eoa"), o.environment)}${wallet("Smart wallet", smartWallet, balancesOf(networks, "smartWallet"), o.environment)}</section>
 <section aria-labelledby="chart-title"><h2 id="chart-title">Payments, last 30 days</h2>${dailyChart(o.daily)}</section>
 <section class="grid two" aria-label="Totals">${totals("Payments by status", o.stats.payments)}${totals("Payouts by status", o.stats.payouts)}</section>
 ${breakerCard(o.environment, o.payoutState, o.csrfToken)}

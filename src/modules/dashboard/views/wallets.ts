@@ -1,5 +1,6 @@
 import type { Environment } from "../../../config.ts";
-import { amount, copyButton, empty, hex, time } from "./format.ts";
+import { type NetworkBalances, walletBalances } from "./balances.ts";
+import { copyButton, empty, hex, time } from "./format.ts";
 import { type HtmlSafeString, html, nothing, safe } from "./html.ts";
 
 // The workspace's wallets: addresses with copy and QR, balances, creating the smart wallet and
@@ -10,7 +11,8 @@ export interface WalletCard {
   label: string;
   address: string;
   createdAt: string;
-  balances: Record<string, string>;
+  /** Its balances on each network (D22), the default first. */
+  balances: NetworkBalances;
   /** The QR code of the address, an SVG we drew (qrcode). */
   qrSvg: string;
 }
@@ -28,11 +30,7 @@ export function walletsBody(options: {
 <h2 id="${id}-title">${w.label}</h2>
 <p>${hex(w.address)} ${copyButton(w.address, "Copy address")}</p>
 <figure class="qr"><div role="img" aria-label="QR code of the address ${w.address}">${safe(w.qrSvg)}</div></figure>
-${
-  Object.keys(w.balances).length > 0
-    ? html`<ul class="balances">${Object.entries(w.balances).map(([token, value]) => html`<li>${amount(value, token)}</li>`)}</ul>`
-    : html`<p class="muted">Balances need a network: none is configured for ${options.environment}.</p>`
-}
+${walletBalances(w.balances, options.environment)}
 <p class="muted">Created ${time(w.createdAt)}</p></section>`;
   const smart = options.smartWallet
     ? card(options.smartWallet, "smart-wallet")
