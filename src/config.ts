@@ -4,6 +4,7 @@ import { parseEnv } from "node:util";
 import ipaddr from "ipaddr.js";
 import { ADDRESS, boolean, ConfigError, type Env, integer, optional, url } from "./config-values.ts";
 import { distinctNetworks, type NetworkConfig, networks } from "./network-config.ts";
+import { inFileTerms, withNetworksFile } from "./networks-file.ts";
 import { parseMasterKey } from "./platform/secrets/encryption.ts";
 
 export { ConfigError } from "./config-values.ts";
@@ -153,6 +154,7 @@ export function loadConfig(rawEnv: Env = process.env): Config {
     throw new ConfigError(`ROLE must be all, api or worker, got "${role}"`);
   }
   const databaseUrl = url(env, "DATABASE_URL", ["postgres:", "postgresql:"]);
+  const networksFile = withNetworksFile(env);
   const publicBaseUrl = (
     url(env, "PUBLIC_BASE_URL", ["http:", "https:"]) ?? `http://localhost:${port}`
   ).replace(/\/+$/, "");
@@ -178,7 +180,12 @@ export function loadConfig(rawEnv: Env = process.env): Config {
     role,
     smtpUrl: url(env, "SMTP_URL", ["smtp:", "smtps:"]),
     webhookAllowPrivate: boolean(env, "WEBHOOK_ALLOW_PRIVATE"),
-    networks: distinctNetworks({ sandbox: networks(env, "sandbox"), live: networks(env, "live") }),
+    networks: inFileTerms(networksFile.places, () =>
+      distinctNetworks({
+        sandbox: networks(networksFile.env, "sandbox"),
+        live: networks(networksFile.env, "live"),
+      }),
+    ),
     card: {
       sandbox: card(env, "SANDBOX"),
       live: card(env, "LIVE"),
