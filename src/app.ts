@@ -183,12 +183,14 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   const agentWallets = new AgentWalletsService(ctx, agents, ledger);
   // Money leaves workspace wallets through the rails (src/rails), one set per process.
   const { rails, smartAccounts } = buildRails(chains, ledger, deps.db);
-  // Smart wallet addresses come from the live default network's account factory (else the
-  // sandbox's): the other networks must have the factory at the same address (docs/networks.md).
-  const accountsOf = (environment: Environment) => {
-    const chain = chains.defaultOf(environment);
-    return chain && smartAccounts.get(`${environment}.${chain.config.id}`);
-  };
+  // Smart wallet addresses come from the account factory of live's first network with a bundler,
+  // the default first (else the sandbox's): the other networks must have the factory at the same
+  // address (docs/api.md). A network without a bundler has no smart wallet to ask.
+  const accountsOf = (environment: Environment) =>
+    chains
+      .in(environment)
+      .map((chain) => smartAccounts.get(`${environment}.${chain.config.id}`))
+      .find((accounts) => accounts !== undefined);
   const smartWallets = new SmartWalletsService(ctx, workspaces, accountsOf("live") ?? accountsOf("sandbox"));
   // Where each environment's swaps trade (D16): Uniswap v3 on a network, the ledger's pools in the sandbox.
   const swapVenues = buildSwapVenues(deps.config, deps.db, ledger);

@@ -9,8 +9,8 @@ export const furtherNetworkId = (index: number): string => `devnet-${String.from
 /**
  * The env file for a running devnet: the chain, its tokens and accounts, then the ERC-4337 stack
  * and Uniswap v3 (D16) when the devnet has them (`npm run devnet` always starts both). `further`
- * chains (`DEVNET_NETWORKS`) are more networks of live (D22): `LIVE_NETWORKS` lists `default`
- * (the first chain) and theirs, each under its own prefix (`LIVE_DEVNET_B_…`).
+ * chains (`--networks`) are more networks of live (D22): `LIVE_NETWORKS` lists `default` (the
+ * first chain) and theirs, each under its own prefix (`LIVE_DEVNET_B_…`), with its bundler.
  */
 export function envFileText(devnet: Devnet, further: readonly Devnet[] = []): string {
   const { tokens, accounts, aa, swap } = devnet;
@@ -69,6 +69,14 @@ export function envFileText(devnet: Devnet, further: readonly Devnet[] = []): st
         `${p}_CONFIRMATIONS=2`,
         `${p}_GAS_FUNDER_KEY=${chain.accounts.gasFunder.privateKey}`,
       );
+      if (chain.aa)
+        lines.push(
+          `${p}_BUNDLER_URL=${chain.aa.bundlerUrl}`,
+          `${p}_PAYMASTER_ADDRESS=${chain.aa.paymaster}`,
+          `${p}_ENTRYPOINT_ADDRESS=${chain.aa.entryPoint}`,
+          `${p}_ACCOUNT_FACTORY_ADDRESS=${chain.aa.accountFactory}`,
+          `${p}_BUNDLER_INSTANT_BUNDLING=true`,
+        );
     });
   }
   lines.push(

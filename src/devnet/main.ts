@@ -3,12 +3,25 @@ import { join, resolve } from "node:path";
 import { type Devnet, SEEDED_POOLS, startDevnet } from "./chain.ts";
 import { envFileText, furtherNetworkId } from "./env-file.ts";
 
-// `npm run devnet`: a local chain standing in for the live network (D3, D11, D14). Starts the
+// `npm run devnet`: local chains standing in for the live networks (D3, D11, D14, D22). Starts the
 // Hardhat node on DEVNET_PORT (default 8545) with the test tokens, the ERC-4337 contracts and
 // Uniswap v3 with seeded pools (D16) deployed, and an Alto bundler on DEVNET_BUNDLER_PORT (default:
-// a free port; Alto binds 0.0.0.0), writes DATA_DIR/devnet.env once the chain and the bundler answer, and stays in the foreground
-// until Ctrl-C or SIGTERM, which stop both (nothing else is removed: the env file stays for the next
-// run to overwrite).
+// a free port; Alto binds 0.0.0.0); then a second chain (chain id 31338, on the next port) with the
+// tokens, the ERC-4337 contracts and a bundler of its own (`--networks 1` starts the first alone;
+// up to 4). Writes DATA_DIR/devnet.env once every chain and bundler answers, and stays in the
+// foreground until Ctrl-C or SIGTERM, which stop them (nothing else is removed: the env file stays
+// for the next run to overwrite).
+
+/** How many chains: `--networks N` (or DEVNET_NETWORKS), 1 to 4; default 2 (D22). */
+function chainCount(): number {
+  const flag = process.argv.indexOf("--networks");
+  const raw = flag >= 0 ? process.argv[flag + 1] : process.env.DEVNET_NETWORKS || "2";
+  if (raw === undefined || !/^[1-4]$/.test(raw)) {
+    process.stderr.write(`--networks (DEVNET_NETWORKS) must be 1 to 4, got "${raw ?? ""}"\n`);
+    process.exit(2);
+  }
+  return Number(raw);
+}
 
 function portFromEnv(name: string, fallback: string | undefined): number | undefined {
   const raw = process.env[name] || fallback;
@@ -27,13 +40,7 @@ async function main(): Promise<void> {
   const dataDir = resolve(process.env.DATA_DIR || "./data");
   const envFile = join(dataDir, "devnet.env");
   const verbose = process.env.DEVNET_VERBOSE === "1";
-  // DEVNET_NETWORKS=2 (up to 4): more chains, as more networks of live (D22), on the next ports.
-  const rawChains = process.env.DEVNET_NETWORKS || "1";
-  if (!/^[1-4]$/.test(rawChains)) {
-    process.stderr.write(`DEVNET_NETWORKS must be 1 to 4, got "${rawChains}"\n`);
-    process.exit(2);
-  }
-  const chains = Number(rawChains);
+  const chains = chainCount();
 
   // Signal handlers first: a Ctrl-C during start-up stops the node as soon as it exists.
   let devnet: Devnet | undefined;
@@ -64,10 +71,17 @@ async function main(): Promise<void> {
     // Alto logs at "warn" and up only: always worth seeing.
     onBundlerOutput: (text) => process.stderr.write(text),
   });
-  // Each further chain has the test tokens and accounts (the same addresses: one deployer, one
-  // nonce sequence), its own chain id, and no bundler or Uniswap.
+  // Each further chain has the test tokens and accounts and the ERC-4337 contracts (the same
+  // addresses: one deployer, one nonce sequence), its own chain id and bundler, and no Uniswap.
   for (let i = 1; i < chains && !stopping; i++) {
-    further.push(await startDevnet({ port: port + i, chainId: 31_337 + i }));
+    further.push(
+      await startDevnet({
+        port: port + i,
+        chainId: 31_337 + i,
+        accountAbstraction: true,
+        onBundlerOutput: (text) => process.stderr.write(text),
+      }),
+    );
   }
   if (stopping) {
     await Promise.all([devnet.stop(), ...further.map((chain) => chain.stop())]);
@@ -81,15 +95,17 @@ async function main(): Promise<void> {
   const { aa, swap } = devnet;
   if (!aa) throw new Error("The devnet started without its ERC-4337 stack");
   if (!swap) throw new Error("The devnet started without Uniswap v3");
-  void aa.bundlerExited.then(async ({ code, signal }) => {
-    if (stopping) return;
-    stopping = true;
-    process.stderr.write(
-      `The bundler exited unexpectedly (code ${code}, signal ${signal}); stopping the node.\n`,
-    );
-    await devnet?.stop();
-    process.exit(1);
-  });
+  for (const chain of [devnet, ...further]) {
+    void chain.aa?.bundlerExited.then(async ({ code, signal }) => {
+      if (stopping) return;
+      stopping = true;
+      process.stderr.write(
+        `The bundler of chain ${chain.chainId} exited unexpectedly (code ${code}, signal ${signal}); stopping the devnet.\n`,
+      );
+      await Promise.all([devnet?.stop(), ...further.map((one) => one.stop())]);
+      process.exit(1);
+    });
+  }
 
   // Written only now that the chain answers, the contracts exist and the bundler answers (D13);
   // tmp + rename so that a reader never sees half a file.
@@ -131,7 +147,7 @@ async function main(): Promise<void> {
       "",
       ...further.map(
         (chain, i) =>
-          `  ${furtherNetworkId(i)}    ${chain.rpcUrl} (chain id ${chain.chainId}): the same test tokens and accounts, no bundler or Uniswap`,
+          `  ${furtherNetworkId(i)}    ${chain.rpcUrl} (chain id ${chain.chainId}): the same test tokens, accounts and ERC-4337 contracts, bundler ${chain.aa?.bundlerUrl}, no Uniswap`,
       ),
       ...(further.length > 0 ? [""] : []),
       `Env file: ${envFile}`,

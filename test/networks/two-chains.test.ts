@@ -42,14 +42,26 @@ describe("live on two chains at once", () => {
   let aDown = false;
 
   beforeAll(async () => {
-    [a, b] = await Promise.all([startDevnet(), startDevnet({ chainId: 31_338 })]);
+    // B has the ERC-4337 contracts and a bundler of its own (a smart wallet paid on B).
+    [a, b] = await Promise.all([startDevnet(), startDevnet({ chainId: 31_338, accountAbstraction: true })]);
+    const aaB = b.aa;
+    if (!aaB) throw new Error("devnet B started without its ERC-4337 stack");
     onA = devnetClients(a);
     onB = devnetClients(b);
     proxyA = await startRpcProxy(a.rpcUrl, async () => (aDown ? "drop" : undefined));
-    env = liveNetworksEnv([
-      ["devnet-a", { ...a, rpcUrl: proxyA.url }],
-      ["devnet-b", b],
-    ]);
+    env = liveNetworksEnv(
+      [
+        ["devnet-a", { ...a, rpcUrl: proxyA.url }],
+        ["devnet-b", b],
+      ],
+      {
+        LIVE_DEVNET_B_BUNDLER_URL: aaB.bundlerUrl,
+        LIVE_DEVNET_B_PAYMASTER_ADDRESS: aaB.paymaster,
+        LIVE_DEVNET_B_ENTRYPOINT_ADDRESS: aaB.entryPoint,
+        LIVE_DEVNET_B_ACCOUNT_FACTORY_ADDRESS: aaB.accountFactory,
+        LIVE_DEVNET_B_BUNDLER_INSTANT_BUNDLING: "true",
+      },
+    );
     t = await startTestApp(env);
     workers = createWorkers(t.app, { dispatcher: { pollIntervalMs: 50 } });
     workers.start();
@@ -81,7 +93,7 @@ describe("live on two chains at once", () => {
 
   const statusOf = async (id: string) => (await api("GET", `/api/v1/payments/${id}`)).body.payment;
 
-  it("configures both chains from the env file `DEVNET_NETWORKS=2 npm run devnet` writes", () => {
+  it("configures both chains, with B's bundler, from the env file `npm run devnet` writes", () => {
     const config = loadConfig(parseEnv(envFileText(a, [b])));
     expect(
       config.networks.live.map(({ id, name, chainId, rpcUrl, tokens }) => ({
@@ -101,6 +113,11 @@ describe("live on two chains at once", () => {
       },
       { id: "devnet-b", name: "Devnet B", chainId: 31_338, rpcUrl: b.rpcUrl, usdc: b.tokens.USDC },
     ]);
+    expect(config.networks.live[1]?.accountAbstraction).toMatchObject({
+      bundlerUrl: b.aa?.bundlerUrl,
+      paymasterAddress: b.aa?.paymaster,
+      instantBundling: true,
+    });
   });
 
   it("lists both networks, the first the default", async () => {
@@ -139,6 +156,55 @@ describe("live on two chains at once", () => {
     expect(await onB.usdcBalance(merchant)).toBe(100_000_000n - fee);
     expect((await onB.usdcBalance(b.accounts.treasury.address)) - treasuryBefore).toBe(fee);
     expect(await onA.usdcBalance(merchant)).toBe(0n);
+  }, 60_000);
+
+  it("settles a smart-wallet payment on devnet-b with its splits, by a user operation on B: exact balances there, none on A", async () => {
+    const other = await createWorkspace(t);
+    const call = async (method: "POST" | "PUT", url: string, payload: Record<string, unknown> = {}) => {
+      const res = await t.request({ method, url, headers: bearer(other.liveKey), payload });
+      expect(res.statusCode, res.body).toBeLessThan(300);
+      return res.json();
+    };
+    const partner = randomAddress();
+    await call("PUT", "/api/v1/splits", {
+      enabled: true,
+      splits: [{ label: "Partner", percentBps: 2000, destination: partner }],
+    });
+    const smart = (await call("POST", `/api/v1/workspaces/${other.id}/smart-wallet`)).smartWallet.address;
+    const merchant = randomAddress();
+    const treasuryBefore = await onB.usdcBalance(b.accounts.treasury.address);
+    const created = await call("POST", "/api/v1/payments", {
+      tokenSymbol: "USDC",
+      amount: "10",
+      merchantWallet: merchant,
+      network: "devnet-b",
+      walletType: "smart_wallet",
+    });
+    expect(created.receivingAddress).toBe(smart);
+    await onB.sendUsdc(smart, 10_000_000n);
+    const paid = await until(
+      "the smart-wallet payment forwarded on B",
+      async () =>
+        (
+          await t.request({
+            method: "GET",
+            url: `/api/v1/payments/${created.payment.id}`,
+            headers: bearer(other.liveKey),
+          })
+        ).json().payment,
+      (payment: { status: string; network: string }) => payment.status === "forwarded",
+      45_000,
+    );
+    expect(paid.network).toBe("devnet-b");
+    // 10 USDC: fee 0.15, net 9.85; the partner's 20% of the net is 1.97, the merchant's 7.88.
+    expect(await onB.usdcBalance(merchant)).toBe(7_880_000n);
+    expect(await onB.usdcBalance(partner)).toBe(1_970_000n);
+    expect((await onB.usdcBalance(b.accounts.treasury.address)) - treasuryBefore).toBe(150_000n);
+    expect(await onB.usdcBalance(smart)).toBe(0n);
+    expect([await onA.usdcBalance(merchant), await onA.usdcBalance(partner)]).toEqual([0n, 0n]);
+    // The account was deployed on B by its first operation; A never saw it.
+    expect(((await onB.chain.getCode({ address: smart })) ?? "0x").length).toBeGreaterThan(2);
+    expect(await onA.chain.getCode({ address: smart })).toBeUndefined();
   }, 60_000);
 
   it("does not let a transfer on chain A pay a payment on devnet-b: it lands in devnet-a's inbox", async () => {

@@ -291,6 +291,11 @@ describe.skipIf(SKIP)("a fresh clone on Node.js 20, with the README's commands",
       const written = readFileSync(envFile, "utf8");
       expect(written).toContain(`LIVE_RPC_URL=${rpcUrl}`);
       expect(written).toContain(`LIVE_CHAIN_ID=${Number(chainId)}`);
+      // Two chains by default (D22): the second on the next port, with its own bundler.
+      expect(written).toContain("LIVE_NETWORKS=default,devnet-b");
+      expect(written).toContain(`LIVE_DEVNET_B_RPC_URL=http://127.0.0.1:${devnetPort + 1}`);
+      expect(written).toContain("LIVE_DEVNET_B_CHAIN_ID=31338");
+      expect(written).toMatch(/^LIVE_DEVNET_B_BUNDLER_URL=http:\/\/127\.0\.0\.1:[0-9]+$/m);
 
       await stopGroup(devnet);
     },
