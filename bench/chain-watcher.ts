@@ -1,16 +1,16 @@
-import { randomUUID } from "node:crypto";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { sql } from "kysely";
-import { createPublicClient, createWalletClient, encodeFunctionData, erc20Abi, type Hex, http } from "viem";
+import { createPublicClient, createWalletClient, erc20Abi, type Hex, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { type Devnet, rpc, startDevnet } from "../src/devnet/chain.ts";
+import { type Devnet, startDevnet } from "../src/devnet/chain.ts";
 import { readCursor } from "../src/modules/payments/incoming/chain-repo.ts";
 import { ChainWatcher } from "../src/modules/payments/incoming/chain-watcher.ts";
 import * as repo from "../src/modules/payments/repo.ts";
 import { PeriodicJob } from "../src/platform/jobs/periodic-job.ts";
 import { createWorkspace, type TestApp } from "../test/support/app.ts";
 import { LIVE_DEFAULT, liveNetworkEnv } from "../test/support/devnet-env.ts";
+import { mineBacklog, type Pending, pendingOf, pendingPaymentRow } from "./chain-backlog.ts";
 import { percentile, startAppOn, startLocalPostgres } from "./webhooks.ts";
 
 // Chain watcher benchmark (`node bench/chain-watcher.ts [--pg]`): with 10,000 live pending
@@ -31,12 +31,6 @@ const GOALS = { detectionMs: 1_000, blocksPerSecond: 200 };
 const log = (message: string) => process.stderr.write(`[bench:chain-watcher] ${message}\n`);
 const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
 
-interface Pending {
-  id: string;
-  to: Hex;
-  amount: bigint;
-}
-
 /** 10,000 pending USDC payments, 100 per workspace EOA, each with an amount of its own. */
 async function insertPayments(t: TestApp, eoas: Array<{ id: string; address: Hex }>): Promise<Pending[]> {
   const db = t.database.db;
@@ -44,35 +38,10 @@ async function insertPayments(t: TestApp, eoas: Array<{ id: string; address: Hex
   const pending: Pending[] = [];
   const perWorkspace = PAYMENTS / eoas.length;
   for (const [w, ws] of eoas.entries()) {
-    const rows = Array.from({ length: perWorkspace }, (_, j) => {
-      const index = w * perWorkspace + j;
-      const gross = 10_000_000n + BigInt(index) * 1_000n; // 10 USDC + index × 0.001
-      const fee = (gross * 15n) / 1000n;
-      const row = repo.newPaymentRow({
-        id: randomUUID(),
-        status: "pending",
-        workspaceId: ws.id,
-        environment: "live",
-        network: LIVE_DEFAULT.id,
-        paymentMethod: "crypto",
-        paymentProvider: "onchain",
-        tokenSymbol: "USDC",
-        gross,
-        fee,
-        net: gross - fee,
-        merchantWallet: "0x2222222222222222222222222222222222222222",
-        walletType: "eoa",
-        receivingAddress: ws.address,
-        description: null,
-        metadata: {},
-        returnUrl: null,
-        cancelUrl: null,
-        expiresAt: new Date(now + 24 * 3_600_000),
-        createdAt: new Date(now - PAYMENTS + index),
-      });
-      pending.push({ id: row.id, to: ws.address, amount: gross });
-      return row;
-    });
+    const rows = Array.from({ length: perWorkspace }, (_, j) =>
+      pendingPaymentRow(ws, LIVE_DEFAULT.id, w * perWorkspace + j, PAYMENTS, now),
+    );
+    pending.push(...rows.map(pendingOf));
     await db.transaction().execute(async (trx) => {
       for (const row of rows) await repo.insertPaymentsQuery([row]).execute(trx);
     });
@@ -170,51 +139,11 @@ export async function benchChainWatcher(
     );
 
     // Backlog: 1,000 blocks of 5 matching transfers each, mined with the watcher stopped.
-    await rpc(dn.rpcUrl, "evm_setIntervalMining", [0]);
-    await rpc(dn.rpcUrl, "evm_setAutomine", [false]);
-    const buildStart = performance.now();
     const used = new Set(Array.from({ length: LATENCY_TRANSFERS }, (_, i) => (i * 487) % pending.length));
     const targets = pending.filter((_, i) => !used.has(i)).slice(0, BACKLOG_BLOCKS * TRANSFERS_PER_BLOCK);
-    let nonce = await client.getTransactionCount({ address: payer.address, blockTag: "pending" });
-    const latest = await client.getBlock();
-    const maxFeePerGas = (latest.baseFeePerGas ?? 1_000_000_000n) * 4n + 2_000_000_000n;
-    const signed: Hex[] = [];
-    for (const target of targets) {
-      signed.push(
-        await payer.signTransaction({
-          type: "eip1559",
-          chainId: dn.chainId,
-          to: dn.tokens.USDC,
-          data: encodeFunctionData({
-            abi: erc20Abi,
-            functionName: "transfer",
-            args: [target.to, target.amount],
-          }),
-          nonce: nonce++,
-          gas: 100_000n,
-          maxFeePerGas,
-          maxPriorityFeePerGas: 1_000_000_000n,
-        }),
-      );
-    }
     const cursorBefore = await readCursor(db, LIVE_DEFAULT);
     const headBefore = await client.getBlockNumber();
-    let lastHash: Hex | undefined;
-    for (let b = 0; b < BACKLOG_BLOCKS; b++) {
-      const hashes = await Promise.all(
-        signed
-          .slice(b * TRANSFERS_PER_BLOCK, (b + 1) * TRANSFERS_PER_BLOCK)
-          .map((raw) => rpc(dn.rpcUrl, "eth_sendRawTransaction", [raw]) as Promise<Hex>),
-      );
-      lastHash = hashes.at(-1);
-      await rpc(dn.rpcUrl, "evm_mine", []);
-    }
-    const head = await client.getBlockNumber();
-    if (lastHash) {
-      const last = await client.getTransactionReceipt({ hash: lastHash });
-      if (last.status !== "success") throw new Error("a backlog transfer failed");
-    }
-    const buildMs = performance.now() - buildStart;
+    const { head, buildMs } = await mineBacklog(dn, targets, TRANSFERS_PER_BLOCK);
     if (!cursorBefore) throw new Error("no cursor");
     const backlogBlocks = Number(head - cursorBefore.block);
     log(
