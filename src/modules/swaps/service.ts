@@ -1,19 +1,12 @@
 import { randomUUID } from "node:crypto";
 import type { ChainToken, Hex, IncomingTransfer, OnNetwork } from "../../chain/network.ts";
 import type { AppContext } from "../../context.ts";
-import {
-  badRequest,
-  ConcurrentChange,
-  conflict,
-  InternalError,
-  notFound,
-  serviceUnavailable,
-} from "../../domain/errors.ts";
+import { badRequest, ConcurrentChange, conflict, InternalError, notFound } from "../../domain/errors.ts";
 import { idempotencyKeyProblem } from "../../domain/refund-request.ts";
 import { maximumIn, minimumOut } from "../../domain/swap-math.ts";
 import { type QuoteRequest, validateQuoteRequest, validateSwapRequest } from "../../domain/swap-request.ts";
 import { isPlainObject, isUuid } from "../../domain/validation.ts";
-import { DEFAULT_NETWORK_ID, networkPrefix } from "../../network-config.ts";
+import { DEFAULT_NETWORK_ID } from "../../network-config.ts";
 import { KeyedQueue } from "../../platform/concurrency/keyed-queue.ts";
 import { KEY_FENCE, KeyTaken, ResourceKeys } from "../../platform/db/resource-keys.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
@@ -23,7 +16,7 @@ import { POOL_FENCE } from "./pools-repo.ts";
 import { priceMoved, type QuoteView, quoteView } from "./quote-view.ts";
 import * as repo from "./repo.ts";
 import { PoolMoved, type Scope, type SwapAsk, type SwapVenue, type VenueQuote } from "./venue.ts";
-import { type SwapVenues, venueKey } from "./venues.ts";
+import { type SwapVenues, venueOf } from "./venues.ts";
 import { amountOf, factsOf, factsOfRecord, metadataOf, type SwapView, swapView } from "./view.ts";
 
 // Swaps (D16) as operations: quote (the venue's best fill, stored 30 s with its slippage limits)
@@ -96,7 +89,7 @@ export class SwapsService {
   }
 
   async #quote(scope: Scope, network: string, request: QuoteRequest): Promise<repo.QuoteRow> {
-    const venue = this.#venue(scope, network);
+    const venue = venueOf(this.#venues, scope.environment, network);
     const wallet = await this.#transfers.walletFor(scope, network, request.walletType);
     const ask: SwapAsk = {
       sell: request.sellToken,
@@ -147,7 +140,7 @@ export class SwapsService {
     const network = this.#network(tenant, body);
     const key = headerKey ?? idempotencyKey ?? undefined;
     const scope = scopeOf(tenant);
-    this.#venue(scope, network);
+    venueOf(this.#venues, scope.environment, network);
     const fingerprint = KEYS.fingerprint("swap", request);
     const repeat = key ? await KEYS.under(this.#ctx.db, scope, key, fingerprint) : null;
     if (repeat) return this.#repeat(scope, repeat);
@@ -199,7 +192,7 @@ export class SwapsService {
     quote: repo.QuoteRow,
     claim?: { key: string; fingerprint: string },
   ): Promise<SwapView> {
-    const venue = this.#venue(scope, quote.network);
+    const venue = venueOf(this.#venues, scope.environment, quote.network);
     // Again in the wallet's turn: it may have waited behind another swap's receipts.
     this.#assertFresh(quote);
     const ask: SwapAsk = {
@@ -385,19 +378,6 @@ export class SwapsService {
   /** The network a quote or swap request names, else the environment's default (none: `default`, no venue: 503). */
   #network(tenant: Tenant, body: unknown): string {
     return this.#ctx.directory.resolveIn(tenant.environment, body) ?? DEFAULT_NETWORK_ID;
-  }
-
-  #venue(scope: Scope, network: string): SwapVenue {
-    const venue = this.#venues.get(venueKey(scope.environment, network));
-    if (!venue) {
-      const p = networkPrefix(scope.environment, network);
-      const where =
-        network === DEFAULT_NETWORK_ID ? scope.environment : `${scope.environment} network ${network}`;
-      throw serviceUnavailable(
-        `Swaps are not configured for ${where}: set ${p}_SWAP_ROUTER_ADDRESS, ${p}_SWAP_QUOTER_ADDRESS, ${p}_SWAP_FACTORY_ADDRESS and ${p}_WETH_ADDRESS`,
-      );
-    }
-    return venue;
   }
 }
 

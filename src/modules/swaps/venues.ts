@@ -2,6 +2,8 @@ import { UniswapV3 } from "../../chain/evm/uniswap.ts";
 import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
 import { SIMULATED_NETWORKS } from "../../chain/simulated/networks.ts";
 import { type Config, ENVIRONMENTS, type Environment } from "../../config.ts";
+import { serviceUnavailable } from "../../domain/errors.ts";
+import { DEFAULT_NETWORK_ID, networkPrefix } from "../../network-config.ts";
 import type { Db } from "../../platform/db/database.ts";
 import { SandboxVenue } from "./sandbox-venue.ts";
 import { UniswapVenue } from "./uniswap-venue.ts";
@@ -33,4 +35,15 @@ export function buildSwapVenues(config: Config, db: Db, ledger: SimulatedLedger)
     }
   }
   return venues;
+}
+
+/** The venue of `network` in `environment`, or the 503 that names the variables it lacks. */
+export function venueOf(venues: SwapVenues, environment: Environment, network: string): SwapVenue {
+  const venue = venues.get(venueKey(environment, network));
+  if (venue) return venue;
+  const p = networkPrefix(environment, network);
+  const where = network === DEFAULT_NETWORK_ID ? environment : `${environment} network ${network}`;
+  throw serviceUnavailable(
+    `Swaps are not configured for ${where}: set ${p}_SWAP_ROUTER_ADDRESS, ${p}_SWAP_QUOTER_ADDRESS, ${p}_SWAP_FACTORY_ADDRESS and ${p}_WETH_ADDRESS`,
+  );
 }
