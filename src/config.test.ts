@@ -2,6 +2,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { configRefusal } from "../test/support/config.ts";
 import { ConfigError, loadConfig } from "./config.ts";
 
 describe("loadConfig", () => {
@@ -148,15 +149,7 @@ describe("loadConfig", () => {
       [`${p}_ADAO_ADDRESS`]: `0x${"2".repeat(40)}`,
       [`${p}_TREASURY_ADDRESS`]: `0x${"3".repeat(40)}`,
     });
-    const refusal = (env: Record<string, string>): string => {
-      try {
-        loadConfig(env);
-      } catch (err) {
-        expect(err).toBeInstanceOf(ConfigError);
-        return (err as Error).message;
-      }
-      throw new Error("the configuration was accepted");
-    };
+    const refusal = configRefusal;
 
     it("reads each network LIVE_NETWORKS lists from its own variables, the first the default", () => {
       const config = loadConfig({

@@ -2,8 +2,8 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { configRefusal } from "../test/support/config.ts";
 import { loadConfig } from "./config.ts";
-import { ConfigError } from "./config-values.ts";
 
 // NETWORKS_FILE (networks-file.ts): the environments' networks as one JSON or YAML file, checked
 // by the same rules as the variables, its errors told in the file's terms.
@@ -46,15 +46,7 @@ live:
       paymasterAddress: "${A1}"
 `;
 
-function refusal(env: Record<string, string>): string {
-  try {
-    loadConfig(env);
-  } catch (err) {
-    expect(err).toBeInstanceOf(ConfigError);
-    return (err as Error).message;
-  }
-  throw new Error("the configuration was accepted");
-}
+const refusal = configRefusal;
 
 describe("NETWORKS_FILE", () => {
   it("reads each environment's networks from YAML, the first the default, as the variables would", () => {
