@@ -158,7 +158,7 @@ describe("live on two chains at once", () => {
     expect(await onA.usdcBalance(merchant)).toBe(0n);
   }, 60_000);
 
-  it("settles a smart-wallet payment on devnet-b with its splits, by a user operation on B: exact balances there, none on A", async () => {
+  it("settles smart-wallet and EOA payments on devnet-b with their splits, and refunds on B: exact balances there, none on A", async () => {
     const other = await createWorkspace(t);
     const call = async (method: "POST" | "PUT", url: string, payload: Record<string, unknown> = {}) => {
       const res = await t.request({ method, url, headers: bearer(other.liveKey), payload });
@@ -205,7 +205,44 @@ describe("live on two chains at once", () => {
     // The account was deployed on B by its first operation; A never saw it.
     expect(((await onB.chain.getCode({ address: smart })) ?? "0x").length).toBeGreaterThan(2);
     expect(await onA.chain.getCode({ address: smart })).toBeUndefined();
-  }, 60_000);
+
+    // The same on the workspace EOA, by transactions on B; then a refund of it, on B.
+    const byEoa = await call("POST", "/api/v1/payments", {
+      tokenSymbol: "USDC",
+      amount: "20",
+      merchantWallet: merchant,
+      network: "devnet-b",
+      walletType: "eoa",
+    });
+    await onB.sendUsdc(other.eoaAddress, 20_000_000n);
+    await until(
+      "the EOA payment forwarded on B",
+      async () =>
+        (
+          await t.request({
+            method: "GET",
+            url: `/api/v1/payments/${byEoa.payment.id}`,
+            headers: bearer(other.liveKey),
+          })
+        ).json().payment,
+      (payment: { status: string }) => payment.status === "forwarded",
+      45_000,
+    );
+    // 20 USDC: fee 0.30, net 19.70; the partner's 3.94, the merchant's 15.76 (beside 7.88 before).
+    expect(await onB.usdcBalance(merchant)).toBe(7_880_000n + 15_760_000n);
+    expect(await onB.usdcBalance(partner)).toBe(1_970_000n + 3_940_000n);
+    expect([await onA.usdcBalance(merchant), await onA.usdcBalance(partner)]).toEqual([0n, 0n]);
+    await onB.fund(other.eoaAddress, { USDC: "5", ETH: "1" });
+    const payer = b.accounts.payer.address;
+    const before = await onB.usdcBalance(payer);
+    const refund = await call("POST", `/api/v1/payments/${byEoa.payment.id}/refunds`, {
+      amount: "2",
+      destinationAddress: payer,
+    });
+    expect(refund.refund).toMatchObject({ network: "devnet-b", status: "completed", amount: "2.00" });
+    expect((await onB.usdcBalance(payer)) - before).toBe(2_000_000n);
+    expect(await onB.usdcBalance(other.eoaAddress)).toBe(3_000_000n);
+  }, 90_000);
 
   it("does not let a transfer on chain A pay a payment on devnet-b: it lands in devnet-a's inbox", async () => {
     const created = await createPayment({ amount: "7", network: "devnet-b" });
