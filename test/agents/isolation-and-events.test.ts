@@ -208,7 +208,7 @@ describe("agent and wallet events delivered to a webhook receiver", () => {
     expect(outbox).toHaveLength(1);
   });
 
-  it("wallet.balance.updated from the sandbox faucet: {walletId, address, currency, balance, previousBalance, updatedAt}", async () => {
+  it("wallet.balance.updated from the sandbox faucet: {walletId, address, network, currency, balance, previousBalance, updatedAt}", async () => {
     const wallet = await createWallet(ws.testKey, {
       ownerId: "user-bal",
       type: "user",
@@ -230,6 +230,7 @@ describe("agent and wallet events delivered to a webhook receiver", () => {
       data: {
         walletId: wallet.walletId,
         address: wallet.address,
+        network: "sandbox-a",
         currency: "USDC",
         balance: "10.00",
         previousBalance: "0.00",
