@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Hex, OnNetwork } from "../../src/chain/network.ts";
+import { paymentsAfter } from "../../src/modules/payments/browse-repo.ts";
 import { matchTransfers } from "../../src/modules/payments/incoming/chain-repo.ts";
 import * as repo from "../../src/modules/payments/repo.ts";
 import { batchTransition } from "../../src/modules/payments/transitions.ts";
@@ -126,6 +127,18 @@ describe("matching a payment payable on several networks", () => {
       .execute();
     expect(await seenOn(B, ws.id, ws.eoaAddress, USDC(2))).toEqual([{ index: 0, payment: null }]);
     expect((await seenOn(A, ws.id, ws.eoaAddress, USDC(2))).map((r) => r.payment?.id)).toEqual([id]);
+  });
+
+  it("a list filtered by network shows it under each of its networks while it is on none, then under its own", async () => {
+    const ws = await createWorkspace(t);
+    const id = await multiNetworkPayment(ws.id, ws.eoaAddress, USDC(3), [A.id, B.id]);
+    const listed = async (network: string) =>
+      (
+        await paymentsAfter(t.database.db, { workspaceId: ws.id, environment: "live" }, { network }, null, 10)
+      ).map((row) => row.id);
+    expect([await listed(A.id), await listed(B.id), await listed(C.id)]).toEqual([[id], [id], []]);
+    await seenOn(B, ws.id, ws.eoaAddress, USDC(3));
+    expect([await listed(A.id), await listed(B.id)]).toEqual([[], [id]]);
   });
 
   it("the database refuses a list of fewer than two networks (one network is `network`)", async () => {

@@ -3,14 +3,11 @@ import type { Environment } from "../../config.ts";
 import type { PaymentStatus } from "../../domain/payment-state.ts";
 import { type KeysetKey, keysetKey, olderThan } from "../../platform/db/page.ts";
 import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
+import { payableOn } from "./repo.ts";
 
 // The SQL of the payments browser and export (browse.ts): keyset pages, newest first.
 
 /** Where a page starts: after the payment with this created_at (ISO, microseconds) and id. */
-/** A payment of `network`, or one payable on several networks that lists it and is on none yet (D22). */
-const networkIs = (network: string) =>
-  sql<boolean>`(network = ${network} OR (network IS NULL AND networks @> jsonb_build_array(${network}::text)))`;
-
 export type PaymentKey = KeysetKey;
 
 /** The filter as SQL sees it: `search` already split into an id or a description pattern. */
@@ -63,7 +60,7 @@ export function paymentsAfterQuery(
   if (query.tokenSymbol) select = select.where("token_symbol", "=", query.tokenSymbol);
   if (query.paymentMethod) select = select.where("payment_method", "=", query.paymentMethod);
   // A payment payable on several networks and not yet paid is listed under each of them.
-  if (query.network) select = select.where(networkIs(query.network));
+  if (query.network) select = select.where(payableOn(query.network));
   if (query.createdFrom) select = select.where("created_at", ">=", query.createdFrom);
   if (query.createdTo) select = select.where("created_at", "<", query.createdTo);
   if (query.id) select = select.where("id", "=", query.id);

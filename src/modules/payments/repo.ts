@@ -7,6 +7,14 @@ import { newestFirst } from "../../platform/db/page.ts";
 import type { DatabaseSchema, PaymentRow, PaymentsTable } from "../../platform/db/schema.ts";
 import { type OutboxEvent, outboxCtes } from "../webhooks/outbox.ts";
 
+/**
+ * A payment's rows on `network` (D22): those of that network, and those payable on several
+ * networks that list it and are on none yet (migration 036). Shared by the watcher's match and
+ * the list filter, so that both mean the same payments.
+ */
+export const payableOn = (network: string): RawBuilder<boolean> =>
+  sql<boolean>`(network = ${network} OR (network IS NULL AND networks @> jsonb_build_array(${network}::text)))`;
+
 export interface NewPayment {
   /** Set when the caller chose the id before the row exists (the card method names it to the provider). */
   id?: string;

@@ -5,6 +5,7 @@ import { UNSETTLED_STATUSES } from "../../../domain/payment-state.ts";
 import { firstClaim } from "../../../domain/transfer-claim.ts";
 import type { UnsettledPayment } from "../../../domain/unsettled-payments.ts";
 import type { DatabaseSchema, PaymentRow } from "../../../platform/db/schema.ts";
+import { payableOn } from "../repo.ts";
 import type { BatchTransition } from "../transitions.ts";
 
 // SQL of the live crypto method: the watcher's cursor, matching transfers to payments, unmatched
@@ -140,8 +141,7 @@ export async function matchTransfers(
       CROSS JOIN LATERAL (
         SELECT id, created_at FROM payments
         WHERE environment = ${on.environment}
-          -- Its network's, or one payable on several that lists it (D22, migration 036).
-          AND (network = ${on.id} OR (network IS NULL AND networks @> jsonb_build_array(${on.id}::text)))
+          AND ${payableOn(on.id)}
           AND status = ${sql.lit(rule.from)}
           AND payment_method = 'crypto'
           AND lower(receiving_address) = w.address
