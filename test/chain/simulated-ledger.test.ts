@@ -221,6 +221,10 @@ describe("simulated ledger transfers", () => {
       .where("to_address", "=", to.toLowerCase())
       .execute();
     expect(written.map((row) => row.network)).toEqual(["sandbox-b", "sandbox-b"]);
+    // The previous release's debit check (the two-argument function) sees sandbox-a's money only.
+    const { rows } = await sql<{ balance: string }>`
+      SELECT ledger_debit_balance(${to.toLowerCase()}, 'USDC')::text AS balance`.execute(t.database.db);
+    expect(rows[0]?.balance).toBe("0");
   });
 
   it("reads balances asked for together in one query, each its own", async () => {

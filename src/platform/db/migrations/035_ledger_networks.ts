@@ -8,7 +8,9 @@ import { type Kysely, sql } from "kysely";
 //
 // A wallet's debits take turns per network and token: ledger_debit_balance gains the network.
 // Its lock key on sandbox-a is the one the two-argument function has always taken, so that
-// instances of either release exclude each other there; the old function stays for those.
+// instances of either release exclude each other there. The old function stays for the previous
+// release, as sandbox-a's (it summed a wallet's entries of every network, so an old instance
+// could have spent sandbox-b's money on sandbox-a).
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`ALTER TABLE ledger_entries ADD COLUMN network text NOT NULL DEFAULT 'sandbox-a'`.execute(db);
   await sql`ALTER TABLE ledger_transactions ADD COLUMN network text NOT NULL DEFAULT 'sandbox-a'`.execute(db);
@@ -30,6 +32,9 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       RETURN balance;
     END
     $$`.execute(db);
+  await sql`
+    CREATE OR REPLACE FUNCTION ledger_debit_balance(wallet text, token text) RETURNS numeric
+    LANGUAGE sql VOLATILE AS $$ SELECT ledger_debit_balance('sandbox-a', wallet, token) $$`.execute(db);
 
   await sql`ALTER TABLE sandbox_swap_pools ADD COLUMN network text NOT NULL DEFAULT 'sandbox-a'`.execute(db);
   await sql`ALTER TABLE sandbox_swap_pools DROP CONSTRAINT sandbox_swap_pools_pkey`.execute(db);
