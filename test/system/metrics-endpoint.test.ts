@@ -66,6 +66,7 @@ describe("GET /metrics", () => {
       "http_request_duration_seconds",
       "payment_transitions_total",
       "payouts_total",
+      "transfers_total",
       "circuit_breaker_trips_total",
       "workspaces_paused",
       "webhook_delivery_attempts_total",

@@ -255,6 +255,59 @@ describe("sandbox payouts and the circuit breaker", () => {
   });
 });
 
+describe("transfers by kind", () => {
+  it("a refund and a return count under their own kinds in transfers_total, never in payouts_total; a payout in both", async () => {
+    const ws = await workspace();
+    const payment = await sandboxPayment(ws);
+    const before = await read();
+    const refund = await post(ws.testKey, `/api/v1/payments/${payment.id}/refunds`, {
+      amount: "1",
+      destinationAddress: `0x${"cd".repeat(20)}`,
+    });
+    expect(refund.statusCode, refund.body).toBe(201);
+    addTenant(refund.json().refund.id);
+    const incoming = await post(ws.testKey, "/api/v1/sandbox/incoming-transfer", {
+      tokenSymbol: "USDC",
+      amount: "3",
+    });
+    expect(incoming.statusCode, incoming.body).toBe(201);
+    const transfer = incoming.json().transfer as { id: string; from: string };
+    addTenant(transfer.id);
+    addTenant(transfer.from);
+    const returned = await post(ws.testKey, `/api/v1/transfers/unmatched/${transfer.id}/return`, {});
+    expect(returned.statusCode, returned.body).toBe(201);
+    const afterBoth = await read();
+    expect(moved(before, afterBoth, "payouts_total")).toEqual({});
+    const walletType = (
+      await t.database.db
+        .selectFrom("payouts")
+        .select("wallet_type")
+        .where("workspace_id", "=", ws.id)
+        .where("kind", "=", "refund")
+        .executeTakeFirstOrThrow()
+    ).wallet_type;
+    const series = (kind: string) =>
+      `environment=sandbox,kind=${kind},network=sandbox-a,outcome=completed,wallet_type=${walletType}`;
+    expect(moved(before, afterBoth, "transfers_total")).toEqual({
+      [series("refund")]: 1,
+      [series("return")]: 1,
+    });
+
+    const payout = await post(ws.testKey, "/api/v1/payouts", {
+      tokenSymbol: "USDC",
+      amount: "1",
+      destinationAddress: `0x${"ce".repeat(20)}`,
+    });
+    expect(payout.statusCode, payout.body).toBe(200);
+    addTenant(payout.json().payout.txHash);
+    const afterPayout = await read();
+    expect(moved(afterBoth, afterPayout, "payouts_total")).toEqual({
+      [`environment=sandbox,outcome=completed,wallet_type=${walletType}`]: 1,
+    });
+    expect(moved(afterBoth, afterPayout, "transfers_total")).toEqual({ [series("payout")]: 1 });
+  });
+});
+
 describe("cardinality", () => {
   it("no label value is a workspace id, payment id, payout id or address", async () => {
     // Some more tenant-specific traffic: a payment read by id, and a 404 naming an id.

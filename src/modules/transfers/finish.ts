@@ -16,7 +16,6 @@ import {
   failureTrigger,
   OPEN_PAYOUT,
   PAYOUT_TRANSITIONS,
-  spendsItsPayment,
   type TransferKindName,
 } from "../../domain/payout-state.ts";
 import { coalescedCall } from "../../platform/db/coalesced-write.ts";
@@ -165,12 +164,9 @@ export class TransferEndings {
     return { status: "completed", transfer: row };
   }
 
-  /**
-   * Counts an ending in payouts_total: every kind a merchant orders (a settlement's is its
-   * payment's, counted by the payments metric when the payment moves).
-   */
+  /** Counts an ending under its kind (transfers_total), and a payout's in payouts_total. */
   #ended(outcome: "completed" | "failed", row: repo.TransferRow): void {
-    if (!spendsItsPayment(row.kind as TransferKindName)) this.#ctx.metrics.payoutEnded(outcome, row);
+    this.#ctx.metrics.transferEnded(outcome, row);
   }
 
   async #resetStreak(scope: Scope, breaker: BreakerState): Promise<void> {

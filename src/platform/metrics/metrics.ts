@@ -30,6 +30,7 @@ export class Metrics {
   readonly #httpChildren = new Map<string, { observe(value: number): void }>();
   readonly #payments: Counter<"rail" | "environment" | "status">;
   readonly #payouts: Counter<"outcome" | "wallet_type" | "environment">;
+  readonly #transfers: Counter<"kind" | "outcome" | "wallet_type" | "environment" | "network">;
   readonly #trips: Counter<"environment">;
   readonly #attempts: Counter<"outcome">;
   readonly #attemptSeconds: Histogram<"outcome">;
@@ -57,8 +58,14 @@ export class Metrics {
     });
     this.#payouts = new Counter({
       name: "payouts_total",
-      help: "Payouts that ended, by outcome and wallet type",
+      help: "Payouts that ended, by outcome and wallet type (payouts only; every kind: transfers_total)",
       labelNames: ["outcome", "wallet_type", "environment"],
+      registers,
+    });
+    this.#transfers = new Counter({
+      name: "transfers_total",
+      help: "Transfers out of workspace wallets that ended, by kind (payout, refund, return, swap, settlement), outcome, wallet type and network",
+      labelNames: ["kind", "outcome", "wallet_type", "environment", "network"],
       registers,
     });
     this.#trips = new Counter({
@@ -202,9 +209,15 @@ export class Metrics {
       this.#payments.inc({ rail: row.payment_method, environment: row.environment, status });
   }
 
-  payoutEnded(outcome: Outcome, row: { wallet_type: string; environment: string }): void {
+  /** A transfer of any kind ended: counted under its kind; a payout's in payouts_total too. */
+  transferEnded(
+    outcome: Outcome,
+    row: { kind: string; wallet_type: string; environment: string; network: string },
+  ): void {
     if (!this.enabled) return;
-    this.#payouts.inc({ outcome, wallet_type: row.wallet_type, environment: row.environment });
+    const { kind, wallet_type, environment, network } = row;
+    this.#transfers.inc({ kind, outcome, wallet_type, environment, network });
+    if (kind === "payout") this.#payouts.inc({ outcome, wallet_type, environment });
   }
 
   breakerTripped(environment: string): void {
