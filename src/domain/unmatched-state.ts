@@ -2,10 +2,11 @@
 // it decides an unmatched transfer's status, and the repo's compare-and-set takes `from` and `to`
 // from it. A transfer is open until the merchant attaches it to a payment (final) or returns it
 // to its sender; a return that fails leaves it open again, so nothing a payer sent is stranded. One
-// that turns out to be an on-ramp session's delivery is the session's (final). An attachment a
-// reorganisation undid opens it again.
+// that turns out to be an on-ramp session's delivery is the session's (final). A reorganisation
+// that drops its transaction (open, or attached to a payment not confirmed yet) leaves it
+// `dropped`: nothing to act on until the transaction is mined again, which opens it again.
 
-export const UNMATCHED_STATUSES = ["open", "attached", "returned", "onramp"] as const;
+export const UNMATCHED_STATUSES = ["open", "attached", "returned", "onramp", "dropped"] as const;
 export type UnmatchedStatus = (typeof UNMATCHED_STATUSES)[number];
 
 export type UnmatchedTrigger =
@@ -22,9 +23,13 @@ export type UnmatchedTrigger =
   | "onramp_delivered"
   /**
    * A reorganisation deeper than the confirmations dropped its transaction after it was attached:
-   * the payment waits again and the transfer is the merchant's to act on again (once mined again).
+   * the payment waits again, and the transfer waits to be mined again.
    */
-  | "attachment_reverted";
+  | "attachment_reverted"
+  /** A reorganisation dropped its transaction before the network's confirmations were met. */
+  | "dropped_by_reorg"
+  /** Its dropped transaction is in a block again: the merchant's to act on again. */
+  | "mined_again";
 
 interface UnmatchedRule {
   from: UnmatchedStatus;
@@ -36,7 +41,9 @@ export const UNMATCHED_TRANSITIONS = {
   return_recorded: { from: "open", to: "returned" },
   return_failed: { from: "returned", to: "open" },
   onramp_delivered: { from: "open", to: "onramp" },
-  attachment_reverted: { from: "attached", to: "open" },
+  attachment_reverted: { from: "attached", to: "dropped" },
+  dropped_by_reorg: { from: "open", to: "dropped" },
+  mined_again: { from: "dropped", to: "open" },
 } as const satisfies Record<UnmatchedTrigger, UnmatchedRule>;
 
 /** Whether the merchant may still act on a transfer in `status` (attach it, or return it). */

@@ -20,8 +20,10 @@ import { until, watcherPassed } from "../support/poll.ts";
 // - a transfer from one of the workspace's own wallets never pays one of its payments: it is an
 //   inbox item, and it cannot be attached to a payment either;
 // - an attachment whose transfer a reorganisation deeper than the confirmations drops is undone:
-//   the payment waits again without the amount it was attached, the transfer is open again, and
-//   once mined again it is attached again (not recorded twice).
+//   the payment waits again without the amount it was attached, the transfer is dropped, and
+//   once mined again it is open and attached again (not recorded twice);
+// - an open transfer a reorganisation drops before its confirmations is dropped (issue 39): attach
+//   and return refuse it, and once mined again it is open and returned.
 // The merchant acts through an app with the devnet's 2 confirmations; the watcher runs in one that
 // asks for 50, so that an attached payment stays detected while the chain is rewound.
 
@@ -159,16 +161,82 @@ describe("an attachment a reorganisation undoes", () => {
       netAmount: asked.netAmount,
       txHash: null,
     });
-    expect((await inbox(ws, txHash)).map((u) => [u.status, u.paymentId ?? null])).toEqual([["open", null]]);
+    expect((await inbox(ws, txHash)).map((u) => [u.status, u.paymentId ?? null])).toEqual([
+      ["dropped", null],
+    ]);
 
-    // Mined again: the same transfer, still the one inbox item, attached again.
+    // Mined again: the same transfer, still the one inbox item, open and attached again.
     await clients.chain.sendRawTransaction({ serializedTransaction: raw });
     await seen(txHash);
+    await until(
+      "the transfer open again",
+      () => inbox(ws, txHash),
+      (l) => l[0]?.status === "open",
+    );
     await mine(devnet, 2);
     const items = await inbox(ws, txHash);
     expect(items.map((u) => u.id)).toEqual([item?.id]);
     const again = await attach(ws, item?.id, paymentId);
     expect(again.statusCode, again.body).toBe(200);
     expect(again.json().payment).toMatchObject({ status: "detected", amountReceived: "29.00", txHash });
+  }, 90_000);
+});
+
+describe("an open transfer a reorganisation drops", () => {
+  it("is dropped (attach and return refused), and open again once its transaction is mined again", async () => {
+    const ws = await createWorkspace(t);
+    await clients.fund(ws.eoaAddress, { ETH: "1" }); // gas for the return
+    const paymentId = await pendingPayment(ws, "4.00");
+    const before = await snapshot(devnet);
+    const raw = await clients.payer.signTransaction(
+      await clients.payer.prepareTransactionRequest({
+        to: devnet.tokens.USDC,
+        data: encodeFunctionData({
+          abi: erc20Abi,
+          functionName: "transfer",
+          args: [ws.eoaAddress as Hex, parseUnits("3", 6)],
+        }),
+        gas: 100_000n,
+      }),
+    );
+    const txHash = await clients.chain.sendRawTransaction({ serializedTransaction: raw });
+    await seen(txHash);
+    const [item] = await until(
+      "the transfer in the inbox",
+      () => inbox(ws, txHash),
+      (l) => l.length > 0,
+    );
+    expect(item).toMatchObject({ status: "open", amount: "3.00" });
+
+    // The chain under it is replaced before the watcher's 50 confirmations.
+    await revert(devnet, before);
+    await mine(devnet, 3);
+    await until(
+      "the transfer dropped",
+      () => inbox(ws, txHash),
+      (l) => l[0]?.status === "dropped",
+    );
+    const dropped = { status: "dropped" };
+    const refusedAttach = await attach(ws, item?.id, paymentId);
+    expect(refusedAttach.statusCode, refusedAttach.body).toBe(409);
+    expect(refusedAttach.json().error).toContain("dropped by a reorganisation");
+    const refusedReturn = await api(ws, "POST", `/api/v1/transfers/unmatched/${String(item?.id)}/return`, {});
+    expect(refusedReturn.statusCode, refusedReturn.body).toBe(409);
+    expect(refusedReturn.json()).toMatchObject(dropped);
+    expect((await payment(ws, paymentId)).status).toBe("pending");
+
+    // Mined again: the same inbox item is open, in the block it is in now, and goes back.
+    await clients.chain.sendRawTransaction({ serializedTransaction: raw });
+    const { blockNumber } = await clients.chain.waitForTransactionReceipt({ hash: txHash });
+    const [again] = await until(
+      "the transfer open again",
+      () => inbox(ws, txHash),
+      (l) => l[0]?.status === "open",
+    );
+    expect(again).toMatchObject({ id: item?.id, blockNumber: Number(blockNumber) });
+    await mine(devnet, 2);
+    const returned = await api(ws, "POST", `/api/v1/transfers/unmatched/${String(item?.id)}/return`, {});
+    expect(returned.statusCode, returned.body).toBe(201);
+    expect((await inbox(ws, txHash)).map((u) => u.status)).toEqual(["returned"]);
   }, 90_000);
 });

@@ -78,7 +78,10 @@ export const PaymentSchema = Type.Object(
 /** An incoming transfer that matched no payment (D13), and what became of it (D19). */
 export const UnmatchedTransferSchema = Type.Object({
   id: Type.String({ format: "uuid" }),
-  status: Type.Enum(UNMATCHED_STATUSES, { description: "onramp: an on-ramp session's delivery (D17)" }),
+  status: Type.Enum(UNMATCHED_STATUSES, {
+    description:
+      "onramp: an on-ramp session's delivery (D17); dropped: a reorganisation dropped its transaction (open again once it is mined again)",
+  }),
   network: Type.String({ description: "The network it arrived on (D22)" }),
   paymentId: NullableString(),
   amount: Type.String(),

@@ -41,6 +41,7 @@ import * as moneyRecordNetworks from "./migrations/033_money_record_networks.ts"
 import * as paymentTotalsNetworks from "./migrations/034_payment_totals_networks.ts";
 import * as ledgerNetworks from "./migrations/035_ledger_networks.ts";
 import * as paymentNetworks from "./migrations/036_payment_networks.ts";
+import * as inboxChecks from "./migrations/037_inbox_checks.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -91,6 +92,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "034_payment_totals_networks": paymentTotalsNetworks,
   "035_ledger_networks": ledgerNetworks,
   "036_payment_networks": paymentNetworks,
+  "037_inbox_checks": inboxChecks,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

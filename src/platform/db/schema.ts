@@ -191,10 +191,12 @@ export interface UnmatchedTransfersTable {
   block_number: ColumnType<string, string | bigint, string | bigint>;
   reason: string;
   created_at: Generated<Date>;
-  /** open, attached (to payment_id) or returned (D19). */
+  /** open, attached (to payment_id), returned (D19), onramp (D17) or dropped by a reorganisation. */
   status: ColumnType<string, string | undefined, string>;
   payment_id: ColumnType<string | null, string | null | undefined, string | null>;
   resolved_at: NullableTimestamp;
+  /** When the watcher found it under the network's confirmations (migration 037); the ledger's at once. */
+  confirmed_at: NullableTimestamp;
 }
 
 /** The chain watcher's claim on a transfer it has accounted for (migration 011). */

@@ -66,15 +66,16 @@ export function moveStatement(
 }
 
 /**
- * The transfers attached to `paymentIds` whose detection a reorganisation reverted: open again
- * (attachment_reverted), in the revert's transaction. The reopened rows.
+ * The transfers attached to `paymentIds` whose detection a reorganisation reverted: dropped until
+ * their transaction is mined again (attachment_reverted), in the revert's transaction, and checked
+ * against the chain again from then on. The rows it moved.
  */
-export async function reopenAttached(db: Db, paymentIds: readonly string[]): Promise<UnmatchedRow[]> {
+export async function dropAttached(db: Db, paymentIds: readonly string[]): Promise<UnmatchedRow[]> {
   if (paymentIds.length === 0) return [];
   const rule = UNMATCHED_TRANSITIONS.attachment_reverted;
   return db
     .updateTable("unmatched_transfers")
-    .set({ status: rule.to, payment_id: null, resolved_at: null })
+    .set({ status: rule.to, payment_id: null, resolved_at: null, confirmed_at: null })
     .where("payment_id", "in", [...paymentIds])
     .where("status", "=", rule.from)
     .returningAll()
@@ -125,7 +126,10 @@ export async function moveUnmatchedOfTransaction(
     .execute();
 }
 
-/** A sandbox payer's transfer (D19), recorded in the inbox as the watcher records a live one: an INSERT … RETURNING * for the caller's statement. */
+/**
+ * A sandbox payer's transfer (D19), recorded in the inbox as the watcher records a live one, final
+ * at once (the ledger does not reorganise): an INSERT … RETURNING * for the caller's statement.
+ */
 export function insertUnmatchedQuery(row: {
   workspaceId: string;
   environment: Environment;
@@ -139,9 +143,9 @@ export function insertUnmatchedQuery(row: {
 }): RawBuilder<unknown> {
   return sql`
     INSERT INTO unmatched_transfers (workspace_id, environment, network, token_symbol, amount, from_address,
-                                     to_address, tx_hash, log_index, block_number, reason)
+                                     to_address, tx_hash, log_index, block_number, reason, confirmed_at)
     VALUES (${row.workspaceId}, ${row.environment}, ${row.network}, ${row.tokenSymbol}, ${row.amount.toString()}::numeric,
-            ${row.fromAddress}, ${row.toAddress}, ${row.txHash}, 0, 0, ${row.reason})
+            ${row.fromAddress}, ${row.toAddress}, ${row.txHash}, 0, 0, ${row.reason}, now())
     RETURNING *`;
 }
 
@@ -156,4 +160,83 @@ export async function listUnmatched(db: Db, scope: Scope, page: { limit: number;
     base.select((eb) => eb.fn.countAll().as("total")),
     page,
   );
+}
+
+/**
+ * The transfers of network `on` the watcher still checks against the chain: open ones short of
+ * the network's confirmations, then dropped ones (mined again?); at most `limit`.
+ */
+export async function unconfirmedInbox(db: Db, on: OnNetwork, limit: number): Promise<UnmatchedRow[]> {
+  return db
+    .selectFrom("unmatched_transfers")
+    .selectAll()
+    .where("environment", "=", on.environment)
+    .where("network", "=", on.id)
+    .where("confirmed_at", "is", null)
+    .where("status", "in", [
+      UNMATCHED_TRANSITIONS.dropped_by_reorg.from,
+      UNMATCHED_TRANSITIONS.mined_again.from,
+    ])
+    .orderBy(sql`status = ${UNMATCHED_TRANSITIONS.mined_again.from}`)
+    .orderBy("id")
+    .limit(limit)
+    .execute();
+}
+
+/** What a check of the inbox against the chain found (incoming/inbox-check.ts): the blocks are where each transaction is now. */
+export interface InboxCheckRecord {
+  /** Open, under the network's confirmations now: final. */
+  confirm: Array<{ id: string; block: bigint }>;
+  /** Open, in another block than recorded (a reorganisation mined it again before it was confirmed). */
+  move: Array<{ id: string; block: bigint }>;
+  /** Open, in no block: dropped_by_reorg. */
+  drop: string[];
+  /** Dropped, in a block again: mined_again. */
+  reopen: Array<{ id: string; block: bigint }>;
+}
+
+const placed = (rows: ReadonlyArray<{ id: string; block: bigint }>) => sql`unnest(
+  ${rows.map((r) => r.id)}::uuid[], ${rows.map((r) => r.block.toString())}::bigint[]
+) AS c(id, block)`;
+
+/**
+ * Records a check in one transaction's statements, each a compare-and-set on the status the check
+ * saw (a transfer acted on meanwhile is left alone). The transfers dropped and reopened.
+ */
+export async function recordInboxCheck(
+  trx: Db,
+  check: InboxCheckRecord,
+  at: Date,
+): Promise<{ dropped: UnmatchedRow[]; reopened: UnmatchedRow[] }> {
+  const open = UNMATCHED_TRANSITIONS.dropped_by_reorg.from;
+  if (check.confirm.length > 0)
+    await sql`
+      UPDATE unmatched_transfers u SET confirmed_at = ${at}, block_number = c.block
+      FROM ${placed(check.confirm)}
+      WHERE u.id = c.id AND u.status = ${open} AND u.confirmed_at IS NULL`.execute(trx);
+  if (check.move.length > 0)
+    await sql`
+      UPDATE unmatched_transfers u SET block_number = c.block
+      FROM ${placed(check.move)}
+      WHERE u.id = c.id AND u.status = ${open} AND u.confirmed_at IS NULL`.execute(trx);
+  const dropped =
+    check.drop.length === 0
+      ? []
+      : await moved(trx, "dropped_by_reorg", { resolved_at: null })
+          .where("id", "in", check.drop)
+          .where("confirmed_at", "is", null)
+          .returningAll()
+          .execute();
+  const reopen = UNMATCHED_TRANSITIONS.mined_again;
+  const reopened =
+    check.reopen.length === 0
+      ? []
+      : (
+          await sql<UnmatchedRow>`
+            UPDATE unmatched_transfers u SET status = ${reopen.to}, block_number = c.block
+            FROM ${placed(check.reopen)}
+            WHERE u.id = c.id AND u.status = ${reopen.from}
+            RETURNING u.*`.execute(trx)
+        ).rows;
+  return { dropped, reopened };
 }

@@ -21,7 +21,11 @@ import { isOwnWallet } from "../../../domain/own-wallets.ts";
 import { type PaymentStatus, transition } from "../../../domain/payment-state.ts";
 import { validateSandboxCredit } from "../../../domain/sandbox-credit.ts";
 import { CLAIM_TRANSITIONS, onrampMayCredit } from "../../../domain/transfer-claim.ts";
-import { isActionable, type UnmatchedStatus } from "../../../domain/unmatched-state.ts";
+import {
+  isActionable,
+  UNMATCHED_TRANSITIONS,
+  type UnmatchedStatus,
+} from "../../../domain/unmatched-state.ts";
 import { isAddress, isPlainObject, isUuid } from "../../../domain/validation.ts";
 import type { Db } from "../../../platform/db/database.ts";
 import type { Fence } from "../../../platform/db/fences.ts";
@@ -203,8 +207,7 @@ export class UnmatchedInbox {
   async returnRefused(tenant: Tenant, id: string): Promise<AppError> {
     const row = await unmatchedRepo.findUnmatched(this.#ctx.db, tenant, id);
     if (!row) return notFound("Unmatched transfer not found");
-    if (!isActionable(row.status as UnmatchedStatus))
-      return conflict(`Unmatched transfer is already ${row.status}`, { status: row.status });
+    if (!isActionable(row.status as UnmatchedStatus)) return notActionable(row);
     return conflict("Unmatched transfer changed concurrently; retry");
   }
 
@@ -320,13 +323,22 @@ export class UnmatchedInbox {
   async #lockOpen(trx: Db, tenant: Tenant, id: string): Promise<unmatchedRepo.UnmatchedRow> {
     const row = await unmatchedRepo.findUnmatched(trx, tenant, id, true);
     if (!row) throw notFound("Unmatched transfer not found");
-    if (!isActionable(row.status as UnmatchedStatus))
-      throw conflict(`Unmatched transfer is already ${row.status}`, {
-        status: row.status,
-        paymentId: row.payment_id,
-      });
+    if (!isActionable(row.status as UnmatchedStatus)) throw notActionable(row);
     return row;
   }
+}
+
+/** The 409 for a transfer the merchant may not act on, saying why. */
+function notActionable(row: unmatchedRepo.UnmatchedRow): AppError {
+  if (row.status === UNMATCHED_TRANSITIONS.mined_again.from)
+    return conflict(
+      "The transfer was dropped by a reorganisation: nothing to attach or return until its transaction is mined again",
+      { status: row.status },
+    );
+  return conflict(`Unmatched transfer is already ${row.status}`, {
+    status: row.status,
+    paymentId: row.payment_id,
+  });
 }
 
 /** The sender of a sandbox incoming transfer that names none: a fixed, recognisable address. */

@@ -17,6 +17,7 @@ import { receivingWallets } from "../../workspaces/service.ts";
 import { UNMATCHED_REASON } from "../inbox/unmatched-repo.ts";
 import { batchTransition, emitPaymentEvents } from "../transitions.ts";
 import * as chainRepo from "./chain-repo.ts";
+import { checkInbox } from "./inbox-check.ts";
 import * as reorgRepo from "./reorg-repo.ts";
 
 // Follows an environment's chain: scans new blocks for transfers to the service's receiving
@@ -126,8 +127,8 @@ export class ChainWatcher {
 
   /**
    * Scans what is new, again whenever the head moves while the tick follows it (HEAD_POLL_MS),
-   * then checks the detections against the chain once (each costs a receipt call), right before
-   * the job settles what this confirmed.
+   * then checks the detections and the inbox's unconfirmed transfers against the chain once (each
+   * costs a receipt call), right before the job settles what this confirmed.
    */
   async tick(): Promise<void> {
     const started = performance.now();
@@ -145,6 +146,7 @@ export class ChainWatcher {
       cursor = (await this.#scan(head.number)) ?? cursor;
     }
     await this.#confirm(seen.number);
+    await checkInbox(this.#db, this.#network, this.#log, seen.number, this.#now());
     if (cursor !== undefined) this.#metrics?.chainWatcherTicked(this.#network, seen.number, cursor);
   }
 
@@ -324,7 +326,7 @@ export class ChainWatcher {
       const confirmed = await chainRepo.confirmDetections(trx, plan.confirm, CONFIRM, now);
       if (CONFIRM.event) await emitPaymentEvents(trx, confirmed, CONFIRM.event);
       await chainRepo.moveDetections(trx, plan.move, CONFIRM);
-      const { payments: reverted, reopened } = await reorgRepo.revertDetections(
+      const { payments: reverted, dropped } = await reorgRepo.revertDetections(
         trx,
         this.#network,
         plan.revert,
@@ -338,10 +340,10 @@ export class ChainWatcher {
           { paymentId: row.id, txHash: revertedTx.get(row.id) },
           "detection reverted by a reorg",
         );
-      for (const row of reopened)
+      for (const row of dropped)
         this.#log.warn(
           { unmatchedId: row.id, txHash: row.tx_hash },
-          "attached transfer dropped by a reorg: its payment waits again, the transfer is open in the inbox",
+          "attached transfer dropped by a reorg: its payment waits again, the transfer is dropped until mined again",
         );
       return { confirmed, reverted };
     });

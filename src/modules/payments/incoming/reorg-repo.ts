@@ -25,10 +25,10 @@ export interface RevertedDetection {
  * The detecting transfers left the chain: moves the payments by `rule` (back to waiting) and
  * forgets the detections. A payment the merchant had attached an inbox transfer to (D19) also
  * forgets what that transfer carried (amountReceived; its fee and net are the gross's again), and
- * the transfer is open in the inbox again, still claimed as the inbox's, so that it is attached
- * again (once it is mined again) rather than recorded twice. The other transfers' claims are given
+ * the transfer is dropped in the inbox, still claimed as the inbox's, so that once it is mined
+ * again it is open again (the watcher's inbox check) rather than recorded twice. The other transfers' claims are given
  * back, so that one mined again is matched again. Same compare-and-set as confirmDetections; in
- * this order: payments, inbox items, claims. Returns the payments moved and the reopened transfers.
+ * this order: payments, inbox items, claims. Returns the payments moved and the dropped transfers.
  */
 export async function revertDetections(
   trx: Db,
@@ -36,8 +36,8 @@ export async function revertDetections(
   detections: readonly RevertedDetection[],
   rule: BatchTransition,
   at: Date,
-): Promise<{ payments: PaymentRow[]; reopened: UnmatchedRow[] }> {
-  if (detections.length === 0) return { payments: [], reopened: [] };
+): Promise<{ payments: PaymentRow[]; dropped: UnmatchedRow[] }> {
+  if (detections.length === 0) return { payments: [], dropped: [] };
   const amounts = detections.map((d) => splitFee(d.gross));
   const result = await sql<PaymentRow & { released_tx_hash: string; released_log_index: number }>`
     UPDATE payments p
@@ -67,13 +67,13 @@ export async function revertDetections(
     payment,
     place: { txHash: released_tx_hash, logIndex: released_log_index },
   }));
-  const reopened = await unmatchedRepo.reopenAttached(
+  const dropped = await unmatchedRepo.dropAttached(
     trx,
     reverted.map((r) => r.payment.id),
   );
   // An attached payment's detection is its transfer's first-seen place.
   const placeOf = (p: { txHash: string; logIndex: number }) => `${p.txHash}|${p.logIndex}`;
-  const attached = new Set(reopened.map((u) => placeOf({ txHash: u.tx_hash, logIndex: u.log_index })));
+  const attached = new Set(dropped.map((u) => placeOf({ txHash: u.tx_hash, logIndex: u.log_index })));
   const places = reverted.map((r) => r.place);
   await claims.moveClaimsAt(
     trx,
@@ -86,5 +86,5 @@ export async function revertDetections(
     on,
     places.filter((p) => !attached.has(placeOf(p))),
   );
-  return { payments: reverted.map((r) => r.payment), reopened };
+  return { payments: reverted.map((r) => r.payment), dropped };
 }
