@@ -199,25 +199,111 @@ describe("POST /api/webhooks/card — refund events", () => {
     expect(await refundEvents(ws)).toHaveLength(2);
     expect((await getPayment(ws, card.id)).refundedAmount).toBe("9.00");
   });
+});
 
-  it("acknowledges a refund event for a refund that is not ours and changes nothing", async () => {
+// ---- refunds made in the provider's own dashboard (issue 39, item 4) ------------------------------
+
+/** A refund made at the provider without the service (its dashboard): no metadata of ours. */
+async function dashboardRefund(paymentIntent: string, cents: number): Promise<string> {
+  const res = await fetch(`${fake.url}/v1/refunds`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${LIVE_SK}`, "content-type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({ payment_intent: paymentIntent, amount: String(cents) }).toString(),
+  });
+  expect(res.status).toBe(200);
+  return ((await res.json()) as { id: string }).id;
+}
+
+describe("POST /api/webhooks/card — refunds made in the provider's dashboard", () => {
+  it("records one on its payment once: refundedAmount moves, refund.completed says source provider", async () => {
     const ws = await createWorkspace(t);
     const card = await forwardedCard(ws);
-    const outside = await fetch(`${fake.url}/v1/refunds`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${LIVE_SK}`, "content-type": "application/x-www-form-urlencoded" },
-      body: new URLSearchParams({ payment_intent: card.paymentIntent, amount: "100" }).toString(),
+    const outside = await dashboardRefund(card.paymentIntent, 300);
+    // refund.created, then charge.refunded listing it, then a redelivery: one refund, counted once.
+    const created = fake.refundUpdated(outside, { livemode: true, type: "refund.created" });
+    expect((await deliver(created)).json()).toEqual({ received: true });
+    expect((await deliver(fake.chargeRefunded(card.paymentIntent, { livemode: true }))).json()).toEqual({
+      received: true,
     });
-    const foreign = (await outside.json()) as { id: string };
-    const event = fake.refundUpdated(foreign.id, { livemode: true, status: "failed" });
+    expect((await deliver(created)).json()).toEqual({ received: true, duplicate: true });
+
+    expect((await getPayment(ws, card.id)).refundedAmount).toBe("3.00");
+    const { refunds, total } = await listRefunds(ws, card.id);
+    expect(total).toBe(1);
+    expect(refunds[0]).toMatchObject({
+      paymentId: card.id,
+      amount: "3.00",
+      status: "completed",
+      txHash: outside,
+      source: "provider",
+    });
+    expect((await refundEvents(ws)).map((e) => [e.type, e.data.txHash, e.data.source])).toEqual([
+      ["refund.completed", outside, "provider"],
+    ]);
+    const [claimed] = await t.database.db
+      .selectFrom("card_events")
+      .selectAll()
+      .where("event_id", "=", created.id)
+      .execute();
+    expect(claimed).toMatchObject({ payment_id: card.id, outcome: expect.stringMatching(/^recorded/) });
+  });
+
+  it("is never double-counted with ours: both refunds are recorded, each once, and the payment is refunded in full", async () => {
+    const ws = await createWorkspace(t);
+    const card = await forwardedCard(ws, "10.00");
+    const ours = await refunded(ws, card.id, { amount: "4.00" });
+    expect(ours.status).toBe("completed");
+    const outside = await dashboardRefund(card.paymentIntent, 600);
+    expect((await deliver(fake.chargeRefunded(card.paymentIntent, { livemode: true }))).json()).toEqual({
+      received: true,
+    });
+    expect((await getPayment(ws, card.id)).refundedAmount).toBe("10.00");
+    const { refunds } = await listRefunds(ws, card.id);
+    expect(refunds.map((r) => [r.amount, r.txHash, r.source ?? "service"])).toEqual([
+      ["4.00", ours.txHash, "service"],
+      ["6.00", outside, "provider"],
+    ]);
+    // Nothing is left to refund through the API either.
+    const more = await t.request({
+      method: "POST",
+      url: `/api/v1/payments/${card.id}/refunds`,
+      headers: bearer(ws.liveKey),
+      payload: { amount: "0.01" },
+    });
+    expect(more.statusCode, more.body).toBe(400);
+  });
+
+  it("one pending at the provider holds its amount and completes on its refund.updated; one that failed records nothing", async () => {
+    const ws = await createWorkspace(t);
+    const card = await forwardedCard(ws);
+    fake.answerNextRefunds("pending");
+    const outside = await dashboardRefund(card.paymentIntent, 150);
+    expect(
+      (await deliver(fake.refundUpdated(outside, { livemode: true, type: "refund.created" }))).json(),
+    ).toEqual({
+      received: true,
+    });
+    expect((await getPayment(ws, card.id)).refundedAmount).toBe("1.50");
+    expect((await listRefunds(ws, card.id)).refunds[0]).toMatchObject({
+      status: "pending",
+      source: "provider",
+    });
+    expect(await refundEvents(ws)).toEqual([]);
+    await deliver(fake.refundUpdated(outside, { livemode: true, status: "succeeded" }));
+    expect((await listRefunds(ws, card.id)).refunds[0]).toMatchObject({ status: "completed" });
+    expect((await refundEvents(ws)).map((e) => e.type)).toEqual(["refund.completed"]);
+
+    fake.answerNextRefunds("failed");
+    const failed = await dashboardRefund(card.paymentIntent, 100);
+    const event = fake.refundUpdated(failed, { livemode: true, type: "refund.failed" });
     expect((await deliver(event)).json()).toEqual({ received: true });
+    expect((await getPayment(ws, card.id)).refundedAmount).toBe("1.50");
+    expect((await listRefunds(ws, card.id)).total).toBe(1);
     const [claimed] = await t.database.db
       .selectFrom("card_events")
       .selectAll()
       .where("event_id", "=", event.id)
       .execute();
     expect(claimed?.outcome).toMatch(/not one of ours/);
-    expect((await getPayment(ws, card.id)).refundedAmount).toBe("0.00");
-    expect(await refundEvents(ws)).toEqual([]);
   });
 });

@@ -87,6 +87,8 @@ export interface PaymentIntentRecord {
   amount: number;
   sessionId: string;
   livemode: boolean;
+  /** What the checkout's `payment_intent_data[metadata]` gave it. */
+  metadata: Record<string, string>;
 }
 
 export interface CardEvent {
@@ -145,6 +147,8 @@ export class FakeCardProvider {
   readonly requests: RecordedRequest[] = [];
   readonly sessions = new Map<string, CheckoutSessionObject>();
   readonly paymentIntents = new Map<string, PaymentIntentRecord>();
+  /** By checkout session: the metadata its payment intent will carry (payment_intent_data). */
+  readonly #intentMetadata = new Map<string, Record<string, string>>();
   /** Idempotent results per account: `${secretKey}\n${key}` → the parameters and the answer. */
   readonly #idempotency = new Map<string, IdempotentResult>();
   /** The refunds part: the /v1/refunds routes, their state and the refund events. */
@@ -350,6 +354,7 @@ export class FakeCardProvider {
       amount: session.amount_total ?? 0,
       sessionId: session.id,
       livemode: session.livemode,
+      metadata: { ...(this.#intentMetadata.get(session.id) ?? {}) },
     });
     return id;
   }
@@ -563,6 +568,24 @@ export class FakeCardProvider {
     if (url.pathname === "/v1/refunds" || url.pathname.startsWith("/v1/refunds/")) {
       return this.#refunds.handle(method, url, record, secretKey, reply, fail);
     }
+    const intentPath = /^\/v1\/payment_intents\/([^/]+)$/.exec(url.pathname);
+    if (method === "GET" && intentPath) {
+      const intent = this.paymentIntents.get(decodeURIComponent(intentPath[1] ?? ""));
+      if (!intent)
+        return fail(404, "invalid_request_error", `No such payment_intent: '${intentPath[1]}'`, {
+          code: "resource_missing",
+        });
+      return reply(200, {
+        id: intent.id,
+        object: "payment_intent",
+        amount: intent.amount,
+        currency: "usd",
+        latest_charge: intent.charge,
+        livemode: intent.livemode,
+        metadata: intent.metadata,
+        status: "succeeded",
+      });
+    }
     const match = /^\/v1\/checkout\/sessions\/([^/]+)(\/expire)?$/.exec(url.pathname);
     if (match) {
       const id = decodeURIComponent(match[1] ?? "");
@@ -654,10 +677,13 @@ export class FakeCardProvider {
       }
     }
     const metadata: Record<string, string> = {};
+    const intentMetadata: Record<string, string> = {};
     const paymentMethodTypes: string[] = [];
     for (const [k, v] of Object.entries(form)) {
       const m = /^metadata\[(.+)\]$/.exec(k);
       if (m?.[1]) metadata[m[1]] = v;
+      const pi = /^payment_intent_data\[metadata\]\[(.+)\]$/.exec(k);
+      if (pi?.[1]) intentMetadata[pi[1]] = v;
       const t = /^payment_method_types\[(\d+)\]$/.exec(k);
       if (t?.[1]) paymentMethodTypes[Number(t[1])] = v;
     }
@@ -684,6 +710,7 @@ export class FakeCardProvider {
       livemode,
     };
     this.sessions.set(id, session);
+    this.#intentMetadata.set(id, intentMetadata);
     // The stored answer is a snapshot: a replay returns the session as it was created.
     if (idemKey) this.#idempotency.set(idemKey, { form: fingerprint, status: 200, body: { ...session } });
     return reply(200, session);

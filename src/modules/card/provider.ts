@@ -79,6 +79,10 @@ export interface ProviderRefund {
   refundId: string | null;
   /** Why it failed, when it did. */
   failure: string | null;
+  /** The payment intent it refunds (a refund made at the provider is found by it). */
+  paymentIntent: string | null;
+  /** In the currency's smallest unit (cents). */
+  amount: bigint;
 }
 
 export interface RefundRequest {
@@ -98,6 +102,9 @@ export function providerRefundOf(refund: Stripe.Refund): ProviderRefund {
     id: refund.id,
     outcome,
     refundId: refund.metadata?.refundId ?? null,
+    paymentIntent:
+      typeof refund.payment_intent === "string" ? refund.payment_intent : (refund.payment_intent?.id ?? null),
+    amount: BigInt(refund.amount),
     failure:
       outcome === "failed"
         ? `The card provider reports the refund ${status}${refund.failure_reason ? ` (${refund.failure_reason})` : ""}`
@@ -195,6 +202,21 @@ export class CardProvider {
     const intent = session.payment_intent;
     if (!intent) throw new CardProviderRefusal(`checkout session ${sessionId} has no payment intent`);
     return typeof intent === "string" ? intent : intent.id;
+  }
+
+  /**
+   * Our payment a payment intent pays: the id checkout put in its metadata (payment_intent_data);
+   * null for a payment intent this service did not make.
+   */
+  async paymentOfIntent(paymentIntent: string): Promise<string | null> {
+    try {
+      const intent = await this.#stripe.paymentIntents.retrieve(paymentIntent);
+      return intent.metadata?.paymentId ?? null;
+    } catch (err) {
+      // One the provider does not know in this account is not ours; any other failure is thrown (the event is delivered again).
+      if (err instanceof Stripe.errors.StripeError && err.statusCode === 404) return null;
+      throw providerFailure(err);
+    }
   }
 
   /**

@@ -47,6 +47,35 @@ export function insertRefund(trx: Db, refund: NewCardRefund): Promise<CardRefund
     .executeTakeFirstOrThrow();
 }
 
+/**
+ * A refund made in the provider's dashboard (migration 038), pending until #move completes it;
+ * undefined when a concurrent report recorded its provider id first (ON CONFLICT waits for it).
+ */
+export function insertExternalRefund(
+  trx: Db,
+  refund: NewCardRefund & { providerRefundId: string },
+): Promise<CardRefundRow | undefined> {
+  return trx
+    .insertInto("card_refunds")
+    .values({
+      id: refund.id,
+      workspace_id: refund.workspaceId,
+      environment: refund.environment,
+      payment_id: refund.paymentId,
+      token_symbol: refund.tokenSymbol,
+      amount: refund.amount,
+      reason: refund.reason,
+      checkout_session_id: refund.checkoutSessionId,
+      status: REFUND_TRANSITIONS.recorded.to,
+      created_at: refund.createdAt,
+      provider_refund_id: refund.providerRefundId,
+      source: "provider",
+    })
+    .onConflict((oc) => oc.column("provider_refund_id").doNothing())
+    .returningAll()
+    .executeTakeFirst();
+}
+
 export interface RefundMove {
   from: readonly RefundStatus[];
   to: RefundStatus;

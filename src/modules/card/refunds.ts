@@ -1,8 +1,10 @@
+import { randomUUID } from "node:crypto";
 import { ENVIRONMENTS, type Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { badRequest, InternalError, serviceUnavailable } from "../../domain/errors.ts";
 import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
 import { REFUND_TRANSITIONS, type RefundStatus } from "../../domain/refund-state.ts";
+import { isUuid } from "../../domain/validation.ts";
 import type { Db } from "../../platform/db/database.ts";
 import { runFences } from "../../platform/db/fences.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
@@ -35,6 +37,8 @@ const RECONCILE_BATCH = 50;
 const PROVIDER_KEY_LIFETIME_MS = 23 * 60 * 60 * 1000;
 
 const NOT_FOR_CARDS = "is not used for card payments: the money goes back to the card";
+/** The source of a refund made in the provider's own dashboard. */
+const EXTERNAL = "provider";
 
 /** What the provider answered a creation: the refund, or a definite refusal. */
 type Asked = ProviderRefund | CardProviderRefusal;
@@ -138,6 +142,79 @@ export class CardRefunds implements RefundMethod {
       refundId: reported.refundId,
       providerRefundId: reported.id,
     });
+  }
+
+  /**
+   * The payments of the refunds `reported` that this service did not make (no refund id of ours
+   * in their metadata), by provider refund id: the payment its payment intent pays, as checkout
+   * named it there. Asked of the provider before the event's transaction; a refund whose payment
+   * intent is not one of ours, or which failed (nothing moved), is left out.
+   */
+  async externalPayments(
+    environment: Environment,
+    reported: readonly ProviderRefund[],
+  ): Promise<Map<string, string>> {
+    const provider = this.#providers[environment];
+    const found = new Map<string, string>();
+    if (!provider) return found;
+    const byIntent = new Map<string, Promise<string | null>>();
+    for (const one of reported) {
+      if (one.refundId !== null || one.paymentIntent === null || one.outcome === "failed") continue;
+      const intent = one.paymentIntent;
+      const paymentId = byIntent.get(intent) ?? provider.paymentOfIntent(intent);
+      byIntent.set(intent, paymentId);
+      const id = await paymentId;
+      if (isUuid(id)) found.set(one.id, id);
+    }
+    return found;
+  }
+
+  /**
+   * Records a refund made in the provider's own dashboard on `payment` (locked by the caller), in
+   * `trx` (issue 39): its amount taken from what the payment has left to refund, and completed
+   * with `refund.completed` (`source: "provider"`) when the provider says it succeeded. Once: the
+   * provider's id is unique, so a report that finds it recorded by a concurrent one applies to
+   * that row instead (`applyReported`). A take the payment cannot cover throws (the event is
+   * answered 500 and delivered again): a refund of ours pending here must have failed there, which
+   * the reconciler then gives back.
+   */
+  async recordExternal(
+    trx: Db,
+    payment: PaymentRow,
+    reported: ProviderRefund,
+  ): Promise<{ row: repo.CardRefundRow; outcome: string }> {
+    const environment = payment.environment as Environment;
+    const inserted = await repo.insertExternalRefund(trx, {
+      id: randomUUID(),
+      workspaceId: payment.workspace_id,
+      environment,
+      paymentId: payment.id,
+      tokenSymbol: payment.token_symbol,
+      amount: reported.amount,
+      reason: null,
+      checkoutSessionId: payment.card_checkout_session_id,
+      createdAt: this.#ctx.now(),
+      providerRefundId: reported.id,
+    });
+    if (!inserted) {
+      const row = await this.lockReported(trx, environment, reported);
+      if (!row) throw new InternalError(`card refund ${reported.id} neither recorded nor found`);
+      return this.applyReported(trx, row, reported);
+    }
+    const scope = { workspaceId: payment.workspace_id, environment };
+    try {
+      await runFences(trx, [this.#shares.takeFence(trx, scope, payment.id, reported.amount)]);
+    } catch (err) {
+      this.#ctx.log.error(
+        { err, paymentId: payment.id, providerRefundId: reported.id },
+        "a refund made at the card provider exceeds what the payment has left to refund here",
+      );
+      throw err;
+    }
+    if (reported.outcome !== "succeeded")
+      return { row: inserted, outcome: `recorded: refund made at the provider, pending there` };
+    const { row } = await this.#move(trx, inserted, "succeeded", reported.id, null);
+    return { row, outcome: "recorded: refund made at the provider, completed" };
   }
 
   /**
@@ -291,5 +368,6 @@ export function cardRefundView(row: repo.CardRefundRow): RefundView {
     reason: row.reason,
     createdAt: row.created_at.toISOString(),
     ...(row.status === "failed" && row.error ? { error: row.error } : {}),
+    ...(row.source === EXTERNAL ? { source: EXTERNAL } : {}),
   };
 }

@@ -109,9 +109,15 @@ export class CardWebhooks {
     // Refund events name a refund (or a charge), never a checkout: the refunds apply them (D19).
     const reported = reportedRefunds(event);
     if (reported) {
+      // Refunds made in the provider's dashboard: their payments are asked for before the transaction.
+      const external = {
+        payments: await this.#refunds.externalPayments(environment, reported),
+        lockPayment: (trx: AppContext["db"], paymentId: string) =>
+          this.#payments.lockCardPayment(trx, environment, { paymentId }),
+      };
       const { claimed } = await this.#ctx.db
         .transaction()
-        .execute((trx) => applyRefundEvent(trx, this.#refunds, environment, event, reported));
+        .execute((trx) => applyRefundEvent(trx, this.#refunds, environment, event, reported, external));
       return claimed ? { received: true } : { received: true, duplicate: true };
     }
 

@@ -25,6 +25,8 @@ export interface RefundView {
   unmatchedTransferId?: string;
   /** Why a failed refund failed (the chain's or the provider's word). */
   error?: string;
+  /** "provider": a card refund made in the card provider's own dashboard, not through this API. */
+  source?: "provider";
 }
 
 /** The refund (or return) a transfer out of a workspace wallet carries. */

@@ -42,6 +42,7 @@ import * as paymentTotalsNetworks from "./migrations/034_payment_totals_networks
 import * as ledgerNetworks from "./migrations/035_ledger_networks.ts";
 import * as paymentNetworks from "./migrations/036_payment_networks.ts";
 import * as inboxChecks from "./migrations/037_inbox_checks.ts";
+import * as cardRefundSource from "./migrations/038_card_refund_source.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -93,6 +94,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "035_ledger_networks": ledgerNetworks,
   "036_payment_networks": paymentNetworks,
   "037_inbox_checks": inboxChecks,
+  "038_card_refund_source": cardRefundSource,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

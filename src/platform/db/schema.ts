@@ -302,6 +302,8 @@ export interface CardRefundsTable {
   error: string | null;
   created_at: Timestamp;
   completed_at: NullableTimestamp;
+  /** service: asked for through the API; provider: made in the provider's dashboard (migration 038). */
+  source: ColumnType<string, string | undefined, string>;
 }
 
 export interface PayoutBreakersTable {
