@@ -8,7 +8,6 @@ import {
   type RefundRequest,
   validateRefundRequest,
 } from "../../domain/refund-request.ts";
-import { isActionable, type UnmatchedStatus } from "../../domain/unmatched-state.ts";
 import { isPlainObject, parseAmountField } from "../../domain/validation.ts";
 import { walletTypeAt } from "../../domain/wallet-choice.ts";
 import { FenceRefused } from "../../platform/db/fences.ts";
@@ -131,8 +130,7 @@ export class RefundsService {
     const fingerprint = refundKeys.fingerprint(transfer.id, request);
     const repeat = key ? await refundKeys.under(this.#ctx.db, tenant, key, fingerprint) : null;
     if (repeat) return this.#repeat(tenant, repeat);
-    if (!isActionable(transfer.status as UnmatchedStatus))
-      throw conflict(`Unmatched transfer is already ${transfer.status}`, { status: transfer.status });
+    this.#inbox.assertActionable(transfer);
     this.#onNetwork(tenant, body, "transfer", transfer.network);
     await this.#inbox.assertConfirmed(transfer);
     const workspace = await this.#workspaces.profile(tenant.workspaceId);

@@ -93,7 +93,9 @@ export class UnmatchedInbox {
       throw badRequest("paymentId is required");
     if (!isUuid(paymentId)) throw badRequest("paymentId must be a payment id (a UUID)");
     // 404 before anything is locked, and a transfer the chain has not confirmed is not attached.
-    await this.assertConfirmed(await this.get(tenant, id));
+    const found = await this.get(tenant, id);
+    this.assertActionable(found);
+    await this.assertConfirmed(found);
     if (!(await repo.findPayment(this.#ctx.db, tenant, paymentId))) throw notFound("Payment not found");
     const workspace = await this.#workspaces.profile(tenant.workspaceId);
     const own = [workspace.eoaAddress, workspace.smartWalletAddress];
@@ -159,6 +161,11 @@ export class UnmatchedInbox {
     });
     this.#ctx.metrics.paymentsMoved([payment], payment.status);
     return { transfer: toUnmatchedView(transfer), payment: toPaymentView(payment) };
+  }
+
+  /** 409 unless the merchant may act on `row` (it is open), saying why not. */
+  assertActionable(row: unmatchedRepo.UnmatchedRow): void {
+    if (!isActionable(row.status as UnmatchedStatus)) throw notActionable(row);
   }
 
   /**
