@@ -85,6 +85,21 @@ const inbox = async (ws: CreatedWorkspace, txHash: string): Promise<Json[]> => {
 const attach = (ws: CreatedWorkspace, transferId: unknown, paymentId: string) =>
   api(ws, "POST", `/api/v1/transfers/unmatched/${String(transferId)}/attach`, { paymentId });
 
+/** The payer's USDC transfer to the workspace EOA, signed and not sent: the same transaction can be mined again. */
+async function signedUsdcTransfer(ws: CreatedWorkspace, amount: string): Promise<Hex> {
+  return clients.payer.signTransaction(
+    await clients.payer.prepareTransactionRequest({
+      to: devnet.tokens.USDC,
+      data: encodeFunctionData({
+        abi: erc20Abi,
+        functionName: "transfer",
+        args: [ws.eoaAddress as Hex, parseUnits(amount, 6)],
+      }),
+      gas: 100_000n,
+    }),
+  );
+}
+
 /** Until the watcher has scanned the block of `txHash`. */
 async function seen(txHash: Hex) {
   const { blockNumber } = await clients.chain.waitForTransactionReceipt({ hash: txHash });
@@ -124,17 +139,7 @@ describe("an attachment a reorganisation undoes", () => {
     const asked = await payment(ws, paymentId);
     const before = await snapshot(devnet);
     // An underpayment, signed once so that the very same transaction can be mined again.
-    const raw = await clients.payer.signTransaction(
-      await clients.payer.prepareTransactionRequest({
-        to: devnet.tokens.USDC,
-        data: encodeFunctionData({
-          abi: erc20Abi,
-          functionName: "transfer",
-          args: [ws.eoaAddress as Hex, parseUnits("29", 6)],
-        }),
-        gas: 100_000n,
-      }),
-    );
+    const raw = await signedUsdcTransfer(ws, "29");
     const txHash = await clients.chain.sendRawTransaction({ serializedTransaction: raw });
     await seen(txHash);
     const [item] = await until(
@@ -188,17 +193,7 @@ describe("an open transfer a reorganisation drops", () => {
     await clients.fund(ws.eoaAddress, { ETH: "1" }); // gas for the return
     const paymentId = await pendingPayment(ws, "4.00");
     const before = await snapshot(devnet);
-    const raw = await clients.payer.signTransaction(
-      await clients.payer.prepareTransactionRequest({
-        to: devnet.tokens.USDC,
-        data: encodeFunctionData({
-          abi: erc20Abi,
-          functionName: "transfer",
-          args: [ws.eoaAddress as Hex, parseUnits("3", 6)],
-        }),
-        gas: 100_000n,
-      }),
-    );
+    const raw = await signedUsdcTransfer(ws, "3");
     const txHash = await clients.chain.sendRawTransaction({ serializedTransaction: raw });
     await seen(txHash);
     const [item] = await until(

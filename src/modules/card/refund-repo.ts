@@ -28,23 +28,22 @@ export interface NewCardRefund {
   createdAt: Date;
 }
 
+/** A new refund's row, pending (the provider's id and source aside). */
+const pendingRow = (refund: NewCardRefund) => ({
+  id: refund.id,
+  workspace_id: refund.workspaceId,
+  environment: refund.environment,
+  payment_id: refund.paymentId,
+  token_symbol: refund.tokenSymbol,
+  amount: refund.amount,
+  reason: refund.reason,
+  checkout_session_id: refund.checkoutSessionId,
+  status: REFUND_TRANSITIONS.recorded.to,
+  created_at: refund.createdAt,
+});
+
 export function insertRefund(trx: Db, refund: NewCardRefund): Promise<CardRefundRow> {
-  return trx
-    .insertInto("card_refunds")
-    .values({
-      id: refund.id,
-      workspace_id: refund.workspaceId,
-      environment: refund.environment,
-      payment_id: refund.paymentId,
-      token_symbol: refund.tokenSymbol,
-      amount: refund.amount,
-      reason: refund.reason,
-      checkout_session_id: refund.checkoutSessionId,
-      status: REFUND_TRANSITIONS.recorded.to,
-      created_at: refund.createdAt,
-    })
-    .returningAll()
-    .executeTakeFirstOrThrow();
+  return trx.insertInto("card_refunds").values(pendingRow(refund)).returningAll().executeTakeFirstOrThrow();
 }
 
 /**
@@ -57,20 +56,7 @@ export function insertExternalRefund(
 ): Promise<CardRefundRow | undefined> {
   return trx
     .insertInto("card_refunds")
-    .values({
-      id: refund.id,
-      workspace_id: refund.workspaceId,
-      environment: refund.environment,
-      payment_id: refund.paymentId,
-      token_symbol: refund.tokenSymbol,
-      amount: refund.amount,
-      reason: refund.reason,
-      checkout_session_id: refund.checkoutSessionId,
-      status: REFUND_TRANSITIONS.recorded.to,
-      created_at: refund.createdAt,
-      provider_refund_id: refund.providerRefundId,
-      source: "provider",
-    })
+    .values({ ...pendingRow(refund), provider_refund_id: refund.providerRefundId, source: "provider" })
     .onConflict((oc) => oc.column("provider_refund_id").doNothing())
     .returningAll()
     .executeTakeFirst();
