@@ -1,4 +1,6 @@
 import { randomUUID } from "node:crypto";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { createPublicClient, encodeFunctionData, erc20Abi, type Hex, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { type Devnet, rpc } from "../src/devnet/chain.ts";
@@ -109,4 +111,38 @@ export async function mineBacklog(
     if (last.status !== "success") throw new Error("a backlog transfer failed");
   }
   return { head: await client.getBlockNumber(), buildMs: performance.now() - start };
+}
+
+/**
+ * A node as a remote one answers (`--rpc-latency-ms`): every HTTP request to `target` answered
+ * `ms` later, a batch as one request. On 127.0.0.1; stopped by `close`.
+ */
+export async function latencyProxy(
+  target: string,
+  ms: number,
+): Promise<{ url: string; close: () => Promise<void> }> {
+  const server = createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    await new Promise((done) => setTimeout(done, ms));
+    try {
+      const upstream = await fetch(target, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: Buffer.concat(chunks),
+      });
+      res.writeHead(upstream.status, { "content-type": "application/json" }).end(await upstream.text());
+    } catch {
+      req.socket.destroy(); // the node is gone: as a connection it refuses
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
 }

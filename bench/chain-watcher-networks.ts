@@ -10,10 +10,11 @@ import { PeriodicJob } from "../src/platform/jobs/periodic-job.ts";
 import { createWorkspace, type TestApp } from "../test/support/app.ts";
 import { devnetClients } from "../test/support/devnet-clients.ts";
 import { liveNetworksEnv } from "../test/support/devnet-env.ts";
-import { mineBacklog, type Pending, pendingOf, pendingPaymentRow } from "./chain-backlog.ts";
+import { latencyProxy, mineBacklog, type Pending, pendingOf, pendingPaymentRow } from "./chain-backlog.ts";
 import { percentile, startAppOn, startLocalPostgres } from "./webhooks.ts";
 
-// Chain watchers of several networks at once (`node bench/chain-watcher-networks.ts [--pg]`, D22):
+// Chain watchers of several networks at once (`node bench/chain-watcher-networks.ts [--pg]
+// [--rpc-latency-ms N]`, D22; with a latency, the service reaches each node as a remote one):
 // for 1, 2 and 4 devnets, each a network of live with 2,500 pending payments over the same 50
 // workspace EOAs, one watcher job per network ticking every second as the service runs them; 10
 // transfers per network sent at once on every chain, timed from receipt to `detected`; then a
@@ -98,15 +99,25 @@ async function detectionTimes(
   );
 }
 
-export async function benchNetworks(networks: number, databaseUrl: string | undefined) {
+export async function benchNetworks(networks: number, databaseUrl: string | undefined, rpcLatencyMs = 0) {
   const devnets: Devnet[] = [];
   const jobs: PeriodicJob[] = [];
+  const proxies: Array<{ close: () => Promise<void> }> = [];
   let t: TestApp | undefined;
   try {
     for (let i = 0; i < networks; i++) devnets.push(await startDevnet({ chainId: 31_337 + i }));
+    // The service reaches each node as a remote one when asked: through a proxy that answers late.
+    const reached = await Promise.all(
+      devnets.map(async (devnet) => {
+        if (rpcLatencyMs === 0) return devnet;
+        const proxy = await latencyProxy(devnet.rpcUrl, rpcLatencyMs);
+        proxies.push(proxy);
+        return { ...devnet, rpcUrl: proxy.url };
+      }),
+    );
     t = await startAppOn(
       databaseUrl,
-      liveNetworksEnv(devnets.map((devnet, i) => [idOf(i), devnet] as const)),
+      liveNetworksEnv(reached.map((devnet, i) => [idOf(i), devnet] as const)),
     );
     const app = t;
     const eoas: Array<{ id: string; address: Hex }> = [];
@@ -202,14 +213,19 @@ export async function benchNetworks(networks: number, databaseUrl: string | unde
   } finally {
     for (const job of jobs) await job.stop().catch(() => undefined);
     await t?.close().catch((err: unknown) => log(`app close: ${String(err)}`));
+    await Promise.all(proxies.map((proxy) => proxy.close()));
     await Promise.all(devnets.map((devnet) => devnet.stop().catch(() => undefined)));
   }
 }
 
-export function networksTable(rows: ReadonlyArray<Record<string, unknown>>, database: string): string {
+export function networksTable(
+  rows: ReadonlyArray<Record<string, unknown>>,
+  database: string,
+  rpcLatencyMs = 0,
+): string {
   const met = (ms: unknown) => (Number(ms) <= GOAL_DETECTION_MS ? "met" : "**missed**");
   return [
-    `Chain watchers per network (${database}; ${PAYMENTS_PER_NETWORK.toLocaleString("en-US")} pending payments per network over ${WORKSPACES} workspaces, one job per network ticking every ${TICK_INTERVAL_MS} ms, ${TRANSFERS_PER_NETWORK} transfers per network sent at once on every chain)`,
+    `Chain watchers per network (${database}; ${rpcLatencyMs > 0 ? `each node answering ${rpcLatencyMs} ms late, as a remote one; ` : ""}${PAYMENTS_PER_NETWORK.toLocaleString("en-US")} pending payments per network over ${WORKSPACES} workspaces, one job per network ticking every ${TICK_INTERVAL_MS} ms, ${TRANSFERS_PER_NETWORK} transfers per network sent at once on every chain)`,
     "",
     "| Networks | Receipt → detected p50 | max (per network) | Goal max | Result | Catch-up blocks/s per network (goal ≥ 90 % of 1 network's) | Network 1 stopped: network 2's p50 / max |",
     "| --: | --: | --: | --: | :-- | --: | --: |",
@@ -239,8 +255,12 @@ if (isMain) {
     }
     const rows = [];
     // One network again at the end: the first round also warms the process and the database up.
-    for (const networks of [1, 2, 4, 1]) rows.push(await benchNetworks(networks, databaseUrl));
-    process.stdout.write(`\n${networksTable(rows, databaseUrl ? "PostgreSQL" : "PGlite")}\n`);
+    const flag = process.argv.indexOf("--rpc-latency-ms");
+    const latency = flag >= 0 ? Number(process.argv[flag + 1]) : 0;
+    if (!Number.isInteger(latency) || latency < 0)
+      throw new Error("--rpc-latency-ms takes whole milliseconds");
+    for (const networks of [1, 2, 4, 1]) rows.push(await benchNetworks(networks, databaseUrl, latency));
+    process.stdout.write(`\n${networksTable(rows, databaseUrl ? "PostgreSQL" : "PGlite", latency)}\n`);
   } catch (err) {
     log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     if (err instanceof Error && err.cause) log(`cause: ${String(err.cause)}`);
