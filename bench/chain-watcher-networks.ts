@@ -1,3 +1,4 @@
+import { cpus } from "node:os";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { sql } from "kysely";
@@ -34,6 +35,9 @@ const BACKLOG_PER_BLOCK = 1;
 const log = (message: string) => process.stderr.write(`[bench:chain-watcher-networks] ${message}\n`);
 const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
 const idOf = (i: number) => `devnet-${String.fromCharCode(97 + i)}`;
+/** The machine's busy CPU time so far, in ms over all cores (the nodes, the database and this process). */
+const busyMs = () =>
+  cpus().reduce((sum, { times }) => sum + times.user + times.nice + times.sys + times.irq, 0);
 
 /** PAYMENTS_PER_NETWORK pending USDC payments on `network`, spread over the workspaces. */
 async function insertPayments(
@@ -167,6 +171,7 @@ export async function benchNetworks(networks: number, databaseUrl: string | unde
       heads.push((await mineBacklog(devnet, targets, BACKLOG_PER_BLOCK)).head);
     }
     const catchUpStart = performance.now();
+    const busyAtStart = busyMs();
     // The cursor is watched apart from the ticks: a tick that reached the head goes on following it.
     const blocksPerSecond = await Promise.all(
       catchUp.map(async ({ on, watcher }, i) => {
@@ -188,6 +193,9 @@ export async function benchNetworks(networks: number, databaseUrl: string | unde
         return Math.round(Number(head - from) / ((await watch) / 1000));
       }),
     );
+    // How many of the machine's cores the catch-up kept busy: when one network's already takes most
+    // of them, several at once can only share them.
+    const coresBusy = (busyMs() - busyAtStart) / (performance.now() - catchUpStart);
     // Back to mining on each transaction and to the jobs, for the round with a node stopped.
     await Promise.all(on.map(({ devnet }) => rpc(devnet.rpcUrl, "evm_setAutomine", [true])));
     startJobs();
@@ -200,6 +208,7 @@ export async function benchNetworks(networks: number, databaseUrl: string | unde
       ),
       maxMs: Math.max(...all.flat()),
       blocksPerSecond,
+      coresBusy: Math.round(coresBusy * 100) / 100,
     };
     if (networks >= 2) {
       // The first chain's node stopped: the second network's watcher must not wait for it.
@@ -227,8 +236,8 @@ export function networksTable(
   return [
     `Chain watchers per network (${database}; ${rpcLatencyMs > 0 ? `each node answering ${rpcLatencyMs} ms late, as a remote one; ` : ""}${PAYMENTS_PER_NETWORK.toLocaleString("en-US")} pending payments per network over ${WORKSPACES} workspaces, one job per network ticking every ${TICK_INTERVAL_MS} ms, ${TRANSFERS_PER_NETWORK} transfers per network sent at once on every chain)`,
     "",
-    "| Networks | Receipt → detected p50 | max (per network) | Goal max | Result | Catch-up blocks/s per network (goal ≥ 90 % of 1 network's) | Network 1 stopped: network 2's p50 / max |",
-    "| --: | --: | --: | --: | :-- | --: | --: |",
+    `| Networks | Receipt → detected p50 | max (per network) | Goal max | Result | Catch-up blocks/s per network (goal ≥ 90 % of 1 network's) | Cores busy in catch-up (of ${cpus().length}) | Network 1 stopped: network 2's p50 / max |`,
+    "| --: | --: | --: | --: | :-- | --: | --: | --: |",
     ...rows.map((r) => {
       // One network's figure: the mean of its rounds.
       const singles = rows
@@ -237,7 +246,7 @@ export function networksTable(
       const single = singles.reduce((sum, bps) => sum + bps, 0) / singles.length;
       const perNetwork = r.blocksPerSecond as number[];
       const held = perNetwork.every((bps) => bps >= 0.9 * single) ? "met" : "**missed**";
-      return `| ${r.networks} | ${r.p50Ms} ms | ${r.maxMs} ms (${(r.perNetworkMaxMs as number[]).join(", ")}) | ≤ ${GOAL_DETECTION_MS} ms | ${met(r.maxMs)} | ${perNetwork.join(", ")} (${held}) | ${r.firstDownSecondP50Ms === undefined ? "" : `${r.firstDownSecondP50Ms} / ${r.firstDownSecondMaxMs} ms`} |`;
+      return `| ${r.networks} | ${r.p50Ms} ms | ${r.maxMs} ms (${(r.perNetworkMaxMs as number[]).join(", ")}) | ≤ ${GOAL_DETECTION_MS} ms | ${met(r.maxMs)} | ${perNetwork.join(", ")} (${held}) | ${r.coresBusy} | ${r.firstDownSecondP50Ms === undefined ? "" : `${r.firstDownSecondP50Ms} / ${r.firstDownSecondMaxMs} ms`} |`;
     }),
   ].join("\n");
 }
