@@ -32,6 +32,11 @@ export interface BlockRef {
   hash: Hex;
 }
 
+/** The confirmations of a transaction in block `block` with the chain's head at `head`: its own block counts one. */
+export function confirmationsAt(head: bigint, block: bigint): bigint {
+  return head - block + 1n;
+}
+
 export interface TransferRequest {
   token: ChainToken;
   to: Hex;

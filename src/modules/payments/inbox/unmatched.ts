@@ -4,7 +4,7 @@
 // sandbox simulates an incoming one, each through UnmatchedInbox.
 
 import { type CompiledQuery, sql } from "kysely";
-import type { Hex, OnNetwork } from "../../../chain/network.ts";
+import { confirmationsAt, type Hex, type OnNetwork } from "../../../chain/network.ts";
 import { SimulatedLedger, sandboxTxHash } from "../../../chain/simulated/ledger.ts";
 import type { Environment } from "../../../config.ts";
 import type { AppContext } from "../../../context.ts";
@@ -190,7 +190,7 @@ export class UnmatchedInbox {
       throw conflict(
         "The transfer is no longer on chain (a reorganisation dropped it): nothing to attach or return",
       );
-    const confirmations = head.number - included.number + 1n;
+    const confirmations = confirmationsAt(head.number, included.number);
     if (confirmations < BigInt(network.confirmations))
       throw conflict("The transfer is not confirmed yet: attach or return it once it is", {
         confirmations: Number(confirmations < 0n ? 0n : confirmations),

@@ -5,6 +5,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { FastifyBaseLogger } from "fastify";
 import type { BlockRef, Hex, IncomingTransfer, Network } from "../../../chain/network.ts";
+import { confirmationsAt } from "../../../chain/network.ts";
 import { inChainOrder, transferOrdinals } from "../../../chain/transfer-order.ts";
 import type { Environment } from "../../../config.ts";
 import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../../domain/money.ts";
@@ -381,6 +382,7 @@ export function planConfirmations(
   required: number,
 ): ConfirmationPlan {
   const plan: ConfirmationPlan = { confirm: [], move: [], revert: [] };
+  const needed = BigInt(required);
   detected.forEach((payment, i) => {
     if (payment.detected_tx_hash === null || payment.detected_log_index === null) return;
     const detection = {
@@ -390,7 +392,7 @@ export function planConfirmations(
     };
     const block = included[i];
     if (!block) plan.revert.push({ ...detection, gross: BigInt(payment.gross_amount) });
-    else if (headNumber - block.number + 1n >= BigInt(required)) plan.confirm.push({ ...detection, block });
+    else if (confirmationsAt(headNumber, block.number) >= needed) plan.confirm.push({ ...detection, block });
     else if (block.hash !== payment.detected_block_hash) plan.move.push({ ...detection, block });
   });
   return plan;

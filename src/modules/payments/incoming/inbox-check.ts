@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from "fastify";
-import type { BlockRef, Hex, Network } from "../../../chain/network.ts";
+import { type BlockRef, confirmationsAt, type Hex, type Network } from "../../../chain/network.ts";
 import { UNMATCHED_TRANSITIONS } from "../../../domain/unmatched-state.ts";
 import type { Db } from "../../../platform/db/database.ts";
 import * as unmatchedRepo from "../inbox/unmatched-repo.ts";
@@ -29,7 +29,7 @@ export function planInboxCheck(
     if (row.status === UNMATCHED_TRANSITIONS.mined_again.from) {
       if (block) plan.reopen.push({ id: row.id, block: block.number });
     } else if (!block) plan.drop.push(row.id);
-    else if (headNumber - block.number + 1n >= BigInt(required))
+    else if (confirmationsAt(headNumber, block.number) >= BigInt(required))
       plan.confirm.push({ id: row.id, block: block.number });
     else if (block.number !== BigInt(row.block_number)) plan.move.push({ id: row.id, block: block.number });
   });
