@@ -18,7 +18,7 @@ import { receivingWallets } from "../../workspaces/service.ts";
 import { UNMATCHED_REASON } from "../inbox/unmatched-repo.ts";
 import { batchTransition, emitPaymentEvents } from "../transitions.ts";
 import * as chainRepo from "./chain-repo.ts";
-import { checkInbox } from "./inbox-check.ts";
+import { InboxCheck } from "./inbox-check.ts";
 import * as reorgRepo from "./reorg-repo.ts";
 
 // Follows an environment's chain: scans new blocks for transfers to the service's receiving
@@ -84,6 +84,7 @@ export class ChainWatcher {
   readonly #now: () => Date;
   readonly #environment: Environment;
   readonly #ignoredSenders: Set<string>;
+  readonly #inbox = new InboxCheck();
   readonly #deliveries: ((transfers: readonly IncomingTransfer[]) => Promise<Deliveries>) | undefined;
   readonly #ownTransactions:
     | ((transfers: readonly IncomingTransfer[]) => Promise<ReadonlySet<string>>)
@@ -147,7 +148,7 @@ export class ChainWatcher {
       cursor = (await this.#scan(head.number)) ?? cursor;
     }
     await this.#confirm(seen.number);
-    await checkInbox(this.#db, this.#network, this.#log, seen.number, this.#now());
+    await this.#inbox.run(this.#db, this.#network, this.#log, seen, this.#now());
     if (cursor !== undefined) this.#metrics?.chainWatcherTicked(this.#network, seen.number, cursor);
   }
 

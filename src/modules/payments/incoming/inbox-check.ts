@@ -36,8 +36,24 @@ export function planInboxCheck(
   return plan;
 }
 
+/**
+ * The watcher's inbox check, made once per head. While the head stays the same block the chain
+ * answers the same for every transfer checked (a reorganisation brings a new head), so the ticks in
+ * between ask it nothing for the inbox; a transfer a catch-up scan records meanwhile is checked with
+ * the next head.
+ */
+export class InboxCheck {
+  #checkedAt: Hex | undefined;
+
+  async run(db: Db, network: Network, log: FastifyBaseLogger, head: BlockRef, at: Date): Promise<void> {
+    if (head.hash === this.#checkedAt) return;
+    await checkInbox(db, network, log, head.number, at);
+    this.#checkedAt = head.hash;
+  }
+}
+
 /** Checks the network's unconfirmed inbox transfers against the chain at `headNumber`, recorded in one transaction. */
-export async function checkInbox(
+async function checkInbox(
   db: Db,
   network: Network,
   log: FastifyBaseLogger,
