@@ -100,6 +100,18 @@ async function signedUsdcTransfer(ws: CreatedWorkspace, amount: string): Promise
   );
 }
 
+/** Sends the signed `raw` transfer and waits for its item in the inbox. */
+async function intoInbox(ws: CreatedWorkspace, raw: Hex): Promise<{ txHash: Hex; item: Json | undefined }> {
+  const txHash = await clients.chain.sendRawTransaction({ serializedTransaction: raw });
+  await seen(txHash);
+  const [item] = await until(
+    "the transfer in the inbox",
+    () => inbox(ws, txHash),
+    (l) => l.length > 0,
+  );
+  return { txHash, item };
+}
+
 /** Until the watcher has scanned the block of `txHash`. */
 async function seen(txHash: Hex) {
   const { blockNumber } = await clients.chain.waitForTransactionReceipt({ hash: txHash });
@@ -140,13 +152,7 @@ describe("an attachment a reorganisation undoes", () => {
     const before = await snapshot(devnet);
     // An underpayment, signed once so that the very same transaction can be mined again.
     const raw = await signedUsdcTransfer(ws, "29");
-    const txHash = await clients.chain.sendRawTransaction({ serializedTransaction: raw });
-    await seen(txHash);
-    const [item] = await until(
-      "the transfer in the inbox",
-      () => inbox(ws, txHash),
-      (l) => l.length > 0,
-    );
+    const { txHash, item } = await intoInbox(ws, raw);
     await mine(devnet, 2);
     const attached = await attach(ws, item?.id, paymentId);
     expect(attached.statusCode, attached.body).toBe(200);
@@ -194,13 +200,7 @@ describe("an open transfer a reorganisation drops", () => {
     const paymentId = await pendingPayment(ws, "4.00");
     const before = await snapshot(devnet);
     const raw = await signedUsdcTransfer(ws, "3");
-    const txHash = await clients.chain.sendRawTransaction({ serializedTransaction: raw });
-    await seen(txHash);
-    const [item] = await until(
-      "the transfer in the inbox",
-      () => inbox(ws, txHash),
-      (l) => l.length > 0,
-    );
+    const { txHash, item } = await intoInbox(ws, raw);
     expect(item).toMatchObject({ status: "open", amount: "3.00" });
 
     // The chain under it is replaced before the watcher's 50 confirmations.

@@ -302,8 +302,7 @@ export interface CardRefundsTable {
   error: string | null;
   created_at: Timestamp;
   completed_at: NullableTimestamp;
-  /** service: asked for through the API; provider: made in the provider's dashboard (migration 038). */
-  source: ColumnType<string, string | undefined, string>;
+  source: ColumnType<string, string | undefined, string>; // service (the API) or provider (its dashboard), 038
 }
 
 export interface PayoutBreakersTable {
