@@ -232,7 +232,7 @@ describe("live on two chains at once", () => {
     expect(await onB.usdcBalance(merchant)).toBe(7_880_000n + 15_760_000n);
     expect(await onB.usdcBalance(partner)).toBe(1_970_000n + 3_940_000n);
     expect([await onA.usdcBalance(merchant), await onA.usdcBalance(partner)]).toEqual([0n, 0n]);
-    await onB.fund(other.eoaAddress, { USDC: "5", ETH: "1" });
+    await onB.credit(other.eoaAddress, { USDC: "5", ETH: "1" });
     const payer = b.accounts.payer.address;
     const before = await onB.usdcBalance(payer);
     const refund = await call("POST", `/api/v1/payments/${byEoa.payment.id}/refunds`, {
@@ -270,7 +270,7 @@ describe("live on two chains at once", () => {
   }, 60_000);
 
   it("pays out on the network named, from that chain; Insufficient balance names the network", async () => {
-    await onB.fund(ws.eoaAddress, { USDC: "20", ETH: "1" });
+    await onB.credit(ws.eoaAddress, { USDC: "20", ETH: "1" });
     const destination = randomAddress();
     const res = await api("POST", "/api/v1/payouts", {
       tokenSymbol: "USDC",
@@ -445,7 +445,7 @@ describe("live on two chains at once", () => {
     // Paid already: the same again on chain B is not lost, it is B's inbox item, returned on B.
     const page2 = await page("");
     expect(page2).not.toContain('id="networks"');
-    await onB.fund(ws.eoaAddress, { ETH: "1" });
+    await onB.credit(ws.eoaAddress, { ETH: "1" });
     const payerOnB = b.accounts.payer.address;
     await onB.sendUsdc(ws.eoaAddress, 6_000_000n);
     const inbox = await until(

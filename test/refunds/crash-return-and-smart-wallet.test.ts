@@ -1,7 +1,7 @@
 import { type Address, type Hex, parseUnits } from "viem";
 import { describe, expect, it } from "vitest";
-import { mintToken } from "../../src/devnet/chain.ts";
 import { untilConfirmed } from "../support/confirmations.ts";
+import { creditToken } from "../support/devnet-credit.ts";
 import { elapse, untilDefined } from "../support/poll.ts";
 import {
   aa,
@@ -46,8 +46,8 @@ describe("the return of an unmatched transfer, the process killed -9 between its
     const proxy = await holdingProxy();
     const first = await startServer(store, { LIVE_RPC_URL: proxy.url });
     const setup = await newWorkspace(first);
-    await clients.fund(setup.eoa, { ETH: "1" });
-    await mintToken(devnet, "USDC", setup.eoa, "20"); // money of its own besides the stray transfer
+    await clients.credit(setup.eoa, { ETH: "1" });
+    await creditToken(devnet, "USDC", setup.eoa, "20"); // money of its own besides the stray transfer
     const payer = await newPayer();
     const strayHash = await payer.payUsdc(setup.eoa, 6_660_000n);
     const transfer = await untilDefined(
@@ -174,7 +174,7 @@ describe("a smart wallet refund, the process killed -9 with its user operation r
     const payer = await newPayer();
     const paid = await forwardedPayment(first, setup, payer, "20", "smart_wallet");
     expect(paid.receivingAddress).toBe(smart);
-    await mintToken(devnet, "USDC", smart, "20");
+    await creditToken(devnet, "USDC", smart, "20");
     const payerBefore = await usdc(payer.address);
 
     // No more blocks: the operation is recorded and sent; the bundler's transaction waits in the pool.

@@ -1,6 +1,6 @@
 import { type Hex, parseUnits } from "viem";
 import { describe, expect, it } from "vitest";
-import { mintToken } from "../../src/devnet/chain.ts";
+import { creditToken } from "../support/devnet-credit.ts";
 import { elapse, untilDefined } from "../support/poll.ts";
 import {
   api,
@@ -40,11 +40,11 @@ describe("an EOA refund, the process killed -9 between its record and its broadc
     const proxy = await holdingProxy();
     const first = await startServer(store, { LIVE_RPC_URL: proxy.url });
     const setup = await newWorkspace(first);
-    await clients.fund(setup.eoa, { ETH: "1" });
+    await clients.credit(setup.eoa, { ETH: "1" });
     const payer = await newPayer();
     const paid = await forwardedPayment(first, setup, payer, "30");
     // The workspace's own money to refund from (the payment's left with its settlement).
-    await mintToken(devnet, "USDC", setup.eoa, "30");
+    await creditToken(devnet, "USDC", setup.eoa, "30");
     const payerBefore = await usdc(payer.address);
     const sentBefore = await sentCount(setup.eoa);
 
@@ -182,10 +182,10 @@ describe("an EOA refund, the process killed -9 after its record and before its t
     cleanups.push(() => proxy.close());
     const first = await startServer(store, { LIVE_RPC_URL: proxy.url });
     const setup = await newWorkspace(first);
-    await clients.fund(setup.eoa, { ETH: "1" });
+    await clients.credit(setup.eoa, { ETH: "1" });
     const payer = await newPayer();
     const paid = await forwardedPayment(first, setup, payer, "10");
-    await mintToken(devnet, "USDC", setup.eoa, "10");
+    await creditToken(devnet, "USDC", setup.eoa, "10");
     const payerBefore = await usdc(payer.address);
     const sentBefore = await sentCount(setup.eoa);
 

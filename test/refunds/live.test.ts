@@ -1,7 +1,7 @@
 import { type Address, type Hex, parseEther } from "viem";
 import { describe, expect, it } from "vitest";
-import { mintToken } from "../../src/devnet/chain.ts";
 import { createWorkspace } from "../support/app.ts";
+import { creditToken } from "../support/devnet-credit.ts";
 import {
   aa,
   api,
@@ -43,7 +43,7 @@ describe("refunds from the workspace EOA", () => {
     const paid = await forwardedPayment(ws, payer, "USDC", "40");
     // The payment's money left with the settlement; the refund is the workspace's own money.
     expect(await balanceOf("USDC", ws.eoaAddress)).toBe(0n);
-    await mintToken(devnet, "USDC", ws.eoaAddress as Address, "50");
+    await creditToken(devnet, "USDC", ws.eoaAddress as Address, "50");
 
     const payerBefore = await balanceOf("USDC", payer.address);
     const ethBefore = await balanceOf("ETH", ws.eoaAddress);
@@ -219,7 +219,7 @@ describe("refunds from the workspace EOA", () => {
     expect(state.json()).toMatchObject({ status: "active", failStreak: 0 });
 
     // Once the wallet holds the money, the same key and body refund it (the refusal took nothing).
-    await mintToken(devnet, "USDC", ws.eoaAddress as Address, "5");
+    await creditToken(devnet, "USDC", ws.eoaAddress as Address, "5");
     const again = await refund(ws, paid.id, { amount: "5" }, "short-1");
     expect(again.statusCode, again.body).toBe(201);
     expect(again.json().refund).toMatchObject({ amount: "5.00", status: "completed" });
@@ -292,7 +292,7 @@ describe("a refund from the smart wallet", () => {
     const paid = await forwardedPayment(ws, payer, "USDC", "25");
     expect(paid.receivingAddress).toBe(smart);
     expect(await balanceOf("USDC", smart)).toBe(0n);
-    await mintToken(devnet, "USDC", smart, "30");
+    await creditToken(devnet, "USDC", smart, "30");
 
     const payerBefore = await balanceOf("USDC", payer.address);
     const smartEthBefore = await balanceOf("ETH", smart);

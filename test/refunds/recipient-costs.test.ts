@@ -217,7 +217,7 @@ async function untilPending(from: string): Promise<void> {
 describe("the gas of plain ETH to a contract", () => {
   it("is the node's estimate plus half, capped at 150,000 (read from the chain)", async () => {
     const ws = await createWorkspace(t);
-    await clients.fund(ws.eoaAddress, { ETH: "1" });
+    await clients.credit(ws.eoaAddress, { ETH: "1" });
     const receiver = await deployReceiver(85_000n);
     const value = parseEther("0.01");
     // Its code needs more than 100,000: the estimate plus half would be above the cap.
@@ -248,7 +248,7 @@ describe("the gas of plain ETH to a contract", () => {
   it("a recipient needing more than the cap fails the refund before anything is sent, uncounted", async () => {
     const ws = await createWorkspace(t);
     const paymentId = await forwardedEthPayment(ws, "0.2");
-    await clients.fund(ws.eoaAddress, { ETH: "0.5" });
+    await clients.credit(ws.eoaAddress, { ETH: "0.5" });
     const receiver = await deployReceiver(1_000_000n);
     const [sent, eth] = await Promise.all([sentCount(ws.eoaAddress), ethBalance(ws.eoaAddress)]);
 
@@ -283,7 +283,7 @@ describe("a recipient that refuses a refund or a return does not pause payouts",
   it("three refunds and a return to a contract that refuses ETH: failed, loud, uncounted; payouts go on", async () => {
     const ws = await createWorkspace(t);
     const paymentId = await forwardedEthPayment(ws, "0.3");
-    await clients.fund(ws.eoaAddress, { ETH: "0.5" });
+    await clients.credit(ws.eoaAddress, { ETH: "0.5" });
     const receiver = await deployReceiver(0n, true);
     const sent = await sentCount(ws.eoaAddress);
     for (let i = 1; i <= 3; i++) {
@@ -326,7 +326,7 @@ describe("a recipient that refuses a refund or a return does not pause payouts",
   it("a refund reverted on chain by its recipient is not counted; a payout's revert is", async () => {
     const ws = await createWorkspace(t);
     const paymentId = await forwardedEthPayment(ws, "0.2");
-    await clients.fund(ws.eoaAddress, { ETH: "0.5" });
+    await clients.credit(ws.eoaAddress, { ETH: "0.5" });
     const receiver = await deployReceiver(0n, false);
     // The node's estimate sees a receiver that takes ETH; it refuses it by the time the transfer
     // is mined (set with a higher tip, in the same block, first).
@@ -370,7 +370,7 @@ describe("the balance check reserves the gas a transfer will be signed with", ()
   it("a refund to a gas-burning contract does not spend the ETH of a payment not settled yet", async () => {
     const ws = await createWorkspace(t);
     const paymentId = await forwardedEthPayment(ws, "0.3");
-    await clients.fund(ws.eoaAddress, { ETH: "0.02" });
+    await clients.credit(ws.eoaAddress, { ETH: "0.02" });
     const receiver = await deployReceiver(85_000n);
     // Another payment's 0.1 ETH lands on the wallet and waits for its settlement.
     const unsettled = await detectedEthPayment(ws, "0.1");
@@ -391,7 +391,7 @@ describe("the balance check reserves the gas a transfer will be signed with", ()
     expect((await paymentOf(ws, paymentId)).refundedAmount).toBe("0.00");
 
     // With gas enough of its own, it goes, and the other payment's ETH is still there.
-    await clients.fund(ws.eoaAddress, { ETH: "0.001" });
+    await clients.credit(ws.eoaAddress, { ETH: "0.001" });
     const ok = await refund(ws, paymentId, { amount: text, destinationAddress: receiver });
     expect(ok.statusCode, ok.body).toBe(201);
     expect(ok.json().refund).toMatchObject({ status: "completed" });
@@ -402,7 +402,7 @@ describe("the balance check reserves the gas a transfer will be signed with", ()
   it("an ETH transfer in flight to a contract is reserved at its limit, not at 21,000", async () => {
     const ws = await createWorkspace(t);
     const receiver = await deployReceiver(85_000n);
-    await clients.fund(ws.eoaAddress, { ETH: "0.05" });
+    await clients.credit(ws.eoaAddress, { ETH: "0.05" });
     const unsettled = await detectedEthPayment(ws, "0.1");
     const held = parseEther("0.1");
     const fee = await maxFeePerGas();
@@ -448,7 +448,7 @@ describe("the balance check reserves the gas a transfer will be signed with", ()
 describe("the zero address as a destination (live)", () => {
   it("a payout, a refund and a return to it → 400; a minted transfer is not returned to its sender", async () => {
     const ws = await createWorkspace(t);
-    await clients.fund(ws.eoaAddress, { ETH: "0.1" });
+    await clients.credit(ws.eoaAddress, { ETH: "0.1" });
     const refused = { error: "destinationAddress must not be the zero address" };
     const paid = await payout(ws, { tokenSymbol: "ETH", amount: "0.01", destinationAddress: ZERO });
     expect(paid.statusCode, paid.body).toBe(400);

@@ -4,8 +4,9 @@ import { type Address, parseEther, parseUnits } from "viem";
 import { generatePrivateKey } from "viem/accounts";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import { SmartAccounts } from "../../src/chain/evm/smart-accounts.ts";
-import { freePort, mintToken, rpc } from "../../src/devnet/chain.ts";
+import { freePort, rpc } from "../../src/devnet/chain.ts";
 import { bearer, createWorkspace, startTestApp } from "../support/app.ts";
+import { creditToken } from "../support/devnet-credit.ts";
 import { LIVE_DEFAULT } from "../support/devnet-env.ts";
 import {
   aa,
@@ -42,7 +43,7 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
   it("sends USDC with no ETH in the smart wallet: 200 with txHash and userOpHash, exact balances", async () => {
     const ws = await createWorkspace(t);
     const smart = await smartWalletOf(ws);
-    await mintToken(devnet, "USDC", smart, "100");
+    await creditToken(devnet, "USDC", smart, "100");
     expect(await ethBalance(smart)).toBe(0n);
     expect(await ethBalance(ws.eoaAddress)).toBe(0n);
     const destination = randomAddress();
@@ -129,7 +130,7 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
   it("two payouts in a row (deployed account, next nonce) both succeed", async () => {
     const ws = await createWorkspace(t);
     const smart = await smartWalletOf(ws);
-    await mintToken(devnet, "USDC", smart, "10");
+    await creditToken(devnet, "USDC", smart, "10");
     const destination = randomAddress();
     const hashes: string[] = [];
     for (const amount of ["1", "2"]) {
@@ -414,7 +415,7 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
     const ws = await createWorkspace(t);
     const created = await createSmartWallet(ws, t, { setDefault: true });
     const smart = created.body.smartWallet.address as Address;
-    await mintToken(devnet, "USDC", smart, "5");
+    await creditToken(devnet, "USDC", smart, "5");
     const destination = randomAddress();
     const res = await payout(ws, { tokenSymbol: "USDC", amount: "4", destinationAddress: destination });
     expect(res.statusCode, res.body).toBe(200);
@@ -429,7 +430,7 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
   it("insufficient balance → 400 with the smart wallet's figures, no operation sent, breaker untouched", async () => {
     const ws = await createWorkspace(t);
     const smart = await smartWalletOf(ws);
-    await mintToken(devnet, "USDC", smart, "3");
+    await creditToken(devnet, "USDC", smart, "3");
     const destination = randomAddress();
     const res = await payout(ws, {
       tokenSymbol: "USDC",
@@ -464,7 +465,7 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
     const ws = await createWorkspace(down);
     const created = await createSmartWallet(ws, down);
     const smart = created.body.smartWallet.address as Address;
-    await mintToken(devnet, "USDC", smart, "50");
+    await creditToken(devnet, "USDC", smart, "50");
     const destination = randomAddress();
 
     const res = await payout(
@@ -511,7 +512,7 @@ describe("operations of one smart account at the same time", () => {
     const accounts = new SmartAccounts(network);
     const owner = generatePrivateKey();
     const smart = await accounts.address(owner);
-    await mintToken(devnet, "USDC", smart, "11");
+    await creditToken(devnet, "USDC", smart, "11");
     const [first, second, third] = [randomAddress(), randomAddress(), randomAddress()];
     // The first operation deploys the account (two deploying at once could not both be included);
     // the second, the account's first as deployed, has its gas limits reused by the next ones.

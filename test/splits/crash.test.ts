@@ -1,6 +1,5 @@
 import { type Address, type Hex, parseUnits } from "viem";
 import { describe, expect, it } from "vitest";
-import { mintToken } from "../../src/devnet/chain.ts";
 import {
   api,
   bundlerLog,
@@ -10,6 +9,7 @@ import {
   startServer,
   stopMining,
 } from "../support/crash-harness.ts";
+import { creditToken } from "../support/devnet-credit.ts";
 import { untilDefined } from "../support/poll.ts";
 import { stopService } from "../support/service-process.ts";
 import {
@@ -210,7 +210,7 @@ describe("a smart wallet settlement with splits, the process killed -9", () => {
     );
     expect([200, 201], JSON.stringify(wallet.json)).toContain(wallet.status);
     const smart = (wallet.json.smartWallet as { address: Address }).address;
-    await mintToken(devnet, "USDC", smart, EXTRA_USDC);
+    await creditToken(devnet, "USDC", smart, EXTRA_USDC);
     const payment = await createPayment(first, setup, "55.555555", "smart_wallet");
     expect(payment.receivingAddress).toBe(smart);
     const treasuryBefore = await usdcBalance(devnet.accounts.treasury.address);

@@ -14,6 +14,7 @@ import {
 } from "viem";
 import { type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
 import type { Devnet } from "../../src/devnet/chain.ts";
+import { credit } from "./devnet-credit.ts";
 
 // A test devnet seen from outside the service: its public client, and the payer's wallet (it
 // holds the devnet's test USDC and ETH) to fund the wallets a test pays from. No vitest here: the
@@ -30,6 +31,11 @@ export interface DevnetClients {
   sendUsdc(to: string, amount: bigint): Promise<Hex>;
   /** Sends the payer's USDC, then ETH (decimal amounts), each awaited to a successful receipt. */
   fund(address: string, amounts: { USDC?: string; ETH?: string }): Promise<void>;
+  /**
+   * Puts USDC and ETH on `address` with no transaction (devnet-credit.ts): the workspace's own
+   * money to spend, which the watcher never sees as a payer's transfer held in the inbox.
+   */
+  credit(address: string, amounts: { USDC?: string; ETH?: string }): Promise<void>;
 }
 
 /** Gas for the payer's USDC transfer: an ERC-20 transfer into an empty balance takes ~52,000. */
@@ -72,6 +78,7 @@ export function devnetClients(devnet: Devnet): DevnetClients {
         args: [address as Address],
       }),
     sendUsdc,
+    credit: (address, amounts) => credit(devnet, address, amounts),
     async fund(address, amounts) {
       if (amounts.USDC) {
         await succeeded(await sendUsdc(address, parseUnits(amounts.USDC, 6)));

@@ -269,7 +269,7 @@ export async function forwardedPayment(
 export async function workspaceWithGas(eth = "1") {
   const ws = await createWorkspace(t);
   const secret = await registerWebhook(ws);
-  await clients.fund(ws.eoaAddress, { ETH: eth });
+  await clients.credit(ws.eoaAddress, { ETH: eth });
   return { ws, secret };
 }
 

@@ -6,10 +6,11 @@ import { type Address, type Hex, http, type PublicClient, parseAbi } from "viem"
 import { type BundlerClient, createBundlerClient } from "viem/account-abstraction";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, afterEach, beforeAll, expect } from "vitest";
-import { type Devnet, mintToken, startDevnet } from "../../src/devnet/chain.ts";
+import { type Devnet, startDevnet } from "../../src/devnet/chain.ts";
 import { createWorkers, type Workers } from "../../src/workers.ts";
 import { bearer, type CreatedWorkspace, createWorkspace, startTestApp, type TestApp } from "./app.ts";
 import { type DevnetClients, devnetClients } from "./devnet-clients.ts";
+import { creditToken } from "./devnet-credit.ts";
 import { liveSmartWalletEnv } from "./devnet-env.ts";
 
 // Smart wallets (ERC-4337) on a real local chain with EntryPoint v0.8, a SimpleAccountFactory, a
@@ -118,7 +119,7 @@ export const payout = (ws: CreatedWorkspace, body: Json, app: TestApp = t) =>
 export async function fundedSmartWallet(app: TestApp, usdc: string) {
   const ws = await createWorkspace(app);
   const smart = (await createSmartWallet(ws, app)).body.smartWallet.address as Address;
-  await mintToken(devnet, "USDC", smart, usdc);
+  await creditToken(devnet, "USDC", smart, usdc);
   const smartPayout = (amount: string, destinationAddress: string) =>
     payout(ws, { tokenSymbol: "USDC", amount, destinationAddress, walletType: "smart_wallet" }, app);
   return { ws, smart, smartPayout };

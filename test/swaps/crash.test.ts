@@ -7,10 +7,11 @@ import { type Address, http, parseEventLogs, parseUnits, recoverTransactionAddre
 import { type BundlerClient, createBundlerClient } from "viem/account-abstraction";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { rpc as devnetRpc, mintToken, startDevnet, UNISWAP_V3_POOL_ABI } from "../../src/devnet/chain.ts";
+import { rpc as devnetRpc, startDevnet, UNISWAP_V3_POOL_ABI } from "../../src/devnet/chain.ts";
 import { type Database, openDatabase, pgliteDirFor } from "../../src/platform/db/database.ts";
 import { freshDatabaseUrl } from "../support/app.ts";
 import { type DevnetClients, devnetClients } from "../support/devnet-clients.ts";
+import { creditToken } from "../support/devnet-credit.ts";
 import { liveSmartWalletEnv } from "../support/devnet-env.ts";
 import { untilDefined } from "../support/poll.ts";
 import { startRpcProxy } from "../support/rpc-proxy.ts";
@@ -282,14 +283,14 @@ async function crash(hold: Hold, sell: Token, buy: Token, amount: string) {
   const proxy = await holdingProxy(hold === "pending nonce" ? hold : "broadcast");
   const first = await startServer(store, { LIVE_RPC_URL: proxy.url });
   const setup = await newWorkspace(first);
-  await clients.fund(setup.eoa, { ETH: "1" });
+  await clients.credit(setup.eoa, { ETH: "1" });
   let wallet = setup.eoa;
   if (hold === "bundle") {
     const created = await call(first, setup.key, `/api/v1/workspaces/${setup.workspaceId}/smart-wallet`, {});
     expect([200, 201], JSON.stringify(created.json)).toContain(created.status);
     wallet = (created.json.smartWallet as { address: Address }).address;
   }
-  await mintToken(devnet, "USDC", wallet, "500");
+  await creditToken(devnet, "USDC", wallet, "500");
   const [before, nonce] = [await balances(wallet), await nonceOf(setup.eoa)];
   const q = await swapsApi(first, setup).quote(sell, buy, amount, hold === "bundle" ? "smart_wallet" : "eoa");
   expect(same(q.from, wallet)).toBe(true);

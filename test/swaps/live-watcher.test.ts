@@ -88,8 +88,8 @@ describe("a swap's proceeds are not a payment", () => {
   it("leaves a pending payment of exactly the bought amount pending, from the EOA and the smart wallet", async () => {
     const ws = await createWorkspace(t);
     const smart = await createSmartWallet(t, ws);
-    await clients.fund(ws.eoaAddress, { USDC: "10", ETH: "2" });
-    await clients.fund(smart, { USDC: "10", ETH: "1" });
+    await clients.credit(ws.eoaAddress, { USDC: "10", ETH: "2" });
+    await clients.credit(smart, { USDC: "10", ETH: "1" });
     const onEoa = await newPayment(ws, "100.00", "eoa");
     const onSmart = await newPayment(ws, "50.00", "smart_wallet");
     expect(onEoa.receivingAddress.toLowerCase()).toBe(ws.eoaAddress.toLowerCase());
@@ -189,7 +189,7 @@ describe("a swap's proceeds are not a payment", () => {
 
   it("keeps no ETH in the router after ETH sales, exact input or exact output", async () => {
     const ws = await createWorkspace(t);
-    await clients.fund(ws.eoaAddress, { ETH: "2" });
+    await clients.credit(ws.eoaAddress, { ETH: "2" });
     const router = devnet.swap?.router as Address;
     for (const params of [{ sellAmount: "0.2" }, { buyAmount: "150" }]) {
       const quote = await quoteSwap(t, ws.liveKey, { sellToken: "ETH", buyToken: "USDC", ...params });

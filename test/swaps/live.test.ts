@@ -59,7 +59,7 @@ afterAll(async () => {
 
 async function fundedWorkspace(amounts: { USDC?: string; ETH?: string }): Promise<CreatedWorkspace> {
   const ws = await createWorkspace(t);
-  await clients.fund(ws.eoaAddress, amounts);
+  await clients.credit(ws.eoaAddress, amounts);
   return ws;
 }
 
@@ -174,7 +174,7 @@ describe("live swaps from the smart wallet", () => {
   it("approval and swap in one sponsored user operation; balances move exactly, no gas", async () => {
     const ws = await createWorkspace(t);
     const smart = await createSmartWallet(t, ws);
-    await clients.fund(smart, { USDC: "500", ETH: "0.1" });
+    await clients.credit(smart, { USDC: "500", ETH: "0.1" });
     const cases: QuoteParams[] = [
       { sellToken: "USDC", buyToken: "ETH", sellAmount: "100" },
       { sellToken: "USDC", buyToken: "DAI", buyAmount: "50" },
