@@ -6,7 +6,7 @@
 // that drops its transaction (open, or attached to a payment not confirmed yet) leaves it
 // `dropped`: nothing to act on until the transaction is mined again, which opens it again.
 
-export const UNMATCHED_STATUSES = ["open", "attached", "returned", "onramp", "dropped"] as const;
+export const UNMATCHED_STATUSES = ["open", "attached", "returned", "onramp", "dropped", "kept"] as const;
 export type UnmatchedStatus = (typeof UNMATCHED_STATUSES)[number];
 
 export type UnmatchedTrigger =
@@ -29,7 +29,12 @@ export type UnmatchedTrigger =
   /** A reorganisation dropped its transaction before the network's confirmations were met. */
   | "dropped_by_reorg"
   /** Its dropped transaction is in a block again: the merchant's to act on again. */
-  | "mined_again";
+  | "mined_again"
+  /**
+   * The merchant keeps it as the wallet's own money (a top-up of its own, like Coinbase
+   * Commerce's "resolve"): final; no longer held from payouts, refunds and swaps.
+   */
+  | "kept";
 
 interface UnmatchedRule {
   from: UnmatchedStatus;
@@ -44,6 +49,7 @@ export const UNMATCHED_TRANSITIONS = {
   attachment_reverted: { from: "attached", to: "dropped" },
   dropped_by_reorg: { from: "open", to: "dropped" },
   mined_again: { from: "dropped", to: "open" },
+  kept: { from: "open", to: "kept" },
 } as const satisfies Record<UnmatchedTrigger, UnmatchedRule>;
 
 /** Whether the merchant may still act on a transfer in `status` (attach it, or return it). */

@@ -18,7 +18,18 @@ export interface UnsettledPayment {
   settlementRecorded: boolean;
 }
 
-/** Settlement money still on the wallet, of one token. */
+/**
+ * An open transfer of the unmatched inbox (D19, issue 39): money on the wallet that is its sender's
+ * until the merchant attaches it to a payment (then that payment's, held as unsettled) or returns
+ * it (one transfer, which spends just this money).
+ */
+export interface OpenInboxTransfer {
+  id: string;
+  token: string;
+  amount: bigint;
+}
+
+/** Settlement money still on the wallet, of one token (and, with heldInbox, open inbox money). */
 export interface Settling {
   amount: bigint;
   /** How many payments it is. */
@@ -52,4 +63,24 @@ export function stillToSettle(payments: readonly UnsettledPayment[]): Map<string
 /** The payments of `payments` that stillToSettle counts whole (their gross). */
 export function settlingWhole(payments: readonly UnsettledPayment[]): string[] {
   return payments.filter((payment) => !payment.settlementRecorded).map((payment) => payment.id);
+}
+
+/**
+ * `settling` with the money of the open inbox transfers added, per token: each is held whole, with
+ * one transfer's gas for its return.
+ */
+export function heldInbox(
+  settling: ReadonlyMap<string, Settling>,
+  inbox: readonly OpenInboxTransfer[],
+): Map<string, Settling> {
+  const byToken = new Map(settling);
+  for (const transfer of inbox) {
+    const held = byToken.get(transfer.token) ?? { amount: 0n, payments: 0, transfers: 0 };
+    byToken.set(transfer.token, {
+      ...held,
+      amount: held.amount + transfer.amount,
+      transfers: held.transfers + 1,
+    });
+  }
+  return byToken;
 }

@@ -23,7 +23,8 @@ import { until, watcherPassed } from "../support/poll.ts";
 //   the payment waits again without the amount it was attached, the transfer is dropped, and
 //   once mined again it is open and attached again (not recorded twice);
 // - an open transfer a reorganisation drops before its confirmations is dropped (issue 39): attach
-//   and return refuse it, and once mined again it is open and returned.
+//   and return refuse it, and once mined again it is open and returned;
+// - an open transfer's money is held from payouts until the merchant keeps it (issue 39).
 // The merchant acts through an app with the devnet's 2 confirmations; the watcher runs in one that
 // asks for 50, so that an attached payment stays detected while the chain is rewound.
 
@@ -121,8 +122,8 @@ async function seen(txHash: Hex) {
 describe("a transfer from the workspace's own wallet", () => {
   it("pays none of its payments and cannot be attached to one", async () => {
     const ws = await createWorkspace(t);
-    // Not the payment's amount: the funding is a payer's transfer (to the inbox).
-    await clients.fund(ws.eoaAddress, { USDC: "7", ETH: "1" });
+    // Not the payment's amount: money of its own to pay out.
+    await clients.credit(ws.eoaAddress, { USDC: "7", ETH: "1" });
     const paymentId = await pendingPayment(ws, "5.00");
     // The workspace pays out to its own receiving wallet exactly what the payment asks.
     const payout = await api(ws, "POST", "/api/v1/payouts", {
@@ -196,7 +197,7 @@ describe("an attachment a reorganisation undoes", () => {
 describe("an open transfer a reorganisation drops", () => {
   it("is dropped (attach and return refused), and open again once its transaction is mined again", async () => {
     const ws = await createWorkspace(t);
-    await clients.fund(ws.eoaAddress, { ETH: "1" }); // gas for the return
+    await clients.credit(ws.eoaAddress, { ETH: "1" }); // gas for the return
     const paymentId = await pendingPayment(ws, "4.00");
     const before = await snapshot(devnet);
     const raw = await signedUsdcTransfer(ws, "3");
@@ -234,4 +235,35 @@ describe("an open transfer a reorganisation drops", () => {
     expect(returned.statusCode, returned.body).toBe(201);
     expect((await inbox(ws, txHash)).map((u) => u.status)).toEqual(["returned"]);
   }, 90_000);
+});
+
+describe("an open transfer's money on a live wallet (issue 39)", () => {
+  it("is held from payouts and shown as held until the merchant keeps it", async () => {
+    const ws = await createWorkspace(t);
+    await clients.credit(ws.eoaAddress, { USDC: "2", ETH: "1" }); // the workspace's own
+    const { item } = await intoInbox(ws, await signedUsdcTransfer(ws, "3"));
+    expect(item).toMatchObject({ status: "open", amount: "3.00" });
+    const balance = await api(ws, "GET", "/api/v1/wallet/balance");
+    expect(balance.json().eoa).toMatchObject({ balances: { USDC: "5.00" }, held: { USDC: "3.00" } });
+
+    const payout = (amount: string) =>
+      api(ws, "POST", "/api/v1/payouts", {
+        tokenSymbol: "USDC",
+        amount,
+        destinationAddress: randomAddress(),
+      });
+    const short = await payout("2.01");
+    expect(short.statusCode, short.body).toBe(400);
+    expect(short.json()).toMatchObject({ error: "Insufficient balance", available: "2.00" });
+    const paid = await payout("2");
+    expect(paid.statusCode, paid.body).toBe(200);
+
+    await mine(devnet, 2);
+    const kept = await api(ws, "POST", `/api/v1/transfers/unmatched/${String(item?.id)}/keep`);
+    expect(kept.statusCode, kept.body).toBe(200);
+    expect(kept.json().transfer).toMatchObject({ status: "kept" });
+    expect((await api(ws, "GET", "/api/v1/wallet/balance")).json().eoa).not.toHaveProperty("held");
+    const rest = await payout("3");
+    expect(rest.statusCode, rest.body).toBe(200);
+  }, 60_000);
 });

@@ -214,44 +214,78 @@ describe("sandbox incoming transfers and their return", () => {
     expect(await payoutState(ws)).toMatchObject({ failStreak: 0 });
   });
 
-  it("a return the wallet cannot cover answers Insufficient balance and leaves the transfer open", async () => {
+  it("an open transfer's money is held: payouts leave it, the balance shows it, its return releases it", async () => {
     const ws = await createWorkspace(t);
     const payer = address();
+    await faucet(ws, "3");
     const transfer = await incoming(ws, { tokenSymbol: "USDC", amount: "5", fromAddress: payer });
-    // The merchant paid the money out meanwhile.
-    const out = await post(ws.testKey, "/api/v1/payouts", {
-      tokenSymbol: "USDC",
-      amount: "4",
-      destinationAddress: address(),
-    });
-    expect(out.statusCode, out.body).toBe(200);
-    const short = await returnTransfer(
-      ws.testKey,
-      transfer.id as string,
-      {},
-      { "idempotency-key": "ret-short" },
-    );
-    expectError(short, 400, {
+    expect(await wallet(ws)).toBe("8.00");
+    const balance = await getOk(ws.testKey, "/api/v1/wallet/balance");
+    expect((balance.eoa as Json).held).toEqual({ USDC: "5.00" });
+    expect(((balance.networks as Json)["sandbox-b"] as Json).eoa).not.toHaveProperty("held");
+
+    // A payout may spend the 3.00 the faucet gave, not the sender's 5.00.
+    const payout = (amount: string) =>
+      post(ws.testKey, "/api/v1/payouts", { tokenSymbol: "USDC", amount, destinationAddress: address() });
+    expectError(await payout("3.01"), 400, {
       error: MSG.insufficient,
-      available: "1.00",
-      requested: "5.00",
+      available: "3.00",
+      requested: "3.01",
+      tokenSymbol: "USDC",
+      network: "sandbox-a",
+    });
+    expect((await payout("3")).statusCode).toBe(200);
+    expectError(await payout("0.01"), 400, {
+      error: MSG.insufficient,
+      available: "0.00",
+      requested: "0.01",
       tokenSymbol: "USDC",
       network: "sandbox-a",
     });
     expect(await unmatched(ws, transfer.id as string)).toMatchObject({ status: "open" });
     expect(await payoutState(ws)).toMatchObject({ failStreak: 0 });
 
-    await faucet(ws, "4");
-    const ok = await returnTransfer(
-      ws.testKey,
-      transfer.id as string,
-      {},
-      { "idempotency-key": "ret-short" },
-    );
-    expect(ok.statusCode, ok.body).toBe(201);
-    expect(ok.json().refund).toMatchObject({ status: "completed", amount: "5.00" });
+    // Its return spends exactly it, and nothing is held afterwards.
+    const back = await returnTransfer(ws.testKey, transfer.id as string, {});
+    expect(back.statusCode, back.body).toBe(201);
+    expect(back.json().refund).toMatchObject({ status: "completed", amount: "5.00" });
     expect(await ledger(payer)).toBe(5_000_000n);
-    expect(await unmatched(ws, transfer.id as string)).toMatchObject({ status: "returned" });
+    expect(await wallet(ws)).toBe("0.00");
+    expect((await getOk(ws.testKey, "/api/v1/wallet/balance")).eoa).not.toHaveProperty("held");
+  });
+
+  it("kept as the wallet's own money, once: no longer held, and no longer returnable", async () => {
+    const ws = await createWorkspace(t);
+    const transfer = await incoming(ws, { tokenSymbol: "USDC", amount: "4", fromAddress: address() });
+    const id = transfer.id as string;
+    const payout = () =>
+      post(ws.testKey, "/api/v1/payouts", { tokenSymbol: "USDC", amount: "4", destinationAddress: address() });
+    expectError(await payout(), 400, {
+      error: MSG.insufficient,
+      available: "0.00",
+      requested: "4.00",
+      tokenSymbol: "USDC",
+      network: "sandbox-a",
+    });
+
+    const keep = () => post(ws.testKey, `/api/v1/transfers/unmatched/${id}/keep`, {});
+    const kept = await keep();
+    expect(kept.statusCode, kept.body).toBe(200);
+    expect(kept.json().transfer).toEqual({ ...transfer, status: "kept" });
+    expect(await unmatched(ws, id)).toMatchObject({ status: "kept" });
+    expect((await getOk(ws.testKey, "/api/v1/wallet/balance")).eoa).not.toHaveProperty("held");
+
+    const again = await keep();
+    expect(again.statusCode, again.body).toBe(409);
+    expect(again.json().error).toContain("kept");
+    const back = await returnTransfer(ws.testKey, id, {});
+    expect(back.statusCode, back.body).toBe(409);
+    const other = await createWorkspace(t);
+    const foreign = await post(other.testKey, `/api/v1/transfers/unmatched/${id}/keep`, {});
+    expect(foreign.statusCode, foreign.body).toBe(404);
+
+    expect((await payout()).statusCode).toBe(200);
+    expect(await wallet(ws)).toBe("0.00");
   });
 
   it("replays a return under its Idempotency-Key and refuses another request under it", async () => {

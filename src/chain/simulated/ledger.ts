@@ -27,6 +27,11 @@ export interface LedgerTransfer {
   amount: bigint;
   /** Unique per transfer; the hash is derived from it. */
   reference: string;
+  /**
+   * What the sending wallet must keep of `token` after it: money held for others (an open inbox
+   * transfer's, issue 39), which the transfer may not spend. None when absent.
+   */
+  keep?: bigint;
 }
 
 export interface LedgerCredit {
@@ -242,6 +247,7 @@ export class SimulatedLedger {
       amount: t.amount.toString(),
       reference: t.reference,
       failing: t.to.toLowerCase() === FAILURE_ADDRESS,
+      keep: (t.keep ?? 0n).toString(),
     }));
     const column = <T>(pick: (r: (typeof rows)[number]) => T) => rows.map(pick);
     return sql`
@@ -250,9 +256,10 @@ export class SimulatedLedger {
           ${column((r) => r.txHash)}::text[], ${column((r) => r.network)}::text[],
           ${column((r) => r.from)}::text[], ${column((r) => r.to)}::text[],
           ${column((r) => r.token)}::text[], ${column((r) => r.amount)}::numeric[],
-          ${column((r) => r.reference)}::text[], ${column((r) => r.failing)}::boolean[]
+          ${column((r) => r.reference)}::text[], ${column((r) => r.failing)}::boolean[],
+          ${column((r) => r.keep)}::numeric[]
         ) WITH ORDINALITY AS r(tx_hash, network, from_address, to_address, token_symbol, amount, memo,
-                               failing, pos)
+                               failing, keep, pos)
       ),
       transfer_funds AS MATERIALIZED (
         -- Debits of one wallet and token on a network take turns (credits never wait):
@@ -265,9 +272,10 @@ export class SimulatedLedger {
               ORDER BY network, from_address, token_symbol) w
       ),
       transfer_decided AS (
-        SELECT r.*, coalesce(f.balance, 0) AS balance,
+        -- balance: what the transfer may spend, the wallet's less what it must keep.
+        SELECT r.*, coalesce(f.balance, 0) - r.keep AS balance,
                CASE WHEN r.failing THEN 'failure_address'
-                    WHEN coalesce(f.balance, 0) >= r.amount THEN 'success'
+                    WHEN coalesce(f.balance, 0) - r.keep >= r.amount THEN 'success'
                     ELSE 'insufficient' END AS outcome
         FROM transfer_req r
         LEFT JOIN transfer_funds f

@@ -14,7 +14,7 @@ import {
   type PaymentTrigger,
   transition,
 } from "../../domain/payment-state.ts";
-import type { UnsettledPayment } from "../../domain/unsettled-payments.ts";
+import type { OpenInboxTransfer, UnsettledPayment } from "../../domain/unsettled-payments.ts";
 import { isUuid } from "../../domain/validation.ts";
 import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
 import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
@@ -26,6 +26,7 @@ import type { WorkspacesService } from "../workspaces/service.ts";
 import { browsePayments, type PaymentFilter, paymentsForExport } from "./browse.ts";
 import { type CreatePaymentResult, PaymentCreation } from "./create.ts";
 import { type DailyTotal, dailyPayments } from "./daily.ts";
+import * as unmatchedRepo from "./inbox/unmatched-repo.ts";
 import * as chainRepo from "./incoming/chain-repo.ts";
 import type { CardPaymentRef, PayerRow, PaymentChanges } from "./repo.ts";
 import * as repo from "./repo.ts";
@@ -117,6 +118,14 @@ export class PaymentsService {
    */
   async unsettledOn(on: OnNetwork, address: string): Promise<UnsettledPayment[]> {
     return (await this.#unsettled(`${on.environment} ${on.id} ${address.toLowerCase()}`)) ?? [];
+  }
+
+  /**
+   * The open inbox transfers that reached `address` on network `on`: money held for their senders
+   * until attached or returned, which a payout, refund or swap must leave on the wallet (issue 39).
+   */
+  openInboxOn(on: OnNetwork, address: string): Promise<OpenInboxTransfer[]> {
+    return unmatchedRepo.openInboxOn(this.#ctx.db, on, address);
   }
 
   /** What the payer's page shows (no key: the id is the credential), in one row read. */

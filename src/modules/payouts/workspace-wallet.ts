@@ -55,8 +55,8 @@ export class WorkspaceWalletService {
 
   /**
    * The wallets' balances on the environment's default network, and on each of its networks
-   * (`networks`, D22). An environment without a network (live without a chain) shows the
-   * addresses with no balances.
+   * (`networks`, D22), with `held`: what of them open inbox transfers hold (issue 39). An
+   * environment without a network (live without a chain) shows the addresses with no balances.
    */
   async balances(principal: Tenant) {
     const workspace = await this.#workspaces.profile(principal.workspaceId);
@@ -85,13 +85,25 @@ export class WorkspaceWalletService {
     const read = async (address: string | null) => {
       if (!address) return null;
       const balances: Record<string, string> = {};
-      if (channel) {
-        const values = await Promise.all(tokens.map((t) => channel.balance(address as Hex, t)));
+      // Of it, the open inbox transfers' money, per token: held for their senders (issue 39).
+      const held: Record<string, string> = {};
+      if (channel && network !== null) {
+        const [values, open] = await Promise.all([
+          Promise.all(tokens.map((t) => channel.balance(address as Hex, t))),
+          this.#payments.openInboxOn({ environment, id: network }, address),
+        ]);
         tokens.forEach((t, i) => {
           balances[t] = formatAmount(values[i] ?? 0n, TOKEN_DECIMALS[t]);
         });
+        const byToken = new Map<TokenSymbol, bigint>();
+        for (const t of open) {
+          const token = t.token as TokenSymbol;
+          byToken.set(token, (byToken.get(token) ?? 0n) + t.amount);
+        }
+        for (const [token, amount] of byToken) held[token] = formatAmount(amount, TOKEN_DECIMALS[token]);
       }
-      return { address, balances };
+      // Only when something is held: a wallet's answer without inbox money is as it always was.
+      return Object.keys(held).length > 0 ? { address, balances, held } : { address, balances };
     };
     const [eoa, smartWallet] = await Promise.all([
       read(workspace.eoaAddress),

@@ -4,7 +4,13 @@ import { InsufficientBalance, InsufficientGas } from "../../domain/errors.ts";
 import { formatAmount, NATIVE_TOKEN, TOKEN_DECIMALS } from "../../domain/money.ts";
 import { type Committed, checkFunds } from "../../domain/payout-funds.ts";
 import { spendsItsPayment } from "../../domain/payout-state.ts";
-import { settlingWhole, stillToSettle, type UnsettledPayment } from "../../domain/unsettled-payments.ts";
+import {
+  heldInbox,
+  type OpenInboxTransfer,
+  settlingWhole,
+  stillToSettle,
+  type UnsettledPayment,
+} from "../../domain/unsettled-payments.ts";
 import type { Db } from "../../platform/db/database.ts";
 import { runFences } from "../../platform/db/fences.ts";
 import type { SessionTurns } from "../../platform/db/wallet-lock.ts";
@@ -21,6 +27,9 @@ import * as sending from "./sending-repo.ts";
 // for that turn to end, then sees this one among what is on its way out. A settlement takes no
 // turn: it spends only what every other check holds for it.
 
+/** What the payments module holds on a wallet: unsettled payments' money and open inbox transfers'. */
+export type HeldMoney = Pick<PaymentsService, "unsettledOn" | "openInboxOn">;
+
 /**
  * Records the payout (processing, leased) if the wallet can pay it; undefined if its
  * idempotencyKey is taken. `gasUnits`: the gas limits the rail will sign its transactions with
@@ -29,7 +38,7 @@ import * as sending from "./sending-repo.ts";
 export async function recordIfFunded(
   ctx: AppContext,
   turns: SessionTurns,
-  payments: Pick<PaymentsService, "unsettledOn">,
+  payments: HeldMoney,
   rail: Rail,
   payout: NewTransfer,
   gasUnits?: Promise<bigint>,
@@ -52,6 +61,7 @@ export async function recordIfFunded(
   const checkAndRecord = async (
     db: Db,
     unsettled: UnsettledPayment[],
+    inbox: OpenInboxTransfer[],
     leaving: (db: Db) => Promise<Leaving>,
   ): Promise<TransferRow | undefined> => {
     // A repeat of an idempotency key in flight (on another instance): its original is among
@@ -68,7 +78,7 @@ export async function recordIfFunded(
       amount: payout.amount,
       balances,
       committed,
-      unsettled: stillToSettle(unsettled),
+      unsettled: heldInbox(stillToSettle(unsettled), inbox),
       gas: gasCosts
         ? {
             erc20: gasCosts[0],
@@ -115,7 +125,13 @@ export async function recordIfFunded(
     // is not recorded, its settlement's transfer from then on (one recorded after this read is in
     // the gross: committedFrom leaves it out), so never both, never neither. One that completes
     // meanwhile is at worst subtracted twice (a refusal), never not at all.
-    const unsettled = (await payments.unsettledOn(rail.network, from)).filter((p) => p.id !== spent);
+    // And the open inbox transfers' money (issue 39), but for the one a return sends back.
+    const [owed, open] = await Promise.all([
+      payments.unsettledOn(rail.network, from),
+      payments.openInboxOn(rail.network, from),
+    ]);
+    const unsettled = owed.filter((p) => p.id !== spent);
+    const inbox = open.filter((t) => t.id !== payout.unmatchedTransferId);
     const whole = settlingWhole(unsettled);
     let leaving: (db: Db) => Promise<Leaving>;
     if (funds) {
@@ -139,8 +155,8 @@ export async function recordIfFunded(
     // key unclaimed, and a concurrent repeat waits for this one to commit, then is answered as one.
     // So are an orderer's fences and the record they fence.
     return payout.idempotencyKey || payout.fences?.length
-      ? ctx.db.transaction().execute((trx) => checkAndRecord(trx, unsettled, leaving))
-      : checkAndRecord(ctx.db, unsettled, leaving);
+      ? ctx.db.transaction().execute((trx) => checkAndRecord(trx, unsettled, inbox, leaving))
+      : checkAndRecord(ctx.db, unsettled, inbox, leaving);
   });
 }
 

@@ -1,8 +1,7 @@
 import type { AppContext } from "../../context.ts";
 import type { SessionTurns } from "../../platform/db/wallet-lock.ts";
 import type { MoveHooks, Rail } from "../../rails/rail.ts";
-import type { PaymentsService } from "../payments/service.ts";
-import { recordIfFunded } from "./funds.ts";
+import { type HeldMoney, recordIfFunded } from "./funds.ts";
 import type * as repo from "./repo.ts";
 import type { SandboxTransferRecords } from "./sandbox-records.ts";
 import type { SandboxPayoutResult } from "./sandbox-repo.ts";
@@ -23,7 +22,7 @@ export class TransferPersistence {
   readonly #ctx: AppContext;
   readonly #sandbox: SandboxTransferRecords;
   readonly #fundsTurns: SessionTurns;
-  readonly #payments: Pick<PaymentsService, "unsettledOn">;
+  readonly #payments: HeldMoney;
 
   constructor(
     ctx: AppContext,
@@ -31,7 +30,7 @@ export class TransferPersistence {
       sandbox: SandboxTransferRecords;
       /** A wallet's balance checks take turns across instances (funds.ts). */
       fundsTurns: SessionTurns;
-      payments: Pick<PaymentsService, "unsettledOn">;
+      payments: HeldMoney;
     },
   ) {
     this.#ctx = ctx;

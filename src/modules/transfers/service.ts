@@ -6,11 +6,11 @@ import { SessionTurns } from "../../platform/db/wallet-lock.ts";
 import type { Mailer } from "../../platform/mail/mailer.ts";
 import type { Rails } from "../../rails/index.ts";
 import type { MoveOutcome } from "../../rails/rail.ts";
-import type { PaymentsService } from "../payments/service.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import * as breakers from "./breaker-repo.ts";
 import { TransferDecisions } from "./decide.ts";
 import { TransferEndings } from "./finish.ts";
+import type { HeldMoney } from "./funds.ts";
 import { type OrderedKinds, TransferKinds } from "./kinds.ts";
 import { TransferLeases } from "./leases.ts";
 import * as lists from "./list-repo.ts";
@@ -38,7 +38,7 @@ export type Scope = repo.Scope;
 
 export interface TransfersDependencies {
   workspaces: WorkspacesService;
-  payments: Pick<PaymentsService, "unsettledOn">;
+  payments: HeldMoney;
   rails: Rails;
   mailer: Mailer;
   /** The kinds other modules order (kinds.ts), described by their orderers. */
@@ -65,7 +65,7 @@ export class TransfersService {
       outcomes: endings,
       leases,
       persistence: new TransferPersistence(ctx, {
-        sandbox: new SandboxTransferRecords(ctx, kinds),
+        sandbox: new SandboxTransferRecords(ctx, kinds, deps.payments),
         fundsTurns: new SessionTurns(ctx.db, ctx.log),
         payments: deps.payments,
       }),

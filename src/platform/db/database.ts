@@ -43,6 +43,7 @@ import * as ledgerNetworks from "./migrations/035_ledger_networks.ts";
 import * as paymentNetworks from "./migrations/036_payment_networks.ts";
 import * as inboxChecks from "./migrations/037_inbox_checks.ts";
 import * as cardRefundSource from "./migrations/038_card_refund_source.ts";
+import * as inboxHeld from "./migrations/039_inbox_held.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -95,6 +96,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "036_payment_networks": paymentNetworks,
   "037_inbox_checks": inboxChecks,
   "038_card_refund_source": cardRefundSource,
+  "039_inbox_held": inboxHeld,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

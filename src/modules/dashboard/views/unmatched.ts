@@ -65,6 +65,7 @@ function outcome(t: UnmatchedRow, a: Actions): HtmlSafeString {
   if (t.status === "attached" && t.paymentId)
     return html`Attached to payment <a class="mono" href="${a.root}/payments/${t.paymentId}">${t.paymentId.slice(0, 8)}<span class="visually-hidden"> (${t.paymentId})</span></a>`;
   if (t.status === "onramp") return html`<span class="muted">An on-ramp session's delivery</span>`;
+  if (t.status === "kept") return html`<span class="muted">Kept as the wallet's own money</span>`;
   if (t.status === "dropped")
     return html`<span class="muted">Dropped by a chain reorganisation: nothing arrived. Open again if the transaction is mined again.</span>`;
   return html`<span class="muted">Sent back</span>`;

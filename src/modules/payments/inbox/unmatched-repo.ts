@@ -240,3 +240,21 @@ export async function recordInboxCheck(
         ).rows;
   return { dropped, reopened };
 }
+
+/**
+ * The open inbox transfers that reached `address` on network `on` (issue 39): money the wallet
+ * holds for their senders until each is attached or returned, which no other transfer may spend.
+ */
+export async function openInboxOn(db: Db, on: OnNetwork, address: string) {
+  const rows = await db
+    .selectFrom("unmatched_transfers")
+    .select(["id", "token_symbol", "amount"])
+    .where("environment", "=", on.environment)
+    .where("network", "=", on.id)
+    .where("status", "=", UNMATCHED_TRANSITIONS.attached.from)
+    // A stray payer's money only: the workspace's own transfers and possible on-ramp deliveries are its own.
+    .where("reason", "=", UNMATCHED_REASON)
+    .where(sql<string>`lower(to_address)`, "=", address.toLowerCase())
+    .execute();
+  return rows.map((row) => ({ id: row.id, token: row.token_symbol, amount: BigInt(row.amount) }));
+}

@@ -54,6 +54,22 @@ export const unmatchedRoutes =
     );
 
     app.post(
+      "/api/v1/transfers/unmatched/:id/keep",
+      {
+        schema: {
+          tags: ["Payments"],
+          summary: "Keep an unmatched transfer as the wallet's own money (a top-up of your own); once",
+          description:
+            "Its money is no longer held from payouts, refunds and swaps. Only an open, confirmed transfer.",
+          security: [{ apiKey: [] }],
+          params: Id,
+          response: { 200: Type.Object({ transfer: UnmatchedTransferSchema }) },
+        },
+      },
+      async (request) => inbox.keep(requireKey(request), request.params.id),
+    );
+
+    app.post(
       "/api/v1/sandbox/incoming-transfer",
       {
         validatorCompiler: documentedBodyOnly,

@@ -163,6 +163,24 @@ export class UnmatchedInbox {
     return { transfer: toUnmatchedView(transfer), payment: toPaymentView(payment) };
   }
 
+  /**
+   * POST …/unmatched/{id}/keep: the merchant keeps the transfer as the wallet's own money (its own
+   * top-up): no longer held from payouts, refunds and swaps; once, and only once the chain has
+   * confirmed it (issue 39).
+   */
+  async keep(tenant: Tenant, id: string): Promise<{ transfer: UnmatchedView }> {
+    const found = await this.get(tenant, id);
+    this.assertActionable(found);
+    await this.assertConfirmed(found);
+    const kept = await this.#ctx.db.transaction().execute(async (trx) => {
+      await this.#lockOpen(trx, tenant, id);
+      const moved = await unmatchedRepo.moveUnmatched(trx, id, "kept", { resolved_at: this.#ctx.now() });
+      if (!moved) throw conflict("Unmatched transfer changed concurrently; retry");
+      return moved;
+    });
+    return { transfer: toUnmatchedView(kept) };
+  }
+
   /** 409 unless the merchant may act on `row` (it is open), saying why not. */
   assertActionable(row: unmatchedRepo.UnmatchedRow): void {
     if (!isActionable(row.status as UnmatchedStatus)) throw notActionable(row);
