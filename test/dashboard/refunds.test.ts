@@ -295,6 +295,31 @@ describe("the unmatched inbox's actions", () => {
     expect(text(again)).toContain('id="unmatched-error" role="alert">Unmatched transfer is already returned');
   });
 
+  it("keeps a transfer as the wallet's own money once, and its actions go away (issue 39)", async () => {
+    const { id: transferId } = await incomingTransfer(ws.testKey, "2.50");
+    const browser = await signedIn("198.51.100.87");
+    const page = await browser.get("/dashboard/sandbox/unmatched");
+    const url = `/dashboard/sandbox/unmatched/${transferId}/keep`;
+    expect(rowOf(text(page), transferId)).toContain(`action="${url}"`);
+    const form = { _csrf: formToken(page.body) };
+    const kept = await browser.post(url, form);
+    expect(kept.statusCode, kept.body.slice(0, 800)).toBe(303);
+    expect(kept.headers.location).toBe("/dashboard/sandbox/unmatched?done=kept");
+    // The same form again: it is kept, nothing else.
+    expect((await browser.post(url, form)).statusCode).toBe(303);
+    expect((await inbox(ws.testKey)).get(transferId)).toBe("kept");
+    const after = await browser.get(kept.headers.location ?? "");
+    expect(text(after)).toContain('id="unmatched-done" role="status">The transfer is kept as the wallet');
+    const row = rowOf(text(after), transferId);
+    expect(row).toContain('data-status="kept"');
+    expect(row).not.toContain("<form");
+    // A kept transfer cannot be returned any more.
+    const back = `/dashboard/sandbox/unmatched/${transferId}/return`;
+    const refused = await browser.post(back, { ...form, formToken: "k".repeat(24), destinationAddress: "" });
+    expect(refused.statusCode).toBe(409);
+    expect(text(refused)).toContain("Unmatched transfer is already kept");
+  });
+
   it("shows a refused attach in the transfer's row, as typed", async () => {
     const incoming = await incomingTransfer(ws.testKey, "3.00");
     const transferId = incoming.id;

@@ -22,7 +22,7 @@ export interface RefundFormValues {
   error?: { message: string; field?: RefundField | undefined } | undefined;
 }
 
-export type UnmatchedAction = "attach" | "return";
+export type UnmatchedAction = "attach" | "return" | "keep";
 
 /** A refused action of the inbox: the transfer and form it is about, as typed. */
 export interface UnmatchedFormError {

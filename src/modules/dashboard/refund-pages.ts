@@ -19,7 +19,7 @@ import { base } from "./views/layout.ts";
 import { unmatchedPage, type WorkspacePageServices } from "./workspace-pages.ts";
 
 // The forms of refunds and of the unmatched inbox (D19), post/redirect/get: a payment's refund
-// form (RefundsService.create), and an open unmatched transfer's attach (UnmatchedInbox.attach) and
+// form (RefundsService.create), and an open unmatched transfer's attach and keep (UnmatchedInbox) and
 // return (RefundsService.returnTransfer). A payment or transfer the session's workspace does not
 // own is the 404 page, before anything is asked; a refusal of the service shows the page again with
 // its message next to the form, with the status the API gives it; a request that went through
@@ -152,6 +152,29 @@ export const refundPages =
           );
         }
         return done(reply, request, tenant.environment, "returned");
+      },
+    );
+
+    app.post(
+      "/dashboard/:env/unmatched/:id/keep",
+      { schema: { params: EnvIdParams } },
+      async (request, reply) => {
+        const tenant = kit.tenantOf(request, request.params.env);
+        const transfer = await services.unmatched.get(tenant, request.params.id);
+        try {
+          await services.unmatched.keep(tenant, transfer.id);
+        } catch (err) {
+          if (!(err instanceof AppError)) throw err;
+          // The same form sent twice: the first one kept it.
+          if (
+            !(err instanceof Conflict) ||
+            (await services.unmatched.get(tenant, transfer.id)).status !== "kept"
+          ) {
+            refusedWith(request, reply, err);
+            return showUnmatched(request, reply, tenant, refusal(transfer.id, "keep", err, ""));
+          }
+        }
+        return done(reply, request, tenant.environment, "kept");
       },
     );
   };

@@ -6,8 +6,8 @@ import { type HtmlSafeString, html, nothing } from "./html.ts";
 import { base } from "./layout.ts";
 
 // The unmatched inbox (D13, D19): transfers to a workspace wallet that matched no pending payment,
-// each open one with its two actions: attach it to a payment (which then settles what it carried)
-// or return it (by default to its sender). A refusal comes back in the row of its transfer, as
+// each open one with its three actions: attach it to a payment (which then settles what it carried),
+// return it (by default to its sender), or keep it as the wallet's own money (no longer held). A refusal comes back in the row of its transfer, as
 // typed; the return form's one-time token makes a form sent twice one return.
 
 export interface UnmatchedRow {
@@ -28,6 +28,7 @@ export interface UnmatchedRow {
 const DONE = new Map([
   ["attached", "The transfer is attached: its payment settles what it carried."],
   ["returned", "The transfer is being sent back."],
+  ["kept", "The transfer is kept as the wallet's own money: it is no longer held."],
 ]);
 
 interface Actions {
@@ -57,6 +58,9 @@ function actionForms(t: UnmatchedRow, a: Actions): HtmlSafeString {
 <div class="field"><label for="return-${t.id}">Return to <span class="muted">(empty: the sender)</span></label>
 <input id="return-${t.id}" name="destinationAddress" class="mono" maxlength="42" autocomplete="off" spellcheck="false" placeholder="${t.from}" value="${typed("return")}" ${invalid("return")}></div>
 <button type="submit" class="danger" id="return-${t.id}-submit">Return</button></form>
+<form method="post" action="${a.root}/unmatched/${t.id}/keep${a.query}" class="row-form" data-action="keep" data-confirm="Keep ${t.amount} ${t.token} as your own money? It can no longer be returned.">
+<input type="hidden" name="_csrf" value="${a.csrfToken}">
+<button type="submit" id="keep-${t.id}-submit">Keep</button></form>
 ${err ? html`<p class="field-error" id="${errorId}" role="alert">${err.message}</p>` : nothing}`;
 }
 
