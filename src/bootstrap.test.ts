@@ -169,3 +169,33 @@ describe("verifyMasterKey", () => {
     }
   });
 });
+
+describe("migrate on a database a newer release migrated (a rolling upgrade)", () => {
+  const future = (db: Db, name: string) =>
+    sql`INSERT INTO kysely_migration (name, timestamp) VALUES (${name}, ${new Date().toISOString()})`.execute(
+      db,
+    );
+
+  it("starts without migrating when the newer migrations all come after this release's", async () => {
+    const dir = dataDir();
+    const first = await openRuntime(configFor(dir, KEY_A));
+    expect(first.newerMigrations).toEqual([]);
+    await future(first.database.db, "999_from_a_newer_release");
+    await first.database.close();
+    // Kysely's migrator alone refuses: "previously executed migration … is missing".
+    const again = await openRuntime(configFor(dir, KEY_A));
+    expect(again.newerMigrations).toEqual(["999_from_a_newer_release"]);
+    expect(await checkRows(again.database.db)).toBe(1);
+    await again.database.close();
+  });
+
+  it("refuses a database whose unknown migrations are not a later release's", async () => {
+    const only = await openDatabase({});
+    await migrate(only.db);
+    await future(only.db, "000_unknown_and_earlier");
+    await expect(migrate(only.db)).rejects.toThrow(
+      "the database's migrations (000_unknown_and_earlier) are not a later release's on top of this one's",
+    );
+    await only.close();
+  });
+});

@@ -6,18 +6,20 @@ import { type Database, type Db, migrate, openDatabase, pgliteDirFor } from "./p
 import { loadOrCreateMasterKeyFile, parseMasterKey, SecretBox } from "./platform/secrets/encryption.ts";
 
 /** What the server and the CLI both need before doing anything: a migrated database and the master key. */
-export async function openRuntime(config: Config): Promise<{ database: Database; secrets: SecretBox }> {
+export async function openRuntime(
+  config: Config,
+): Promise<{ database: Database; secrets: SecretBox; newerMigrations: string[] }> {
   const database = await openDatabase({
     databaseUrl: config.databaseUrl,
     preparedStatements: config.databasePreparedStatements,
     pgliteDir: config.databaseUrl ? undefined : pgliteDirFor(config.dataDir),
   });
   try {
-    await migrate(database.db);
+    const { newer } = await migrate(database.db);
     const { key, source } = await masterKey(config, database.db);
     const secrets = new SecretBox(key);
     await verifyMasterKey(database.db, secrets, source);
-    return { database, secrets };
+    return { database, secrets, newerMigrations: newer };
   } catch (err) {
     await database.close();
     throw err;

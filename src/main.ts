@@ -14,9 +14,14 @@ let loadedConfig: Config | undefined;
 async function main(): Promise<void> {
   const config = loadConfig();
   loadedConfig = config;
-  const { database, secrets } = await openRuntime(config);
+  const { database, secrets, newerMigrations } = await openRuntime(config);
   const app = await buildApp({ config, db: database.db, secrets });
   const log = app.http.log;
+  if (newerMigrations.length > 0)
+    log.warn(
+      { migrations: newerMigrations },
+      "the database has a newer release's migrations: this instance runs an older release (a rolling upgrade?)",
+    );
   // Background work runs beside the API unless ROLE splits them (ARCHITECTURE.md).
   const workers = config.role === "api" ? undefined : createWorkers(app);
   // Every role has its metrics; a worker serves no API, so this listener is its only one.

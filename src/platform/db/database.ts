@@ -2,7 +2,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import { pg_trgm } from "@electric-sql/pglite/contrib/pg_trgm";
-import { Kysely, PostgresDialect } from "kysely";
+import { Kysely, PostgresDialect, sql } from "kysely";
 import { type Migration, type MigrationProvider, Migrator } from "kysely/migration";
 import { PGliteDialect } from "kysely-pglite-dialect";
 import pg from "pg";
@@ -243,14 +243,49 @@ export function pgliteDirFor(dataDir: string): string {
   return join(dataDir, "pgdata");
 }
 
-/** Applies pending migrations. Kysely's migrator takes a lock, so concurrent starts are safe. */
-export async function migrate(db: Db): Promise<void> {
+/**
+ * Applies pending migrations. Kysely's migrator takes a lock, so concurrent starts are safe.
+ *
+ * A database a newer release has migrated further (a rolling upgrade, docs/operations.md) is left
+ * as it is, and this code runs against it: every migration of this release is applied and the
+ * database's others all come after them, which the expand/contract rule makes safe. Kysely's
+ * migrator would refuse it ("previously executed migration … is missing"), so an older instance
+ * restarted mid-roll would never start again. Answers the newer migrations' names (none when
+ * this release migrated, or had nothing to do).
+ */
+export async function migrate(db: Db): Promise<{ newer: string[] }> {
+  const ahead = await newerMigrations(db);
+  if (ahead.length > 0) return { newer: ahead };
   const migrator = new Migrator({ db, provider: new StaticMigrationProvider() });
   const { error, results } = await migrator.migrateToLatest();
   const failed = results?.find((r) => r.status === "Error");
-  if (error || failed) {
+  if (!error && !failed) return { newer: [] };
+  // A newer release migrated while this one waited for the migrator's lock.
+  const since = await newerMigrations(db);
+  if (since.length > 0) return { newer: since };
+  const name = failed ? ` ${failed.migrationName}` : "";
+  throw new Error(`database migration${name} failed: ${(error as Error)?.message ?? ""}`, { cause: error });
+}
+
+/** The applied migrations this release does not know, all after its own; throws if they are not. */
+async function newerMigrations(db: Db): Promise<string[]> {
+  const table = await sql<{
+    name: string | null;
+  }>`SELECT to_regclass('kysely_migration')::text AS name`.execute(db);
+  if (!table.rows[0]?.name) return [];
+  const applied = (await sql<{ name: string }>`SELECT name FROM kysely_migration`.execute(db)).rows.map(
+    (row) => row.name,
+  );
+  const unknown = applied.filter((name) => !Object.hasOwn(MIGRATIONS, name));
+  if (unknown.length === 0) return [];
+  const own = Object.keys(MIGRATIONS);
+  const last = own.toSorted().at(-1) ?? "";
+  const missing = own.filter((name) => !applied.includes(name));
+  const earlier = unknown.filter((name) => name <= last);
+  if (missing.length > 0 || earlier.length > 0)
     throw new Error(
-      `database migration ${failed?.migrationName ?? ""} failed: ${(error as Error)?.message ?? ""}`,
+      `database migration failed: the database's migrations (${unknown.join(", ")}) are not a later ` +
+        `release's on top of this one's${missing.length > 0 ? `; not applied here: ${missing.join(", ")}` : ""}`,
     );
-  }
+  return unknown.sort();
 }
