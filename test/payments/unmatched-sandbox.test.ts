@@ -259,7 +259,11 @@ describe("sandbox incoming transfers and their return", () => {
     const transfer = await incoming(ws, { tokenSymbol: "USDC", amount: "4", fromAddress: address() });
     const id = transfer.id as string;
     const payout = () =>
-      post(ws.testKey, "/api/v1/payouts", { tokenSymbol: "USDC", amount: "4", destinationAddress: address() });
+      post(ws.testKey, "/api/v1/payouts", {
+        tokenSymbol: "USDC",
+        amount: "4",
+        destinationAddress: address(),
+      });
     expectError(await payout(), 400, {
       error: MSG.insufficient,
       available: "0.00",

@@ -14,12 +14,12 @@ import {
   bundlerProxy,
   chain,
   createSmartWallet,
+  credit,
   devnet,
   env,
   ethBalance,
   expectCarriedUserOperation,
   extraApps,
-  fund,
   fundedSmartWallet,
   outbox,
   type ProxyAnswer,
@@ -104,7 +104,7 @@ describe("live payouts from the smart wallet (gas sponsored)", () => {
   it("sends ETH: the destination gets exactly the amount and the smart wallet loses exactly it", async () => {
     const ws = await createWorkspace(t);
     const smart = await smartWalletOf(ws);
-    await fund(smart, { ETH: "0.5" });
+    await credit(smart, { ETH: "0.5" });
     const destination = randomAddress();
     const res = await payout(ws, {
       tokenSymbol: "ETH",

@@ -18,13 +18,13 @@ import {
   carveByHand,
   chain,
   createPayment,
+  credit,
   devnet,
   EXTRA_USDC,
   eventsOf,
   expectEventsOnce,
   expectOneSettlement,
   expectPaidOnce,
-  fund,
   holdingProxy,
   legsOf,
   newStore,
@@ -62,8 +62,8 @@ describe("an EOA settlement with splits, the process killed -9", () => {
     const proxy = await holdingProxy(2);
     const first = await startServer(store, { LIVE_RPC_URL: proxy.url });
     const setup = await workspaceWithSplits(first);
-    // Gas and money of its own, sent by the payer (not a payment: no pending one has the amount).
-    await fund(setup.eoa, { USDC: EXTRA_USDC, ETH: "1" });
+    // Gas and money of its own.
+    await credit(setup.eoa, { USDC: EXTRA_USDC, ETH: "1" });
     const payment = await createPayment(first, setup, "123.456789");
     const carved = carveByHand(payment.gross, BPS);
     const treasuryBefore = await usdcBalance(devnet.accounts.treasury.address);
@@ -137,7 +137,7 @@ describe("an EOA settlement with splits, the process killed -9", () => {
     const store = await newStore();
     const first = await startServer(store);
     const setup = await workspaceWithSplits(first);
-    await fund(setup.eoa, { USDC: EXTRA_USDC, ETH: "1" });
+    await credit(setup.eoa, { USDC: EXTRA_USDC, ETH: "1" });
     const payment = await createPayment(first, setup, "77.777777");
     const treasuryBefore = await usdcBalance(devnet.accounts.treasury.address);
 

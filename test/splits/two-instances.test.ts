@@ -6,13 +6,13 @@ import { stopService } from "../support/service-process.ts";
 import {
   chain,
   createPayment,
+  credit,
   devnet,
   EXTRA_USDC,
   eventsOf,
   expectEventsOnce,
   expectOneSettlement,
   expectPaidOnce,
-  fund,
   holdingProxy,
   legsOf,
   newStore,
@@ -58,7 +58,7 @@ async function leaderHeldBetweenLegs(store: Store, workspaceOn: "a" | "b", amoun
   const leaderA = await untilDefined("A to lead the chain job", lease, 60_000);
   const b = await startServer(store);
   const setup = await workspaceWithSplits(workspaceOn === "a" ? a : b);
-  await fund(setup.eoa, { USDC: EXTRA_USDC, ETH: "1" });
+  await credit(setup.eoa, { USDC: EXTRA_USDC, ETH: "1" });
   const payments: Payment[] = [];
   for (const [i, amount] of amounts.entries())
     payments.push(await createPayment(i % 2 ? a : b, setup, amount));

@@ -38,6 +38,8 @@ export let t: TestApp;
 export let chain: PublicClient;
 export let bundler: BundlerClient;
 export let fund: DevnetClients["fund"];
+/** The workspace's own money, credited with no transaction (devnet-credit.ts). */
+export let credit: DevnetClients["credit"];
 export let usdcBalance: DevnetClients["usdcBalance"];
 export let sendUsdc: DevnetClients["sendUsdc"];
 export let workers: Workers | undefined;
@@ -222,7 +224,7 @@ export function useSmartWalletsLive(): void {
     aa = devnet.aa;
     env = liveSmartWalletEnv(devnet, aa);
     t = await startTestApp(env);
-    ({ chain, fund, usdcBalance, sendUsdc } = devnetClients(devnet));
+    ({ chain, fund, credit, usdcBalance, sendUsdc } = devnetClients(devnet));
     bundler = createBundlerClient({ client: chain, transport: http(aa.bundlerUrl), pollingInterval: 100 });
   }, 120_000);
 

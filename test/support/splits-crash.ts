@@ -39,6 +39,8 @@ export let devnet: Devnet;
 export let aa: NonNullable<Devnet["aa"]>;
 export let chain: PublicClient;
 export let fund: DevnetClients["fund"];
+/** The workspace's own money, credited with no transaction (devnet-credit.ts). */
+export let credit: DevnetClients["credit"];
 export let sendUsdc: DevnetClients["sendUsdc"];
 export let usdcBalance: DevnetClients["usdcBalance"];
 
@@ -46,7 +48,7 @@ export let usdcBalance: DevnetClients["usdcBalance"];
 export function useSplitsCrashDevnet(): void {
   useCrashDevnet(ADMIN, (d) => {
     ({ devnet, aa } = d);
-    ({ chain, fund, sendUsdc, usdcBalance } = d.clients);
+    ({ chain, fund, credit, sendUsdc, usdcBalance } = d.clients);
   });
 }
 
