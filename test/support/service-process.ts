@@ -45,12 +45,18 @@ export interface NodeProcess {
 }
 
 /**
- * Runs `node <args>` in the repository with `env` on top of a clean environment; `input`, when
- * given, is written to its standard input, which is then closed.
+ * Runs `node <args>` in the repository (or in `sourceDir`, another release's tree) with `env` on
+ * top of a clean environment; `input`, when given, is written to its standard input, which is
+ * then closed.
  */
-export function spawnNode(args: string[], env: Record<string, string>, input?: string): NodeProcess {
+export function spawnNode(
+  args: string[],
+  env: Record<string, string>,
+  input?: string,
+  sourceDir: string = ROOT,
+): NodeProcess {
   const child = spawn(process.execPath, args, {
-    cwd: ROOT,
+    cwd: sourceDir,
     env: { ...cleanEnv(), ...env },
     stdio: [input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
   });
@@ -84,20 +90,36 @@ export interface ServiceProcess extends NodeProcess {
   health: unknown;
 }
 
+export interface StartOptions {
+  /**
+   * The tree whose `src/main.ts` runs (default: this repository): another release's, extracted
+   * with its `node_modules` linked in (test/support/release-tree.ts).
+   */
+  sourceDir?: string;
+}
+
 /**
  * Starts `node src/main.ts` with `env` (on top of a clean environment, HOST=127.0.0.1 and
  * LOG_LEVEL=warn; DATA_DIR, ADMIN_SECRET and the like come in `env`) and waits for /health.
  */
-export async function startService(env: Record<string, string>): Promise<ServiceProcess> {
+export async function startService(
+  env: Record<string, string>,
+  options: StartOptions = {},
+): Promise<ServiceProcess> {
   const port = await freePort();
-  const spawned = spawnNode(["src/main.ts"], {
-    HOST: "127.0.0.1",
-    LOG_LEVEL: "warn",
-    // Webhook receivers of the tests listen on 127.0.0.1, a blocked destination otherwise (D21).
-    WEBHOOK_ALLOW_PRIVATE: "true",
-    ...env,
-    PORT: String(port),
-  });
+  const spawned = spawnNode(
+    ["src/main.ts"],
+    {
+      HOST: "127.0.0.1",
+      LOG_LEVEL: "warn",
+      // Webhook receivers of the tests listen on 127.0.0.1, a blocked destination otherwise (D21).
+      WEBHOOK_ALLOW_PRIVATE: "true",
+      ...env,
+      PORT: String(port),
+    },
+    undefined,
+    options.sourceDir,
+  );
   let exit: Exit | undefined;
   void spawned.exited.then((e) => {
     exit = e;
