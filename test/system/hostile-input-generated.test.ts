@@ -156,6 +156,7 @@ function baselines(): Record<string, Operation> {
       headers: { "idempotency-key": "hostile-return" },
       body: { destinationAddress: DESTINATION, network: "sandbox-a", reason: "Stray" },
     },
+    "POST /api/v1/transfers/unmatched/{id}/keep": { auth: "key", params: { id: UNKNOWN_UUID } },
     "POST /api/v1/sandbox/incoming-transfer": {
       auth: "key",
       body: {
