@@ -115,7 +115,7 @@ describe("live on two chains at once", () => {
     ]);
     expect(config.networks.live[1]?.accountAbstraction).toMatchObject({
       bundlerUrl: b.aa?.bundlerUrl,
-      paymasterAddress: b.aa?.paymaster,
+      paymaster: { kind: "address", address: b.aa?.paymaster },
       instantBundling: true,
     });
   });
