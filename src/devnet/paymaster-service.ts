@@ -107,7 +107,11 @@ export async function startPaymasterService(options: PaymasterServiceOptions): P
         body = { jsonrpc: "2.0", id, result: await answer(request.method, request.params) };
       } catch (err) {
         const code = err instanceof RpcError ? err.code : err instanceof SyntaxError ? -32700 : -32603;
-        body = { jsonrpc: "2.0", id, error: { code, message: (err as Error).message } };
+        body = {
+          jsonrpc: "2.0",
+          id,
+          error: { code, message: err instanceof Error ? err.message : String(err) },
+        };
       }
       res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(body));
     })();
