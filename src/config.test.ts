@@ -274,4 +274,53 @@ describe("loadConfig", () => {
       );
     });
   });
+
+  describe("a network's paymaster (D11): an ERC-7677 service or a bare address", () => {
+    const base = {
+      LIVE_RPC_URL: "https://rpc.example.com/base",
+      LIVE_CHAIN_ID: "8453",
+      LIVE_USDC_ADDRESS: `0x${"1".repeat(40)}`,
+      LIVE_ADAO_ADDRESS: `0x${"2".repeat(40)}`,
+      LIVE_TREASURY_ADDRESS: `0x${"3".repeat(40)}`,
+      LIVE_BUNDLER_URL: "https://bundler.example.com/rpc",
+    };
+    const paymasterOf = (env: Record<string, string>) =>
+      loadConfig({ ...base, ...env }).networks.live[0]?.accountAbstraction?.paymaster;
+    const refusal = configRefusal;
+
+    it("reads a service's URL and its context, or a bare paymaster's address", () => {
+      const url = "https://api.paymaster.example.com/v2/8453/rpc?apikey=pim_secret";
+      expect(paymasterOf({ LIVE_PAYMASTER_URL: url })).toEqual({ kind: "service", url, context: undefined });
+      expect(
+        paymasterOf({ LIVE_PAYMASTER_URL: url, LIVE_PAYMASTER_CONTEXT: '{"sponsorshipPolicyId":"sp_1"}' }),
+      ).toEqual({ kind: "service", url, context: { sponsorshipPolicyId: "sp_1" } });
+      expect(paymasterOf({ LIVE_PAYMASTER_ADDRESS: `0x${"4".repeat(40)}` })).toEqual({
+        kind: "address",
+        address: `0x${"4".repeat(40)}`,
+      });
+    });
+
+    it("refuses both, neither, a context without a service, and a context that is not an object", () => {
+      const url = "https://api.paymaster.example.com/v2/8453/rpc?apikey=pim_secret";
+      expect(
+        refusal({ ...base, LIVE_PAYMASTER_URL: url, LIVE_PAYMASTER_ADDRESS: `0x${"4".repeat(40)}` }),
+      ).toBe(
+        "LIVE_PAYMASTER_URL and LIVE_PAYMASTER_ADDRESS are both set: a network has one paymaster, a service or a bare address",
+      );
+      expect(refusal(base)).toBe(
+        "LIVE_PAYMASTER_URL or LIVE_PAYMASTER_ADDRESS is required when LIVE_BUNDLER_URL is set (smart wallet gas is sponsored)",
+      );
+      expect(
+        refusal({ ...base, LIVE_PAYMASTER_ADDRESS: `0x${"4".repeat(40)}`, LIVE_PAYMASTER_CONTEXT: "{}" }),
+      ).toBe("LIVE_PAYMASTER_CONTEXT is set without LIVE_PAYMASTER_URL: it is the service's");
+      for (const context of ["[1]", "sp_1", "null"])
+        expect(refusal({ ...base, LIVE_PAYMASTER_URL: url, LIVE_PAYMASTER_CONTEXT: context })).toBe(
+          'LIVE_PAYMASTER_CONTEXT must be a JSON object, e.g. {"sponsorshipPolicyId":"sp_1"}',
+        );
+      // The URL may carry an API key: a refusal never shows it.
+      expect(refusal({ ...base, LIVE_PAYMASTER_URL: "ftp://pim_secret@example.com" })).toBe(
+        "LIVE_PAYMASTER_URL must use http: or https:",
+      );
+    });
+  });
 });

@@ -28,7 +28,8 @@ export interface NetworkConfig {
   accountAbstraction:
     | {
         bundlerUrl: string;
-        paymasterAddress: string;
+        /** Who pays the operations' gas. */
+        paymaster: PaymasterConfig;
         entryPointAddress: string;
         accountFactoryAddress: string;
         /**
@@ -40,6 +41,21 @@ export interface NetworkConfig {
     | undefined;
   swap: SwapConfig | undefined;
 }
+
+/**
+ * Who pays a smart wallet operation's gas (D11): an ERC-7677 paymaster service, which signs each
+ * operation with all its gas limits (`<P>_PAYMASTER_URL`, the URL may carry an API key), or a
+ * paymaster contract named by its bare address, whose empty data signs nothing
+ * (`<P>_PAYMASTER_ADDRESS`, e.g. the devnet's sponsoring one).
+ */
+export type PaymasterConfig =
+  | {
+      kind: "service";
+      url: string;
+      /** ERC-7677's context object, as the service defines it (a sponsorship policy id, …). */
+      context: Record<string, unknown> | undefined;
+    }
+  | { kind: "address"; address: string };
 
 /** Uniswap v3 contracts of a network (D16); swaps there answer 503 without them. */
 export interface SwapConfig {
@@ -61,19 +77,45 @@ function accountAbstraction(
 ): NetworkConfig["accountAbstraction"] {
   const bundlerUrl = url(env, `${p}_BUNDLER_URL`, ["http:", "https:"]);
   if (!bundlerUrl) return undefined;
-  const paymasterAddress = address("PAYMASTER_ADDRESS", false);
-  if (!paymasterAddress) {
-    throw new ConfigError(
-      `${p}_PAYMASTER_ADDRESS is required when ${p}_BUNDLER_URL is set (smart wallet gas is sponsored)`,
-    );
-  }
   return {
     bundlerUrl,
-    paymasterAddress,
+    paymaster: paymaster(env, p, address),
     entryPointAddress: address("ENTRYPOINT_ADDRESS", false) ?? CANONICAL_ENTRYPOINT_V08,
     accountFactoryAddress: address("ACCOUNT_FACTORY_ADDRESS", false) ?? SIMPLE_ACCOUNT_FACTORY_V08,
     instantBundling: boolean(env, `${p}_BUNDLER_INSTANT_BUNDLING`),
   };
+}
+
+function paymaster(
+  env: Env,
+  p: string,
+  address: (name: string, required: boolean) => string | undefined,
+): PaymasterConfig {
+  const serviceUrl = url(env, `${p}_PAYMASTER_URL`, ["http:", "https:"]);
+  const bare = address("PAYMASTER_ADDRESS", false);
+  const rawContext = optional(env, `${p}_PAYMASTER_CONTEXT`);
+  if (serviceUrl && bare)
+    throw new ConfigError(
+      `${p}_PAYMASTER_URL and ${p}_PAYMASTER_ADDRESS are both set: a network has one paymaster, a service or a bare address`,
+    );
+  if (rawContext !== undefined && !serviceUrl)
+    throw new ConfigError(`${p}_PAYMASTER_CONTEXT is set without ${p}_PAYMASTER_URL: it is the service's`);
+  if (bare) return { kind: "address", address: bare };
+  if (!serviceUrl)
+    throw new ConfigError(
+      `${p}_PAYMASTER_URL or ${p}_PAYMASTER_ADDRESS is required when ${p}_BUNDLER_URL is set (smart wallet gas is sponsored)`,
+    );
+  let context: unknown;
+  try {
+    context = rawContext === undefined ? undefined : JSON.parse(rawContext);
+  } catch {
+    context = null;
+  }
+  if (context !== undefined && (typeof context !== "object" || context === null || Array.isArray(context)))
+    throw new ConfigError(
+      `${p}_PAYMASTER_CONTEXT must be a JSON object, e.g. {"sponsorshipPolicyId":"sp_1"}`,
+    );
+  return { kind: "service", url: serviceUrl, context: context as Record<string, unknown> | undefined };
 }
 
 const SWAP_ADDRESSES = ["SWAP_ROUTER_ADDRESS", "SWAP_QUOTER_ADDRESS", "SWAP_FACTORY_ADDRESS", "WETH_ADDRESS"];

@@ -68,7 +68,10 @@ describe("NETWORKS_FILE", () => {
       name: "Chain 137",
       confirmations: 2,
       tokens: { DAI: A3 },
-      accountAbstraction: { bundlerUrl: "https://bundler.example.com/polygon", paymasterAddress: A1 },
+      accountAbstraction: {
+        bundlerUrl: "https://bundler.example.com/polygon",
+        paymaster: { kind: "address", address: A1 },
+      },
       swap: undefined,
     });
     expect(config.networks.sandbox).toEqual([]);
@@ -99,6 +102,22 @@ describe("NETWORKS_FILE", () => {
         gasFunderKey: key,
       },
     ]);
+  });
+
+  it("reads a paymaster service's URL and context object from the bundler group", () => {
+    const service = YAML.replace(
+      `paymasterAddress: "${A1}"`,
+      "paymasterUrl: https://paymaster.example.com/polygon\n      paymasterContext: { sponsorshipPolicyId: sp_1 }",
+    );
+    expect(loadConfig(fileOf(service)).networks.live[1]?.accountAbstraction?.paymaster).toEqual({
+      kind: "service",
+      url: "https://paymaster.example.com/polygon",
+      context: { sponsorshipPolicyId: "sp_1" },
+    });
+    // A keyed URL may come from its variable instead; beside the file's bare address, it is one too many.
+    expect(refusal({ ...fileOf(YAML), LIVE_POLYGON_PAYMASTER_URL: "https://paymaster.example.com/k" })).toBe(
+      "LIVE_POLYGON_PAYMASTER_URL and NETWORKS_FILE live[1] (polygon).bundler.paymasterAddress are both set: a network has one paymaster, a service or a bare address",
+    );
   });
 
   it("names the field of the file that is wrong", () => {

@@ -29,6 +29,8 @@ const FIELDS: Readonly<Record<string, string>> = {
   pollIntervalMs: "POLL_INTERVAL_MS",
   explorerUrl: "EXPLORER_URL",
   "bundler.url": "BUNDLER_URL",
+  "bundler.paymasterUrl": "PAYMASTER_URL",
+  "bundler.paymasterContext": "PAYMASTER_CONTEXT",
   "bundler.paymasterAddress": "PAYMASTER_ADDRESS",
   "bundler.entryPointAddress": "ENTRYPOINT_ADDRESS",
   "bundler.accountFactoryAddress": "ACCOUNT_FACTORY_ADDRESS",
@@ -52,10 +54,14 @@ export interface NetworksFile {
 const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === "object" && value !== null && !Array.isArray(value);
 
-/** A field's value as a variable's text: strings, whole numbers and booleans; fee tiers a list. */
+/**
+ * A field's value as a variable's text: strings, whole numbers and booleans; fee tiers a list; a
+ * paymaster service's context an object (its JSON).
+ */
 function text(value: unknown, place: string, field: string): string {
   if (field === "swap.feeTiers" && Array.isArray(value))
     return value.map((v) => text(v, place, "tier")).join(",");
+  if (field === "bundler.paymasterContext" && isObject(value)) return JSON.stringify(value);
   if (typeof value === "string") return value;
   if (typeof value === "number" && Number.isSafeInteger(value)) return String(value);
   if (typeof value === "boolean") return String(value);

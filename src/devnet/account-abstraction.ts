@@ -15,15 +15,17 @@ import {
   parseEther,
   parseTransaction,
 } from "viem";
-import { sponsoringPaymasterArtifact } from "./compile.ts";
+import { type Artifact, sponsoringPaymasterArtifact, verifyingPaymasterArtifact } from "./compile.ts";
 import { type DeployerClients, withDeployer } from "./deployer.ts";
 import { type LaunchSpec, launch, type NodeExit } from "./launcher.ts";
 import { rpc } from "./rpc.ts";
 import type { Devnet } from "./types.ts";
 
 // The ERC-4337 stack of the devnet (D11, D14): EntryPoint v0.8 at its canonical address, the
-// SimpleAccountFactory that permissionless expects for v0.8, a paymaster that sponsors every user
-// operation, and a Pimlico Alto bundler run as a child process against the devnet's chain.
+// SimpleAccountFactory that permissionless expects for v0.8, two paymasters (a VerifyingPaymaster
+// that pays for what its signer signed, which the devnet's ERC-7677 endpoint signs for, and a bare
+// one that sponsors every user operation), and a Pimlico Alto bundler run as a child process
+// against the devnet's chain.
 
 /** Arachnid's deterministic CREATE2 deployer (the "0x4e59…" proxy every chain shares). */
 export const CREATE2_DEPLOYER: Address = "0x4e59b44847b379578588920cA78FbF26c0B4956C";
@@ -63,23 +65,30 @@ const NODE_COMPILE_CACHE_DIR = join(NODE_MODULES, ".cache", "payments-devnet", "
 export interface AccountAbstraction {
   entryPoint: Address;
   accountFactory: Address;
-  /** The devnet's SponsoringPaymaster, with a deposit at the EntryPoint. */
+  /** The devnet's VerifyingPaymaster (signer {@link paymasterSigner}), with a deposit at the EntryPoint. */
   paymaster: Address;
+  /** The key whose signature the VerifyingPaymaster checks. */
+  paymasterSigner: Address;
+  /** The devnet's SponsoringPaymaster (pays for anything), with a deposit at the EntryPoint. */
+  sponsoringPaymaster: Address;
 }
 
 export interface DeployAccountAbstractionOptions {
-  /** ETH deposited at the EntryPoint for the paymaster, in wei. Default 100 ETH. */
+  /** The VerifyingPaymaster's signer. */
+  paymasterSigner: Address;
+  /** ETH deposited at the EntryPoint for each paymaster, in wei. Default 100 ETH. */
   paymasterDeposit?: bigint;
 }
 
 /**
  * Deploys the ERC-4337 contracts with the devnet's deployer account: the CREATE2 deployer, the
  * EntryPoint v0.8 and the SimpleAccountFactory (each skipped when already on chain, and checked to
- * land on its canonical address), then a new SponsoringPaymaster with a deposit.
+ * land on its canonical address), then a new SponsoringPaymaster and VerifyingPaymaster, each with
+ * a deposit (in that order on every chain, so that both land on the same addresses everywhere).
  */
 export function deployAccountAbstraction(
   devnet: Devnet,
-  options: DeployAccountAbstractionOptions = {},
+  options: DeployAccountAbstractionOptions,
 ): Promise<AccountAbstraction> {
   return withDeployer(devnet, async (clients) => {
     const entryPoint = await deployEntryPoint(clients);
@@ -118,17 +127,17 @@ async function deployEntryPoint(clients: DeployerClients): Promise<Address> {
 }
 
 /**
- * Step two of {@link deployAccountAbstraction}: the SimpleAccountFactory and the paymaster with its
- * deposit. The caller serialises the deployer's transactions.
+ * Step two of {@link deployAccountAbstraction}: the SimpleAccountFactory and the paymasters with
+ * their deposits. The caller serialises the deployer's transactions.
  */
 async function deployAccountContracts(
   clients: DeployerClients,
   entryPoint: Address,
-  options: DeployAccountAbstractionOptions = {},
+  options: DeployAccountAbstractionOptions,
 ): Promise<Omit<AccountAbstraction, "entryPoint">> {
-  const { publicClient, deployer } = clients;
-  const paymasterArtifact = sponsoringPaymasterArtifact(); // compiles (or loads the cache) meanwhile
-  paymasterArtifact.catch(() => {}); // awaited below; avoid an unhandled rejection meanwhile
+  // Compiled (or loaded from the cache) meanwhile; awaited below (no unhandled rejection meanwhile).
+  const artifacts = Promise.all([sponsoringPaymasterArtifact(), verifyingPaymasterArtifact()]);
+  artifacts.catch(() => {});
 
   // 3. SimpleAccountFactory(entryPoint) at its canonical address.
   const factoryArtifact = await loadArtifact("SimpleAccountFactory");
@@ -140,16 +149,30 @@ async function deployAccountContracts(
     "SimpleAccountFactory",
   );
 
-  // 4. The sponsoring paymaster (its constructor checks the EntryPoint's interface) and its deposit.
-  const artifact = await paymasterArtifact;
+  // 4. The paymasters (their constructors check the EntryPoint's interface) and their deposits.
+  const [sponsoring, verifying] = await artifacts;
+  const amount = options.paymasterDeposit ?? parseEther("100");
+  const sponsoringPaymaster = await deployPaymaster(clients, sponsoring, [entryPoint], amount);
+  const paymaster = await deployPaymaster(clients, verifying, [entryPoint, options.paymasterSigner], amount);
+  return { accountFactory, paymaster, paymasterSigner: options.paymasterSigner, sponsoringPaymaster };
+}
+
+/** Deploys one paymaster and deposits `amount` for it at the EntryPoint. */
+async function deployPaymaster(
+  clients: DeployerClients,
+  artifact: Artifact,
+  args: readonly unknown[],
+  amount: bigint,
+): Promise<Address> {
+  const { publicClient, deployer } = clients;
+  const name = artifact.contractName;
   const deployed = await confirm(
     clients,
-    await deployer.deployContract({ abi: artifact.abi, bytecode: artifact.bytecode, args: [entryPoint] }),
-    "Deploying the SponsoringPaymaster",
+    await deployer.deployContract({ abi: artifact.abi, bytecode: artifact.bytecode, args }),
+    `Deploying the ${name}`,
   );
-  if (!deployed.contractAddress) throw new Error("Deploying the SponsoringPaymaster gave no address");
+  if (!deployed.contractAddress) throw new Error(`Deploying the ${name} gave no address`);
   const paymaster = getAddress(deployed.contractAddress);
-  const amount = options.paymasterDeposit ?? parseEther("100");
   if (amount > 0n) {
     await confirm(
       clients,
@@ -159,7 +182,7 @@ async function deployAccountContracts(
         functionName: "deposit",
         value: amount,
       }),
-      "Depositing for the paymaster",
+      `Depositing for the ${name}`,
     );
   }
   const deposit = await publicClient.readContract({
@@ -167,8 +190,8 @@ async function deployAccountContracts(
     abi: PAYMASTER_ABI,
     functionName: "getDeposit",
   });
-  if (deposit !== amount) throw new Error(`The paymaster's deposit is ${deposit} wei, not ${amount}`);
-  return { accountFactory, paymaster };
+  if (deposit !== amount) throw new Error(`The ${name}'s deposit is ${deposit} wei, not ${amount}`);
+  return paymaster;
 }
 
 /** Deploys `initCode` through the CREATE2 deployer unless `expected` already has code. */

@@ -18,6 +18,7 @@ import { type Bundler, deployAccountAbstraction, startBundler } from "./account-
 import { testTokenArtifact } from "./compile.ts";
 import { registerDeployer, withDeployer } from "./deployer.ts";
 import { launch } from "./launcher.ts";
+import { type PaymasterService, startPaymasterService } from "./paymaster-service.ts";
 import { rpc } from "./rpc.ts";
 import type { Devnet, DevnetAccount, DevnetOptions, TokenSymbol } from "./types.ts";
 import { deployUniswap, loadUniswapArtifacts } from "./uniswap.ts";
@@ -25,8 +26,9 @@ import { deployUniswap, loadUniswapArtifacts } from "./uniswap.ts";
 // A local EVM chain for development and tests (D3, D13, D14): a Hardhat 3 node (EDR) run as a
 // child process on 127.0.0.1, mining a block every second and on each transaction, with the
 // service's test tokens deployed and a payer account holding plenty of each; optionally the
-// ERC-4337 stack too (D11): EntryPoint v0.8, SimpleAccountFactory, a sponsoring paymaster and an
-// Alto bundler (src/devnet/account-abstraction.ts); optionally WETH9 and Uniswap v3 with seeded pools
+// ERC-4337 stack too (D11): EntryPoint v0.8, SimpleAccountFactory, a verifying paymaster with the
+// ERC-7677 endpoint that signs for it (src/devnet/paymaster-service.ts), a bare sponsoring one and
+// an Alto bundler (src/devnet/account-abstraction.ts); optionally WETH9 and Uniswap v3 with seeded pools
 // (D16, src/devnet/uniswap.ts).
 
 // The devnet's public face: tests and benches import from this module alone, so it passes on the
@@ -76,7 +78,8 @@ export const TOKENS: Record<TokenSymbol, { name: string; decimals: number }> = {
 /**
  * The first well-known accounts of Hardhat's default mnemonic ("test test … junk"), each funded
  * with 10000 ETH at genesis. #0–#3 are used below; #4 and #5 are the bundler's executor and
- * utility keys, so that the payer stays an account of its own (D13).
+ * utility keys, so that the payer stays an account of its own (D13); #6 is the key the devnet's
+ * paymaster service signs with (it needs no ETH).
  */
 export const WELL_KNOWN_ACCOUNTS: readonly DevnetAccount[] = [
   {
@@ -102,6 +105,10 @@ export const WELL_KNOWN_ACCOUNTS: readonly DevnetAccount[] = [
   {
     address: "0x9965507D1a55bcC2695C58ba16FB37d819B0A4dc",
     privateKey: "0x8b3a350cf5c34c9194ca85829a2df0ec3153be0318b5e2d3348e872092edffba",
+  },
+  {
+    address: "0x976EA74026E726554dB657fA54763abd0C3a0aa9",
+    privateKey: "0x92db14e403b83dfe3df233f83dfa3a0d7096f21ca9b0d6d6b8d88b2b4ec1564e",
   },
 ];
 
@@ -152,10 +159,11 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
   const { url: rpcUrl, ready: chainId, exited, startMs: nodeStartMs } = node;
   const stopNode = node.stop;
   let bundler: Bundler | undefined;
+  let paymasterService: PaymasterService | undefined;
   const stop = once(async () => {
     // The bundler first: it would keep calling a node that is gone.
     try {
-      await bundler?.stop();
+      await Promise.all([bundler?.stop(), paymasterService?.stop()]);
     } finally {
       await stopNode();
     }
@@ -247,12 +255,22 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
     // Both go through the deployer's queue: the ERC-4337 contracts first, since the bundler needs
     // them, then Uniswap, deployed while the bundler starts.
     const aaStart = performance.now();
-    const aaContracts = options.accountAbstraction ? deployAccountAbstraction(devnet) : undefined;
+    const signer = wellKnown(6);
+    const aaContracts = options.accountAbstraction
+      ? deployAccountAbstraction(devnet, { paymasterSigner: signer.address })
+      : undefined;
     const uniswap = options.swaps ? deployUniswap(devnet, uniswapArtifacts) : undefined;
     uniswap?.catch(() => {}); // awaited below, once the bundler is up (or failed)
     if (aaContracts) {
       const contracts = await aaContracts;
       const aaDeployMs = Math.round(performance.now() - aaStart);
+      paymasterService = await startPaymasterService({
+        chainId,
+        entryPoint: contracts.entryPoint,
+        paymaster: contracts.paymaster,
+        signerKey: signer.privateKey,
+        port: options.paymasterPort,
+      });
       bundler = await startBundler({
         rpcUrl,
         entryPoint: contracts.entryPoint,
@@ -264,6 +282,7 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
       });
       devnet.aa = {
         ...contracts,
+        paymasterUrl: paymasterService.url,
         bundlerUrl: bundler.url,
         bundlerPid: bundler.pid,
         bundlerExited: bundler.exited,

@@ -56,6 +56,14 @@ export function sponsoringPaymasterArtifact(): Promise<Artifact> {
 }
 
 /**
+ * The VerifyingPaymaster artifact (devnet): an ERC-4337 v0.8 paymaster with
+ * constructor(entryPoint, verifyingSigner) that pays only for operations its signer signed.
+ */
+export function verifyingPaymasterArtifact(): Promise<Artifact> {
+  return compileContract("VerifyingPaymaster.sol", "VerifyingPaymaster");
+}
+
+/**
  * The CostlyReceiver artifact (devnet tests only): a contract taking plain ETH whose receiving code
  * burns `burnGas` gas or refuses it, with constructor(burnGas, refusing) and set(burnGas, refusing).
  */

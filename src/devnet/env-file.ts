@@ -28,10 +28,11 @@ export function envFileText(devnet: Devnet, further: readonly Devnet[] = []): st
   ];
   if (aa) {
     lines.push(
-      "# ERC-4337 (D11): the bundler, a paymaster sponsoring every user operation (devnet only),",
-      "# EntryPoint v0.8 and the SimpleAccountFactory.",
+      "# ERC-4337 (D11): the bundler, the devnet's ERC-7677 paymaster service (it signs every user",
+      "# operation for the VerifyingPaymaster; devnet only), EntryPoint v0.8 and the SimpleAccountFactory.",
+      `# LIVE_PAYMASTER_ADDRESS=${aa.sponsoringPaymaster} instead of the URL: a bare paymaster that signs nothing.`,
       `LIVE_BUNDLER_URL=${aa.bundlerUrl}`,
-      `LIVE_PAYMASTER_ADDRESS=${aa.paymaster}`,
+      `LIVE_PAYMASTER_URL=${aa.paymasterUrl}`,
       `LIVE_ENTRYPOINT_ADDRESS=${aa.entryPoint}`,
       `LIVE_ACCOUNT_FACTORY_ADDRESS=${aa.accountFactory}`,
       "# This Alto bundles an operation at once when asked (pimlico_sendUserOperationNow).",
@@ -72,7 +73,7 @@ export function envFileText(devnet: Devnet, further: readonly Devnet[] = []): st
       if (chain.aa)
         lines.push(
           `${p}_BUNDLER_URL=${chain.aa.bundlerUrl}`,
-          `${p}_PAYMASTER_ADDRESS=${chain.aa.paymaster}`,
+          `${p}_PAYMASTER_URL=${chain.aa.paymasterUrl}`,
           `${p}_ENTRYPOINT_ADDRESS=${chain.aa.entryPoint}`,
           `${p}_ACCOUNT_FACTORY_ADDRESS=${chain.aa.accountFactory}`,
           `${p}_BUNDLER_INSTANT_BUNDLING=true`,

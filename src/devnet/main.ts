@@ -5,8 +5,9 @@ import { envFileText, furtherNetworkId } from "./env-file.ts";
 
 // `npm run devnet`: local chains standing in for the live networks (D3, D11, D14, D22). Starts the
 // Hardhat node on DEVNET_PORT (default 8545) with the test tokens, the ERC-4337 contracts and
-// Uniswap v3 with seeded pools (D16) deployed, and an Alto bundler on DEVNET_BUNDLER_PORT (default:
-// a free port; Alto binds 0.0.0.0); then a second chain (chain id 31338, on the next port) with the
+// Uniswap v3 with seeded pools (D16) deployed, an Alto bundler on DEVNET_BUNDLER_PORT (default:
+// a free port; Alto binds 0.0.0.0) and the ERC-7677 paymaster service on DEVNET_PAYMASTER_PORT
+// (default: a free port on 127.0.0.1), in this process; then a second chain (chain id 31338, on the next port) with the
 // tokens, the ERC-4337 contracts and a bundler of its own (`--networks 1` starts the first alone;
 // up to 4). Writes DATA_DIR/devnet.env once every chain and bundler answers, and stays in the
 // foreground until Ctrl-C or SIGTERM, which stop them (nothing else is removed: the env file stays
@@ -37,6 +38,7 @@ function portFromEnv(name: string, fallback: string | undefined): number | undef
 async function main(): Promise<void> {
   const port = portFromEnv("DEVNET_PORT", "8545") as number;
   const bundlerPort = portFromEnv("DEVNET_BUNDLER_PORT", undefined);
+  const paymasterPort = portFromEnv("DEVNET_PAYMASTER_PORT", undefined);
   const dataDir = resolve(process.env.DATA_DIR || "./data");
   const envFile = join(dataDir, "devnet.env");
   const verbose = process.env.DEVNET_VERBOSE === "1";
@@ -67,6 +69,7 @@ async function main(): Promise<void> {
     accountAbstraction: true,
     swaps: true,
     bundlerPort,
+    paymasterPort,
     onOutput: verbose ? (text) => process.stdout.write(text) : undefined,
     // Alto logs at "warn" and up only: always worth seeing.
     onBundlerOutput: (text) => process.stderr.write(text),
@@ -133,7 +136,9 @@ async function main(): Promise<void> {
       `  bundler     ${aa.bundlerUrl}  (Alto, listening on all interfaces)`,
       `  EntryPoint  ${aa.entryPoint}  (v0.8)`,
       `  factory     ${aa.accountFactory}  (SimpleAccountFactory)`,
-      `  paymaster   ${aa.paymaster}  (sponsors every user operation: devnet only)`,
+      `  paymaster   ${aa.paymaster}  (VerifyingPaymaster: pays what its signer ${aa.paymasterSigner} signed)`,
+      `  pm service  ${aa.paymasterUrl}  (ERC-7677, signs every user operation for it: devnet only)`,
+      `  bare pm     ${aa.sponsoringPaymaster}  (SponsoringPaymaster: sponsors anything, signs nothing)`,
       "",
       `  swap router ${swap.router}  (Uniswap v3 SwapRouter)`,
       `  quoter      ${swap.quoter}  (QuoterV2)`,
@@ -147,7 +152,7 @@ async function main(): Promise<void> {
       "",
       ...further.map(
         (chain, i) =>
-          `  ${furtherNetworkId(i)}    ${chain.rpcUrl} (chain id ${chain.chainId}): the same test tokens, accounts and ERC-4337 contracts, bundler ${chain.aa?.bundlerUrl}, no Uniswap`,
+          `  ${furtherNetworkId(i)}    ${chain.rpcUrl} (chain id ${chain.chainId}): the same test tokens, accounts and ERC-4337 contracts, bundler ${chain.aa?.bundlerUrl}, paymaster service ${chain.aa?.paymasterUrl}, no Uniswap`,
       ),
       ...(further.length > 0 ? [""] : []),
       `Env file: ${envFile}`,

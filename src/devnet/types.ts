@@ -35,6 +35,8 @@ export interface DevnetOptions {
   accountAbstraction?: boolean;
   /** The bundler's port (Alto binds it on 0.0.0.0); a free one when omitted. */
   bundlerPort?: number;
+  /** The ERC-7677 paymaster endpoint's port on 127.0.0.1; a free one when omitted. */
+  paymasterPort?: number;
   /** Receives the bundler's stdout/stderr (Alto's log, warnings and up). Dropped when omitted. */
   onBundlerOutput?: (text: string) => void;
   /**
@@ -82,8 +84,20 @@ export interface DevnetAccountAbstraction {
   entryPoint: Address;
   /** SimpleAccountFactory for that EntryPoint, permissionless's default address for v0.8. */
   accountFactory: Address;
-  /** A paymaster that sponsors every user operation (devnet only), funded at the EntryPoint. */
+  /**
+   * The VerifyingPaymaster (funded at the EntryPoint): it pays for the operations its signer signed,
+   * which the devnet's ERC-7677 endpoint ({@link paymasterUrl}) signs for, every gas limit included.
+   */
   paymaster: Address;
+  /** The address of the key the VerifyingPaymaster checks signatures against. */
+  paymasterSigner: Address;
+  /** The devnet's ERC-7677 paymaster service (http://127.0.0.1:<port>), signing for {@link paymaster}. */
+  paymasterUrl: string;
+  /**
+   * A bare paymaster (funded too) that sponsors every user operation with no paymaster data: the
+   * `<P>_PAYMASTER_ADDRESS` mode. Devnet only: anyone could drain it.
+   */
+  sponsoringPaymaster: Address;
   /** The Alto bundler's JSON-RPC URL (http://127.0.0.1:<port>). */
   bundlerUrl: string;
   /** Process id of the Alto bundler. */

@@ -56,7 +56,7 @@ describe("live on two chains at once", () => {
       ],
       {
         LIVE_DEVNET_B_BUNDLER_URL: aaB.bundlerUrl,
-        LIVE_DEVNET_B_PAYMASTER_ADDRESS: aaB.paymaster,
+        LIVE_DEVNET_B_PAYMASTER_URL: aaB.paymasterUrl,
         LIVE_DEVNET_B_ENTRYPOINT_ADDRESS: aaB.entryPoint,
         LIVE_DEVNET_B_ACCOUNT_FACTORY_ADDRESS: aaB.accountFactory,
         LIVE_DEVNET_B_BUNDLER_INSTANT_BUNDLING: "true",
@@ -115,8 +115,14 @@ describe("live on two chains at once", () => {
     ]);
     expect(config.networks.live[1]?.accountAbstraction).toMatchObject({
       bundlerUrl: b.aa?.bundlerUrl,
-      paymasterAddress: b.aa?.paymaster,
+      paymaster: { kind: "service", url: b.aa?.paymasterUrl },
       instantBundling: true,
+    });
+    // The default network of a devnet file pays through its paymaster service too.
+    expect(loadConfig(parseEnv(envFileText(b))).networks.live[0]?.accountAbstraction?.paymaster).toEqual({
+      kind: "service",
+      url: b.aa?.paymasterUrl,
+      context: undefined,
     });
   });
 

@@ -39,15 +39,33 @@ export function liveNetworksEnv(
   return { ...env, ...extra };
 }
 
-/** liveNetworkEnv plus the ERC-4337 variables that point the service at the devnet's bundler and contracts. */
+/**
+ * The ERC-4337 variables of the devnet's paymaster: its ERC-7677 service, which signs every operation
+ * for the VerifyingPaymaster (the default), or the bare sponsoring paymaster's address.
+ */
+export function paymasterEnv(
+  aa: DevnetAccountAbstraction,
+  mode: "service" | "address" = "service",
+  prefix = "LIVE",
+): Record<string, string> {
+  return mode === "service"
+    ? { [`${prefix}_PAYMASTER_URL`]: aa.paymasterUrl }
+    : { [`${prefix}_PAYMASTER_ADDRESS`]: aa.sponsoringPaymaster };
+}
+
+/**
+ * liveNetworkEnv plus the ERC-4337 variables that point the service at the devnet's bundler and
+ * contracts, gas paid through its paymaster service unless `paymaster` is "address".
+ */
 export function liveSmartWalletEnv(
   devnet: Devnet,
   aa: DevnetAccountAbstraction,
   extra: Record<string, string> = {},
+  paymaster: "service" | "address" = "service",
 ): Record<string, string> {
   return liveNetworkEnv(devnet, {
     LIVE_BUNDLER_URL: aa.bundlerUrl,
-    LIVE_PAYMASTER_ADDRESS: aa.paymaster,
+    ...paymasterEnv(aa, paymaster),
     LIVE_ENTRYPOINT_ADDRESS: aa.entryPoint,
     LIVE_ACCOUNT_FACTORY_ADDRESS: aa.accountFactory,
     ...extra,

@@ -14,9 +14,10 @@ import { creditToken } from "./devnet-credit.ts";
 import { liveSmartWalletEnv } from "./devnet-env.ts";
 
 // Smart wallets (ERC-4337) on a real local chain with EntryPoint v0.8, a SimpleAccountFactory, a
-// sponsoring paymaster and an Alto bundler (interface 4.1, 4.10, 4.13, 4.18, 7; decisions D11, D13):
-// the counterfactual address the service reports is the factory's, it receives a live payment
-// that settles as ONE user operation, and payouts from it need no ETH for gas (txHash + userOpHash).
+// verifying paymaster (the devnet's ERC-7677 service signs each operation) and an Alto bundler
+// (interface 4.1, 4.10, 4.13, 4.18, 7; decisions D11, D13): the counterfactual address the service
+// reports is the factory's, it receives a live payment that settles as ONE user operation, and
+// payouts from it need no ETH for gas (txHash + userOpHash).
 
 export const TX_HASH = /^0x[0-9a-f]{64}$/;
 export const ADDRESS = /^0x[0-9a-fA-F]{40}$/;

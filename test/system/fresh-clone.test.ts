@@ -296,6 +296,7 @@ describe.skipIf(SKIP)("a fresh clone on Node.js 20, with the README's commands",
       expect(written).toContain(`LIVE_DEVNET_B_RPC_URL=http://127.0.0.1:${devnetPort + 1}`);
       expect(written).toContain("LIVE_DEVNET_B_CHAIN_ID=31338");
       expect(written).toMatch(/^LIVE_DEVNET_B_BUNDLER_URL=http:\/\/127\.0\.0\.1:[0-9]+$/m);
+      expect(written).toMatch(/^LIVE_PAYMASTER_URL=http:\/\/127\.0\.0\.1:[0-9]+$/m);
 
       await stopGroup(devnet);
     },

@@ -21,19 +21,30 @@ export type OperationOutcome =
     }
   | { status: "pending"; userOpHash: Hex };
 
-/** An operation as viem's prepareUserOperation fills it (with the account object beside it). */
-export type FilledOperation = UserOperation<"0.8"> & { account?: unknown };
+type GasLimit = "callGasLimit" | "verificationGasLimit" | "preVerificationGas";
+
+/** An EntryPoint v0.8 operation before its gas limits are known (and before its paymaster's fields). */
+export type UnestimatedOperation = Omit<UserOperation<"0.8">, GasLimit> &
+  Partial<Pick<UserOperation<"0.8">, GasLimit>>;
 
 /**
- * viem's prepareUserOperation given every field it may otherwise fill (gas limits, nonce,
- * paymaster). Its parameter and result types are computed from the account's generics, which the
- * account made per operation does not carry through: one cast in, one out, here.
+ * viem's prepareUserOperation asked for all but the gas and the paymaster: the calls' data, the
+ * factory (until the account is deployed), the fees, the given nonce and a stub signature. Its
+ * parameter and result types are computed from the account's generics, which the account made per
+ * operation does not carry through: one cast in, one out, here. The account object it hands back
+ * beside the operation is left out (only the operation's own fields go to the bundler and the
+ * database).
  */
-export function prepareOperation(
+export async function fillOperation(
   bundler: { prepareUserOperation: (args: never) => Promise<unknown> },
-  args: Record<string, unknown>,
-): Promise<FilledOperation> {
-  return bundler.prepareUserOperation(args as never) as Promise<FilledOperation>;
+  args: { account: unknown; calls: unknown[]; nonce: bigint },
+): Promise<UnestimatedOperation> {
+  const filled = (await bundler.prepareUserOperation({
+    ...args,
+    parameters: ["factory", "fees", "nonce", "signature"],
+  } as never)) as UnestimatedOperation & { account?: unknown };
+  const { account: _, ...operation } = filled;
+  return operation;
 }
 
 /**

@@ -16,21 +16,22 @@ import {
   answeredWithError,
   bundlerCall,
   bundlerMessage,
-  type FilledOperation,
+  fillOperation,
   neverReached,
   type OperationOutcome,
   operationOf,
   outcomeOf,
-  prepareOperation,
   type RpcUserOperationReceipt,
   serializeForRpc,
 } from "./bundler-rpc.ts";
 import { chainOf } from "./chain-of.ts";
+import { declaredCallGas, estimated, type GasProfile, profileOf } from "./operation-gas.ts";
+import { type Paymaster, paymasterOf } from "./paymaster.ts";
 
 export type { OperationOutcome } from "./bundler-rpc.ts";
 
 // ERC-4337 smart wallets (D11): SimpleAccount (EntryPoint v0.8) owned by the workspace EOA, gas
-// sponsored by the paymaster, operations sent through the bundler. The address is counterfactual:
+// sponsored by the paymaster (paymaster.ts), operations sent through the bundler. The address is counterfactual:
 // it is known (and can receive funds) before the first operation deploys the account.
 
 export interface SmartCall {
@@ -54,14 +55,6 @@ export interface PreparedOperation {
   gasKind?: string;
   /** The operation's nonce key (see `prepare`). Absent for an operation read back. */
   nonceKey?: bigint;
-}
-
-/** The gas limits of an account's operation that do not depend on what its calls do. */
-interface GasProfile {
-  verificationGasLimit: bigint;
-  preVerificationGas: bigint;
-  paymasterVerificationGasLimit: bigint;
-  paymasterPostOpGasLimit: bigint;
 }
 
 const RECEIPT_TIMEOUT_MS = 60_000;
@@ -92,6 +85,7 @@ export class SmartAccounts {
   readonly #aa: NonNullable<NetworkConfig["accountAbstraction"]>;
   readonly #tokens: Record<string, string | undefined>;
   readonly #bundler;
+  readonly #paymaster: Paymaster;
   /** Owner EOA → its smart account's address (fixed per factory, entry point and owner). */
   readonly #addresses = new LRUCache<Hex, Hex>({ max: 10_000 });
   /**
@@ -112,6 +106,14 @@ export class SmartAccounts {
       // A payout's response waits for this receipt; one bundler call per 25 ms while it does.
       pollingInterval: 25,
     });
+    this.#paymaster = paymasterOf(this.#aa.paymaster, {
+      chainId: config.chainId,
+      entryPointAddress: this.#entryPoint,
+    });
+  }
+
+  get #entryPoint(): Hex {
+    return (this.#aa.entryPointAddress ?? entryPoint08Address) as Hex;
   }
 
   async #account(ownerKey: Hex) {
@@ -119,7 +121,7 @@ export class SmartAccounts {
     const account = await toSimpleSmartAccount({
       client: this.#client,
       owner,
-      entryPoint: { address: (this.#aa.entryPointAddress ?? entryPoint08Address) as Hex, version: "0.8" },
+      entryPoint: { address: this.#entryPoint, version: "0.8" },
       factoryAddress: this.#aa.accountFactoryAddress as Hex,
       // Without an address, every call asks the factory (an eth_call) for the counterfactual
       // address, which for this network's factory and entry point depends on the owner alone.
@@ -167,6 +169,10 @@ export class SmartAccounts {
    * it again with `estimate: "bundler"` and the refused one's `nonceKey` (the refused one was never
    * in the mempool, and both have the same nonce, so at most one of them can ever be included).
    *
+   * The order matters for a paymaster service, whose signature covers every gas limit: its stub
+   * for the estimate, then every limit fixed (the estimate or the profile with the measured call
+   * gas, then a contract call's declared floor), then the paymaster's signature, then the account's.
+   *
    * Each operation has a nonce key of its own (`freshNonceKey`), unless `nonceKey` is given.
    */
   async prepare(
@@ -180,62 +186,43 @@ export class SmartAccounts {
     // A contract call's gas depends on what it calls: its kind names the contract and function.
     const kind = `${account.address} ${calls.map((call) => (call.call ? `${call.to}:${call.call.data.slice(0, 10)}` : call.token)).join(",")}`;
     const known = options.estimate === "bundler" ? undefined : this.#gasProfiles.get(kind);
-    const fill = (gas?: GasProfile & { callGasLimit: bigint }) =>
-      prepareOperation(this.#bundler, {
-        account,
-        calls: operationCalls,
-        paymaster: this.#aa.paymasterAddress as Hex,
-        nonce: firstNonceOf(nonceKey),
-        ...gas,
-      });
-    let fields: FilledOperation | undefined;
-    let gasFrom: "bundler" | "known" = "bundler";
+    // All but gas and paymaster; the fees and whether the account is deployed do not depend on the
+    // call gas, so with a known profile this runs beside the measurement.
+    const unpaid = fillOperation(this.#bundler, {
+      account,
+      calls: operationCalls,
+      nonce: firstNonceOf(nonceKey),
+    });
+    let operation: UserOperation<"0.8"> | undefined;
+    let paymasterFinal = false;
     if (known) {
-      // With every gas limit and the nonce given, the fill reads only the fees and whether the
-      // account is deployed, which do not depend on the call gas: it runs beside the
-      // measurement, and the measured figure is put in.
       const [callGasLimit, filled] = await Promise.all([
         this.#client
           .estimateGas({
-            account: account.entryPoint.address,
+            account: this.#entryPoint,
             to: account.address,
             data: await account.encodeCalls(operationCalls),
           })
           // A call that would fail now: the bundler's estimate gives the reason.
           .catch(() => undefined),
-        fill({ ...known, callGasLimit: 0n }),
+        unpaid,
       ]);
-      if (callGasLimit !== undefined) {
-        fields = { ...filled, callGasLimit };
-        gasFrom = "known";
-      }
+      if (callGasLimit !== undefined) operation = { ...filled, ...known, callGasLimit };
     }
-    if (!fields) {
-      fields = await fill();
-      const op = fields;
-      if (!op.factory && op.paymasterVerificationGasLimit !== undefined) {
-        // Deployed before this operation: its verification costs what the next ones' will.
-        this.#gasProfiles.set(kind, {
-          verificationGasLimit: op.verificationGasLimit,
-          preVerificationGas: op.preVerificationGas,
-          paymasterVerificationGasLimit: op.paymasterVerificationGasLimit,
-          paymasterPostOpGasLimit: op.paymasterPostOpGasLimit ?? 0n,
-        });
-      }
+    const gasFrom = operation ? "known" : "bundler";
+    if (!operation) {
+      const stub = await this.#paymaster.stub(await unpaid);
+      paymasterFinal = stub.final;
+      operation = await estimated(this.#bundler, { ...(await unpaid), ...stub.fields }, this.#entryPoint);
+      // Deployed before this operation: its verification costs what the next ones' will.
+      const profile = operation.factory ? undefined : profileOf(operation);
+      if (profile) this.#gasProfiles.set(kind, profile);
     }
-    // A contract call's own limit (a swap's: the quoter's figure plus the router's work) holds
-    // when the pool has moved since the estimate (more ticks crossed, the oracle's write of a
-    // later second); an estimate made at one state would run out of gas at another. The unused
-    // part costs the sponsor a tenth of it (EntryPoint v0.8's penalty), not the wallet anything.
-    // Raised after the fill: the paymaster here is a bare address whose data signs nothing, so no
-    // signature covers the limit; a signing paymaster would need the floor before it is asked.
-    const declared = calls.reduce((sum, call) => sum + (call.call?.gas ?? 0n), 0n);
-    if (declared > fields.callGasLimit) fields.callGasLimit = declared;
-    // viem hands back the operation together with the account object; only the operation's own
-    // fields go to the bundler (and into the database).
-    delete fields.account;
-    const signature = await account.signUserOperation(fields);
-    const signed: UserOperation = { ...fields, signature };
+    const declared = declaredCallGas(calls);
+    if (declared > operation.callGasLimit) operation.callGasLimit = declared;
+    // Every limit is fixed: now the paymaster signs them, then the account signs the whole.
+    if (!paymasterFinal) operation = { ...operation, ...(await this.#paymaster.sign(operation)) };
+    const signed: UserOperation = { ...operation, signature: await account.signUserOperation(operation) };
     const userOpHash = getUserOperationHash({
       userOperation: signed,
       entryPointAddress: account.entryPoint.address,
@@ -365,7 +352,7 @@ export class SmartAccounts {
     if (!code || code === "0x") return true;
     const nonce = await getAccountNonce(this.#client, {
       address: operation.sender,
-      entryPointAddress: (this.#aa.entryPointAddress ?? entryPoint08Address) as Hex,
+      entryPointAddress: this.#entryPoint,
       key: operation.nonce >> 64n,
     });
     return nonce !== operation.nonce;

@@ -156,6 +156,22 @@ describe("logged errors", () => {
     );
     expect(scrub(`apikey=${QUERY_KEY}`)).toBe("apikey=…");
   });
+
+  it("remove a paymaster service URL's key too", () => {
+    const key = "pm_live_0123456789abcdef";
+    const config = loadConfig({
+      LIVE_RPC_URL: rpcUrl,
+      LIVE_CHAIN_ID: "31337",
+      LIVE_USDC_ADDRESS: ADDRESS,
+      LIVE_ADAO_ADDRESS: ADDRESS,
+      LIVE_TREASURY_ADDRESS: ADDRESS,
+      LIVE_BUNDLER_URL: "https://bundler.example.com/rpc",
+      LIVE_PAYMASTER_URL: `https://paymaster.example.com/v2/8453/rpc?apikey=${key}`,
+    });
+    expect(urlScrubber(config)(`paymaster service refused key ${key}`)).toBe(
+      "paymaster service refused key …",
+    );
+  });
 });
 
 describe("scrubUrls", () => {

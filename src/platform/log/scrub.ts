@@ -2,8 +2,8 @@ import pino, { type LoggerOptions } from "pino";
 import type { Config } from "../../config.ts";
 import { currentRequestId } from "../http/request-id.ts";
 
-// Logged errors must not carry credentials that live in URLs. RPC and bundler URLs often hold the
-// provider's API key in their path or query (…/v2/KEY, ?apikey=KEY), and viem puts the whole URL
+// Logged errors must not carry credentials that live in URLs. RPC, bundler and paymaster service
+// URLs often hold the provider's API key in their path or query (…/v2/KEY, ?apikey=KEY), and viem puts the whole URL
 // into an error's message, details and stack ("URL: https://…"); database, Redis and SMTP URLs
 // carry passwords. Every network URL in a logged error keeps its scheme and host, and the rest
 // (user info, path, query) becomes "…"; the secret-looking parts of the configured URLs are
@@ -37,7 +37,9 @@ export function configuredUrls(config: Config): string[] {
     config.card.apiBase,
   ];
   for (const network of [...config.networks.sandbox, ...config.networks.live]) {
+    const paymaster = network.accountAbstraction?.paymaster;
     urls.push(network.rpcUrl, network.accountAbstraction?.bundlerUrl);
+    if (paymaster?.kind === "service") urls.push(paymaster.url);
   }
   return urls.filter((url): url is string => url !== undefined);
 }
