@@ -179,9 +179,9 @@ async function liveScenario(
   });
   defer("in-process app", () => t.close());
 
-  const { chain, payer, fund } = devnetClients(devnet);
+  const { chain, payer, credit } = devnetClients(devnet);
   const ws = await createWorkspace(t);
-  await fund(ws.eoaAddress, { USDC: "1000", ETH: "5" });
+  await credit(ws.eoaAddress, { USDC: "1000", ETH: "5" });
 
   const payout = () =>
     t.request({

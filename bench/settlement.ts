@@ -251,7 +251,7 @@ async function scenario(
   } else {
     // ETH for the settlement legs' gas, as the gas top-up job would have given it long before:
     // the figure is the settlement's, not a top-up's.
-    await clients.fund(receiving, { ETH: "1" });
+    await clients.credit(receiving, { ETH: "1" });
   }
 
   const gross = parseUnits(AMOUNT, TOKEN_DECIMALS);

@@ -1,7 +1,8 @@
 import type { Address } from "viem";
-import { type Devnet, mintToken, startDevnet } from "../src/devnet/chain.ts";
+import { type Devnet, startDevnet } from "../src/devnet/chain.ts";
 import { bearer, createWorkspace, startTestApp, type TestApp } from "../test/support/app.ts";
 import { devnetClients } from "../test/support/devnet-clients.ts";
+import { creditToken } from "../test/support/devnet-credit.ts";
 import { liveSmartWalletEnv } from "../test/support/devnet-env.ts";
 import { type LatencySummary, runAsScript, summarize } from "./support.ts";
 
@@ -62,8 +63,9 @@ export async function benchSmartWalletPayouts(): Promise<SmartWalletPayoutFigure
 
     // Funding: USDC and ETH (gas) for the EOA from the payer; USDC minted to the smart wallet,
     // which needs no ETH (the paymaster sponsors its gas).
-    await devnetClients(devnet).fund(ws.eoaAddress, { USDC: "1000", ETH: "5" });
-    await mintToken(devnet, "USDC", smart, "1000");
+    // The workspace's own money: a payer's transfer would be held in the unmatched inbox.
+    await devnetClients(devnet).credit(ws.eoaAddress, { USDC: "1000", ETH: "5" });
+    await creditToken(devnet, "USDC", smart, "1000");
 
     const payout = async (walletType: "eoa" | "smart_wallet", through: TestApp = app) => {
       const begin = performance.now();

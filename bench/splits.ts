@@ -159,7 +159,7 @@ async function setUp(
     receiving = smart.smartWallet.address as Address;
   } else {
     // Gas for the legs, as the gas top-up job would have given it long before (bench/settlement.ts).
-    await clients.fund(receiving, { ETH: "1" });
+    await clients.credit(receiving, { ETH: "1" });
   }
   const destinations = withSplits ? SPLITS.map(() => randomAddress()) : [];
   if (withSplits) {

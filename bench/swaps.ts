@@ -1,5 +1,5 @@
-import { type Address, parseEther } from "viem";
-import { type Devnet, mintToken, startDevnet } from "../src/devnet/chain.ts";
+import type { Address } from "viem";
+import { type Devnet, startDevnet } from "../src/devnet/chain.ts";
 import { bearer, createWorkspace, startTestApp, type TestApp } from "../test/support/app.ts";
 import { devnetClients } from "../test/support/devnet-clients.ts";
 import { liveSmartWalletEnv } from "../test/support/devnet-env.ts";
@@ -115,10 +115,8 @@ export async function benchSwaps(): Promise<SwapFigures> {
     log(`funding the EOA and the smart wallet with ${FUNDING.USDC} USDC and ${FUNDING.ETH} ETH each`);
     const clients = devnetClients(devnet);
     for (const address of [ws.eoaAddress, smart] as Address[]) {
-      await mintToken(devnet, "USDC", address, FUNDING.USDC);
-      const hash = await clients.payer.sendTransaction({ to: address, value: parseEther(FUNDING.ETH) });
-      const receipt = await clients.chain.waitForTransactionReceipt({ hash });
-      if (receipt.status !== "success") throw new Error(`funding ${address} with ETH failed (tx ${hash})`);
+      // The workspace's own money: a payer's transfer would be held in the unmatched inbox.
+      await clients.credit(address, FUNDING);
     }
 
     const quote = async (query: string): Promise<{ ms: number; quoteId: string }> => {

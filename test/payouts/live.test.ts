@@ -44,6 +44,7 @@ let devnet: Devnet;
 let t: TestApp;
 let chain: PublicClient;
 let fund: DevnetClients["fund"];
+let credit: DevnetClients["credit"];
 let payer: DevnetClients["payer"];
 let usdcBalance: DevnetClients["usdcBalance"];
 
@@ -55,7 +56,7 @@ const restoreMining = () => setMining(devnet.rpcUrl, true);
 beforeAll(async () => {
   devnet = await startDevnet();
   t = await startTestApp(liveNetworkEnv(devnet));
-  ({ chain, fund, payer, usdcBalance } = devnetClients(devnet));
+  ({ chain, fund, credit, payer, usdcBalance } = devnetClients(devnet));
 }, 120_000);
 
 afterAll(async () => {
@@ -132,7 +133,7 @@ async function startReceiptHoldingProxy(target: string) {
 describe("live payouts on the devnet", () => {
   it("sends USDC: exact balances, a success receipt, payout.completed", async () => {
     const ws = await createWorkspace(t);
-    await fund(ws.eoaAddress, { USDC: "100", ETH: "0.1" });
+    await credit(ws.eoaAddress, { USDC: "100", ETH: "0.1" });
     const destination = randomAddress();
     const res = await payout(ws, {
       tokenSymbol: "USDC",
@@ -197,7 +198,7 @@ describe("live payouts on the devnet", () => {
 
   it("sends ETH: the destination receives exactly the amount", async () => {
     const ws = await createWorkspace(t);
-    await fund(ws.eoaAddress, { ETH: "1" });
+    await credit(ws.eoaAddress, { ETH: "1" });
     const destination = randomAddress();
     const res = await payout(ws, { tokenSymbol: "ETH", amount: "0.25", destinationAddress: destination });
     expect(res.statusCode, res.body).toBe(200);
@@ -212,7 +213,7 @@ describe("live payouts on the devnet", () => {
 
   it("sends ETH to a contract whose receiving code needs more than 21,000 gas (a multisig, a smart wallet)", async () => {
     const ws = await createWorkspace(t);
-    await fund(ws.eoaAddress, { ETH: "1" });
+    await credit(ws.eoaAddress, { ETH: "1" });
     // Its code stores what it receives (CALLVALUE PUSH1 0 SSTORE STOP): 22,100 gas beyond the
     // transfer's 21,000, as a wallet contract's event or proxy call costs some.
     const deployed = await payer.deployContract({
@@ -234,7 +235,7 @@ describe("live payouts on the devnet", () => {
 
   it("an ERC-20 payout from an EOA without ETH → 400 INSUFFICIENT_GAS, and no transaction", async () => {
     const ws = await createWorkspace(t);
-    await fund(ws.eoaAddress, { USDC: "50" });
+    await credit(ws.eoaAddress, { USDC: "50" });
     expect(await ethBalance(ws.eoaAddress)).toBe(0n);
     const destination = randomAddress();
     const res = await payout(ws, { tokenSymbol: "USDC", amount: "10", destinationAddress: destination });
@@ -266,7 +267,7 @@ describe("live payouts on the devnet", () => {
 
   it("an ETH payout to a contract that refuses ETH fails before it is sent and counts: 500 PAYOUT_FAILED, payout.failed", async () => {
     const ws = await createWorkspace(t);
-    await fund(ws.eoaAddress, { ETH: "1" });
+    await credit(ws.eoaAddress, { ETH: "1" });
     const contract = devnet.tokens.USDC; // an ERC-20 without a payable fallback
     const contractBefore = await ethBalance(contract);
     const ethBefore = await ethBalance(ws.eoaAddress);
@@ -316,7 +317,7 @@ describe("live payouts on the devnet", () => {
 
   it("20 concurrent payouts from one wallet all succeed, with consecutive nonces", async () => {
     const ws = await createWorkspace(t);
-    await fund(ws.eoaAddress, { USDC: "1000", ETH: "1" });
+    await credit(ws.eoaAddress, { USDC: "1000", ETH: "1" });
     const jobs = Array.from({ length: 20 }, (_, i) => ({
       destination: randomAddress(),
       amount: `${i + 1}.5`,
@@ -347,7 +348,7 @@ describe("live payouts on the devnet", () => {
 
   it("one wallet's payouts are pipelined: each sent without waiting for the previous receipt, balances reserved meanwhile", async () => {
     const ws = await createWorkspace(t);
-    await fund(ws.eoaAddress, { USDC: "100", ETH: "1" });
+    await credit(ws.eoaAddress, { USDC: "100", ETH: "1" });
     // No automine: the node mines one block a second, so a payout's receipt takes up to a second.
     await rpc("evm_setAutomine", [false]);
     try {
@@ -399,7 +400,7 @@ describe("live payouts on the devnet", () => {
     const app = await startTestApp(liveNetworkEnv(devnet, { LIVE_RPC_URL: rpcProxy.url }));
     try {
       const ws = await createWorkspace(app);
-      await fund(ws.eoaAddress, { USDC: "100", ETH: "1" });
+      await credit(ws.eoaAddress, { USDC: "100", ETH: "1" });
       rpcProxy.holdAll = true;
       const first = app.request({
         method: "POST",
@@ -445,7 +446,7 @@ describe("live payouts on the devnet", () => {
 
   it("a transaction the node refuses is never skipped: a cancellation takes its nonce, and only then does its payout fail", async () => {
     const ws = await createWorkspace(t);
-    await fund(ws.eoaAddress, { USDC: "50", ETH: "1" });
+    await credit(ws.eoaAddress, { USDC: "50", ETH: "1" });
     await rpc("evm_setIntervalMining", [0]);
     try {
       // The next block's base fee far above what the fee estimate (from the latest block) offers:
@@ -548,7 +549,7 @@ describe("live payout crash safety (real process, kill -9)", () => {
     const workspace = created.json.workspace as { id: string; eoa: { address: string } };
     const liveKey = (created.json.apiKeys as { live: { key: string } }).live.key;
     const eoa = workspace.eoa.address;
-    await fund(eoa, { USDC: "100", ETH: "1" });
+    await credit(eoa, { USDC: "100", ETH: "1" });
     const destination = randomAddress();
 
     // No more blocks: the payout is signed, recorded and broadcast, then waits for its receipt.
@@ -647,7 +648,7 @@ describe("live payout crash safety (real process, kill -9)", () => {
 describe("payouts from a wallet that holds money of payments not settled yet", () => {
   it("leaves a detected payment's money for its settlement, which then completes with exact amounts", async () => {
     const ws = await createWorkspace(t);
-    await fund(ws.eoaAddress, { USDC: "10", ETH: "1" }); // the merchant's own money, and gas
+    await credit(ws.eoaAddress, { USDC: "10", ETH: "1" }); // the merchant's own money, and gas
     const merchant = randomAddress();
     const created = await t.request({
       method: "POST",

@@ -33,13 +33,13 @@ let aa: NonNullable<Devnet["aa"]>;
 let env: Record<string, string>;
 let chain: PublicClient;
 let bundler: BundlerClient;
-let fund: DevnetClients["fund"];
+let credit: DevnetClients["credit"];
 let usdcBalance: DevnetClients["usdcBalance"];
 const tempDirs: string[] = [];
 
 useCrashDevnet(ADMIN, (d) => {
   ({ aa, env, bundler } = d);
-  ({ chain, fund, usdcBalance } = d.clients);
+  ({ chain, credit, usdcBalance } = d.clients);
 });
 
 afterAll(() => {
@@ -105,7 +105,7 @@ describe("smart wallet payout crash safety (real process, kill -9)", () => {
     expect(
       same((wallet.json.smartWallet as { ownerAddress: string }).ownerAddress, workspace.eoa.address),
     ).toBe(true);
-    await fund(smart, { USDC: "100" });
+    await credit(smart, { USDC: "100" });
     expect(await usdcBalance(smart)).toBe(parseUnits("100", 6));
     const destination = randomAddress();
 

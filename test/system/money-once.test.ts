@@ -62,13 +62,14 @@ function answerFirstBroadcast(answer: { error: { code: number; message: string }
 let devnet: Devnet;
 let chain: PublicClient;
 let fund: DevnetClients["fund"];
+let credit: DevnetClients["credit"];
 let usdcBalance: DevnetClients["usdcBalance"];
 /** Apps started, each with whether it opened its own database (closed after those sharing it). */
 const opened: Array<{ app: TestApp; owner: boolean }> = [];
 
 beforeAll(async () => {
   devnet = await startDevnet();
-  ({ chain, fund, usdcBalance } = devnetClients(devnet));
+  ({ chain, fund, credit, usdcBalance } = devnetClients(devnet));
 }, 120_000);
 
 afterAll(async () => {
@@ -134,7 +135,7 @@ describe("a transaction is sent once, in nonce order", () => {
     try {
       const t = await app({ LIVE_RPC_URL: proxy.url });
       const ws = await createWorkspace(t);
-      await fund(ws.eoaAddress, { USDC: "50", ETH: "1" });
+      await credit(ws.eoaAddress, { USDC: "50", ETH: "1" });
       const destination = randomAddress();
       const answer = payout(t, ws, { tokenSymbol: "USDC", amount: "10", destinationAddress: destination });
       // The reconciler runs while the payout is being sent, as the worker leader's tick would.
@@ -183,7 +184,7 @@ describe("a transaction is sent once, in nonce order", () => {
     try {
       const t = await app({ LIVE_RPC_URL: proxy.url });
       const ws = await createWorkspace(t);
-      await fund(ws.eoaAddress, { USDC: "50", ETH: "1" });
+      await credit(ws.eoaAddress, { USDC: "50", ETH: "1" });
       const [first, second] = [randomAddress(), randomAddress()];
       const firstAnswer = payout(t, ws, { tokenSymbol: "USDC", amount: "10", destinationAddress: first });
       await untilDefined("the first payout's transaction to be recorded", async () =>
@@ -229,7 +230,7 @@ describe("what goes wrong after a transaction is recorded", () => {
     try {
       const t = await app({ LIVE_RPC_URL: proxy.url });
       const ws = await createWorkspace(t);
-      await fund(ws.eoaAddress, { USDC: "50", ETH: "1" });
+      await credit(ws.eoaAddress, { USDC: "50", ETH: "1" });
       const destination = randomAddress();
       const res = await payout(t, ws, { tokenSymbol: "USDC", amount: "10", destinationAddress: destination });
       expect(res.statusCode, res.body).toBe(202);
@@ -249,7 +250,7 @@ describe("a busy node", () => {
     try {
       const t = await app({ LIVE_RPC_URL: proxy.url });
       const ws = await createWorkspace(t);
-      await fund(ws.eoaAddress, { USDC: "50", ETH: "1" });
+      await credit(ws.eoaAddress, { USDC: "50", ETH: "1" });
       const destination = randomAddress();
       const res = await payout(t, ws, { tokenSymbol: "USDC", amount: "10", destinationAddress: destination });
       expect(res.statusCode, res.body).toBe(202);
@@ -282,7 +283,7 @@ describe.skipIf(!process.env.DATABASE_URL)("a wallet another instance holds", ()
         [held, randomAddress()],
       ]);
       for (const [ws, destination] of destinations) {
-        await fund(ws.eoaAddress, { USDC: "50", ETH: "1" });
+        await credit(ws.eoaAddress, { USDC: "50", ETH: "1" });
         const res = await payout(t, ws, {
           tokenSymbol: "USDC",
           amount: "10",
@@ -368,7 +369,7 @@ describe("the reconciler and the instance sending a payout", () => {
     const sender = await app({ LIVE_RPC_URL: proxy.url });
     const other = await app({}, sender);
     const ws = await createWorkspace(sender);
-    await fund(ws.eoaAddress, { USDC: "50", ETH: "1" });
+    await credit(ws.eoaAddress, { USDC: "50", ETH: "1" });
     const destination = randomAddress();
     const answer = payout(sender, ws, { tokenSymbol: "USDC", amount: "10", destinationAddress: destination });
     await untilDefined("the payout to be recorded", async () => (await payoutRow(sender, ws)) ?? undefined);
@@ -427,7 +428,7 @@ describe("instances share a wallet", () => {
     const first = await app();
     const second = await app({}, first);
     const ws = await createWorkspace(first);
-    await fund(ws.eoaAddress, { USDC: "10", ETH: "1" });
+    await credit(ws.eoaAddress, { USDC: "10", ETH: "1" });
     await rpc(devnet.rpcUrl, "evm_setAutomine", [false]);
     await rpc(devnet.rpcUrl, "evm_setIntervalMining", [0]);
     try {
@@ -467,7 +468,7 @@ describe("an idempotency key repeated on another instance", () => {
     const first = await app();
     const second = await app({}, first);
     const ws = await createWorkspace(first);
-    await fund(ws.eoaAddress, { USDC: "10", ETH: "1" });
+    await credit(ws.eoaAddress, { USDC: "10", ETH: "1" });
     const body = {
       tokenSymbol: "USDC",
       amount: "10",
@@ -701,7 +702,7 @@ describe("a payment is settled once", () => {
     await settlement.tick();
     expect(await status()).toBe("confirmed");
     // The top-up is mined: the next tick settles.
-    await fund(ws.eoaAddress, { ETH: "1" });
+    await credit(ws.eoaAddress, { ETH: "1" });
     topUp = "funded";
     await untilDefined("the payment to be forwarded", async () => {
       await settlement.tick();
