@@ -83,14 +83,17 @@ export async function recordClaimed(
     INSERT INTO chain_transactions (environment, network, from_address, nonce, purpose, payment_id, payout_id,
                                     to_address, token_symbol, amount, raw_tx, tx_hash, replaces_tx_hash,
                                     gas_limit)
-    SELECT ${on.environment}, ${on.id}, t.* FROM unnest(
+    SELECT ${on.environment}, ${on.id}, t.from_address, t.nonce, t.purpose, t.payment_id, t.payout_id,
+           t.to_address, t.token_symbol, t.amount, t.raw_tx, t.tx_hash, t.replaces_tx_hash, t.gas_limit
+    FROM unnest(
       ${column((tx) => tx.from)}::text[], ${column((tx) => String(tx.nonce))}::bigint[],
       ${column((tx) => tx.purpose)}::text[], ${column((tx) => tx.paymentId)}::uuid[],
       ${column((tx) => tx.payoutId)}::uuid[], ${column((tx) => tx.to)}::text[],
       ${column((tx) => tx.token)}::text[], ${column((tx) => tx.amount.toString())}::numeric[],
       ${column((tx) => tx.raw)}::text[], ${column((tx) => tx.txHash)}::text[],
       ${column((tx) => tx.replaces)}::text[], ${column((tx) => tx.gasLimit?.toString() ?? null)}::bigint[]
-    ) AS t
+    ) AS t(from_address, nonce, purpose, payment_id, payout_id, to_address, token_symbol, amount, raw_tx,
+           tx_hash, replaces_tx_hash, gas_limit)
     WHERE EXISTS (SELECT 1 FROM claim)
     RETURNING tx_hash`.execute(db);
   return result.rows.length === txs.length && txs.length > 0;

@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import DataLoader from "dataloader";
 import { type CompiledQuery, type Kysely, type RawBuilder, sql } from "kysely";
 import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
+import { columnList } from "../../platform/db/columns.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 import type { ChainToken, Hex } from "../network.ts";
 
@@ -58,6 +59,19 @@ export function sandboxTxHash(reference: string): Hex {
 }
 
 const FAILURE_ADDRESS = SANDBOX_FAILURE_ADDRESS.toLowerCase();
+/** The columns of `transfer_req` (decisionCtes), as its unnest names them. */
+const REQUEST_COLUMNS = [
+  "tx_hash",
+  "network",
+  "from_address",
+  "to_address",
+  "token_symbol",
+  "amount",
+  "memo",
+  "failing",
+  "keep",
+  "pos",
+] as const;
 const MAX_BATCH = 256;
 export type TransferOutcome = "success" | "insufficient" | "failure_address";
 
@@ -230,6 +244,9 @@ export class SimulatedLedger {
     );
   }
 
+  /** The columns of `transfer_decided` (decisionCtes), for a caller's CTE that passes its rows on. */
+  static readonly DECIDED_COLUMNS = [...REQUEST_COLUMNS, "balance", "outcome"] as const;
+
   /**
    * The CTEs `transfer_req` (the transfers, `pos` numbering them from 1) and `transfer_decided`
    * (each with the balance of its sending wallet and its `outcome`) of a caller's statement, whose
@@ -273,7 +290,7 @@ export class SimulatedLedger {
       ),
       transfer_decided AS (
         -- balance: what the transfer may spend, the wallet's less what it must keep.
-        SELECT r.*, coalesce(f.balance, 0) - r.keep AS balance,
+        SELECT ${columnList(REQUEST_COLUMNS, "r")}, coalesce(f.balance, 0) - r.keep AS balance,
                CASE WHEN r.failing THEN 'failure_address'
                     WHEN coalesce(f.balance, 0) - r.keep >= r.amount THEN 'success'
                     ELSE 'insufficient' END AS outcome

@@ -2,6 +2,7 @@ import { type Selectable, sql } from "kysely";
 import type { Environment } from "../../config.ts";
 import { REFUND_TRANSITIONS, type RefundStatus } from "../../domain/refund-state.ts";
 import { isUuid } from "../../domain/validation.ts";
+import { columnsOf } from "../../platform/db/columns.ts";
 import type { Db } from "../../platform/db/database.ts";
 import { oldestFirst } from "../../platform/db/page.ts";
 import type { CardRefundsTable } from "../../platform/db/schema.ts";
@@ -13,6 +14,25 @@ import { idInScope } from "../../platform/db/scope.ts";
 // event, the reconciler) changes nothing.
 
 export type CardRefundRow = Selectable<CardRefundsTable>;
+
+/** A card refund's whole row, named column by column (platform/db/columns.ts). */
+export const CARD_REFUND_COLUMNS = columnsOf<CardRefundsTable>({
+  id: true,
+  workspace_id: true,
+  environment: true,
+  payment_id: true,
+  token_symbol: true,
+  amount: true,
+  reason: true,
+  status: true,
+  checkout_session_id: true,
+  provider_refund_id: true,
+  error: true,
+  created_at: true,
+  completed_at: true,
+  source: true,
+});
+
 type Scope = { workspaceId: string; environment: Environment };
 
 export interface NewCardRefund {
@@ -43,7 +63,11 @@ const pendingRow = (refund: NewCardRefund) => ({
 });
 
 export function insertRefund(trx: Db, refund: NewCardRefund): Promise<CardRefundRow> {
-  return trx.insertInto("card_refunds").values(pendingRow(refund)).returningAll().executeTakeFirstOrThrow();
+  return trx
+    .insertInto("card_refunds")
+    .values(pendingRow(refund))
+    .returning(CARD_REFUND_COLUMNS)
+    .executeTakeFirstOrThrow();
 }
 
 /**
@@ -58,7 +82,7 @@ export function insertExternalRefund(
     .insertInto("card_refunds")
     .values({ ...pendingRow(refund), provider_refund_id: refund.providerRefundId, source: "provider" })
     .onConflict((oc) => oc.column("provider_refund_id").doNothing())
-    .returningAll()
+    .returning(CARD_REFUND_COLUMNS)
     .executeTakeFirst();
 }
 
@@ -83,7 +107,7 @@ export function moveRefund(trx: Db, id: string, move: RefundMove): Promise<CardR
     })
     .where("id", "=", id)
     .where("status", "in", [...move.from])
-    .returningAll()
+    .returning(CARD_REFUND_COLUMNS)
     .executeTakeFirst();
 }
 
@@ -98,18 +122,22 @@ export async function recordProviderId(
     .set({ provider_refund_id: providerRefundId })
     .where("id", "=", id)
     .where("provider_refund_id", "is", null)
-    .returningAll()
+    .returning(CARD_REFUND_COLUMNS)
     .executeTakeFirst();
   return (
     updated ??
-    (await trx.selectFrom("card_refunds").selectAll().where("id", "=", id).executeTakeFirstOrThrow())
+    (await trx
+      .selectFrom("card_refunds")
+      .select(CARD_REFUND_COLUMNS)
+      .where("id", "=", id)
+      .executeTakeFirstOrThrow())
   );
 }
 
 export function lockRefund(trx: Db, id: string): Promise<CardRefundRow> {
   return trx
     .selectFrom("card_refunds")
-    .selectAll()
+    .select(CARD_REFUND_COLUMNS)
     .where("id", "=", id)
     .forUpdate()
     .executeTakeFirstOrThrow();
@@ -124,7 +152,7 @@ export async function lockReported(
   const byOurs = isUuid(ref.refundId)
     ? await trx
         .selectFrom("card_refunds")
-        .selectAll()
+        .select(CARD_REFUND_COLUMNS)
         .where("id", "=", ref.refundId)
         .where("environment", "=", environment)
         .forUpdate()
@@ -134,7 +162,7 @@ export async function lockReported(
     byOurs ??
     trx
       .selectFrom("card_refunds")
-      .selectAll()
+      .select(CARD_REFUND_COLUMNS)
       .where("provider_refund_id", "=", ref.providerRefundId)
       .where("environment", "=", environment)
       .forUpdate()
@@ -144,7 +172,11 @@ export async function lockReported(
 
 export function findRefund(db: Db, scope: Scope, id: string): Promise<CardRefundRow | undefined> {
   if (!isUuid(id)) return Promise.resolve(undefined);
-  return db.selectFrom("card_refunds").selectAll().where(idInScope(scope, id)).executeTakeFirst();
+  return db
+    .selectFrom("card_refunds")
+    .select(CARD_REFUND_COLUMNS)
+    .where(idInScope(scope, id))
+    .executeTakeFirst();
 }
 
 /** A payment's refunds, oldest first, and how many it has. */
@@ -160,7 +192,7 @@ export async function refundsOf(
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment);
   return oldestFirst(
-    of.selectAll(),
+    of.select(CARD_REFUND_COLUMNS),
     of.select((eb) => eb.fn.countAll<string>().as("total")),
     page,
   );
@@ -176,7 +208,7 @@ export function pendingRefunds(
   if (environments.length === 0) return Promise.resolve([]);
   return db
     .selectFrom("card_refunds")
-    .selectAll()
+    .select(CARD_REFUND_COLUMNS)
     .where("status", "=", "pending")
     .where("environment", "in", [...environments])
     .where("created_at", "<", before)

@@ -1,6 +1,20 @@
 import { type Kysely, sql } from "kysely";
 import type { Environment } from "../../config.ts";
-import type { ApiKeyRow, DatabaseSchema } from "../../platform/db/schema.ts";
+import { columnsOf } from "../../platform/db/columns.ts";
+import type { ApiKeyRow, ApiKeysTable, DatabaseSchema } from "../../platform/db/schema.ts";
+
+/** An API key's whole row, named column by column (platform/db/columns.ts). */
+export const API_KEY_COLUMNS = columnsOf<ApiKeysTable>({
+  id: true,
+  workspace_id: true,
+  environment: true,
+  name: true,
+  prefix: true,
+  key_hash: true,
+  created_at: true,
+  last_used_at: true,
+  revoked_at: true,
+});
 
 export async function insertKey(
   db: Kysely<DatabaseSchema>,
@@ -21,7 +35,7 @@ export async function insertKey(
       prefix: values.prefix,
       key_hash: values.keyHash,
     })
-    .returningAll()
+    .returning(API_KEY_COLUMNS)
     .executeTakeFirstOrThrow();
 }
 
@@ -32,7 +46,7 @@ export async function findKeysByHashes(
 ): Promise<Map<string, ApiKeyRow>> {
   const rows = await db
     .selectFrom("api_keys")
-    .selectAll()
+    .select(API_KEY_COLUMNS)
     .where(sql<boolean>`key_hash = any(${[...keyHashes]}::text[])`)
     .execute();
   return new Map(rows.map((row) => [row.key_hash, row]));
@@ -45,7 +59,7 @@ export async function listKeys(
 ): Promise<ApiKeyRow[]> {
   return db
     .selectFrom("api_keys")
-    .selectAll()
+    .select(API_KEY_COLUMNS)
     .where("workspace_id", "=", workspaceId)
     .where("environment", "=", environment)
     .orderBy("created_at", "asc")

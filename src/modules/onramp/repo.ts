@@ -11,11 +11,13 @@ import type { Db } from "../../platform/db/database.ts";
 import { newestFirst } from "../../platform/db/page.ts";
 import type { OnrampSessionsTable } from "../../platform/db/schema-exchange.ts";
 import { idInScope } from "../../platform/db/scope.ts";
+import { ONRAMP_COLUMNS } from "./columns.ts";
 
 // The SQL of on-ramp sessions (D17, migrations 024 and 025). Status changes are compare-and-sets
 // whose `from` the transition table gives (domain/onramp-state.ts).
 
 export type OnrampRow = Selectable<OnrampSessionsTable>;
+
 export type Scope = { workspaceId: string; environment: Environment };
 
 export interface NewOnrampSession {
@@ -65,12 +67,16 @@ export async function insertSession(db: Db, session: NewOnrampSession): Promise<
       created_at: session.createdAt,
       updated_at: session.createdAt,
     })
-    .returningAll()
+    .returning(ONRAMP_COLUMNS)
     .executeTakeFirstOrThrow();
 }
 
 export async function findInScope(db: Db, scope: Scope, id: string): Promise<OnrampRow | undefined> {
-  return db.selectFrom("onramp_sessions").selectAll().where(idInScope(scope, id)).executeTakeFirst();
+  return db
+    .selectFrom("onramp_sessions")
+    .select(ONRAMP_COLUMNS)
+    .where(idInScope(scope, id))
+    .executeTakeFirst();
 }
 
 /** The session the provider names, locked for the event that changes it. */
@@ -81,7 +87,7 @@ export async function lockByProviderId(
 ): Promise<OnrampRow | undefined> {
   return trx
     .selectFrom("onramp_sessions")
-    .selectAll()
+    .select(ONRAMP_COLUMNS)
     .where("environment", "=", environment)
     .where("provider_session_id", "=", providerSessionId)
     .forUpdate()
@@ -95,7 +101,7 @@ export function listSessions(db: Db, scope: Scope, page: { limit: number; offset
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment);
   return newestFirst(
-    base.selectAll(),
+    base.select(ONRAMP_COLUMNS),
     base.select((eb) => eb.fn.countAll<string>().as("total")),
     page,
   );
@@ -126,7 +132,7 @@ export async function moveStatus(
     }))
     .where("id", "=", id)
     .where("status", "in", from)
-    .returningAll()
+    .returning(ONRAMP_COLUMNS)
     .executeTakeFirst();
 }
 
@@ -144,7 +150,7 @@ export async function toConfirm(
 ): Promise<OnrampRow[]> {
   return db
     .selectFrom("onramp_sessions")
-    .selectAll()
+    .select(ONRAMP_COLUMNS)
     .where("environment", "=", on.environment)
     .where("network", "=", on.id)
     .where("status", "=", sql.lit(FULFILLED))
@@ -184,7 +190,7 @@ export async function giveUpConfirming(db: Db, id: string, at: Date): Promise<vo
 export async function lockUncredited(trx: Db, id: string): Promise<OnrampRow | undefined> {
   return trx
     .selectFrom("onramp_sessions")
-    .selectAll()
+    .select(ONRAMP_COLUMNS)
     .where("id", "=", id)
     .where("status", "=", FULFILLED)
     .where("completed_at", "is", null)
@@ -209,7 +215,7 @@ export async function toReconcile(
   if (environments.length === 0) return [];
   return db
     .selectFrom("onramp_sessions")
-    .selectAll()
+    .select(ONRAMP_COLUMNS)
     .where("environment", "in", [...environments])
     .where("provider", "=", sql.lit("card"))
     .where((eb) =>
@@ -270,7 +276,7 @@ export async function fillTransaction(
     .where("id", "=", id)
     .where("status", "=", FULFILLED)
     .where("transaction_id", "is", null)
-    .returningAll()
+    .returning(ONRAMP_COLUMNS)
     .executeTakeFirst();
 }
 
@@ -282,7 +288,7 @@ export async function credit(trx: Db, id: string, amount: bigint, at: Date): Pro
     .where("id", "=", id)
     .where("status", "=", FULFILLED)
     .where("completed_at", "is", null)
-    .returningAll()
+    .returning(ONRAMP_COLUMNS)
     .executeTakeFirst();
 }
 

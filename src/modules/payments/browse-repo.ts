@@ -3,6 +3,7 @@ import type { Environment } from "../../config.ts";
 import type { PaymentStatus } from "../../domain/payment-state.ts";
 import { type KeysetKey, keysetKey, olderThan } from "../../platform/db/page.ts";
 import type { DatabaseSchema, PaymentRow } from "../../platform/db/schema.ts";
+import { PAYMENT_COLUMNS } from "./columns.ts";
 import { payableOn } from "./repo.ts";
 
 // The SQL of the payments browser and export (browse.ts): keyset pages, newest first.
@@ -52,7 +53,7 @@ export function paymentsAfterQuery(
 ) {
   let select = db
     .selectFrom("payments")
-    .selectAll()
+    .select(PAYMENT_COLUMNS)
     .select(keysetKey.as("key_at"))
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment);

@@ -3,9 +3,11 @@ import { type LedgerCredit, SimulatedLedger } from "../../chain/simulated/ledger
 import type { Environment } from "../../config.ts";
 import type { PaymentStatus } from "../../domain/payment-state.ts";
 import type { SettlementRecord, SplitShare } from "../../domain/splits.ts";
+import { columnList } from "../../platform/db/columns.ts";
 import { newestFirst } from "../../platform/db/page.ts";
 import type { DatabaseSchema, PaymentRow, PaymentsTable } from "../../platform/db/schema.ts";
 import { type OutboxEvent, outboxCtes } from "../webhooks/outbox.ts";
+import { PAYMENT_COLUMNS } from "./columns.ts";
 
 /**
  * A payment's rows on `network` (D22): those of that network, and those payable on several
@@ -188,7 +190,7 @@ export async function findPayment(
   // By primary key only, then the tenant check: the plan stays a primary-key lookup even on a
   // table without statistics (PGlite never analyzes), where PostgreSQL would otherwise pick a
   // list index and scan the whole workspace.
-  let query = db.selectFrom("payments").selectAll().where("id", "=", id);
+  let query = db.selectFrom("payments").select(PAYMENT_COLUMNS).where("id", "=", id);
   if (forUpdate) query = query.forUpdate();
   return visibleTo(await query.executeTakeFirst(), scope);
 }
@@ -200,7 +202,7 @@ export async function findPaymentsByIds(
 ): Promise<Map<string, PaymentRow>> {
   const rows = await db
     .selectFrom("payments")
-    .selectAll()
+    .select(PAYMENT_COLUMNS)
     .where(sql<boolean>`id = any(${[...ids]}::uuid[])`)
     .execute();
   return new Map(rows.map((row) => [row.id, row]));
@@ -234,7 +236,7 @@ export async function listPayments(
     .where("environment", "=", filter.environment);
   if (filter.status) base = base.where("status", "=", filter.status);
   return newestFirst(
-    base.selectAll(),
+    base.select(PAYMENT_COLUMNS),
     base.select((eb) => eb.fn.countAll().as("total")),
     filter,
   );
@@ -259,7 +261,7 @@ export async function moveStatus(
     .set({ ...changes, status: move.to, updated_at: at })
     .where("id", "=", id)
     .where("status", "=", move.from)
-    .returningAll()
+    .returning(PAYMENT_COLUMNS)
     .executeTakeFirst();
 }
 
@@ -275,7 +277,7 @@ export async function lockExpired(
   limit: number,
 ): Promise<PaymentRow[]> {
   const due = await sql<PaymentRow>`
-    SELECT * FROM payments
+    SELECT ${columnList(PAYMENT_COLUMNS)} FROM payments
     WHERE status = ${sql.lit(status)} AND expires_at <= ${now}
     ORDER BY expires_at
     LIMIT ${limit}
@@ -295,7 +297,7 @@ export async function lockCardPayment(
 ): Promise<PaymentRow | undefined> {
   let query = trx
     .selectFrom("payments")
-    .selectAll()
+    .select(PAYMENT_COLUMNS)
     .where("environment", "=", environment)
     .where("payment_method", "=", "card");
   query =

@@ -1,4 +1,5 @@
 import { type CompiledQuery, type Selectable, sql } from "kysely";
+import { columnsOf } from "../../platform/db/columns.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { Fence } from "../../platform/db/fences.ts";
 import { newestFirst } from "../../platform/db/page.ts";
@@ -11,6 +12,49 @@ import type { Scope } from "./venue.ts";
 
 export type QuoteRow = Selectable<SwapQuotesTable>;
 export type SwapRow = Selectable<SwapsTable>;
+
+/** A quote's and a swap's whole rows, named column by column (platform/db/columns.ts). */
+export const QUOTE_COLUMNS = columnsOf<SwapQuotesTable>({
+  id: true,
+  workspace_id: true,
+  environment: true,
+  sell_token: true,
+  buy_token: true,
+  side: true,
+  sell_amount: true,
+  buy_amount: true,
+  min_buy_amount: true,
+  max_sell_amount: true,
+  slippage_bps: true,
+  price_impact_bps: true,
+  wallet_type: true,
+  from_address: true,
+  route: true,
+  gas_estimate: true,
+  expires_at: true,
+  created_at: true,
+  network: true,
+});
+
+export const SWAP_COLUMNS = columnsOf<SwapsTable>({
+  id: true,
+  workspace_id: true,
+  environment: true,
+  quote_id: true,
+  sell_token: true,
+  buy_token: true,
+  side: true,
+  quoted_sell_amount: true,
+  quoted_buy_amount: true,
+  min_buy_amount: true,
+  max_sell_amount: true,
+  slippage_bps: true,
+  route: true,
+  sold_amount: true,
+  bought_amount: true,
+  created_at: true,
+  network: true,
+});
 
 export interface NewQuote {
   id: string;
@@ -58,13 +102,13 @@ export async function insertQuote(db: Db, quote: NewQuote): Promise<QuoteRow> {
       expires_at: quote.expiresAt,
       created_at: quote.createdAt,
     })
-    .returningAll()
+    .returning(QUOTE_COLUMNS)
     .executeTakeFirstOrThrow();
 }
 
 /** A quote of the scope; undefined for anyone else's. */
 export async function findQuote(db: Db, scope: Scope, id: string): Promise<QuoteRow | undefined> {
-  return db.selectFrom("swap_quotes").selectAll().where(idInScope(scope, id)).executeTakeFirst();
+  return db.selectFrom("swap_quotes").select(QUOTE_COLUMNS).where(idInScope(scope, id)).executeTakeFirst();
 }
 
 export interface NewSwap {
@@ -125,11 +169,11 @@ export function insertSwapFence(db: Db, swap: NewSwap): Fence {
 }
 
 export async function findSwap(db: Db, scope: Scope, id: string): Promise<SwapRow | undefined> {
-  return db.selectFrom("swaps").selectAll().where(idInScope(scope, id)).executeTakeFirst();
+  return db.selectFrom("swaps").select(SWAP_COLUMNS).where(idInScope(scope, id)).executeTakeFirst();
 }
 
 export async function findById(db: Db, id: string): Promise<SwapRow | undefined> {
-  return db.selectFrom("swaps").selectAll().where("id", "=", id).executeTakeFirst();
+  return db.selectFrom("swaps").select(SWAP_COLUMNS).where("id", "=", id).executeTakeFirst();
 }
 
 /** What the chain says it sold and bought; a second reading (the reconciler's) changes nothing. */
@@ -157,7 +201,7 @@ export async function listSwaps(
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment);
   return newestFirst(
-    base.selectAll(),
+    base.select(SWAP_COLUMNS),
     base.select((eb) => eb.fn.countAll<string>().as("total")),
     page,
   );

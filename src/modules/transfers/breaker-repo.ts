@@ -1,10 +1,22 @@
 import { sql } from "kysely";
 import { AUTO_RESUME_AFTER_MS, type BreakerState } from "../../domain/circuit-breaker.ts";
+import { columnsOf } from "../../platform/db/columns.ts";
 import type { Db } from "../../platform/db/database.ts";
+import type { PayoutBreakersTable } from "../../platform/db/schema.ts";
 import type { TenantScope as Scope } from "../../platform/db/scope.ts";
 
 // The circuit breaker's row per workspace and environment (part 3): every kind of transfer out of
 // a wallet counts toward it (domain/payout-state.ts says which failures count).
+
+/** A breaker's whole row, named column by column (platform/db/columns.ts). */
+export const BREAKER_ROW_COLUMNS = columnsOf<PayoutBreakersTable>({
+  workspace_id: true,
+  environment: true,
+  status: true,
+  fail_streak: true,
+  paused_at: true,
+  reason: true,
+});
 
 /** The breaker's columns as completePayouts' (and the sandbox statement's) LEFT JOIN returns them. */
 export interface BreakerColumns {
@@ -49,7 +61,7 @@ export async function lockBreaker(db: Db, scope: Scope): Promise<BreakerState> {
     .execute();
   const row = await db
     .selectFrom("payout_breakers")
-    .selectAll()
+    .select(BREAKER_ROW_COLUMNS)
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment)
     .forUpdate()
@@ -62,7 +74,7 @@ export async function readBreakers(db: Db, keys: readonly string[]): Promise<Map
   const scopes = keys.map((key) => key.split(" ") as [string, string]);
   const rows = await db
     .selectFrom("payout_breakers")
-    .selectAll()
+    .select(BREAKER_ROW_COLUMNS)
     .where(
       sql<boolean>`(workspace_id, environment) IN (SELECT * FROM unnest(${scopes.map((s) => s[0])}::uuid[], ${scopes.map((s) => s[1])}::text[]))`,
     )
@@ -76,7 +88,7 @@ export const INITIAL_BREAKER: BreakerState = toBreakerState(undefined);
 export async function readBreaker(db: Db, scope: Scope): Promise<BreakerState> {
   const row = await db
     .selectFrom("payout_breakers")
-    .selectAll()
+    .select(BREAKER_ROW_COLUMNS)
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment)
     .executeTakeFirst();

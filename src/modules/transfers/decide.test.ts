@@ -40,7 +40,7 @@ describe("TransferDecisions.breaker", () => {
     expect(await decisions.breaker(scope, new Date())).toEqual({ allowed: true, failStreak: 0 });
     const rows = await t.database.db
       .selectFrom("payout_breakers")
-      .selectAll()
+      .select(["workspace_id", "environment"])
       .where("workspace_id", "=", scope.workspaceId)
       .execute();
     expect(rows).toEqual([]);

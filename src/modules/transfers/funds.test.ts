@@ -15,7 +15,7 @@ import { type Fence, FenceRefused } from "../../platform/db/fences.ts";
 import { SessionTurns } from "../../platform/db/wallet-lock.ts";
 import type { Rail } from "../../rails/rail.ts";
 import { recordIfFunded } from "./funds.ts";
-import type { NewTransfer } from "./repo.ts";
+import { type NewTransfer, TRANSFER_COLUMNS } from "./repo.ts";
 
 // The persist step's balance check (funds.ts) on the sandbox ledger rail and a real database: a
 // transfer is recorded (processing) only when the wallet can pay it, with what is already on its
@@ -60,7 +60,7 @@ const record = (transfer: NewTransfer) =>
   recordIfFunded(t.app.ctx, turns, t.app.services.payments, rail, transfer);
 
 const rowsOf = (ws: CreatedWorkspace) =>
-  t.database.db.selectFrom("payouts").selectAll().where("workspace_id", "=", ws.id).execute();
+  t.database.db.selectFrom("payouts").select(TRANSFER_COLUMNS).where("workspace_id", "=", ws.id).execute();
 
 /** `rail` as it is, telling `onFunds` once a balance read for a check has returned. */
 function observed(rail: Rail, onFunds: () => void): Rail {
@@ -84,7 +84,7 @@ function observed(rail: Rail, onFunds: () => void): Rail {
 }
 
 const rowOf = (id: string) =>
-  t.database.db.selectFrom("payouts").selectAll().where("id", "=", id).executeTakeFirst();
+  t.database.db.selectFrom("payouts").select(TRANSFER_COLUMNS).where("id", "=", id).executeTakeFirst();
 
 /** A refund of `amount` of the payment, fenced by its take. */
 const refundOf = (ws: CreatedWorkspace, paymentId: string, amount: bigint) =>

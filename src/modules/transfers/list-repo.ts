@@ -2,7 +2,7 @@ import type { Kysely } from "kysely";
 import { COMPLETED_PAYOUT, type PayoutStatus, type TransferKindName } from "../../domain/payout-state.ts";
 import { keysetKey, olderThan } from "../../platform/db/page.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
-import type { Scope, TransferRow } from "./repo.ts";
+import { type Scope, TRANSFER_COLUMNS, type TransferRow } from "./repo.ts";
 
 // The SQL of the lists of one kind of transfer (a payouts list, its CSV export of D18, the history
 // of completed payouts of part 4.10): keyset batches, newest first, like the payments export.
@@ -25,7 +25,7 @@ export async function transfersAfter(
 ): Promise<KeyedTransferRow[]> {
   let select = db
     .selectFrom("payouts")
-    .selectAll()
+    .select(TRANSFER_COLUMNS)
     .select(keysetKey.as("key_at"))
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment)
@@ -47,7 +47,7 @@ export async function transferById(
 ): Promise<KeyedTransferRow | undefined> {
   return db
     .selectFrom("payouts")
-    .selectAll()
+    .select(TRANSFER_COLUMNS)
     .select(keysetKey.as("key_at"))
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment)
@@ -71,7 +71,7 @@ export async function listCompleted(
     .where("status", "=", COMPLETED_PAYOUT);
   const [rows, count] = await Promise.all([
     base
-      .selectAll()
+      .select(TRANSFER_COLUMNS)
       .orderBy("created_at", "desc")
       .orderBy("id", "desc")
       .limit(page.limit)

@@ -9,6 +9,7 @@ import {
   type PayoutStatus,
   type TransferKindName,
 } from "../../domain/payout-state.ts";
+import { columnList, columnsOf } from "../../platform/db/columns.ts";
 import type { Fence } from "../../platform/db/fences.ts";
 import { oldestFirst } from "../../platform/db/page.ts";
 import type { DatabaseSchema, PayoutsTable } from "../../platform/db/schema.ts";
@@ -18,6 +19,37 @@ import { outboxCtesFrom } from "../webhooks/outbox.ts";
 import { type BreakerColumns, breakerFromColumns, toBreakerState } from "./breaker-repo.ts";
 
 export type TransferRow = Selectable<PayoutsTable>;
+
+/** A transfer's whole row (payouts, every kind), named column by column (platform/db/columns.ts). */
+export const TRANSFER_COLUMNS = columnsOf<PayoutsTable>({
+  id: true,
+  workspace_id: true,
+  environment: true,
+  idempotency_key: true,
+  status: true,
+  token_symbol: true,
+  amount: true,
+  destination_address: true,
+  from_address: true,
+  wallet_type: true,
+  description: true,
+  metadata: true,
+  tx_hash: true,
+  user_op_hash: true,
+  error: true,
+  created_at: true,
+  completed_at: true,
+  user_operation: true,
+  lease_expires_at: true,
+  send_claimed_at: true,
+  kind: true,
+  payment_id: true,
+  unmatched_transfer_id: true,
+  reason: true,
+  gas_limit: true,
+  network: true,
+});
+
 type Db = Kysely<DatabaseSchema>;
 export type Scope = { workspaceId: string; environment: Environment };
 
@@ -75,12 +107,12 @@ export function requestedColumns(payout: NewTransfer) {
 }
 
 export async function findById(db: Db, id: string): Promise<TransferRow | undefined> {
-  return db.selectFrom("payouts").selectAll().where("id", "=", id).executeTakeFirst();
+  return db.selectFrom("payouts").select(TRANSFER_COLUMNS).where("id", "=", id).executeTakeFirst();
 }
 
 /** A transfer of the scope by id, any kind. */
 export async function findInScope(db: Db, scope: Scope, id: string): Promise<TransferRow | undefined> {
-  return db.selectFrom("payouts").selectAll().where(idInScope(scope, id)).executeTakeFirst();
+  return db.selectFrom("payouts").select(TRANSFER_COLUMNS).where(idInScope(scope, id)).executeTakeFirst();
 }
 
 /** Transfers of the scope among `ids`, any kind. */
@@ -88,7 +120,7 @@ export async function findAllInScope(db: Db, scope: Scope, ids: readonly string[
   if (ids.length === 0) return [];
   return db
     .selectFrom("payouts")
-    .selectAll()
+    .select(TRANSFER_COLUMNS)
     .where("id", "in", ids)
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment)
@@ -110,7 +142,7 @@ export async function transfersFor(
     .where("payment_id", "=", paymentId)
     .where("kind", "=", kind);
   return oldestFirst(
-    base.selectAll(),
+    base.select(TRANSFER_COLUMNS),
     base.select((eb) => eb.fn.countAll().as("total")),
     page,
   );
@@ -146,7 +178,7 @@ export async function findByIdempotencyKey(
 ): Promise<TransferRow | undefined> {
   return db
     .selectFrom("payouts")
-    .selectAll()
+    .select(TRANSFER_COLUMNS)
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment)
     .where("idempotency_key", "=", key)
@@ -163,7 +195,7 @@ export async function finishPayout(
     .set({ status: outcome.status, tx_hash: outcome.txHash, error: outcome.error, completed_at: outcome.at })
     .where("id", "=", id)
     .where("status", "=", OPEN_PAYOUT)
-    .returningAll()
+    .returning(TRANSFER_COLUMNS)
     .executeTakeFirst();
 }
 
@@ -209,9 +241,10 @@ export async function completePayouts(
       SET status = ${sql.lit(COMPLETED_PAYOUT)}, tx_hash = req.tx_hash, error = NULL, completed_at = req.completed_at
       FROM req
       WHERE p.id = req.id AND p.status = ${sql.lit(OPEN_PAYOUT)}
-      RETURNING p.*, req.payload, req.event
+      RETURNING ${columnList(TRANSFER_COLUMNS, "p")}, req.payload, req.event
     )${outbox}
-    SELECT done.*, b.status AS breaker_status, b.fail_streak AS breaker_fail_streak,
+    SELECT ${columnList(TRANSFER_COLUMNS, "done")}, done.payload, done.event,
+           b.status AS breaker_status, b.fail_streak AS breaker_fail_streak,
            b.paused_at AS breaker_paused_at, b.reason AS breaker_reason
     FROM done
     LEFT JOIN payout_breakers b ON b.workspace_id = done.workspace_id AND b.environment = done.environment`.execute(

@@ -14,6 +14,7 @@ import { SANDBOX_A } from "../../chain/simulated/networks.ts";
 import { CircuitBreakerOpen, InsufficientBalance } from "../../domain/errors.ts";
 import type { Fence } from "../../platform/db/fences.ts";
 import type { TransferOrder, TransferOutcome } from "./order.ts";
+import { TRANSFER_COLUMNS } from "./repo.ts";
 
 // TransfersService.run end to end on the sandbox (send → finish): the real app and database, money
 // on the simulated ledger, the ledger's failure address for failures the breaker counts.
@@ -45,9 +46,9 @@ function orderOf(ws: CreatedWorkspace, amount: bigint, extra: Partial<TransferOr
 const run = (order: TransferOrder) => t.app.services.transfers.run(order);
 const balance = (address: string) => t.app.services.ledger.balance("sandbox-a", address, "USDC");
 const rowOf = (id: string) =>
-  t.database.db.selectFrom("payouts").selectAll().where("id", "=", id).executeTakeFirst();
+  t.database.db.selectFrom("payouts").select(TRANSFER_COLUMNS).where("id", "=", id).executeTakeFirst();
 const rowsOf = (ws: CreatedWorkspace) =>
-  t.database.db.selectFrom("payouts").selectAll().where("workspace_id", "=", ws.id).execute();
+  t.database.db.selectFrom("payouts").select(TRANSFER_COLUMNS).where("workspace_id", "=", ws.id).execute();
 
 type Event = { type: string; payload: Record<string, unknown> };
 async function events(ws: CreatedWorkspace): Promise<Event[]> {

@@ -2,11 +2,12 @@ import { type Kysely, sql } from "kysely";
 import { type LedgerTransfer, SimulatedLedger, type TransferOutcome } from "../../chain/simulated/ledger.ts";
 import type { BreakerState } from "../../domain/circuit-breaker.ts";
 import { COMPLETED_PAYOUT, OPEN_PAYOUT } from "../../domain/payout-state.ts";
+import { columnList } from "../../platform/db/columns.ts";
 import { claimCtes } from "../../platform/db/idempotency.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 import { outboxCtesFrom } from "../webhooks/outbox.ts";
 import { type BreakerColumns, breakerFromColumns } from "./breaker-repo.ts";
-import { type NewTransfer, PAYOUT_KEY_SCOPE, type TransferRow } from "./repo.ts";
+import { type NewTransfer, PAYOUT_KEY_SCOPE, TRANSFER_COLUMNS, type TransferRow } from "./repo.ts";
 
 // SQL of sandbox payouts (D3): recorded, paid from the simulated ledger and completed, with the
 // claim of their idempotencyKeys and their events, in one statement (sandbox-payouts.ts).
@@ -93,10 +94,10 @@ export async function recordSandboxPayouts(
       FROM payout_req p JOIN transfer_decided d ON d.pos = p.pos
       WHERE d.outcome <> 'insufficient'
         AND (p.idempotency_key IS NULL OR p.id IN (SELECT resource_id FROM claimed))
-      RETURNING *
+      RETURNING ${columnList(TRANSFER_COLUMNS)}
     ),
     applied AS (
-      SELECT d.* FROM transfer_decided d
+      SELECT ${columnList(SimulatedLedger.DECIDED_COLUMNS, "d")} FROM transfer_decided d
       JOIN payout_req p ON p.pos = d.pos
       JOIN inserted i ON i.id = p.id
     ),
@@ -105,7 +106,8 @@ export async function recordSandboxPayouts(
       SELECT i.workspace_id, i.environment, p.event, p.payload
       FROM inserted i JOIN payout_req p ON p.id = i.id
       WHERE i.status = ${sql.lit(COMPLETED_PAYOUT)} AND p.event IS NOT NULL`)}
-    SELECT i.*, p.pos::text AS request_pos, d.outcome AS transfer_outcome, d.balance::text AS transfer_balance,
+    SELECT ${columnList(TRANSFER_COLUMNS, "i")},
+           p.pos::text AS request_pos, d.outcome AS transfer_outcome, d.balance::text AS transfer_balance,
            b.status AS breaker_status, b.fail_streak AS breaker_fail_streak,
            b.paused_at AS breaker_paused_at, b.reason AS breaker_reason
     FROM payout_req p

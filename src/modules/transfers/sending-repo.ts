@@ -4,7 +4,7 @@ import * as sent from "../../chain/sent-transactions.ts";
 import type { Committed } from "../../domain/payout-funds.ts";
 import { OPEN_PAYOUT, PAYOUT_TRANSITIONS } from "../../domain/payout-state.ts";
 import type { Db } from "../../platform/db/database.ts";
-import { type NewTransfer, requestedColumns, type TransferRow } from "./repo.ts";
+import { type NewTransfer, requestedColumns, TRANSFER_COLUMNS, type TransferRow } from "./repo.ts";
 
 // The SQL of live payouts on their way out: the balance reservation every instance sees, the
 // lease of the instance sending a payout, and what the reconciler may take over.
@@ -87,7 +87,7 @@ export async function insertPayout(trx: Db, payout: NewTransfer, gasUnits?: bigi
       created_at: payout.createdAt,
       lease_expires_at: lease,
     })
-    .returningAll()
+    .returning(TRANSFER_COLUMNS)
     .executeTakeFirstOrThrow();
 }
 
@@ -154,7 +154,7 @@ export async function releaseLease(db: Db, id: string): Promise<void> {
 export async function unownedProcessing(db: Db, on: OnNetwork): Promise<TransferRow[]> {
   return db
     .selectFrom("payouts")
-    .selectAll()
+    .select(TRANSFER_COLUMNS)
     .where("environment", "=", on.environment)
     .where("network", "=", on.id)
     .where("status", "=", OPEN_PAYOUT)
@@ -182,6 +182,6 @@ export async function failNeverSent(
     .where("send_claimed_at", "is", null)
     .where("user_operation", "is", null)
     .where((eb) => eb.or([eb("lease_expires_at", "is", null), eb("lease_expires_at", "<", sql<Date>`now()`)]))
-    .returningAll()
+    .returning(TRANSFER_COLUMNS)
     .executeTakeFirst();
 }

@@ -1,5 +1,6 @@
 import { type Kysely, type Selectable, sql } from "kysely";
 import type { Environment } from "../../config.ts";
+import { type Columns, columnsOf } from "../../platform/db/columns.ts";
 import { newestFirst } from "../../platform/db/page.ts";
 import type {
   DatabaseSchema,
@@ -12,19 +13,49 @@ import { applyAttempts } from "./health.ts";
 export type EndpointRow = Selectable<WebhookEndpointsTable>;
 export type DeliveryRow = Selectable<WebhookDeliveriesTable>;
 
+/** A registration's and a delivery's whole rows, named column by column (platform/db/columns.ts). */
+export const ENDPOINT_COLUMNS = columnsOf<WebhookEndpointsTable>({
+  id: true,
+  workspace_id: true,
+  environment: true,
+  url: true,
+  events: true,
+  encrypted_secret: true,
+  active: true,
+  failing_since: true,
+  disabled_reason: true,
+  created_at: true,
+  deleted_at: true,
+});
+
+export const DELIVERY_COLUMNS = columnsOf<WebhookDeliveriesTable>({
+  id: true,
+  endpoint_id: true,
+  outbox_event_id: true,
+  event_type: true,
+  status: true,
+  attempts: true,
+  next_attempt_at: true,
+  locked_until: true,
+  last_response_code: true,
+  last_error: true,
+  created_at: true,
+  delivered_at: true,
+});
+
 /** What a delivery shows of itself (the delivery log, a payment's history, a test event). */
-export type DeliveryFields = Pick<
-  DeliveryRow,
-  | "id"
-  | "event_type"
-  | "status"
-  | "attempts"
-  | "last_response_code"
-  | "last_error"
-  | "next_attempt_at"
-  | "created_at"
-  | "delivered_at"
->;
+export const DELIVERY_FIELDS = [
+  "id",
+  "event_type",
+  "status",
+  "attempts",
+  "last_response_code",
+  "last_error",
+  "next_attempt_at",
+  "created_at",
+  "delivered_at",
+] as const satisfies Columns<WebhookDeliveriesTable>;
+export type DeliveryFields = Pick<DeliveryRow, (typeof DELIVERY_FIELDS)[number]>;
 type Scope = { workspaceId: string; environment: Environment };
 
 export async function insertEndpoint(
@@ -41,14 +72,14 @@ export async function insertEndpoint(
       events: JSON.stringify(values.events),
       encrypted_secret: values.encryptedSecret,
     })
-    .returningAll()
+    .returning(ENDPOINT_COLUMNS)
     .executeTakeFirstOrThrow();
 }
 
 export async function listEndpoints(db: Kysely<DatabaseSchema>, scope: Scope): Promise<EndpointRow[]> {
   return db
     .selectFrom("webhook_endpoints")
-    .selectAll()
+    .select(ENDPOINT_COLUMNS)
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment)
     .where("deleted_at", "is", null)
@@ -63,7 +94,7 @@ export async function findEndpoint(
 ): Promise<EndpointRow | undefined> {
   return db
     .selectFrom("webhook_endpoints")
-    .selectAll()
+    .select(ENDPOINT_COLUMNS)
     .where(idInScope(scope, id))
     .where("deleted_at", "is", null)
     .executeTakeFirst();
@@ -99,7 +130,7 @@ export async function listDeliveries(
 ): Promise<{ rows: DeliveryRow[]; total: number }> {
   const base = db.selectFrom("webhook_deliveries").where("endpoint_id", "=", endpointId);
   return newestFirst(
-    base.selectAll(),
+    base.select(DELIVERY_COLUMNS),
     base.select((eb) => eb.fn.countAll().as("total")),
     page,
   );
@@ -117,7 +148,7 @@ export async function requeueDelivery(
     .set({ status: "pending", next_attempt_at: at, locked_until: null })
     .where("id", "=", deliveryId)
     .where("endpoint_id", "=", endpointId)
-    .returningAll()
+    .returning(DELIVERY_COLUMNS)
     .executeTakeFirst();
 }
 

@@ -1,7 +1,8 @@
 import { type Kysely, sql } from "kysely";
+import { columnList } from "../../platform/db/columns.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
-import type { DeliveryFields } from "./repo.ts";
+import { DELIVERY_FIELDS, type DeliveryFields } from "./repo.ts";
 
 // The dashboard's "Send test event": one outbox event of kind `webhook.test` and one delivery to
 // the chosen registration only (not fanned out, whatever the registration subscribed to), both
@@ -43,10 +44,9 @@ export async function insertTestEvent(
     test_delivery AS (
       INSERT INTO webhook_deliveries (endpoint_id, outbox_event_id, event_type)
       SELECT endpoint.id, test_event.id, ${TEST_EVENT} FROM endpoint, test_event
-      RETURNING id, event_type, status, attempts, last_response_code, last_error, next_attempt_at,
-                created_at, delivered_at
+      RETURNING ${columnList(DELIVERY_FIELDS)}
     )
-    SELECT endpoint.active, d.*
+    SELECT endpoint.active, ${columnList(DELIVERY_FIELDS, "d")}
     FROM endpoint LEFT JOIN test_delivery d ON true
   `.execute(db);
   const row = result.rows[0];

@@ -1,6 +1,19 @@
 import { type Kysely, sql } from "kysely";
 import type { Environment } from "../../config.ts";
-import type { DatabaseSchema, WorkspaceRow } from "../../platform/db/schema.ts";
+import { columnsOf } from "../../platform/db/columns.ts";
+import type { DatabaseSchema, WorkspaceRow, WorkspacesTable } from "../../platform/db/schema.ts";
+
+/** A workspace's whole row, named column by column (platform/db/columns.ts). */
+export const WORKSPACE_COLUMNS = columnsOf<WorkspacesTable>({
+  id: true,
+  name: true,
+  settlement_address: true,
+  live_default_wallet_type: true,
+  admin_email: true,
+  admin_password_hash: true,
+  created_at: true,
+  sandbox_default_wallet_type: true,
+});
 
 export interface WalletRecord {
   id: string;
@@ -26,7 +39,7 @@ export async function insertWorkspace(
       admin_email: values.adminEmail,
       admin_password_hash: values.adminPasswordHash,
     })
-    .returningAll()
+    .returning(WORKSPACE_COLUMNS)
     .executeTakeFirstOrThrow();
 }
 
@@ -61,7 +74,7 @@ export async function findWorkspace(
   db: Kysely<DatabaseSchema>,
   id: string,
 ): Promise<WorkspaceRow | undefined> {
-  return db.selectFrom("workspaces").selectAll().where("id", "=", id).executeTakeFirst();
+  return db.selectFrom("workspaces").select(WORKSPACE_COLUMNS).where("id", "=", id).executeTakeFirst();
 }
 
 export async function findWallets(db: Kysely<DatabaseSchema>, workspaceId: string): Promise<WalletRecord[]> {

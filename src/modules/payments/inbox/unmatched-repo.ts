@@ -2,6 +2,7 @@ import { type CompiledQuery, type RawBuilder, type Selectable, sql } from "kysel
 import type { OnNetwork } from "../../../chain/network.ts";
 import type { Environment } from "../../../config.ts";
 import { UNMATCHED_TRANSITIONS, type UnmatchedTrigger } from "../../../domain/unmatched-state.ts";
+import { columnList, columnsOf } from "../../../platform/db/columns.ts";
 import type { Db } from "../../../platform/db/database.ts";
 import { newestFirst } from "../../../platform/db/page.ts";
 import type { UnmatchedTransfersTable } from "../../../platform/db/schema.ts";
@@ -14,6 +15,28 @@ import { idInScope } from "../../../platform/db/scope.ts";
 export const UNMATCHED_REASON = "no pending payment for this token and amount at this address";
 
 export type UnmatchedRow = Selectable<UnmatchedTransfersTable>;
+
+/** An unmatched transfer's whole row, named column by column (platform/db/columns.ts). */
+export const UNMATCHED_COLUMNS = columnsOf<UnmatchedTransfersTable>({
+  id: true,
+  workspace_id: true,
+  environment: true,
+  token_symbol: true,
+  amount: true,
+  from_address: true,
+  to_address: true,
+  tx_hash: true,
+  log_index: true,
+  block_number: true,
+  reason: true,
+  created_at: true,
+  status: true,
+  payment_id: true,
+  resolved_at: true,
+  network: true,
+  confirmed_at: true,
+});
+
 type Scope = { workspaceId: string; environment: Environment };
 
 /** An unmatched transfer of the scope; `forUpdate` locks it for an action. */
@@ -23,7 +46,7 @@ export async function findUnmatched(
   id: string,
   forUpdate = false,
 ): Promise<UnmatchedRow | undefined> {
-  let query = db.selectFrom("unmatched_transfers").selectAll().where(idInScope(scope, id));
+  let query = db.selectFrom("unmatched_transfers").select(UNMATCHED_COLUMNS).where(idInScope(scope, id));
   if (forUpdate) query = query.forUpdate();
   return query.executeTakeFirst();
 }
@@ -35,7 +58,7 @@ export async function moveUnmatched(
   trigger: UnmatchedTrigger,
   changes: { payment_id?: string | null; resolved_at: Date | null },
 ): Promise<UnmatchedRow | undefined> {
-  return moved(db, trigger, changes).where("id", "=", id).returningAll().executeTakeFirst();
+  return moved(db, trigger, changes).where("id", "=", id).returning(UNMATCHED_COLUMNS).executeTakeFirst();
 }
 
 /** The compare-and-set of `trigger`: `to` from `from`, as the transition table says. */
@@ -78,7 +101,7 @@ export async function dropAttached(db: Db, paymentIds: readonly string[]): Promi
     .set({ status: rule.to, payment_id: null, resolved_at: null, confirmed_at: null })
     .where("payment_id", "in", [...paymentIds])
     .where("status", "=", rule.from)
-    .returningAll()
+    .returning(UNMATCHED_COLUMNS)
     .execute();
 }
 
@@ -90,7 +113,7 @@ export async function lockOfTransaction(
 ): Promise<UnmatchedRow[]> {
   return db
     .selectFrom("unmatched_transfers")
-    .selectAll()
+    .select(UNMATCHED_COLUMNS)
     .where("environment", "=", on.environment)
     .where("network", "=", on.id)
     .where("tx_hash", "=", transfer.txHash)
@@ -122,13 +145,13 @@ export async function moveUnmatchedOfTransaction(
     .where((eb) => eb(eb.fn("lower", ["to_address"]), "=", transfer.to))
     .where("token_symbol", "=", transfer.token)
     .where("status", "=", rule.from)
-    .returningAll()
+    .returning(UNMATCHED_COLUMNS)
     .execute();
 }
 
 /**
  * A sandbox payer's transfer (D19), recorded in the inbox as the watcher records a live one, final
- * at once (the ledger does not reorganise): an INSERT … RETURNING * for the caller's statement.
+ * at once (the ledger does not reorganise): an INSERT returning its row for the caller's statement.
  */
 export function insertUnmatchedQuery(row: {
   workspaceId: string;
@@ -146,7 +169,7 @@ export function insertUnmatchedQuery(row: {
                                      to_address, tx_hash, log_index, block_number, reason, confirmed_at)
     VALUES (${row.workspaceId}, ${row.environment}, ${row.network}, ${row.tokenSymbol}, ${row.amount.toString()}::numeric,
             ${row.fromAddress}, ${row.toAddress}, ${row.txHash}, 0, 0, ${row.reason}, now())
-    RETURNING *`;
+    RETURNING ${columnList(UNMATCHED_COLUMNS)}`;
 }
 
 /** A page of the scope's inbox, newest first, with the total. */
@@ -156,7 +179,7 @@ export async function listUnmatched(db: Db, scope: Scope, page: { limit: number;
     .where("workspace_id", "=", scope.workspaceId)
     .where("environment", "=", scope.environment);
   return newestFirst(
-    base.selectAll(),
+    base.select(UNMATCHED_COLUMNS),
     base.select((eb) => eb.fn.countAll().as("total")),
     page,
   );
@@ -169,7 +192,7 @@ export async function listUnmatched(db: Db, scope: Scope, page: { limit: number;
 export async function unconfirmedInbox(db: Db, on: OnNetwork, limit: number): Promise<UnmatchedRow[]> {
   return db
     .selectFrom("unmatched_transfers")
-    .selectAll()
+    .select(UNMATCHED_COLUMNS)
     .where("environment", "=", on.environment)
     .where("network", "=", on.id)
     .where("confirmed_at", "is", null)
@@ -225,7 +248,7 @@ export async function recordInboxCheck(
       : await moved(trx, "dropped_by_reorg", { resolved_at: null })
           .where("id", "in", check.drop)
           .where("confirmed_at", "is", null)
-          .returningAll()
+          .returning(UNMATCHED_COLUMNS)
           .execute();
   const reopen = UNMATCHED_TRANSITIONS.mined_again;
   const reopened =
@@ -236,7 +259,7 @@ export async function recordInboxCheck(
             UPDATE unmatched_transfers u SET status = ${reopen.to}, block_number = c.block
             FROM ${placed(check.reopen)}
             WHERE u.id = c.id AND u.status = ${reopen.from}
-            RETURNING u.*`.execute(trx)
+            RETURNING ${columnList(UNMATCHED_COLUMNS, "u")}`.execute(trx)
         ).rows;
   return { dropped, reopened };
 }

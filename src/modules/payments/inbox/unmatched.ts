@@ -27,6 +27,7 @@ import {
   type UnmatchedStatus,
 } from "../../../domain/unmatched-state.ts";
 import { isAddress, isPlainObject, isUuid } from "../../../domain/validation.ts";
+import { columnList } from "../../../platform/db/columns.ts";
 import type { Db } from "../../../platform/db/database.ts";
 import type { Fence } from "../../../platform/db/fences.ts";
 import type { Tenant } from "../../../platform/http/auth.ts";
@@ -339,7 +340,7 @@ export class UnmatchedInbox {
         txHash: sandboxTxHash(reference),
         reason: unmatchedRepo.UNMATCHED_REASON,
       })})
-      SELECT * FROM inbox`.execute(this.#ctx.db);
+      SELECT ${columnList(unmatchedRepo.UNMATCHED_COLUMNS)} FROM inbox`.execute(this.#ctx.db);
     const transfer = row.rows[0];
     if (!transfer) throw new Error("the sandbox transfer was not recorded");
     return { transfer: toUnmatchedView(transfer) };

@@ -4,7 +4,9 @@ import * as sent from "../../../chain/sent-transactions.ts";
 import { UNSETTLED_STATUSES } from "../../../domain/payment-state.ts";
 import { firstClaim } from "../../../domain/transfer-claim.ts";
 import type { UnsettledPayment } from "../../../domain/unsettled-payments.ts";
+import { columnList } from "../../../platform/db/columns.ts";
 import type { DatabaseSchema, PaymentRow } from "../../../platform/db/schema.ts";
+import { PAYMENT_COLUMNS } from "../columns.ts";
 import { payableOn } from "../repo.ts";
 import type { BatchTransition } from "../transitions.ts";
 
@@ -22,7 +24,7 @@ const PAYMENT = firstClaim({ named: false, paired: true });
 export async function readCursor(db: Db, on: OnNetwork): Promise<{ block: bigint; hash: string } | null> {
   const row = await db
     .selectFrom("chain_cursors")
-    .selectAll()
+    .select(["block_number", "block_hash"])
     .where("environment", "=", on.environment)
     .where("network", "=", on.id)
     .executeTakeFirst();
@@ -118,7 +120,9 @@ export async function matchTransfers(
                              claim, position)
     ),
     fresh AS (
-      SELECT o.*, lower(o.to_address) AS address,
+      SELECT o.tx_hash, o.log_index, o.block_number, o.block_hash, o.token_symbol, o.amount,
+             o.from_address, o.to_address, o.workspace_id, o.ordinal, o.matchable, o.reason, o.claim,
+             o.position, lower(o.to_address) AS address,
              row_number() OVER (PARTITION BY lower(o.to_address), o.token_symbol, o.amount, o.matchable
                                 ORDER BY o.position) AS rank
       FROM observed o
@@ -170,7 +174,8 @@ export async function matchTransfers(
       RETURNING tx_hash, log_index, claim
     ),
     mine AS (
-      SELECT f.*, c.claim AS claimed_as, pr.payment_id
+      SELECT f.position, f.tx_hash, f.log_index, f.block_number, f.block_hash, f.token_symbol, f.amount,
+             f.from_address, f.to_address, f.workspace_id, f.reason, c.claim AS claimed_as, pr.payment_id
       FROM fresh f
       JOIN claimed c USING (tx_hash, log_index)
       LEFT JOIN paired pr USING (position)
@@ -188,7 +193,7 @@ export async function matchTransfers(
           updated_at = ${now}
       FROM mine m
       WHERE p.id = m.payment_id AND m.claimed_as = ${sql.lit(PAYMENT)} AND p.status = ${sql.lit(rule.from)}
-      RETURNING p.*
+      RETURNING ${columnList(PAYMENT_COLUMNS, "p")}
     ),
     unmatched AS (
       INSERT INTO unmatched_transfers (workspace_id, environment, network, token_symbol, amount, from_address,
@@ -198,7 +203,8 @@ export async function matchTransfers(
       FROM mine m
       WHERE m.claimed_as = ${sql.lit(INBOX)}
     )
-    SELECT (m.position - 1)::int AS transfer_index, d.id IS NOT NULL AS matched, d.*
+    SELECT (m.position - 1)::int AS transfer_index, d.id IS NOT NULL AS matched,
+           ${columnList(PAYMENT_COLUMNS, "d")}
     FROM mine m
     LEFT JOIN detected d ON d.detected_tx_hash = m.tx_hash AND d.detected_log_index = m.log_index
     ORDER BY m.position
@@ -247,7 +253,7 @@ export async function confirmDetections(
     FROM ${checkedColumns(detections)}
     WHERE p.id = c.payment_id AND p.status = ${sql.lit(rule.from)}
       AND p.detected_tx_hash = c.tx_hash AND p.detected_log_index = c.log_index
-    RETURNING p.*
+    RETURNING ${columnList(PAYMENT_COLUMNS, "p")}
   `.execute(trx);
   return result.rows;
 }
@@ -280,7 +286,7 @@ export async function paymentsInStatus(
 ): Promise<PaymentRow[]> {
   return db
     .selectFrom("payments")
-    .selectAll()
+    .select(PAYMENT_COLUMNS)
     .where("environment", "=", on.environment)
     .where("network", "=", on.id)
     .where("status", "=", status)

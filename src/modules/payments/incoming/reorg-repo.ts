@@ -1,8 +1,10 @@
 import { sql } from "kysely";
 import type { OnNetwork } from "../../../chain/network.ts";
 import { splitFee } from "../../../domain/money.ts";
+import { columnList } from "../../../platform/db/columns.ts";
 import type { Db } from "../../../platform/db/database.ts";
 import type { PaymentRow } from "../../../platform/db/schema.ts";
+import { PAYMENT_COLUMNS } from "../columns.ts";
 import * as unmatchedRepo from "../inbox/unmatched-repo.ts";
 import type { BatchTransition } from "../transitions.ts";
 import * as claims from "./claims-repo.ts";
@@ -61,7 +63,8 @@ export async function revertDetections(
     ) AS r(payment_id, tx_hash, log_index, fee, net)
     WHERE p.id = r.payment_id AND p.status = ${sql.lit(rule.from)}
       AND p.detected_tx_hash = r.tx_hash AND p.detected_log_index = r.log_index
-    RETURNING p.*, r.tx_hash AS released_tx_hash, r.log_index AS released_log_index
+    RETURNING ${columnList(PAYMENT_COLUMNS, "p")}, r.tx_hash AS released_tx_hash,
+              r.log_index AS released_log_index
   `.execute(trx);
   const reverted = result.rows.map(({ released_tx_hash, released_log_index, ...payment }) => ({
     payment,

@@ -5,6 +5,7 @@ import type { Db } from "../../../platform/db/database.ts";
 import type { Fence } from "../../../platform/db/fences.ts";
 import { newestFirst } from "../../../platform/db/page.ts";
 import type { PaymentRow } from "../../../platform/db/schema.ts";
+import { PAYMENT_COLUMNS } from "../columns.ts";
 
 // The SQL of settlement on the payment's row: the row under lock, and the fences of a settlement's
 // record (the transfer that settles it names it in the transaction that records the transfer;
@@ -12,7 +13,12 @@ import type { PaymentRow } from "../../../platform/db/schema.ts";
 
 /** The payment, locked for the caller's transaction. */
 export async function lockPayment(trx: Db, paymentId: string): Promise<PaymentRow | undefined> {
-  return trx.selectFrom("payments").selectAll().where("id", "=", paymentId).forUpdate().executeTakeFirst();
+  return trx
+    .selectFrom("payments")
+    .select(PAYMENT_COLUMNS)
+    .where("id", "=", paymentId)
+    .forUpdate()
+    .executeTakeFirst();
 }
 
 /** A payment due for settlement; `legs_recorded`: transactions are recorded under it (before migration 030). */
@@ -23,7 +29,7 @@ export type DuePayment = PaymentRow & { legs_recorded: boolean };
 export async function due(db: Db, on: OnNetwork, status: string, limit: number): Promise<DuePayment[]> {
   return db
     .selectFrom("payments")
-    .selectAll()
+    .select(PAYMENT_COLUMNS)
     .select(recordedForPayment(sql.ref("payments.id")).as("legs_recorded"))
     .where("environment", "=", on.environment)
     .where("network", "=", on.id)
@@ -111,7 +117,7 @@ export async function listSettled(
     .where("settlement_id", "is not", null);
   if (filter.paymentId) base = base.where("id", "=", filter.paymentId);
   return newestFirst(
-    base.selectAll(),
+    base.select(PAYMENT_COLUMNS),
     base.select((eb) => eb.fn.countAll<string>().as("total")),
     filter,
     "settled_at",
@@ -120,5 +126,9 @@ export async function listSettled(
 
 /** The payment that carries settlement `settlementId`, of any tenant: the caller checks whose. */
 export async function findSettled(db: Db, settlementId: string): Promise<PaymentRow | undefined> {
-  return db.selectFrom("payments").selectAll().where("settlement_id", "=", settlementId).executeTakeFirst();
+  return db
+    .selectFrom("payments")
+    .select(PAYMENT_COLUMNS)
+    .where("settlement_id", "=", settlementId)
+    .executeTakeFirst();
 }

@@ -1,0 +1,55 @@
+import { columnsOf } from "../../platform/db/columns.ts";
+import type { PaymentsTable } from "../../platform/db/schema.ts";
+
+// The payments table's columns, every one (platform/db/columns.ts), in the table's order
+// (SELECT * returned them so): what the module's repos select and return where they want the
+// whole row. Apart from repo.ts to keep each file small.
+
+/** A payment's whole row (PaymentRow), named column by column. */
+export const PAYMENT_COLUMNS = columnsOf<PaymentsTable>({
+  id: true,
+  workspace_id: true,
+  environment: true,
+  status: true,
+  payment_method: true,
+  payment_provider: true,
+  token_symbol: true,
+  gross_amount: true,
+  fee_amount: true,
+  net_amount: true,
+  merchant_wallet: true,
+  wallet_type: true,
+  receiving_address: true,
+  description: true,
+  metadata: true,
+  return_url: true,
+  cancel_url: true,
+  expires_at: true,
+  card_checkout_session_id: true,
+  checkout_url: true,
+  last_payment_error: true,
+  created_at: true,
+  updated_at: true,
+  detected_tx_hash: true,
+  detected_log_index: true,
+  detected_block: true,
+  detected_block_hash: true,
+  payer_address: true,
+  detected_at: true,
+  confirmed_at: true,
+  settlement_net_tx_hash: true,
+  settlement_fee_tx_hash: true,
+  forwarded_at: true,
+  failure_reason: true,
+  settlement_user_op_hash: true,
+  settlement_user_operation: true,
+  split_snapshot: true,
+  settlement_id: true,
+  settled_at: true,
+  settlement: true,
+  amount_received: true,
+  refunded_amount: true,
+  settlement_transfer_id: true,
+  network: true,
+  networks: true,
+});
