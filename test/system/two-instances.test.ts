@@ -52,7 +52,7 @@ let dropDatabase: (() => Promise<void>) | undefined;
 let a: ServiceProcess;
 let b: ServiceProcess;
 let chain: PublicClient;
-let fund: DevnetClients["fund"];
+let credit: DevnetClients["credit"];
 let sendUsdc: DevnetClients["sendUsdc"];
 let usdcBalance: DevnetClients["usdcBalance"];
 
@@ -129,7 +129,7 @@ describe.skipIf(!process.env.DATABASE_URL)("two instances on one PostgreSQL and 
     database = await openDatabase({ databaseUrl: fresh.url, poolSize: 4 });
     await untilDefined("A to lead the chain job", async () => (await chainLease()) ?? undefined, 30_000);
     b = await startService(env);
-    ({ chain, fund, sendUsdc, usdcBalance } = devnetClients(devnet));
+    ({ chain, credit, sendUsdc, usdcBalance } = devnetClients(devnet));
   }, 180_000);
 
   afterAll(async () => {
@@ -141,7 +141,7 @@ describe.skipIf(!process.env.DATABASE_URL)("two instances on one PostgreSQL and 
 
   it("40 concurrent payouts from one wallet over both instances: every one paid exactly once, as answered, and replayed with its txHash", async () => {
     const workspace = await createWorkspace(a, "Two instances payouts");
-    await fund(workspace.eoa, { USDC: String(PAYOUTS), ETH: "1" });
+    await credit(workspace.eoa, { USDC: String(PAYOUTS), ETH: "1" });
     await untilDefined(
       "the funding to be mined",
       async () => ((await usdcBalance(workspace.eoa)) === USDC(String(PAYOUTS)) ? true : undefined),
@@ -260,7 +260,7 @@ describe.skipIf(!process.env.DATABASE_URL)("two instances on one PostgreSQL and 
     const treasuryBefore = await usdcBalance(treasury);
     // The wallet holds money of its own besides the payments (for payouts, say): a settlement
     // sent twice would be paid from it instead of reverting for want of funds.
-    await fund(workspace.eoa, { USDC: "100" });
+    await credit(workspace.eoa, { USDC: "100" });
     const merchants = Array.from({ length: PAYMENTS }, () => randomAddress());
     const payments: Array<{ id: string; receivingAddress: string }> = [];
     for (const merchantWallet of merchants) {
