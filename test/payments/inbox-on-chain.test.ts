@@ -266,4 +266,16 @@ describe("an open transfer's money on a live wallet (issue 39)", () => {
     const rest = await payout("3");
     expect(rest.statusCode, rest.body).toBe(200);
   }, 60_000);
+
+  it("is released from the inbox's hold once attached: the payment's money from then on", async () => {
+    const ws = await createWorkspace(t);
+    const paymentId = await pendingPayment(ws, "4.00");
+    const { item } = await intoInbox(ws, await signedUsdcTransfer(ws, "3.5"));
+    const held = async () => (await api(ws, "GET", "/api/v1/wallet/balance")).json().eoa.held;
+    expect(await held()).toEqual({ USDC: "3.50" });
+    await mine(devnet, 2);
+    const attached = await attach(ws, item?.id, paymentId);
+    expect(attached.statusCode, attached.body).toBe(200);
+    expect(await held()).toBeUndefined();
+  }, 60_000);
 });
