@@ -61,7 +61,6 @@ function answerFirstBroadcast(answer: { error: { code: number; message: string }
 
 let devnet: Devnet;
 let chain: PublicClient;
-let fund: DevnetClients["fund"];
 let credit: DevnetClients["credit"];
 let usdcBalance: DevnetClients["usdcBalance"];
 /** Apps started, each with whether it opened its own database (closed after those sharing it). */
@@ -69,7 +68,7 @@ const opened: Array<{ app: TestApp; owner: boolean }> = [];
 
 beforeAll(async () => {
   devnet = await startDevnet();
-  ({ chain, fund, credit, usdcBalance } = devnetClients(devnet));
+  ({ chain, credit, usdcBalance } = devnetClients(devnet));
 }, 120_000);
 
 afterAll(async () => {
@@ -538,7 +537,7 @@ describe("a payment is settled once", () => {
     });
     expect(created.statusCode, created.body).toBe(201);
     const id = created.json().payment.id as string;
-    await fund(ws.eoaAddress, funds);
+    await devnetClients(devnet).fund(ws.eoaAddress, funds);
     // Arranged as the watcher leaves it once the transfer has its confirmations.
     await t.database.db.updateTable("payments").set({ status: "confirmed" }).where("id", "=", id).execute();
     return { ws, id, merchant };

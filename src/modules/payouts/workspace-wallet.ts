@@ -11,6 +11,7 @@ import {
   type TokenSymbol,
 } from "../../domain/money.ts";
 import { validateSandboxCredit } from "../../domain/sandbox-credit.ts";
+import { heldInbox } from "../../domain/unsettled-payments.ts";
 import { parseAmountField } from "../../domain/validation.ts";
 import { acrossNetworks, type StatusTotal } from "../../platform/db/status-totals.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
@@ -95,12 +96,8 @@ export class WorkspaceWalletService {
         tokens.forEach((t, i) => {
           balances[t] = formatAmount(values[i] ?? 0n, TOKEN_DECIMALS[t]);
         });
-        const byToken = new Map<TokenSymbol, bigint>();
-        for (const t of open) {
-          const token = t.token as TokenSymbol;
-          byToken.set(token, (byToken.get(token) ?? 0n) + t.amount);
-        }
-        for (const [token, amount] of byToken) held[token] = formatAmount(amount, TOKEN_DECIMALS[token]);
+        for (const [token, { amount }] of heldInbox(new Map(), open))
+          held[token] = formatAmount(amount, TOKEN_DECIMALS[token as TokenSymbol]);
       }
       // Only when something is held: a wallet's answer without inbox money is as it always was.
       return Object.keys(held).length > 0 ? { address, balances, held } : { address, balances };
