@@ -15,7 +15,7 @@ import {
 import { privateKeyToAccount } from "viem/accounts";
 import { TOKEN_DECIMALS } from "../domain/money.ts";
 import { type Bundler, deployAccountAbstraction, startBundler } from "./account-abstraction.ts";
-import { testTokenArtifact } from "./compile.ts";
+import { testTokenArtifact, testTokenWithAuthorizationArtifact } from "./compile.ts";
 import { registerDeployer, withDeployer } from "./deployer.ts";
 import { launch } from "./launcher.ts";
 import { type PaymasterService, startPaymasterService } from "./paymaster-service.ts";
@@ -25,7 +25,9 @@ import { deployUniswap, loadUniswapArtifacts } from "./uniswap.ts";
 
 // A local EVM chain for development and tests (D3, D13, D14): a Hardhat 3 node (EDR) run as a
 // child process on 127.0.0.1, mining a block every second and on each transaction, with the
-// service's test tokens deployed and a payer account holding plenty of each; optionally the
+// service's test tokens deployed and a payer account holding plenty of each (USDC with ERC-3009's
+// transferWithAuthorization, EIP-712 domain "USDC" version "2", as x402's `exact` scheme settles
+// it); optionally the
 // ERC-4337 stack too (D11): EntryPoint v0.8, SimpleAccountFactory, a verifying paymaster with the
 // ERC-7677 endpoint that signs for it (src/devnet/paymaster-service.ts), a bare sponsoring one and
 // an Alto bundler (src/devnet/account-abstraction.ts); optionally WETH9 and Uniswap v3 with seeded pools
@@ -70,7 +72,8 @@ export {
 
 /** The test tokens the devnet deploys, with the decimals the service's catalogue gives them. */
 export const TOKENS: Record<TokenSymbol, { name: string; decimals: number }> = {
-  USDC: { name: "USD Coin (devnet)", decimals: TOKEN_DECIMALS.USDC },
+  // Its name is its EIP-712 domain's name too (TestTokenWithAuthorization), as on Base Sepolia.
+  USDC: { name: "USDC", decimals: TOKEN_DECIMALS.USDC },
   ADAO: { name: "ADAO (devnet)", decimals: TOKEN_DECIMALS.ADAO },
   DAI: { name: "Dai Stablecoin (devnet)", decimals: TOKEN_DECIMALS.DAI },
 };
@@ -118,6 +121,12 @@ function wellKnown(index: number): DevnetAccount {
   return account;
 }
 
+/**
+ * The EIP-712 domain of the devnet's USDC (EIP-3009), without chainId and verifyingContract: what
+ * x402 payment requirements give as `extra` for it.
+ */
+export const USDC_EIP712 = { name: TOKENS.USDC.name, version: "2" } as const;
+
 /** Whole tokens minted to the payer at start, per token. */
 export const PAYER_TOKEN_BALANCE = 1_000_000_000n;
 
@@ -127,8 +136,13 @@ const MINT_ABI = parseAbi(["function mint(address to, uint256 amount)"]);
 
 export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> {
   const blockTimeMs = options.blockTimeMs ?? 1000;
-  const artifactPromise = testTokenArtifact(); // compiles (or loads the cache) while the node starts
-  artifactPromise.catch(() => {}); // awaited below; avoid an unhandled rejection meanwhile
+  // Compiled (or loaded from the cache) while the node starts; USDC alone has EIP-3009.
+  const artifactPromises = {
+    token: testTokenArtifact(),
+    usdc: testTokenWithAuthorizationArtifact(),
+  };
+  // Awaited below; no unhandled rejection meanwhile.
+  for (const p of Object.values(artifactPromises)) p.catch(() => {});
   const uniswapArtifacts = options.swaps ? loadUniswapArtifacts() : undefined; // likewise
   uniswapArtifacts?.catch(() => {});
 
@@ -198,11 +212,12 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
     });
 
     const deployStart = performance.now();
-    const artifact = await artifactPromise;
+    const artifacts = { token: await artifactPromises.token, usdc: await artifactPromises.usdc };
     const symbols = Object.keys(TOKENS) as TokenSymbol[];
     let nonce = await publicClient.getTransactionCount({ address: accounts.deployer.address });
     const deployHashes: Hash[] = [];
     for (const symbol of symbols) {
+      const artifact = symbol === "USDC" ? artifacts.usdc : artifacts.token;
       deployHashes.push(
         await deployer.deployContract({
           abi: artifact.abi,

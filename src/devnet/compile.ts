@@ -42,6 +42,14 @@ export function testTokenArtifact(): Promise<Artifact> {
   return compileContract("TestToken.sol", "TestToken");
 }
 
+/**
+ * The TestTokenWithAuthorization artifact: TestToken plus ERC-3009 (transferWithAuthorization, as
+ * USDC has it for x402), with the same constructor; its EIP-712 domain is (name, "2").
+ */
+export function testTokenWithAuthorizationArtifact(): Promise<Artifact> {
+  return compileContract("TestTokenWithAuthorization.sol", "TestTokenWithAuthorization");
+}
+
 /** The WETH9 artifact: wrapped ether on OpenZeppelin's ERC20 (deposit, withdraw, receive), no constructor arguments. */
 export function weth9Artifact(): Promise<Artifact> {
   return compileContract("WETH9.sol", "WETH9");
