@@ -50,6 +50,11 @@ export function testTokenWithAuthorizationArtifact(): Promise<Artifact> {
   return compileContract("TestTokenWithAuthorization.sol", "TestTokenWithAuthorization");
 }
 
+/** The Multicall3 artifact (devnet): Multicall3's aggregate, tryAggregate and aggregate3, no constructor arguments. */
+export function multicall3Artifact(): Promise<Artifact> {
+  return compileContract("Multicall3.sol", "Multicall3");
+}
+
 /** The WETH9 artifact: wrapped ether on OpenZeppelin's ERC20 (deposit, withdraw, receive), no constructor arguments. */
 export function weth9Artifact(): Promise<Artifact> {
   return compileContract("WETH9.sol", "WETH9");

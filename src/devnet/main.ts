@@ -1,12 +1,12 @@
 import { mkdir, rename, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { type Devnet, SEEDED_POOLS, startDevnet, USDC_EIP712 } from "./chain.ts";
+import { type Devnet, MULTICALL3_ADDRESS, SEEDED_POOLS, startDevnet, USDC_EIP712 } from "./chain.ts";
 import { envFileText, furtherNetworkId } from "./env-file.ts";
 
 // `npm run devnet`: local chains standing in for the live networks (D3, D11, D14, D22). Starts the
 // Hardhat node on DEVNET_PORT (default 8545) with the test tokens (USDC with EIP-3009, for x402),
-// the ERC-4337 contracts and Uniswap v3 with seeded pools (D16) deployed, an Alto bundler on
-// DEVNET_BUNDLER_PORT (default:
+// Multicall3 at its canonical address, the ERC-4337 contracts and Uniswap v3 with seeded pools
+// (D16) deployed, an Alto bundler on DEVNET_BUNDLER_PORT (default:
 // a free port; Alto binds 0.0.0.0) and the ERC-7677 paymaster service on DEVNET_PAYMASTER_PORT
 // (default: a free port on 127.0.0.1), in this process; then a second chain (chain id 31338, on the next port) with the
 // tokens, the ERC-4337 contracts and a bundler of its own (`--networks 1` starts the first alone;
@@ -129,6 +129,7 @@ async function main(): Promise<void> {
       `  USDC  ${tokens.USDC}  (6 decimals; EIP-3009, EIP-712 domain "${USDC_EIP712.name}" version "${USDC_EIP712.version}")`,
       `  ADAO  ${tokens.ADAO}  (18 decimals)`,
       `  DAI   ${tokens.DAI}  (18 decimals)`,
+      `  Multicall3  ${MULTICALL3_ADDRESS}`,
       "",
       `  treasury    ${accounts.treasury.address}`,
       `  gas funder  ${accounts.gasFunder.address}`,
