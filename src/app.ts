@@ -54,6 +54,9 @@ import { webhooksRoutes } from "./modules/webhooks/routes.ts";
 import { WebhooksService } from "./modules/webhooks/service.ts";
 import { workspacesRoutes } from "./modules/workspaces/routes.ts";
 import { WorkspacesService } from "./modules/workspaces/service.ts";
+import { x402Routes } from "./modules/x402/routes.ts";
+import { X402Service } from "./modules/x402/service.ts";
+import { FacilitatorWallets } from "./modules/x402/wallets.ts";
 import { InFlight } from "./platform/concurrency/in-flight.ts";
 import { type Db, poolStats } from "./platform/db/database.ts";
 import { registerAuth } from "./platform/http/auth.ts";
@@ -111,6 +114,7 @@ export interface App {
     cardRefunds: CardRefunds;
     swaps: SwapsService;
     onramp: OnrampService;
+    x402: X402Service;
   };
 }
 
@@ -237,6 +241,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     agentWallets,
     (tenant) => swaps.totals(tenant),
   );
+  const x402 = new X402Service(ctx, { workspaces, payments, ledger, wallets: new FacilitatorWallets(ctx) });
   const scrub = urlScrubber(deps.config);
   metrics.setSources({
     pausedWorkspaces: () => transfers.pausedWorkspaces(),
@@ -319,6 +324,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   await http.register(hostedPageRoutes(ctx, payments));
   await http.register(smartWalletRoutes(smartWallets));
   await http.register(agentsAndWalletsRoutes(agents, agentWallets));
+  await http.register(x402Routes(x402));
   await http.register(
     dashboardRoutes(ctx, {
       sessions,
@@ -363,6 +369,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
       cardRefunds,
       swaps,
       onramp,
+      x402,
     },
   };
 }

@@ -116,7 +116,11 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
       name: `gas-top-up.${network.environment}${suffix}`,
       intervalMs: GAS_TOP_UP_INTERVAL_MS,
       tick: async () => {
-        await topUpGas(network, config, sender, app.services.workspaces, ctx.log, ctx.metrics, {
+        const gasPayers = async () => [
+          ...(await app.services.workspaces.allEoaAddresses()),
+          ...(await app.services.x402.facilitatorAddresses()),
+        ];
+        await topUpGas(network, config, sender, gasPayers, ctx.log, ctx.metrics, {
           fences: [topUpJob.leaseFence()],
         });
       },

@@ -1,4 +1,5 @@
 import type { Environment } from "../config.ts";
+import type { X402SchemeFactory } from "./x402-scheme.ts";
 
 // The port the modules use to talk to an environment's network. One production implementation
 // (chain/evm, viem); the sandbox ledger (chain/simulated) arrives with payouts.
@@ -167,5 +168,7 @@ export interface Network {
   /** The hashes of the ERC-4337 user operations a mined transaction carried (none: not a bundle, or not mined). */
   userOperationsIn(txHash: Hex): Promise<Hex[]>;
   waitForReceipt(txHash: Hex, timeoutMs: number): Promise<ReceiptStatus>;
+  /** x402's settlement scheme here (D23, chain/x402-scheme.ts), sending through the wallet given. */
+  readonly x402: X402SchemeFactory;
   close(): Promise<void>;
 }

@@ -28,6 +28,7 @@ describe("payment transitions", () => {
     ["pending", "expiry_elapsed", "expired", "payment.expired"],
     ["pending", "cancel_requested", "cancelled", "payment.cancelled"],
     ["detected", "detection_reverted", "pending", null],
+    ["pending", "x402_settlement_failed", "failed", "payment.failed"],
   ])("%s --%s--> %s emitting %s", (from, trigger, to, event) => {
     expect(transition(from, trigger)).toEqual({ ok: true, from, to, event });
   });
@@ -62,7 +63,7 @@ describe("payment transitions", () => {
         if (transition(status, trigger).ok) allowed++;
       }
     }
-    expect(allowed).toBe(14);
+    expect(allowed).toBe(15);
   });
 
   it("verifies only forwarded", () => {

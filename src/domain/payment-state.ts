@@ -35,7 +35,8 @@ export type PaymentTrigger =
   | "card_checkout_expired"
   | "expiry_elapsed"
   | "cancel_requested"
-  | "unmatched_attached";
+  | "unmatched_attached"
+  | "x402_settlement_failed";
 
 interface TransitionRule {
   from: readonly PaymentStatus[];
@@ -62,6 +63,9 @@ export const TRANSITIONS: Readonly<Record<PaymentTrigger, TransitionRule>> = {
   // The merchant attaches a transfer that matched nothing (an underpayment, a late payment: D19);
   // the payment then goes on like one the watcher matched, confirmed and settled as usual.
   unmatched_attached: { from: ["pending", "expired"], to: "detected", event: "payment.detected" },
+  // The facilitator's transaction for an x402 payment reverted, or could not be sent (D23): no
+  // transfer will ever pay it.
+  x402_settlement_failed: { from: ["pending"], to: "failed", event: "payment.failed" },
 };
 
 export const FINAL_STATUSES: readonly PaymentStatus[] = ["forwarded", "failed", "expired", "cancelled"];

@@ -351,6 +351,7 @@ describe("POST /api/v1/payments — live card", () => {
           split_snapshot: null,
           settlement: null,
           networks: null,
+          x402: null,
         })
         .execute(),
     ).rejects.toThrow(/unique constraint "payments_card_checkout_session"/);

@@ -152,6 +152,10 @@ class ScriptedChain implements Network {
   waitForReceipt(): never {
     throw new Error("not used by the watcher");
   }
+  /** The watcher settles nothing. */
+  readonly x402 = (): never => {
+    throw new Error("a scripted chain has no x402 scheme");
+  };
   async close(): Promise<void> {}
 }
 

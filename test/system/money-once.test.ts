@@ -736,20 +736,11 @@ describe("a payment is settled once", () => {
       })
       .execute();
     const needed = 1_000_000_000_000_000n;
-    const topUp = () =>
-      topUpWallet(
-        network,
-        config,
-        sender,
-        ws.eoaAddress as Address,
-        needed,
-        t.app.ctx.log,
-        t.app.ctx.metrics,
-      );
+    const { log, metrics } = t.app.ctx;
+    const topUp = () => topUpWallet(network, config, sender, ws.eoaAddress as Address, needed, log, metrics);
     expect(await topUp()).toBe("pending");
-    expect(
-      await topUpGas(network, config, sender, t.app.services.workspaces, t.app.ctx.log, t.app.ctx.metrics),
-    ).toBe(0);
+    const eoas = () => t.app.services.workspaces.allEoaAddresses();
+    expect(await topUpGas(network, config, sender, eoas, log, metrics)).toBe(0);
     expect(await chain.getBalance({ address: ws.eoaAddress as Address })).toBe(0n);
     // Once it is settled (here: never mined), the wallet is topped up again.
     await t.database.db

@@ -27,9 +27,11 @@ import type {
   TransferGas,
   TransferRequest,
 } from "../network.ts";
+import type { X402SchemeFactory } from "../x402-scheme.ts";
 import { chainOf } from "./chain-of.ts";
 import { ETH_TRANSFER_GAS, ethTransferGas } from "./eth-transfer-gas.ts";
 import { userOperationsIn } from "./user-operations.ts";
+import { evmX402Scheme } from "./x402-signer.ts";
 
 // The viem implementation of the Network port. Reads are batched over HTTP (one round trip for
 // many blocks); transactions are signed locally with an explicit nonce and broadcast raw.
@@ -58,6 +60,7 @@ export class EvmNetwork implements Network {
   readonly treasuryAddress: Hex;
   readonly tokens: readonly ChainToken[];
   readonly #client: PublicClient;
+  readonly x402: X402SchemeFactory;
   readonly #chain: Chain;
   readonly #tokenAddress: Map<ChainToken, Hex>;
   readonly #tokenBySymbolAddress: Map<string, ChainToken>;
@@ -76,6 +79,7 @@ export class EvmNetwork implements Network {
       chain: this.#chain,
       transport: http(config.rpcUrl, { batch: { batchSize: 200, wait: 0 }, retryCount: 2, timeout: 15_000 }),
     }) as PublicClient;
+    this.x402 = evmX402Scheme(this.#client);
     this.#tokenAddress = new Map<ChainToken, Hex>([
       ["USDC", config.tokens.USDC as Hex],
       ["ADAO", config.tokens.ADAO as Hex],

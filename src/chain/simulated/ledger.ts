@@ -44,6 +44,17 @@ export interface LedgerCredit {
   reference: string;
 }
 
+/** An EIP-3009 authorization as the simulated token records it once used. */
+export interface UsedAuthorization {
+  network: string;
+  token: ChainToken;
+  authorizer: string;
+  /** bytes32 hex. */
+  nonce: string;
+  /** The simulated transaction that used it. */
+  txHash: string;
+}
+
 export type LedgerResult =
   | { txHash: Hex; status: "success" }
   | { txHash: Hex; status: "reverted"; error: string };
@@ -242,6 +253,58 @@ export class SimulatedLedger {
     return result.rows.map(({ outcome }, i) =>
       SimulatedLedger.resultOf((transfers[i] as LedgerTransfer).reference, outcome),
     );
+  }
+
+  /**
+   * A transfer made in a caller's transaction (an x402 settlement's, with its payment): the
+   * debited wallet stays locked until that transaction ends.
+   */
+  static async transferWithin(trx: Db, transfer: LedgerTransfer): Promise<LedgerResult> {
+    const result = await sql<{ outcome: TransferOutcome }>`
+      WITH ${SimulatedLedger.decisionCtes([transfer])},
+      ${SimulatedLedger.writeCtes("transfer_decided")}
+      SELECT outcome FROM transfer_decided`.execute(trx);
+    const outcome = result.rows[0]?.outcome;
+    if (!outcome) throw new Error("the ledger transfer was not decided");
+    return SimulatedLedger.resultOf(transfer.reference, outcome);
+  }
+
+  /**
+   * Marks an EIP-3009 authorization of a simulated token used (its contract's nonce state), in a
+   * caller's transaction: false when it was used before (the transfer must not be made).
+   */
+  static async useAuthorization(trx: Db, used: UsedAuthorization): Promise<boolean> {
+    const row = await trx
+      .insertInto("sandbox_authorizations")
+      .values({
+        network: used.network,
+        token_symbol: used.token,
+        authorizer: used.authorizer.toLowerCase(),
+        nonce: used.nonce.toLowerCase(),
+        tx_hash: used.txHash,
+      })
+      .onConflict((oc) => oc.doNothing())
+      .returning("tx_hash")
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+
+  /** Whether an EIP-3009 authorization of a simulated token was used (`authorizationState`). */
+  async authorizationUsed(
+    network: string,
+    token: ChainToken,
+    authorizer: string,
+    nonce: string,
+  ): Promise<boolean> {
+    const row = await this.#db
+      .selectFrom("sandbox_authorizations")
+      .select("tx_hash")
+      .where("network", "=", network)
+      .where("token_symbol", "=", token)
+      .where("authorizer", "=", authorizer.toLowerCase())
+      .where("nonce", "=", nonce.toLowerCase())
+      .executeTakeFirst();
+    return row !== undefined;
   }
 
   /** The columns of `transfer_decided` (decisionCtes), for a caller's CTE that passes its rows on. */

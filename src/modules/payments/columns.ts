@@ -49,6 +49,7 @@ export const PAYMENT_COLUMNS = columnsOf<PaymentsTable>({
   settlement: true,
   amount_received: true,
   refunded_amount: true,
+  x402: true,
   settlement_transfer_id: true,
   network: true,
   networks: true,

@@ -4,7 +4,7 @@ import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { badRequest, conflict, serviceUnavailable } from "../../domain/errors.ts";
 import { type PaymentRequest, validatePaymentRequest } from "../../domain/payment-request.ts";
-import { type TransitionResult, transition } from "../../domain/payment-state.ts";
+import { transition } from "../../domain/payment-state.ts";
 import { walletAddress, walletTypeFor } from "../../domain/wallet-choice.ts";
 import { coalescedWrite } from "../../platform/db/coalesced-write.ts";
 import {
@@ -15,6 +15,7 @@ import {
   storeIdempotentResponse,
 } from "../../platform/db/idempotency.ts";
 import type { PaymentRow } from "../../platform/db/schema.ts";
+import type { X402Origin } from "../../platform/db/schema-x402.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import {
   type CardProvider,
@@ -25,9 +26,9 @@ import {
 import type { SplitsService } from "../splits/service.ts";
 import type { WorkspaceProfile, WorkspacesService } from "../workspaces/service.ts";
 import { deterministicUuid, idempotentName, providerIdempotencyKey } from "./checkout-keys.ts";
+import { newEvents, responseOf } from "./create-views.ts";
 import * as repo from "./repo.ts";
-import { type SandboxSettlement, sandboxSettlement } from "./sandbox-settlement.ts";
-import { settlementEvents } from "./settlement/settlement-record.ts";
+import { sandboxSettlement } from "./sandbox-settlement.ts";
 import { type PaymentView, toPaymentView } from "./view.ts";
 
 // Creating a payment (part 4.1) as steps: the Idempotency-Key's scope → the request, validated
@@ -55,7 +56,7 @@ export interface CreatePaymentResult {
 }
 
 /** The request, and where it is paid: the live card provider (if any) and the receiving wallet. */
-interface Decided {
+export interface Decided {
   request: PaymentRequest;
   cardProvider: CardProvider | undefined;
   walletType: "eoa" | "smart_wallet";
@@ -69,6 +70,12 @@ interface Decided {
   networks: string[] | null;
 }
 
+/** What makes a payment an x402 one (x402-payments.ts): its origin, and when it expires. */
+export interface X402Build {
+  origin: X402Origin;
+  expiresAt: Date;
+}
+
 /** A live card payment's checkout session and the payment id it names. */
 interface Checkout {
   paymentId: string;
@@ -76,7 +83,7 @@ interface Checkout {
 }
 
 /** The new payment as it will be written, and the response that answers it. */
-interface Built {
+export interface Built {
   write: repo.NewPaymentWrite;
   body: CreatePaymentResponse;
 }
@@ -107,11 +114,11 @@ export class PaymentCreation {
     idempotencyKey: string | undefined,
   ): Promise<CreatePaymentResult> {
     const scope = keyScope(principal, idempotencyKey);
-    const decided = await this.#decide(principal, body);
+    const decided = await this.decide(principal, body);
     const now = this.#ctx.now();
     const provider = decided.cardProvider;
     const checkout = provider ? await this.#checkout(provider, scope, decided.request, now) : undefined;
-    const built = await this.#build(principal, decided, checkout, now);
+    const built = await this.build(principal, decided, checkout, now);
     // A live card payment that opened no session: its key was answered (replayed below) or is
     // being answered by another request.
     const sessionless = provider !== undefined && checkout === undefined;
@@ -119,7 +126,8 @@ export class PaymentCreation {
     return this.#writeKeyed(principal, scope, body, built, sessionless, now);
   }
 
-  async #decide(principal: Tenant, body: unknown): Promise<Decided> {
+  /** The request validated against the workspace, with its rail and receiving wallet (also x402-payments.ts's). */
+  async decide(principal: Tenant, body: unknown): Promise<Decided> {
     const workspace = await this.#workspaces.profile(principal.workspaceId);
     const validated = validatePaymentRequest(body, {
       workspaceSettlementAddress: workspace.settlementAddress,
@@ -211,11 +219,12 @@ export class PaymentCreation {
    * events, the ledger credit and the webhook deliveries, in ONE statement; `payment.created`
    * still shows the payment as created, pending (D13). Live payments wait for the chain/provider.
    */
-  async #build(
+  async build(
     principal: Tenant,
     decided: Decided,
     checkout: Checkout | undefined,
     now: Date,
+    x402?: X402Build,
   ): Promise<Built> {
     const { request, receivingAddress, network } = decided;
     const completed = principal.environment === "live" ? null : transition("pending", "sandbox_completed");
@@ -230,6 +239,7 @@ export class PaymentCreation {
         : null;
     const row = repo.newPaymentRow({
       ...newPayment(principal, decided, now),
+      ...(x402 ? { x402: x402.origin, expiresAt: x402.expiresAt } : {}),
       id,
       status: completed?.ok ? completed.to : "pending",
       splitSnapshot,
@@ -238,8 +248,12 @@ export class PaymentCreation {
       checkoutUrl: checkout?.session.url ?? null,
     });
     const view = toPaymentView(row);
+    // An x402 payment's money reaches its wallet by the payer's own transfer (x402-payments.ts):
+    // the sandbox credits only its splits' parts.
+    const merchantCredit = `payment:${id}`;
+    const credits = (sandbox?.credits ?? []).filter((c) => !x402 || c.reference !== merchantCredit);
     return {
-      write: { row, events: newEvents(row, view, completed, sandbox), credits: sandbox?.credits ?? [] },
+      write: { row, events: newEvents(row, view, completed, sandbox), credits },
       body: responseOf(view, decided, checkout?.session, this.#ctx.config.publicBaseUrl),
     };
   }
@@ -355,42 +369,5 @@ function newPayment(
     cancelUrl: request.cancelUrl,
     expiresAt: expiresAt(request, now),
     createdAt: now,
-  };
-}
-
-/** payment.created (as pending), the sandbox's completion, and the sandbox settlement's events. */
-function newEvents(
-  row: PaymentRow,
-  view: PaymentView,
-  completed: TransitionResult | null,
-  sandbox: SandboxSettlement | null,
-): repo.NewPaymentWrite["events"] {
-  const scope = { workspaceId: row.workspace_id, environment: row.environment as Environment };
-  return [
-    { ...scope, type: "payment.created", payload: { ...view, status: "pending" } },
-    ...(completed?.ok && completed.event ? [{ ...scope, type: completed.event, payload: { ...view } }] : []),
-    ...(sandbox ? settlementEvents(row) : []),
-  ];
-}
-
-function responseOf(
-  view: PaymentView,
-  { request, receivingAddress, networks }: Decided,
-  session: CheckoutSession | undefined,
-  publicBaseUrl: string,
-): CreatePaymentResponse {
-  const crypto = request.paymentMethod === "crypto" && receivingAddress;
-  return {
-    payment: view,
-    paymentMethod: request.paymentMethod,
-    paymentProvider: view.paymentProvider,
-    ...(crypto ? { receivingAddress } : {}),
-    // One address on every EVM network (the workspace EOA; the smart wallet where its factory
-    // has the same address), named per network so a client need not know that.
-    ...(crypto && networks
-      ? { receivingAddresses: Object.fromEntries(networks.map((id) => [id, receivingAddress])) }
-      : {}),
-    ...(session ? { checkoutUrl: session.url, cardCheckoutSessionId: session.id } : {}),
-    paymentUrl: `${publicBaseUrl}/pay/${view.id}`,
   };
 }

@@ -6,6 +6,7 @@ import type { SettlementRecord, SplitShare } from "../../domain/splits.ts";
 import { columnList } from "../../platform/db/columns.ts";
 import { newestFirst } from "../../platform/db/page.ts";
 import type { DatabaseSchema, PaymentRow, PaymentsTable } from "../../platform/db/schema.ts";
+import type { X402Origin } from "../../platform/db/schema-x402.ts";
 import { type OutboxEvent, outboxCtes } from "../webhooks/outbox.ts";
 import { PAYMENT_COLUMNS } from "./columns.ts";
 
@@ -48,6 +49,8 @@ export interface NewPayment {
   splitSnapshot?: SplitShare[] | null;
   /** A payment settled as it is written (the sandbox's): its settlement's record. */
   settlement?: { id: string; at: Date; record: SettlementRecord } | null;
+  /** Settled through the x402 facilitator (D23): its origin. */
+  x402?: X402Origin | null;
 }
 
 /**
@@ -101,6 +104,7 @@ export function newPaymentRow(p: NewPayment & { id: string }): PaymentRow {
     settlement: p.settlement?.record ?? null,
     amount_received: null,
     refunded_amount: "0",
+    x402: p.x402 ?? null,
   };
 }
 
@@ -119,7 +123,7 @@ export function insertPaymentsQuery(rows: readonly PaymentRow[]): RawBuilder<unk
                           wallet_type, receiving_address, description, metadata, return_url,
                           cancel_url, expires_at, card_checkout_session_id, checkout_url,
                           created_at, updated_at, split_snapshot, settlement_id, settled_at,
-                          settlement, network, networks)
+                          settlement, network, networks, x402)
     SELECT * FROM unnest(
       ${column((r) => r.id)}::uuid[],
       ${column((r) => r.workspace_id)}::uuid[],
@@ -148,7 +152,8 @@ export function insertPaymentsQuery(rows: readonly PaymentRow[]): RawBuilder<unk
       ${column((r) => r.settled_at?.toISOString() ?? null)}::timestamptz[],
       ${column((r) => json(r.settlement))}::jsonb[],
       ${column((r) => r.network)}::text[],
-      ${column((r) => (r.networks ? JSON.stringify(r.networks) : null))}::jsonb[]
+      ${column((r) => (r.networks ? JSON.stringify(r.networks) : null))}::jsonb[],
+      ${column((r) => json(r.x402))}::jsonb[]
     )`;
 }
 

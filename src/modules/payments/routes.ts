@@ -71,6 +71,12 @@ export const PaymentSchema = Type.Object(
     lastPaymentError: NullableObject<Record<string, unknown>>(),
     amountReceived: NullableString(),
     refundedAmount: Type.String({ examples: ["0.00"] }),
+    x402: Type.Optional(
+      Type.Object(
+        { payer: Type.String(), resource: NullableString(), scheme: Type.String() },
+        { description: "Settled through the x402 facilitator (D23); present only then" },
+      ),
+    ),
   },
   { additionalProperties: true },
 );

@@ -33,6 +33,7 @@ import * as repo from "./repo.ts";
 import { statusTotals } from "./totals-repo.ts";
 import { applyTransition } from "./transitions.ts";
 import { type PaymentView, toPaymentView } from "./view.ts";
+import { X402Payments } from "./x402-payments.ts";
 
 export type { CardPaymentRef, PayerRow };
 
@@ -43,6 +44,8 @@ export class PaymentsService {
   readonly #ctx: AppContext;
   readonly #card: CardProviders;
   readonly #creation: PaymentCreation;
+  /** Payments settled through the x402 facilitator (D23): the x402 module's way in. */
+  readonly x402: X402Payments;
   readonly #byId: (id: string) => Promise<PaymentRow | undefined>;
   /** By "<environment> <address>": the settlements of one wallet's payments, checked together, share one read. */
   readonly #unsettled: (wallet: string) => Promise<UnsettledPayment[] | undefined>;
@@ -56,6 +59,7 @@ export class PaymentsService {
     this.#ctx = ctx;
     this.#card = card;
     this.#creation = new PaymentCreation(ctx, { workspaces, splits, card });
+    this.x402 = new X402Payments(ctx, this.#creation);
     this.#byId = coalescedLookup((ids: readonly string[]) => repo.findPaymentsByIds(ctx.db, ids));
     this.#unsettled = coalescedLookup(async (wallets: readonly string[]) => {
       const found = new Map<string, UnsettledPayment[]>();
@@ -183,6 +187,8 @@ export class PaymentsService {
       const row = await this.#load(trx, principal, id, true);
       const decided = transition(row.status as PaymentStatus, "cancel_requested");
       if (!decided.ok) throw badRequest("Payment cannot be cancelled", { status: row.status });
+      // Its payer's transfer is on its way from the facilitator: the chain decides it (D23).
+      if (row.x402) throw badRequest("An x402 payment cannot be cancelled", { status: row.status });
       return applyTransition(trx, row, "cancel_requested", now);
     });
     this.#ctx.metrics.paymentsMoved([cancelled], cancelled.status);

@@ -47,6 +47,8 @@ export interface PaymentView {
   amountReceived: string | null;
   /** Refunds completed or on their way (D19). */
   refundedAmount: string;
+  /** Settled through the x402 facilitator (D23): who paid, for what, by which scheme. Present only then. */
+  x402?: { payer: string; resource: string | null; scheme: string };
 }
 
 export function toPaymentView(row: PaymentRow): PaymentView {
@@ -85,6 +87,9 @@ export function toPaymentView(row: PaymentRow): PaymentView {
     lastPaymentError: row.last_payment_error ?? null,
     amountReceived: row.amount_received == null ? null : formatAmount(BigInt(row.amount_received), decimals),
     refundedAmount: formatAmount(BigInt(row.refunded_amount ?? 0), decimals),
+    ...(row.x402
+      ? { x402: { payer: row.x402.payer, resource: row.x402.resource, scheme: row.x402.scheme } }
+      : {}),
   };
 }
 

@@ -12,6 +12,12 @@ import type {
   SwapQuotesTable,
   SwapsTable,
 } from "./schema-exchange.ts";
+import type {
+  LedgerEntriesTable,
+  LedgerTransactionsTable,
+  SandboxAuthorizationsTable,
+} from "./schema-ledger.ts";
+import type { X402FacilitatorWalletsTable, X402Origin, X402SettlementsTable } from "./schema-x402.ts";
 
 // The tables as Kysely sees them. Amounts are numeric(78,0) columns holding smallest units; both
 // drivers hand them back as strings, converted to bigint in the repos.
@@ -107,6 +113,8 @@ export interface PaymentsTable {
   amount_received: ColumnType<string | null, string | bigint | null | undefined, string | bigint | null>;
   /** Refunds completed or on their way (D19); a failed refund gives its amount back. */
   refunded_amount: ColumnType<string, string | bigint | undefined, string | bigint>;
+  /** Settled through the x402 facilitator (migration 040); else null. */
+  x402: ColumnType<X402Origin | null, string | null | undefined, string | null>;
 }
 
 export interface SplitConfigsTable {
@@ -314,30 +322,6 @@ export interface PayoutBreakersTable {
   reason: string | null;
 }
 
-export interface LedgerEntriesTable {
-  id: Generated<string>;
-  /** The simulated network (D22); the column's default is for the previous release's writes only. */
-  network: string;
-  address: string;
-  token_symbol: string;
-  /** Signed: credits positive, debits negative. */
-  amount: Units;
-  tx_hash: string;
-  created_at: Generated<Date>;
-}
-
-export interface LedgerTransactionsTable {
-  tx_hash: string;
-  network: string;
-  from_address: string | null;
-  to_address: string;
-  token_symbol: string;
-  amount: Units;
-  status: string;
-  memo: string | null;
-  created_at: Generated<Date>;
-}
-
 export interface CardEventsTable {
   event_id: string;
   environment: string;
@@ -393,6 +377,9 @@ export interface DatabaseSchema {
   sandbox_swap_pools: SandboxSwapPoolsTable;
   onramp_sessions: OnrampSessionsTable;
   workspace_email_changes: WorkspaceEmailChangesTable;
+  x402_settlements: X402SettlementsTable;
+  x402_facilitator_wallets: X402FacilitatorWalletsTable;
+  sandbox_authorizations: SandboxAuthorizationsTable;
 }
 
 export type PaymentRow = Selectable<PaymentsTable>;

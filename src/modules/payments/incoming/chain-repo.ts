@@ -4,6 +4,7 @@ import * as sent from "../../../chain/sent-transactions.ts";
 import { UNSETTLED_STATUSES } from "../../../domain/payment-state.ts";
 import { firstClaim } from "../../../domain/transfer-claim.ts";
 import type { UnsettledPayment } from "../../../domain/unsettled-payments.ts";
+import { X402_SETTLEMENT_PURPOSE } from "../../../domain/x402.ts";
 import { columnList } from "../../../platform/db/columns.ts";
 import type { DatabaseSchema, PaymentRow } from "../../../platform/db/schema.ts";
 import { PAYMENT_COLUMNS } from "../columns.ts";
@@ -79,6 +80,8 @@ export interface MatchResult {
  *    several networks that list it (whichever network's watcher locks one first detects it; the
  *    others' transfers then go to their inbox); `paired` pairs the n-th transfer with the
  *    n-th payment, so each payment is matched at most once and each transfer to at most one.
+ *    An x402 payment is not matched by amount: `expected` pairs it with the transfer of the
+ *    transaction its facilitator recorded for it (chain_transactions), which is left out of `ranked`.
  * 2. `claimed` inserts every transfer's claim, with what it counts as (an on-ramp session's, a
  *    payment's, or the inbox's), ON CONFLICT DO NOTHING. Only the transfers this statement claimed
  *    go on: an instance racing on the same transfer waits for the other's commit and then skips it
@@ -122,9 +125,7 @@ export async function matchTransfers(
     fresh AS (
       SELECT o.tx_hash, o.log_index, o.block_number, o.block_hash, o.token_symbol, o.amount,
              o.from_address, o.to_address, o.workspace_id, o.ordinal, o.matchable, o.reason, o.claim,
-             o.position, lower(o.to_address) AS address,
-             row_number() OVER (PARTITION BY lower(o.to_address), o.token_symbol, o.amount, o.matchable
-                                ORDER BY o.position) AS rank
+             o.position, lower(o.to_address) AS address
       FROM observed o
       WHERE o.claim = ${sql.lit(INBOX)} AND NOT EXISTS (
         SELECT 1 FROM observed_transfers c
@@ -133,8 +134,27 @@ export async function matchTransfers(
           AND c.ordinal = o.ordinal
       )
     ),
+    expected AS (
+      -- An x402 payment is paid by the transaction its facilitator recorded for it before
+      -- broadcasting it (D23), never by its amount.
+      SELECT f.position, p.id AS payment_id
+      FROM fresh f
+      JOIN chain_transactions t ON t.tx_hash = f.tx_hash AND t.purpose = ${X402_SETTLEMENT_PURPOSE}
+      JOIN payments p ON p.id = t.payment_id
+      WHERE f.matchable AND p.environment = ${on.environment} AND p.network = ${on.id}
+        AND p.status = ${sql.lit(rule.from)} AND lower(p.receiving_address) = f.address
+        AND p.token_symbol = f.token_symbol AND p.gross_amount = f.amount
+      FOR UPDATE OF p SKIP LOCKED
+    ),
+    ranked AS (
+      SELECT f.position, f.address, f.token_symbol, f.amount, f.matchable,
+             row_number() OVER (PARTITION BY f.address, f.token_symbol, f.amount, f.matchable
+                                ORDER BY f.position) AS rank
+      FROM fresh f
+      WHERE NOT EXISTS (SELECT 1 FROM expected e WHERE e.position = f.position)
+    ),
     wanted AS (
-      SELECT address, token_symbol, amount, count(*) AS n FROM fresh WHERE matchable
+      SELECT address, token_symbol, amount, count(*) AS n FROM ranked WHERE matchable
       GROUP BY address, token_symbol, amount
     ),
     candidates AS (
@@ -151,6 +171,7 @@ export async function matchTransfers(
           AND lower(receiving_address) = w.address
           AND token_symbol = w.token_symbol
           AND gross_amount = w.amount
+          AND x402 IS NULL
           AND expires_at > ${now}
         ORDER BY created_at, id
         LIMIT w.n
@@ -159,8 +180,10 @@ export async function matchTransfers(
     ),
     paired AS (
       SELECT f.position, c.id AS payment_id
-      FROM fresh f JOIN candidates c USING (address, token_symbol, amount, rank)
+      FROM ranked f JOIN candidates c USING (address, token_symbol, amount, rank)
       WHERE f.matchable
+      UNION ALL
+      SELECT position, payment_id FROM expected
     ),
     claimed AS (
       INSERT INTO observed_transfers (environment, network, tx_hash, token_symbol, to_address, ordinal,

@@ -5,9 +5,9 @@ import type { SubmitOptions } from "../../../chain/sent-types.ts";
 import type { TransactionSender } from "../../../chain/transaction-sender.ts";
 import type { NetworkConfig } from "../../../config.ts";
 import type { Metrics } from "../../../platform/metrics/metrics.ts";
-import type { WorkspacesService } from "../../workspaces/service.ts";
 
-// Keeps workspace EOAs able to pay gas for ERC-20 settlements and payouts: an EOA below the
+// Keeps workspace EOAs able to pay gas for ERC-20 settlements and payouts (and x402 facilitator
+// wallets for their settlements, D23): a wallet below the
 // threshold gets ETH from the gas-funding account, up to the target. The job runs once per
 // interval on one instance; each top-up is a recorded transaction (purpose "gas_topup") and a log line.
 
@@ -17,7 +17,8 @@ export async function topUpGas(
   network: Network,
   config: NetworkConfig,
   sender: TransactionSender,
-  workspaces: WorkspacesService,
+  /** Every wallet the service pays gas from: workspace EOAs and x402 facilitator wallets. */
+  gasPayers: () => Promise<string[]>,
   log: FastifyBaseLogger,
   metrics: Metrics,
   /** Fences the top-ups on the job's lease (PeriodicJob.leaseFence). */
@@ -26,7 +27,7 @@ export async function topUpGas(
   if (!config.gasFunderKey) return 0;
   const funderKey = config.gasFunderKey as Hex;
   const funder = privateKeyToAccount(funderKey).address;
-  const addresses = await workspaces.allEoaAddresses();
+  const addresses = await gasPayers();
   const balances = await Promise.all(addresses.map((a) => network.balance(a as Hex, "ETH")));
   // A wallet whose top-up is still on its way is not sent a second one.
   const onTheirWay = await sender.openRecipients(GAS_TOP_UP);

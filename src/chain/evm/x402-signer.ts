@@ -1,0 +1,63 @@
+import { ExactEvmScheme } from "@x402/evm/exact/facilitator";
+import { type Abi, concat, encodeFunctionData, type PublicClient, type TypedData } from "viem";
+import { type FacilitatorWallet, receiptLog, type X402SchemeFactory } from "../x402-scheme.ts";
+
+// x402's `exact` scheme on an EVM chain (chain/x402-scheme.ts): @x402/evm's facilitator, with a
+// signer that reads the chain through the network's client and sends through the facilitator
+// wallet (recorded before broadcast, nonce-ordered across instances) instead of viem's in-memory
+// nonce manager. The types x402 gives its signer are loose (`abi: readonly unknown[]`): they are
+// narrowed to viem's here, the one boundary where x402 and viem meet.
+
+/** Headroom over the node's gas estimate: state may change a little between estimate and inclusion. */
+const GAS_HEADROOM_PERCENT = 120n;
+
+export function evmX402Scheme(client: PublicClient): X402SchemeFactory {
+  return (wallet) => new ExactEvmScheme(facilitatorSigner(client, wallet));
+}
+
+type FacilitatorSigner = ConstructorParameters<typeof ExactEvmScheme>[0];
+
+function facilitatorSigner(client: PublicClient, wallet: FacilitatorWallet): FacilitatorSigner {
+  return {
+    getAddresses: () => [wallet.address],
+    readContract: (args) =>
+      client.readContract({
+        address: args.address,
+        abi: args.abi as Abi,
+        functionName: args.functionName,
+        args: args.args ?? [],
+      }),
+    verifyTypedData: (args) =>
+      client.verifyTypedData({
+        address: args.address,
+        signature: args.signature,
+        domain: args.domain,
+        types: args.types as TypedData,
+        primaryType: args.primaryType,
+        message: args.message,
+      }),
+    writeContract: async (args) => {
+      const call = encodeFunctionData({
+        abi: args.abi as Abi,
+        functionName: args.functionName,
+        args: args.args,
+      });
+      const data = args.dataSuffix ? concat([call, args.dataSuffix]) : call;
+      const gas =
+        args.gas ??
+        ((await client.estimateGas({ account: wallet.address, to: args.address, data })) *
+          GAS_HEADROOM_PERCENT) /
+          100n;
+      return wallet.send({ to: args.address, data, gas });
+    },
+    sendTransaction: () => {
+      // Only ERC-6492 deployments send one, and no factory is allowed (ExactEvmScheme's default).
+      throw new Error("the facilitator deploys no smart wallet");
+    },
+    waitForTransactionReceipt: async ({ hash }) => {
+      const { status, logs } = await wallet.outcome(hash);
+      return { status, logs: logs.map((log) => receiptLog(log, hash)) };
+    },
+    getCode: ({ address }) => client.getCode({ address }),
+  };
+}

@@ -1,0 +1,139 @@
+import { type Kysely, sql } from "kysely";
+import type { Environment } from "../../config.ts";
+import type { DatabaseSchema } from "../../platform/db/schema.ts";
+
+// SQL of the facilitator's settle records and wallets (migration 040). A settle is claimed before
+// anything is sent: the authorization (network, token, payer, nonce) by one settle at a time
+// unless it failed, the payment-identifier once per workspace and environment.
+
+type Db = Kysely<DatabaseSchema>;
+
+export interface SettleClaim {
+  workspaceId: string;
+  environment: Environment;
+  network: string;
+  asset: string;
+  payer: string;
+  nonce: string;
+  identifier: string | null;
+  fingerprint: string;
+}
+
+/** A settle asked for before with the same authorization or payment-identifier. */
+export interface EarlierSettle {
+  workspace_id: string;
+  identifier: string | null;
+  fingerprint: string;
+  status: string;
+  response: Record<string, unknown> | null;
+}
+
+export type ClaimResult = { kind: "claimed"; id: string } | { kind: "earlier"; earlier: EarlierSettle };
+
+const EARLIER = ["workspace_id", "identifier", "fingerprint", "status", "response"] as const;
+
+/**
+ * Claims a settle, or answers the earlier one that holds its authorization or its identifier.
+ * The unique indexes decide under concurrency: the loser reads the winner's row (committed, since
+ * an INSERT waits for a conflicting one's transaction).
+ */
+export async function claimSettle(db: Db, claim: SettleClaim): Promise<ClaimResult> {
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const inserted = await sql<{ id: string }>`
+      INSERT INTO x402_settlements (workspace_id, environment, network, asset, payer, nonce, identifier,
+                                    fingerprint, status)
+      VALUES (${claim.workspaceId}, ${claim.environment}, ${claim.network}, ${claim.asset.toLowerCase()},
+              ${claim.payer.toLowerCase()}, ${claim.nonce.toLowerCase()}, ${claim.identifier},
+              ${claim.fingerprint}, 'settling')
+      ON CONFLICT DO NOTHING
+      RETURNING id`.execute(db);
+    const id = inserted.rows[0]?.id;
+    if (id) return { kind: "claimed", id };
+    const earlier = await earlierSettle(db, claim);
+    // Gone between the two statements (a failed settle's authorization freed): claim again.
+    if (earlier) return { kind: "earlier", earlier };
+  }
+  throw new Error("the x402 settle could not be claimed nor its earlier settle read");
+}
+
+/** The earlier settle holding `claim`'s identifier, else its authorization. */
+async function earlierSettle(db: Db, claim: SettleClaim): Promise<EarlierSettle | undefined> {
+  if (claim.identifier !== null) {
+    const byIdentifier = await db
+      .selectFrom("x402_settlements")
+      .select(EARLIER)
+      .where("workspace_id", "=", claim.workspaceId)
+      .where("environment", "=", claim.environment)
+      .where("identifier", "=", claim.identifier)
+      .executeTakeFirst();
+    if (byIdentifier) return byIdentifier;
+  }
+  return db
+    .selectFrom("x402_settlements")
+    .select(EARLIER)
+    .where("environment", "=", claim.environment)
+    .where("network", "=", claim.network)
+    .where("asset", "=", claim.asset.toLowerCase())
+    .where("payer", "=", claim.payer.toLowerCase())
+    .where("nonce", "=", claim.nonce.toLowerCase())
+    .where("status", "<>", "failed")
+    .executeTakeFirst();
+}
+
+/** The payment a claimed settle created (before its transaction is sent). */
+export async function linkPayment(db: Db, id: string, paymentId: string): Promise<void> {
+  await db.updateTable("x402_settlements").set({ payment_id: paymentId }).where("id", "=", id).execute();
+}
+
+/** How a claimed settle ended: what a repeat of it is answered with. */
+export async function finishSettle(
+  db: Db,
+  id: string,
+  status: "settled" | "failed",
+  response: Record<string, unknown>,
+  at: Date,
+): Promise<void> {
+  await db
+    .updateTable("x402_settlements")
+    .set({ status, response: JSON.stringify(response), updated_at: at })
+    .where("id", "=", id)
+    .execute();
+}
+
+export interface FacilitatorWalletRow {
+  address: string;
+  encrypted_private_key: string;
+}
+
+export async function findFacilitatorWallet(
+  db: Db,
+  workspaceId: string,
+): Promise<FacilitatorWalletRow | undefined> {
+  return db
+    .selectFrom("x402_facilitator_wallets")
+    .select(["address", "encrypted_private_key"])
+    .where("workspace_id", "=", workspaceId)
+    .executeTakeFirst();
+}
+
+/** Writes the workspace's facilitator wallet unless another request wrote one first; the one kept. */
+export async function insertFacilitatorWallet(
+  db: Db,
+  workspaceId: string,
+  wallet: FacilitatorWalletRow,
+): Promise<FacilitatorWalletRow> {
+  await db
+    .insertInto("x402_facilitator_wallets")
+    .values({ workspace_id: workspaceId, ...wallet })
+    .onConflict((oc) => oc.column("workspace_id").doNothing())
+    .execute();
+  const kept = await findFacilitatorWallet(db, workspaceId);
+  if (!kept) throw new Error("the facilitator wallet was not written");
+  return kept;
+}
+
+/** Every workspace's facilitator wallet address, for the gas top-up job. */
+export async function facilitatorAddresses(db: Db): Promise<string[]> {
+  const rows = await db.selectFrom("x402_facilitator_wallets").select("address").execute();
+  return rows.map((r) => r.address);
+}

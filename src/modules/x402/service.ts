@@ -1,0 +1,316 @@
+import { x402Facilitator } from "@x402/core/facilitator";
+import type {
+  SchemeNetworkFacilitator,
+  SettleResponse,
+  SupportedResponse,
+  VerifyResponse,
+} from "@x402/core/types";
+import { PAYMENT_IDENTIFIER } from "@x402/extensions/payment-identifier";
+import type { Chain } from "../../chain/chains.ts";
+import type { ChainToken, Hex } from "../../chain/network.ts";
+import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
+import { SIMULATED_NETWORKS } from "../../chain/simulated/networks.ts";
+import { type LedgerFacilitator, ledgerX402Scheme } from "../../chain/simulated/x402-signer.ts";
+import type { FacilitatorWallet } from "../../chain/x402-scheme.ts";
+import type { Environment } from "../../config.ts";
+import type { AppContext } from "../../context.ts";
+import { conflict } from "../../domain/errors.ts";
+import { checkRequirements, sameAddress, X402_VERSION, type X402Network } from "../../domain/x402.ts";
+import type { Tenant } from "../../platform/http/auth.ts";
+import type { PaymentsService } from "../payments/service.ts";
+import type { X402PaymentInput } from "../payments/x402-payments.ts";
+import type { WorkspacesService } from "../workspaces/service.ts";
+import * as repo from "./repo.ts";
+import { type FacilitatorRequest, parseFacilitatorRequest } from "./request.ts";
+import type { FacilitatorWallets } from "./wallets.ts";
+
+// The x402 v2 facilitator of each workspace (D23): /supported, /verify and /settle with the
+// workspace's key, its environment's networks. x402's own packages check the payload (EIP-712,
+// simulation, the settle call); this module decides what a workspace may be paid with, claims
+// each settle once (its authorization, its payment-identifier), and makes every settlement a
+// payment of the usual lifecycle (payments/x402-payments.ts): on a chain, written pending before
+// the facilitator wallet sends the payer's authorized transfer; on the sandbox's ledger, settled
+// with the transfer in one transaction.
+
+/** What a settle or verify is about, once this facilitator accepts to look at it. */
+interface Plan {
+  network: X402Network;
+  token: ChainToken;
+  payment: X402PaymentInput;
+}
+
+type Planned = { ok: true; plan: Plan } | { ok: false; reason: string; message: string; payer: string };
+
+const NONCE_USED = "invalid_exact_evm_nonce_already_used";
+
+export class X402Service {
+  readonly #ctx: AppContext;
+  readonly #workspaces: WorkspacesService;
+  readonly #payments: PaymentsService;
+  readonly #ledger: SimulatedLedger;
+  readonly #wallets: FacilitatorWallets;
+
+  constructor(
+    ctx: AppContext,
+    deps: {
+      workspaces: WorkspacesService;
+      payments: PaymentsService;
+      ledger: SimulatedLedger;
+      wallets: FacilitatorWallets;
+    },
+  ) {
+    this.#ctx = ctx;
+    this.#workspaces = deps.workspaces;
+    this.#payments = deps.payments;
+    this.#ledger = deps.ledger;
+    this.#wallets = deps.wallets;
+  }
+
+  /** Every workspace's facilitator wallet, for the gas top-up job. */
+  facilitatorAddresses(): Promise<string[]> {
+    return this.#wallets.addresses();
+  }
+
+  async supported(tenant: Tenant): Promise<SupportedResponse> {
+    const signer = await this.#wallets.addressOf(tenant.workspaceId);
+    return {
+      kinds: this.#networks(tenant.environment).map((n) => ({
+        x402Version: X402_VERSION,
+        scheme: "exact",
+        network: n.caip2 as `${string}:${string}`,
+      })),
+      extensions: [PAYMENT_IDENTIFIER],
+      signers: { "eip155:*": [signer] },
+    };
+  }
+
+  async verify(tenant: Tenant, body: unknown): Promise<VerifyResponse> {
+    const request = parseFacilitatorRequest(body);
+    const planned = await this.#plan(tenant, request);
+    if (!planned.ok)
+      return {
+        isValid: false,
+        invalidReason: planned.reason,
+        invalidMessage: planned.message,
+        payer: planned.payer,
+      };
+    const scheme = await this.#scheme(tenant, planned.plan, null);
+    return facilitatorFor(planned.plan, scheme).verify(request.payload, request.requirements);
+  }
+
+  async settle(tenant: Tenant, body: unknown): Promise<SettleResponse> {
+    const request = parseFacilitatorRequest(body);
+    const planned = await this.#plan(tenant, request);
+    const network = request.requirements.network;
+    if (!planned.ok)
+      return {
+        success: false,
+        errorReason: planned.reason,
+        errorMessage: planned.message,
+        payer: planned.payer,
+        transaction: "",
+        network,
+      };
+    const { plan } = planned;
+    const claim = await repo.claimSettle(this.#ctx.db, {
+      workspaceId: tenant.workspaceId,
+      environment: tenant.environment,
+      network: plan.network.id,
+      asset: request.requirements.asset,
+      payer: plan.payment.origin.payer,
+      nonce: plan.payment.origin.nonce,
+      identifier: request.identifier,
+      fingerprint: request.fingerprint,
+    });
+    if (claim.kind === "earlier") return this.#repeat(tenant, request, claim.earlier, plan);
+    let response: SettleResponse;
+    const settled: { paymentId: string | null } = { paymentId: null };
+    try {
+      const scheme = await this.#scheme(tenant, plan, { claimId: claim.id, settled });
+      response = await facilitatorFor(plan, scheme).settle(request.payload, request.requirements);
+    } catch (err) {
+      // Nothing is answered for it: a repeat settles afresh (a payment made meanwhile fails or is paid on its own).
+      await repo.finishSettle(this.#ctx.db, claim.id, "failed", { error: String(err) }, this.#ctx.now());
+      throw err;
+    }
+    if (settled.paymentId)
+      response = { ...response, extra: { ...response.extra, paymentId: settled.paymentId } };
+    const status = response.success ? "settled" : "failed";
+    await repo.finishSettle(this.#ctx.db, claim.id, status, { ...response }, this.#ctx.now());
+    return response;
+  }
+
+  /** A settle that an earlier one holds: its answer again, or why not. */
+  #repeat(
+    tenant: Tenant,
+    request: FacilitatorRequest,
+    earlier: repo.EarlierSettle,
+    plan: Plan,
+  ): SettleResponse {
+    const sameIdentifier = request.identifier !== null && earlier.identifier === request.identifier;
+    if (earlier.workspace_id === tenant.workspaceId && earlier.fingerprint === request.fingerprint) {
+      if (earlier.response === null) throw conflict("A settle of this payment is in progress");
+      return earlier.response as SettleResponse;
+    }
+    if (sameIdentifier && earlier.workspace_id === tenant.workspaceId)
+      throw conflict("payment-identifier already used with another payload", {
+        identifier: request.identifier,
+      });
+    return {
+      success: false,
+      errorReason: NONCE_USED,
+      errorMessage: "This authorization is already settled or being settled",
+      payer: plan.payment.origin.payer,
+      transaction: "",
+      network: request.requirements.network,
+    };
+  }
+
+  /** The environment's networks as x402 names them, with the tokens it settles there (USDC: EIP-3009). */
+  #networks(environment: Environment): X402Network[] {
+    const chains = this.#ctx.chains.in(environment);
+    if (chains.length > 0)
+      return chains.map(({ config }) => ({
+        id: config.id,
+        caip2: config.caip2,
+        tokens: [{ symbol: "USDC", address: config.tokens.USDC }],
+      }));
+    if (environment === "live") return [];
+    return SIMULATED_NETWORKS.map((n) => ({
+      id: n.id,
+      caip2: `eip155:${n.chainId}`,
+      tokens: n.tokens.USDC ? [{ symbol: "USDC", address: n.tokens.USDC }] : [],
+    }));
+  }
+
+  async #plan(tenant: Tenant, request: FacilitatorRequest): Promise<Planned> {
+    const { authorization, requirements, payload } = request;
+    const payer = authorization?.from ?? "";
+    if (!authorization)
+      return {
+        ok: false,
+        reason: "invalid_payload",
+        message: "Only EIP-3009 authorizations are settled here",
+        payer,
+      };
+    const workspace = await this.#workspaces.profile(tenant.workspaceId);
+    const receiving = [workspace.eoaAddress, workspace.smartWalletAddress].filter((a) => a !== null);
+    const checked = checkRequirements(requirements, this.#networks(tenant.environment), receiving);
+    if (!checked.ok) return { ok: false, reason: checked.reason, message: checked.message, payer };
+    await this.#ctx.chains.assertAnswers(tenant.environment, checked.network.id);
+    const smart =
+      workspace.smartWalletAddress !== null && sameAddress(workspace.smartWalletAddress, requirements.payTo);
+    return {
+      ok: true,
+      plan: {
+        network: checked.network,
+        token: checked.token as ChainToken,
+        payment: {
+          network: checked.network.id,
+          token: checked.token as ChainToken,
+          amount: BigInt(authorization.value),
+          payTo: requirements.payTo,
+          walletType: smart ? "smart_wallet" : "eoa",
+          origin: {
+            payer: authorization.from,
+            resource: payload.resource?.url ?? null,
+            scheme: "exact",
+            nonce: authorization.nonce,
+          },
+          validBefore: BigInt(authorization.validBefore),
+        },
+      },
+    };
+  }
+
+  /**
+   * x402's scheme on the plan's network, sending through the workspace's facilitator wallet.
+   * `settling` null: a verify, which sends nothing.
+   */
+  async #scheme(
+    tenant: Tenant,
+    plan: Plan,
+    settling: { claimId: string; settled: { paymentId: string | null } } | null,
+  ): Promise<SchemeNetworkFacilitator> {
+    const address = await this.#wallets.addressOf(tenant.workspaceId);
+    const chain = this.#ctx.chains.of(tenant.environment, plan.network.id);
+    if (chain) return chain.network.x402(this.#chainWallet(tenant, plan, chain, address, settling));
+    const network = SIMULATED_NETWORKS.find((n) => n.id === plan.network.id);
+    if (!network) throw new Error(`no simulated network ${plan.network.id}`);
+    const facilitator: LedgerFacilitator = {
+      address,
+      settle: async () => {
+        if (!settling) throw new Error("a verify sends nothing");
+        const result = await this.#payments.x402.settleOnLedger(tenant, plan.payment);
+        if (result.status === "refused")
+          throw new Error(
+            result.reason === "nonce_used"
+              ? "execution reverted: authorization is used (AuthorizationUsedOrCanceled)"
+              : "execution reverted: ERC20InsufficientBalance (transfer amount exceeds balance)",
+          );
+        settling.settled.paymentId = result.payment.id;
+        await repo.linkPayment(this.#ctx.db, settling.claimId, result.payment.id);
+        return result.txHash as Hex;
+      },
+    };
+    return ledgerX402Scheme(this.#ledger, network, facilitator);
+  }
+
+  /** The facilitator wallet on a chain: the payment is written before its transaction is recorded and sent. */
+  #chainWallet(
+    tenant: Tenant,
+    plan: Plan,
+    chain: Chain,
+    address: Hex,
+    settling: { claimId: string; settled: { paymentId: string | null } } | null,
+  ): FacilitatorWallet {
+    const sent = new Map<
+      Hex,
+      { paymentId: string; submitted: Awaited<ReturnType<FacilitatorWallets["send"]>> }
+    >();
+    return {
+      address,
+      send: async (call) => {
+        if (!settling) throw new Error("a verify sends nothing");
+        const payment = await this.#payments.x402.open(tenant, plan.payment);
+        settling.settled.paymentId = payment.id;
+        await repo.linkPayment(this.#ctx.db, settling.claimId, payment.id);
+        let submitted: Awaited<ReturnType<FacilitatorWallets["send"]>>;
+        try {
+          submitted = await this.#wallets.send(chain, tenant.workspaceId, call, payment.id);
+        } catch (err) {
+          await this.#payments.x402.fail(
+            tenant,
+            payment.id,
+            `the settlement could not be sent: ${String(err)}`,
+          );
+          throw err;
+        }
+        if (submitted.refusal && submitted.refusal.cancelHash !== null) {
+          // The node refused it and a cancellation took its nonce: it will never be mined.
+          await this.#payments.x402.fail(
+            tenant,
+            payment.id,
+            `the node refused the settlement: ${submitted.refusal.reason}`,
+          );
+          throw new Error(submitted.refusal.reason);
+        }
+        sent.set(submitted.txHash, { paymentId: payment.id, submitted });
+        return submitted.txHash;
+      },
+      outcome: async (hash) => {
+        const mine = sent.get(hash);
+        if (!mine) throw new Error(`the facilitator did not send ${hash}`);
+        const outcome = await this.#wallets.outcome(chain, mine.submitted);
+        if (outcome.status === "reverted")
+          await this.#payments.x402.fail(tenant, mine.paymentId, "the settlement transaction reverted");
+        return outcome;
+      },
+    };
+  }
+}
+
+/** x402's facilitator with the one scheme a request is about, on its network. */
+function facilitatorFor(plan: Plan, scheme: SchemeNetworkFacilitator): x402Facilitator {
+  return new x402Facilitator().register(plan.network.caip2 as `${string}:${string}`, scheme);
+}
