@@ -27,6 +27,12 @@ export interface SubmitOptions {
    */
   claim?: RawBuilder<unknown>;
   /**
+   * Fences built from the signed transactions' hashes, run after the record in its transaction
+   * (not with `claim`): what another module keeps of what is about to be sent (the transaction an
+   * x402 payment waits for), written before anything is broadcast.
+   */
+  signedFences?: (txHashes: readonly Hex[]) => readonly Fence[];
+  /**
    * The transfers are legs of one whole (a settlement's net and fee): once one is refused, the
    * ones after it are cancelled instead of sent.
    */

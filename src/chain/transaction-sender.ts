@@ -254,7 +254,7 @@ export class TransactionSender {
           };
         }),
       );
-    const { claim, fences } = options;
+    const { claim, fences, signedFences } = options;
     const record = async (next: number | undefined): Promise<sent.NewTransaction[]> => {
       if (claim) {
         const txs = await sign(next ?? (await sent.nextRecordedNonce(this.#db, on, from)));
@@ -267,6 +267,7 @@ export class TransactionSender {
         if (fences) await runFences(trx, fences);
         const txs = await sign(next ?? (await sent.nextRecordedNonce(trx, on, from)));
         for (const tx of txs) await sent.recordTransaction(trx, on, tx);
+        if (signedFences) await runFences(trx, signedFences(txs.map((tx) => tx.txHash)));
         return txs;
       });
     };

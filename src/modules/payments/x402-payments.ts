@@ -1,10 +1,12 @@
+import { sql } from "kysely";
 import type { ChainToken } from "../../chain/network.ts";
-import { SimulatedLedger } from "../../chain/simulated/ledger.ts";
+import { SimulatedLedger, sandboxTxHash } from "../../chain/simulated/ledger.ts";
 import type { AppContext } from "../../context.ts";
 import { badRequest, notFound } from "../../domain/errors.ts";
 import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
 import { MAX_DESCRIPTION } from "../../domain/validation.ts";
 import { x402PaymentExpiry } from "../../domain/x402.ts";
+import type { Fence } from "../../platform/db/fences.ts";
 import type { X402Origin } from "../../platform/db/schema-x402.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import type { Built, PaymentCreation } from "./create.ts";
@@ -56,10 +58,32 @@ export class X402Payments {
     return built.body.payment;
   }
 
+  /**
+   * What the facilitator's transaction record carries for a pending x402 payment (a fence run
+   * with it, before it is broadcast): the payment names the transaction that pays it, which is
+   * how the watcher finds it. Takes nothing (and so nothing is sent) once the payment is no
+   * longer pending.
+   */
+  expectFence(paymentId: string, txHash: string): Fence {
+    return {
+      name: "x402_payment_pending",
+      required: true,
+      statement: this.#ctx.db
+        .updateTable("payments")
+        .set({ x402: sql<string>`x402 || jsonb_build_object('txHash', ${txHash.toLowerCase()}::text)` })
+        .where("id", "=", paymentId)
+        .where("status", "=", "pending")
+        .where("x402", "is not", null)
+        .returning("id")
+        .compile(),
+    };
+  }
+
   /** Sandbox: the payer's transfer and the payment it pays, settled, in one transaction. */
   async settleOnLedger(tenant: Tenant, input: X402PaymentInput): Promise<LedgerSettlement> {
     const built = await this.#built(tenant, input);
     const { row } = built.write;
+    row.x402 = { ...input.origin, txHash: sandboxTxHash(`payment:${row.id}`) };
     // The merchant's part of a sandbox settlement is named `payment:<id>` (sandbox-settlement.ts):
     // the payer's transfer takes that name, so the settlement's record names the transfer made.
     const transfer = {

@@ -277,7 +277,9 @@ export class X402Service {
         await repo.linkPayment(this.#ctx.db, settling.claimId, payment.id);
         let submitted: Awaited<ReturnType<FacilitatorWallets["send"]>>;
         try {
-          submitted = await this.#wallets.send(chain, tenant.workspaceId, call, payment.id);
+          submitted = await this.#wallets.send(chain, tenant.workspaceId, call, (hash) =>
+            this.#payments.x402.expectFence(payment.id, hash),
+          );
         } catch (err) {
           await this.#payments.x402.fail(
             tenant,

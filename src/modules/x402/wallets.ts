@@ -5,13 +5,15 @@ import type { SubmittedTransfer } from "../../chain/sent-types.ts";
 import type { FacilitatorCall, FacilitatorOutcome } from "../../chain/x402-scheme.ts";
 import type { AppContext } from "../../context.ts";
 import { X402_SETTLEMENT_PURPOSE } from "../../domain/x402.ts";
+import type { Fence } from "../../platform/db/fences.ts";
 import * as repo from "./repo.ts";
 
 // Each workspace's facilitator wallet (D23): a key the service holds (encrypted at rest) that sends
 // the workspace's x402 settlements and pays their gas, apart from the wallets whose money is
 // reserved for payouts and settlements. The gas top-up job keeps it funded like the workspace
 // EOAs. On a chain its transactions go through the network's nonce-ordered sender, recorded
-// before broadcast with the payment they pay, so instances never reuse a nonce.
+// before broadcast (the payment they pay naming them in the same transaction), so instances never
+// reuse a nonce and the watcher always knows which payment a settlement's transfer pays.
 
 export class FacilitatorWallets {
   readonly #ctx: AppContext;
@@ -45,22 +47,29 @@ export class FacilitatorWallets {
     chain: Chain,
     workspaceId: string,
     call: FacilitatorCall,
-    paymentId: string,
+    /** The statement that names the signed transaction on the payment it pays, run with its record. */
+    expect: (txHash: Hex) => Fence,
   ): Promise<SubmittedTransfer> {
     const row = await repo.findFacilitatorWallet(this.#ctx.db, workspaceId);
     if (!row) throw new Error("the workspace has no facilitator wallet");
     const key = this.#ctx.secrets.decrypt(row.encrypted_private_key) as Hex;
-    const [submitted] = await chain.sender.submit(key, row.address as Hex, [
-      {
-        token: "ETH",
-        to: call.to,
-        // It moves nothing of the wallet's but gas: the payer's tokens go to the payee.
-        amount: 0n,
-        call: { data: call.data, value: 0n, gas: call.gas },
-        purpose: X402_SETTLEMENT_PURPOSE,
-        paymentId,
-      },
-    ]);
+    const [submitted] = await chain.sender.submit(
+      key,
+      row.address as Hex,
+      [
+        {
+          token: "ETH",
+          to: call.to,
+          // It moves nothing of the wallet's but gas: the payer's tokens go to the payee.
+          amount: 0n,
+          call: { data: call.data, value: 0n, gas: call.gas },
+          // Not the payment's own money leaving (its settlement legs carry its id): the payment
+          // names this transaction instead (`expect`).
+          purpose: X402_SETTLEMENT_PURPOSE,
+        },
+      ],
+      { signedFences: ([txHash]) => (txHash ? [expect(txHash)] : []) },
+    );
     if (!submitted) throw new Error("the settlement was not recorded");
     return submitted;
   }

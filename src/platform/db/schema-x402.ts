@@ -12,6 +12,8 @@ export interface X402Origin {
   resource: string | null;
   scheme: string;
   nonce: string;
+  /** The facilitator's transaction that pays it, once signed (live); its ledger transaction (sandbox). */
+  txHash?: string;
 }
 
 export interface X402SettlementsTable {

@@ -4,7 +4,6 @@ import * as sent from "../../../chain/sent-transactions.ts";
 import { UNSETTLED_STATUSES } from "../../../domain/payment-state.ts";
 import { firstClaim } from "../../../domain/transfer-claim.ts";
 import type { UnsettledPayment } from "../../../domain/unsettled-payments.ts";
-import { X402_SETTLEMENT_PURPOSE } from "../../../domain/x402.ts";
 import { columnList } from "../../../platform/db/columns.ts";
 import type { DatabaseSchema, PaymentRow } from "../../../platform/db/schema.ts";
 import { PAYMENT_COLUMNS } from "../columns.ts";
@@ -81,7 +80,7 @@ export interface MatchResult {
  *    others' transfers then go to their inbox); `paired` pairs the n-th transfer with the
  *    n-th payment, so each payment is matched at most once and each transfer to at most one.
  *    An x402 payment is not matched by amount: `expected` pairs it with the transfer of the
- *    transaction its facilitator recorded for it (chain_transactions), which is left out of `ranked`.
+ *    transaction its facilitator signed for it (payments.x402.txHash), left out of `ranked`.
  * 2. `claimed` inserts every transfer's claim, with what it counts as (an on-ramp session's, a
  *    payment's, or the inbox's), ON CONFLICT DO NOTHING. Only the transfers this statement claimed
  *    go on: an instance racing on the same transfer waits for the other's commit and then skips it
@@ -135,12 +134,11 @@ export async function matchTransfers(
       )
     ),
     expected AS (
-      -- An x402 payment is paid by the transaction its facilitator recorded for it before
-      -- broadcasting it (D23), never by its amount.
+      -- An x402 payment is paid by the transaction its facilitator signed for it, named on the
+      -- payment before it was broadcast (D23), never by its amount.
       SELECT f.position, p.id AS payment_id
       FROM fresh f
-      JOIN chain_transactions t ON t.tx_hash = f.tx_hash AND t.purpose = ${X402_SETTLEMENT_PURPOSE}
-      JOIN payments p ON p.id = t.payment_id
+      JOIN payments p ON p.x402->>'txHash' = f.tx_hash AND p.x402 IS NOT NULL
       WHERE f.matchable AND p.environment = ${on.environment} AND p.network = ${on.id}
         AND p.status = ${sql.lit(rule.from)} AND lower(p.receiving_address) = f.address
         AND p.token_symbol = f.token_symbol AND p.gross_amount = f.amount

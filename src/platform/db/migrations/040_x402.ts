@@ -1,9 +1,9 @@
 import { type Kysely, sql } from "kysely";
 
 // The x402 facilitator (issue 40, D23).
-// - payments.x402: a payment settled through the facilitator, `{payer, resource, scheme, nonce}`.
-//   The chain watcher matches such a payment by the transaction the facilitator recorded for it
-//   (chain_transactions, purpose x402_settlement), never by amount.
+// - payments.x402: a payment settled through the facilitator, `{payer, resource, scheme, nonce,
+//   txHash}`. The chain watcher matches such a payment by the transaction its facilitator signed
+//   for it (txHash, written with that transaction's record before it is broadcast), never by amount.
 // - x402_settlements: one row per settle asked for. A payer's authorization (its token contract,
 //   payer and nonce on a network) is settled at most once unless that settle failed; a
 //   payment-identifier is answered once per workspace and environment (same payload: the same
@@ -13,6 +13,7 @@ import { type Kysely, sql } from "kysely";
 // - sandbox_authorizations: the EIP-3009 nonces used on the simulated ledger (its tokens' state).
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`ALTER TABLE payments ADD COLUMN x402 jsonb`.execute(db);
+  await sql`CREATE INDEX payments_x402_tx ON payments ((x402->>'txHash')) WHERE x402 IS NOT NULL`.execute(db);
   await sql`
     CREATE TABLE x402_settlements (
       id uuid PRIMARY KEY DEFAULT gen_random_uuid(),

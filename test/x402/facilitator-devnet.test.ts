@@ -1,0 +1,243 @@
+import type { PaymentRequirements } from "@x402/core/types";
+import { decodePaymentResponseHeader } from "@x402/fetch";
+import { type Address, createPublicClient, erc20Abi, type Hex, http } from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Devnet, startDevnet, USDC_EIP712 } from "../../src/devnet/chain.ts";
+import { createWorkers, type Workers } from "../../src/workers.ts";
+import {
+  bearer,
+  type CreatedWorkspace,
+  createWorkspace,
+  startTestApp,
+  type TestApp,
+} from "../support/app.ts";
+import { creditToken } from "../support/devnet-credit.ts";
+import { liveNetworkEnv } from "../support/devnet-env.ts";
+import { until } from "../support/poll.ts";
+import { paidResource, payingFetch, type Resource, signedPayment } from "../support/x402.ts";
+
+// The x402 facilitator on a live network (the devnet, D23): the stock Express middleware pointed at
+// our /api/v1/x402 with a live key, an agent paying through the stock fetch wrapper, and each
+// settlement a payment the watcher detects by its transaction, confirms and forwards. The
+// facilitator wallet's gas comes from the gas top-up job.
+
+const SETTLEMENT = "0x1111111111111111111111111111111111111111";
+
+let devnet: Devnet;
+let t: TestApp;
+let workers: Workers;
+let ws: CreatedWorkspace;
+let resource: Resource;
+let network: `${string}:${string}`;
+let chain: ReturnType<typeof createPublicClient>;
+let facilitator: Address;
+const payerKey = generatePrivateKey();
+const payer = privateKeyToAccount(payerKey).address;
+
+const usdcOf = (address: string) =>
+  chain.readContract({
+    address: devnet.tokens.USDC,
+    abi: erc20Abi,
+    functionName: "balanceOf",
+    args: [address as Address],
+  });
+
+async function payment(id: string) {
+  const res = await t.request({ method: "GET", url: `/api/v1/payments/${id}`, headers: bearer(ws.liveKey) });
+  return res.json().payment;
+}
+
+function requirements(amount: string): PaymentRequirements {
+  return {
+    scheme: "exact",
+    network,
+    asset: devnet.tokens.USDC,
+    amount,
+    payTo: ws.eoaAddress,
+    maxTimeoutSeconds: 120,
+    extra: { ...USDC_EIP712 },
+  };
+}
+
+async function settle(body: unknown) {
+  return t.request({
+    method: "POST",
+    url: "/api/v1/x402/settle",
+    headers: bearer(ws.liveKey),
+    payload: body as object,
+  });
+}
+
+beforeAll(async () => {
+  devnet = await startDevnet();
+  t = await startTestApp(liveNetworkEnv(devnet));
+  chain = createPublicClient({ chain: devnet.chain, transport: http(devnet.rpcUrl) });
+  network = `eip155:${devnet.chainId}`;
+  const serviceUrl = await t.app.http.listen({ port: 0, host: "127.0.0.1" });
+  ws = await createWorkspace(t, { settlementAddress: SETTLEMENT });
+  await creditToken(devnet, "USDC", payer, "100");
+  resource = await paidResource(serviceUrl, ws.liveKey, {
+    network,
+    asset: devnet.tokens.USDC,
+    amount: "250000",
+    payTo: ws.eoaAddress,
+    extra: { ...USDC_EIP712 },
+  });
+  workers = createWorkers(t.app, { dispatcher: { pollIntervalMs: 50 } });
+  workers.start();
+  facilitator = await facilitatorWallet();
+  await until(
+    "the facilitator wallet's gas",
+    () => chain.getBalance({ address: facilitator }),
+    (b) => b > 0n,
+    30_000,
+  );
+}, 90_000);
+
+afterAll(async () => {
+  await workers?.stop();
+  await resource?.close();
+  await t?.close();
+  await devnet?.stop();
+});
+
+describe("x402 facilitator on a live network (devnet)", () => {
+  it("funds the workspace's facilitator wallet with gas like its EOA", async () => {
+    const res = await t.request({
+      method: "GET",
+      url: "/api/v1/x402/supported",
+      headers: bearer(ws.liveKey),
+    });
+    expect(res.json().kinds).toEqual([{ x402Version: 2, scheme: "exact", network }]);
+    const [signer] = res.json().signers["eip155:*"] as Address[];
+    if (!signer) throw new Error("no facilitator signer");
+    expect(signer).not.toBe(ws.eoaAddress);
+    await until(
+      "the facilitator wallet's gas",
+      () => chain.getBalance({ address: signer }),
+      (b) => b > 0n,
+      30_000,
+    );
+  });
+
+  it("serves a paid request through the stock middleware; the payment is detected by its transaction and forwarded", async () => {
+    const before = { payer: await usdcOf(payer), merchant: await usdcOf(SETTLEMENT) };
+    const res = await payingFetch(payerKey, { network, asset: devnet.tokens.USDC })(resource.url);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ weather: "sunny" });
+    const settled = decodePaymentResponseHeader(res.headers.get("payment-response") ?? "");
+    expect(settled).toMatchObject({ success: true, payer, network });
+    expect(await usdcOf(payer)).toBe(before.payer - 250_000n);
+
+    const row = await untilDetected(settled.transaction as Hex);
+    const forwarded = await until(
+      "forwarded",
+      () => payment(row.id),
+      (p) => p.status === "forwarded",
+      60_000,
+    );
+    expect(forwarded).toMatchObject({
+      paymentMethod: "crypto",
+      network: "default",
+      grossAmount: "0.25",
+      txHash: settled.transaction.toLowerCase(),
+      payerAddress: payer,
+      x402: { payer, resource: resource.url, scheme: "exact" },
+    });
+    const net = BigInt(Math.round(Number(forwarded.netAmount) * 1e6));
+    expect(await usdcOf(SETTLEMENT)).toBe(before.merchant + net);
+  });
+
+  it("refuses the replayed authorization at verify, before any gas is spent", async () => {
+    const accepted = requirements("1000");
+    const body = {
+      x402Version: 2,
+      paymentPayload: await signedPayment(payerKey, accepted),
+      paymentRequirements: accepted,
+    };
+    expect((await settle(body)).json()).toMatchObject({ success: true });
+    const verify = await t.request({
+      method: "POST",
+      url: "/api/v1/x402/verify",
+      headers: bearer(ws.liveKey),
+      payload: body,
+    });
+    expect(verify.json()).toMatchObject({
+      isValid: false,
+      invalidReason: "invalid_exact_evm_nonce_already_used",
+    });
+    // Another payload of the same authorization (other requirements' extra): refused without a send.
+    const again = await settle({ ...body, paymentRequirements: { ...accepted, maxTimeoutSeconds: 60 } });
+    expect(again.json()).toMatchObject({ success: false, transaction: "" });
+  });
+
+  it("orders concurrent settles through the nonce-ordered sender: each once, each with its own transaction", async () => {
+    const bodies = await Promise.all(
+      Array.from({ length: 6 }, async (_, i) => {
+        const accepted = requirements(String(10_000 + i));
+        return {
+          x402Version: 2,
+          paymentPayload: await signedPayment(payerKey, accepted),
+          paymentRequirements: accepted,
+        };
+      }),
+    );
+    const before = await usdcOf(payer);
+    const answers = await Promise.all(bodies.map(async (b) => (await settle(b)).json()));
+    expect(answers.every((a) => a.success)).toBe(true);
+    expect(new Set(answers.map((a) => a.transaction)).size).toBe(6);
+    expect(await usdcOf(payer)).toBe(before - (6n * 10_000n + 15n));
+    const sent = await t.database.db
+      .selectFrom("chain_transactions")
+      .select(["nonce", "status"])
+      .where("purpose", "=", "x402_settlement")
+      .execute();
+    const nonces = sent.map((s) => Number(s.nonce)).sort((a, b) => a - b);
+    expect(nonces).toEqual(nonces.map((_, i) => i));
+  });
+
+  it("answers a payer without the money at verify, and sends nothing", async () => {
+    const broke = generatePrivateKey();
+    const accepted = requirements("5000");
+    const body = {
+      x402Version: 2,
+      paymentPayload: await signedPayment(broke, accepted),
+      paymentRequirements: accepted,
+    };
+    const settlements = () =>
+      t.database.db
+        .selectFrom("chain_transactions")
+        .select("tx_hash")
+        .where("purpose", "=", "x402_settlement")
+        .execute();
+    const sentBefore = await settlements();
+    expect((await settle(body)).json()).toMatchObject({ success: false, transaction: "" });
+    expect((await settlements()).length).toBe(sentBefore.length);
+  });
+});
+
+async function facilitatorWallet(): Promise<Address> {
+  const res = await t.request({ method: "GET", url: "/api/v1/x402/supported", headers: bearer(ws.liveKey) });
+  const [signer] = res.json().signers["eip155:*"] as Address[];
+  if (!signer) throw new Error("no facilitator signer");
+  return signer;
+}
+
+/** The payment the watcher detected with `txHash`. */
+function untilDetected(txHash: Hex) {
+  return until(
+    "the settlement's payment detected",
+    () =>
+      t.database.db
+        .selectFrom("payments")
+        .select("id")
+        .where("detected_tx_hash", "=", txHash.toLowerCase())
+        .executeTakeFirst(),
+    (row) => row !== undefined,
+    30_000,
+  ).then((row) => {
+    if (!row) throw new Error("not detected");
+    return row;
+  });
+}
