@@ -44,6 +44,7 @@ import * as paymentNetworks from "./migrations/036_payment_networks.ts";
 import * as inboxChecks from "./migrations/037_inbox_checks.ts";
 import * as cardRefundSource from "./migrations/038_card_refund_source.ts";
 import * as inboxHeld from "./migrations/039_inbox_held.ts";
+import * as agentPolicies from "./migrations/041_agent_policies.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -97,6 +98,8 @@ export const MIGRATIONS: Record<string, Migration> = {
   "037_inbox_checks": inboxChecks,
   "038_card_refund_source": cardRefundSource,
   "039_inbox_held": inboxHeld,
+  // 040 is the x402 facilitator's (issue 40), built beside this one.
+  "041_agent_policies": agentPolicies,
 };
 
 class StaticMigrationProvider implements MigrationProvider {
