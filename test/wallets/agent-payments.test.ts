@@ -192,6 +192,16 @@ describe("pay", () => {
     expect(await storedAuthorizations(wallet.walletId)).toEqual({ count: 0, sum: 0n });
   });
 
+  it("answers 503 in live without a configured network: nothing is signed for a chain it does not know", async () => {
+    const agent = await call(ws.liveKey, "POST", "/api/agents/create", { name: "Live agent" });
+    const wallet = await createWallet(ws.liveKey, {
+      ownerId: agent.json.data.agentId,
+      type: "agent",
+      currencies: ["USDC"],
+    });
+    expectError(await payUsdc(ws.liveKey, wallet.walletId, "1"), 503, /^Live network is not configured$/);
+  });
+
   it.each([
     ["resource", { paymentRequired: paymentRequired() }, /^resource must be an http\(s\) URL/],
     ["resource", { paymentRequired: paymentRequired(), resource: "ftp://x.example/a" }, /^resource must/],
