@@ -80,6 +80,18 @@ describe("the spending policy", () => {
     expectError(get, 400, /user wallet.*agent wallets only/);
     expectError(await putPolicy(ws.testKey, wallet.walletId, {}), 400, /agent wallets only/);
     expectError(await payUsdc(ws.testKey, wallet.walletId, "1"), 400, /agent wallets only/);
+    const authorizations = `/api/wallets/${wallet.walletId}/x402/authorizations`;
+    expectError(await call(ws.testKey, "GET", authorizations), 400, /agent wallets only/);
+    expectError(
+      await call(ws.testKey, "GET", `${authorizations}/${MISSING_UUID}`),
+      400,
+      /agent wallets only/,
+    );
+    expectError(
+      await call(ws.testKey, "POST", `${authorizations}/${MISSING_UUID}/approve`),
+      400,
+      /agent wallets only/,
+    );
   });
 
   it.each([

@@ -178,6 +178,7 @@ export class AgentPaymentsService {
     authorizationId: string,
   ): Promise<AgentPaymentEventData> {
     const wallet = await this.#wallets.find(principal, walletId);
+    agentOnly(wallet.type);
     const row = isUuid(authorizationId)
       ? await repo.findAuthorization(this.#ctx.db, principal, wallet.id, authorizationId)
       : undefined;
@@ -194,6 +195,7 @@ export class AgentPaymentsService {
     if (query.status !== undefined && !isAgentPaymentStatus(query.status))
       throw badRequest(`status must be one of ${AGENT_PAYMENT_STATUSES.join(", ")}`);
     const wallet = await this.#wallets.find(principal, walletId);
+    agentOnly(wallet.type);
     const { rows, total } = await repo.listAuthorizations(this.#ctx.db, principal, wallet.id, {
       status: query.status,
       limit: query.limit,
