@@ -49,6 +49,8 @@ import { swapsRoutes } from "./modules/swaps/routes.ts";
 import { SwapsService } from "./modules/swaps/service.ts";
 import { buildSwapVenues } from "./modules/swaps/venues.ts";
 import { TransfersService } from "./modules/transfers/service.ts";
+import { AgentPaymentsService } from "./modules/wallets/agent-payments.ts";
+import { agentPaymentsRoutes } from "./modules/wallets/agent-payments-routes.ts";
 import { AgentWalletsService } from "./modules/wallets/service.ts";
 import { webhooksRoutes } from "./modules/webhooks/routes.ts";
 import { WebhooksService } from "./modules/webhooks/service.ts";
@@ -107,6 +109,8 @@ export interface App {
     smartWallets: SmartWalletsService;
     agents: AgentsService;
     agentWallets: AgentWalletsService;
+    /** Agent wallets' spending policies and x402 payments (D23). */
+    agentPayments: AgentPaymentsService;
     splits: SplitsService;
     settlements: SettlementsService;
     refunds: RefundsService;
@@ -185,6 +189,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   const sessions = new SessionsService(ctx);
   const agents = new AgentsService(ctx);
   const agentWallets = new AgentWalletsService(ctx, agents, ledger);
+  const agentPayments = new AgentPaymentsService(ctx, agentWallets);
   // Money leaves workspace wallets through the rails (src/rails), one set per process.
   const { rails, smartAccounts } = buildRails(chains, ledger, deps.db);
   // Smart wallet addresses come from the account factory of live's first network with a bundler,
@@ -325,6 +330,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   await http.register(smartWalletRoutes(smartWallets));
   await http.register(agentsAndWalletsRoutes(agents, agentWallets));
   await http.register(x402Routes(x402));
+  await http.register(agentPaymentsRoutes(agentPayments));
   await http.register(
     dashboardRoutes(ctx, {
       sessions,
@@ -362,6 +368,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
       smartWallets,
       agents,
       agentWallets,
+      agentPayments,
       splits,
       settlements,
       refunds,

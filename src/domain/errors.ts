@@ -21,7 +21,8 @@ export type ErrorCode =
   | "PROVIDER_ERROR"
   | "UNAVAILABLE"
   | "CIRCUIT_BREAKER_OPEN"
-  | "REFUND_EXCEEDED";
+  | "REFUND_EXCEEDED"
+  | "POLICY_REFUSED";
 
 export type ErrorDetails = Readonly<Record<string, unknown>>;
 
@@ -155,6 +156,18 @@ export class CircuitBreakerOpen extends AppError {
 /** A refund larger than what its payment has left to refund (D19): details `{refundable}`. */
 export class RefundExceeded extends AppError {
   readonly code = "REFUND_EXCEEDED";
+}
+
+/**
+ * An agent wallet's spending policy refuses a payment (D23): details `{policy}`, the rule that
+ * refused it (spending-policy.ts POLICY_RULES).
+ */
+export class PolicyRefused extends AppError {
+  readonly code = "POLICY_REFUSED";
+
+  constructor(message: string, policy: string) {
+    super(message, { policy });
+  }
 }
 
 export const badRequest = (message: string, details?: ErrorDetails): InvalidRequest =>

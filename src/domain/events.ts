@@ -24,9 +24,47 @@ export const EVENT_TYPES = [
   "wallet.created",
   "wallet.balance.updated",
   "wallet.currency.added",
+  "agent.payment.authorized",
+  "agent.payment.approval_required",
+  "agent.payment.settled",
+  "agent.payment.expired",
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];
+
+/**
+ * The `data` of every agent.payment.* event (D23): the authorization as
+ * `GET /api/wallets/{id}/x402/authorizations/{authorizationId}` shows it when the event is written.
+ * `agent.payment.authorized` (signed: `nonce` and the validity window are set) and
+ * `agent.payment.approval_required` (waiting for a human: they are null) are written by the pay and
+ * approve operations; `agent.payment.settled` (its transfer landed: `txHash` set) and
+ * `agent.payment.expired` (its validity ended unused: its reservation is released) carry the same
+ * shape with their status.
+ */
+export interface AgentPaymentEventData {
+  authorizationId: string;
+  walletId: string;
+  status: string;
+  /** Our network id (D22) and its CAIP-2 name, as the x402 requirement named it. */
+  network: string;
+  caip2: string;
+  currency: string;
+  /** The token contract (the requirement's `asset`). */
+  asset: string;
+  /** Decimal string in the currency's units (D4). */
+  amount: string;
+  payTo: string;
+  /** The URL the agent paid for, and its origin (what allowedOrigins is checked against). */
+  resource: string;
+  origin: string;
+  /** The EIP-3009 nonce (bytes32 hex) and validity, once signed. */
+  nonce: string | null;
+  validAfter: string | null;
+  validBefore: string | null;
+  createdAt: string;
+  decidedAt: string | null;
+  txHash: string | null;
+}
 
 /** `*` subscribes a registration to every kind, present and future (D7). */
 export const ALL_EVENTS = "*";

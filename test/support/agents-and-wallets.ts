@@ -17,7 +17,7 @@ export let t: TestApp;
 
 export async function call(
   key: string,
-  method: "GET" | "POST" | "PATCH" | "DELETE",
+  method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE",
   url: string,
   payload?: unknown,
 ) {

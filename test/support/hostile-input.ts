@@ -33,6 +33,30 @@ export let fixtures: {
   webhookId: string;
   swapId: string;
   onrampId: string;
+  /** An agent wallet holding USDC that pays (no policy), one of its authorizations, and another wallet whose policy is set. */
+  agentWalletId: string;
+  authorizationId: string;
+  policyWalletId: string;
+};
+
+/** A valid pay body for the fixture agent wallet: 0.01 USDC on sandbox-a. */
+export const X402_PAY = {
+  paymentRequired: {
+    x402Version: 2,
+    resource: { url: "https://api.example.com/data" },
+    accepts: [
+      {
+        scheme: "exact",
+        network: "eip155:73570001",
+        asset: "0xE948B10A290BF5Ee274cF0B50d1387fb7049B9f3",
+        amount: "10000",
+        payTo: DESTINATION,
+        maxTimeoutSeconds: 60,
+        extra: { name: "USDC", version: "2" },
+      },
+    ],
+  },
+  resource: "https://api.example.com/data",
 };
 
 // ---- what "nothing written" means: no row added, removed, revoked, deleted or re-defaulted ------
@@ -59,6 +83,8 @@ export const WRITTEN_TABLES = [
   "swaps",
   "sandbox_swap_pools",
   "onramp_sessions",
+  "agent_wallet_policies",
+  "agent_payment_authorizations",
 ] as const;
 
 export async function writtenState(): Promise<string> {
@@ -194,6 +220,17 @@ export function useHostileInputApp(): void {
       sellAmount: "1",
     });
     const onramp = await created("POST", "/api/v1/onramp/session", { destinationCurrency: "ETH" });
+    const agentWallet = async () =>
+      (
+        await created("POST", "/api/wallets/create", {
+          ownerId: agent.data.agentId,
+          type: "agent",
+          currencies: ["USDC"],
+        })
+      ).data.walletId as string;
+    const agentWalletId = await agentWallet();
+    const policyWalletId = await agentWallet();
+    const paid = await created("POST", `/api/wallets/${agentWalletId}/x402/pay`, X402_PAY);
     fixtures = {
       paymentId: payment.payment.id,
       agentId: agent.data.agentId,
@@ -201,6 +238,9 @@ export function useHostileInputApp(): void {
       webhookId: String(webhook.webhook.id),
       swapId: swap.swapId,
       onrampId: onramp.id,
+      agentWalletId,
+      authorizationId: paid.data.authorizationId,
+      policyWalletId,
     };
   });
   afterAll(async () => t?.close());

@@ -15,6 +15,7 @@ import {
   useHostileInputApp,
   writtenState,
   ws,
+  X402_PAY,
 } from "../support/hostile-input.ts";
 
 // Generated hostile values at every route (and the upload that trickles in); one example of each
@@ -271,6 +272,46 @@ function baselines(): Record<string, Operation> {
       auth: "key",
       params: { walletId: fixtures.walletId },
       body: { currency: "USDC" },
+    },
+    ...agentPayments(),
+  };
+}
+
+/** The agent wallet's policy and x402 payment routes (D23). */
+function agentPayments(): Record<string, Operation> {
+  const wallet = { walletId: fixtures.agentWalletId };
+  const authorizations = "/api/wallets/{walletId}/x402/authorizations";
+  return {
+    "GET /api/wallets/{walletId}/policy": { auth: "key", params: { walletId: fixtures.policyWalletId } },
+    "PUT /api/wallets/{walletId}/policy": {
+      auth: "key",
+      params: { walletId: fixtures.policyWalletId },
+      body: {
+        maxPerPayment: { USDC: "5.00" },
+        daily: { USDC: "50" },
+        monthly: { USDC: "500" },
+        allowedPayees: [DESTINATION],
+        allowedOrigins: ["https://api.example.com"],
+        approvalAbove: { USDC: "2" },
+      },
+    },
+    "POST /api/wallets/{walletId}/x402/pay": { auth: "key", params: wallet, body: X402_PAY },
+    [`GET ${authorizations}`]: {
+      auth: "key",
+      params: wallet,
+      query: { page: "1", limit: "10", status: "authorized" },
+    },
+    [`GET ${authorizations}/{authorizationId}`]: {
+      auth: "key",
+      params: { ...wallet, authorizationId: fixtures.authorizationId },
+    },
+    [`POST ${authorizations}/{authorizationId}/approve`]: {
+      auth: "key",
+      params: { ...wallet, authorizationId: UNKNOWN_UUID },
+    },
+    [`POST ${authorizations}/{authorizationId}/deny`]: {
+      auth: "key",
+      params: { ...wallet, authorizationId: UNKNOWN_UUID },
     },
   };
 }

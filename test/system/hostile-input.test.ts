@@ -14,6 +14,7 @@ import {
   UNKNOWN_UUID,
   useHostileInputApp,
   ws,
+  X402_PAY,
 } from "../support/hostile-input.ts";
 
 // One example of each class of hostile input; generated values at every route:
@@ -207,6 +208,24 @@ describe("hostile input, one example per class (issue 20)", () => {
       ["POST", "/api/v1/swap", { quoteId: "\udfff" }, "quoteId"],
       ["POST", "/api/v1/onramp/session", { destinationCurrency: "USDC\ud800" }, "destinationCurrency"],
       ["POST", "/onramp/session", { destinationCurrency: "ETH", sourceAmount: "1\u0000" }, "sourceAmount"],
+      [
+        "PUT",
+        `/api/wallets/${fixtures.policyWalletId}/policy`,
+        { allowedOrigins: ["\ud800"] },
+        "allowedOrigins",
+      ],
+      [
+        "POST",
+        `/api/wallets/${fixtures.agentWalletId}/x402/pay`,
+        { ...X402_PAY, resource: "a\u0000" },
+        "resource",
+      ],
+      [
+        "POST",
+        `/api/wallets/${fixtures.agentWalletId}/x402/pay`,
+        { ...X402_PAY, paymentRequired: Buffer.from('{"x402Version":"\\ud800"}').toString("base64") },
+        "paymentRequired",
+      ],
     ];
     for (const [method, url, body, field] of cases) await expectRefused({ method, url, body }, field);
     await expectRefused(
@@ -262,6 +281,8 @@ describe("hostile input, one example per class (issue 20)", () => {
         `/api/agents/${name}`,
         `/api/wallets/${name}`,
         `/api/wallets/${fixtures.walletId}/balance/${name}`,
+        `/api/wallets/${name}/policy`,
+        `/api/wallets/${fixtures.agentWalletId}/x402/authorizations/${name}`,
         `/pay/${name}/status`,
         `/api/v1/swaps/${name}`,
         `/api/v1/onramp/sessions/${name}`,

@@ -33,6 +33,10 @@ const ALL_EVENT_KINDS = [
   "wallet.created",
   "wallet.balance.updated",
   "wallet.currency.added",
+  "agent.payment.authorized",
+  "agent.payment.approval_required",
+  "agent.payment.settled",
+  "agent.payment.expired",
 ] as const;
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;

@@ -45,6 +45,7 @@ import * as inboxChecks from "./migrations/037_inbox_checks.ts";
 import * as cardRefundSource from "./migrations/038_card_refund_source.ts";
 import * as inboxHeld from "./migrations/039_inbox_held.ts";
 import * as x402 from "./migrations/040_x402.ts";
+import * as agentPolicies from "./migrations/041_agent_policies.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -99,6 +100,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "038_card_refund_source": cardRefundSource,
   "039_inbox_held": inboxHeld,
   "040_x402": x402,
+  "041_agent_policies": agentPolicies,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -5,7 +5,12 @@ import type {
   DashboardSessionsTable,
   WorkspaceEmailChangesTable,
 } from "./schema-accounts.ts";
-import type { AgentsTable, AgentWalletsTable } from "./schema-agents.ts";
+import type {
+  AgentPaymentAuthorizationsTable,
+  AgentsTable,
+  AgentWalletPoliciesTable,
+  AgentWalletsTable,
+} from "./schema-agents.ts";
 import type {
   OnrampSessionsTable,
   SandboxSwapPoolsTable,
@@ -372,6 +377,8 @@ export interface DatabaseSchema {
   split_configs: SplitConfigsTable;
   agents: AgentsTable;
   agent_wallets: AgentWalletsTable;
+  agent_wallet_policies: AgentWalletPoliciesTable;
+  agent_payment_authorizations: AgentPaymentAuthorizationsTable;
   swap_quotes: SwapQuotesTable;
   swaps: SwapsTable;
   sandbox_swap_pools: SandboxSwapPoolsTable;

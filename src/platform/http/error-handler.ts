@@ -24,6 +24,7 @@ const ANSWERS: Record<ErrorCode, { status: number; codeInBody?: true }> = {
   UNAVAILABLE: { status: 503 },
   CIRCUIT_BREAKER_OPEN: { status: 503, codeInBody: true },
   REFUND_EXCEEDED: { status: 400 },
+  POLICY_REFUSED: { status: 403 },
 };
 
 /** The HTTP status an error code is answered with. */

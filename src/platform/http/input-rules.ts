@@ -40,6 +40,14 @@ export function parseJsonBody(text: string): unknown {
   return value;
 }
 
+/**
+ * The same rules for a JSON value that arrived some other way (decoded from a base64 header value
+ * inside a body): the first problem, named from `name` (`paymentRequired.resource.url …`), or null.
+ */
+export function jsonValueProblem(value: unknown, name: string): string | null {
+  return bodyProblem(value, name);
+}
+
 interface Frame {
   value: unknown;
   path: string;
@@ -47,8 +55,8 @@ interface Frame {
 }
 
 /** Iterative on purpose: a 1 MiB body can nest 500 000 levels, beyond any call stack. */
-function bodyProblem(root: unknown): string | null {
-  const stack: Frame[] = [{ value: root, path: "", depth: 0 }];
+function bodyProblem(root: unknown, rootPath = ""): string | null {
+  const stack: Frame[] = [{ value: root, path: rootPath, depth: 0 }];
   for (let frame = stack.pop(); frame !== undefined; frame = stack.pop()) {
     const { value, path, depth } = frame;
     const field = path || "body";
