@@ -59,6 +59,27 @@ export const X402_PAY = {
   resource: "https://api.example.com/data",
 };
 
+/** A facilitator request of the x402 shapes (D23): its signature is no one's, so verify says invalid. */
+export const X402_REQUEST = {
+  x402Version: 2,
+  paymentPayload: {
+    x402Version: 2,
+    accepted: X402_PAY.paymentRequired.accepts[0],
+    payload: {
+      authorization: {
+        from: "0x3333333333333333333333333333333333333333",
+        to: DESTINATION,
+        value: "10000",
+        validAfter: "0",
+        validBefore: "99999999999",
+        nonce: `0x${"ab".repeat(32)}`,
+      },
+      signature: `0x${"11".repeat(65)}`,
+    },
+  },
+  paymentRequirements: X402_PAY.paymentRequired.accepts[0],
+};
+
 // ---- what "nothing written" means: no row added, removed, revoked, deleted or re-defaulted ------
 
 export const WRITTEN_TABLES = [
@@ -85,6 +106,9 @@ export const WRITTEN_TABLES = [
   "onramp_sessions",
   "agent_wallet_policies",
   "agent_payment_authorizations",
+  "x402_settlements",
+  "x402_facilitator_wallets",
+  "sandbox_authorizations",
 ] as const;
 
 export async function writtenState(): Promise<string> {

@@ -16,6 +16,7 @@ import {
   writtenState,
   ws,
   X402_PAY,
+  X402_REQUEST,
 } from "../support/hostile-input.ts";
 
 // Generated hostile values at every route (and the upload that trickles in); one example of each
@@ -274,6 +275,10 @@ function baselines(): Record<string, Operation> {
       body: { currency: "USDC" },
     },
     ...agentPayments(),
+    // The x402 facilitator (D23).
+    "GET /api/v1/x402/supported": { auth: "key" },
+    "POST /api/v1/x402/verify": { auth: "key", body: X402_REQUEST },
+    "POST /api/v1/x402/settle": { auth: "key", body: X402_REQUEST },
   };
 }
 
