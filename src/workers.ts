@@ -5,6 +5,7 @@ import { ChainWatcher } from "./modules/payments/incoming/chain-watcher.ts";
 import { topUpGas, topUpWallet } from "./modules/payments/settlement/gas-top-up.ts";
 import { Settlement } from "./modules/payments/settlement/settlement.ts";
 import { compactPaymentTotals } from "./modules/payments/totals.ts";
+import { AgentPaymentOutcomes } from "./modules/wallets/agent-payment-outcomes.ts";
 import { type DispatcherOptions, WebhookDispatcher } from "./modules/webhooks/dispatcher.ts";
 import { PeriodicJob } from "./platform/jobs/periodic-job.ts";
 
@@ -22,6 +23,8 @@ export interface Workers {
 }
 
 const EXPIRY_INTERVAL_MS = 5_000; // D13: expired within 10 s
+/** Agents' x402 authorizations: used ones become spends, lapsed ones release their reservation (D23). */
+const AGENT_PAYMENTS_INTERVAL_MS = 2_000;
 const GAS_TOP_UP_INTERVAL_MS = 60_000;
 /** The payment totals' deltas are folded this often: reads sum at most this long's deltas. */
 const TOTALS_INTERVAL_MS = 5_000;
@@ -36,12 +39,20 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
   const { ctx } = app;
   const dispatcher = new WebhookDispatcher(ctx, options.dispatcher);
   const totalsState = { foldedSinceVacuum: 0 };
+  const agentPayments = new AgentPaymentOutcomes(ctx, app.services.ledger);
   const jobs: PeriodicJob[] = [
     new PeriodicJob(ctx.db, ctx.log, {
       name: "payments.expiry",
       intervalMs: EXPIRY_INTERVAL_MS,
       tick: async () => {
         await expireDuePayments(ctx.db, ctx.now(), ctx.metrics);
+      },
+    }),
+    new PeriodicJob(ctx.db, ctx.log, {
+      name: "agents.x402-authorizations",
+      intervalMs: AGENT_PAYMENTS_INTERVAL_MS,
+      tick: async () => {
+        await agentPayments.tick();
       },
     }),
     new PeriodicJob(ctx.db, ctx.log, {

@@ -1,5 +1,5 @@
 import type { Environment } from "../config.ts";
-import type { X402SchemeFactory } from "./x402-scheme.ts";
+import type { AuthorizationUse, X402SchemeFactory } from "./x402-scheme.ts";
 
 // The port the modules use to talk to an environment's network. One production implementation
 // (chain/evm, viem); the sandbox ledger (chain/simulated) arrives with payouts.
@@ -170,5 +170,7 @@ export interface Network {
   waitForReceipt(txHash: Hex, timeoutMs: number): Promise<ReceiptStatus>;
   /** x402's settlement scheme here (D23, chain/x402-scheme.ts), sending through the wallet given. */
   readonly x402: X402SchemeFactory;
+  /** Whether an EIP-3009 authorization of `token` was used here (an agent's x402 payment), and by which transaction. */
+  authorizationUse(token: ChainToken, authorizer: Hex, nonce: Hex): Promise<AuthorizationUse>;
   close(): Promise<void>;
 }

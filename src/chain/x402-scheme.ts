@@ -33,6 +33,9 @@ export interface FacilitatorWallet {
   outcome(hash: Hex): Promise<FacilitatorOutcome>;
 }
 
+/** Whether an EIP-3009 authorization was used; its transaction when it can be found. */
+export type AuthorizationUse = { used: false } | { used: true; txHash: Hex | null };
+
 /** Makes the x402 scheme of a network for one settle or verify, with the wallet it sends from. */
 export type X402SchemeFactory = (wallet: FacilitatorWallet) => SchemeNetworkFacilitator;
 

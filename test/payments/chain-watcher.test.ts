@@ -152,6 +152,9 @@ class ScriptedChain implements Network {
   waitForReceipt(): never {
     throw new Error("not used by the watcher");
   }
+  readonly authorizationUse = (): never => {
+    throw new Error("a scripted chain has no EIP-3009 token");
+  };
   /** The watcher settles nothing. */
   readonly x402 = (): never => {
     throw new Error("a scripted chain has no x402 scheme");

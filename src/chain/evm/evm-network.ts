@@ -27,11 +27,11 @@ import type {
   TransferGas,
   TransferRequest,
 } from "../network.ts";
-import type { X402SchemeFactory } from "../x402-scheme.ts";
+import type { AuthorizationUse, X402SchemeFactory } from "../x402-scheme.ts";
 import { chainOf } from "./chain-of.ts";
 import { ETH_TRANSFER_GAS, ethTransferGas } from "./eth-transfer-gas.ts";
 import { userOperationsIn } from "./user-operations.ts";
-import { evmX402Scheme } from "./x402-signer.ts";
+import { authorizationUse, evmX402Scheme } from "./x402-signer.ts";
 
 // The viem implementation of the Network port. Reads are batched over HTTP (one round trip for
 // many blocks); transactions are signed locally with an explicit nonce and broadcast raw.
@@ -384,6 +384,12 @@ export class EvmNetwork implements Network {
       if ((err as Error).name === "WaitForTransactionReceiptTimeoutError") return "not_found";
       throw err;
     }
+  }
+
+  authorizationUse(token: ChainToken, authorizer: Hex, nonce: Hex): Promise<AuthorizationUse> {
+    const address = this.#tokenAddress.get(token);
+    if (!address) throw new Error(`${token} is not configured on the ${this.id} network`);
+    return authorizationUse(this.#client, address, authorizer, nonce);
   }
 
   async close(): Promise<void> {}

@@ -1,6 +1,19 @@
 import { ExactEvmScheme } from "@x402/evm/exact/facilitator";
-import { type Abi, concat, encodeFunctionData, type PublicClient, type TypedData } from "viem";
-import { type FacilitatorWallet, receiptLog, type X402SchemeFactory } from "../x402-scheme.ts";
+import {
+  type Abi,
+  concat,
+  encodeFunctionData,
+  type Hex,
+  type PublicClient,
+  parseAbi,
+  type TypedData,
+} from "viem";
+import {
+  type AuthorizationUse,
+  type FacilitatorWallet,
+  receiptLog,
+  type X402SchemeFactory,
+} from "../x402-scheme.ts";
 
 // x402's `exact` scheme on an EVM chain (chain/x402-scheme.ts): @x402/evm's facilitator, with a
 // signer that reads the chain through the network's client and sends through the facilitator
@@ -60,4 +73,39 @@ function facilitatorSigner(client: PublicClient, wallet: FacilitatorWallet): Fac
     },
     getCode: ({ address }) => client.getCode({ address }),
   };
+}
+
+const AUTHORIZATION_ABI = parseAbi([
+  "function authorizationState(address authorizer, bytes32 nonce) view returns (bool)",
+  "event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)",
+]);
+/**
+ * How far back the transaction that used an authorization is looked for: an agent's authorization
+ * is valid for minutes (its requirement's maxTimeoutSeconds), and is looked at while it is open.
+ */
+const USE_LOOKBACK_BLOCKS = 10_000n;
+
+/** Whether `token`'s EIP-3009 `nonce` of `authorizer` was used, and the transaction (AuthorizationUsed) that did. */
+export async function authorizationUse(
+  client: PublicClient,
+  token: Hex,
+  authorizer: Hex,
+  nonce: Hex,
+): Promise<AuthorizationUse> {
+  const used = await client.readContract({
+    address: token,
+    abi: AUTHORIZATION_ABI,
+    functionName: "authorizationState",
+    args: [authorizer, nonce],
+  });
+  if (!used) return { used: false };
+  const head = await client.getBlockNumber();
+  const logs = await client.getLogs({
+    address: token,
+    event: AUTHORIZATION_ABI[1],
+    args: { authorizer, nonce },
+    fromBlock: head > USE_LOOKBACK_BLOCKS ? head - USE_LOOKBACK_BLOCKS : 0n,
+    toBlock: head,
+  });
+  return { used: true, txHash: logs[0]?.transactionHash ?? null };
 }

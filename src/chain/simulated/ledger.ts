@@ -5,6 +5,7 @@ import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
 import { columnList } from "../../platform/db/columns.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 import type { ChainToken, Hex } from "../network.ts";
+import { authorizationTx } from "./authorizations.ts";
 
 // The sandbox's simulated ledger (D3): append-only entries per network, address and token in our
 // own database (a balance is their sum, so credits never wait on each other), transfers that debit
@@ -42,17 +43,6 @@ export interface LedgerCredit {
   amount: bigint;
   /** Unique per credit; the hash is derived from it. */
   reference: string;
-}
-
-/** An EIP-3009 authorization as the simulated token records it once used. */
-export interface UsedAuthorization {
-  network: string;
-  token: ChainToken;
-  authorizer: string;
-  /** bytes32 hex. */
-  nonce: string;
-  /** The simulated transaction that used it. */
-  txHash: string;
 }
 
 export type LedgerResult =
@@ -269,42 +259,14 @@ export class SimulatedLedger {
     return SimulatedLedger.resultOf(transfer.reference, outcome);
   }
 
-  /**
-   * Marks an EIP-3009 authorization of a simulated token used (its contract's nonce state), in a
-   * caller's transaction: false when it was used before (the transfer must not be made).
-   */
-  static async useAuthorization(trx: Db, used: UsedAuthorization): Promise<boolean> {
-    const row = await trx
-      .insertInto("sandbox_authorizations")
-      .values({
-        network: used.network,
-        token_symbol: used.token,
-        authorizer: used.authorizer.toLowerCase(),
-        nonce: used.nonce.toLowerCase(),
-        tx_hash: used.txHash,
-      })
-      .onConflict((oc) => oc.doNothing())
-      .returning("tx_hash")
-      .executeTakeFirst();
-    return row !== undefined;
-  }
-
-  /** Whether an EIP-3009 authorization of a simulated token was used (`authorizationState`). */
-  async authorizationUsed(
+  /** The simulated transaction that used an EIP-3009 authorization (authorizations.ts); null while unused. */
+  authorizationTx(
     network: string,
     token: ChainToken,
     authorizer: string,
     nonce: string,
-  ): Promise<boolean> {
-    const row = await this.#db
-      .selectFrom("sandbox_authorizations")
-      .select("tx_hash")
-      .where("network", "=", network)
-      .where("token_symbol", "=", token)
-      .where("authorizer", "=", authorizer.toLowerCase())
-      .where("nonce", "=", nonce.toLowerCase())
-      .executeTakeFirst();
-    return row !== undefined;
+  ): Promise<string | null> {
+    return authorizationTx(this.#db, { network, token, authorizer, nonce });
   }
 
   /** The columns of `transfer_decided` (decisionCtes), for a caller's CTE that passes its rows on. */

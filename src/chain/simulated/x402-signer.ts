@@ -141,7 +141,10 @@ class LedgerToken {
         return this.#eip3009(token).version;
       case "authorizationState":
         this.#eip3009(token);
-        return this.#ledger.authorizationUsed(this.#network.id, token, args[0] as Hex, args[1] as Hex);
+        return (
+          (await this.#ledger.authorizationTx(this.#network.id, token, args[0] as Hex, args[1] as Hex)) !==
+          null
+        );
       case "transferWithAuthorization":
         await this.#check(address, token, args);
         return undefined;
@@ -198,7 +201,7 @@ class LedgerToken {
     const now = BigInt(Math.floor(Date.now() / 1000));
     if (now <= validAfter) throw new Error("execution reverted: authorization is not yet valid");
     if (now >= validBefore) throw new Error("execution reverted: authorization is expired");
-    if (await this.#ledger.authorizationUsed(this.#network.id, token, from, nonce))
+    if ((await this.#ledger.authorizationTx(this.#network.id, token, from, nonce)) !== null)
       throw new Error("execution reverted: authorization is used (AuthorizationUsedOrCanceled)");
     if ((await this.#ledger.balance(this.#network.id, from, token)) < value)
       throw new Error("execution reverted: ERC20InsufficientBalance (transfer amount exceeds balance)");

@@ -1,5 +1,6 @@
 import { sql } from "kysely";
 import type { ChainToken } from "../../chain/network.ts";
+import { useAuthorization } from "../../chain/simulated/authorizations.ts";
 import { SimulatedLedger, sandboxTxHash } from "../../chain/simulated/ledger.ts";
 import type { AppContext } from "../../context.ts";
 import { badRequest, notFound } from "../../domain/errors.ts";
@@ -99,7 +100,7 @@ export class X402Payments {
       .execute(async (trx): Promise<LedgerSettlement> => {
         const moved = await SimulatedLedger.transferWithin(trx, transfer);
         if (moved.status !== "success") throw new LedgerRefusal("insufficient_balance");
-        const fresh = await SimulatedLedger.useAuthorization(trx, {
+        const fresh = await useAuthorization(trx, {
           network: input.network,
           token: input.token,
           authorizer: input.origin.payer,

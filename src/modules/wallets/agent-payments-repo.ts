@@ -282,3 +282,35 @@ export async function decideAuthorization(
     .returning(AUTHORIZATION_COLUMNS)
     .executeTakeFirst();
 }
+
+/** Authorized authorizations whose use is still to be seen, the soonest to lapse first. */
+export async function openAuthorizations(db: Db, limit: number): Promise<AuthorizationRow[]> {
+  return db
+    .selectFrom("agent_payment_authorizations")
+    .select(AUTHORIZATION_COLUMNS)
+    .where("status", "=", AGENT_PAYMENT_TRANSITIONS.settled.from)
+    .orderBy("valid_before", "asc")
+    .limit(limit)
+    .execute();
+}
+
+/**
+ * An authorized authorization's end (compare-and-set on the table's `from`): `settled` by the
+ * transaction that used it (null when it could not be found), or `expired` unused; undefined when
+ * it had already ended.
+ */
+export async function endAuthorization(
+  trx: Db,
+  id: string,
+  trigger: "settled" | "expired",
+  txHash: string | null,
+): Promise<AuthorizationRow | undefined> {
+  const rule = AGENT_PAYMENT_TRANSITIONS[trigger];
+  return trx
+    .updateTable("agent_payment_authorizations")
+    .set({ status: rule.to, ...(trigger === "settled" ? { tx_hash: txHash } : {}) })
+    .where("id", "=", id)
+    .where("status", "=", rule.from)
+    .returning(AUTHORIZATION_COLUMNS)
+    .executeTakeFirst();
+}
