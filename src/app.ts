@@ -1,6 +1,4 @@
 import cookie from "@fastify/cookie";
-import swagger from "@fastify/swagger";
-import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import Fastify, { type FastifyInstance } from "fastify";
 import { sql } from "kysely";
@@ -67,6 +65,7 @@ import { registerGracefulClose } from "./platform/http/graceful-close.ts";
 import { registerHsts } from "./platform/http/hsts.ts";
 import { parseJsonBody } from "./platform/http/input-rules.ts";
 import { registerLingeringClose } from "./platform/http/lingering-close.ts";
+import { registerOpenApi } from "./platform/http/openapi.ts";
 import { registerRateLimit } from "./platform/http/rate-limit.ts";
 import { type ReadinessChecks, registerReadiness } from "./platform/http/readiness.ts";
 import { registerRequestId, requestIdOf } from "./platform/http/request-id.ts";
@@ -259,34 +258,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   registerValidation(http);
   registerJsonParser(http);
 
-  await http.register(swagger, {
-    openapi: {
-      openapi: "3.1.0",
-      info: {
-        title: "Payments, Payouts and Wallets Service",
-        version: "1.0.0",
-        description: "Payments on the crypto and card payment methods, payouts, wallets and signed webhooks.",
-      },
-      servers: [{ url: deps.config.publicBaseUrl }],
-      components: {
-        securitySchemes: {
-          apiKey: {
-            type: "http",
-            scheme: "bearer",
-            description: "Workspace API key: svc_test_… or svc_live_…",
-          },
-          adminSecret: { type: "http", scheme: "bearer", description: "The operator's ADMIN_SECRET" },
-        },
-      },
-    },
-  });
-  // The reference page and its static assets are public; everything else defaults to key auth.
-  await http.register(async (docs) => {
-    docs.addHook("onRoute", (route) => {
-      route.config = { ...route.config, auth: "none" };
-    });
-    await docs.register(swaggerUi, { routePrefix: "/docs", uiConfig: { deepLinking: true } });
-  });
+  await registerOpenApi(http, deps.config.publicBaseUrl);
 
   await http.register(cookie);
   registerAuth(http, {
