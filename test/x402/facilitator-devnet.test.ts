@@ -3,6 +3,7 @@ import { decodePaymentResponseHeader } from "@x402/fetch";
 import { type Address, createPublicClient, erc20Abi, type Hex, http } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { agentFetch } from "../../docs/examples/x402-agent-fetch.ts";
 import { type Devnet, startDevnet, USDC_EIP712 } from "../../src/devnet/chain.ts";
 import { createWorkers, type Workers } from "../../src/workers.ts";
 import {
@@ -29,6 +30,7 @@ let t: TestApp;
 let workers: Workers;
 let ws: CreatedWorkspace;
 let resource: Resource;
+let serviceUrl: string;
 let network: `${string}:${string}`;
 let chain: ReturnType<typeof createPublicClient>;
 let facilitator: Address;
@@ -74,7 +76,7 @@ beforeAll(async () => {
   t = await startTestApp(liveNetworkEnv(devnet));
   chain = createPublicClient({ chain: devnet.chain, transport: http(devnet.rpcUrl) });
   network = `eip155:${devnet.chainId}`;
-  const serviceUrl = await t.app.http.listen({ port: 0, host: "127.0.0.1" });
+  serviceUrl = await t.app.http.listen({ port: 0, host: "127.0.0.1" });
   ws = await createWorkspace(t, { settlementAddress: SETTLEMENT });
   await creditToken(devnet, "USDC", payer, "100");
   resource = await paidResource(serviceUrl, ws.liveKey, {
@@ -147,6 +149,51 @@ describe("x402 facilitator on a live network (devnet)", () => {
     });
     const net = BigInt(Math.round(Number(forwarded.netAmount) * 1e6));
     expect(await usdcOf(SETTLEMENT)).toBe(before.merchant + net);
+  });
+
+  it("an agent wallet pays through the stock fetch wrapper with the documented signer; its spend is recorded", async () => {
+    const live = (method: "POST", url: string, payload: object) =>
+      t.request({ method, url, headers: bearer(ws.liveKey), payload });
+    const agent = (await live("POST", "/api/agents/create", { name: "Devnet agent" })).json().data;
+    const wallet = (
+      await live("POST", "/api/wallets/create", {
+        ownerId: agent.agentId,
+        type: "agent",
+        currencies: ["USDC"],
+      })
+    ).json().data;
+    await creditToken(devnet, "USDC", wallet.address, "1");
+    const merchantBefore = await usdcOf(SETTLEMENT);
+
+    const res = await agentFetch(serviceUrl, ws.liveKey, wallet.walletId)(resource.url);
+    expect(res.status).toBe(200);
+    const settled = decodePaymentResponseHeader(res.headers.get("payment-response") ?? "");
+    expect(settled).toMatchObject({ success: true, payer: wallet.address, network });
+    expect(await usdcOf(wallet.address)).toBe(750_000n);
+    const row = await untilDetected(settled.transaction as Hex);
+    const forwarded = await until(
+      "forwarded",
+      () => payment(row.id),
+      (p) => p.status === "forwarded",
+      60_000,
+    );
+    const net = BigInt(Math.round(Number(forwarded.netAmount) * 1e6));
+    expect(await usdcOf(SETTLEMENT)).toBe(merchantBefore + net);
+    // The outcomes job (every 2 s) finds the nonce used on chain: a spend, with its transaction.
+    const spend = await until(
+      "the agent's spend",
+      async () =>
+        (
+          await t.request({
+            method: "GET",
+            url: `/api/wallets/${wallet.walletId}/x402/authorizations?status=settled`,
+            headers: bearer(ws.liveKey),
+          })
+        ).json().data.items[0],
+      (item) => item !== undefined,
+      20_000,
+    );
+    expect(spend).toMatchObject({ amount: "0.25", network: "default", txHash: settled.transaction });
   });
 
   it("refuses the replayed authorization at verify, before any gas is spent", async () => {
