@@ -19,6 +19,7 @@ import {
 } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../src/chain/eip3009.ts";
 import {
   type Devnet,
   MULTICALL3_ABI,
@@ -44,17 +45,6 @@ const USDC_ABI = parseAbi([
   "error ERC3009InvalidAuthorizationTime(uint256 validAfter, uint256 validBefore)",
   "error ERC3009UsedAuthorization(address authorizer, bytes32 nonce)",
 ]);
-
-const AUTHORIZATION_TYPES = {
-  TransferWithAuthorization: [
-    { name: "from", type: "address" },
-    { name: "to", type: "address" },
-    { name: "value", type: "uint256" },
-    { name: "validAfter", type: "uint256" },
-    { name: "validBefore", type: "uint256" },
-    { name: "nonce", type: "bytes32" },
-  ],
-} as const;
 
 const usdc = (amount: string) => parseUnits(amount, TOKENS.USDC.decimals);
 const freshAddress = () => privateKeyToAccount(generatePrivateKey()).address;
@@ -116,7 +106,7 @@ describe("devnet for x402 (EIP-3009 USDC, Multicall3)", () => {
   function sign(authorization: Authorization, key: Hex = devnet.accounts.payer.privateKey): Promise<Hex> {
     return privateKeyToAccount(key).signTypedData({
       domain: { ...USDC_EIP712, chainId: devnet.chainId, verifyingContract: token },
-      types: AUTHORIZATION_TYPES,
+      types: TRANSFER_WITH_AUTHORIZATION_TYPES,
       primaryType: "TransferWithAuthorization",
       message: authorization,
     });

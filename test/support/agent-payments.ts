@@ -7,6 +7,7 @@ import type { PaymentPayload } from "@x402/core/types";
 import { sql } from "kysely";
 import { getAddress, type Hex, verifyTypedData } from "viem";
 import { expect } from "vitest";
+import { TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../src/chain/eip3009.ts";
 import { SANDBOX_A, SANDBOX_B } from "../../src/chain/simulated/networks.ts";
 import { call, createAgent, createWallet, type Json, t } from "./agents-and-wallets.ts";
 import type { CreatedWorkspace } from "./app.ts";
@@ -77,17 +78,6 @@ export async function agentWallet(ws: CreatedWorkspace, currencies = ["USDC"]): 
   return createWallet(ws.testKey, { ownerId: agent.agentId, type: "agent", currencies });
 }
 
-const TRANSFER_WITH_AUTHORIZATION = {
-  TransferWithAuthorization: [
-    { name: "from", type: "address" },
-    { name: "to", type: "address" },
-    { name: "value", type: "uint256" },
-    { name: "validAfter", type: "uint256" },
-    { name: "validBefore", type: "uint256" },
-    { name: "nonce", type: "bytes32" },
-  ],
-} as const;
-
 interface Authorization {
   from: Hex;
   to: Hex;
@@ -124,7 +114,7 @@ export async function expectSignedFor(
       chainId: Number(String(expected.network).split(":")[1]),
       verifyingContract: getAddress(expected.asset),
     },
-    types: TRANSFER_WITH_AUTHORIZATION,
+    types: TRANSFER_WITH_AUTHORIZATION_TYPES,
     primaryType: "TransferWithAuthorization",
     message: {
       from: authorization.from,

@@ -86,15 +86,10 @@ beforeAll(async () => {
     payTo: ws.eoaAddress,
     extra: { ...USDC_EIP712 },
   });
+  // Made before the workers start: the gas top-up job's first round (at start) funds it.
+  facilitator = await facilitatorWallet();
   workers = createWorkers(t.app, { dispatcher: { pollIntervalMs: 50 } });
   workers.start();
-  facilitator = await facilitatorWallet();
-  await until(
-    "the facilitator wallet's gas",
-    () => chain.getBalance({ address: facilitator }),
-    (b) => b > 0n,
-    30_000,
-  );
 }, 90_000);
 
 afterAll(async () => {
@@ -105,22 +100,37 @@ afterAll(async () => {
 });
 
 describe("x402 facilitator on a live network (devnet)", () => {
-  it("funds the workspace's facilitator wallet with gas like its EOA", async () => {
+  it("lists the network and a facilitator wallet of its own, funded with gas by the top-up job", async () => {
     const res = await t.request({
       method: "GET",
       url: "/api/v1/x402/supported",
       headers: bearer(ws.liveKey),
     });
     expect(res.json().kinds).toEqual([{ x402Version: 2, scheme: "exact", network }]);
-    const [signer] = res.json().signers["eip155:*"] as Address[];
-    if (!signer) throw new Error("no facilitator signer");
-    expect(signer).not.toBe(ws.eoaAddress);
+    expect(facilitator).not.toBe(ws.eoaAddress);
     await until(
       "the facilitator wallet's gas",
-      () => chain.getBalance({ address: signer }),
+      () => chain.getBalance({ address: facilitator }),
       (b) => b > 0n,
       30_000,
     );
+  });
+
+  it("tops up a new facilitator wallet at its first settle, before making the payment", async () => {
+    const other = await createWorkspace(t, { settlementAddress: "0x4444444444444444444444444444444444444444" });
+    const accepted = { ...requirements("1000"), payTo: other.eoaAddress };
+    const body = {
+      x402Version: 2,
+      paymentPayload: await signedPayment(payerKey, accepted),
+      paymentRequirements: accepted,
+    };
+    const res = await t.request({
+      method: "POST",
+      url: "/api/v1/x402/settle",
+      headers: bearer(other.liveKey),
+      payload: body,
+    });
+    expect(res.json()).toMatchObject({ success: true });
   });
 
   it("serves a paid request through the stock middleware; the payment is detected by its transaction and forwarded", async () => {
@@ -239,6 +249,7 @@ describe("x402 facilitator on a live network (devnet)", () => {
       .selectFrom("chain_transactions")
       .select(["nonce", "status"])
       .where("purpose", "=", "x402_settlement")
+      .where("from_address", "=", facilitator)
       .execute();
     const nonces = sent.map((s) => Number(s.nonce)).sort((a, b) => a - b);
     expect(nonces).toEqual(nonces.map((_, i) => i));

@@ -3,6 +3,7 @@ import { decodePaymentResponseHeader } from "@x402/fetch";
 import { type Hex, keccak256, toHex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../src/chain/eip3009.ts";
 import { SANDBOX_A, SANDBOX_B } from "../../src/chain/simulated/networks.ts";
 import {
   bearer,
@@ -300,16 +301,7 @@ async function signedWindow(
       chainId: SANDBOX_A.chainId,
       verifyingContract: accepted.asset as Hex,
     },
-    types: {
-      TransferWithAuthorization: [
-        { name: "from", type: "address" },
-        { name: "to", type: "address" },
-        { name: "value", type: "uint256" },
-        { name: "validAfter", type: "uint256" },
-        { name: "validBefore", type: "uint256" },
-        { name: "nonce", type: "bytes32" },
-      ],
-    },
+    types: TRANSFER_WITH_AUTHORIZATION_TYPES,
     primaryType: "TransferWithAuthorization",
     message: authorization,
   });

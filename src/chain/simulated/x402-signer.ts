@@ -13,6 +13,7 @@ import {
   type TypedData,
   verifyTypedData,
 } from "viem";
+import { TRANSFER_WITH_AUTHORIZATION_TYPES } from "../eip3009.ts";
 import type { ChainToken } from "../network.ts";
 import { receiptLog } from "../x402-scheme.ts";
 import type { SimulatedLedger } from "./ledger.ts";
@@ -57,16 +58,6 @@ const TOKEN_ABI = parseAbi([
   "function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, bytes signature)",
   "event Transfer(address indexed from, address indexed to, uint256 value)",
 ]);
-const AUTHORIZATION_TYPES = {
-  TransferWithAuthorization: [
-    { name: "from", type: "address" },
-    { name: "to", type: "address" },
-    { name: "value", type: "uint256" },
-    { name: "validAfter", type: "uint256" },
-    { name: "validBefore", type: "uint256" },
-    { name: "nonce", type: "bytes32" },
-  ],
-} as const satisfies TypedData;
 /** Code the simulated contracts "have", so that x402 sees them as deployed (payers have none). */
 const CONTRACT_CODE: Hex = "0xfe";
 
@@ -192,7 +183,7 @@ class LedgerToken {
     const signed = await verifyTypedData({
       address: from,
       domain: { ...domain, chainId: this.#network.chainId, verifyingContract: address },
-      types: AUTHORIZATION_TYPES,
+      types: TRANSFER_WITH_AUTHORIZATION_TYPES,
       primaryType: "TransferWithAuthorization",
       message: authorization,
       signature,

@@ -272,6 +272,8 @@ export class X402Service {
       address,
       send: async (call) => {
         if (!settling) throw new Error("a verify sends nothing");
+        // Before the payment exists: a settlement that cannot pay its gas makes none.
+        await this.#wallets.ensureGas(chain, address, call);
         const payment = await this.#payments.x402.open(tenant, plan.payment);
         settling.settled.paymentId = payment.id;
         await repo.linkPayment(this.#ctx.db, settling.claimId, payment.id);

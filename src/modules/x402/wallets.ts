@@ -6,6 +6,7 @@ import type { FacilitatorCall, FacilitatorOutcome } from "../../chain/x402-schem
 import type { AppContext } from "../../context.ts";
 import { X402_SETTLEMENT_PURPOSE } from "../../domain/x402.ts";
 import type { Fence } from "../../platform/db/fences.ts";
+import { topUpWallet } from "../payments/settlement/gas-top-up.ts";
 import * as repo from "./repo.ts";
 
 // Each workspace's facilitator wallet (D23): a key the service holds (encrypted at rest) that sends
@@ -37,6 +38,23 @@ export class FacilitatorWallets {
   /** Every facilitator wallet, for the gas top-up job. */
   addresses(): Promise<string[]> {
     return repo.facilitatorAddresses(this.#ctx.db);
+  }
+
+  /**
+   * Makes sure the workspace's facilitator wallet can pay for `call`'s gas on `chain`, topping it up
+   * from the network's gas funder now (a wallet made a moment ago has none until the periodic
+   * job's next round); throws, before anything is recorded, when it cannot.
+   */
+  async ensureGas(chain: Chain, address: Hex, call: FacilitatorCall): Promise<void> {
+    const needed = await chain.network.gasCost(call.gas);
+    const { log, metrics } = this.#ctx;
+    const topUp = await topUpWallet(chain.network, chain.config, chain.sender, address, needed, log, metrics);
+    if (topUp !== "funded")
+      throw new Error(
+        topUp === "pending"
+          ? "the facilitator wallet's gas top-up is still on its way"
+          : "the facilitator wallet has no gas and none can be had (no gas funder)",
+      );
   }
 
   /**
