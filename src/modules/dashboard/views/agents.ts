@@ -100,7 +100,7 @@ ${form.error ? html`<p class="field-error" id="${id}-error" role="alert">${form.
 ${AMOUNT_FIELDS.map(
   ([f, label]) =>
     html`<fieldset class="policy-amounts"><legend>${label}</legend>${currencies.map(
-      (c) => html`<div class="field inline-field"><label for="${id}-${f}-${c}">${c}</label>
+      (c) => html`<div class="field"><label for="${id}-${f}-${c}">${c}</label>
 <input id="${id}-${f}-${c}" name="${f}-${c}" inputmode="decimal" maxlength="100" value="${form.amounts[f][c] ?? ""}"></div>`,
     )}</fieldset>`,
 )}
