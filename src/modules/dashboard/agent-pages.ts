@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { Type } from "typebox";
-import { InvalidRequest } from "../../domain/errors.ts";
+import { InternalError, InvalidRequest } from "../../domain/errors.ts";
 import { WALLET_CURRENCIES } from "../../domain/money.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import type { AgentPaymentsService } from "../wallets/agent-payments.ts";
@@ -144,7 +144,8 @@ export const agentPages =
           return showApprovals(request, reply, tenant, { authorizationId, message: refused.message });
         }
         const answer = await agentPayments.approve(tenant, walletId, authorizationId);
-        if (answer.status !== "authorized") throw new InvalidRequest("The payment was not authorized");
+        // approve answers an authorized payment or throws (404, 409): anything else is our bug.
+        if (answer.status !== "authorized") throw new InternalError("an approval answered no signature");
         const authorization = await agentPayments.authorization(tenant, walletId, authorizationId);
         return kit.render(
           request,
