@@ -319,6 +319,8 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
       settlements,
       refunds,
       unmatched,
+      agentWallets,
+      agentPayments,
     }),
   );
 

@@ -4,6 +4,7 @@ import type { AddressInfo } from "node:net";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createWorkers, type Workers } from "../../src/workers.ts";
+import { paymentRequired, requirement, usdcUnits } from "../support/agent-payments.ts";
 import {
   bearer,
   type CreatedWorkspace,
@@ -98,7 +99,12 @@ describe.skipIf(!HAS_CHROMIUM)("dashboard in Chromium", () => {
     await fake.stop();
   });
 
-  async function api(method: "GET" | "POST", url: string, key: string, payload?: Record<string, unknown>) {
+  async function api(
+    method: "GET" | "POST" | "PUT",
+    url: string,
+    key: string,
+    payload?: Record<string, unknown>,
+  ) {
     const res = await t.request({ method, url, headers: bearer(key), ...(payload ? { payload } : {}) });
     expect(res.statusCode, res.body).toBeLessThan(300);
     return res.json() as Record<string, unknown>;
@@ -393,6 +399,48 @@ describe.skipIf(!HAS_CHROMIUM)("dashboard in Chromium", () => {
     } finally {
       await receiver.stop();
     }
+  });
+
+  it("holds an agent's payment above the approval threshold until the merchant approves it here", async () => {
+    const agent = await api("POST", "/api/agents/create", a.testKey, { name: "Paying agent" });
+    const agentId = (agent.data as { agentId: string }).agentId;
+    const created = await api("POST", "/api/wallets/create", a.testKey, {
+      ownerId: agentId,
+      type: "agent",
+      currencies: ["USDC"],
+    });
+    const walletId = (created.data as { walletId: string }).walletId;
+    await api("PUT", `/api/wallets/${walletId}/policy`, a.testKey, { approvalAbove: { USDC: "2.00" } });
+    await page.goto(`${origin}/dashboard/sandbox/agents`);
+    await expect
+      .poll(() => page.locator(`[data-wallet-id="${walletId}"]`).textContent())
+      .toContain("2.00 USDC");
+    await shoot("agent-wallets");
+
+    const paid = await api("POST", `/api/wallets/${walletId}/x402/pay`, a.testKey, {
+      paymentRequired: paymentRequired(requirement({ amount: usdcUnits("3.50") })),
+      resource: "https://api.example.com/weather?city=Paris",
+    });
+    const { status, authorizationId } = paid.data as { status: string; authorizationId: string };
+    expect(status).toBe("approval_required");
+    const read = async () =>
+      (await api("GET", `/api/wallets/${walletId}/x402/authorizations/${authorizationId}`, a.testKey))
+        .data as { status: string };
+    expect((await read()).status).toBe("approval_required");
+
+    await page.getByRole("navigation", { name: "Sections" }).getByRole("link", { name: "Approvals" }).click();
+    await page.waitForURL(`${origin}/dashboard/sandbox/approvals`);
+    const row = page.locator(`tr[data-authorization-id="${authorizationId}"]`);
+    expect(await row.textContent()).toContain("3.50");
+    await shoot("approvals");
+    // Approving signs a payment: the current password again (step-up, D21).
+    await row.getByLabel("Current password").fill(PASSWORD);
+    await row.getByRole("button", { name: /^Approve/ }).click();
+    await expect.poll(() => page.locator("#approved-status").textContent()).toContain("authorized");
+    await shoot("approval-approved");
+    expect((await read()).status).toBe("authorized");
+    await page.locator("#back-to-approvals").click();
+    expect(await page.locator(`tr[data-authorization-id="${authorizationId}"]`).count()).toBe(0);
   });
 
   it("walks the other pages", async () => {

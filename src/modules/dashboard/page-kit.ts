@@ -38,6 +38,8 @@ const NOTICES = new Map([
   ["smart-wallet-created", "The smart wallet is ready."],
   ["default-saved", "Default wallet saved."],
   ["splits-saved", "Splits saved. Crypto payments created from now on use them."],
+  ["policy-saved", "Spending policy saved. Payments requested from now on are judged by it."],
+  ["payment-denied", "The payment was denied and its reservation released."],
 ]);
 
 export type Notice = Parameters<typeof NOTICES.get>[0];

@@ -10,6 +10,7 @@ import { statusOf, validationMessage } from "../../platform/http/error-handler.t
 import { servedOverHttps } from "../../platform/http/hsts.ts";
 import { pageSecurityHeaders } from "../../platform/http/page-security.ts";
 import { constantTimeEqual } from "../../platform/secrets/hashing.ts";
+import { type AgentPageServices, agentPages } from "./agent-pages.ts";
 import { emailConfirmRoutes } from "./email-change.ts";
 import { type Logins, waitText } from "./login.ts";
 import { field, PageKit } from "./page-kit.ts";
@@ -63,7 +64,8 @@ export interface DashboardDependencies
   extends DashboardServices,
     WorkspacePageServices,
     SplitPageServices,
-    SettingsPageServices {
+    SettingsPageServices,
+    AgentPageServices {
   sessions: SessionsService;
   logins: Logins;
 }
@@ -214,6 +216,7 @@ export const dashboardRoutes =
       await signedIn.register(payoutPages(ctx, deps, kit));
       await signedIn.register(splitPages(ctx, deps, kit));
       await signedIn.register(refundPages(ctx, deps, kit));
+      await signedIn.register(agentPages(deps, kit));
     });
   };
 

@@ -256,6 +256,24 @@ export async function listAuthorizations(
   );
 }
 
+/** The tenant's authorizations of one status over all its wallets, newest first (the dashboard's queue). */
+export async function listOfStatus(
+  db: Db,
+  scope: TenantScope,
+  filter: { status: string; limit: number; offset: number },
+): Promise<{ rows: AuthorizationRow[]; total: number }> {
+  const base = db
+    .selectFrom("agent_payment_authorizations")
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment)
+    .where("status", "=", filter.status);
+  return newestFirst(
+    base.select(AUTHORIZATION_COLUMNS),
+    base.select((eb) => eb.fn.countAll().as("total")),
+    filter,
+  );
+}
+
 /**
  * A person's decision on a waiting authorization (compare-and-set on the table's `from`): `approved`
  * with its signed fields, or `denied`; undefined when it was no longer waiting.

@@ -207,6 +207,16 @@ export class AgentPaymentsService {
     };
   }
 
+  /** The payments of all the tenant's agent wallets that wait for approval, newest first (the dashboard's queue). */
+  async waiting(principal: Tenant, query: { page: number; limit: number }) {
+    const { rows, total } = await repo.listOfStatus(this.#ctx.db, principal, {
+      status: "approval_required",
+      limit: query.limit,
+      offset: (query.page - 1) * query.limit,
+    });
+    return { items: rows.map(authorizationView), total };
+  }
+
   /** The environment's networks as the choice of a requirement needs them; 503 when it has none. */
   #networks(environment: Environment): PayableNetwork[] {
     const { networks } = this.#ctx.directory.list(environment);

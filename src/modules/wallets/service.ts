@@ -129,6 +129,19 @@ export class AgentWalletsService {
     };
   }
 
+  /**
+   * A page of the tenant's wallets of one type without their balances (the dashboard's agent
+   * wallets page: no chain reads, so it shows in live without a network too).
+   */
+  async summaries(principal: Tenant, query: { page: number; limit: number; type: "agent" | "user" }) {
+    const { rows, total } = await repo.listWallets(this.#ctx.db, principal, {
+      type: query.type,
+      limit: query.limit,
+      offset: (query.page - 1) * query.limit,
+    });
+    return { items: rows.map(toView), total };
+  }
+
   /** One currency's balance on the network `query` names (else the default one). */
   async balance(principal: Tenant, id: string, currency: string, query: unknown = {}) {
     const row = await this.find(principal, id);

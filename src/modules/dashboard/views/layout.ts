@@ -26,6 +26,8 @@ export type Section =
   | "webhooks"
   | "keys"
   | "wallets"
+  | "agents"
+  | "approvals"
   | "unmatched"
   | "settings";
 
@@ -38,6 +40,8 @@ const SECTIONS: Array<[Section, string, string]> = [
   ["webhooks", "Webhooks", "/webhooks"],
   ["keys", "API keys", "/keys"],
   ["wallets", "Wallets", "/wallets"],
+  ["agents", "Agent wallets", "/agents"],
+  ["approvals", "Approvals", "/approvals"],
   ["unmatched", "Unmatched transfers", "/unmatched"],
   ["settings", "Settings", "/settings"],
 ];
