@@ -27,7 +27,7 @@ let t: TestApp;
 let serviceUrl: string;
 let ws: CreatedWorkspace;
 let merchant: { url: string; close: () => void };
-let wallet: { walletId: string; address: string };
+let wallet: { walletId: string; address: string; ownerId: string };
 let outcomes: AgentPaymentOutcomes;
 
 async function api(method: "GET" | "POST" | "PUT", url: string, payload?: object) {
@@ -138,6 +138,41 @@ describe("an agent wallet pays an x402 resource settled by our facilitator (sand
     const [expired] = await authorizations("expired");
     expect(expired).toMatchObject({ authorizationId: unused.json().data.authorizationId, txHash: null });
     expect((await pay()).statusCode).toBe(200);
+  });
+
+  it("waits for a person above approvalAbove; once approved, the agent reads its signature and is served", async () => {
+    const wallet2 = (
+      await api("POST", "/api/wallets/create", {
+        ownerId: wallet.ownerId,
+        type: "agent",
+        currencies: ["USDC"],
+      })
+    ).json().data;
+    await t.app.services.ledger.credit({
+      network: SANDBOX_A.id,
+      address: wallet2.address,
+      token: "USDC",
+      amount: 1_000_000n,
+      reference: `agent:${wallet2.walletId}`,
+    });
+    await api("PUT", `/api/wallets/${wallet2.walletId}/policy`, { approvalAbove: { USDC: "0.005" } });
+    // The stock wrapper's first try is refused by the documented signer: the payment waits.
+    await expect(agentFetch(serviceUrl, ws.testKey, wallet2.walletId)(merchant.url)).rejects.toThrow(/202/);
+    const base = `/api/wallets/${wallet2.walletId}/x402/authorizations`;
+    const [waiting] = (await api("GET", `${base}?status=approval_required`)).json().data.items;
+    const read = async () => (await api("GET", `${base}/${waiting.authorizationId}`)).json().data;
+    expect((await read()).paymentSignature).toBeUndefined();
+
+    expect((await api("POST", `${base}/${waiting.authorizationId}/approve`)).statusCode).toBe(200);
+    const approved = await read();
+    expect(approved.status).toBe("authorized");
+    const res = await fetch(merchant.url, { headers: { "PAYMENT-SIGNATURE": approved.paymentSignature } });
+    expect(res.status).toBe(200);
+    expect(await t.app.services.ledger.balance(SANDBOX_A.id, wallet2.address, "USDC")).toBe(990_000n);
+    // Once it is a spend, the signature is no longer handed out.
+    await outcomes.tick();
+    expect(await read()).toMatchObject({ status: "settled" });
+    expect((await read()).paymentSignature).toBeUndefined();
   });
 
   it("shows docs/x402.md's examples as the tested files are", () => {

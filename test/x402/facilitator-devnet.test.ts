@@ -117,7 +117,9 @@ describe("x402 facilitator on a live network (devnet)", () => {
   });
 
   it("tops up a new facilitator wallet at its first settle, before making the payment", async () => {
-    const other = await createWorkspace(t, { settlementAddress: "0x4444444444444444444444444444444444444444" });
+    const other = await createWorkspace(t, {
+      settlementAddress: "0x4444444444444444444444444444444444444444",
+    });
     const accepted = { ...requirements("1000"), payTo: other.eoaAddress };
     const body = {
       x402Version: 2,

@@ -52,6 +52,7 @@ export const AUTHORIZATION_COLUMNS = columnsOf<AgentPaymentAuthorizationsTable>(
   created_at: true,
   decided_at: true,
   tx_hash: true,
+  payment_signature: true,
 });
 
 /** What a signature needs of a wallet, its key still encrypted. */
@@ -175,6 +176,8 @@ export interface Signed {
   nonce: string;
   validAfter: Date;
   validBefore: Date;
+  /** Kept (encrypted) for the agent to read when a person approved it. */
+  encryptedSignature?: string;
 }
 
 /**
@@ -292,7 +295,12 @@ export async function decideAuthorization(
       status: rule.to,
       decided_at: at,
       ...(signed
-        ? { nonce: signed.nonce, valid_after: signed.validAfter, valid_before: signed.validBefore }
+        ? {
+            nonce: signed.nonce,
+            valid_after: signed.validAfter,
+            valid_before: signed.validBefore,
+            payment_signature: signed.encryptedSignature ?? null,
+          }
         : {}),
     })
     .where("id", "=", id)
@@ -326,7 +334,7 @@ export async function endAuthorization(
   const rule = AGENT_PAYMENT_TRANSITIONS[trigger];
   return trx
     .updateTable("agent_payment_authorizations")
-    .set({ status: rule.to, ...(trigger === "settled" ? { tx_hash: txHash } : {}) })
+    .set({ status: rule.to, payment_signature: null, ...(trigger === "settled" ? { tx_hash: txHash } : {}) })
     .where("id", "=", id)
     .where("status", "=", rule.from)
     .returning(AUTHORIZATION_COLUMNS)

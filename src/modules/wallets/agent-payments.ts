@@ -149,7 +149,12 @@ export class AgentPaymentsService {
         keyOf(this.#ctx, wallet),
         parsePaymentRequired(row.payment_required),
       );
-      const moved = await repo.decideAuthorization(trx, row.id, "approved", this.#ctx.now(), signed);
+      // Kept for the agent, who was not there when a person approved it (GET …/authorizations/{id}).
+      const encryptedSignature = this.#ctx.secrets.encrypt(signed.paymentSignature);
+      const moved = await repo.decideAuthorization(trx, row.id, "approved", this.#ctx.now(), {
+        ...signed,
+        encryptedSignature,
+      });
       if (!moved) throw new ConcurrentChange("The authorization changed meanwhile; read it again");
       await this.#announce(trx, principal, "approved", moved);
       return {
@@ -176,14 +181,21 @@ export class AgentPaymentsService {
     principal: Tenant,
     walletId: string,
     authorizationId: string,
-  ): Promise<AgentPaymentEventData> {
+  ): Promise<AgentPaymentEventData & { paymentSignature?: string }> {
     const wallet = await this.#wallets.find(principal, walletId);
     agentOnly(wallet.type);
     const row = isUuid(authorizationId)
       ? await repo.findAuthorization(this.#ctx.db, principal, wallet.id, authorizationId)
       : undefined;
     if (!row) throw notFound("Authorization not found");
-    return authorizationView(row);
+    // An approved payment's signature, for its agent, while it can still be used.
+    const usable =
+      row.status === "authorized" &&
+      row.payment_signature !== null &&
+      row.valid_before !== null &&
+      row.valid_before.getTime() > this.#ctx.now().getTime();
+    if (!usable || row.payment_signature === null) return authorizationView(row);
+    return { ...authorizationView(row), paymentSignature: this.#ctx.secrets.decrypt(row.payment_signature) };
   }
 
   /** A page of the wallet's authorizations, newest first, optionally of one status. */

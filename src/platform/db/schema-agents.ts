@@ -72,4 +72,6 @@ export interface AgentPaymentAuthorizationsTable {
   created_at: Timestamp;
   decided_at: NullableTimestamp;
   tx_hash: string | null;
+  /** An approved payment's PAYMENT-SIGNATURE value, encrypted, until it ends. */
+  payment_signature: string | null;
 }

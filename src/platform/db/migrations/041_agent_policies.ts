@@ -51,6 +51,9 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       created_at timestamptz NOT NULL DEFAULT now(),
       decided_at timestamptz,
       tx_hash text,
+      -- An approved payment's PAYMENT-SIGNATURE value, encrypted, for its agent to read until it
+      -- ends (a pay that is authorized at once answers it and keeps none).
+      payment_signature text,
       CHECK (status NOT IN ('authorized', 'settled') OR (nonce IS NOT NULL AND valid_before IS NOT NULL))
     )`.execute(db);
   // The caps' sums: one wallet's reserving rows of one currency since a time.
