@@ -99,13 +99,15 @@ export async function authorizationUse(
     args: [authorizer, nonce],
   });
   if (!used) return { used: false };
-  const head = await client.getBlockNumber();
+  // Not viem's cached block number (seconds old): the state read above may be of a newer block,
+  // and the search runs to the latest one, so the block that used the nonce is always in it.
+  const head = await client.getBlockNumber({ cacheTime: 0 });
   const logs = await client.getLogs({
     address: token,
     event: AUTHORIZATION_ABI[1],
     args: { authorizer, nonce },
     fromBlock: head > USE_LOOKBACK_BLOCKS ? head - USE_LOOKBACK_BLOCKS : 0n,
-    toBlock: head,
+    toBlock: "latest",
   });
   return { used: true, txHash: logs[0]?.transactionHash ?? null };
 }
