@@ -1,3 +1,5 @@
+import { isOwnWallet } from "./own-wallets.ts";
+
 // The rules of the x402 facilitator (D23) that need no I/O: what a settle request must name before
 // the x402 packages check its signature and the chain, and what an x402 payment is.
 
@@ -57,7 +59,7 @@ const AMOUNT = /^[0-9]{1,78}$/;
 export function checkRequirements(
   requirements: RequirementsShape,
   networks: readonly X402Network[],
-  receivingAddresses: readonly string[],
+  receivingAddresses: ReadonlyArray<string | null>,
 ): RequirementsCheck {
   if (!(X402_SCHEMES as readonly string[]).includes(requirements.scheme))
     return refuse("unsupported_scheme", `Scheme ${requirements.scheme} is not settled here (exact only)`);
@@ -78,7 +80,7 @@ export function checkRequirements(
       "invalid_payment_requirements",
       "amount must be a positive whole number of the token's units",
     );
-  if (!receivingAddresses.some((a) => sameAddress(a, requirements.payTo)))
+  if (!isOwnWallet(requirements.payTo, receivingAddresses))
     return refuse(
       "invalid_payment_requirements",
       "payTo must be one of this workspace's receiving addresses",

@@ -194,7 +194,7 @@ export class X402Service {
         payer,
       };
     const workspace = await this.#workspaces.profile(tenant.workspaceId);
-    const receiving = [workspace.eoaAddress, workspace.smartWalletAddress].filter((a) => a !== null);
+    const receiving = [workspace.eoaAddress, workspace.smartWalletAddress];
     const checked = checkRequirements(requirements, this.#networks(tenant.environment), receiving);
     if (!checked.ok) return { ok: false, reason: checked.reason, message: checked.message, payer };
     await this.#ctx.chains.assertAnswers(tenant.environment, checked.network.id);
