@@ -1,7 +1,7 @@
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { sql } from "kysely";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import type { BlockRef, Hex, IncomingTransfer, Network } from "../../src/chain/network.ts";
+import type { Hex, IncomingTransfer } from "../../src/chain/network.ts";
 import { inChainOrder, transferOrdinals } from "../../src/chain/transfer-order.ts";
 import { matchTransfers } from "../../src/modules/payments/incoming/chain-repo.ts";
 import {
@@ -16,151 +16,13 @@ import type { PaymentRow } from "../../src/platform/db/schema.ts";
 import { createWorkspace, startTestApp, type TestApp } from "../support/app.ts";
 import { LIVE_DEFAULT } from "../support/devnet-env.ts";
 import { LATEST, migratorUpTo } from "../support/migrations.ts";
+import { hex, PAYER, type ScriptedBlock, ScriptedChain } from "../support/scripted-chain.ts";
 
 // The chain watcher's set-based matching (D5) against a scripted chain: each test writes the
 // blocks it needs (including repeats and reorgs) and checks what the database holds afterwards.
 // The devnet suites (crypto-payments) cover the same watcher against a real node.
 
-const hex = (bytes: number) => `0x${randomBytes(bytes).toString("hex")}` as Hex;
-const PAYER = hex(20);
 const USDC = (units: number) => BigInt(units) * 1_000_000n;
-
-interface ScriptedBlock extends BlockRef {
-  transfers: IncomingTransfer[];
-}
-
-/** A chain the test writes: blocks of transfers; `reorg` replaces the newest blocks. */
-class ScriptedChain implements Network {
-  readonly environment = "live" as const;
-  readonly id = "default";
-  readonly caip2 = "eip155:31337";
-  readonly name = "Scripted chain";
-  readonly chainId = 31337;
-  readonly confirmations: number;
-  readonly treasuryAddress = hex(20);
-  readonly tokens = ["ETH", "USDC", "ADAO"] as const;
-  blocks: ScriptedBlock[] = [];
-  /** Transfers every later incomingTransfers call returns again, as a node repeating a log would. */
-  repeated: IncomingTransfer[] = [];
-
-  constructor(confirmations = 3) {
-    this.confirmations = confirmations;
-    this.mine([]);
-  }
-
-  /** A new block holding `transfers` (to, amount[, token]); returns the transfers as mined. */
-  mine(transfers: Array<{ to: string; amount: bigint; token?: "USDC" | "ETH" }>): IncomingTransfer[] {
-    const number = BigInt(this.blocks.length);
-    const hash = hex(32);
-    const mined = transfers.map((t, i) => ({
-      token: t.token ?? "USDC",
-      from: PAYER,
-      to: t.to as Hex,
-      amount: t.amount,
-      txHash: hex(32),
-      logIndex: t.token === "ETH" ? -1 : i,
-      blockNumber: number,
-      blockHash: hash,
-    }));
-    this.blocks.push({ number, hash, transfers: mined });
-    return mined;
-  }
-
-  /** A new block holding transfers mined before (same transaction and log index), as a re-inclusion. */
-  include(transfers: IncomingTransfer[]): ScriptedBlock {
-    this.mine([]);
-    const block = this.blocks.at(-1) as ScriptedBlock;
-    block.transfers = transfers.map((t) => ({ ...t, blockNumber: block.number, blockHash: block.hash }));
-    return block;
-  }
-
-  /** Drops the newest `depth` blocks and mines `depth + 1` empty ones in their place. */
-  reorg(depth: number): void {
-    this.blocks.splice(this.blocks.length - depth, depth);
-    for (let i = 0; i <= depth; i++) this.mine([]);
-  }
-
-  async head(): Promise<BlockRef> {
-    const last = this.blocks.at(-1) as ScriptedBlock;
-    return { number: last.number, hash: last.hash };
-  }
-
-  async block(number: bigint): Promise<BlockRef | null> {
-    const block = this.blocks[Number(number)];
-    return block ? { number: block.number, hash: block.hash } : null;
-  }
-
-  async incomingTransfers(from: bigint, to: bigint, recipients: readonly Hex[]): Promise<IncomingTransfer[]> {
-    const wanted = new Set(recipients.map((r) => r.toLowerCase()));
-    return [
-      ...this.blocks.slice(Number(from), Number(to) + 1).flatMap((b) => b.transfers),
-      ...this.repeated,
-    ].filter((t) => wanted.has(t.to.toLowerCase()));
-  }
-
-  async transactionBlock(txHash: Hex): Promise<BlockRef | null> {
-    const block = this.blocks.find((b) => b.transfers.some((t) => t.txHash === txHash));
-    return block ? { number: block.number, hash: block.hash } : null;
-  }
-
-  async balance(): Promise<bigint> {
-    return 0n;
-  }
-
-  accountAt(): never {
-    throw new Error("not used by the watcher");
-  }
-  userOperationsIn(): never {
-    throw new Error("not used by the watcher");
-  }
-  transactionLogs(): never {
-    throw new Error("not used by the watcher");
-  }
-  pendingNonce(): Promise<number> {
-    throw new Error("not used by the watcher");
-  }
-  minedNonce(): Promise<number> {
-    throw new Error("not used by the watcher");
-  }
-  fees(): never {
-    throw new Error("not used by the watcher");
-  }
-  transferGas(): never {
-    throw new Error("not used by the watcher");
-  }
-  signTransfer(): never {
-    throw new Error("not used by the watcher");
-  }
-  signCancel(): never {
-    throw new Error("not used by the watcher");
-  }
-  known(): never {
-    throw new Error("not used by the watcher");
-  }
-  gasCost(): never {
-    throw new Error("not used");
-  }
-  transferGasCost(): never {
-    throw new Error("not used by the watcher");
-  }
-  broadcast(): never {
-    throw new Error("not used by the watcher");
-  }
-  receipt(): never {
-    throw new Error("not used by the watcher");
-  }
-  waitForReceipt(): never {
-    throw new Error("not used by the watcher");
-  }
-  readonly authorizationUse = (): never => {
-    throw new Error("a scripted chain has no EIP-3009 token");
-  };
-  /** The watcher settles nothing. */
-  readonly x402 = (): never => {
-    throw new Error("a scripted chain has no x402 scheme");
-  };
-  async close(): Promise<void> {}
-}
 
 describe("chain watcher: set-based matching", () => {
   let t: TestApp;
