@@ -132,10 +132,23 @@ export const agentPages =
       showApprovals(request, reply, kit.tenantOf(request, request.params.env)),
     );
 
-    app.post(
-      "/dashboard/:env/approvals/:walletId/:authorizationId/approve",
-      { schema: { params: AuthorizationParams } },
-      async (request, reply) => {
+    /**
+     * A decision on a waiting payment: the current password first (step-up, D21; refused: the queue
+     * again with why), then `decide` for the session's tenant.
+     */
+    const decision =
+      (
+        decide: (
+          request: FastifyRequest,
+          reply: FastifyReply,
+          tenant: Tenant,
+          ids: { walletId: string; authorizationId: string },
+        ) => Promise<unknown>,
+      ) =>
+      async (
+        request: FastifyRequest<{ Params: { env: string; walletId: string; authorizationId: string } }>,
+        reply: FastifyReply,
+      ) => {
         const tenant = kit.tenantOf(request, request.params.env);
         const { walletId, authorizationId } = request.params;
         const refused = await stepUp(services.logins, request, reply);
@@ -143,6 +156,13 @@ export const agentPages =
           reply.status(refused.status);
           return showApprovals(request, reply, tenant, { authorizationId, message: refused.message });
         }
+        return decide(request, reply, tenant, { walletId, authorizationId });
+      };
+
+    app.post(
+      "/dashboard/:env/approvals/:walletId/:authorizationId/approve",
+      { schema: { params: AuthorizationParams } },
+      decision(async (request, reply, tenant, { walletId, authorizationId }) => {
         const answer = await agentPayments.approve(tenant, walletId, authorizationId);
         // approve answers an authorized payment or throws (404, 409): anything else is our bug.
         if (answer.status !== "authorized") throw new InternalError("an approval answered no signature");
@@ -160,23 +180,16 @@ export const agentPages =
               expiresAt: answer.expiresAt,
             }),
         );
-      },
+      }),
     );
 
     app.post(
       "/dashboard/:env/approvals/:walletId/:authorizationId/deny",
       { schema: { params: AuthorizationParams } },
-      async (request, reply) => {
-        const tenant = kit.tenantOf(request, request.params.env);
-        const { walletId, authorizationId } = request.params;
-        const refused = await stepUp(services.logins, request, reply);
-        if (refused) {
-          reply.status(refused.status);
-          return showApprovals(request, reply, tenant, { authorizationId, message: refused.message });
-        }
+      decision(async (_request, reply, tenant, { walletId, authorizationId }) => {
         await agentPayments.deny(tenant, walletId, authorizationId);
         return kit.done(reply, tenant.environment, "/approvals", "payment-denied");
-      },
+      }),
     );
   };
 
