@@ -14,7 +14,7 @@ import { type LedgerFacilitator, ledgerX402Scheme } from "../../chain/simulated/
 import type { FacilitatorWallet } from "../../chain/x402-scheme.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
-import { conflict } from "../../domain/errors.ts";
+import { conflict, firstLine, firstLineOf } from "../../domain/errors.ts";
 import { checkRequirements, sameAddress, X402_VERSION, type X402Network } from "../../domain/x402.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import type { PaymentsService } from "../payments/service.ts";
@@ -95,7 +95,11 @@ export class X402Service {
         payer: planned.payer,
       };
     const scheme = await this.#scheme(tenant, planned.plan, null);
-    return facilitatorFor(planned.plan, scheme).verify(request.payload, request.requirements);
+    const verified = await facilitatorFor(planned.plan, scheme).verify(request.payload, request.requirements);
+    // x402 quotes the node's error whole; its later lines (request dumps) never reach an answer.
+    return verified.invalidMessage
+      ? { ...verified, invalidMessage: firstLine(verified.invalidMessage) }
+      : verified;
   }
 
   async settle(tenant: Tenant, body: unknown): Promise<SettleResponse> {
@@ -130,11 +134,12 @@ export class X402Service {
       response = await facilitatorFor(plan, scheme).settle(request.payload, request.requirements);
     } catch (err) {
       // Nothing is answered for it: a repeat settles afresh (a payment made meanwhile fails or is paid on its own).
-      await repo.finishSettle(this.#ctx.db, claim.id, "failed", { error: String(err) }, this.#ctx.now());
+      await repo.finishSettle(this.#ctx.db, claim.id, "failed", { error: firstLineOf(err) }, this.#ctx.now());
       throw err;
     }
     if (settled.paymentId)
       response = { ...response, extra: { ...response.extra, paymentId: settled.paymentId } };
+    if (response.errorMessage) response = { ...response, errorMessage: firstLine(response.errorMessage) };
     const status = response.success ? "settled" : "failed";
     await repo.finishSettle(this.#ctx.db, claim.id, status, { ...response }, this.#ctx.now());
     return response;
@@ -286,7 +291,7 @@ export class X402Service {
           await this.#payments.x402.fail(
             tenant,
             payment.id,
-            `the settlement could not be sent: ${String(err)}`,
+            `the settlement could not be sent: ${firstLineOf(err)}`,
           );
           throw err;
         }
