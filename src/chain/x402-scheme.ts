@@ -1,10 +1,11 @@
 import type { SchemeNetworkFacilitator } from "@x402/core/types";
 import type { Log } from "viem";
+import type { X402Scheme } from "../domain/x402.ts";
 import type { EventLog, Hex, ReceiptStatus } from "./network.ts";
 
 // What the x402 facilitator (modules/x402, D23) asks of a network: the x402 scheme that verifies
-// and settles a payer's authorization there. The scheme is x402's own (@x402/evm's ExactEvmScheme:
-// EIP-712 checks, simulation, the settle call); each network hands it a signer over its own chain
+// and settles a payer's authorization there. The scheme is x402's own (@x402/evm's ExactEvmScheme
+// and UptoEvmScheme: EIP-712 checks, simulation, the settle call); each network hands it a signer over its own chain
 // (chain/evm/x402-signer.ts) or over the simulated ledger (chain/simulated/x402-signer.ts), so a
 // network of another family would be one more implementation. What the settle sends goes through
 // the facilitator wallet given here: the module records it before it is broadcast.
@@ -36,8 +37,8 @@ export interface FacilitatorWallet {
 /** Whether an EIP-3009 authorization was used; its transaction when it can be found. */
 export type AuthorizationUse = { used: false } | { used: true; txHash: Hex | null };
 
-/** Makes the x402 scheme of a network for one settle or verify, with the wallet it sends from. */
-export type X402SchemeFactory = (wallet: FacilitatorWallet) => SchemeNetworkFacilitator;
+/** Makes x402's `scheme` of a network for one settle or verify, with the wallet it sends from. */
+export type X402SchemeFactory = (wallet: FacilitatorWallet, scheme: X402Scheme) => SchemeNetworkFacilitator;
 
 /** A log as x402 reads a receipt's (viem's Log): where it was mined does not matter to it. */
 export function receiptLog(log: EventLog, transactionHash: Hex): Log {

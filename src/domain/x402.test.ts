@@ -29,14 +29,38 @@ describe("what a settle request must name (D23)", () => {
     expect(
       checkRequirements(
         requirements({ asset: USDC.toLowerCase(), payTo: WALLET.toUpperCase().replace("0X", "0x") }),
+        "eip3009",
         NETWORKS,
         [WALLET],
       ),
-    ).toMatchObject({ ok: true, network: { id: "sandbox-a" }, token: "USDC", amount: 10_000n });
+    ).toMatchObject({
+      ok: true,
+      scheme: "exact",
+      network: { id: "sandbox-a" },
+      token: "USDC",
+      amount: 10_000n,
+    });
+  });
+
+  it("takes upto signed with Permit2, and a zero amount for it (the resource used nothing)", () => {
+    expect(
+      checkRequirements(requirements({ scheme: "upto", amount: "0" }), "permit2", NETWORKS, [WALLET]),
+    ).toMatchObject({ ok: true, scheme: "upto", amount: 0n });
+  });
+
+  it.each<[string, string, string | null]>([
+    ["exact", "signed with Permit2", "permit2"],
+    ["exact", "signed with nothing known", null],
+    ["upto", "signed with EIP-3009", "eip3009"],
+  ])("refuses %s %s as invalid_payload", (scheme, _, signedAs) => {
+    expect(checkRequirements(requirements({ scheme }), signedAs, NETWORKS, [WALLET])).toMatchObject({
+      ok: false,
+      reason: "invalid_payload",
+    });
   });
 
   it.each<[string, Partial<RequirementsShape>, string]>([
-    ["another scheme", { scheme: "upto" }, "unsupported_scheme"],
+    ["another scheme", { scheme: "batch-settlement" }, "unsupported_scheme"],
     ["a network of no environment here", { network: "eip155:1" }, "invalid_network"],
     [
       "a token the network does not have",
@@ -52,7 +76,10 @@ describe("what a settle request must name (D23)", () => {
       "invalid_payment_requirements",
     ],
   ])("refuses %s", (_, fields, reason) => {
-    expect(checkRequirements(requirements(fields), NETWORKS, [WALLET])).toMatchObject({ ok: false, reason });
+    expect(checkRequirements(requirements(fields), "eip3009", NETWORKS, [WALLET])).toMatchObject({
+      ok: false,
+      reason,
+    });
   });
 
   it("keeps an x402 payment open for a grace period after its authorization's validity", () => {

@@ -9,8 +9,18 @@ export const X402_SETTLEMENT_PURPOSE = "x402_settlement";
 /** The x402 protocol version this facilitator speaks. */
 export const X402_VERSION = 2;
 
-/** The schemes settled here: EIP-3009 `transferWithAuthorization` for the whole authorized amount. */
-export const X402_SCHEMES = ["exact"] as const;
+/**
+ * The schemes settled here, and how a payer signs for each: `exact`, EIP-3009's
+ * `transferWithAuthorization` of the whole authorized amount; `upto`, a Permit2 witness transfer
+ * through x402's upto proxy of what the resource used, up to what was authorized.
+ */
+export const X402_SCHEMES = { exact: "eip3009", upto: "permit2" } as const;
+
+export type X402Scheme = keyof typeof X402_SCHEMES;
+
+export function isX402Scheme(scheme: string): scheme is X402Scheme {
+  return Object.hasOwn(X402_SCHEMES, scheme);
+}
 
 /**
  * How long after its authorization stops being valid an x402 payment still waits for its
@@ -18,6 +28,14 @@ export const X402_SCHEMES = ["exact"] as const;
  * after (a node slow to answer, a watcher catching up); later it expires like any payment.
  */
 export const X402_PAYMENT_GRACE_MS = 60 * 60 * 1000;
+
+/**
+ * The key a used Permit2 nonce is held under (a settle's claim, the sandbox ledger's record):
+ * apart from EIP-3009's 32-byte nonces, and one per payer across tokens, as Permit2 keeps them.
+ */
+export function permit2NonceKey(nonce: bigint | string): string {
+  return `permit2:${nonce}`;
+}
 
 /** A network of the environment as the facilitator sees it. */
 export interface X402Network {
@@ -46,23 +64,36 @@ export type X402Refusal =
   | "invalid_payload";
 
 export type RequirementsCheck =
-  | { ok: true; network: X402Network; token: string; amount: bigint }
+  | { ok: true; scheme: X402Scheme; network: X402Network; token: string; amount: bigint }
   | { ok: false; reason: X402Refusal; message: string };
 
 const AMOUNT = /^[0-9]{1,78}$/;
 
 /**
- * Whether `requirements` name what this workspace can be paid with here: a scheme settled here, a
- * network of the environment, one of its tokens, a positive whole amount, and one of the
- * workspace's receiving addresses as the payee.
+ * Whether `requirements` name what this workspace can be paid with here: a scheme settled here,
+ * signed the scheme's way (`signedAs`: what the payload carries, null for a kind of no scheme's), a
+ * network of the environment, one of its tokens, a whole amount (positive, but `upto` may settle
+ * nothing used), and one of the workspace's receiving addresses as the payee.
  */
 export function checkRequirements(
   requirements: RequirementsShape,
+  signedAs: string | null,
   networks: readonly X402Network[],
   receivingAddresses: ReadonlyArray<string | null>,
 ): RequirementsCheck {
-  if (!(X402_SCHEMES as readonly string[]).includes(requirements.scheme))
-    return refuse("unsupported_scheme", `Scheme ${requirements.scheme} is not settled here (exact only)`);
+  const { scheme } = requirements;
+  if (!isX402Scheme(scheme))
+    return refuse(
+      "unsupported_scheme",
+      `Scheme ${scheme} is not settled here (${Object.keys(X402_SCHEMES).join(", ")})`,
+    );
+  if (signedAs !== X402_SCHEMES[scheme])
+    return refuse(
+      "invalid_payload",
+      scheme === "exact"
+        ? "Only EIP-3009 authorizations are settled here with exact"
+        : "upto is settled here with Permit2 authorizations to x402's upto proxy",
+    );
   const network = networks.find((n) => n.caip2 === requirements.network);
   if (!network)
     return refuse(
@@ -75,7 +106,7 @@ export function checkRequirements(
       "invalid_payment_requirements",
       `Asset ${requirements.asset} is not a token of ${network.id}`,
     );
-  if (!AMOUNT.test(requirements.amount) || BigInt(requirements.amount) === 0n)
+  if (!AMOUNT.test(requirements.amount) || (BigInt(requirements.amount) === 0n && scheme !== "upto"))
     return refuse(
       "invalid_payment_requirements",
       "amount must be a positive whole number of the token's units",
@@ -85,7 +116,7 @@ export function checkRequirements(
       "invalid_payment_requirements",
       "payTo must be one of this workspace's receiving addresses",
     );
-  return { ok: true, network, token: token.symbol, amount: BigInt(requirements.amount) };
+  return { ok: true, scheme, network, token: token.symbol, amount: BigInt(requirements.amount) };
 }
 
 function refuse(reason: X402Refusal, message: string): RequirementsCheck {

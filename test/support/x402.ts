@@ -3,7 +3,9 @@ import { HTTPFacilitatorClient, x402ResourceServer } from "@x402/core/server";
 import type { Network, PaymentPayload, PaymentRequirements } from "@x402/core/types";
 import { ExactEvmScheme as ExactEvmClientScheme } from "@x402/evm/exact/client";
 import { ExactEvmScheme as ExactEvmServerScheme } from "@x402/evm/exact/server";
-import { paymentMiddleware } from "@x402/express";
+import { UptoEvmScheme as UptoEvmClientScheme } from "@x402/evm/upto/client";
+import { UptoEvmScheme as UptoEvmServerScheme } from "@x402/evm/upto/server";
+import { paymentMiddleware, setSettlementOverrides } from "@x402/express";
 import { wrapFetchWithPayment, x402Client } from "@x402/fetch";
 import express from "express";
 import type { Hex } from "viem";
@@ -20,6 +22,8 @@ export interface PricedRoute {
   amount: string;
   payTo: string;
   extra?: Record<string, unknown>;
+  /** upto: the route is priced at `amount` at most and settles `used` of it (x402's settlement overrides). */
+  upto?: { used: string };
 }
 
 export interface Resource {
@@ -38,14 +42,16 @@ export async function paidResource(
     url: `${serviceUrl}/api/v1/x402`,
     createAuthHeaders: async () => ({ verify: auth, settle: auth, supported: auth }),
   });
-  const server = new x402ResourceServer(facilitator).register("eip155:*", new ExactEvmServerScheme());
+  const server = new x402ResourceServer(facilitator)
+    .register("eip155:*", new ExactEvmServerScheme())
+    .register("eip155:*", new UptoEvmServerScheme());
   const app = express();
   app.use(
     paymentMiddleware(
       {
         "GET /weather": {
           accepts: {
-            scheme: "exact",
+            scheme: price.upto ? "upto" : "exact",
             network: price.network,
             payTo: price.payTo,
             price: {
@@ -62,6 +68,7 @@ export async function paidResource(
     ),
   );
   app.get("/weather", (_req, res) => {
+    if (price.upto) setSettlementOverrides(res, { amount: price.upto.used });
     res.json({ weather: "sunny" });
   });
   const listening = app.listen(0, "127.0.0.1");
@@ -74,19 +81,22 @@ export async function paidResource(
 }
 
 /**
- * The stock fetch wrapper, paying with `key`'s EIP-3009 authorizations. Its spend controls allow
+ * The stock fetch wrapper, paying with `key`'s EIP-3009 authorizations (exact) or Permit2 ones (upto). Its spend controls allow
  * the asset the caller names (a devnet's or the sandbox's USDC is no default asset of x402's).
  */
 export function payingFetch(key: Hex, asset: { network: Network; asset: string }): typeof fetch {
   const client = new x402Client()
     .register("eip155:*", new ExactEvmClientScheme(privateKeyToAccount(key)))
+    .register("eip155:*", new UptoEvmClientScheme(privateKeyToAccount(key)))
     .setSpendControls({ allowedAssets: [asset] });
   return wrapFetchWithPayment(fetch, client);
 }
 
 /** A payment payload signed by `key` for `accepted`, as the stock client makes it. */
 export async function signedPayment(key: Hex, accepted: PaymentRequirements): Promise<PaymentPayload> {
-  const scheme = new ExactEvmClientScheme(privateKeyToAccount(key));
+  const account = privateKeyToAccount(key);
+  const scheme =
+    accepted.scheme === "upto" ? new UptoEvmClientScheme(account) : new ExactEvmClientScheme(account);
   const { payload } = await scheme.createPaymentPayload(2, accepted);
   return { x402Version: 2, accepted, payload };
 }

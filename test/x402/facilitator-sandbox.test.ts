@@ -79,7 +79,7 @@ afterAll(async () => {
 });
 
 describe("x402 facilitator, sandbox", () => {
-  it("lists the sandbox's networks, exact, the payment-identifier extension and the workspace's signer", async () => {
+  it("lists the sandbox's networks, exact and upto, the payment-identifier extension and the workspace's signer", async () => {
     const res = await t.request({
       method: "GET",
       url: "/api/v1/x402/supported",
@@ -87,9 +87,13 @@ describe("x402 facilitator, sandbox", () => {
     });
     expect(res.statusCode).toBe(200);
     const body = res.json();
+    const signer = body.signers["eip155:*"][0];
+    const networkB = `eip155:${SANDBOX_B.chainId}`;
     expect(body.kinds).toEqual([
       { x402Version: 2, scheme: "exact", network: NETWORK_A },
-      { x402Version: 2, scheme: "exact", network: `eip155:${SANDBOX_B.chainId}` },
+      { x402Version: 2, scheme: "upto", network: NETWORK_A, extra: { facilitatorAddress: signer } },
+      { x402Version: 2, scheme: "exact", network: networkB },
+      { x402Version: 2, scheme: "upto", network: networkB, extra: { facilitatorAddress: signer } },
     ]);
     expect(body.extensions).toEqual(["payment-identifier"]);
     expect(body.signers["eip155:*"]).toHaveLength(1);

@@ -1,4 +1,5 @@
 import { ExactEvmScheme } from "@x402/evm/exact/facilitator";
+import { UptoEvmScheme } from "@x402/evm/upto/facilitator";
 import {
   type Abi,
   concat,
@@ -15,7 +16,7 @@ import {
   type X402SchemeFactory,
 } from "../x402-scheme.ts";
 
-// x402's `exact` scheme on an EVM chain (chain/x402-scheme.ts): @x402/evm's facilitator, with a
+// x402's `exact` and `upto` schemes on an EVM chain (chain/x402-scheme.ts): @x402/evm's facilitator, with a
 // signer that reads the chain through the network's client and sends through the facilitator
 // wallet (recorded before broadcast, nonce-ordered across instances) instead of viem's in-memory
 // nonce manager. The types x402 gives its signer are loose (`abi: readonly unknown[]`): they are
@@ -25,7 +26,10 @@ import {
 const GAS_HEADROOM_PERCENT = 120n;
 
 export function evmX402Scheme(client: PublicClient): X402SchemeFactory {
-  return (wallet) => new ExactEvmScheme(facilitatorSigner(client, wallet));
+  return (wallet, scheme) => {
+    const signer = facilitatorSigner(client, wallet);
+    return scheme === "upto" ? new UptoEvmScheme(signer) : new ExactEvmScheme(signer);
+  };
 }
 
 type FacilitatorSigner = ConstructorParameters<typeof ExactEvmScheme>[0];
@@ -33,8 +37,11 @@ type FacilitatorSigner = ConstructorParameters<typeof ExactEvmScheme>[0];
 function facilitatorSigner(client: PublicClient, wallet: FacilitatorWallet): FacilitatorSigner {
   return {
     getAddresses: () => [wallet.address],
+    // From the facilitator wallet: upto's proxy lets only the facilitator its payer named settle,
+    // and x402 simulates the settle with this read.
     readContract: (args) =>
       client.readContract({
+        account: wallet.address,
         address: args.address,
         abi: args.abi as Abi,
         functionName: args.functionName,

@@ -1,5 +1,6 @@
 import type { SchemeNetworkFacilitator } from "@x402/core/types";
 import { ExactEvmScheme } from "@x402/evm/exact/facilitator";
+import { UptoEvmScheme } from "@x402/evm/upto/facilitator";
 import {
   decodeFunctionData,
   encodeAbiParameters,
@@ -13,17 +14,20 @@ import {
   type TypedData,
   verifyTypedData,
 } from "viem";
+import type { X402Scheme } from "../../domain/x402.ts";
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from "../eip3009.ts";
 import type { ChainToken } from "../network.ts";
 import { receiptLog } from "../x402-scheme.ts";
 import type { SimulatedLedger } from "./ledger.ts";
 import type { SimulatedNetwork } from "./networks.ts";
+import { isUptoContract, LedgerUpto, settleArgs, UPTO_PROXY_ABI, UPTO_PROXY_ADDRESS } from "./x402-upto.ts";
 
-// x402's `exact` scheme on a simulated network (D23): @x402/evm's own facilitator, whose signer
-// answers as the network's USDC contract would — balances from the simulated ledger, EIP-3009
-// nonces from its record of used authorizations, the authorization's signature and validity
-// checked as the contract checks them — and whose settle call makes the payer's transfer on the
-// ledger (through `settle`, which writes it with its payment). Nothing is sent anywhere.
+// x402's `exact` and `upto` schemes on a simulated network (D23): @x402/evm's own facilitators,
+// whose signer answers as the network's USDC contract would — balances from the simulated ledger,
+// EIP-3009 nonces from its record of used authorizations, the authorization's signature and
+// validity checked as the contract checks them — or as Permit2 and x402's upto proxy would
+// (x402-upto.ts), and whose settle call makes the payer's transfer on the ledger (through
+// `settle`, which writes it with its payment). Nothing is sent anywhere.
 
 /** The EIP-712 domain of the simulated networks' USDC (D23). */
 export const SANDBOX_USDC_DOMAIN = { name: "USDC", version: "2" } as const;
@@ -45,7 +49,7 @@ export interface LedgerFacilitator {
    * Makes the authorized transfer on the ledger: its simulated transaction's hash. Throws, as
    * the contract would revert, when the nonce was used or the balance is short meanwhile.
    */
-  settle(authorization: LedgerAuthorization): Promise<Hex>;
+  settle(transfer: { from: Hex; to: Hex; value: bigint }): Promise<Hex>;
 }
 
 const MULTICALL3 = "0xcA11bde05977b3631167028862bE2a173976CA11";
@@ -58,6 +62,12 @@ const TOKEN_ABI = parseAbi([
   "function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, bytes signature)",
   "event Transfer(address indexed from, address indexed to, uint256 value)",
 ]);
+/** What x402's diagnoses ask through Multicall3: the token's functions, its allowance, the proxy's. */
+const DIAGNOSED_ABI = [
+  ...TOKEN_ABI,
+  ...parseAbi(["function allowance(address owner, address spender) view returns (uint256)"]),
+  ...UPTO_PROXY_ABI,
+];
 /** Code the simulated contracts "have", so that x402 sees them as deployed (payers have none). */
 const CONTRACT_CODE: Hex = "0xfe";
 
@@ -65,8 +75,10 @@ export function ledgerX402Scheme(
   ledger: SimulatedLedger,
   network: SimulatedNetwork,
   facilitator: LedgerFacilitator,
+  scheme: X402Scheme,
 ): SchemeNetworkFacilitator {
-  return new ExactEvmScheme(new LedgerToken(ledger, network, facilitator).signer());
+  const signer = new LedgerToken(ledger, network, facilitator).signer();
+  return scheme === "upto" ? new UptoEvmScheme(signer) : new ExactEvmScheme(signer);
 }
 
 type FacilitatorSigner = ConstructorParameters<typeof ExactEvmScheme>[0];
@@ -75,6 +87,7 @@ class LedgerToken {
   readonly #ledger: SimulatedLedger;
   readonly #network: SimulatedNetwork;
   readonly #facilitator: LedgerFacilitator;
+  readonly #upto: LedgerUpto;
   /** The Transfer log of each settlement made, for its receipt. */
   readonly #logs = new Map<Hex, Log>();
 
@@ -82,6 +95,7 @@ class LedgerToken {
     this.#ledger = ledger;
     this.#network = network;
     this.#facilitator = facilitator;
+    this.#upto = new LedgerUpto(ledger, network, facilitator.address);
   }
 
   signer(): FacilitatorSigner {
@@ -110,7 +124,9 @@ class LedgerToken {
   }
 
   #isContract(address: Hex): boolean {
-    return isAddressEqual(address, MULTICALL3) || this.#token(address) !== undefined;
+    return (
+      isAddressEqual(address, MULTICALL3) || isUptoContract(address) || this.#token(address) !== undefined
+    );
   }
 
   #token(address: Hex): ChainToken | undefined {
@@ -121,11 +137,14 @@ class LedgerToken {
   async #read(address: Hex, functionName: string, args: readonly unknown[]): Promise<unknown> {
     if (isAddressEqual(address, MULTICALL3) && functionName === "tryAggregate")
       return this.#tryAggregate(args);
+    if (isUptoContract(address)) return this.#upto.read(address, functionName, args);
     const token = this.#token(address);
     if (!token) throw new Error(`execution reverted: no contract at ${address}`);
     switch (functionName) {
       case "balanceOf":
         return this.#ledger.balance(this.#network.id, args[0] as Hex, token);
+      case "allowance":
+        return this.#upto.allowance(args[1] as Hex);
       case "name":
         return this.#eip3009(token).name;
       case "version":
@@ -150,10 +169,10 @@ class LedgerToken {
     return Promise.all(
       calls.map(async ({ target, callData }) => {
         try {
-          const call = decodeFunctionData({ abi: TOKEN_ABI, data: callData });
+          const call = decodeFunctionData({ abi: DIAGNOSED_ABI, data: callData });
           const result = await this.#read(target, call.functionName, call.args ?? []);
           const returnData = encodeFunctionResult({
-            abi: TOKEN_ABI,
+            abi: DIAGNOSED_ABI,
             functionName: call.functionName,
             result: result as never,
           });
@@ -200,18 +219,28 @@ class LedgerToken {
   }
 
   async #write(address: Hex, functionName: string, args: readonly unknown[]): Promise<Hex> {
+    if (isAddressEqual(address, UPTO_PROXY_ADDRESS) && functionName === "settle") {
+      const { token, call } = await this.#upto.check(settleArgs(args));
+      const tokenAddress = this.#network.tokens[token] as Hex;
+      return this.#transfer(tokenAddress, { from: call.owner, to: call.witness.to, value: call.amount });
+    }
     const token = this.#token(address);
     if (!token || functionName !== "transferWithAuthorization")
       throw new Error(`execution reverted: ${functionName} is not simulated`);
     const authorization = await this.#check(address, token, args);
-    const hash = await this.#facilitator.settle(authorization);
+    return this.#transfer(address, authorization);
+  }
+
+  /** Makes the transfer on the ledger, with the Transfer log its receipt shows. */
+  async #transfer(token: Hex, transfer: { from: Hex; to: Hex; value: bigint }): Promise<Hex> {
+    const hash = await this.#facilitator.settle(transfer);
     const topics = encodeEventTopics({
       abi: TOKEN_ABI,
       eventName: "Transfer",
-      args: { from: authorization.from, to: authorization.to },
+      args: { from: transfer.from, to: transfer.to },
     }) as [Hex, ...Hex[]];
-    const data = encodeAbiParameters([{ type: "uint256" }], [authorization.value]);
-    this.#logs.set(hash, receiptLog({ address, topics, data }, hash));
+    const data = encodeAbiParameters([{ type: "uint256" }], [transfer.value]);
+    this.#logs.set(hash, receiptLog({ address: token, topics, data }, hash));
     return hash;
   }
 }

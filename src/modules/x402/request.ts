@@ -6,7 +6,6 @@ import {
   parsePaymentRequirements,
 } from "@x402/core/schemas";
 import type { Network, PaymentPayload, PaymentRequirements } from "@x402/core/types";
-import type { ExactEIP3009Payload } from "@x402/evm";
 import {
   extractPaymentIdentifier,
   isValidPaymentId,
@@ -15,7 +14,7 @@ import {
 import { type Hex, isAddress, isHex } from "viem";
 import { badRequest } from "../../domain/errors.ts";
 import { isPlainObject } from "../../domain/validation.ts";
-import { X402_VERSION } from "../../domain/x402.ts";
+import { permit2NonceKey, X402_VERSION } from "../../domain/x402.ts";
 
 // The body of POST /api/v1/x402/verify and /settle (x402 v2: `{x402Version, paymentPayload,
 // paymentRequirements}`), parsed with x402's own schemas. A body that is not an x402 v2 request
@@ -25,12 +24,35 @@ import { X402_VERSION } from "../../domain/x402.ts";
 export interface FacilitatorRequest {
   payload: PaymentPayload;
   requirements: PaymentRequirements;
-  /** The EIP-3009 authorization the payload carries; null for another kind (Permit2). */
-  authorization: ExactEIP3009Payload["authorization"] | null;
+  /** What the payer signed (EIP-3009 or Permit2); null for a kind settled nowhere here. */
+  authorization: PayerAuthorization | null;
   /** The payment-identifier extension's id (D23); null when the payload carries none. */
   identifier: string | null;
   /** SHA-256 of the payload and requirements as given: same id, another payload → 409. */
   fingerprint: string;
+}
+
+/**
+ * What a payer signed, whichever way: an EIP-3009 `transferWithAuthorization` (`exact`) or a
+ * Permit2 witness transfer to x402's upto proxy (`upto`).
+ */
+export interface PayerAuthorization {
+  kind: "eip3009" | "permit2";
+  from: Hex;
+  /** The payee the signed message names. */
+  to: Hex;
+  /** The most it lets move (the whole amount for EIP-3009), in the token's smallest unit. */
+  value: string;
+  validAfter: string;
+  /** Unix seconds until which it may be used (Permit2's deadline). */
+  validBefore: string;
+  /**
+   * The nonce, unique per payer within its kind: EIP-3009's 32 bytes of hex, or `permit2:` and
+   * Permit2's unordered nonce (a payer's Permit2 nonces are shared by every token).
+   */
+  nonce: string;
+  /** The facilitator a Permit2 witness names (upto's): only it may settle; null when none is named. */
+  facilitator: Hex | null;
 }
 
 export function parseFacilitatorRequest(body: unknown): FacilitatorRequest {
@@ -64,29 +86,65 @@ export function parseFacilitatorRequest(body: unknown): FacilitatorRequest {
   };
 }
 
-/** The EIP-3009 authorization, checked field by field (the packages trust its shape); null for another kind. */
-function authorizationOf(payload: Record<string, unknown>): ExactEIP3009Payload["authorization"] | null {
-  if (!("authorization" in payload)) return null;
-  const a: unknown = payload.authorization;
-  if (!isPlainObject(a)) throw badRequest("paymentPayload.payload.authorization must be an object");
-  for (const field of ["from", "to"] as const)
-    if (typeof a[field] !== "string" || !isAddress(a[field], { strict: false }))
-      throw badRequest(`paymentPayload.payload.authorization.${field} must be an address`);
-  for (const field of ["value", "validAfter", "validBefore"] as const)
-    if (typeof a[field] !== "string" || !/^[0-9]{1,78}$/.test(a[field]))
-      throw badRequest(`paymentPayload.payload.authorization.${field} must be a whole number as a string`);
-  if (typeof a.nonce !== "string" || !isHex(a.nonce) || a.nonce.length !== 66)
-    throw badRequest("paymentPayload.payload.authorization.nonce must be 32 bytes of hex");
+/**
+ * The payer's authorization, checked field by field (the packages trust its shape): EIP-3009's
+ * `authorization` or Permit2's `permit2Authorization`; null for another kind.
+ */
+function authorizationOf(payload: Record<string, unknown>): PayerAuthorization | null {
+  const where = "paymentPayload.payload";
+  if (!("authorization" in payload) && !("permit2Authorization" in payload)) return null;
   if (typeof payload.signature !== "string" || !isHex(payload.signature))
-    throw badRequest("paymentPayload.payload.signature must be hex");
+    throw badRequest(`${where}.signature must be hex`);
+  if ("authorization" in payload) {
+    const a = objectAt(payload.authorization, `${where}.authorization`);
+    if (typeof a.nonce !== "string" || !isHex(a.nonce) || a.nonce.length !== 66)
+      throw badRequest(`${where}.authorization.nonce must be 32 bytes of hex`);
+    return {
+      kind: "eip3009",
+      from: addressAt(a.from, `${where}.authorization.from`),
+      to: addressAt(a.to, `${where}.authorization.to`),
+      value: wholeAt(a.value, `${where}.authorization.value`),
+      validAfter: wholeAt(a.validAfter, `${where}.authorization.validAfter`),
+      validBefore: wholeAt(a.validBefore, `${where}.authorization.validBefore`),
+      nonce: a.nonce,
+      facilitator: null,
+    };
+  }
+  const at = `${where}.permit2Authorization`;
+  const p = objectAt(payload.permit2Authorization, at);
+  const permitted = objectAt(p.permitted, `${at}.permitted`);
+  const witness = objectAt(p.witness, `${at}.witness`);
+  addressAt(permitted.token, `${at}.permitted.token`);
+  addressAt(p.spender, `${at}.spender`);
   return {
-    from: a.from as Hex,
-    to: a.to as Hex,
-    value: a.value as string,
-    validAfter: a.validAfter as string,
-    validBefore: a.validBefore as string,
-    nonce: a.nonce,
+    kind: "permit2",
+    from: addressAt(p.from, `${at}.from`),
+    to: addressAt(witness.to, `${at}.witness.to`),
+    value: wholeAt(permitted.amount, `${at}.permitted.amount`),
+    validAfter: wholeAt(witness.validAfter, `${at}.witness.validAfter`),
+    validBefore: wholeAt(p.deadline, `${at}.deadline`),
+    nonce: permit2NonceKey(wholeAt(p.nonce, `${at}.nonce`)),
+    // exact's Permit2 witness names none (that kind is refused with x402's reason, not a 400).
+    facilitator:
+      witness.facilitator === undefined ? null : addressAt(witness.facilitator, `${at}.witness.facilitator`),
   };
+}
+
+function objectAt(value: unknown, where: string): Record<string, unknown> {
+  if (!isPlainObject(value)) throw badRequest(`${where} must be an object`);
+  return value;
+}
+
+function addressAt(value: unknown, where: string): Hex {
+  if (typeof value !== "string" || !isAddress(value, { strict: false }))
+    throw badRequest(`${where} must be an address`);
+  return value;
+}
+
+function wholeAt(value: unknown, where: string): string {
+  if (typeof value !== "string" || !/^[0-9]{1,78}$/.test(value))
+    throw badRequest(`${where} must be a whole number as a string`);
+  return value;
 }
 
 function requirementsOf(

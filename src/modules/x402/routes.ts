@@ -70,7 +70,17 @@ export const x402Routes =
           response: {
             200: Type.Object({
               kinds: Type.Array(
-                Type.Object({ x402Version: Type.Integer(), scheme: Type.String(), network: Type.String() }),
+                Type.Object({
+                  x402Version: Type.Integer(),
+                  scheme: Type.String(),
+                  network: Type.String(),
+                  extra: Type.Optional(
+                    Type.Record(Type.String(), Type.Unknown(), {
+                      description:
+                        "upto: `facilitatorAddress`, the facilitator its payers name in what they sign",
+                    }),
+                  ),
+                }),
               ),
               extensions: Type.Array(Type.String()),
               signers: Type.Record(Type.String(), Type.Array(Type.String())),

@@ -15,7 +15,14 @@ import type { FacilitatorWallet } from "../../chain/x402-scheme.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { conflict, firstLine, firstLineOf } from "../../domain/errors.ts";
-import { checkRequirements, sameAddress, X402_VERSION, type X402Network } from "../../domain/x402.ts";
+import {
+  checkRequirements,
+  sameAddress,
+  X402_SCHEMES,
+  X402_VERSION,
+  type X402Network,
+  type X402Scheme,
+} from "../../domain/x402.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import type { PaymentsService } from "../payments/service.ts";
 import type { X402PaymentInput } from "../payments/x402-payments.ts";
@@ -34,6 +41,7 @@ import type { FacilitatorWallets } from "./wallets.ts";
 
 /** What a settle or verify is about, once this facilitator accepts to look at it. */
 interface Plan {
+  scheme: X402Scheme;
   network: X402Network;
   token: ChainToken;
   payment: X402PaymentInput;
@@ -41,7 +49,11 @@ interface Plan {
 
 type Planned = { ok: true; plan: Plan } | { ok: false; reason: string; message: string; payer: string };
 
-const NONCE_USED = "invalid_exact_evm_nonce_already_used";
+/** x402's reason for an authorization already used, per scheme (its nonce on the token or on Permit2). */
+const NONCE_USED: Record<X402Scheme, string> = {
+  exact: "invalid_exact_evm_nonce_already_used",
+  upto: "permit2_invalid_nonce",
+};
 
 export class X402Service {
   readonly #ctx: AppContext;
@@ -73,12 +85,17 @@ export class X402Service {
 
   async supported(tenant: Tenant): Promise<SupportedResponse> {
     const signer = await this.#wallets.addressOf(tenant.workspaceId);
+    const schemes = Object.keys(X402_SCHEMES) as X402Scheme[];
     return {
-      kinds: this.#networks(tenant.environment).map((n) => ({
-        x402Version: X402_VERSION,
-        scheme: "exact",
-        network: n.caip2 as `${string}:${string}`,
-      })),
+      // upto's payer signs for the facilitator that alone may settle: it is named in the kind.
+      kinds: this.#networks(tenant.environment).flatMap((n) =>
+        schemes.map((scheme) => ({
+          x402Version: X402_VERSION,
+          scheme,
+          network: n.caip2 as `${string}:${string}`,
+          ...(scheme === "upto" ? { extra: { facilitatorAddress: signer } } : {}),
+        })),
+      ),
       extensions: [PAYMENT_IDENTIFIER],
       signers: { "eip155:*": [signer] },
     };
@@ -163,7 +180,7 @@ export class X402Service {
       });
     return {
       success: false,
-      errorReason: NONCE_USED,
+      errorReason: NONCE_USED[plan.scheme],
       errorMessage: "This authorization is already settled or being settled",
       payer: plan.payment.origin.payer,
       transaction: "",
@@ -191,35 +208,40 @@ export class X402Service {
   async #plan(tenant: Tenant, request: FacilitatorRequest): Promise<Planned> {
     const { authorization, requirements, payload } = request;
     const payer = authorization?.from ?? "";
-    if (!authorization)
+    const workspace = await this.#workspaces.profile(tenant.workspaceId);
+    const receiving = [workspace.eoaAddress, workspace.smartWalletAddress];
+    const networks = this.#networks(tenant.environment);
+    const checked = checkRequirements(requirements, authorization?.kind ?? null, networks, receiving);
+    if (!checked.ok) return { ok: false, reason: checked.reason, message: checked.message, payer };
+    if (!authorization) throw new Error("checkRequirements passed a payload that carries no authorization");
+    if (checked.scheme === "upto" && authorization.facilitator === null)
       return {
         ok: false,
         reason: "invalid_payload",
-        message: "Only EIP-3009 authorizations are settled here",
+        message: "An upto authorization names the facilitator that settles it (witness.facilitator)",
         payer,
       };
-    const workspace = await this.#workspaces.profile(tenant.workspaceId);
-    const receiving = [workspace.eoaAddress, workspace.smartWalletAddress];
-    const checked = checkRequirements(requirements, this.#networks(tenant.environment), receiving);
-    if (!checked.ok) return { ok: false, reason: checked.reason, message: checked.message, payer };
     await this.#ctx.chains.assertAnswers(tenant.environment, checked.network.id);
     const smart =
       workspace.smartWalletAddress !== null && sameAddress(workspace.smartWalletAddress, requirements.payTo);
     return {
       ok: true,
       plan: {
+        scheme: checked.scheme,
         network: checked.network,
         token: checked.token as ChainToken,
         payment: {
           network: checked.network.id,
           token: checked.token as ChainToken,
-          amount: BigInt(authorization.value),
+          // exact: the whole authorized value (x402 checks the requirement asks for it); upto: what
+          // the resource used, which x402 checks is within what was authorized.
+          amount: checked.scheme === "exact" ? BigInt(authorization.value) : checked.amount,
           payTo: requirements.payTo,
           walletType: smart ? "smart_wallet" : "eoa",
           origin: {
             payer: authorization.from,
             resource: payload.resource?.url ?? null,
-            scheme: "exact",
+            scheme: checked.scheme,
             nonce: authorization.nonce,
           },
           validBefore: BigInt(authorization.validBefore),
@@ -239,7 +261,8 @@ export class X402Service {
   ): Promise<SchemeNetworkFacilitator> {
     const address = await this.#wallets.addressOf(tenant.workspaceId);
     const chain = this.#ctx.chains.of(tenant.environment, plan.network.id);
-    if (chain) return chain.network.x402(this.#chainWallet(tenant, plan, chain, address, settling));
+    if (chain)
+      return chain.network.x402(this.#chainWallet(tenant, plan, chain, address, settling), plan.scheme);
     const network = SIMULATED_NETWORKS.find((n) => n.id === plan.network.id);
     if (!network) throw new Error(`no simulated network ${plan.network.id}`);
     const facilitator: LedgerFacilitator = {
@@ -258,7 +281,7 @@ export class X402Service {
         return result.txHash as Hex;
       },
     };
-    return ledgerX402Scheme(this.#ledger, network, facilitator);
+    return ledgerX402Scheme(this.#ledger, network, facilitator, plan.scheme);
   }
 
   /** The facilitator wallet on a chain: the payment is written before its transaction is recorded and sent. */
