@@ -149,12 +149,15 @@ describe("x402 upto, sandbox", () => {
       paymentPayload: payload,
       paymentRequirements: requirements({ amount: "500001" }),
     });
-    expect(res).toMatchObject({ success: false, errorReason: expect.stringMatching(/exceed/i) });
+    expect(res).toMatchObject({
+      success: false,
+      errorReason: "invalid_upto_evm_payload_settlement_exceeds_amount",
+    });
     expect(await ledgerBalance(payer)).toBe(before);
     expect(await paymentsOf()).toHaveLength(count);
   });
 
-  it("settles nothing used as a success without a transaction or a payment", async () => {
+  it("settles nothing used as a success without a transaction or a payment, and ends the authorization", async () => {
     const payload = await signedPayment(payerKey, requirements());
     const before = await ledgerBalance(payer);
     const count = (await paymentsOf()).length;
@@ -165,6 +168,13 @@ describe("x402 upto, sandbox", () => {
     expect(res).toMatchObject({ success: true, transaction: "", payer });
     expect(await ledgerBalance(payer)).toBe(before);
     expect(await paymentsOf()).toHaveLength(count);
+    // That ended the authorization here: it is not settled again for more.
+    const later = await call("settle", {
+      paymentPayload: payload,
+      paymentRequirements: requirements({ amount: "100" }),
+    });
+    expect(later).toMatchObject({ success: false, errorReason: "permit2_invalid_nonce" });
+    expect(await ledgerBalance(payer)).toBe(before);
   });
 
   it("refuses an authorization that names another facilitator", async () => {
