@@ -27,8 +27,10 @@ import {
   maxUint256,
   type PublicClient,
   parseEther,
+  parseEventLogs,
   type TypedData,
   toHex,
+  zeroHash,
 } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -303,6 +305,8 @@ describe("devnet for x402's upto scheme (Permit2, x402UptoPermit2Proxy)", () => 
   });
 
   describe("the contracts' own checks (called directly, past x402's off-chain ones)", () => {
+    type SettleArgs = ReturnType<typeof settleArgs>;
+
     /** The proxy's settle arguments for `payment`, settling `amount`. */
     function settleArgs(payment: PaymentPayload, amount: bigint) {
       const { permit2Authorization: auth, signature } = uptoPayloadOf(payment);
@@ -323,73 +327,87 @@ describe("devnet for x402's upto scheme (Permit2, x402UptoPermit2Proxy)", () => 
       ] as const;
     }
 
-    const simulateSettle = (payment: PaymentPayload, amount: bigint, from: Address) =>
+    const simulateSettle = (args: SettleArgs, from: Address = facilitatorAddress) =>
       client.simulateContract({
         address: X402_UPTO_PROXY_ADDRESS,
         abi: SETTLE_ABI,
         functionName: "settle",
-        args: settleArgs(payment, amount),
+        args,
         account: from,
       });
 
-    it("lets only the witness's facilitator settle, at most the permitted amount, to the witness's payee", async () => {
-      const accepted = requirementsFor(freshAddress(), PERMITTED);
-      const payment = await paymentFrom(devnet.accounts.payer.privateKey, accepted);
-      expect(await revertName(simulateSettle(payment, SETTLED, freshAddress()))).toBe(
-        "UnauthorizedFacilitator",
-      );
-      expect(await revertName(simulateSettle(payment, PERMITTED + 1n, facilitatorAddress))).toBe(
-        "AmountExceedsPermitted",
-      );
-      expect(await revertName(simulateSettle(payment, PERMITTED, facilitatorAddress))).toBe("");
-
-      // Another payee than the signed one changes the witness hash: Permit2 recovers someone else.
-      const args = settleArgs(payment, SETTLED);
-      const redirected = [args[0], args[1], args[2], { ...args[3], to: freshAddress() }, args[4]] as const;
-      const call = client.simulateContract({
-        address: X402_UPTO_PROXY_ADDRESS,
-        abi: SETTLE_ABI,
-        functionName: "settle",
-        args: redirected,
-        account: facilitatorAddress,
-      });
-      expect(await revertName(call)).toBe("InvalidSigner");
-    });
-
-    it("spends a nonce once (Permit2's InvalidNonce) and refuses an expired permit (SignatureExpired)", async () => {
-      const accepted = requirementsFor(freshAddress(), PERMITTED);
-      const payment = await paymentFrom(devnet.accounts.payer.privateKey, accepted);
-      const wallet = createWalletClient({
+    const facilitatorWallet = () =>
+      createWalletClient({
         chain: devnet.chain,
         transport: http(devnet.rpcUrl, { retryCount: 0 }),
         account: privateKeyToAccount(facilitatorKey),
       });
-      const hash = await wallet.writeContract({
+
+    const signedPayment = () =>
+      paymentFrom(devnet.accounts.payer.privateKey, requirementsFor(freshAddress(), PERMITTED));
+
+    it("lets only the witness's facilitator settle, at most the permitted amount, to the witness's payee", async () => {
+      const payment = await signedPayment();
+      expect(await revertName(simulateSettle(settleArgs(payment, SETTLED), freshAddress()))).toBe(
+        "UnauthorizedFacilitator",
+      );
+      expect(await revertName(simulateSettle(settleArgs(payment, PERMITTED + 1n)))).toBe(
+        "AmountExceedsPermitted",
+      );
+      expect(await revertName(simulateSettle(settleArgs(payment, PERMITTED)))).toBe("");
+      // Another payee than the signed one changes the witness hash: Permit2 recovers someone else.
+      const [permit, amount, owner, witness, signature] = settleArgs(payment, SETTLED);
+      const redirected = { ...witness, to: freshAddress() };
+      expect(await revertName(simulateSettle([permit, amount, owner, redirected, signature]))).toBe(
+        "InvalidSigner",
+      );
+    });
+
+    it("spends a nonce once (Permit2's InvalidNonce) and refuses an expired permit (SignatureExpired)", async () => {
+      const payment = await signedPayment();
+      const hash = await facilitatorWallet().writeContract({
         address: X402_UPTO_PROXY_ADDRESS,
         abi: x402UptoPermit2ProxyABI,
         functionName: "settle",
         args: settleArgs(payment, 1n),
       });
       expect((await client.waitForTransactionReceipt({ hash })).status).toBe("success");
-      const replay = client.simulateContract({
-        address: X402_UPTO_PROXY_ADDRESS,
-        abi: SETTLE_ABI,
-        functionName: "settle",
-        args: settleArgs(payment, 1n),
-        account: facilitatorAddress,
-      });
-      expect(await revertName(replay)).toBe("InvalidNonce");
+      expect(await revertName(simulateSettle(settleArgs(payment, 1n)))).toBe("InvalidNonce");
 
-      const fresh = await paymentFrom(devnet.accounts.payer.privateKey, accepted);
-      const [permit, ...rest] = settleArgs(fresh, 1n);
-      const expired = client.simulateContract({
+      const [permit, ...rest] = settleArgs(await signedPayment(), 1n);
+      expect(await revertName(simulateSettle([{ ...permit, deadline: 1n }, ...rest]))).toBe(
+        "SignatureExpired",
+      );
+    });
+
+    it("settleWithPermit settles when the token has no EIP-2612 permit, and checks the permit's value", async () => {
+      // The devnet's USDC has EIP-3009 but not EIP-2612: the permit call fails, the proxy says why
+      // in an event and settles on the payer's existing Permit2 approval, as the real one does.
+      const args = settleArgs(await signedPayment(), SETTLED);
+      const permit2612 = { value: PERMITTED, deadline: maxUint256, r: zeroHash, s: zeroHash, v: 27 };
+      const simulateWithPermit = (value: bigint) =>
+        client.simulateContract({
+          address: X402_UPTO_PROXY_ADDRESS,
+          abi: SETTLE_ABI,
+          functionName: "settleWithPermit",
+          args: [{ ...permit2612, value }, ...args],
+          account: facilitatorAddress,
+        });
+      expect(await revertName(simulateWithPermit(PERMITTED - 1n))).toBe("Permit2612AmountMismatch");
+      expect(await revertName(simulateWithPermit(PERMITTED))).toBe("");
+
+      const hash = await facilitatorWallet().writeContract({
         address: X402_UPTO_PROXY_ADDRESS,
-        abi: SETTLE_ABI,
-        functionName: "settle",
-        args: [{ ...permit, deadline: 1n }, ...rest],
-        account: facilitatorAddress,
+        abi: x402UptoPermit2ProxyABI,
+        functionName: "settleWithPermit",
+        args: [permit2612, ...args],
       });
-      expect(await revertName(expired)).toBe("SignatureExpired");
+      const receipt = await client.waitForTransactionReceipt({ hash });
+      expect(receipt.status).toBe("success");
+      const { abi } = await x402UptoPermit2ProxyArtifact();
+      const events = parseEventLogs({ abi, logs: receipt.logs }).map((log) => log.eventName);
+      expect(events).toEqual(["EIP2612PermitFailedWithData", "SettledWithPermit"]);
+      expect(await balanceOf(args[3].to)).toBe(SETTLED);
     });
   });
 });
