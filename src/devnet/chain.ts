@@ -15,11 +15,18 @@ import {
 import { privateKeyToAccount } from "viem/accounts";
 import { TOKEN_DECIMALS } from "../domain/money.ts";
 import { type Bundler, deployAccountAbstraction, startBundler } from "./account-abstraction.ts";
-import { multicall3Artifact, testTokenArtifact, testTokenWithAuthorizationArtifact } from "./compile.ts";
+import {
+  multicall3Artifact,
+  permit2Artifact,
+  testTokenArtifact,
+  testTokenWithAuthorizationArtifact,
+  x402UptoPermit2ProxyArtifact,
+} from "./compile.ts";
 import { registerDeployer, withDeployer } from "./deployer.ts";
 import { launch } from "./launcher.ts";
 import { installMulticall3, MULTICALL3_ADDRESS } from "./multicall3.ts";
 import { type PaymasterService, startPaymasterService } from "./paymaster-service.ts";
+import { installPermit2 } from "./permit2.ts";
 import { rpc } from "./rpc.ts";
 import type { Devnet, DevnetAccount, DevnetOptions, TokenSymbol } from "./types.ts";
 import { deployUniswap, loadUniswapArtifacts } from "./uniswap.ts";
@@ -28,18 +35,20 @@ import { deployUniswap, loadUniswapArtifacts } from "./uniswap.ts";
 // child process on 127.0.0.1, mining a block every second and on each transaction, with the
 // service's test tokens deployed and a payer account holding plenty of each (USDC with ERC-3009's
 // transferWithAuthorization, EIP-712 domain "USDC" version "2", as x402's `exact` scheme settles
-// it) and Multicall3 at its canonical address (src/devnet/multicall3.ts); optionally the
-// ERC-4337 stack too (D11): EntryPoint v0.8, SimpleAccountFactory, a verifying paymaster with the
-// ERC-7677 endpoint that signs for it (src/devnet/paymaster-service.ts), a bare sponsoring one and
-// an Alto bundler (src/devnet/account-abstraction.ts); optionally WETH9 and Uniswap v3 with seeded pools
-// (D16, src/devnet/uniswap.ts).
+// it), Multicall3 at its canonical address (src/devnet/multicall3.ts), Permit2 and x402's `upto`
+// Permit2 proxy at theirs (src/devnet/permit2.ts); optionally the ERC-4337 stack too (D11):
+// EntryPoint v0.8, SimpleAccountFactory, a verifying paymaster with the ERC-7677 endpoint that signs
+// for it (src/devnet/paymaster-service.ts), a bare sponsoring one and an Alto bundler
+// (src/devnet/account-abstraction.ts); optionally WETH9 and Uniswap v3 with seeded pools (D16,
+// src/devnet/uniswap.ts).
 
 // The devnet's public face: tests and benches import from this module alone, so it passes on the
-// names that its parts (deployer.ts, launcher.ts, multicall3.ts, rpc.ts, types.ts, uniswap.ts,
-// uniswap-abi.ts) define.
+// names that its parts (deployer.ts, launcher.ts, multicall3.ts, permit2.ts, rpc.ts, types.ts,
+// uniswap.ts, uniswap-abi.ts) define.
 export { type DeployerClients, withDeployer } from "./deployer.ts";
 export { freePort, type NodeExit } from "./launcher.ts";
 export { MULTICALL3_ABI, MULTICALL3_ADDRESS } from "./multicall3.ts";
+export { PERMIT2_ABI, PERMIT2_ADDRESS, X402_UPTO_PROXY_ADDRESS } from "./permit2.ts";
 export { rpc } from "./rpc.ts";
 export type {
   Devnet,
@@ -144,6 +153,8 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
     token: testTokenArtifact(),
     usdc: testTokenWithAuthorizationArtifact(),
     multicall3: multicall3Artifact(),
+    permit2: permit2Artifact(),
+    uptoProxy: x402UptoPermit2ProxyArtifact(),
   };
   // Awaited below; no unhandled rejection meanwhile.
   for (const p of Object.values(artifactPromises)) p.catch(() => {});
@@ -258,6 +269,10 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
       if (receipt.status !== "success") throw new Error(`Minting to the payer failed (tx ${hash})`);
     }
     await installMulticall3(rpcUrl, await artifactPromises.multicall3);
+    await installPermit2(rpcUrl, {
+      permit2: await artifactPromises.permit2,
+      uptoProxy: await artifactPromises.uptoProxy,
+    });
     const deployMs = Math.round(performance.now() - deployStart);
 
     const devnet: Devnet = {

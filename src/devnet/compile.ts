@@ -55,6 +55,22 @@ export function multicall3Artifact(): Promise<Artifact> {
   return compileContract("Multicall3.sol", "Multicall3");
 }
 
+/**
+ * The Permit2 artifact (devnet): Uniswap Permit2's SignatureTransfer (permitWitnessTransferFrom,
+ * unordered nonces), no constructor; src/devnet/permit2.ts puts it at Permit2's canonical address.
+ */
+export function permit2Artifact(): Promise<Artifact> {
+  return compileContract("Permit2.sol", "Permit2");
+}
+
+/**
+ * The x402 `upto` Permit2 proxy artifact (devnet): settle and settleWithPermit as @x402/evm calls
+ * them, Permit2's address a constant, no constructor; placed at its canonical address too.
+ */
+export function x402UptoPermit2ProxyArtifact(): Promise<Artifact> {
+  return compileContract("X402UptoPermit2Proxy.sol", "x402UptoPermit2Proxy");
+}
+
 /** The WETH9 artifact: wrapped ether on OpenZeppelin's ERC20 (deposit, withdraw, receive), no constructor arguments. */
 export function weth9Artifact(): Promise<Artifact> {
   return compileContract("WETH9.sol", "WETH9");

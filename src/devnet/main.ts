@@ -1,6 +1,14 @@
 import { mkdir, rename, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { type Devnet, MULTICALL3_ADDRESS, SEEDED_POOLS, startDevnet, USDC_EIP712 } from "./chain.ts";
+import {
+  type Devnet,
+  MULTICALL3_ADDRESS,
+  PERMIT2_ADDRESS,
+  SEEDED_POOLS,
+  startDevnet,
+  USDC_EIP712,
+  X402_UPTO_PROXY_ADDRESS,
+} from "./chain.ts";
 import { envFileText, furtherNetworkId } from "./env-file.ts";
 
 // `npm run devnet`: local chains standing in for the live networks (D3, D11, D14, D22). Starts the
@@ -130,6 +138,8 @@ async function main(): Promise<void> {
       `  ADAO  ${tokens.ADAO}  (18 decimals)`,
       `  DAI   ${tokens.DAI}  (18 decimals)`,
       `  Multicall3  ${MULTICALL3_ADDRESS}`,
+      `  Permit2     ${PERMIT2_ADDRESS}  (SignatureTransfer only)`,
+      `  upto proxy  ${X402_UPTO_PROXY_ADDRESS}  (x402UptoPermit2Proxy, x402's upto scheme)`,
       "",
       `  treasury    ${accounts.treasury.address}`,
       `  gas funder  ${accounts.gasFunder.address}`,
