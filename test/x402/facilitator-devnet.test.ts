@@ -1,10 +1,18 @@
 import type { PaymentRequirements } from "@x402/core/types";
 import { decodePaymentResponseHeader } from "@x402/fetch";
-import { type Address, createPublicClient, erc20Abi, type Hex, http } from "viem";
+import {
+  type Address,
+  createPublicClient,
+  createWalletClient,
+  erc20Abi,
+  type Hex,
+  http,
+  maxUint256,
+} from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentFetch } from "../../docs/examples/x402-agent-fetch.ts";
-import { type Devnet, startDevnet, USDC_EIP712 } from "../../src/devnet/chain.ts";
+import { type Devnet, PERMIT2_ADDRESS, startDevnet, USDC_EIP712 } from "../../src/devnet/chain.ts";
 import { createWorkers, type Workers } from "../../src/workers.ts";
 import {
   bearer,
@@ -13,7 +21,7 @@ import {
   startTestApp,
   type TestApp,
 } from "../support/app.ts";
-import { creditToken } from "../support/devnet-credit.ts";
+import { creditEth, creditToken } from "../support/devnet-credit.ts";
 import { liveNetworkEnv } from "../support/devnet-env.ts";
 import { until } from "../support/poll.ts";
 import { paidResource, payingFetch, type Resource, signedPayment } from "../support/x402.ts";
@@ -106,7 +114,10 @@ describe("x402 facilitator on a live network (devnet)", () => {
       url: "/api/v1/x402/supported",
       headers: bearer(ws.liveKey),
     });
-    expect(res.json().kinds).toEqual([{ x402Version: 2, scheme: "exact", network }]);
+    expect(res.json().kinds).toEqual([
+      { x402Version: 2, scheme: "exact", network },
+      { x402Version: 2, scheme: "upto", network, extra: { facilitatorAddress: facilitator } },
+    ]);
     expect(facilitator).not.toBe(ws.eoaAddress);
     await until(
       "the facilitator wallet's gas",
@@ -206,6 +217,59 @@ describe("x402 facilitator on a live network (devnet)", () => {
       20_000,
     );
     expect(spend).toMatchObject({ amount: "0.25", network: "default", txHash: settled.transaction });
+  });
+
+  it("upto: settles what the resource used of a Permit2 authorization through x402's proxy; the payment is detected by its transaction and forwarded", async () => {
+    // The payer lets Permit2 move its USDC once, as on any chain.
+    const upPayerKey = generatePrivateKey();
+    const upPayer = privateKeyToAccount(upPayerKey);
+    await creditToken(devnet, "USDC", upPayer.address, "10");
+    await creditEth(devnet, upPayer.address, "1");
+    const wallet = createWalletClient({
+      chain: devnet.chain,
+      transport: http(devnet.rpcUrl),
+      account: upPayer,
+    });
+    const approval = await wallet.writeContract({
+      address: devnet.tokens.USDC,
+      abi: erc20Abi,
+      functionName: "approve",
+      args: [PERMIT2_ADDRESS, maxUint256],
+    });
+    expect((await chain.waitForTransactionReceipt({ hash: approval })).status).toBe("success");
+
+    const upto = await paidResource(serviceUrl, ws.liveKey, {
+      network,
+      asset: devnet.tokens.USDC,
+      amount: "500000",
+      payTo: ws.eoaAddress,
+      upto: { used: "123456" },
+    });
+    try {
+      const before = { payer: await usdcOf(upPayer.address), merchant: await usdcOf(SETTLEMENT) };
+      const res = await payingFetch(upPayerKey, { network, asset: devnet.tokens.USDC })(upto.url);
+      expect(res.status).toBe(200);
+      const settled = decodePaymentResponseHeader(res.headers.get("payment-response") ?? "");
+      expect(settled).toMatchObject({ success: true, payer: upPayer.address, network });
+      expect(await usdcOf(upPayer.address)).toBe(before.payer - 123_456n);
+
+      const row = await untilDetected(settled.transaction as Hex);
+      const forwarded = await until(
+        "forwarded",
+        () => payment(row.id),
+        (p) => p.status === "forwarded",
+        60_000,
+      );
+      expect(forwarded).toMatchObject({
+        grossAmount: "0.123456",
+        txHash: settled.transaction.toLowerCase(),
+        x402: { payer: upPayer.address, scheme: "upto" },
+      });
+      const net = BigInt(Math.round(Number(forwarded.netAmount) * 1e6));
+      expect(await usdcOf(SETTLEMENT)).toBe(before.merchant + net);
+    } finally {
+      await upto.close();
+    }
   });
 
   it("refuses the replayed authorization at verify, before any gas is spent", async () => {
