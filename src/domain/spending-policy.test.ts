@@ -48,6 +48,7 @@ describe("parsePolicy", () => {
   it.each([
     [[], "Request body must be a JSON object"],
     [{ limit: {} }, "Unknown field in policy: limit"],
+    [{ ["k".repeat(41)]: 1 }, `Unknown field in policy: ${"k".repeat(41)}`],
     [{ daily: "5" }, /^daily must be an object/],
     [{ daily: { EUR: "5" } }, /^daily names an unknown currency EUR/],
     [{ daily: { USDC: "1.0000001" } }, /^daily\.USDC must be a decimal string of at most 6 decimals/],

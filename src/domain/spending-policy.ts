@@ -49,6 +49,8 @@ const LIST_FIELDS = ["allowedPayees", "allowedOrigins"] as const;
 const FIELDS: readonly string[] = [...AMOUNT_FIELDS, ...LIST_FIELDS];
 /** Entries of an allow-list: more than any real policy names, few enough to check in a loop. */
 export const MAX_LIST_ENTRIES = 100;
+/** How much of an unknown field's name a 400 repeats. */
+const MAX_FIELD_NAME_ECHO = 100;
 /** Longer text is no amount of any token (uint256 has 78 digits), and is not read further. */
 const MAX_AMOUNT_TEXT = 100;
 
@@ -58,7 +60,9 @@ const currencyList = WALLET_CURRENCIES.join(", ");
 export function parsePolicy(body: unknown): SpendingPolicy {
   if (!isPlainObject(body)) throw new InvalidRequest("Request body must be a JSON object");
   const unknown = Object.keys(body).find((key) => !FIELDS.includes(key));
-  if (unknown !== undefined) throw new InvalidRequest(`Unknown field in policy: ${unknown.slice(0, 40)}`);
+  // Named whole up to a length no real field name reaches, so a caller can tell which one it was.
+  if (unknown !== undefined)
+    throw new InvalidRequest(`Unknown field in policy: ${unknown.slice(0, MAX_FIELD_NAME_ECHO)}`);
   return {
     maxPerPayment: amounts("maxPerPayment", body.maxPerPayment),
     daily: amounts("daily", body.daily),
