@@ -7,13 +7,11 @@ import {
   encodeEventTopics,
   encodeFunctionResult,
   type Hex,
-  hashTypedData,
   isAddressEqual,
   type Log,
   parseAbi,
   serializeSignature,
   type TypedData,
-  type VerifyTypedDataParameters,
   verifyTypedData,
 } from "viem";
 import type { X402Scheme } from "../../domain/x402.ts";
@@ -90,7 +88,6 @@ class LedgerToken {
   readonly #network: SimulatedNetwork;
   readonly #facilitator: LedgerFacilitator;
   readonly #upto: LedgerUpto;
-  readonly #verdicts = new Map<string, Promise<boolean>>();
   /** The Transfer log of each settlement made, for its receipt. */
   readonly #logs = new Map<Hex, Log>();
 
@@ -98,23 +95,7 @@ class LedgerToken {
     this.#ledger = ledger;
     this.#network = network;
     this.#facilitator = facilitator;
-    this.#upto = new LedgerUpto(ledger, network, facilitator.address, (args) => this.#signed(args));
-  }
-
-  /**
-   * Whether `args.address` signed the typed data. x402 checks a payer's signature, then simulates
-   * the call, then (settle) makes it, and the simulated contract checks it each time: the public
-   * key is recovered once per request (the costliest step of a sandbox verify), then remembered
-   * by the digest and the signature.
-   */
-  #signed(args: VerifyTypedDataParameters): Promise<boolean> {
-    const key = `${args.address.toLowerCase()}:${hashTypedData(args)}:${String(args.signature).toLowerCase()}`;
-    let verdict = this.#verdicts.get(key);
-    if (!verdict) {
-      verdict = verifyTypedData(args);
-      this.#verdicts.set(key, verdict);
-    }
-    return verdict;
+    this.#upto = new LedgerUpto(ledger, network, facilitator.address);
   }
 
   signer(): FacilitatorSigner {
@@ -122,7 +103,7 @@ class LedgerToken {
       getAddresses: () => [this.#facilitator.address],
       readContract: (args) => this.#read(args.address, args.functionName, args.args ?? []),
       verifyTypedData: (args) =>
-        this.#signed({
+        verifyTypedData({
           address: args.address,
           signature: args.signature,
           domain: args.domain,
@@ -218,7 +199,7 @@ class LedgerToken {
         ? serializeSignature({ v: BigInt(args[6] as number), r: args[7] as Hex, s: args[8] as Hex })
         : (args[6] as Hex);
     const authorization = { from, to, value, validAfter, validBefore, nonce };
-    const signed = await this.#signed({
+    const signed = await verifyTypedData({
       address: from,
       domain: { ...domain, chainId: this.#network.chainId, verifyingContract: address },
       types: TRANSFER_WITH_AUTHORIZATION_TYPES,

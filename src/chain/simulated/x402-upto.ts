@@ -4,7 +4,7 @@ import {
   x402UptoPermit2ProxyABI,
   x402UptoPermit2ProxyAddress,
 } from "@x402/evm";
-import { type Hex, isAddressEqual, maxUint256, type VerifyTypedDataParameters, zeroAddress } from "viem";
+import { type Hex, isAddressEqual, maxUint256, verifyTypedData, zeroAddress } from "viem";
 import { permit2NonceKey } from "../../domain/x402.ts";
 import type { ChainToken } from "../network.ts";
 import type { SimulatedLedger } from "./ledger.ts";
@@ -39,19 +39,11 @@ export class LedgerUpto {
   readonly #network: SimulatedNetwork;
   /** The workspace's facilitator wallet: the one sender the proxy takes. */
   readonly #facilitator: Hex;
-  /** Checks a typed-data signature (the token's signer, which remembers what it recovered). */
-  readonly #signed: (args: VerifyTypedDataParameters) => Promise<boolean>;
 
-  constructor(
-    ledger: SimulatedLedger,
-    network: SimulatedNetwork,
-    facilitator: Hex,
-    signed: (args: VerifyTypedDataParameters) => Promise<boolean>,
-  ) {
+  constructor(ledger: SimulatedLedger, network: SimulatedNetwork, facilitator: Hex) {
     this.#ledger = ledger;
     this.#network = network;
     this.#facilitator = facilitator;
-    this.#signed = signed;
   }
 
   /** A view (or a simulated call) of Permit2 or the proxy. */
@@ -83,7 +75,7 @@ export class LedgerUpto {
     if (amount > permit.permitted.amount) throw new Error("execution reverted: AmountExceedsPermitted");
     if (now > permit.deadline) throw new Error(`execution reverted: SignatureExpired(${permit.deadline})`);
     const token = this.#tokenAt(permit.permitted.token);
-    const signed = await this.#signed({
+    const signed = await verifyTypedData({
       address: owner,
       domain: { name: "Permit2", chainId: this.#network.chainId, verifyingContract: PERMIT2_ADDRESS },
       types: uptoPermit2WitnessTypes,
