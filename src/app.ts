@@ -258,7 +258,9 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   registerValidation(http);
   registerJsonParser(http);
 
-  await registerOpenApi(http, deps.config.publicBaseUrl);
+  await registerOpenApi(http, deps.config.publicBaseUrl, {
+    sessionCookie: sessionCookieName(deps.config.publicBaseUrl),
+  });
 
   await http.register(cookie);
   registerAuth(http, {

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsync } from "fastify";
+import { Type } from "typebox";
 import type { CardWebhooks } from "./service.ts";
 
 // POST /api/webhooks/card: called by the provider, not by merchants (no API key). The signature
@@ -18,6 +19,13 @@ export const cardWebhookRoutes =
           tags: ["Card provider"],
           summary: "Inbound events of the card checkout provider (signed with its Stripe-Signature header)",
           hide: false,
+          security: [{ cardSignature: [] }],
+          response: {
+            200: Type.Object({
+              received: Type.Literal(true),
+              duplicate: Type.Optional(Type.Literal(true, { description: "An event already received" })),
+            }),
+          },
         },
       },
       async (request) => {
