@@ -31,23 +31,6 @@ const SUCCESS_UNDOCUMENTED = new Set([
   "PATCH /api/v1/workspaces/{id}/smart-wallet",
   "POST /api/workspaces/smart-wallet",
   "PATCH /api/workspaces/smart-wallet",
-  "POST /api/agents/create",
-  "GET /api/agents/{agentId}",
-  "PATCH /api/agents/{agentId}",
-  "DELETE /api/agents/{agentId}",
-  "GET /api/agents",
-  "POST /api/wallets/create",
-  "GET /api/wallets/{walletId}",
-  "GET /api/wallets",
-  "GET /api/wallets/{walletId}/balance/{currency}",
-  "POST /api/wallets/{walletId}/currencies",
-  "GET /api/wallets/{walletId}/policy",
-  "PUT /api/wallets/{walletId}/policy",
-  "POST /api/wallets/{walletId}/x402/pay",
-  "GET /api/wallets/{walletId}/x402/authorizations",
-  "GET /api/wallets/{walletId}/x402/authorizations/{authorizationId}",
-  "POST /api/wallets/{walletId}/x402/authorizations/{authorizationId}/approve",
-  "POST /api/wallets/{walletId}/x402/authorizations/{authorizationId}/deny",
 ]);
 
 let t: TestApp;

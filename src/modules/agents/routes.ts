@@ -5,6 +5,15 @@ import { requireKey } from "../../platform/http/auth.ts";
 import { NumberedPage } from "../../platform/http/schemas.ts";
 import { documentedBodyOnly } from "../../platform/http/validation.ts";
 import type { AgentWalletsService } from "../wallets/service.ts";
+import {
+  AgentSchema,
+  DeletedAgentSchema,
+  Ok,
+  Page,
+  WalletBalanceSchema,
+  WalletSchema,
+  WalletWithBalancesSchema,
+} from "./schemas.ts";
 import type { AgentsService } from "./service.ts";
 
 // /api/agents and /api/wallets (parts 4.16, 4.17): results wrapped as {success, data}; errors
@@ -25,12 +34,17 @@ export const agentsAndWalletsRoutes =
       "/api/agents/create",
       {
         validatorCompiler: documentedBodyOnly,
-        schema: { ...tags("Agents"), summary: "Create an agent", body: AgentBody },
+        schema: {
+          ...tags("Agents"),
+          summary: "Create an agent",
+          body: AgentBody,
+          response: { 201: Ok(AgentSchema) },
+        },
       },
       async (request, reply) =>
         reply
           .status(201)
-          .send({ success: true, data: await agents.create(requireKey(request), request.body) }),
+          .send({ success: true as const, data: await agents.create(requireKey(request), request.body) }),
     );
     app.get(
       "/api/agents/:agentId",
@@ -39,10 +53,11 @@ export const agentsAndWalletsRoutes =
           ...tags("Agents"),
           summary: "Read an agent",
           params: Type.Object({ agentId: Type.String() }),
+          response: { 200: Ok(AgentSchema) },
         },
       },
       async (request) => ({
-        success: true,
+        success: true as const,
         data: await agents.get(requireKey(request), request.params.agentId),
       }),
     );
@@ -56,9 +71,13 @@ export const agentsAndWalletsRoutes =
             ...NumberedPage,
             search: Type.Optional(Type.String({ maxLength: 200 })),
           }),
+          response: { 200: Ok(Page(AgentSchema)) },
         },
       },
-      async (request) => ({ success: true, data: await agents.list(requireKey(request), request.query) }),
+      async (request) => ({
+        success: true as const,
+        data: await agents.list(requireKey(request), request.query),
+      }),
     );
     app.patch(
       "/api/agents/:agentId",
@@ -69,10 +88,11 @@ export const agentsAndWalletsRoutes =
           summary: "Update an agent",
           params: Type.Object({ agentId: Type.String() }),
           body: Type.Partial(AgentBody),
+          response: { 200: Ok(AgentSchema) },
         },
       },
       async (request) => ({
-        success: true,
+        success: true as const,
         data: await agents.update(requireKey(request), request.params.agentId, request.body),
       }),
     );
@@ -83,10 +103,11 @@ export const agentsAndWalletsRoutes =
           ...tags("Agents"),
           summary: "Delete an agent",
           params: Type.Object({ agentId: Type.String() }),
+          response: { 200: Ok(DeletedAgentSchema) },
         },
       },
       async (request) => ({
-        success: true,
+        success: true as const,
         data: await agents.remove(requireKey(request), request.params.agentId),
       }),
     );
@@ -103,12 +124,13 @@ export const agentsAndWalletsRoutes =
             type: Type.Enum(["agent", "user"]),
             currencies: Type.Array(Currency, { minItems: 1 }),
           }),
+          response: { 201: Ok(WalletSchema) },
         },
       },
       async (request, reply) =>
         reply
           .status(201)
-          .send({ success: true, data: await wallets.create(requireKey(request), request.body) }),
+          .send({ success: true as const, data: await wallets.create(requireKey(request), request.body) }),
     );
     app.get(
       "/api/wallets/:walletId",
@@ -117,10 +139,11 @@ export const agentsAndWalletsRoutes =
           ...tags("Wallets"),
           summary: "Read a wallet with balances",
           params: Type.Object({ walletId: Type.String() }),
+          response: { 200: Ok(WalletWithBalancesSchema) },
         },
       },
       async (request) => ({
-        success: true,
+        success: true as const,
         data: await wallets.get(requireKey(request), request.params.walletId),
       }),
     );
@@ -136,9 +159,13 @@ export const agentsAndWalletsRoutes =
             type: Type.Optional(Type.String()),
             currency: Type.Optional(Type.String()),
           }),
+          response: { 200: Ok(Page(WalletWithBalancesSchema)) },
         },
       },
-      async (request) => ({ success: true, data: await wallets.list(requireKey(request), request.query) }),
+      async (request) => ({
+        success: true as const,
+        data: await wallets.list(requireKey(request), request.query),
+      }),
     );
     app.get(
       "/api/wallets/:walletId/balance/:currency",
@@ -148,10 +175,11 @@ export const agentsAndWalletsRoutes =
           summary: "Balance of one currency, on the network named (else the default one)",
           params: Type.Object({ walletId: Type.String(), currency: Type.String() }),
           querystring: Type.Object({ network: Type.Optional(Type.String()) }),
+          response: { 200: Ok(WalletBalanceSchema) },
         },
       },
       async (request) => ({
-        success: true,
+        success: true as const,
         data: await wallets.balance(
           requireKey(request),
           request.params.walletId,
@@ -169,10 +197,11 @@ export const agentsAndWalletsRoutes =
           summary: "Add a currency to a wallet (no change if it has it)",
           params: Type.Object({ walletId: Type.String() }),
           body: Type.Object({ currency: Currency }),
+          response: { 200: Ok(WalletWithBalancesSchema) },
         },
       },
       async (request) => ({
-        success: true,
+        success: true as const,
         data: await wallets.addCurrency(requireKey(request), request.params.walletId, request.body),
       }),
     );

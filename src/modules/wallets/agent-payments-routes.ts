@@ -6,6 +6,14 @@ import { MAX_LIST_ENTRIES } from "../../domain/spending-policy.ts";
 import { requireKey } from "../../platform/http/auth.ts";
 import { NumberedPage } from "../../platform/http/schemas.ts";
 import { documentedBodyOnly } from "../../platform/http/validation.ts";
+import { Ok, Page } from "../agents/schemas.ts";
+import {
+  ApprovalRequiredSchema,
+  AuthorizationSchema,
+  AuthorizationWithSignatureSchema,
+  AuthorizedSchema,
+  PolicySchema,
+} from "./agent-payment-schemas.ts";
 import type { AgentPaymentsService } from "./agent-payments.ts";
 
 // An agent wallet's spending policy and its x402 payments (D23, issue 40), in the /api/wallets
@@ -66,9 +74,16 @@ export const agentPaymentsRoutes =
   async (app) => {
     app.get(
       "/api/wallets/:walletId/policy",
-      { schema: { ...tags, summary: "Read an agent wallet's spending policy", params: WalletParams } },
+      {
+        schema: {
+          ...tags,
+          summary: "Read an agent wallet's spending policy",
+          params: WalletParams,
+          response: { 200: Ok(PolicySchema) },
+        },
+      },
       async (request) => ({
-        success: true,
+        success: true as const,
         data: await payments.policy(requireKey(request), request.params.walletId),
       }),
     );
@@ -81,10 +96,11 @@ export const agentPaymentsRoutes =
           summary: "Set an agent wallet's whole spending policy",
           params: WalletParams,
           body: Policy,
+          response: { 200: Ok(PolicySchema) },
         },
       },
       async (request) => ({
-        success: true,
+        success: true as const,
         data: await payments.setPolicy(requireKey(request), request.params.walletId, request.body),
       }),
     );
@@ -98,11 +114,13 @@ export const agentPaymentsRoutes =
             "Pay an x402 402 answer: 200 with the signed PAYMENT-SIGNATURE value, 202 when it awaits approval, 403 naming the policy rule that refuses it",
           params: WalletParams,
           body: PayBody,
+          response: { 200: Ok(AuthorizedSchema), 202: Ok(ApprovalRequiredSchema) },
         },
       },
       async (request, reply) => {
         const data = await payments.pay(requireKey(request), request.params.walletId, request.body);
-        return reply.status(data.status === "authorized" ? 200 : 202).send({ success: true, data });
+        if (data.status === "authorized") return reply.status(200).send({ success: true as const, data });
+        return reply.status(202).send({ success: true as const, data });
       },
     );
     app.get(
@@ -116,18 +134,26 @@ export const agentPaymentsRoutes =
             ...NumberedPage,
             status: Type.Optional(Type.String({ description: AGENT_PAYMENT_STATUSES.join(" | ") })),
           }),
+          response: { 200: Ok(Page(AuthorizationSchema)) },
         },
       },
       async (request) => ({
-        success: true,
+        success: true as const,
         data: await payments.authorizations(requireKey(request), request.params.walletId, request.query),
       }),
     );
     app.get(
       "/api/wallets/:walletId/x402/authorizations/:authorizationId",
-      { schema: { ...tags, summary: "Read an x402 payment authorization", params: AuthorizationParams } },
+      {
+        schema: {
+          ...tags,
+          summary: "Read an x402 payment authorization",
+          params: AuthorizationParams,
+          response: { 200: Ok(AuthorizationWithSignatureSchema) },
+        },
+      },
       async (request) => ({
-        success: true,
+        success: true as const,
         data: await payments.authorization(
           requireKey(request),
           request.params.walletId,
@@ -142,10 +168,11 @@ export const agentPaymentsRoutes =
           ...tags,
           summary: "Approve (and sign) a payment awaiting approval: the answer of an authorized pay",
           params: AuthorizationParams,
+          response: { 200: Ok(AuthorizedSchema) },
         },
       },
       async (request) => ({
-        success: true,
+        success: true as const,
         data: await payments.approve(
           requireKey(request),
           request.params.walletId,
@@ -160,10 +187,11 @@ export const agentPaymentsRoutes =
           ...tags,
           summary: "Deny a payment awaiting approval: its reservation is released",
           params: AuthorizationParams,
+          response: { 200: Ok(AuthorizationSchema) },
         },
       },
       async (request) => ({
-        success: true,
+        success: true as const,
         data: await payments.deny(
           requireKey(request),
           request.params.walletId,

@@ -52,6 +52,8 @@ import { signExactPayment } from "./x402-signer.ts";
 export type PayAnswer =
   | { status: "authorized"; paymentSignature: string; authorizationId: string; expiresAt: string }
   | { status: "approval_required"; authorizationId: string };
+/** A payment signed now: a pay within approvalAbove, or an approval. */
+export type AuthorizedAnswer = Extract<PayAnswer, { status: "authorized" }>;
 
 export class AgentPaymentsService {
   readonly #ctx: AppContext;
@@ -142,7 +144,7 @@ export class AgentPaymentsService {
   }
 
   /** Signs a payment that waits for approval: the same answer as a pay that was authorized. */
-  async approve(principal: Tenant, walletId: string, authorizationId: string): Promise<PayAnswer> {
+  async approve(principal: Tenant, walletId: string, authorizationId: string): Promise<AuthorizedAnswer> {
     return this.#ctx.db.transaction().execute(async (trx) => {
       const { wallet, row } = await this.#waiting(trx, principal, walletId, authorizationId, "approved");
       const signed = await signExactPayment(

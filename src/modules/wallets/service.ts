@@ -4,7 +4,7 @@ import type { SimulatedLedger } from "../../chain/simulated/ledger.ts";
 import { SIMULATED_NETWORKS } from "../../chain/simulated/networks.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
-import { badRequest, notFound } from "../../domain/errors.ts";
+import { badRequest, InternalError, notFound } from "../../domain/errors.ts";
 import { formatAmount, isWalletCurrency, TOKEN_DECIMALS, type WalletCurrency } from "../../domain/money.ts";
 import { isPlainObject, isUuid } from "../../domain/validation.ts";
 import type { Db } from "../../platform/db/database.ts";
@@ -99,6 +99,7 @@ export class AgentWalletsService {
   async get(principal: Tenant, id: string) {
     const row = await this.find(principal, id);
     const [withBalances] = await this.#withBalances(principal.environment, [row]);
+    if (!withBalances) throw new InternalError("a wallet's balances were not read");
     return withBalances;
   }
 
