@@ -93,7 +93,6 @@ export const webhooksRoutes =
       {
         schema: {
           tags: ["Webhooks"],
-          operationId: "rotateWebhookSecret",
           summary: "Replace the signing secret (the new one is returned only here)",
           description:
             "For 24 h the replaced secret signs too: `webhook-signature` carries both `v1,` signatures, the new one first; the X-Service-Signature headers use the new secret at once. Rotating again within the 24 h drops the oldest secret. 404 for a webhook of another workspace or environment.",
