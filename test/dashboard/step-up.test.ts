@@ -12,7 +12,7 @@ import { DashboardClient } from "../support/dashboard.ts";
 import { MailSink } from "../support/mail-sink.ts";
 
 // Step-up (D21): the dashboard's forms that redirect money or open access (the settlement
-// address, the admin e-mail, a live API key, a webhook, splits) ask for the current password
+// address, the admin e-mail, a live API key, a webhook and its secret, splits) ask for the current password
 // again, every time. Without it or with a wrong one, the form is refused next to the password
 // field with a clear message, and nothing changes (read back through the API). Over inject, on
 // PGlite or the PostgreSQL of DATABASE_URL; mail to a real SMTP listener.
@@ -183,6 +183,35 @@ describe("the current password is asked again", () => {
     const added = await right();
     expect(added.statusCode, added.body.slice(0, 300)).toBe(201);
     expect(await apiWebhooks()).toBe(before + 1);
+  });
+
+  it("to rotate a webhook's signing secret", async () => {
+    const registered = await t.request({
+      method: "POST",
+      url: "/api/v1/webhooks",
+      headers: bearer(ws.testKey),
+      payload: { url: "http://127.0.0.1:9/rotate-hook", events: ["payment.created"] },
+    });
+    expect(registered.statusCode).toBe(201);
+    const { id, signingSecret } = registered.json().webhook as { id: number; signingSecret: string };
+    const current = async () => {
+      const row = await t.database.db
+        .selectFrom("webhook_endpoints")
+        .select("encrypted_secret")
+        .where("id", "=", id)
+        .executeTakeFirstOrThrow();
+      return t.app.ctx.secrets.decrypt(row.encrypted_secret);
+    };
+    const browser = await signedIn();
+    const path = `/dashboard/sandbox/webhooks/${id}`;
+    const form = { _csrf: await browser.csrf(path) };
+    const { missing, wrong, right } = await threeWays(browser, `${path}/rotate-secret`, form);
+    expectRefused(missing, MISSING, "rotate-password");
+    expectRefused(wrong, WRONG, "rotate-password");
+    expect(await current()).toBe(signingSecret);
+    const rotated = await right();
+    expect(rotated.statusCode, rotated.body.slice(0, 300)).toBe(200);
+    expect(await current()).not.toBe(signingSecret);
   });
 
   it("to change splits", async () => {

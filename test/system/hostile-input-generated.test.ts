@@ -200,6 +200,7 @@ function baselines(): Record<string, Operation> {
     "GET /api/v1/webhooks": { auth: "key" },
     "DELETE /api/v1/webhooks/{id}": { auth: "key", params: { id: "999999" } },
     "GET /api/v1/webhooks/{id}/deliveries": { auth: "key", params: { id: fixtures.webhookId }, query: page },
+    "POST /api/v1/webhooks/{id}/rotate-secret": { auth: "key", params: { id: fixtures.webhookId } },
     "POST /api/v1/webhooks/{id}/deliveries/{deliveryId}/retry": {
       auth: "key",
       params: { id: fixtures.webhookId, deliveryId: UNKNOWN_UUID },

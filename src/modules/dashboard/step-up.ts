@@ -4,9 +4,9 @@ import { type Logins, waitText } from "./login.ts";
 import { field } from "./page-kit.ts";
 
 // Step-up (D21): changing the settlement address, the admin e-mail, splits, an agent wallet's
-// spending policy or the password, creating a live API key, registering a webhook, and approving or
-// denying an agent's payment ask for the current password again, every time, in the form's
-// `currentPassword` field. It is checked before anything is changed, and
+// spending policy or the password, creating a live API key, registering a webhook or rotating its
+// secret, and approving or denying an agent's payment ask for the current password again, every
+// time, in the form's `currentPassword` field. It is checked before anything is changed, and
 // limited per session and per client address like a login (login.ts).
 
 /** Why a form's current password was refused: the status and the message shown next to it. */

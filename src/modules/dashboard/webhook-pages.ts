@@ -11,13 +11,14 @@ import {
   type WebhookForm,
   webhookCreatedBody,
   webhookDetailBody,
+  webhookRotatedBody,
   webhooksListBody,
 } from "./views/webhooks.ts";
 
 // The webhooks section under /dashboard/<env>/webhooks: the environment's registrations and the
 // form that adds one (its signing secret shown once, on the answer; the current password asked
-// again), a webhook's page with its
-// delivery log (Resend), Send test event and delete. Everything goes through WebhooksService for
+// again), a webhook's page with its delivery log (Resend), Send test event, delete and Rotate
+// secret (the current password asked again; the new secret shown once, on the answer). Everything goes through WebhooksService for
 // the tenant of the session and the URL, so another workspace's or environment's id is a 404.
 
 /** Deliveries per page of the log. */
@@ -96,11 +97,17 @@ export const webhookPages =
       );
     });
 
-    app.get("/dashboard/:env/webhooks/:id", { schema: { params: EnvIdParams } }, async (request, reply) => {
-      const tenant = kit.tenantOf(request, request.params.env);
-      const page = pageOf(queryOf(request).page);
-      const webhook = await webhooks.get(tenant, request.params.id);
-      const log = await webhooks.deliveries(tenant, request.params.id, {
+    /** A webhook's page at a page of its log; with a refused rotation's message when there was one. */
+    const showDetail = async (
+      request: Parameters<PageKit["render"]>[0],
+      reply: Parameters<PageKit["render"]>[1],
+      tenant: Tenant,
+      id: string,
+      page: number,
+      rotateError?: string,
+    ) => {
+      const webhook = await webhooks.get(tenant, id);
+      const log = await webhooks.deliveries(tenant, id, {
         limit: PAGE_SIZE,
         offset: (page - 1) * PAGE_SIZE,
       });
@@ -116,9 +123,45 @@ export const webhookPages =
             csrfToken,
             webhook,
             log: { ...log, page, pageSize: PAGE_SIZE },
+            rotateError,
           }),
       );
-    });
+    };
+
+    app.get("/dashboard/:env/webhooks/:id", { schema: { params: EnvIdParams } }, async (request, reply) =>
+      showDetail(
+        request,
+        reply,
+        kit.tenantOf(request, request.params.env),
+        request.params.id,
+        pageOf(queryOf(request).page),
+      ),
+    );
+
+    app.post(
+      "/dashboard/:env/webhooks/:id/rotate-secret",
+      { schema: { params: EnvIdParams } },
+      async (request, reply) => {
+        const tenant = kit.tenantOf(request, request.params.env);
+        // Another tenant's id is a 404 before the password is even looked at.
+        await webhooks.get(tenant, request.params.id);
+        // Whoever holds the secret can forge this workspace's events: step-up (D21), like adding one.
+        const refused = await stepUp(services.logins, request, reply);
+        if (refused) {
+          reply.status(refused.status);
+          return showDetail(request, reply, tenant, request.params.id, 1, refused.message);
+        }
+        const rotated = await webhooks.rotateSecret(tenant, request.params.id);
+        // The new secret is in this answer only: never in a cookie, a URL or another page.
+        return kit.render(
+          request,
+          reply,
+          tenant,
+          { title: "Webhook secret rotated", section: "webhooks", path: "/webhooks" },
+          () => webhookRotatedBody({ environment: tenant.environment, webhook: rotated }),
+        );
+      },
+    );
 
     app.post(
       "/dashboard/:env/webhooks/:id/delete",

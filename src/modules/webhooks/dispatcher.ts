@@ -20,6 +20,7 @@ import {
 import { signBody, signTimestamped } from "../../platform/secrets/signing.ts";
 import { AttemptRecorder } from "./recorder.ts";
 import * as repo from "./repo.ts";
+import { standardSignature, standardSigner } from "./secrets.ts";
 
 // Delivers webhook deliveries: claims due rows (SKIP LOCKED, with a lease), signs and POSTs each
 // with a keep-alive client, records the attempt and schedules the next one; the attempts that end
@@ -43,6 +44,15 @@ export interface DispatcherOptions {
 }
 
 const USER_AGENT = "payments-service-webhooks/1.0";
+
+/**
+ * A registration's decrypted secret for our own headers, and its Standard Webhooks signers (D24):
+ * the current secret's first, then the one a rotation replaced while it still signs.
+ */
+interface Signing {
+  secret: string;
+  signers: ReturnType<typeof standardSigner>[];
+}
 
 interface SendResult {
   delivered: boolean;
@@ -132,15 +142,15 @@ export class WebhookDispatcher {
       new Date(now.getTime() + this.#opts.leaseMs),
       Math.min(free, this.#opts.batchSize),
     );
-    // A registration's secret is decrypted once per claimed batch, not once per delivery.
-    const secrets = new Map<number, string | null>();
+    // A registration's secrets are decrypted once per claimed batch, not once per delivery.
+    const secrets = new Map<number, Signing | null>();
     for (const delivery of claimed) {
-      let secret = secrets.get(delivery.endpointId);
-      if (secret === undefined) {
-        secret = this.#decryptSecret(delivery.encryptedSecret);
-        secrets.set(delivery.endpointId, secret);
+      let signing = secrets.get(delivery.endpointId);
+      if (signing === undefined) {
+        signing = this.#signing(delivery);
+        secrets.set(delivery.endpointId, signing);
       }
-      const task = this.#deliver(delivery, secret).finally(() => {
+      const task = this.#deliver(delivery, signing).finally(() => {
         this.#inFlight.delete(task);
         if (this.#inFlight.size === this.#opts.maxInFlight - 1) this.#wake?.();
       });
@@ -177,12 +187,27 @@ export class WebhookDispatcher {
     }
   }
 
+  /** The delivery's registration's secrets; null when the current one cannot be decrypted. */
+  #signing(delivery: repo.ClaimedDelivery): Signing | null {
+    const secret = this.#decryptSecret(delivery.encryptedSecret);
+    if (secret === null) return null;
+    const previous =
+      delivery.previousEncryptedSecret === null
+        ? null
+        : this.#decryptSecret(delivery.previousEncryptedSecret);
+    return {
+      secret,
+      signers:
+        previous === null ? [standardSigner(secret)] : [standardSigner(secret), standardSigner(previous)],
+    };
+  }
+
   /** Sends one delivery and queues its outcome; resolves once the outcome is written (or given up). */
-  async #deliver(delivery: repo.ClaimedDelivery, secret: string | null): Promise<void> {
+  async #deliver(delivery: repo.ClaimedDelivery, signing: Signing | null): Promise<void> {
     let seconds = 0;
     const outcome = await this.#limitFor(delivery.url)(async () => {
       const started = performance.now();
-      const result = await this.#attempt(delivery, secret);
+      const result = await this.#attempt(delivery, signing);
       seconds = (performance.now() - started) / 1000;
       return result;
     });
@@ -212,11 +237,11 @@ export class WebhookDispatcher {
   }
 
   /** One POST, or null when the claim's lease ran out before a slot to the host was free. */
-  async #attempt(delivery: repo.ClaimedDelivery, secret: string | null): Promise<SendResult | null> {
+  async #attempt(delivery: repo.ClaimedDelivery, signing: Signing | null): Promise<SendResult | null> {
     // Another dispatcher may have claimed it since: sending under the old claim would be a
     // duplicate whose outcome could not be recorded. It is due again, like after a crash.
     if (this.#ctx.now() >= delivery.lease) return null;
-    if (secret === null) {
+    if (signing === null) {
       return {
         delivered: false,
         responseCode: null,
@@ -228,6 +253,7 @@ export class WebhookDispatcher {
       deliveryBody(delivery.eventType, delivery.payload, delivery.id, delivery.createdAt),
     );
     const timestamp = Math.floor(this.#ctx.now().getTime() / 1000);
+    const { secret, signers } = signing;
     const policy = destinationPolicy(this.#ctx.config.webhookAllowPrivate);
     try {
       const url = new URL(delivery.url);
@@ -243,6 +269,10 @@ export class WebhookDispatcher {
           "x-service-delivery": delivery.id,
           "x-service-timestamp": String(timestamp),
           "x-service-signature-v2": signTimestamped(secret, timestamp, body),
+          // Standard Webhooks 1.0 (D24): the same delivery id and unix seconds.
+          "webhook-id": delivery.id,
+          "webhook-timestamp": String(timestamp),
+          "webhook-signature": standardSignature(signers, delivery.id, new Date(timestamp * 1000), body),
         },
         dispatcher: this.#agents[policy],
         signal: AbortSignal.timeout(this.#opts.timeoutMs),

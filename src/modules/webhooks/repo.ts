@@ -26,6 +26,8 @@ export const ENDPOINT_COLUMNS = columnsOf<WebhookEndpointsTable>({
   disabled_reason: true,
   created_at: true,
   deleted_at: true,
+  previous_encrypted_secret: true,
+  previous_secret_expires_at: true,
 });
 
 export const DELIVERY_COLUMNS = columnsOf<WebhookDeliveriesTable>({
@@ -123,6 +125,31 @@ export async function deleteEndpoint(
   return true;
 }
 
+/**
+ * Replaces a registration's secret; the one it replaces keeps signing until `previousUntil`. A
+ * rotation within an earlier one's overlap drops the secret that one had kept. False when the id
+ * is not the tenant's (or was deleted).
+ */
+export async function rotateSecret(
+  db: Kysely<DatabaseSchema>,
+  scope: Scope,
+  id: number,
+  encryptedSecret: string,
+  previousUntil: Date,
+): Promise<boolean> {
+  const rotated = await db
+    .updateTable("webhook_endpoints")
+    .set((eb) => ({
+      previous_encrypted_secret: eb.ref("encrypted_secret"),
+      previous_secret_expires_at: previousUntil,
+      encrypted_secret: encryptedSecret,
+    }))
+    .where(idInScope(scope, id))
+    .where("deleted_at", "is", null)
+    .executeTakeFirst();
+  return rotated.numUpdatedRows > 0n;
+}
+
 export async function listDeliveries(
   db: Kysely<DatabaseSchema>,
   endpointId: number,
@@ -162,6 +189,8 @@ export interface ClaimedDelivery {
   url: string;
   environment: Environment;
   encryptedSecret: string;
+  /** The secret a rotation replaced, while it still signs (its 24 h overlap); else null. */
+  previousEncryptedSecret: string | null;
   payload: Record<string, unknown>;
 }
 
@@ -192,6 +221,7 @@ export async function claimDueDeliveries(
       url: string;
       environment: string;
       encrypted_secret: string;
+      previous_encrypted_secret: string | null;
       payload: Record<string, unknown>;
     }>`
       WITH due AS (
@@ -208,7 +238,9 @@ export async function claimDueDeliveries(
       FROM due, webhook_endpoints e, outbox_events o
       WHERE d.id = due.id AND e.id = d.endpoint_id AND o.id = d.outbox_event_id
       RETURNING d.id, d.event_type, d.attempts, d.created_at, d.locked_until, d.endpoint_id,
-                e.url, e.environment, e.encrypted_secret, o.payload
+                e.url, e.environment, e.encrypted_secret, o.payload,
+                CASE WHEN e.previous_secret_expires_at > ${now} THEN e.previous_encrypted_secret END
+                  AS previous_encrypted_secret
     `.execute(trx);
   });
   return result.rows.map((r) => ({
@@ -221,6 +253,7 @@ export async function claimDueDeliveries(
     url: r.url,
     environment: r.environment as Environment,
     encryptedSecret: r.encrypted_secret,
+    previousEncryptedSecret: r.previous_encrypted_secret,
     payload: r.payload,
   }));
 }

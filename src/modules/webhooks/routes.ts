@@ -88,6 +88,28 @@ export const webhooksRoutes =
       },
     );
 
+    app.post(
+      "/api/v1/webhooks/:id/rotate-secret",
+      {
+        schema: {
+          tags: ["Webhooks"],
+          summary: "Replace the signing secret (the new one is returned only here)",
+          description:
+            "For 24 h the replaced secret signs too: `webhook-signature` carries both `v1,` signatures, the new one first; the X-Service-Signature headers use the new secret at once. Rotating again within the 24 h drops the oldest secret. 404 for a webhook of another workspace or environment.",
+          security: [{ apiKey: [] }],
+          params: WebhookId,
+          response: {
+            200: Type.Object({
+              webhook: Type.Object({ id: Type.Integer(), signingSecret: Type.String() }),
+            }),
+          },
+        },
+      },
+      async (request) => ({
+        webhook: await webhooks.rotateSecret(requireKey(request), request.params.id),
+      }),
+    );
+
     app.get(
       "/api/v1/webhooks/:id/deliveries",
       {

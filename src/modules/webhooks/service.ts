@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { badRequest, conflict, notFound } from "../../domain/errors.ts";
@@ -12,10 +11,14 @@ import {
 } from "../../platform/http/outbound-guard.ts";
 import * as history from "./history-repo.ts";
 import * as repo from "./repo.ts";
+import { newSigningSecret } from "./secrets.ts";
 import { insertTestEvent } from "./test-event-repo.ts";
 
 // Webhook registrations (parts 4.6–4.8, D7) and their delivery log. Registrations belong to the
 // key's workspace and environment; the signing secret is shown once and stored encrypted.
+
+/** How long the secret a rotation replaced keeps signing deliveries (D24). */
+export const ROTATION_OVERLAP_MS = 24 * 60 * 60 * 1000;
 
 export interface WebhookView {
   id: number;
@@ -128,7 +131,7 @@ export class WebhooksService {
     if (!input.events.every(isSubscribableEvent)) throw badRequest("Invalid event type");
     const events = [...new Set(input.events as string[])];
 
-    const signingSecret = `whsec_${randomBytes(32).toString("base64url")}`;
+    const signingSecret = newSigningSecret();
     const row = await repo.insertEndpoint(this.#ctx.db, principal, {
       url: input.url as string,
       events,
@@ -164,6 +167,30 @@ export class WebhooksService {
       throw conflict("Webhook is disabled: register the endpoint again to receive events");
     }
     return toDeliveryView(written.delivery);
+  }
+
+  /**
+   * A new signing secret for the registration, shown in this answer only (D24). For 24 h the one
+   * it replaces signs too (a second `webhook-signature` entry); rotating again within that time
+   * drops the oldest. 404 for another tenant's id.
+   */
+  async rotateSecret(principal: Tenant, id: string): Promise<{ id: number; signingSecret: string }> {
+    const endpointId = parseId(id);
+    const signingSecret = newSigningSecret();
+    const previousUntil = new Date(this.#ctx.now().getTime() + ROTATION_OVERLAP_MS);
+    if (
+      endpointId === null ||
+      !(await repo.rotateSecret(
+        this.#ctx.db,
+        principal,
+        endpointId,
+        this.#ctx.secrets.encrypt(signingSecret),
+        previousUntil,
+      ))
+    ) {
+      throw notFound("Webhook not found");
+    }
+    return { id: endpointId, signingSecret };
   }
 
   async remove(principal: Tenant, id: string): Promise<void> {

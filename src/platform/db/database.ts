@@ -46,6 +46,7 @@ import * as cardRefundSource from "./migrations/038_card_refund_source.ts";
 import * as inboxHeld from "./migrations/039_inbox_held.ts";
 import * as x402 from "./migrations/040_x402.ts";
 import * as agentPolicies from "./migrations/041_agent_policies.ts";
+import * as webhookSecretRotation from "./migrations/042_webhook_secret_rotation.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -101,6 +102,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "039_inbox_held": inboxHeld,
   "040_x402": x402,
   "041_agent_policies": agentPolicies,
+  "042_webhook_secret_rotation": webhookSecretRotation,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -163,6 +163,9 @@ export interface WebhookEndpointsTable {
   disabled_reason: string | null;
   created_at: Generated<Date>;
   deleted_at: NullableTimestamp;
+  /** The secret a rotation replaced, encrypted; it signs too until previous_secret_expires_at. */
+  previous_encrypted_secret: string | null;
+  previous_secret_expires_at: NullableTimestamp;
 }
 
 export interface WebhookDeliveriesTable {

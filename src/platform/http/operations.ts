@@ -45,6 +45,7 @@ export const OPERATION_IDS: Readonly<Record<string, string>> = {
   "POST /api/v1/webhooks": "createWebhook",
   "GET /api/v1/webhooks": "listWebhooks",
   "DELETE /api/v1/webhooks/{id}": "deleteWebhook",
+  "POST /api/v1/webhooks/{id}/rotate-secret": "rotateWebhookSecret",
   "GET /api/v1/webhooks/{id}/deliveries": "listWebhookDeliveries",
   "POST /api/v1/webhooks/{id}/deliveries/{deliveryId}/retry": "retryWebhookDelivery",
 

@@ -8,7 +8,8 @@ import { stepUpField } from "./step-up.ts";
 
 // The webhooks section: the environment's registrations with the form that adds one, the answer
 // that shows a new registration's signing secret (once: no other page has it), and a webhook's
-// page with its facts, delete, send a test event, and its delivery log with Resend.
+// page with its facts, delete, send a test event, rotate its secret (the answer shows the new one
+// once), and its delivery log with Resend.
 
 /** The add form as typed, and the service's refusal next to the field it is about. */
 export interface WebhookForm {
@@ -110,10 +111,34 @@ export function webhookCreatedBody(options: {
   return html`<section class="card wh-secret" aria-labelledby="secret-title"><h2 id="secret-title">Signing secret</h2>
 <p role="status"><strong>Copy this secret now.</strong> It is shown only once: this page cannot be opened again, and no other page shows it.</p>
 <p><code class="mono wh-secret-value" id="signing-secret">${w.signingSecret}</code> ${copyButton(w.signingSecret, "Copy secret")}</p>
-<p class="muted">Your server checks each delivery's <code>X-Service-Signature-V2</code> header with it.</p>
+<p class="muted">Your server checks each delivery's <code>webhook-signature</code> (Standard Webhooks) or <code>X-Service-Signature-V2</code> header with it.</p>
 </section>
 <section class="card" aria-labelledby="created-title"><h2 id="created-title">Webhook ${w.id}</h2>${webhookFacts(w)}
 <p><a href="${root}/webhooks/${w.id}" id="open-webhook">Open this webhook</a> · <a href="${root}/webhooks">All webhooks</a></p></section>`;
+}
+
+/** The answer to rotating a webhook's secret: the only page that ever shows the new one. */
+export function webhookRotatedBody(options: {
+  environment: Environment;
+  webhook: { id: number; signingSecret: string };
+}): HtmlSafeString {
+  const root = base(options.environment);
+  const w = options.webhook;
+  return html`<section class="card wh-secret" aria-labelledby="secret-title"><h2 id="secret-title">New signing secret of webhook ${w.id}</h2>
+<p role="status"><strong>Copy this secret now.</strong> It is shown only once: this page cannot be opened again, and no other page shows it.</p>
+<p><code class="mono wh-secret-value" id="signing-secret">${w.signingSecret}</code> ${copyButton(w.signingSecret, "Copy secret")}</p>
+<p class="muted">For 24 hours each delivery's <code>webhook-signature</code> carries a signature with this secret and one with the previous secret, so your server can switch over; <code>X-Service-Signature</code> and <code>X-Service-Signature-V2</code> use the new secret from now on. Rotating again within the 24 hours ends the previous secret at once.</p>
+<p><a href="${root}/webhooks/${w.id}" id="open-webhook">Back to this webhook</a> · <a href="${root}/webhooks">All webhooks</a></p></section>`;
+}
+
+/** Rotate secret: a new secret, with the current password asked again (step-up). */
+function rotateForm(here: string, csrf: HtmlSafeString, error: string | undefined): HtmlSafeString {
+  return html`<section class="card" aria-labelledby="rotate-title"><h2 id="rotate-title">Signing secret</h2>
+<p class="muted">Rotating issues a new secret, shown once. For 24 hours deliveries are signed with both the new and the previous secret (<code>webhook-signature</code>); the <code>X-Service-Signature</code> headers switch to the new one at once.</p>
+<form method="post" action="${here}/rotate-secret" class="wh-form" id="rotate-secret-form" data-confirm="Rotate this webhook's signing secret? The new secret is shown once.">${csrf}
+${stepUpField("rotate-password", error)}
+<div class="actions"><button type="submit" id="rotate-secret">Rotate secret</button></div>
+</form></section>`;
 }
 
 function lastResponse(d: DeliveryView): HtmlSafeString {
@@ -168,6 +193,8 @@ export function webhookDetailBody(options: {
   csrfToken: string;
   webhook: WebhookView;
   log: DeliveryPage;
+  /** Why the last Rotate secret was refused (its current password), shown next to the field. */
+  rotateError?: string | undefined;
 }): HtmlSafeString {
   const root = base(options.environment);
   const w = options.webhook;
@@ -188,6 +215,7 @@ ${
 </div>
 ${w.active ? html`<p class="muted">A test event (<code>webhook.test</code>) goes to this endpoint only, whatever events it subscribed to.</p>` : nothing}
 </section>
+${rotateForm(here, csrf, options.rotateError)}
 <section class="card" aria-labelledby="log-title"><h2 id="log-title">Delivery log</h2>
 ${deliveryLog(root, w.id, options.csrfToken, options.log)}
 </section>`;
