@@ -19,18 +19,6 @@ interface Operation {
  * route not on it must have one, and a route on it that gains one fails until it is taken off.
  */
 const SUCCESS_UNDOCUMENTED = new Set([
-  "POST /api/v1/payouts",
-  "GET /api/v1/payouts",
-  "POST /api/v1/workspaces/{id}/resume",
-  "GET /api/v1/workspaces/{id}/payout-state",
-  "GET /api/v1/wallet/balance",
-  "GET /api/v1/wallet/stats",
-  "POST /api/v1/sandbox/faucet",
-  "POST /api/v1/workspaces/{id}/smart-wallet",
-  "GET /api/v1/workspaces/{id}/smart-wallet",
-  "PATCH /api/v1/workspaces/{id}/smart-wallet",
-  "POST /api/workspaces/smart-wallet",
-  "PATCH /api/workspaces/smart-wallet",
   "POST /api/agents/create",
   "GET /api/agents/{agentId}",
   "PATCH /api/agents/{agentId}",
