@@ -74,7 +74,7 @@ export class PayoutsService {
     return {
       payouts: rows.map((row) => ({
         txHash: row.tx_hash,
-        type: row.token_symbol === NATIVE_TOKEN ? "ETH" : "ERC20",
+        type: row.token_symbol === NATIVE_TOKEN ? ("ETH" as const) : ("ERC20" as const),
         details: {
           amount: formatAmount(BigInt(row.amount), TOKEN_DECIMALS[row.token_symbol as ChainToken]),
           tokenSymbol: row.token_symbol,

@@ -26,6 +26,15 @@ import * as walletRepo from "./wallet-repo.ts";
 // The workspace wallet's money: balances of the EOA (and smart wallet) for every token of the
 // environment, aggregated stats, and the sandbox faucet.
 
+/** Completed swaps of one pair of tokens, as the stats show them (the swaps module's totals). */
+export interface SwapTotal {
+  sellToken: string;
+  buyToken: string;
+  count: number;
+  sold: string;
+  bought: string;
+}
+
 export class WorkspaceWalletService {
   readonly #ctx: AppContext;
   readonly #workspaces: WorkspacesService;
@@ -34,7 +43,7 @@ export class WorkspaceWalletService {
   readonly #payments: PaymentsService;
   readonly #agentWallets: AgentWalletsService;
   /** The swaps' part of the stats (the swaps module's, handed in by app.ts: it depends on this one). */
-  readonly #swapTotals: (tenant: Tenant) => Promise<unknown[]>;
+  readonly #swapTotals: (tenant: Tenant) => Promise<SwapTotal[]>;
 
   constructor(
     ctx: AppContext,
@@ -43,7 +52,7 @@ export class WorkspaceWalletService {
     ledger: SimulatedLedger,
     payments: PaymentsService,
     agentWallets: AgentWalletsService,
-    swapTotals: (tenant: Tenant) => Promise<unknown[]>,
+    swapTotals: (tenant: Tenant) => Promise<SwapTotal[]>,
   ) {
     this.#swapTotals = swapTotals;
     this.#ctx = ctx;

@@ -18,6 +18,87 @@ const EnvironmentQuery = Type.Object({
   ),
 });
 
+const DefaultWalletType = Type.Enum(["workspace", "smart_wallet"], {
+  description: "The wallet used when a call names no walletType, in the environment acted on (D21)",
+});
+
+const CreatedAnswer = Type.Object(
+  {
+    success: Type.Literal(true),
+    workspaceId: Type.String(),
+    smartWallet: Type.Object(
+      {
+        address: Type.String(),
+        ownerAddress: Type.String({ description: "The workspace EOA that owns it" }),
+        walletId: Type.String({ format: "uuid", description: "The wallet record's UUID" }),
+      },
+      { additionalProperties: true },
+    ),
+    defaultWalletType: DefaultWalletType,
+  },
+  { additionalProperties: true },
+);
+
+const WalletsAnswer = Type.Object(
+  {
+    workspaceId: Type.String(),
+    eoa: Type.Union(
+      [
+        Type.Object(
+          { address: Type.String(), createdAt: Type.String({ format: "date-time" }) },
+          { additionalProperties: true },
+        ),
+        Type.Null(),
+      ],
+      { description: "The workspace EOA; null when none is provisioned" },
+    ),
+    smartWallet: Type.Union(
+      [
+        Type.Object(
+          {
+            address: Type.String(),
+            walletId: Type.String({ format: "uuid", description: "The wallet record's UUID" }),
+            createdAt: Type.String({ format: "date-time" }),
+          },
+          { additionalProperties: true },
+        ),
+        Type.Null(),
+      ],
+      { description: "The smart wallet; null when the workspace has none" },
+    ),
+    defaultWalletType: DefaultWalletType,
+  },
+  { additionalProperties: true },
+);
+
+const DefaultSetAnswer = Type.Object(
+  { success: Type.Literal(true), workspaceId: Type.String(), defaultWalletType: DefaultWalletType },
+  { additionalProperties: true },
+);
+
+const DashboardCreatedAnswer = Type.Object(
+  {
+    smartWallet: Type.Object(
+      {
+        address: Type.String(),
+        type: Type.Literal("smart_wallet"),
+        ownerAddress: Type.String({ description: "The workspace EOA that owns it" }),
+      },
+      { additionalProperties: true },
+    ),
+    message: Type.String({ examples: ["Smart wallet created", "Smart wallet already exists"] }),
+  },
+  { additionalProperties: true },
+);
+
+const DashboardDefaultAnswer = Type.Object(
+  {
+    defaultWalletType: DefaultWalletType,
+    message: Type.String({ examples: ["Default wallet set to smart_wallet"] }),
+  },
+  { additionalProperties: true },
+);
+
 export const smartWalletRoutes =
   (smartWallets: SmartWalletsService): FastifyPluginAsyncTypebox =>
   async (app) => {
@@ -34,6 +115,7 @@ export const smartWalletRoutes =
           params: WorkspaceId,
           querystring: EnvironmentQuery,
           body: Type.Optional(Type.Object({ setDefault: Type.Optional(Type.Boolean()) })),
+          response: { 200: CreatedAnswer, 201: CreatedAnswer },
         },
       },
       async (request, reply) => {
@@ -67,6 +149,7 @@ export const smartWalletRoutes =
           security: [{ apiKey: [] }, { adminSecret: [] }],
           params: WorkspaceId,
           querystring: EnvironmentQuery,
+          response: { 200: WalletsAnswer },
         },
       },
       async (request) => {
@@ -101,6 +184,7 @@ export const smartWalletRoutes =
           params: WorkspaceId,
           querystring: EnvironmentQuery,
           body: Type.Object({ defaultWalletType: DefaultType }),
+          response: { 200: DefaultSetAnswer },
         },
       },
       async (request) => {
@@ -108,7 +192,7 @@ export const smartWalletRoutes =
         const environment = settingsEnvironment(request, request.query.environment);
         const body = (request.body ?? {}) as { defaultWalletType?: unknown };
         const value = await smartWallets.setDefault(request.params.id, environment, body.defaultWalletType);
-        return { success: true, workspaceId: request.params.id, defaultWalletType: value };
+        return { success: true as const, workspaceId: request.params.id, defaultWalletType: value };
       },
     );
 
@@ -120,6 +204,7 @@ export const smartWalletRoutes =
         schema: {
           tags: ["Dashboard"],
           summary: "Create the smart wallet of the signed-in workspace (idempotent)",
+          response: { 200: DashboardCreatedAnswer },
         },
       },
       async (request) => {
@@ -148,6 +233,7 @@ export const smartWalletRoutes =
             "Choose the default wallet of the signed-in workspace, in one environment (live unless ?environment=sandbox)",
           querystring: EnvironmentQuery,
           body: Type.Object({ defaultWalletType: DefaultType }),
+          response: { 200: DashboardDefaultAnswer },
         },
       },
       async (request) => {
