@@ -85,5 +85,24 @@ function documented(schema: FastifySchema | undefined, url: string, route: Route
   const auth = (route.config as { auth?: string } | undefined)?.auth;
   const security = base.security ?? (auth ? SECURITY_BY_AUTH[auth] : undefined);
   const response = { "4xx": ERROR_BODY, "5xx": ERROR_BODY, ...(base.response as object | undefined) };
-  return { ...base, ...(operationId ? { operationId } : {}), ...(security ? { security } : {}), response };
+  const querystring = withDefaultsOptional(base.querystring);
+  return {
+    ...base,
+    ...(operationId ? { operationId } : {}),
+    ...(security ? { security } : {}),
+    ...(querystring ? { querystring } : {}),
+    response,
+  };
+}
+
+/**
+ * A query parameter with a default (`limit`, `offset`, `page`) is required by its TypeBox schema
+ * only because the validator fills it in; a caller may leave it out, and the document says so.
+ */
+function withDefaultsOptional(schema: unknown): unknown {
+  if (typeof schema !== "object" || schema === null) return schema;
+  const { properties, required } = schema as { properties?: Record<string, object>; required?: string[] };
+  if (!properties || !required) return schema;
+  const left = required.filter((name) => !(properties[name] && "default" in properties[name]));
+  return { ...schema, required: left };
 }
