@@ -5,8 +5,9 @@ import { configDefaults, defineConfig } from "vitest/config";
 // Left out of that pass: the browser suites (what a page shows) and the kill -9 suites (one
 // process at a time on one database, recovering from what it committed: the same SQL on either).
 // What only a server shows (several instances, a leader killed or paused, pool and lock order)
-// lives in files of its own that run on PostgreSQL (two-instances, money-once, …).
-const EMBEDDED_ONLY = ["test/**/*.browser.test.ts", "test/**/crash*.test.ts"];
+// lives in files of its own that run on PostgreSQL (two-instances, money-once, …). The SDK's suites
+// are a client of the HTTP API: the database behind it changes nothing they check.
+const EMBEDDED_ONLY = ["test/**/*.browser.test.ts", "test/**/crash*.test.ts", "test/sdk/**"];
 
 export default defineConfig({
   test: {
