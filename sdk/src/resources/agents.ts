@@ -1,5 +1,10 @@
-import { type Api, type Body, type Query, unwrap } from "../api.ts";
+import { type Answer, type Api, type Body, type Query, unwrap } from "../api.ts";
+import { pageItems } from "../paging.ts";
 import type { CallOptions } from "../transport.ts";
+
+type Agent = Answer<"/api/agents", "get">["data"]["items"][number];
+type WalletView = Answer<"/api/wallets", "get">["data"]["items"][number];
+type Authorization = Answer<"/api/wallets/{walletId}/x402/authorizations", "get">["data"]["items"][number];
 
 // Agents and their wallets, with the agent wallets' spending policies and x402 payments
 // (docs/api.md part 11, docs/x402.md).
@@ -45,6 +50,14 @@ export class Agents {
   list(query: Query<"/api/agents", "get"> = {}, options?: CallOptions) {
     return unwrap(this.#api.http.GET("/api/agents", { params: { query }, fetch: this.#api.fetch(options) }));
   }
+
+  /** Every agent (matching `search`), newest first, a page at a time. */
+  iterate(query: Omit<Query<"/api/agents", "get">, "page" | "limit"> = {}, options?: CallOptions) {
+    return pageItems<Agent>(async (window) => {
+      const { data } = await this.list({ ...query, ...window }, options);
+      return { items: data.items, total: data.pagination.total };
+    });
+  }
 }
 
 export class Wallets {
@@ -69,6 +82,28 @@ export class Wallets {
 
   list(query: Query<"/api/wallets", "get"> = {}, options?: CallOptions) {
     return unwrap(this.#api.http.GET("/api/wallets", { params: { query }, fetch: this.#api.fetch(options) }));
+  }
+
+  /** Every wallet matching `query`, a page at a time. */
+  iterate(query: Omit<Query<"/api/wallets", "get">, "page" | "limit"> = {}, options?: CallOptions) {
+    return pageItems<WalletView>(async (window) => {
+      const { data } = await this.list({ ...query, ...window }, options);
+      return { items: data.items, total: data.pagination.total };
+    });
+  }
+
+  balance(
+    walletId: string,
+    currency: string,
+    query: Query<"/api/wallets/{walletId}/balance/{currency}", "get"> = {},
+    options?: CallOptions,
+  ) {
+    return unwrap(
+      this.#api.http.GET("/api/wallets/{walletId}/balance/{currency}", {
+        params: { path: { walletId, currency }, query },
+        fetch: this.#api.fetch(options),
+      }),
+    );
   }
 
   addCurrency(
@@ -111,6 +146,60 @@ export class Wallets {
       this.#api.http.POST("/api/wallets/{walletId}/x402/pay", {
         params: { path: { walletId } },
         body,
+        fetch: this.#api.fetch(options),
+      }),
+    );
+  }
+
+  authorizations(
+    walletId: string,
+    query: Query<"/api/wallets/{walletId}/x402/authorizations", "get"> = {},
+    options?: CallOptions,
+  ) {
+    return unwrap(
+      this.#api.http.GET("/api/wallets/{walletId}/x402/authorizations", {
+        params: { path: { walletId }, query },
+        fetch: this.#api.fetch(options),
+      }),
+    );
+  }
+
+  /** Every x402 authorization of an agent wallet (of a `status`), newest first. */
+  iterateAuthorizations(
+    walletId: string,
+    query: Omit<Query<"/api/wallets/{walletId}/x402/authorizations", "get">, "page" | "limit"> = {},
+    options?: CallOptions,
+  ) {
+    return pageItems<Authorization>(async (window) => {
+      const { data } = await this.authorizations(walletId, { ...query, ...window }, options);
+      return { items: data.items, total: data.pagination.total };
+    });
+  }
+
+  authorization(walletId: string, authorizationId: string, options?: CallOptions) {
+    return unwrap(
+      this.#api.http.GET("/api/wallets/{walletId}/x402/authorizations/{authorizationId}", {
+        params: { path: { walletId, authorizationId } },
+        fetch: this.#api.fetch(options),
+      }),
+    );
+  }
+
+  /** Approves (and signs) a payment awaiting approval. */
+  approve(walletId: string, authorizationId: string, options?: CallOptions) {
+    return unwrap(
+      this.#api.http.POST("/api/wallets/{walletId}/x402/authorizations/{authorizationId}/approve", {
+        params: { path: { walletId, authorizationId } },
+        fetch: this.#api.fetch(options),
+      }),
+    );
+  }
+
+  /** Denies a payment awaiting approval: its reservation is released. */
+  deny(walletId: string, authorizationId: string, options?: CallOptions) {
+    return unwrap(
+      this.#api.http.POST("/api/wallets/{walletId}/x402/authorizations/{authorizationId}/deny", {
+        params: { path: { walletId, authorizationId } },
         fetch: this.#api.fetch(options),
       }),
     );
