@@ -71,6 +71,9 @@ describe("the SDK's resources", () => {
     );
     expect(again.payout.txHash).toBe(first.payout.txHash);
     expect(JSON.stringify(await client.payouts.list({ limit: 5 }))).toContain(DESTINATION);
+    const payouts = [];
+    for await (const payout of client.payouts.iterate()) payouts.push(payout.txHash);
+    expect(payouts).toEqual([first.payout.txHash]);
     expect(await client.payouts.state(workspaceId)).toBeTruthy();
     expect(await client.wallet.balance()).toBeTruthy();
     expect(await client.wallet.stats()).toBeTruthy();

@@ -59,6 +59,11 @@ describe("the SDK's other resources", () => {
     expect(before).toBeTruthy();
     const created = await client.smartWallet.create(workspaceId);
     expect(JSON.stringify(created)).toMatch(/0x[0-9a-fA-F]{40}/);
+    await client.smartWallet.setDefault(workspaceId, { defaultWalletType: "smart_wallet" });
+    expect(JSON.stringify(await client.smartWallet.get(workspaceId))).toContain('"smart_wallet"');
+    // Back to the EOA: the other tests of this workspace fund it with the faucet (which credits the
+    // EOA unless told otherwise) and spend from the default wallet.
+    await client.smartWallet.setDefault(workspaceId, { defaultWalletType: "workspace" });
   });
 
   it("retries a webhook delivery", async () => {
@@ -69,6 +74,9 @@ describe("the SDK's other resources", () => {
     await client.payments.create({ tokenSymbol: "USDC", amount: "1" });
     const [delivery] = (await client.webhooks.deliveries(String(webhook.id))).deliveries;
     if (!delivery) throw new Error("a delivery expected");
+    const walked: string[] = [];
+    for await (const d of client.webhooks.iterateDeliveries(String(webhook.id))) walked.push(String(d.id));
+    expect(walked).toEqual([String(delivery.id)]);
     expect(await client.webhooks.retryDelivery(String(webhook.id), String(delivery.id))).toBeTruthy();
   });
 

@@ -1,5 +1,8 @@
 import { type Answer, type Api, type Body, type CreateOptions, keyOf, type Query, unwrap } from "../api.ts";
+import { offsetItems } from "../paging.ts";
 import type { CallOptions } from "../transport.ts";
+
+type Payout = Answer<"/api/v1/payouts", "get">["payouts"][number];
 
 // Payouts, the workspace wallet and its smart wallet (docs/api.md parts 3, 4 and 6).
 
@@ -26,6 +29,14 @@ export class Payouts {
     return unwrap(
       this.#api.http.GET("/api/v1/payouts", { params: { query }, fetch: this.#api.fetch(options) }),
     );
+  }
+
+  /** Every completed payout, newest first, a page at a time. */
+  iterate(options?: CallOptions): AsyncGenerator<Payout> {
+    return offsetItems(async (window) => {
+      const page = await this.list(window, options);
+      return { items: page.payouts, total: page.total };
+    });
   }
 
   /** The circuit breaker of the key's environment. */
