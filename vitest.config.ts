@@ -1,3 +1,4 @@
+import { fileURLToPath } from "node:url";
 import { configDefaults, defineConfig } from "vitest/config";
 
 // Each suite runs once where the database's dialect does not matter (npm test, on the embedded
@@ -10,6 +11,10 @@ import { configDefaults, defineConfig } from "vitest/config";
 const EMBEDDED_ONLY = ["test/**/*.browser.test.ts", "test/**/crash*.test.ts", "test/sdk/**"];
 
 export default defineConfig({
+  // The SDK's examples import it by its package name, as an integrator does: its sources here.
+  resolve: {
+    alias: { "@payments-service/sdk": fileURLToPath(new URL("./sdk/src/index.ts", import.meta.url)) },
+  },
   test: {
     include: ["src/**/*.test.ts", "test/**/*.test.ts"],
     exclude: process.env.DATABASE_URL
