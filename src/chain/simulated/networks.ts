@@ -1,3 +1,4 @@
+import { isAddressEqual } from "viem";
 import type { ChainToken, Hex } from "../network.ts";
 
 // The sandbox's simulated networks (D22): what the simulated ledger answers to when the sandbox has
@@ -39,3 +40,9 @@ export const SANDBOX_B: SimulatedNetwork = {
 
 /** The sandbox's simulated networks, its default (sandbox-a) first. */
 export const SIMULATED_NETWORKS: readonly SimulatedNetwork[] = [SANDBOX_A, SANDBOX_B];
+
+/** The token of `network` at contract `address` (any case), if it has one there. */
+export function tokenAt(network: SimulatedNetwork, address: Hex): ChainToken | undefined {
+  const found = Object.entries(network.tokens).find(([, a]) => a && isAddressEqual(a, address));
+  return found?.[0] as ChainToken | undefined;
+}

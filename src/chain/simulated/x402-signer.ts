@@ -19,7 +19,7 @@ import { TRANSFER_WITH_AUTHORIZATION_TYPES } from "../eip3009.ts";
 import type { ChainToken } from "../network.ts";
 import { receiptLog } from "../x402-scheme.ts";
 import type { SimulatedLedger } from "./ledger.ts";
-import type { SimulatedNetwork } from "./networks.ts";
+import { type SimulatedNetwork, tokenAt } from "./networks.ts";
 import { isUptoContract, LedgerUpto, settleArgs, UPTO_PROXY_ABI, UPTO_PROXY_ADDRESS } from "./x402-upto.ts";
 
 // x402's `exact` and `upto` schemes on a simulated network (D23): @x402/evm's own facilitators,
@@ -130,8 +130,7 @@ class LedgerToken {
   }
 
   #token(address: Hex): ChainToken | undefined {
-    const found = Object.entries(this.#network.tokens).find(([, a]) => a && isAddressEqual(a, address));
-    return found?.[0] as ChainToken | undefined;
+    return tokenAt(this.#network, address);
   }
 
   async #read(address: Hex, functionName: string, args: readonly unknown[]): Promise<unknown> {
@@ -220,9 +219,9 @@ class LedgerToken {
 
   async #write(address: Hex, functionName: string, args: readonly unknown[]): Promise<Hex> {
     if (isAddressEqual(address, UPTO_PROXY_ADDRESS) && functionName === "settle") {
-      const { token, call } = await this.#upto.check(settleArgs(args));
-      const tokenAddress = this.#network.tokens[token] as Hex;
-      return this.#transfer(tokenAddress, { from: call.owner, to: call.witness.to, value: call.amount });
+      const call = await this.#upto.check(settleArgs(args));
+      const transfer = { from: call.owner, to: call.witness.to, value: call.amount };
+      return this.#transfer(call.permit.permitted.token, transfer);
     }
     const token = this.#token(address);
     if (!token || functionName !== "transferWithAuthorization")

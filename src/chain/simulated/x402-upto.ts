@@ -6,9 +6,8 @@ import {
 } from "@x402/evm";
 import { type Hex, isAddressEqual, maxUint256, verifyTypedData, zeroAddress } from "viem";
 import { permit2NonceKey } from "../../domain/x402.ts";
-import type { ChainToken } from "../network.ts";
 import type { SimulatedLedger } from "./ledger.ts";
-import type { SimulatedNetwork } from "./networks.ts";
+import { type SimulatedNetwork, tokenAt } from "./networks.ts";
 
 // x402's `upto` scheme on a simulated network (D23): Permit2 and x402's upto proxy as the
 // sandbox's ledger "has" them, answering @x402/evm's UptoEvmScheme as the contracts would. The
@@ -64,7 +63,7 @@ export class LedgerUpto {
   }
 
   /** What the proxy's and Permit2's settle check before moving anything, reverting as they would. */
-  async check(call: UptoSettle): Promise<{ token: ChainToken; call: UptoSettle }> {
+  async check(call: UptoSettle): Promise<UptoSettle> {
     const { permit, amount, owner, witness, signature } = call;
     if (!isAddressEqual(witness.facilitator, this.#facilitator))
       throw new Error("execution reverted: UnauthorizedFacilitator");
@@ -74,7 +73,8 @@ export class LedgerUpto {
     if (now < witness.validAfter) throw new Error("execution reverted: PaymentTooEarly");
     if (amount > permit.permitted.amount) throw new Error("execution reverted: AmountExceedsPermitted");
     if (now > permit.deadline) throw new Error(`execution reverted: SignatureExpired(${permit.deadline})`);
-    const token = this.#tokenAt(permit.permitted.token);
+    const token = tokenAt(this.#network, permit.permitted.token);
+    if (!token) throw new Error(`execution reverted: no token at ${permit.permitted.token}`);
     const signed = await verifyTypedData({
       address: owner,
       domain: { name: "Permit2", chainId: this.#network.chainId, verifyingContract: PERMIT2_ADDRESS },
@@ -95,13 +95,7 @@ export class LedgerUpto {
       throw new Error("execution reverted: InvalidNonce");
     if ((await this.#ledger.balance(this.#network.id, owner, token)) < amount)
       throw new Error("execution reverted: ERC20InsufficientBalance (transfer amount exceeds balance)");
-    return { token, call };
-  }
-
-  #tokenAt(address: Hex): ChainToken {
-    const found = Object.entries(this.#network.tokens).find(([, a]) => a && isAddressEqual(a, address));
-    if (!found) throw new Error(`execution reverted: no token at ${address}`);
-    return found[0] as ChainToken;
+    return call;
   }
 }
 
