@@ -74,27 +74,22 @@ export class PaymentsTimeoutError extends PaymentsError {
   override name = "PaymentsTimeoutError";
 }
 
+/** The error class of each status the service answers with; any other 4xx is a PaymentsApiError. */
+const BY_STATUS: Readonly<Record<number, typeof PaymentsApiError>> = {
+  400: BadRequestError,
+  401: AuthenticationError,
+  403: PermissionError,
+  404: NotFoundError,
+  409: ConflictError,
+  429: RateLimitError,
+};
+
 /** The error of an answer with status `status` and body `body`. */
 export function apiError(status: number, body: unknown): PaymentsApiError {
   const parsed: ErrorBody =
     typeof body === "object" && body !== null && typeof (body as ErrorBody).error === "string"
       ? (body as ErrorBody)
       : { error: `HTTP ${status}` };
-  const kind =
-    status === 400
-      ? BadRequestError
-      : status === 401
-        ? AuthenticationError
-        : status === 403
-          ? PermissionError
-          : status === 404
-            ? NotFoundError
-            : status === 409
-              ? ConflictError
-              : status === 429
-                ? RateLimitError
-                : status >= 500
-                  ? ServerError
-                  : PaymentsApiError;
+  const kind = status >= 500 ? ServerError : (BY_STATUS[status] ?? PaymentsApiError);
   return new kind(status, parsed);
 }
