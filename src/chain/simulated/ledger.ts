@@ -5,7 +5,7 @@ import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
 import { columnList } from "../../platform/db/columns.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 import type { ChainToken, Hex } from "../network.ts";
-import { authorizationTx } from "./authorizations.ts";
+import { authorizationAndBalance, authorizationTx } from "./authorizations.ts";
 
 // The sandbox's simulated ledger (D3): append-only entries per network, address and token in our
 // own database (a balance is their sum, so credits never wait on each other), transfers that debit
@@ -267,6 +267,16 @@ export class SimulatedLedger {
     nonce: string,
   ): Promise<string | null> {
     return authorizationTx(this.#db, { network, token, authorizer, nonce });
+  }
+
+  /** An authorization's use (its transaction, or null) and its authorizer's balance, in one statement. */
+  authorizationCheck(
+    network: string,
+    token: ChainToken,
+    authorizer: string,
+    nonce: string,
+  ): Promise<{ usedBy: string | null; balance: bigint }> {
+    return authorizationAndBalance(this.#db, { network, token, authorizer, nonce });
   }
 
   /** The columns of `transfer_decided` (decisionCtes), for a caller's CTE that passes its rows on. */

@@ -20,6 +20,7 @@ import type { ChainToken } from "../network.ts";
 import { receiptLog } from "../x402-scheme.ts";
 import type { SimulatedLedger } from "./ledger.ts";
 import { type SimulatedNetwork, tokenAt } from "./networks.ts";
+import { signedBy } from "./signatures.ts";
 import { isUptoContract, LedgerUpto, settleArgs, UPTO_PROXY_ABI, UPTO_PROXY_ADDRESS } from "./x402-upto.ts";
 
 // x402's `exact` and `upto` schemes on a simulated network (D23): @x402/evm's own facilitators,
@@ -198,21 +199,21 @@ class LedgerToken {
         ? serializeSignature({ v: BigInt(args[6] as number), r: args[7] as Hex, s: args[8] as Hex })
         : (args[6] as Hex);
     const authorization = { from, to, value, validAfter, validBefore, nonce };
-    const signed = await verifyTypedData({
-      address: from,
+    const typedData = {
       domain: { ...domain, chainId: this.#network.chainId, verifyingContract: address },
       types: TRANSFER_WITH_AUTHORIZATION_TYPES,
       primaryType: "TransferWithAuthorization",
       message: authorization,
-      signature,
-    });
-    if (!signed) throw new Error("execution reverted: ERC3009InvalidSignature (invalid signature)");
+    } as const;
+    if (!signedBy(from, typedData, signature))
+      throw new Error("execution reverted: ERC3009InvalidSignature (invalid signature)");
     const now = BigInt(Math.floor(Date.now() / 1000));
     if (now <= validAfter) throw new Error("execution reverted: authorization is not yet valid");
     if (now >= validBefore) throw new Error("execution reverted: authorization is expired");
-    if ((await this.#ledger.authorizationTx(this.#network.id, token, from, nonce)) !== null)
+    const { usedBy, balance } = await this.#ledger.authorizationCheck(this.#network.id, token, from, nonce);
+    if (usedBy !== null)
       throw new Error("execution reverted: authorization is used (AuthorizationUsedOrCanceled)");
-    if ((await this.#ledger.balance(this.#network.id, from, token)) < value)
+    if (balance < value)
       throw new Error("execution reverted: ERC20InsufficientBalance (transfer amount exceeds balance)");
     return authorization;
   }

@@ -4,10 +4,11 @@ import {
   x402UptoPermit2ProxyABI,
   x402UptoPermit2ProxyAddress,
 } from "@x402/evm";
-import { type Hex, isAddressEqual, maxUint256, verifyTypedData, zeroAddress } from "viem";
+import { type Hex, isAddressEqual, maxUint256, zeroAddress } from "viem";
 import { permit2NonceKey } from "../../domain/x402.ts";
 import type { SimulatedLedger } from "./ledger.ts";
 import { type SimulatedNetwork, tokenAt } from "./networks.ts";
+import { signedBy } from "./signatures.ts";
 
 // x402's `upto` scheme on a simulated network (D23): Permit2 and x402's upto proxy as the
 // sandbox's ledger "has" them, answering @x402/evm's UptoEvmScheme as the contracts would. The
@@ -75,8 +76,7 @@ export class LedgerUpto {
     if (now > permit.deadline) throw new Error(`execution reverted: SignatureExpired(${permit.deadline})`);
     const token = tokenAt(this.#network, permit.permitted.token);
     if (!token) throw new Error(`execution reverted: no token at ${permit.permitted.token}`);
-    const signed = await verifyTypedData({
-      address: owner,
+    const typedData = {
       domain: { name: "Permit2", chainId: this.#network.chainId, verifyingContract: PERMIT2_ADDRESS },
       types: uptoPermit2WitnessTypes,
       primaryType: "PermitWitnessTransferFrom",
@@ -87,13 +87,12 @@ export class LedgerUpto {
         deadline: permit.deadline,
         witness,
       },
-      signature,
-    });
-    if (!signed) throw new Error("execution reverted: InvalidSigner");
+    } as const;
+    if (!signedBy(owner, typedData, signature)) throw new Error("execution reverted: InvalidSigner");
     const key = permit2NonceKey(permit.nonce);
-    if ((await this.#ledger.authorizationTx(this.#network.id, token, owner, key)) !== null)
-      throw new Error("execution reverted: InvalidNonce");
-    if ((await this.#ledger.balance(this.#network.id, owner, token)) < amount)
+    const { usedBy, balance } = await this.#ledger.authorizationCheck(this.#network.id, token, owner, key);
+    if (usedBy !== null) throw new Error("execution reverted: InvalidNonce");
+    if (balance < amount)
       throw new Error("execution reverted: ERC20InsufficientBalance (transfer amount exceeds balance)");
     return call;
   }

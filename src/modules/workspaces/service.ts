@@ -93,6 +93,8 @@ export class WorkspacesService {
   readonly #encryptedKeys = new LRUCache<string, { address: string; encrypted: string }>({ max: 10_000 });
   /** Profiles are read on most requests (payments, payouts): requests arriving together share a query. */
   readonly #profiles;
+  /** Receiving addresses by workspace (see receivingAddresses). */
+  readonly #receiving = new LRUCache<string, ReceivingAddresses>({ max: 10_000 });
 
   constructor(ctx: AppContext) {
     this.#ctx = ctx;
@@ -300,6 +302,23 @@ export class WorkspacesService {
     await repo.replacePasswordHash(this.#ctx.db, workspaceId, stored, await hashPassword(password));
   }
 
+  /**
+   * Where the workspace is paid, as far as `payee` is concerned (x402 checks every payee): no query
+   * when `payee` is a wallet seen before. Wallet rows are written once and never changed, but a
+   * smart wallet may be made later, so any other payee is looked up afresh.
+   */
+  async receivingAddresses(id: string, payee: string): Promise<ReceivingAddresses> {
+    const key = id.toLowerCase();
+    const known = this.#receiving.get(key);
+    const matches = (address: string | null) =>
+      address !== null && address.toLowerCase() === payee.toLowerCase();
+    if (known && (matches(known.eoaAddress) || matches(known.smartWalletAddress))) return known;
+    const { eoaAddress, smartWalletAddress } = await this.profile(id);
+    const addresses = { eoaAddress, smartWalletAddress };
+    if (eoaAddress !== null) this.#receiving.set(key, addresses);
+    return addresses;
+  }
+
   /** One query: payments read this on every create. */
   async profile(id: string): Promise<WorkspaceProfile> {
     // Keyed by the database's spelling of a UUID (lower case).
@@ -317,6 +336,12 @@ export class WorkspacesService {
       smartWalletAddress: row.smart_wallet_address,
     };
   }
+}
+
+/** The addresses a workspace is paid at: its EOA and, once made, its smart wallet. */
+export interface ReceivingAddresses {
+  eoaAddress: string | null;
+  smartWalletAddress: string | null;
 }
 
 /** Anything but a smart wallet is the EOA ("workspace"), as the column's default. */

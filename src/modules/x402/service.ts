@@ -208,7 +208,7 @@ export class X402Service {
   async #plan(tenant: Tenant, request: FacilitatorRequest): Promise<Planned> {
     const { authorization, requirements, payload } = request;
     const payer = authorization?.from ?? "";
-    const workspace = await this.#workspaces.profile(tenant.workspaceId);
+    const workspace = await this.#workspaces.receivingAddresses(tenant.workspaceId, requirements.payTo);
     const receiving = [workspace.eoaAddress, workspace.smartWalletAddress];
     const networks = this.#networks(tenant.environment);
     const checked = checkRequirements(requirements, authorization?.kind ?? null, networks, receiving);

@@ -1,3 +1,4 @@
+import { LRUCache } from "lru-cache";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import type { Chain } from "../../chain/chains.ts";
 import type { Hex } from "../../chain/network.ts";
@@ -18,6 +19,8 @@ import * as repo from "./repo.ts";
 
 export class FacilitatorWallets {
   readonly #ctx: AppContext;
+  /** A workspace's facilitator address never changes once written (one row, never updated): kept here. */
+  readonly #addresses = new LRUCache<string, Hex>({ max: 10_000 });
 
   constructor(ctx: AppContext) {
     this.#ctx = ctx;
@@ -25,14 +28,21 @@ export class FacilitatorWallets {
 
   /** The workspace's facilitator wallet, made on first use. */
   async addressOf(workspaceId: string): Promise<Hex> {
-    const found = await repo.findFacilitatorWallet(this.#ctx.db, workspaceId);
-    if (found) return found.address as Hex;
+    const known = this.#addresses.get(workspaceId);
+    if (known) return known;
+    const found =
+      (await repo.findFacilitatorWallet(this.#ctx.db, workspaceId)) ?? (await this.#create(workspaceId));
+    this.#addresses.set(workspaceId, found.address as Hex);
+    return found.address as Hex;
+  }
+
+  /** Writes a new wallet unless another request (or instance) wrote one first: the one kept. */
+  #create(workspaceId: string): Promise<repo.FacilitatorWalletRow> {
     const key = generatePrivateKey();
-    const kept = await repo.insertFacilitatorWallet(this.#ctx.db, workspaceId, {
+    return repo.insertFacilitatorWallet(this.#ctx.db, workspaceId, {
       address: privateKeyToAccount(key).address,
       encrypted_private_key: this.#ctx.secrets.encrypt(key),
     });
-    return kept.address as Hex;
   }
 
   /** Every facilitator wallet, for the gas top-up job. */
