@@ -156,12 +156,17 @@ export async function benchHostedPage(): Promise<HostedPageFigures> {
     const live = t.config.networks.live[0];
     if (!live) throw new Error("no live network configured");
     const tokens: Record<string, string | undefined> = live.tokens;
-    const publicPayment = toPublicPayment(row, {
-      id: live.id,
-      chainId: live.chainId,
-      name: live.name,
-      tokenAddress: (symbol) => tokens[symbol] ?? null,
-    });
+    const publicPayment = toPublicPayment(
+      row,
+      {
+        id: live.id,
+        chainId: live.chainId,
+        name: live.name,
+        explorerUrl: live.explorerUrl ?? null,
+        tokenAddress: (symbol) => tokens[symbol] ?? null,
+      },
+      { name: "Bench merchant", logoUrl: null, brandColor: null },
+    );
     if (!publicPayment.paymentUri) throw new Error("the pending payment has no payment URI");
     const time = async (fn: () => unknown) => {
       const times: number[] = [];

@@ -300,7 +300,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   await http.register(webhooksRoutes(webhooks));
   await http.register(payoutsRoutes(payouts, wallet));
   await http.register(cardWebhookRoutes(cardWebhooks));
-  await http.register(hostedPageRoutes(ctx, payments));
+  await http.register(hostedPageRoutes(ctx, payments, workspaces));
   await http.register(smartWalletRoutes(smartWallets));
   await http.register(agentsAndWalletsRoutes(agents, agentWallets));
   await http.register(x402Routes(x402));

@@ -20,17 +20,50 @@ export interface PublicPayment {
   /** EIP-681 payment request for wallets (crypto, live with a network), on `network`. */
   paymentUri: string | null;
   /** The network the page asks the payer to pay on: the payment's, else the one they chose. */
-  network: { id: string; name: string; chainId: number } | null;
+  network: PayerNetwork | null;
   /** A payment payable on several networks and on none yet (D22): those the payer may choose from. */
-  choices: Array<{ id: string; name: string; chainId: number }>;
+  choices: PayerNetwork[];
+  /** Who is paid (D25): the workspace's display name (its name unless one is set), logo on our origin, brand colour. */
+  merchant: Merchant;
+  /** The amount in the token's smallest unit: what a wallet's one-click transfer sends, exactly. */
+  units: string;
+  decimals: number;
+  /** The token's contract on `network`; null for ETH (sent as the value) or when the page knows no network. */
+  tokenAddress: string | null;
+  /** Once a transfer or a card paid it (detected or later): the receipt's facts (D25). */
+  receipt: Receipt | null;
   /** Refunds (D19), once any: what went back of what it received, and whether that is all of it. */
   refund: { refunded: string; received: string; full: boolean } | null;
 }
 
-export interface NetworkFacts {
+export interface PayerNetwork {
   id: string;
-  chainId: number;
   name: string;
+  chainId: number;
+  /** A block explorer's base URL (`<explorer>/tx/<hash>`) when the network names one. */
+  explorerUrl: string | null;
+}
+
+export interface Merchant {
+  name: string;
+  /** Served by us (`/pay/{id}/logo`), or null when the workspace has none. */
+  logoUrl: string | null;
+  /** `#rrggbb`, or null for the page's own. */
+  brandColor: string | null;
+}
+
+export interface Receipt {
+  /** The transaction that paid it; null for a card payment. */
+  txHash: string | null;
+  /** The transaction on the network's explorer, when it names one. */
+  txUrl: string | null;
+  /** When it was paid (ISO 8601). */
+  paidAt: string;
+  /** Who paid, as the chain says; null for a card payment. */
+  payerAddress: string | null;
+}
+
+export interface NetworkFacts extends PayerNetwork {
   tokenAddress: (symbol: string) => string | null;
 }
 
@@ -46,6 +79,7 @@ type RefundColumns = Pick<PayerRow, "refunded_amount" | "amount_received">;
 export function toPublicPayment(
   row: PayerRow,
   network: NetworkFacts | null,
+  merchant: Merchant,
   refunds?: RefundColumns,
   choices: readonly NetworkFacts[] = [],
 ): PublicPayment {
@@ -78,10 +112,37 @@ export function toPublicPayment(
     network: network ? facts(network) : null,
     choices: choices.map(facts),
     refund: refundOf(refunds, units, decimals),
+    merchant,
+    units: units.toString(),
+    decimals,
+    tokenAddress:
+      network && row.token_symbol !== NATIVE_TOKEN ? network.tokenAddress(row.token_symbol) : null,
+    receipt: receiptOf(row, network),
   };
 }
 
-const facts = ({ id, name, chainId }: NetworkFacts) => ({ id, name, chainId });
+const facts = ({ id, name, chainId, explorerUrl }: NetworkFacts): PayerNetwork => ({
+  id,
+  name,
+  chainId,
+  explorerUrl,
+});
+
+/** Paid: a transfer detected (or a card's payment confirmed) and not given up since. */
+const PAID: ReadonlySet<string> = new Set(["detected", "confirmed", "forwarded"]);
+
+function receiptOf(row: PayerRow, network: NetworkFacts | null): Receipt | null {
+  const paidAt = row.detected_at ?? row.confirmed_at;
+  if (!PAID.has(row.status) || !paidAt) return null;
+  const txHash = row.payment_method === "crypto" ? row.detected_tx_hash : null;
+  const explorer = network?.explorerUrl?.replace(/\/+$/, "");
+  return {
+    txHash,
+    txUrl: txHash && explorer && HTTP_URL.test(explorer) ? `${explorer}/tx/${txHash}` : null,
+    paidAt: paidAt.toISOString(),
+    payerAddress: row.payment_method === "crypto" ? row.payer_address : null,
+  };
+}
 
 function refundOf(
   columns: RefundColumns | undefined,

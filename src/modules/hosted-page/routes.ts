@@ -6,7 +6,8 @@ import QRCode from "qrcode";
 import type { AppContext } from "../../context.ts";
 import { pageSecurityHeaders } from "../../platform/http/page-security.ts";
 import type { PaymentsService } from "../payments/service.ts";
-import { type NetworkFacts, type PublicPayment, toPublicPayment } from "./public-payment.ts";
+import type { WorkspacesService } from "../workspaces/service.ts";
+import { payerView } from "./loader.ts";
 import { renderNotFoundPage, renderPaymentPage } from "./render.ts";
 
 // {base_url}/pay/<payment_id>: public (no API key), for both rails. Strict CSP with a nonce for
@@ -45,41 +46,9 @@ function securityHeaders(reply: FastifyReply, nonce?: string): void {
 }
 
 export const hostedPageRoutes =
-  (ctx: AppContext, payments: PaymentsService): FastifyPluginAsync =>
+  (ctx: AppContext, payments: PaymentsService, workspaces: WorkspacesService): FastifyPluginAsync =>
   async (app) => {
-    /** A chain's facts for the payer; none for the sandbox's simulated networks (no wallet pays there). */
-    const networkFacts = (environment: string, network: string | null): NetworkFacts | null => {
-      const listed = ctx.directory
-        .list(environment === "live" ? "live" : "sandbox")
-        .networks.find((chain) => chain.id === network && !chain.simulated);
-      if (!listed) return null;
-      const tokens = new Map(listed.tokens.map((token) => [token.symbol as string, token.address]));
-      return {
-        id: listed.id,
-        chainId: listed.chainId,
-        name: listed.name,
-        tokenAddress: (symbol) => tokens.get(symbol) ?? null,
-      };
-    };
-
-    /**
-     * The page of a payment; one payable on several networks and on none yet shows the network
-     * the payer chose (`?network=`, one of its own), else its first, and offers the others.
-     */
-    const load = async (
-      id: string,
-      withRefunds: boolean,
-      chosen?: unknown,
-    ): Promise<PublicPayment | null> => {
-      const row = await payments.forPayer(id);
-      if (!row) return null;
-      const refunds = withRefunds ? row : undefined;
-      if (row.network !== null || !row.networks)
-        return toPublicPayment(row, networkFacts(row.environment, row.network), refunds);
-      const choices = row.networks.flatMap((network) => networkFacts(row.environment, network) ?? []);
-      const shown = choices.find((choice) => choice.id === chosen) ?? choices[0] ?? null;
-      return toPublicPayment(row, shown, refunds, choices);
-    };
+    const load = payerView(ctx, payments, workspaces);
 
     app.get<{ Params: { id: string }; Querystring: { network?: string } }>(
       "/pay/:id",

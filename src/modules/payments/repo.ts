@@ -344,6 +344,12 @@ export const PAYER_COLUMNS = [
   // What went back of what it received (D19): the page of a refunded payment says so.
   "refunded_amount",
   "amount_received",
+  // The receipt (D25): the transaction that paid it, who paid, when; the workspace names the merchant.
+  "detected_tx_hash",
+  "payer_address",
+  "detected_at",
+  "confirmed_at",
+  "workspace_id",
 ] as const satisfies readonly (keyof PaymentRow)[];
 
 export type PayerRow = Pick<PaymentRow, (typeof PAYER_COLUMNS)[number]>;

@@ -1,0 +1,50 @@
+import type { AppContext } from "../../context.ts";
+import type { PaymentsService } from "../payments/service.ts";
+import type { WorkspacesService } from "../workspaces/service.ts";
+import { type Merchant, type NetworkFacts, type PublicPayment, toPublicPayment } from "./public-payment.ts";
+
+// What the hosted page and its receipt show of a payment, read for a payer: the payment's public
+// facts (public-payment.ts) and the facts of the network it is paid on.
+
+/** `load(id, withRefunds, chosen?)`: the payment as a payer sees it, or null when there is none. */
+export function payerView(ctx: AppContext, payments: PaymentsService, workspaces: WorkspacesService) {
+  /** A chain's facts for the payer; none for the sandbox's simulated networks (no wallet pays there). */
+  const networkFacts = (environment: string, network: string | null): NetworkFacts | null => {
+    const listed = ctx.directory
+      .list(environment === "live" ? "live" : "sandbox")
+      .networks.find((chain) => chain.id === network && !chain.simulated);
+    if (!listed) return null;
+    const tokens = new Map(listed.tokens.map((token) => [token.symbol as string, token.address]));
+    return {
+      id: listed.id,
+      chainId: listed.chainId,
+      name: listed.name,
+      explorerUrl:
+        ctx.chains.of(environment === "live" ? "live" : "sandbox", listed.id)?.config.explorerUrl ?? null,
+      tokenAddress: (symbol) => tokens.get(symbol) ?? null,
+    };
+  };
+
+  /** Who the payer pays: the workspace's name (its display name, logo and colour: settings, D25). */
+  const merchantOf = async (workspaceId: string): Promise<Merchant> => {
+    const profile = await workspaces.profile(workspaceId);
+    return { name: profile.name, logoUrl: null, brandColor: null };
+  };
+
+  /**
+   * The page of a payment; one payable on several networks and on none yet shows the network
+   * the payer chose (`?network=`, one of its own), else its first, and offers the others.
+   */
+  const load = async (id: string, withRefunds: boolean, chosen?: unknown): Promise<PublicPayment | null> => {
+    const row = await payments.forPayer(id);
+    if (!row) return null;
+    const refunds = withRefunds ? row : undefined;
+    const merchant = await merchantOf(row.workspace_id);
+    if (row.network !== null || !row.networks)
+      return toPublicPayment(row, networkFacts(row.environment, row.network), merchant, refunds);
+    const choices = row.networks.flatMap((network) => networkFacts(row.environment, network) ?? []);
+    const shown = choices.find((choice) => choice.id === chosen) ?? choices[0] ?? null;
+    return toPublicPayment(row, shown, merchant, refunds, choices);
+  };
+  return load;
+}
