@@ -242,6 +242,26 @@ describe("x402 facilitator, sandbox", () => {
     }
   });
 
+  it("is paid at a smart wallet made after its first verify: a payee not seen before is looked up again", async () => {
+    const fresh = await createWorkspace(t, { name: "smart wallet later" });
+    const verifyTo = async (payTo: string) => {
+      const accepted = requirements({ payTo });
+      const paymentPayload = await signedPayment(payerKey, accepted);
+      const res = await call(
+        "verify",
+        { x402Version: 2, paymentPayload, paymentRequirements: accepted },
+        fresh.testKey,
+      );
+      return res.json() as { isValid: boolean; invalidReason?: string };
+    };
+    const later = privateKeyToAccount(generatePrivateKey()).address;
+    expect((await verifyTo(fresh.eoaAddress)).isValid).toBe(true);
+    expect(await verifyTo(later)).toMatchObject({ isValid: false });
+    expect(await t.app.services.workspaces.addSmartWallet(fresh.id, later)).toBe(true);
+    expect(await verifyTo(later)).toMatchObject({ isValid: true });
+    expect((await verifyTo(fresh.eoaAddress)).isValid).toBe(true);
+  });
+
   it("answers a body that is not an x402 request with a 400 naming the problem", async () => {
     for (const body of [
       {},
