@@ -146,6 +146,13 @@ describe("x402 facilitator, sandbox", () => {
     expect(settled).toMatchObject({ success: true, payer, network: NETWORK_A });
     expect(settled.transaction).toMatch(/^0x[0-9a-f]{64}$/);
     expect(await ledgerBalance(payer)).toBe(before - 250_000n);
+    // The settle's record names the payment it made (for an operator following one to the other).
+    const record = await t.database.db
+      .selectFrom("x402_settlements")
+      .select(["status", "payment_id"])
+      .where("nonce", "=", (paymentPayload.payload.authorization as { nonce: string }).nonce.toLowerCase())
+      .executeTakeFirstOrThrow();
+    expect(record).toEqual({ status: "settled", payment_id: settled.extra.paymentId });
 
     // The same payload again: its earlier answer, nothing moved twice.
     expect((await call("settle", body)).json()).toEqual(settled);
