@@ -176,9 +176,12 @@ describe.skipIf(!HAS_CHROMIUM)("hosted payment page in Chromium", () => {
     expect(foreignRequests(receipt)).toEqual([]);
     await receipt.page.screenshot({ path: `${SHOTS}/receipt.png`, fullPage: true });
 
-    // It polled the status endpoint, and stops once the payment is final.
+    // It followed the status by the event stream where the service serves one (data-events), else
+    // by polling the status endpoint; polling stops once the payment is final.
     const polls = () => opened.requests.filter((r) => r.url().endsWith(`/pay/${id}/status`)).length;
-    expect(polls()).toBeGreaterThan(0);
+    const streamed = opened.requests.some((r) => r.url().endsWith(`/pay/${id}/events`));
+    expect(streamed ? 1 : polls()).toBeGreaterThan(0);
+    expect(streamed).toBe(opened.html.includes(`data-events="/pay/${id}/events"`));
     const pollsAtSuccess = polls();
     await page.waitForTimeout(3_300);
     expect(polls()).toBe(pollsAtSuccess);
