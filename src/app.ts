@@ -16,6 +16,7 @@ import { CardWebhooks } from "./modules/card/service.ts";
 import { Logins } from "./modules/dashboard/login.ts";
 import { dashboardRoutes } from "./modules/dashboard/routes.ts";
 import { SessionsService, sessionCookieName } from "./modules/dashboard/sessions.ts";
+import { hostedPageEventsRoutes } from "./modules/hosted-page/events.ts";
 import { hostedPageLogoRoutes } from "./modules/hosted-page/logo-routes.ts";
 import { hostedPageRoutes } from "./modules/hosted-page/routes.ts";
 import { keysRoutes } from "./modules/keys/routes.ts";
@@ -307,6 +308,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   await http.register(cardWebhookRoutes(cardWebhooks));
   await http.register(hostedPageRoutes(ctx, payments, workspaces));
   await http.register(hostedPageLogoRoutes(branding));
+  await http.register(hostedPageEventsRoutes(ctx, payments));
   await http.register(smartWalletRoutes(smartWallets));
   await http.register(agentsAndWalletsRoutes(agents, agentWallets));
   await http.register(x402Routes(x402));
