@@ -16,6 +16,8 @@ import { CardWebhooks } from "./modules/card/service.ts";
 import { Logins } from "./modules/dashboard/login.ts";
 import { dashboardRoutes } from "./modules/dashboard/routes.ts";
 import { SessionsService, sessionCookieName } from "./modules/dashboard/sessions.ts";
+import { hostedPageEventsRoutes } from "./modules/hosted-page/events.ts";
+import { hostedPageLogoRoutes } from "./modules/hosted-page/logo-routes.ts";
 import { hostedPageRoutes } from "./modules/hosted-page/routes.ts";
 import { keysRoutes } from "./modules/keys/routes.ts";
 import { KeysService } from "./modules/keys/service.ts";
@@ -52,6 +54,7 @@ import { agentPaymentsRoutes } from "./modules/wallets/agent-payments-routes.ts"
 import { AgentWalletsService } from "./modules/wallets/service.ts";
 import { webhooksRoutes } from "./modules/webhooks/routes.ts";
 import { WebhooksService } from "./modules/webhooks/service.ts";
+import { BrandingService } from "./modules/workspaces/branding.ts";
 import { workspacesRoutes } from "./modules/workspaces/routes.ts";
 import { WorkspacesService } from "./modules/workspaces/service.ts";
 import { x402Routes } from "./modules/x402/routes.ts";
@@ -96,6 +99,8 @@ export interface App {
   rails: Rails;
   services: {
     workspaces: WorkspacesService;
+    /** A workspace's checkout branding (D25). */
+    branding: BrandingService;
     keys: KeysService;
     payments: PaymentsService;
     webhooks: WebhooksService;
@@ -171,6 +176,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     metrics,
   };
   const workspaces = new WorkspacesService(ctx);
+  const branding = new BrandingService(ctx);
   const keys = new KeysService(ctx);
   const ledger = new SimulatedLedger(deps.db);
   const cardProviders: CardProviders = {};
@@ -287,7 +293,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   );
   http.get("/openapi.json", { config: { auth: "none" }, schema: { hide: true } }, async () => http.swagger());
 
-  await http.register(workspacesRoutes(workspaces));
+  await http.register(workspacesRoutes(workspaces, branding));
   await http.register(keysRoutes(keys));
   await http.register(networksRoutes(ctx.directory));
   await http.register(paymentsRoutes(payments));
@@ -301,6 +307,8 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   await http.register(payoutsRoutes(payouts, wallet));
   await http.register(cardWebhookRoutes(cardWebhooks));
   await http.register(hostedPageRoutes(ctx, payments, workspaces));
+  await http.register(hostedPageLogoRoutes(branding));
+  await http.register(hostedPageEventsRoutes(ctx, payments));
   await http.register(smartWalletRoutes(smartWallets));
   await http.register(agentsAndWalletsRoutes(agents, agentWallets));
   await http.register(x402Routes(x402));
@@ -333,6 +341,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     rails,
     services: {
       workspaces,
+      branding,
       keys,
       payments,
       webhooks,

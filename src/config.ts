@@ -41,6 +41,8 @@ export interface Config {
    */
   trustProxy: string[];
   rateLimit: { windowMs: number; sandbox: number; live: number };
+  /** Open status streams of the hosted page (`/pay/{id}/events`) per instance: per payment, per client address. */
+  hostedPageStreams: { perPayment: number; perAddress: number };
   /**
    * Prometheus metrics: served at /metrics to a bearer `token`, and/or on a listener of their own
    * (`port` on `host`, loopback by default). Neither set: nothing is collected.
@@ -174,6 +176,10 @@ export function loadConfig(rawEnv: Env = process.env): Config {
       windowMs: integer(env, "RATE_LIMIT_WINDOW_SECONDS", 60, 1, 86_400) * 1000,
       sandbox: integer(env, "RATE_LIMIT_SANDBOX", 100, 1, 10_000_000),
       live: integer(env, "RATE_LIMIT_LIVE", 1000, 1, 10_000_000),
+    },
+    hostedPageStreams: {
+      perPayment: integer(env, "HOSTED_PAGE_SSE_PER_PAYMENT", 20, 1, 100_000),
+      perAddress: integer(env, "HOSTED_PAGE_SSE_PER_ADDRESS", 50, 1, 100_000),
     },
     metrics: metrics(env),
     logLevel: optional(env, "LOG_LEVEL") ?? "info",

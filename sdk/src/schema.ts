@@ -31,7 +31,8 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /** Set the checkout branding a payer sees: display name and brand colour (null clears) */
+        patch: operations["updateWorkspace"];
         trace?: never;
     };
     "/api/v1/keys": {
@@ -1153,6 +1154,10 @@ export interface operations {
                             settlement_address: string | null;
                             defaultWalletType: "workspace" | "smart_wallet";
                             adminEmail: string | null;
+                            /** @description The name payers see on the hosted page (D25); null: `name` */
+                            displayName: string | null;
+                            /** @description The hosted page's accent colour, lower-case #rrggbb; null: the page's own */
+                            brandColor: string | null;
                             eoa: {
                                 address: string;
                                 createdAt: string;
@@ -1253,6 +1258,101 @@ export interface operations {
                             settlement_address: string | null;
                             defaultWalletType: "workspace" | "smart_wallet";
                             adminEmail: string | null;
+                            /** @description The name payers see on the hosted page (D25); null: `name` */
+                            displayName: string | null;
+                            /** @description The hosted page's accent colour, lower-case #rrggbb; null: the page's own */
+                            brandColor: string | null;
+                            eoa: {
+                                address: string;
+                                createdAt: string;
+                            };
+                            smartWallet: {
+                                address: string;
+                                walletId: string;
+                                createdAt: string;
+                                ownerAddress: string;
+                                /** @enum {string} */
+                                type: "smart_wallet";
+                            } | null;
+                            createdAt: string;
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description An error; context fields (failStreak, circuitBreaker, available…) where docs/api.md names them */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description What went wrong, naming the field or the rule */
+                        error: string;
+                        /** @description A stable code clients branch on (payout errors) */
+                        code?: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description An error; context fields (failStreak, circuitBreaker, available…) where docs/api.md names them */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description What went wrong, naming the field or the rule */
+                        error: string;
+                        /** @description A stable code clients branch on (payout errors) */
+                        code?: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
+    updateWorkspace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    displayName?: string | null;
+                    brandColor?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        workspace: {
+                            /** Format: uuid */
+                            id: string;
+                            /** Format: uuid */
+                            workspaceId: string;
+                            name: string;
+                            settlement_address: string | null;
+                            defaultWalletType: "workspace" | "smart_wallet";
+                            adminEmail: string | null;
+                            /** @description The name payers see on the hosted page (D25); null: `name` */
+                            displayName: string | null;
+                            /** @description The hosted page's accent colour, lower-case #rrggbb; null: the page's own */
+                            brandColor: string | null;
                             eoa: {
                                 address: string;
                                 createdAt: string;

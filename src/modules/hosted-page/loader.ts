@@ -25,10 +25,18 @@ export function payerView(ctx: AppContext, payments: PaymentsService, workspaces
     };
   };
 
-  /** Who the payer pays: the workspace's name (its display name, logo and colour: settings, D25). */
-  const merchantOf = async (workspaceId: string): Promise<Merchant> => {
-    const profile = await workspaces.profile(workspaceId);
-    return { name: profile.name, logoUrl: null, brandColor: null };
+  /**
+   * Who the payer pays (D25): the workspace's display name (else its name), logo and colour, read
+   * in one statement on every load and never kept, so a change shows at once on every instance.
+   * The logo's URL carries a prefix of its hash: a new logo is a new URL past any cache.
+   */
+  const merchantOf = async (workspaceId: string, paymentId: string): Promise<Merchant> => {
+    const found = await workspaces.branding(workspaceId);
+    return {
+      name: found.displayName ?? found.name,
+      logoUrl: found.logoSha256 ? `/pay/${paymentId}/logo?v=${found.logoSha256.slice(0, 12)}` : null,
+      brandColor: found.brandColor,
+    };
   };
 
   /**
@@ -39,7 +47,7 @@ export function payerView(ctx: AppContext, payments: PaymentsService, workspaces
     const row = await payments.forPayer(id);
     if (!row) return null;
     const refunds = withRefunds ? row : undefined;
-    const merchant = await merchantOf(row.workspace_id);
+    const merchant = await merchantOf(row.workspace_id, row.id);
     if (row.network !== null || !row.networks)
       return toPublicPayment(row, networkFacts(row.environment, row.network), merchant, refunds);
     const choices = row.networks.flatMap((network) => networkFacts(row.environment, network) ?? []);

@@ -13,6 +13,8 @@ export const WORKSPACE_COLUMNS = columnsOf<WorkspacesTable>({
   admin_password_hash: true,
   created_at: true,
   sandbox_default_wallet_type: true,
+  display_name: true,
+  brand_color: true,
 });
 
 export interface WalletRecord {

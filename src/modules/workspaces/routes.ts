@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { ENVIRONMENTS } from "../../config.ts";
 import { assertWorkspaceAccess, settingsEnvironment } from "../../platform/http/auth.ts";
+import type { BrandingService } from "./branding.ts";
 import type { WorkspacesService } from "./service.ts";
 
 const IssuedKey = Type.Object({
@@ -21,6 +22,12 @@ export const WorkspaceSchema = Type.Object(
     settlement_address: Type.Union([Type.String(), Type.Null()]),
     defaultWalletType: Type.Union([Type.Literal("workspace"), Type.Literal("smart_wallet")]),
     adminEmail: Type.Union([Type.String(), Type.Null()]),
+    displayName: Type.Union([Type.String(), Type.Null()], {
+      description: "The name payers see on the hosted page (D25); null: `name`",
+    }),
+    brandColor: Type.Union([Type.String(), Type.Null()], {
+      description: "The hosted page's accent colour, lower-case #rrggbb; null: the page's own",
+    }),
     eoa: Type.Object({ address: Type.String(), createdAt: Type.String() }),
     smartWallet: Type.Union([
       Type.Object({
@@ -38,7 +45,7 @@ export const WorkspaceSchema = Type.Object(
 );
 
 export const workspacesRoutes =
-  (workspaces: WorkspacesService): FastifyPluginAsyncTypebox =>
+  (workspaces: WorkspacesService, branding: BrandingService): FastifyPluginAsyncTypebox =>
   async (app) => {
     app.post(
       "/api/v1/workspaces",
@@ -80,6 +87,35 @@ export const workspacesRoutes =
       async (request) => {
         assertWorkspaceAccess(request, request.params.id);
         // defaultWalletType is the reader's environment's (D21): a key's own, the admin's live.
+        const environment = settingsEnvironment(request, undefined);
+        return { workspace: await workspaces.get(request.params.id, environment) };
+      },
+    );
+
+    app.patch(
+      "/api/v1/workspaces/:id",
+      {
+        config: { auth: "key-or-admin" },
+        schema: {
+          tags: ["Workspaces"],
+          summary: "Set the checkout branding a payer sees: display name and brand colour (null clears)",
+          security: [{ apiKey: [] }, { adminSecret: [] }],
+          params: Type.Object({ id: Type.String() }),
+          body: Type.Object(
+            {
+              displayName: Type.Optional(
+                Type.Union([Type.String({ minLength: 1, maxLength: 200 }), Type.Null()]),
+              ),
+              brandColor: Type.Optional(Type.Union([Type.String({ maxLength: 7 }), Type.Null()])),
+            },
+            { additionalProperties: false },
+          ),
+          response: { 200: Type.Object({ workspace: WorkspaceSchema }) },
+        },
+      },
+      async (request) => {
+        assertWorkspaceAccess(request, request.params.id);
+        await branding.setIdentity(request.params.id, request.body);
         const environment = settingsEnvironment(request, undefined);
         return { workspace: await workspaces.get(request.params.id, environment) };
       },

@@ -10,6 +10,7 @@ import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
 import type { Db } from "../../platform/db/database.ts";
 import { hashApiKey, hashPassword, needsRehash } from "../../platform/secrets/hashing.ts";
 import { type IssuedKey, issueKey } from "../keys/service.ts";
+import { type Branding, findBranding } from "./branding-repo.ts";
 import * as repo from "./repo.ts";
 
 // Workspaces (D2). Creating one provisions its EOA: a fresh secp256k1 key generated here and
@@ -44,6 +45,9 @@ export interface WorkspaceView {
   /** The default of the reader's environment (a key's own; the admin secret's: live). */
   defaultWalletType: DefaultWalletType;
   adminEmail: string | null;
+  /** What payers see on the hosted page (D25); null: `name`. */
+  displayName: string | null;
+  brandColor: string | null;
   eoa: { address: string; createdAt: string };
   smartWallet: {
     address: string;
@@ -319,6 +323,13 @@ export class WorkspacesService {
     return addresses;
   }
 
+  /** The checkout branding (D25), one statement and never kept: a change shows at once everywhere. */
+  async branding(id: string): Promise<Branding> {
+    const found = isUuid(id) ? await findBranding(this.#ctx.db, id) : undefined;
+    if (!found) throw notFound("Workspace not found");
+    return found;
+  }
+
   /** One query: payments read this on every create. */
   async profile(id: string): Promise<WorkspaceProfile> {
     // Keyed by the database's spelling of a UUID (lower case).
@@ -366,6 +377,8 @@ function toView(
       environment === "live" ? row.live_default_wallet_type : row.sandbox_default_wallet_type,
     ),
     adminEmail: row.admin_email,
+    displayName: row.display_name,
+    brandColor: row.brand_color,
     eoa: { address: eoa.address, createdAt: eoa.createdAt.toISOString() },
     smartWallet: smart
       ? {

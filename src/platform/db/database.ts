@@ -47,6 +47,7 @@ import * as inboxHeld from "./migrations/039_inbox_held.ts";
 import * as x402 from "./migrations/040_x402.ts";
 import * as agentPolicies from "./migrations/041_agent_policies.ts";
 import * as webhookSecretRotation from "./migrations/042_webhook_secret_rotation.ts";
+import * as checkoutBranding from "./migrations/043_checkout_branding.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -103,6 +104,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "040_x402": x402,
   "041_agent_policies": agentPolicies,
   "042_webhook_secret_rotation": webhookSecretRotation,
+  "043_checkout_branding": checkoutBranding,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -106,3 +106,70 @@ export class Notices {
     }
   }
 }
+
+/**
+ * One long-lived listening session on `channel` per process, fanned out to the handlers of each
+ * key (the hosted page's event streams, by payment). Lost sessions are opened again at the next
+ * `on`; its users re-read on a bound of their own, so a lost notice costs seconds.
+ */
+export class NoticeFanOut {
+  readonly #db: Db;
+  readonly #channel: string;
+  readonly #log: FastifyBaseLogger;
+  readonly #handlers = new Map<string, Set<() => void>>();
+  #listening: Promise<() => Promise<void>> | undefined;
+
+  constructor(db: Db, channel: string, log: FastifyBaseLogger) {
+    this.#db = db;
+    this.#channel = channel;
+    this.#log = log;
+  }
+
+  /** Calls `handler` on each notice of `key`; returns the way to stop. */
+  on(key: string, handler: () => void): () => void {
+    let set = this.#handlers.get(key);
+    if (!set) {
+      set = new Set();
+      this.#handlers.set(key, set);
+    }
+    set.add(handler);
+    this.#listen();
+    return () => {
+      set.delete(handler);
+      if (set.size === 0) this.#handlers.delete(key);
+    };
+  }
+
+  async close(): Promise<void> {
+    const listening = this.#listening;
+    this.#listening = undefined;
+    this.#handlers.clear();
+    if (!listening) return;
+    try {
+      await (await listening)();
+    } catch (err) {
+      this.#log.warn({ err, channel: this.#channel }, "stopping to listen for notices failed");
+    }
+  }
+
+  #listen(): void {
+    if (this.#listening) return;
+    const subscribe = subscribers.get(this.#db);
+    if (!subscribe) return;
+    const listening = subscribe(
+      this.#channel,
+      (key) => {
+        for (const handler of this.#handlers.get(key) ?? []) handler();
+      },
+      () => {
+        this.#log.warn({ channel: this.#channel }, "the session listening for notices was lost");
+        this.#listening = undefined;
+      },
+    );
+    this.#listening = listening;
+    listening.catch((err: unknown) => {
+      if (this.#listening === listening) this.#listening = undefined;
+      this.#log.error({ err, channel: this.#channel }, "listening for notices failed; re-reading on a bound");
+    });
+  }
+}

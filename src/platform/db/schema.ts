@@ -42,6 +42,19 @@ export interface WorkspacesTable {
   admin_email: string | null;
   admin_password_hash: string | null;
   created_at: Generated<Date>;
+  /** What payers see instead of `name` (1 to 80 characters, D25); null: the name. */
+  display_name: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Lower-case `#rrggbb`, or null for the page's own colour. */
+  brand_color: ColumnType<string | null, string | null | undefined, string | null>;
+}
+
+/** A workspace's logo (migration 043): its type decided by its magic bytes, at most 256 KiB. */
+export interface WorkspaceLogosTable {
+  workspace_id: string;
+  content_type: string;
+  bytes: Uint8Array;
+  sha256: string;
+  updated_at: Date;
 }
 
 export interface WorkspaceWalletsTable {
@@ -356,6 +369,7 @@ export interface PaymentTotalsTable {
 
 export interface DatabaseSchema {
   workspaces: WorkspacesTable;
+  workspace_logos: WorkspaceLogosTable;
   workspace_wallets: WorkspaceWalletsTable;
   api_keys: ApiKeysTable;
   payments: PaymentsTable;

@@ -28,6 +28,8 @@ export function registerGracefulClose(http: FastifyInstance, inFlight: InFlight)
   let closing = false;
 
   http.addHook("onRequest", async (request) => {
+    // A long-lived stream (the hosted page's events) is ended by its own preClose, not awaited.
+    if (request.routeOptions.config.stream) return;
     tracked.set(request, { release: inFlight.begin() });
   });
   http.addHook("preParsing", async (request, reply) => {
@@ -60,4 +62,11 @@ export function registerGracefulClose(http: FastifyInstance, inFlight: InFlight)
     closing = true;
     await inFlight.drained();
   });
+}
+
+declare module "fastify" {
+  interface FastifyContextConfig {
+    /** A hijacked, long-lived response: not counted in flight (it would hold the close). */
+    stream?: boolean;
+  }
 }

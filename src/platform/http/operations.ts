@@ -7,6 +7,7 @@
 export const OPERATION_IDS: Readonly<Record<string, string>> = {
   "POST /api/v1/workspaces": "createWorkspace",
   "GET /api/v1/workspaces/{id}": "getWorkspace",
+  "PATCH /api/v1/workspaces/{id}": "updateWorkspace",
   "POST /api/v1/keys": "createKey",
   "GET /api/v1/keys": "listKeys",
   "DELETE /api/v1/keys/{id}": "revokeKey",

@@ -1,0 +1,27 @@
+import type { FastifyPluginAsync } from "fastify";
+import { pageSecurityHeaders } from "../../platform/http/page-security.ts";
+import type { BrandingService } from "../workspaces/branding.ts";
+
+// {base_url}/pay/<payment_id>/logo: the logo of the payment's own workspace (never another's),
+// public like the page that shows it. Its sha256 is its ETag; the page's URL carries a prefix of
+// it (`?v=`), so five minutes of caching never shows an old logo after a change.
+export const hostedPageLogoRoutes =
+  (branding: BrandingService): FastifyPluginAsync =>
+  async (app) => {
+    app.get<{ Params: { id: string } }>(
+      "/pay/:id/logo",
+      { config: { auth: "none" }, schema: { hide: true } },
+      async (request, reply) => {
+        pageSecurityHeaders(reply, { formAction: "'none'" });
+        const logo = await branding.logoOfPayment(request.params.id);
+        if (!logo)
+          return reply.status(404).header("cache-control", "no-store").send({ error: "Logo not found" });
+        const etag = `"${logo.sha256}"`;
+        reply.header("cache-control", "public, max-age=300").header("etag", etag);
+        const asked = request.headers["if-none-match"];
+        if (asked?.split(",").some((tag) => tag.trim().replace(/^W\//, "") === etag))
+          return reply.status(304).send();
+        return reply.type(logo.content_type).send(Buffer.from(logo.bytes));
+      },
+    );
+  };

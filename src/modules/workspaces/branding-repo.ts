@@ -1,0 +1,83 @@
+import type { Kysely } from "kysely";
+import type { DatabaseSchema } from "../../platform/db/schema.ts";
+
+// The SQL of a workspace's checkout branding (D25, migration 043).
+
+type Db = Kysely<DatabaseSchema>;
+
+export interface Branding {
+  name: string;
+  displayName: string | null;
+  brandColor: string | null;
+  /** The logo's sha256 (hex), or null when there is none. */
+  logoSha256: string | null;
+}
+
+/** The workspace's branding in one statement, or undefined when there is no such workspace. */
+export async function findBranding(db: Db, workspaceId: string): Promise<Branding | undefined> {
+  const row = await db
+    .selectFrom("workspaces as w")
+    .leftJoin("workspace_logos as l", "l.workspace_id", "w.id")
+    .select(["w.name", "w.display_name", "w.brand_color", "l.sha256"])
+    .where("w.id", "=", workspaceId)
+    .executeTakeFirst();
+  if (!row) return undefined;
+  return {
+    name: row.name,
+    displayName: row.display_name,
+    brandColor: row.brand_color,
+    logoSha256: row.sha256,
+  };
+}
+
+/** Sets the columns given (undefined: unchanged); false when there is no such workspace. */
+export async function updateIdentity(
+  db: Db,
+  workspaceId: string,
+  values: { displayName?: string | null; brandColor?: string | null },
+): Promise<boolean> {
+  const set: { display_name?: string | null; brand_color?: string | null } = {};
+  if (values.displayName !== undefined) set.display_name = values.displayName;
+  if (values.brandColor !== undefined) set.brand_color = values.brandColor;
+  const query =
+    Object.keys(set).length === 0
+      ? db.selectFrom("workspaces").select("id").where("id", "=", workspaceId)
+      : db.updateTable("workspaces").set(set).where("id", "=", workspaceId).returning("id");
+  return (await query.executeTakeFirst()) !== undefined;
+}
+
+export async function upsertLogo(
+  db: Db,
+  values: { workspaceId: string; contentType: string; bytes: Uint8Array; sha256: string; now: Date },
+): Promise<void> {
+  const row = {
+    content_type: values.contentType,
+    bytes: values.bytes,
+    sha256: values.sha256,
+    updated_at: values.now,
+  };
+  await db
+    .insertInto("workspace_logos")
+    .values({ workspace_id: values.workspaceId, ...row })
+    .onConflict((oc) => oc.column("workspace_id").doUpdateSet(row))
+    .execute();
+}
+
+/** Whether there was a logo to remove. */
+export async function deleteLogo(db: Db, workspaceId: string): Promise<boolean> {
+  const result = await db
+    .deleteFrom("workspace_logos")
+    .where("workspace_id", "=", workspaceId)
+    .executeTakeFirst();
+  return result.numDeletedRows > 0n;
+}
+
+/** The logo of the workspace that owns this payment (tenancy: by the payment's own workspace). */
+export async function findLogoOfPayment(db: Db, paymentId: string) {
+  return db
+    .selectFrom("payments as p")
+    .innerJoin("workspace_logos as l", "l.workspace_id", "p.workspace_id")
+    .select(["l.content_type", "l.bytes", "l.sha256"])
+    .where("p.id", "=", paymentId)
+    .executeTakeFirst();
+}

@@ -1,0 +1,146 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  bearer,
+  type CreatedWorkspace,
+  createWorkspace,
+  startTestApp,
+  type TestApp,
+} from "../support/app.ts";
+
+// The hosted page's status stream (D25), over a real HTTP connection: the first event, a change
+// woken by the database's notice, the end after a final status, the limits, and the app's close.
+
+let t: TestApp;
+let ws: CreatedWorkspace;
+let base: string;
+
+beforeAll(async () => {
+  t = await startTestApp({
+    RATE_LIMIT_SANDBOX: "100000",
+    HOSTED_PAGE_SSE_PER_PAYMENT: "2",
+    HOSTED_PAGE_SSE_PER_ADDRESS: "3",
+  });
+  ws = await createWorkspace(t, { name: "Streams Co" });
+  base = await t.app.http.listen({ host: "127.0.0.1", port: 0 });
+});
+
+afterAll(async () => {
+  await t?.close();
+});
+
+/** A pending payment: the sandbox forwards at once, so the row is set back as the page first sees one. */
+async function payment(app: TestApp = t, key = ws.testKey): Promise<string> {
+  const res = await app.request({
+    method: "POST",
+    url: "/api/v1/payments",
+    headers: bearer(key),
+    payload: { amount: "1.00", tokenSymbol: "USDC", paymentMethod: "crypto" },
+  });
+  expect(res.statusCode, res.body).toBe(201);
+  const id: string = res.json().payment.id;
+  await app.database.db.updateTable("payments").set({ status: "pending" }).where("id", "=", id).execute();
+  return id;
+}
+
+/** A stream's text as it arrives; `until` resolves once it matches, failing after `ms`. */
+async function open(id: string) {
+  const controller = new AbortController();
+  const res = await fetch(`${base}/pay/${id}/events`, { signal: controller.signal });
+  const reader = res.body?.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  let done = false;
+  const until = async (pattern: RegExp, ms = 2000) => {
+    const deadline = Date.now() + ms;
+    while (!pattern.test(text)) {
+      if (done) throw new Error(`stream ended without ${pattern}: ${text}`);
+      const left = deadline - Date.now();
+      if (left <= 0 || !reader) throw new Error(`no ${pattern} within ${ms} ms: ${text}`);
+      const chunk = await Promise.race([
+        reader.read(),
+        new Promise<null>((resolve) => setTimeout(() => resolve(null), left)),
+      ]);
+      if (chunk === null) continue;
+      if (chunk.done) done = true;
+      else text += decoder.decode(chunk.value, { stream: true });
+    }
+  };
+  const ended = async (ms = 2000) => {
+    const deadline = Date.now() + ms;
+    while (!done) {
+      const left = deadline - Date.now();
+      if (left <= 0 || !reader) throw new Error(`stream still open after ${ms} ms`);
+      const chunk = await Promise.race([
+        reader.read(),
+        new Promise<null>((resolve) => setTimeout(() => resolve(null), left)),
+      ]);
+      if (chunk?.done) done = true;
+      else if (chunk) text += decoder.decode(chunk.value, { stream: true });
+    }
+  };
+  return { res, until, ended, close: () => controller.abort(), text: () => text };
+}
+
+describe("GET /pay/:id/events", () => {
+  it("sends the status at once, a change within 2 s, and ends after a final one", async () => {
+    const id = await payment();
+    const stream = await open(id);
+    expect(stream.res.status).toBe(200);
+    expect(stream.res.headers.get("content-type")).toBe("text/event-stream");
+    expect(stream.res.headers.get("cache-control")).toBe("no-store");
+    await stream.until(
+      /event: status\ndata: \{"status":"[a-z_]+","expiresAt":"[^"]+","refunded":false\}\n\n/,
+    );
+    expect(stream.text().startsWith("retry: 3000\n\n")).toBe(true);
+
+    const cancelled = await t.request({
+      method: "POST",
+      url: `/api/v1/payments/${id}/cancel`,
+      headers: bearer(ws.testKey),
+    });
+    expect(cancelled.statusCode, cancelled.body).toBe(200);
+    await stream.until(/"status":"cancelled"/);
+    await stream.ended();
+  });
+
+  it("answers 404 JSON for an unknown or malformed id", async () => {
+    for (const id of ["00000000-0000-4000-8000-000000000000", "nope"]) {
+      const res = await fetch(`${base}/pay/${id}/events`);
+      expect(res.status).toBe(404);
+      expect(await res.json()).toHaveProperty("error");
+    }
+  });
+
+  it("answers 429 beyond the streams allowed per payment and per address", async () => {
+    const id = await payment();
+    const a = await open(id);
+    const b = await open(id);
+    await a.until(/event: status/);
+    await b.until(/event: status/);
+    const third = await fetch(`${base}/pay/${id}/events`);
+    expect(third.status).toBe(429);
+    expect(await third.json()).toHaveProperty("error");
+
+    const other = await open(await payment());
+    await other.until(/event: status/);
+    const fourth = await fetch(`${base}/pay/${await payment()}/events`);
+    expect(fourth.status).toBe(429);
+    for (const s of [a, b, other]) s.close();
+  });
+
+  it("lets the app close with a stream open", async () => {
+    const own = await startTestApp({ RATE_LIMIT_SANDBOX: "100000" });
+    const w = await createWorkspace(own);
+    const url = await own.app.http.listen({ host: "127.0.0.1", port: 0 });
+    const stream = await fetch(`${url}/pay/${await payment(own, w.testKey)}/events`);
+    expect(stream.status).toBe(200);
+    const reader = stream.body?.getReader();
+    await reader?.read();
+    const closed = own.close().then(() => "closed");
+    const outcome = await Promise.race([
+      closed,
+      new Promise((resolve) => setTimeout(() => resolve("hung"), 5000)),
+    ]);
+    expect(outcome).toBe("closed");
+  });
+});
