@@ -155,6 +155,11 @@ describe.skipIf(!HAS_CHROMIUM)("checkout in Chromium", () => {
   it("pending: payer words, axe clean at 375 and 1280 px", async () => {
     const created = await liveUsdc("14.20", { description: "Order #42 — a teapot" });
     await checkState("pending", `/pay/${created.payment.id}`, "pending");
+    // The EIP-681 link for mobile wallets: the same transfer as the QR, exactly.
+    const { page } = await open(`/pay/${created.payment.id}`);
+    expect(await page.locator("a#open-in-wallet").getAttribute("href", { timeout: 5_000 })).toBe(
+      `ethereum:${devnet.tokens.USDC}@${devnet.chainId}/transfer?address=${created.receivingAddress}&uint256=${parseUnits("14.20", 6)}`,
+    );
   });
 
   it("detected, then paid (forwarded): payer words, axe clean at both widths", async () => {
@@ -273,6 +278,17 @@ describe.skipIf(!HAS_CHROMIUM)("checkout in Chromium", () => {
     const wallet = await injectWallet(context, devnet, await fundedKey());
     const opened = await open(`/pay/${id}`, { context });
     const { page } = opened;
+    // The wallet's progress is announced to assistive technology.
+    const region = page.locator("#wallet-status");
+    await region.waitFor({ state: "attached", timeout: 10_000 });
+    const live = {
+      role: await region.getAttribute("role"),
+      ariaLive: await region.getAttribute("aria-live"),
+    };
+    expect(
+      ["status", "alert"].includes(live.role ?? "") || ["polite", "assertive"].includes(live.ariaLive ?? ""),
+      JSON.stringify(live),
+    ).toBe(true);
     await page.locator("#pay-with-wallet").click();
     await until(
       "the wallet's transaction",
@@ -291,7 +307,6 @@ describe.skipIf(!HAS_CHROMIUM)("checkout in Chromium", () => {
     );
 
     await pageStatus(page, "forwarded", 60_000);
-    expect(await page.locator("#wallet-status").count()).toBe(1);
     // biome-ignore lint/performance/useDomNodeTextContent: what the payer sees (hidden text left out)
     expect(await page.locator("body").innerText()).toContain(PAYER_WORDS.paid);
     await page.locator("#receipt-link").click();
@@ -299,8 +314,11 @@ describe.skipIf(!HAS_CHROMIUM)("checkout in Chromium", () => {
     const hash = page.locator("main#receipt [data-tx-hash]");
     const shown = (await hash.getAttribute("data-tx-hash")) || (await hash.textContent());
     expect(shown?.trim().toLowerCase()).toBe(wallet.sent[0]?.toLowerCase());
-    expect(await axeViolations(page).then(formatViolations)).toBe("");
-    await page.screenshot({ path: `${SHOTS}/receipt-1280.png`, fullPage: true });
+    for (const width of WIDTHS) {
+      await page.setViewportSize({ width, height: 900 });
+      await page.screenshot({ path: `${SHOTS}/receipt-${width}.png`, fullPage: true });
+      expect(await axeViolations(page).then(formatViolations), `receipt at ${width} px`).toBe("");
+    }
     expect(foreignRequests(opened)).toEqual([]);
     expect(opened.errors).toEqual([]);
   }, 120_000);

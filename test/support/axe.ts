@@ -34,13 +34,17 @@ export async function axeViolations(page: Page, tags: string[] = WCAG_TAGS): Pro
       nodes: { target: unknown[]; failureSummary?: string }[];
     };
     const axe = (
-      window as Window & { axe?: { run(ctx: Document, opts: object): Promise<{ violations: Result[] }> } }
+      window as Window & {
+        axe?: { run(ctx: Document, opts: object): Promise<{ violations: Result[]; passes: unknown[] }> };
+      }
     ).axe;
     if (!axe) throw new Error("axe is gone");
     const result = await axe.run(document, {
       runOnly: { type: "tag", values: runOnly },
       resultTypes: ["violations"],
     });
+    // A run that applied no rule at all (no pass, no violation) checked nothing: a broken run, not a clean page.
+    if (result.passes.length + result.violations.length === 0) throw new Error("axe-core applied no rule");
     return result.violations.map((v) => ({
       id: v.id,
       impact: v.impact ?? null,
