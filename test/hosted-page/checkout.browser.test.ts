@@ -361,6 +361,20 @@ describe.skipIf(!HAS_CHROMIUM)("checkout in Chromium", () => {
     expect(foreignRequests(opened)).toEqual([]);
   }, 90_000);
 
+  it("with the event stream cut, the page still follows the status by polling", async () => {
+    const created = await liveUsdc("9.88");
+    const id = created.payment.id;
+    const context = await browser.newContext();
+    contexts.push(context);
+    // A proxy or network that cuts SSE: every request to the stream fails.
+    await context.route(`${origin}/pay/${id}/events`, (route) => route.abort("connectionreset"));
+    const opened = await open(`/pay/${id}`, { context });
+    await cancel(id);
+    await pageStatus(opened.page, "cancelled", 15_000);
+    expect(opened.requests.some((r) => new URL(r.url()).pathname === `/pay/${id}/status`)).toBe(true);
+    expect(opened.navigations).toHaveLength(1);
+  });
+
   it("the CSP of the page and of the receipt names no external source", async () => {
     const pending = await liveUsdc("3.33");
     const paid = await refundedSandboxPayment(false);
