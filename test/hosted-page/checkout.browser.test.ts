@@ -254,6 +254,20 @@ describe.skipIf(!HAS_CHROMIUM)("checkout in Chromium", () => {
     await pageStatus(page, "forwarded", 60_000);
     expect(await apiStatus(created.payment.id)).toBe("forwarded");
 
+    // Reads go to the devnet as a wallet's go to its node; what a wallet lacks is 4200.
+    const reads = await page.evaluate(async (hash) => {
+      const eth = (window as Window & { ethereum?: { request(a: object): Promise<unknown> } }).ethereum;
+      const receipt = (await eth?.request({ method: "eth_getTransactionReceipt", params: [hash] })) as {
+        status?: string;
+      };
+      const missing = await eth?.request({ method: "eth_signTypedData_v4", params: [] }).then(
+        () => null,
+        (e: { code?: number }) => e.code,
+      );
+      return { status: receipt?.status, missing };
+    }, wallet.sent[0]);
+    expect(reads).toEqual({ status: "0x1", missing: 4200 });
+
     // A refusal reaches the page as EIP-1193's 4001, and nothing is sent.
     wallet.reject("eth_sendTransaction", 1);
     const refused = await page.evaluate(() =>

@@ -1,7 +1,7 @@
 import type { BrowserContext } from "playwright-core";
 import { type Address, createWalletClient, type Hex, http, numberToHex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import type { Devnet } from "../../src/devnet/chain.ts";
+import { type Devnet, rpc } from "../../src/devnet/chain.ts";
 
 // An injected EIP-1193 provider (window.ethereum) for a Playwright page, backed by a devnet
 // account held in Node: the page's script talks to it as to a browser wallet, and every request
@@ -45,6 +45,22 @@ export interface TransactionRequest {
 
 const BINDING = "__devnetWallet";
 
+/** Reads a wallet answers from its node, as injected wallets do: passed through to the devnet. */
+const READS = new Set([
+  "eth_blockNumber",
+  "eth_call",
+  "eth_estimateGas",
+  "eth_gasPrice",
+  "eth_maxPriorityFeePerGas",
+  "eth_feeHistory",
+  "eth_getBalance",
+  "eth_getCode",
+  "eth_getTransactionByHash",
+  "eth_getTransactionReceipt",
+  "eth_getTransactionCount",
+  "eth_getBlockByNumber",
+]);
+
 // The page-side half: window.ethereum forwards each request to the binding and turns an error
 // reply back into an Error carrying its EIP-1193 code, as wallets do. Runs before any page script.
 const initScript = (binding: string) => `(() => {
@@ -78,8 +94,9 @@ const initScript = (binding: string) => `(() => {
 })();`;
 
 /**
- * Injects a wallet into every page of `context` (call before the page is opened). `privateKey`
- * must hold the devnet's ETH for gas and the tokens it will send.
+ * Injects a wallet into every page of `context` (call before the page is opened; once per
+ * context, the binding's name is fixed). `privateKey` must hold the devnet's ETH for gas and the
+ * tokens it will send.
  */
 export async function injectWallet(
   context: BrowserContext,
@@ -139,6 +156,7 @@ export async function injectWallet(
         return hash;
       }
       default:
+        if (READS.has(method)) return rpc(devnet.rpcUrl, method, params);
         throw new ProviderRpcError(4200, `The wallet does not support ${method}.`);
     }
   };
