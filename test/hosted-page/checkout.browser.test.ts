@@ -427,6 +427,8 @@ describe.skipIf(!HAS_CHROMIUM)("checkout in Chromium", () => {
       expect(await byQuery.page.getAttribute("html", "lang"), lang).toMatch(new RegExp(`^${lang}\\b`));
       expect(await byQuery.page.title(), lang).toMatch(word);
       expect(await byQuery.page.title()).not.toBe(englishTitle);
+      // The amount in the language's own notation (Intl): a decimal comma in all three.
+      expect(await byQuery.page.locator("#amount").textContent(), lang).toMatch(/^21,00\b/);
 
       const context = await browser.newContext({ locale: `${lang}-${lang.toUpperCase()}` });
       contexts.push(context);
