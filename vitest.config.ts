@@ -7,8 +7,16 @@ import { configDefaults, defineConfig } from "vitest/config";
 // process at a time on one database, recovering from what it committed: the same SQL on either).
 // What only a server shows (several instances, a leader killed or paused, pool and lock order)
 // lives in files of its own that run on PostgreSQL (two-instances, money-once, …). The SDK's suites
-// are a client of the HTTP API: the database behind it changes nothing they check.
-const EMBEDDED_ONLY = ["test/**/*.browser.test.ts", "test/**/crash*.test.ts", "test/sdk/**"];
+// are a client of the HTTP API: the database behind it changes nothing they check. Nor do the
+// dashboard's suites (its forms call the same services whose own suites run on PostgreSQL) or the
+// HTTP layer's body limits (refused before any statement).
+const EMBEDDED_ONLY = [
+  "test/**/*.browser.test.ts",
+  "test/**/crash*.test.ts",
+  "test/sdk/**",
+  "test/dashboard/**",
+  "test/http/over-limit-bodies.test.ts",
+];
 
 export default defineConfig({
   // The SDK's examples import it by its package name, as an integrator does: its sources here.

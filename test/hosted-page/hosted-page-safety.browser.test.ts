@@ -152,7 +152,7 @@ describe.skipIf(!HAS_CHROMIUM)("hosted payment page in Chromium", () => {
         .where("id", "=", created.payment.id)
         .execute();
       const opened = await open(`/pay/${created.payment.id}`, { context: shared });
-      expect(await opened.page.locator("h1").textContent()).toBe("Payment cancelled");
+      expect(await opened.page.locator("h1").textContent()).toBe("Cancelled");
       const hrefs = await opened.page.evaluate(() =>
         [...document.querySelectorAll("a[href]")].map((a) => (a as HTMLAnchorElement).protocol),
       );

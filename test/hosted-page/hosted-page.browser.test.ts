@@ -72,8 +72,14 @@ describe.skipIf(!HAS_CHROMIUM)("hosted payment page in Chromium", () => {
     expect(again.headers["content-security-policy"]).not.toContain(`'nonce-${nonce}'`);
 
     // What the payer sees.
-    expect(await page.title()).toBe("Waiting for payment");
-    expect(await page.locator("#status").textContent()).toBe("pending");
+    expect(await page.title()).toBe("Waiting for your payment");
+    expect(await page.locator("h1").textContent()).toBe("Waiting for your payment");
+    expect(await page.locator("#payment").getAttribute("data-status")).toBe("pending");
+    expect(await page.locator("html").getAttribute("lang")).toBe("en");
+    expect(await page.locator("#network-warning").textContent()).toMatch(/^Send USDC on .+ only$/);
+    expect(await page.locator("#open-in-wallet").getAttribute("href")).toMatch(/^ethereum:/);
+    // No injected wallet here: the one-click button stays hidden.
+    expect(await page.locator("#pay-with-wallet").isVisible()).toBe(false);
     expect(await page.locator("#amount").textContent()).toBe("25.50");
     expect(await page.locator("#description").textContent()).toBe("Order #7731 — 2 mugs");
     expect(await page.locator("#address").inputValue()).toBe(created.receivingAddress);
@@ -129,7 +135,7 @@ describe.skipIf(!HAS_CHROMIUM)("hosted payment page in Chromium", () => {
       chain: devnet.chain,
       transport: http(devnet.rpcUrl),
     });
-    await payer.writeContract({
+    const paidTx = await payer.writeContract({
       address: devnet.tokens.USDC,
       abi: erc20Abi,
       functionName: "transfer",
@@ -141,8 +147,8 @@ describe.skipIf(!HAS_CHROMIUM)("hosted payment page in Chromium", () => {
 
     expect(await page.evaluate(() => (window as unknown as { __marker?: number }).__marker)).toBe(1);
     expect(opened.navigations).toHaveLength(1);
-    expect(await page.title()).toBe("Payment complete");
-    expect(await page.locator("h1").textContent()).toBe("Payment complete");
+    expect(await page.title()).toBe("Paid");
+    expect(await page.locator("h1").textContent()).toBe("Paid");
     expect(await page.locator("#address").count()).toBe(0);
     expect(await page.locator(".qr").count()).toBe(0);
     expect(await page.locator("#countdown").count()).toBe(0);
@@ -151,9 +157,31 @@ describe.skipIf(!HAS_CHROMIUM)("hosted payment page in Chromium", () => {
     expect(await page.content()).not.toContain("META-SECRET-NOTE-4412");
     await page.screenshot({ path: `${SHOTS}/success.png`, fullPage: true });
 
-    // It polled the status endpoint, and stops once the payment is final.
+    // The receipt: linked from the paid page, with the transaction that paid it and who paid.
+    const receiptHref = await page.locator("#receipt-link").getAttribute("href");
+    expect(receiptHref).toBe(`/pay/${id}/receipt?lang=en`);
+    const receipt = await open(receiptHref ?? "");
+    expect(receipt.status).toBe(200);
+    expectSecurityHeaders(receipt.headers);
+    expect(await receipt.page.locator("h1").textContent()).toBe("Receipt");
+    expect(await receipt.page.locator("[data-tx-hash]").getAttribute("data-tx-hash")).toBe(paidTx);
+    expect((await receipt.page.locator("#receipt-payer").textContent())?.toLowerCase()).toContain(
+      devnet.accounts.payer.address.toLowerCase(),
+    );
+    expect(await receipt.page.locator("#receipt-amount").textContent()).toBe("25.50");
+    expect(await receipt.page.locator("#receipt-id").textContent()).toContain(id);
+    // The Print button exists only with the script, which shows it.
+    expect(await receipt.page.locator("#print-receipt").isVisible()).toBe(true);
+    expect(receipt.errors).toEqual([]);
+    expect(foreignRequests(receipt)).toEqual([]);
+    await receipt.page.screenshot({ path: `${SHOTS}/receipt.png`, fullPage: true });
+
+    // It followed the status by the event stream where the service serves one (data-events), else
+    // by polling the status endpoint; polling stops once the payment is final.
     const polls = () => opened.requests.filter((r) => r.url().endsWith(`/pay/${id}/status`)).length;
-    expect(polls()).toBeGreaterThan(0);
+    const streamed = opened.requests.some((r) => r.url().endsWith(`/pay/${id}/events`));
+    expect(streamed ? 1 : polls()).toBeGreaterThan(0);
+    expect(streamed).toBe(opened.html.includes(`data-events="/pay/${id}/events"`));
     const pollsAtSuccess = polls();
     await page.waitForTimeout(3_300);
     expect(polls()).toBe(pollsAtSuccess);
@@ -277,7 +305,7 @@ describe.skipIf(!HAS_CHROMIUM)("hosted payment page in Chromium", () => {
     await waitForStatus(page, "forwarded", 10_000);
     expect(await page.evaluate(() => (window as unknown as { __marker?: number }).__marker)).toBe(1);
     expect(opened.navigations).toHaveLength(1);
-    expect(await page.title()).toBe("Payment complete");
+    expect(await page.title()).toBe("Paid");
     expect(await page.locator("#pay-with-card").count()).toBe(0);
     expect(await page.locator("#return").getAttribute("href")).toBe(returnUrl);
     expect(foreignRequests(opened)).toEqual([]);
@@ -302,8 +330,8 @@ describe.skipIf(!HAS_CHROMIUM)("hosted payment page in Chromium", () => {
     await waitForStatus(page, "cancelled", 10_000);
     expect(await page.evaluate(() => (window as unknown as { __marker?: number }).__marker)).toBe(1);
     expect(opened.navigations).toHaveLength(1);
-    expect(await page.title()).toBe("Payment cancelled");
-    expect(await page.locator("h1").textContent()).toBe("Payment cancelled");
+    expect(await page.title()).toBe("Cancelled");
+    expect(await page.locator("h1").textContent()).toBe("Cancelled");
     expect(await page.locator("#address").count()).toBe(0);
     expect(await page.locator("#copy").count()).toBe(0);
     expect(await page.locator("#return").getAttribute("href")).toBe(successUrl);
@@ -313,7 +341,7 @@ describe.skipIf(!HAS_CHROMIUM)("hosted payment page in Chromium", () => {
 
     // Loaded afresh, the cancelled page is the same.
     const fresh = await open(`/pay/${created.payment.id}`);
-    expect(await fresh.page.locator("h1").textContent()).toBe("Payment cancelled");
+    expect(await fresh.page.locator("h1").textContent()).toBe("Cancelled");
     expect(await fresh.page.locator("#return").getAttribute("href")).toBe(successUrl);
   });
 
@@ -339,8 +367,8 @@ describe.skipIf(!HAS_CHROMIUM)("hosted payment page in Chromium", () => {
     await waitForStatus(page, "expired", 10_000);
     expect(await page.evaluate(() => (window as unknown as { __marker?: number }).__marker)).toBe(1);
     expect(opened.navigations).toHaveLength(1);
-    expect(await page.title()).toBe("Payment expired");
-    expect(await page.locator("h1").textContent()).toBe("Payment expired");
+    expect(await page.title()).toBe("Expired");
+    expect(await page.locator("h1").textContent()).toBe("Expired");
     expect(await page.locator("#address").count()).toBe(0);
     expect(await page.locator("#countdown").count()).toBe(0);
     expect(await page.locator("#return").getAttribute("href")).toBe(merchantReturnUrl);

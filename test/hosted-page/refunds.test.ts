@@ -8,7 +8,7 @@ import {
 } from "../support/app.ts";
 
 // The hosted payment page of a refunded payment (D19): it says so, "Refunded" when everything it
-// received went back, "Partially refunded: X of Y TOKEN" otherwise; an unrefunded one says
+// received went back, "Paid" with "Refunded X TOKEN of Y TOKEN" otherwise; an unrefunded one says
 // nothing of refunds; metadata is never shown.
 
 const PAYER = "0x3333333333333333333333333333333333333333";
@@ -70,7 +70,7 @@ async function page(paymentId: string): Promise<string> {
 describe("the hosted page of a refunded payment", () => {
   it("says nothing of refunds before any", async () => {
     const body = await page(await payment("12.00"));
-    expect(body).toContain("Payment complete");
+    expect(body).toContain('<h1 id="title">Paid</h1>');
     expect(body).not.toContain('id="refund"');
     expect(body).not.toMatch(/refunded/i);
   });
@@ -79,13 +79,13 @@ describe("the hosted page of a refunded payment", () => {
     const id = await payment("30.00");
     await refund(id, "7.50");
     const partial = await page(id);
-    expect(partial).toContain('<p class="refund" id="refund">Partially refunded: 7.50 of 30.00 USDC</p>');
-    expect(partial).not.toContain("<strong>Refunded</strong>");
+    expect(partial).toContain('<p class="refund" id="refund">Refunded 7.50 USDC of 30.00 USDC</p>');
+    expect(partial).toContain('<h1 id="title">Paid</h1>');
 
     await refund(id);
     const full = await page(id);
-    expect(full).toContain('<p class="refund" id="refund"><strong>Refunded</strong></p>');
-    expect(full).not.toContain("Partially refunded");
+    expect(full).toContain('<h1 id="title">Refunded</h1>');
+    expect(full).not.toContain('id="refund"');
     // The status the page polls is unchanged: only what the page showed before.
     const status = await t.request({ method: "GET", url: `/pay/${id}/status` });
     expect(Object.keys(status.json()).sort()).toEqual(["expiresAt", "id", "status"]);
@@ -94,6 +94,6 @@ describe("the hosted page of a refunded payment", () => {
   it("says Refunded of a payment refunded whole at once", async () => {
     const id = await payment("5.00");
     await refund(id);
-    expect(await page(id)).toContain('<p class="refund" id="refund"><strong>Refunded</strong></p>');
+    expect(await page(id)).toContain('<h1 id="title">Refunded</h1>');
   });
 });

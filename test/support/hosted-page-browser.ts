@@ -180,7 +180,8 @@ export const foreignRequests = (opened: OpenedPage) =>
 
 export async function waitForStatus(page: Page, status: string, timeout = 30_000) {
   await page.waitForFunction(
-    (expected) => document.getElementById("status")?.textContent === expected,
+    // The internal status the page carries for its script (the payer reads words, not this).
+    (expected) => document.getElementById("payment")?.dataset.status === expected,
     status,
     { timeout, polling: 100 },
   );

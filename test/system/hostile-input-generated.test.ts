@@ -326,6 +326,7 @@ function agentPayments(): Record<string, Operation> {
 const UNDOCUMENTED: Record<string, Operation> = {
   "GET /pay/{id}": { auth: "none", params: { id: UNKNOWN_UUID } },
   "GET /pay/{id}/status": { auth: "none", params: { id: UNKNOWN_UUID } },
+  "GET /pay/{id}/receipt": { auth: "none", params: { id: UNKNOWN_UUID } },
   "GET /pay/assets/{file}": { auth: "none", params: { file: "page.css" } },
 };
 

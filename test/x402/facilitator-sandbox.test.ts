@@ -146,6 +146,13 @@ describe("x402 facilitator, sandbox", () => {
     expect(settled).toMatchObject({ success: true, payer, network: NETWORK_A });
     expect(settled.transaction).toMatch(/^0x[0-9a-f]{64}$/);
     expect(await ledgerBalance(payer)).toBe(before - 250_000n);
+    // The settle's record names the payment it made (for an operator following one to the other).
+    const record = await t.database.db
+      .selectFrom("x402_settlements")
+      .select(["status", "payment_id"])
+      .where("nonce", "=", (paymentPayload.payload.authorization as { nonce: string }).nonce.toLowerCase())
+      .executeTakeFirstOrThrow();
+    expect(record).toEqual({ status: "settled", payment_id: settled.extra.paymentId });
 
     // The same payload again: its earlier answer, nothing moved twice.
     expect((await call("settle", body)).json()).toEqual(settled);
@@ -240,6 +247,26 @@ describe("x402 facilitator, sandbox", () => {
         invalidReason: expect.stringMatching(reasonPattern(reason)),
       });
     }
+  });
+
+  it("is paid at a smart wallet made after its first verify: a payee not seen before is looked up again", async () => {
+    const fresh = await createWorkspace(t, { name: "smart wallet later" });
+    const verifyTo = async (payTo: string) => {
+      const accepted = requirements({ payTo });
+      const paymentPayload = await signedPayment(payerKey, accepted);
+      const res = await call(
+        "verify",
+        { x402Version: 2, paymentPayload, paymentRequirements: accepted },
+        fresh.testKey,
+      );
+      return res.json() as { isValid: boolean; invalidReason?: string };
+    };
+    const later = privateKeyToAccount(generatePrivateKey()).address;
+    expect((await verifyTo(fresh.eoaAddress)).isValid).toBe(true);
+    expect(await verifyTo(later)).toMatchObject({ isValid: false });
+    expect(await t.app.services.workspaces.addSmartWallet(fresh.id, later)).toBe(true);
+    expect(await verifyTo(later)).toMatchObject({ isValid: true });
+    expect((await verifyTo(fresh.eoaAddress)).isValid).toBe(true);
   });
 
   it("answers a body that is not an x402 request with a 400 naming the problem", async () => {

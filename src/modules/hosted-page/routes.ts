@@ -7,8 +7,10 @@ import type { AppContext } from "../../context.ts";
 import { pageSecurityHeaders } from "../../platform/http/page-security.ts";
 import type { PaymentsService } from "../payments/service.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
+import { negotiateLang } from "./i18n.ts";
 import { payerView } from "./loader.ts";
-import { renderNotFoundPage, renderPaymentPage } from "./render.ts";
+import { renderNoReceiptPage, renderNotFoundPage, renderReceiptPage } from "./receipt-render.ts";
+import { renderPaymentPage } from "./render.ts";
 
 // {base_url}/pay/<payment_id>: public (no API key), for both rails. Strict CSP with a nonce for
 // our one script, no framing, no referrer; assets served by us, nothing from other origins.
@@ -45,22 +47,55 @@ function securityHeaders(reply: FastifyReply, nonce?: string): void {
   pageSecurityHeaders(reply, { ...(nonce ? { nonce } : {}), formAction: "'none'" });
 }
 
+/** The request's query, kept by the page's links (language switch, network choice). */
+const queryOf = (url: string): URLSearchParams => new URLSearchParams(url.split("?")[1] ?? "");
+
 export const hostedPageRoutes =
   (ctx: AppContext, payments: PaymentsService, workspaces: WorkspacesService): FastifyPluginAsync =>
   async (app) => {
     const load = payerView(ctx, payments, workspaces);
 
-    app.get<{ Params: { id: string }; Querystring: { network?: string } }>(
+    app.get<{ Params: { id: string }; Querystring: { network?: string; lang?: string } }>(
       "/pay/:id",
       { config: { auth: "none" }, schema: { hide: true } },
       async (request, reply) => {
         const payment = await load(request.params.id, true, request.query.network);
+        const lang = negotiateLang(request.headers["accept-language"], request.query.lang);
         const nonce = randomBytes(16).toString("base64");
         securityHeaders(reply, nonce);
-        reply.header("cache-control", "no-store").type("text/html; charset=utf-8");
-        if (!payment) return reply.status(404).send(renderNotFoundPage());
+        reply
+          .header("cache-control", "no-store")
+          .header("vary", "accept-language")
+          .type("text/html; charset=utf-8");
+        if (!payment) return reply.status(404).send(renderNotFoundPage(lang));
         const qrSvg = payment.paymentUri ? await qrSvgOf(payment.paymentUri) : null;
-        return reply.send(renderPaymentPage(payment, { nonce, qrSvg }));
+        // The script listens to the event stream only where the service serves one (else it polls).
+        const events = app.hasRoute({ method: "GET", url: "/pay/:id/events" });
+        return reply.send(
+          renderPaymentPage(payment, { nonce, qrSvg, lang, query: queryOf(request.url), events }),
+        );
+      },
+    );
+
+    // The receipt (D25): once paid, and still after the payment is final; before, a 404 that
+    // says so and links back to the payment.
+    app.get<{ Params: { id: string }; Querystring: { lang?: string } }>(
+      "/pay/:id/receipt",
+      { config: { auth: "none" }, schema: { hide: true } },
+      async (request, reply) => {
+        const payment = await load(request.params.id, true);
+        const lang = negotiateLang(request.headers["accept-language"], request.query.lang);
+        const nonce = randomBytes(16).toString("base64");
+        securityHeaders(reply, nonce);
+        reply
+          .header("cache-control", "no-store")
+          .header("vary", "accept-language")
+          .type("text/html; charset=utf-8");
+        if (!payment) return reply.status(404).send(renderNotFoundPage(lang));
+        const options = { nonce, lang, query: queryOf(request.url) };
+        const receipt = renderReceiptPage(payment, options);
+        if (!receipt) return reply.status(404).send(renderNoReceiptPage(payment, options));
+        return reply.send(receipt);
       },
     );
 

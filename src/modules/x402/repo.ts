@@ -85,17 +85,23 @@ export async function linkPayment(db: Db, id: string, paymentId: string): Promis
   await db.updateTable("x402_settlements").set({ payment_id: paymentId }).where("id", "=", id).execute();
 }
 
-/** How a claimed settle ended: what a repeat of it is answered with. */
+/** How a claimed settle ended: what a repeat of it is answered with, and the payment it made if any. */
 export async function finishSettle(
   db: Db,
   id: string,
   status: "settled" | "failed",
   response: Record<string, unknown>,
   at: Date,
+  paymentId: string | null,
 ): Promise<void> {
   await db
     .updateTable("x402_settlements")
-    .set({ status, response: JSON.stringify(response), updated_at: at })
+    .set({
+      status,
+      response: JSON.stringify(response),
+      updated_at: at,
+      ...(paymentId ? { payment_id: paymentId } : {}),
+    })
     .where("id", "=", id)
     .execute();
 }

@@ -151,14 +151,28 @@ export class X402Service {
       response = await facilitatorFor(plan, scheme).settle(request.payload, request.requirements);
     } catch (err) {
       // Nothing is answered for it: a repeat settles afresh (a payment made meanwhile fails or is paid on its own).
-      await repo.finishSettle(this.#ctx.db, claim.id, "failed", { error: firstLineOf(err) }, this.#ctx.now());
+      await repo.finishSettle(
+        this.#ctx.db,
+        claim.id,
+        "failed",
+        { error: firstLineOf(err) },
+        this.#ctx.now(),
+        settled.paymentId,
+      );
       throw err;
     }
     if (settled.paymentId)
       response = { ...response, extra: { ...response.extra, paymentId: settled.paymentId } };
     if (response.errorMessage) response = { ...response, errorMessage: firstLine(response.errorMessage) };
     const status = response.success ? "settled" : "failed";
-    await repo.finishSettle(this.#ctx.db, claim.id, status, { ...response }, this.#ctx.now());
+    await repo.finishSettle(
+      this.#ctx.db,
+      claim.id,
+      status,
+      { ...response },
+      this.#ctx.now(),
+      settled.paymentId,
+    );
     return response;
   }
 
@@ -276,8 +290,8 @@ export class X402Service {
               ? "execution reverted: authorization is used (AuthorizationUsedOrCanceled)"
               : "execution reverted: ERC20InsufficientBalance (transfer amount exceeds balance)",
           );
+        // Linked when the settle is finished: the payment and its transfer were written together.
         settling.settled.paymentId = result.payment.id;
-        await repo.linkPayment(this.#ctx.db, settling.claimId, result.payment.id);
         return result.txHash as Hex;
       },
     };

@@ -14,7 +14,8 @@ export function pageSecurityHeaders(
       [
         "default-src 'none'",
         `script-src 'self'${options.nonce ? ` 'nonce-${options.nonce}'` : ""}`,
-        "style-src 'self'",
+        // A page's one <style> element (the merchant's brand colour) carries the same nonce.
+        `style-src 'self'${options.nonce ? ` 'nonce-${options.nonce}'` : ""}`,
         "img-src 'self' data:",
         "connect-src 'self'",
         "base-uri 'none'",
