@@ -274,6 +274,15 @@ export async function benchHostedPage(): Promise<HostedPageFigures> {
       ),
     };
 
+    // The page figures, logged before the SSE part so that a failing stream leaves them readable.
+    for (const s of scenarios)
+      log(
+        `${s.name}: p50 ${s.latency.p50.toFixed(2)} ms, p99 ${s.latency.p99.toFixed(2)} ms, HTML ${s.htmlBytes} B (gzip ${s.htmlGzipBytes} B), HTML + CSS + JS ${s.weightBytes} B`,
+      );
+    log(
+      `pending page parts p50: row load ${parts.dbLoad.p50.toFixed(2)} ms, QR SVG ${parts.qrSvg.p50.toFixed(2)} ms, HTML template ${parts.renderHtml.p50.toFixed(2)} ms`,
+    );
+
     const sse = await benchEventStreams(t, streams, async () => create("SSE order", "1.00"), ws.liveKey);
 
     const heaviest = Math.max(...scenarios.map((s) => s.weightBytes));
