@@ -1,6 +1,15 @@
-import { createServer } from "node:net";
+import {
+  Agent,
+  type ClientRequest,
+  createServer as createHttpServer,
+  get,
+  type IncomingMessage,
+} from "node:http";
+import type { AddressInfo } from "node:net";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { gzipSync } from "node:zlib";
 import QRCode from "qrcode";
 import { toPublicPayment } from "../src/modules/hosted-page/public-payment.ts";
@@ -11,25 +20,74 @@ import { type LatencySummary, summarize } from "./support.ts";
 // Server render time of the hosted payment page GET /pay/<id>, in process (`app.http.inject`, so
 // no socket): a pending live crypto payment (with its QR code) and a forwarded one, 2,000 requests
 // each after a warm-up, p50/p99; and the page weight (HTML + CSS + JS). The live network is
-// configured with dummy, well-formed LIVE_* values and an RPC URL nothing listens on: the page
-// never calls the chain. Database: in-memory PGlite (startTestApp without DATABASE_URL).
-// Goals: render < 5 ms at p50; weight < 100 KB.
+// configured with dummy, well-formed LIVE_* values and a stub node on 127.0.0.1 that answers only
+// the head (payment creation asks whether the network answers, D22): the page never calls the chain.
+// Database: in-memory PGlite (startTestApp without DATABASE_URL).
+// The receipt GET /pay/<id>/receipt of a forwarded payment is measured the same way.
+// Then live status (D25): N server-sent event streams GET /pay/<id>/events held open at once over
+// real sockets on 127.0.0.1 (5,000; 500 with BENCH_QUICK=1), spread over payments so that none
+// exceeds the per-payment limit, the per-address limit raised (every stream comes from 127.0.0.1):
+// the process's RSS and heap before and after (the clients' sockets live in this process too, so
+// the figure is an upper bound for the server), and the time one status change (a cancel through
+// the API) takes to reach every stream of its payment.
+// Goals: render < 5 ms at p50; weight < 100 KB; 5,000 streams < 500 MiB extra.
 //
-// `node bench/hosted-page.ts` prints a markdown table. BENCH_PAGE_REQUESTS overrides 2,000.
+// `node bench/hosted-page.ts` prints a markdown table. BENCH_PAGE_REQUESTS overrides 2,000
+// (200 with BENCH_QUICK=1); BENCH_SSE_STREAMS overrides N.
 
-const GOALS = { renderP50Ms: 5, weightBytes: 100 * 1024 };
+const QUICK = process.env.BENCH_QUICK === "1";
+const GOALS = { renderP50Ms: 5, weightBytes: 100 * 1024, sseExtraMiB: 500 };
+/** Streams per payment: the per-payment limit the bench sets (HOSTED_PAGE_SSE_PER_PAYMENT). */
+const SSE_PER_PAYMENT = 50;
 const WARMUP = 300;
 
 const log = (message: string) => process.stderr.write(`[bench:hosted-page] ${message}\n`);
 
-/** A port nothing listens on (taken and released at once): the dummy RPC URL. */
-async function unusedPort(): Promise<number> {
-  const server = createServer();
+/**
+ * A stand-in node on 127.0.0.1 for the live network: it answers the head (the latest block) and the
+ * chain id, so the network counts as answering (payment creation asks, D22), and refuses the rest:
+ * the pages never call the chain.
+ */
+async function stubNode(): Promise<{ url: string; close(): Promise<void> }> {
+  const block = {
+    number: "0x1",
+    hash: `0x${"11".repeat(32)}`,
+    parentHash: `0x${"00".repeat(32)}`,
+    timestamp: "0x0",
+    gasLimit: "0x1c9c380",
+    gasUsed: "0x0",
+    transactions: [],
+  };
+  const answers: Record<string, unknown> = {
+    eth_blockNumber: "0x1",
+    eth_chainId: "0x2105",
+    eth_getBlockByNumber: block,
+  };
+  const server = createHttpServer((req, res) => {
+    let body = "";
+    req.on("data", (chunk: Buffer) => {
+      body += chunk.toString("utf8");
+    });
+    req.on("end", () => {
+      const reply = (call: { id?: unknown; method?: string }) => {
+        const result = answers[call.method ?? ""];
+        return result === undefined
+          ? { jsonrpc: "2.0", id: call.id ?? null, error: { code: -32601, message: "not in this stub" } }
+          : { jsonrpc: "2.0", id: call.id ?? null, result };
+      };
+      const parsed = JSON.parse(body) as
+        | { id?: unknown; method?: string }
+        | { id?: unknown; method?: string }[];
+      res.setHeader("content-type", "application/json");
+      res.end(JSON.stringify(Array.isArray(parsed) ? parsed.map(reply) : reply(parsed)));
+    });
+  });
   await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
-  const address = server.address();
-  await new Promise<void>((done) => server.close(() => done()));
-  if (address === null || typeof address === "string") throw new Error("no port");
-  return address.port;
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () => new Promise<void>((done) => server.close(() => done())),
+  };
 }
 
 export interface PageScenario {
@@ -48,7 +106,22 @@ export interface HostedPageFigures {
   jsBytes: number;
   /** Parts of the pending page's cost, measured alone (same payment): ms per call. */
   parts: { qrSvg: LatencySummary; renderHtml: LatencySummary; dbLoad: LatencySummary };
+  sse: SseFigures;
   goals: { text: string; met: boolean }[];
+}
+
+export interface SseFigures {
+  streams: number;
+  payments: number;
+  openMs: number;
+  rssBeforeMiB: number;
+  rssAfterMiB: number;
+  heapBeforeMiB: number;
+  heapAfterMiB: number;
+  /** From the cancel request's start until the last stream of that payment read the new status. */
+  fanOutMs: number;
+  /** Streams of the changed payment that read it (all of them, or the bench fails). */
+  reached: number;
 }
 
 async function measurePage(t: TestApp, url: string, requests: number): Promise<number[]> {
@@ -64,15 +137,19 @@ async function measurePage(t: TestApp, url: string, requests: number): Promise<n
 }
 
 export async function benchHostedPage(): Promise<HostedPageFigures> {
-  const requests = Number(process.env.BENCH_PAGE_REQUESTS ?? "2000");
-  const port = await unusedPort();
+  const requests = Number(process.env.BENCH_PAGE_REQUESTS ?? (QUICK ? "200" : "2000"));
+  const streams = Number(process.env.BENCH_SSE_STREAMS ?? (QUICK ? "500" : "5000"));
+  const node = await stubNode();
   const t = await startTestApp({
-    LIVE_RPC_URL: `http://127.0.0.1:${port}`,
+    LIVE_RPC_URL: node.url,
     LIVE_CHAIN_ID: "8453",
     LIVE_USDC_ADDRESS: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
     LIVE_ADAO_ADDRESS: "0x3333333333333333333333333333333333333333",
     LIVE_TREASURY_ADDRESS: "0x4444444444444444444444444444444444444444",
     RATE_LIMIT_LIVE: "100000",
+    // Every stream of the bench comes from 127.0.0.1: the per-address limit must admit them all.
+    HOSTED_PAGE_SSE_PER_ADDRESS: String(streams + 100),
+    HOSTED_PAGE_SSE_PER_PAYMENT: String(SSE_PER_PAYMENT),
   });
   try {
     const ws = await createWorkspace(t);
@@ -94,9 +171,15 @@ export async function benchHostedPage(): Promise<HostedPageFigures> {
     };
     const pendingId = await create("Order A-1: 3 items");
     const forwardedId = await create("Order A-2: 1 item");
+    // Paid as a transfer would have paid it, so its receipt has a transaction, a payer and a time.
     await t.database.db
       .updateTable("payments")
-      .set({ status: "forwarded" })
+      .set({
+        status: "forwarded",
+        detected_tx_hash: `0x${"ab".repeat(32)}`,
+        payer_address: "0x5555555555555555555555555555555555555555",
+        detected_at: new Date(),
+      })
       .where("id", "=", forwardedId)
       .execute();
 
@@ -118,14 +201,16 @@ export async function benchHostedPage(): Promise<HostedPageFigures> {
         weightBytes: html + cssBytes + jsBytes,
       });
     };
-    for (const [name, id, expect] of [
-      ["pending live crypto payment (with QR), viewed again", pendingId, "<svg"],
-      ["forwarded payment", forwardedId, "Payment complete"],
+    for (const [name, url, expect] of [
+      ["pending live crypto payment (with QR), viewed again", `/pay/${pendingId}`, "<svg"],
+      ["forwarded payment", `/pay/${forwardedId}`, `data-status="forwarded"`],
+      ["receipt of the forwarded payment", `/pay/${forwardedId}/receipt`, `id="receipt"`],
     ] as const) {
-      const page = await t.app.http.inject({ method: "GET", url: `/pay/${id}` });
-      if (!page.body.includes(expect)) throw new Error(`the ${name} page lacks "${expect}"`);
+      const page = await t.app.http.inject({ method: "GET", url });
+      if (page.statusCode !== 200) throw new Error(`GET ${url} (${name}): ${page.statusCode}`);
+      if (!page.body.includes(expect)) throw new Error(`the ${name} page lacks ${expect}`);
       log(`${name}: ${WARMUP} warm-up + ${requests} requests`);
-      addScenario(name, await measurePage(t, `/pay/${id}`, requests), page);
+      addScenario(name, await measurePage(t, url, requests), page);
     }
 
     // A payer's first view: every request is a different payment (different amount, so a
@@ -189,6 +274,17 @@ export async function benchHostedPage(): Promise<HostedPageFigures> {
       ),
     };
 
+    // The page figures, logged before the SSE part so that a failing stream leaves them readable.
+    for (const s of scenarios)
+      log(
+        `${s.name}: p50 ${s.latency.p50.toFixed(2)} ms, p99 ${s.latency.p99.toFixed(2)} ms, HTML ${s.htmlBytes} B (gzip ${s.htmlGzipBytes} B), HTML + CSS + JS ${s.weightBytes} B`,
+      );
+    log(
+      `pending page parts p50: row load ${parts.dbLoad.p50.toFixed(2)} ms, QR SVG ${parts.qrSvg.p50.toFixed(2)} ms, HTML template ${parts.renderHtml.p50.toFixed(2)} ms`,
+    );
+
+    const sse = await benchEventStreams(t, streams, async () => create("SSE order", "1.00"), ws.liveKey);
+
     const heaviest = Math.max(...scenarios.map((s) => s.weightBytes));
     const goals = [
       ...scenarios.map((s) => ({
@@ -199,10 +295,158 @@ export async function benchHostedPage(): Promise<HostedPageFigures> {
         text: `page weight < 100 KB: ${(heaviest / 1024).toFixed(1)} KB (heaviest page)`,
         met: heaviest < GOALS.weightBytes,
       },
+      {
+        // The goal is for 5,000 streams; a quick run (fewer) is held to its share of it.
+        text: `${sse.streams.toLocaleString("en-US")} SSE streams held open: extra RSS < ${sseGoalMiB(sse.streams)} MiB: ${(sse.rssAfterMiB - sse.rssBeforeMiB).toFixed(1)} MiB`,
+        met: sse.rssAfterMiB - sse.rssBeforeMiB < sseGoalMiB(sse.streams),
+      },
     ];
-    return { scenarios, cssBytes, jsBytes, parts, goals };
+    return { scenarios, cssBytes, jsBytes, parts, sse, goals };
   } finally {
     await t.close();
+    await node.close();
+  }
+}
+
+const sseGoalMiB = (streams: number) => (GOALS.sseExtraMiB * streams) / 5000;
+const MiB = 1024 * 1024;
+
+/** Runs a full garbage collection when the flag can be set, so before/after figures compare live memory. */
+function collect(): void {
+  setFlagsFromString("--expose-gc");
+  const gc: unknown = runInNewContext("gc");
+  if (typeof gc === "function") gc();
+}
+
+export interface OpenStream {
+  request: ClientRequest;
+  /** Resolves with the time (performance.now) the stream first read `status` in an event. */
+  saw(status: string): Promise<number>;
+}
+
+/** Opens GET `url` as an event stream; fails loudly unless it answers 200 text/event-stream. */
+export function openStream(agent: Agent, url: string): Promise<OpenStream> {
+  return new Promise((resolve, reject) => {
+    const waiting = new Map<string, (at: number) => void>();
+    const seen = new Map<string, number>();
+    let buffer = "";
+    const request = get(url, { agent, headers: { accept: "text/event-stream" } }, (res: IncomingMessage) => {
+      if (res.statusCode !== 200 || !String(res.headers["content-type"]).startsWith("text/event-stream")) {
+        res.resume();
+        reject(
+          new Error(
+            `GET ${url} answered ${res.statusCode} ${res.headers["content-type"]}: the SSE endpoint /pay/:id/events (D25) is missing or refused the stream`,
+          ),
+        );
+        return;
+      }
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => {
+        // SSE lines may end in CRLF (the spec allows it): read them as LF.
+        buffer += chunk.replaceAll("\r\n", "\n");
+        // Events end with a blank line; only `event: status` carries the payment's status.
+        let end = buffer.indexOf("\n\n");
+        while (end >= 0) {
+          const block = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          end = buffer.indexOf("\n\n");
+          if (!/^event: status$/m.test(block)) continue;
+          const data = block
+            .split("\n")
+            .filter((line) => line.startsWith("data:"))
+            .map((line) => line.slice(5).trim())
+            .join("\n");
+          const status = (JSON.parse(data) as { status?: string }).status;
+          if (!status || seen.has(status)) continue;
+          const at = performance.now();
+          seen.set(status, at);
+          waiting.get(status)?.(at);
+        }
+      });
+      resolve({
+        request,
+        saw: (status) =>
+          new Promise((done) => {
+            const at = seen.get(status);
+            if (at !== undefined) done(at);
+            else waiting.set(status, done);
+          }),
+      });
+    });
+    request.on("error", reject);
+  });
+}
+
+/**
+ * N event streams over real sockets, SSE_PER_PAYMENT per payment: memory before and after, and the
+ * time one payment's cancel takes to reach all of its streams.
+ */
+async function benchEventStreams(
+  t: TestApp,
+  streams: number,
+  create: () => Promise<string>,
+  liveKey: string,
+): Promise<SseFigures> {
+  await t.app.http.listen({ port: 0, host: "127.0.0.1" });
+  const { port } = t.app.http.server.address() as AddressInfo;
+  const base = `http://127.0.0.1:${port}`;
+  const payments = Math.ceil(streams / SSE_PER_PAYMENT);
+  log(`SSE: creating ${payments} payments for ${streams} streams`);
+  const ids: string[] = [];
+  for (let i = 0; i < payments; i++) ids.push(await create());
+  // One socket per stream: no pooling limit, no keep-alive reuse (a stream never ends by itself).
+  const agent = new Agent({ keepAlive: false, maxSockets: Number.POSITIVE_INFINITY });
+  const open: OpenStream[] = [];
+  try {
+    // A probe first, so a missing endpoint fails at once and plainly.
+    const probe = await openStream(agent, `${base}/pay/${ids[0]}/events`);
+    probe.request.destroy();
+    collect();
+    const before = process.memoryUsage();
+    const begin = performance.now();
+    // Batches of 250: within the listen backlog, so no connection waits on a SYN retry.
+    for (let at = 0; at < streams; at += 250) {
+      const batch = Array.from({ length: Math.min(250, streams - at) }, (_, i) =>
+        openStream(agent, `${base}/pay/${ids[Math.floor((at + i) / SSE_PER_PAYMENT)]}/events`),
+      );
+      open.push(...(await Promise.all(batch)));
+    }
+    const openMs = performance.now() - begin;
+    collect();
+    const after = process.memoryUsage();
+    log(`SSE: ${open.length} streams open in ${openMs.toFixed(0)} ms`);
+
+    // One status change: the first payment cancelled through the API; every one of its streams reads it.
+    const target = open.slice(0, Math.min(SSE_PER_PAYMENT, open.length));
+    const arrivals = target.map((stream) => stream.saw("cancelled"));
+    const changeAt = performance.now();
+    const cancelled = await t.app.http.inject({
+      method: "POST",
+      url: `/api/v1/payments/${ids[0]}/cancel`,
+      headers: bearer(liveKey),
+    });
+    if (cancelled.statusCode !== 200) throw new Error(`cancel: ${cancelled.statusCode} ${cancelled.body}`);
+    const timeout = new Promise<never>((_, reject) =>
+      setTimeout(
+        () => reject(new Error("the cancel did not reach every stream within 30 s")),
+        30_000,
+      ).unref(),
+    );
+    const times = await Promise.race([Promise.all(arrivals), timeout]);
+    return {
+      streams: open.length,
+      payments,
+      openMs,
+      rssBeforeMiB: before.rss / MiB,
+      rssAfterMiB: after.rss / MiB,
+      heapBeforeMiB: before.heapUsed / MiB,
+      heapAfterMiB: after.heapUsed / MiB,
+      fanOutMs: Math.max(...times) - changeAt,
+      reached: times.length,
+    };
+  } finally {
+    for (const stream of open) stream.request.destroy();
+    agent.destroy();
   }
 }
 
@@ -217,6 +461,10 @@ export function renderHostedPageTable(f: HostedPageFigures): string {
         `| ${s.name} | ${s.requests.toLocaleString("en-US")} | ${ms(s.latency.p50)} | ${ms(s.latency.p99)} | ${kb(s.htmlBytes)} (${kb(s.htmlGzipBytes)}) | ${kb(s.weightBytes)} | p50 < 5 ms, < 100 KB | ${f.goals[i]?.met && s.weightBytes < GOALS.weightBytes ? "met" : "missed"} |`,
     ),
     "",
+    "| SSE streams | Payments | Open in ms | RSS before → after MiB (extra) | Heap before → after MiB | One change to all its streams ms | Goal | Met |",
+    "| --: | --: | --: | --: | --: | --: | :-- | :-- |",
+    `| ${f.sse.streams.toLocaleString("en-US")} | ${f.sse.payments} | ${f.sse.openMs.toFixed(0)} | ${f.sse.rssBeforeMiB.toFixed(1)} → ${f.sse.rssAfterMiB.toFixed(1)} (${(f.sse.rssAfterMiB - f.sse.rssBeforeMiB).toFixed(1)}) | ${f.sse.heapBeforeMiB.toFixed(1)} → ${f.sse.heapAfterMiB.toFixed(1)} | ${f.sse.fanOutMs.toFixed(1)} (${f.sse.reached} streams) | < ${sseGoalMiB(f.sse.streams)} MiB extra | ${f.sse.rssAfterMiB - f.sse.rssBeforeMiB < sseGoalMiB(f.sse.streams) ? "met" : "missed"} |`,
+    "",
     `CSS ${f.cssBytes} B, JS ${f.jsBytes} B (served by us, cache-control 1 h). Pending page parts alone, p50 / p99 ms: row load ${ms(f.parts.dbLoad.p50)} / ${ms(f.parts.dbLoad.p99)}, QR SVG ${ms(f.parts.qrSvg.p50)} / ${ms(f.parts.qrSvg.p99)}, HTML template ${ms(f.parts.renderHtml.p50)} / ${ms(f.parts.renderHtml.p99)}.`,
     "",
     ...f.goals.map((g) => `- [${g.met ? "x" : " "}] ${g.text} — **${g.met ? "met" : "missed"}**`),
@@ -229,7 +477,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   try {
     const figures = await benchHostedPage();
     process.stdout.write(
-      `\n${renderHostedPageTable(figures)}\n\nIn-process inject (no socket), in-memory PGlite; other processes share this 2-core machine.\n`,
+      `\n${renderHostedPageTable(figures)}\n\nPages: in-process inject (no socket); SSE: real sockets on 127.0.0.1, clients in this process (memory an upper bound for the server); in-memory PGlite${QUICK ? "; BENCH_QUICK=1" : ""}; other processes share this 2-core machine.\n`,
     );
   } catch (err) {
     log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
