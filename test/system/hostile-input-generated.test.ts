@@ -232,6 +232,11 @@ function baselines(): Record<string, Operation> {
       params: { id: ws.id },
       query: { environment: "sandbox" },
     },
+    "PATCH /api/v1/workspaces/{id}": {
+      auth: "key",
+      params: { id: ws.id },
+      body: { displayName: "Hostile Shop", brandColor: "#1a2b3c" },
+    },
     "PATCH /api/v1/workspaces/{id}/smart-wallet": {
       auth: "key",
       params: { id: ws.id },

@@ -157,8 +157,10 @@
     source.addEventListener("status", async (event) => {
       try {
         const body = JSON.parse(event.data);
-        const refunded = body.refunded == null ? "" : String(body.refunded);
-        if (body.status !== main.dataset.status || refunded !== (main.dataset.refunded || ""))
+        // The stream ends after a final status: closed here, its end is no reason to poll.
+        if (!waiting.includes(body.status)) source.close();
+        // `refunded` says whether any of it went back; the page shows how much (data-refunded).
+        if (body.status !== main.dataset.status || Boolean(body.refunded) !== Boolean(main.dataset.refunded))
           await refresh();
       } catch {}
     });
