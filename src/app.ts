@@ -319,6 +319,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
       logins: new Logins(ctx, workspaces),
       mailer,
       workspaces,
+      branding,
       payments,
       payouts,
       wallet,

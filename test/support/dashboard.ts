@@ -57,6 +57,31 @@ export class DashboardClient {
     return res;
   }
 
+  /** A multipart/form-data post, as a form with a file input sends it (the body built by undici). */
+  async postMultipart(
+    url: string,
+    fields: Record<string, string>,
+    file?: { name: string; filename: string; type: string; bytes: Uint8Array },
+  ): Promise<LightMyRequestResponse> {
+    const form = new FormData();
+    for (const [name, value] of Object.entries(fields)) form.append(name, value);
+    if (file)
+      form.append(file.name, new Blob([new Uint8Array(file.bytes)], { type: file.type }), file.filename);
+    const encoded = new Response(form);
+    const res = await this.#t.request({
+      method: "POST",
+      url,
+      headers: {
+        cookie: this.#cookieHeader(),
+        "content-type": encoded.headers.get("content-type") ?? "",
+      },
+      payload: Buffer.from(await encoded.arrayBuffer()),
+      remoteAddress: this.#ip,
+    });
+    this.#keep(res);
+    return res;
+  }
+
   /** Opens the login page and submits it; the response of the POST. */
   async login(
     email: string,

@@ -11,9 +11,10 @@ import { servedOverHttps } from "../../platform/http/hsts.ts";
 import { pageSecurityHeaders } from "../../platform/http/page-security.ts";
 import { constantTimeEqual } from "../../platform/secrets/hashing.ts";
 import { type AgentPageServices, agentPages } from "./agent-pages.ts";
+import { CSRF_REFUSED, csrfGiven } from "./csrf.ts";
 import { emailConfirmRoutes } from "./email-change.ts";
 import { type Logins, waitText } from "./login.ts";
-import { field, PageKit } from "./page-kit.ts";
+import { PageKit } from "./page-kit.ts";
 import { type DashboardServices, pageRoutes } from "./pages.ts";
 import { payoutPages } from "./payout-pages.ts";
 import { refundPages } from "./refund-pages.ts";
@@ -183,17 +184,9 @@ export const dashboardRoutes =
         const token = request.cookies[sessionCookie];
         const session = token ? await deps.sessions.resolve(token) : null;
         if (!session) return reply.redirect("/dashboard/login", 303);
-        if (!SAFE_METHODS.has(request.method)) {
-          const header = request.headers["x-csrf-token"];
-          const given = typeof header === "string" ? header : field(request.body, "_csrf");
-          if (!given || !constantTimeEqual(given, session.csrfToken)) {
-            return errorPage(
-              reply,
-              403,
-              "This form has expired or did not come from the dashboard. Reload the page and try again.",
-            );
-          }
-        }
+        const checkedLater = request.routeOptions.config.csrfAfterMultipart === true;
+        if (!SAFE_METHODS.has(request.method) && !checkedLater && !csrfGiven(request, session.csrfToken))
+          return errorPage(reply, 403, CSRF_REFUSED);
         request.dashboard = {
           workspaceId: session.workspaceId,
           sessionId: session.sessionId,

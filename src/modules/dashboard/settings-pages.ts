@@ -4,36 +4,61 @@ import { Type } from "typebox";
 import type { AppContext } from "../../context.ts";
 import { InvalidRequest, Unavailable } from "../../domain/errors.ts";
 import type { Mailer } from "../../platform/mail/mailer.ts";
+import type { BrandingService } from "../workspaces/branding.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
+import { brandingPages } from "./branding-pages.ts";
 import { mailEmailConfirmation } from "./email-change.ts";
 import type { Logins } from "./login.ts";
 import { EnvParams, type PageKit } from "./page-kit.ts";
 import type { SessionsService } from "./sessions.ts";
 import { stepUp } from "./step-up.ts";
+import type { BrandingField } from "./views/branding.ts";
 import { type SettingsForm, settingsBody } from "./views/settings.ts";
 
 // The workspace's settings (shared by both environments): the settlement address and the admin
 // e-mail, saved after the current password is given again (step-up, D21), a new e-mail only once
-// the link mailed to it is opened; and the password.
+// the link mailed to it is opened; the password; and the checkout branding (branding-pages.ts).
 
 export interface SettingsPageServices {
   workspaces: WorkspacesService;
+  branding: BrandingService;
   sessions: SessionsService;
   logins: Logins;
   mailer: Mailer;
 }
 
-type Typed = Partial<Pick<SettingsForm, "settlementAddress" | "adminEmail" | "error">>;
+type SettingsField = NonNullable<SettingsForm["error"]>["field"];
+
+/** What a refused form gives back to show again: the values typed, and which field and why. */
+export interface Typed {
+  settlementAddress?: string;
+  adminEmail?: string;
+  displayName?: string;
+  brandColor?: string;
+  error?: { field: SettingsField | BrandingField; message: string };
+}
+
+export type ShowSettings = (
+  request: FastifyRequest,
+  reply: FastifyReply,
+  env: string,
+  typed?: Typed,
+) => Promise<FastifyReply>;
+
+const BRANDING_FIELDS: readonly string[] = ["displayName", "brandColor", "logo"] satisfies BrandingField[];
+const isBrandingField = (field: string): field is BrandingField => BRANDING_FIELDS.includes(field);
 
 export const settingsPages =
   (ctx: AppContext, services: SettingsPageServices, kit: PageKit): FastifyPluginAsyncTypebox =>
   async (app) => {
-    const show = async (request: FastifyRequest, reply: FastifyReply, env: string, typed: Typed = {}) => {
+    const show: ShowSettings = async (request, reply, env, typed = {}) => {
       const tenant = kit.tenantOf(request, env);
-      const [saved, pending] = await Promise.all([
+      const [saved, pending, branding] = await Promise.all([
         services.workspaces.settings(tenant.workspaceId),
         services.workspaces.pendingAdminEmail(tenant.workspaceId),
+        services.branding.get(tenant.workspaceId),
       ]);
+      const error = typed.error;
       return kit.render(
         request,
         reply,
@@ -47,10 +72,25 @@ export const settingsPages =
             adminEmail: typed.adminEmail ?? saved.adminEmail ?? "",
             hasPassword: saved.hasPassword,
             pendingEmail: pending && { email: pending.email, expiresAt: pending.expiresAt.toISOString() },
-            error: typed.error,
+            branding: {
+              workspaceName: branding.name,
+              displayName: typed.displayName ?? branding.displayName ?? "",
+              brandColor: typed.brandColor ?? branding.brandColor ?? "",
+              logoSha256: branding.logoSha256,
+              error:
+                error && isBrandingField(error.field)
+                  ? { field: error.field, message: error.message }
+                  : undefined,
+            },
+            error:
+              error && !isBrandingField(error.field)
+                ? { field: error.field, message: error.message }
+                : undefined,
           }),
       );
     };
+
+    await app.register(brandingPages(services.branding, kit, show));
 
     app.get("/dashboard/:env/settings", { schema: { params: EnvParams } }, async (request, reply) =>
       show(request, reply, request.params.env),

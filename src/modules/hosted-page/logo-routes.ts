@@ -1,4 +1,5 @@
 import type { FastifyPluginAsync } from "fastify";
+import { sendStoredImage } from "../../platform/http/cached-image.ts";
 import { pageSecurityHeaders } from "../../platform/http/page-security.ts";
 import type { BrandingService } from "../workspaces/branding.ts";
 
@@ -16,12 +17,7 @@ export const hostedPageLogoRoutes =
         const logo = await branding.logoOfPayment(request.params.id);
         if (!logo)
           return reply.status(404).header("cache-control", "no-store").send({ error: "Logo not found" });
-        const etag = `"${logo.sha256}"`;
-        reply.header("cache-control", "public, max-age=300").header("etag", etag);
-        const asked = request.headers["if-none-match"];
-        if (asked?.split(",").some((tag) => tag.trim().replace(/^W\//, "") === etag))
-          return reply.status(304).send();
-        return reply.type(logo.content_type).send(Buffer.from(logo.bytes));
+        return sendStoredImage(request, reply, logo, "public, max-age=300");
       },
     );
   };

@@ -1,10 +1,12 @@
 import type { Environment } from "../../../config.ts";
+import { type BrandingForm, brandingCard } from "./branding.ts";
 import { time } from "./format.ts";
 import { type HtmlSafeString, html, nothing } from "./html.ts";
 import { base } from "./layout.ts";
 import { stepUpField } from "./step-up.ts";
 
-// Workspace settings (shared by both environments): settlement address, admin e-mail, password.
+// Workspace settings (shared by both environments): settlement address, admin e-mail, password,
+// and the checkout branding payers see.
 // Saving asks for the current password (step-up, D21); a new admin e-mail waits for the link
 // mailed to it.
 
@@ -16,6 +18,7 @@ export interface SettingsForm {
   hasPassword: boolean;
   /** A new admin e-mail waiting for its link to be opened, and until when the link works. */
   pendingEmail: { email: string; expiresAt: string } | null;
+  branding: Omit<BrandingForm, "root" | "csrfToken">;
   /** A refused form: which field, and why (`settingsPassword`: the settings form's step-up). */
   error?:
     | {
@@ -66,5 +69,6 @@ ${fieldError(form, "currentPassword")}
 <input id="newPassword" name="newPassword" type="password" autocomplete="new-password" minlength="12" maxlength="200" required ${invalid(form, "newPassword")}>
 ${fieldError(form, "newPassword")}
 <button type="submit" id="change-password">Change password</button>
-</form></section>`;
+</form></section>
+${brandingCard({ ...form.branding, root, csrfToken: form.csrfToken })}`;
 }
