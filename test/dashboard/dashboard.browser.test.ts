@@ -125,7 +125,8 @@ describe.skipIf(!HAS_CHROMIUM)("dashboard in Chromium", () => {
         .map((el) => `${el.tagName.toLowerCase()}${el.id ? `#${el.id}` : ""}.${el.className}`);
       return { width: document.documentElement.scrollWidth - window.innerWidth, wide: wide.slice(0, 5) };
     });
-    expect(overflow, `${name} is wider than a 360 px screen`).toEqual({ width: 0, wide: [] });
+    // As text, so that a failure names every element that sticks out.
+    expect(JSON.stringify(overflow), `${name} is wider than a 360 px screen`).toBe('{"width":0,"wide":[]}');
     await on.setViewportSize({ width: 1440, height: 900 });
   }
 
@@ -455,6 +456,42 @@ describe.skipIf(!HAS_CHROMIUM)("dashboard in Chromium", () => {
       expect(res?.status(), path).toBe(200);
       await shoot(name);
     }
+  });
+
+  it("brands the checkout from the settings page: a name, a colour and a logo chosen from a file", async () => {
+    const created = await api("POST", "/api/v1/payments", a.testKey, {
+      amount: "3.00",
+      tokenSymbol: "USDC",
+      paymentMethod: "crypto",
+    });
+    const paymentId = String((created.payment as Record<string, unknown>).id);
+    await page.goto(`${origin}/dashboard/sandbox/settings`);
+    await page.getByLabel("Display name").fill("Acme Roasters");
+    await page.getByLabel("Brand colour").fill("#1f6feb");
+    await page.getByRole("button", { name: "Save branding" }).click();
+    await page.getByText("Checkout branding saved.").waitFor();
+    // A real 1×1 PNG: the page must be able to draw it, not only receive its bytes.
+    const png = Buffer.from(
+      "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==",
+      "base64",
+    );
+    await page.setInputFiles("#logo", { name: "acme.png", mimeType: "image/png", buffer: png });
+    await page.getByRole("button", { name: "Upload logo" }).click();
+    await page.getByText("Logo saved.").waitFor();
+    const preview = page.locator("img.logo-preview");
+    await expect.poll(() => preview.evaluate((img: HTMLImageElement) => img.naturalWidth)).toBe(1);
+    await shoot("settings-branding");
+
+    await page.goto(`${origin}/pay/${paymentId}`);
+    expect(await page.locator("#merchant").textContent()).toContain("Acme Roasters");
+    const logo = page.locator("#merchant img.logo");
+    await expect.poll(() => logo.evaluate((img: HTMLImageElement) => img.naturalWidth)).toBe(1);
+
+    await page.goto(`${origin}/dashboard/sandbox/settings`);
+    await page.getByRole("button", { name: "Remove logo" }).click();
+    await page.getByText("Logo removed.").waitFor();
+    await page.goto(`${origin}/pay/${paymentId}`);
+    expect(await page.locator("#merchant img").count()).toBe(0);
   });
 
   it("is usable from the keyboard: the skip link and the navigation take focus in order", async () => {

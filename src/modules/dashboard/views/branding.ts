@@ -50,7 +50,7 @@ ${fieldError(form, "displayName")}
 ${fieldError(form, "brandColor")}
 <button type="submit" class="primary" id="save-branding">Save branding</button>
 </form>
-<h3>Logo</h3>
+<h3 class="subsection">Logo</h3>
 ${logo}
 <form method="post" action="${root}/settings/logo" enctype="multipart/form-data" class="stack">
 <input type="hidden" name="_csrf" value="${form.csrfToken}">
