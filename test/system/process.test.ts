@@ -23,6 +23,10 @@ const ADMIN = "process-test-admin-secret-0123456789";
 const MERCHANT = "0x3333333333333333333333333333333333333333";
 const TEST_TIMEOUT_MS = 180_000;
 
+// Every process here runs on its embedded database whatever the pass (cleanEnv drops
+// DATABASE_URL), so these run once, in npm test; the PostgreSQL pass runs what names a server.
+const embeddedIt = it.skipIf(Boolean(process.env.DATABASE_URL));
+
 const tempDirs: string[] = [];
 
 function freshDataDir(): string {
@@ -90,7 +94,7 @@ afterAll(async () => {
 });
 
 describe("the service process", () => {
-  it(
+  embeddedIt(
     "serves over HTTP, stops with exit code 0 on SIGTERM and keeps its data across restarts",
     async () => {
       const dataDir = freshDataDir();
@@ -186,7 +190,7 @@ describe("the service process", () => {
     TEST_TIMEOUT_MS,
   );
 
-  it(
+  embeddedIt(
     "on SIGTERM lets running requests finish, also those whose client hung up, before closing the database",
     async () => {
       const dataDir = freshDataDir();
@@ -319,7 +323,7 @@ describe("the service process", () => {
     TEST_TIMEOUT_MS,
   );
 
-  it(
+  embeddedIt(
     "refuses a bad configuration (PORT=abc) with a non-zero exit and a message naming PORT",
     async () => {
       const dataDir = freshDataDir();
@@ -340,7 +344,7 @@ describe("the service process", () => {
     TEST_TIMEOUT_MS,
   );
 
-  it(
+  embeddedIt(
     "refuses an out-of-range PORT the same way",
     async () => {
       const spawned = spawnNode(["src/main.ts"], {
@@ -359,7 +363,7 @@ describe("the service process", () => {
 });
 
 describe("the master key", () => {
-  it(
+  embeddedIt(
     "refuses a start with another MASTER_KEY than the database's secrets were written with: one line, exit 2, server and CLI",
     async () => {
       const dataDir = freshDataDir();
@@ -468,7 +472,7 @@ describe("the master key", () => {
     TEST_TIMEOUT_MS,
   );
 
-  it(
+  embeddedIt(
     "refuses DATABASE_URL without MASTER_KEY before connecting anywhere",
     async () => {
       const spawned = spawnNode(["src/main.ts"], {
@@ -489,7 +493,7 @@ describe("the master key", () => {
 });
 
 describe("sandbox and live on one chain (D21)", () => {
-  it(
+  embeddedIt(
     "refuses to start: one line naming both variables, exit 2, the RPC URL not printed",
     async () => {
       const network = (p: string, chainId: string): Record<string, string> => ({
@@ -522,7 +526,7 @@ describe("sandbox and live on one chain (D21)", () => {
 });
 
 describe("the CLI", () => {
-  it(
+  embeddedIt(
     "`workspace create` prints the admin endpoint's JSON and its test key works against the server",
     async () => {
       const dataDir = freshDataDir();
@@ -612,7 +616,7 @@ describe("the CLI", () => {
     TEST_TIMEOUT_MS,
   );
 
-  it(
+  embeddedIt(
     "`workspace set-password` reads the password from standard input, and the dashboard then signs in with it",
     async () => {
       const dataDir = freshDataDir();
@@ -693,7 +697,7 @@ describe("the CLI", () => {
     TEST_TIMEOUT_MS,
   );
 
-  it(
+  embeddedIt(
     "exits non-zero with usage when --name is missing, creating nothing",
     async () => {
       const dataDir = freshDataDir();
