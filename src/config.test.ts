@@ -36,6 +36,32 @@ describe("loadConfig", () => {
     expect(loadConfig({ DATABASE_PREPARED_STATEMENTS: "true" }).databasePreparedStatements).toBe(true);
   });
 
+  it("reads the hosted page's stream limits, 20 per payment and 50 per address unless set", () => {
+    expect(loadConfig({}).hostedPageStreams).toEqual({ perPayment: 20, perAddress: 50 });
+    // An empty value is unset, as for the other numbers.
+    expect(
+      loadConfig({ HOSTED_PAGE_SSE_PER_PAYMENT: "", HOSTED_PAGE_SSE_PER_ADDRESS: "" }).hostedPageStreams,
+    ).toEqual({ perPayment: 20, perAddress: 50 });
+    expect(
+      loadConfig({ HOSTED_PAGE_SSE_PER_PAYMENT: "1", HOSTED_PAGE_SSE_PER_ADDRESS: "100000" })
+        .hostedPageStreams,
+    ).toEqual({ perPayment: 1, perAddress: 100_000 });
+  });
+
+  it.each([
+    ["HOSTED_PAGE_SSE_PER_PAYMENT", "0", "HOSTED_PAGE_SSE_PER_PAYMENT must be between 1 and 100000, got 0"],
+    ["HOSTED_PAGE_SSE_PER_PAYMENT", "-3", 'HOSTED_PAGE_SSE_PER_PAYMENT must be a whole number, got "-3"'],
+    ["HOSTED_PAGE_SSE_PER_PAYMENT", "2.5", 'HOSTED_PAGE_SSE_PER_PAYMENT must be a whole number, got "2.5"'],
+    [
+      "HOSTED_PAGE_SSE_PER_ADDRESS",
+      "100001",
+      "HOSTED_PAGE_SSE_PER_ADDRESS must be between 1 and 100000, got 100001",
+    ],
+    ["HOSTED_PAGE_SSE_PER_ADDRESS", "many", 'HOSTED_PAGE_SSE_PER_ADDRESS must be a whole number, got "many"'],
+  ])("refuses %s=%s, naming the variable and the value", (name, value, message) => {
+    expect(configRefusal({ [name]: value })).toBe(message);
+  });
+
   it("derives the base URL from PORT and strips a trailing slash", () => {
     expect(loadConfig({ PORT: "8080" }).publicBaseUrl).toBe("http://localhost:8080");
     expect(loadConfig({ PUBLIC_BASE_URL: "https://pay.example.com/" }).publicBaseUrl).toBe(

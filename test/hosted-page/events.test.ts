@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { registerSubscribe } from "../../src/platform/db/notices.ts";
 import {
   bearer,
   type CreatedWorkspace,
@@ -8,7 +9,8 @@ import {
 } from "../support/app.ts";
 
 // The hosted page's status stream (D25), over a real HTTP connection: the first event, a change
-// woken by the database's notice, the end after a final status, the limits, and the app's close.
+// woken by the database's notice or committed before listening began, the end after a final
+// status, the limits, and the app's close.
 
 let t: TestApp;
 let ws: CreatedWorkspace;
@@ -43,9 +45,9 @@ async function payment(app: TestApp = t, key = ws.testKey): Promise<string> {
 }
 
 /** A stream's text as it arrives; `until` resolves once it matches, failing after `ms`. */
-async function open(id: string) {
+async function open(id: string, at = base) {
   const controller = new AbortController();
-  const res = await fetch(`${base}/pay/${id}/events`, { signal: controller.signal });
+  const res = await fetch(`${at}/pay/${id}/events`, { signal: controller.signal });
   const reader = res.body?.getReader();
   const decoder = new TextDecoder();
   let text = "";
@@ -126,6 +128,45 @@ describe("GET /pay/:id/events", () => {
     const fourth = await fetch(`${base}/pay/${await payment()}/events`);
     expect(fourth.status).toBe(429);
     for (const s of [a, b, other]) s.close();
+  });
+
+  it("sends a change committed before its LISTEN is active once it is, well within the 10 s re-read", async () => {
+    // An app of its own whose listening session starts only when the test says (and never
+    // delivers a notice): the change can then only come from a read once listening is confirmed.
+    const own = await startTestApp({ RATE_LIMIT_SANDBOX: "100000" });
+    try {
+      const w = await createWorkspace(own);
+      let subscribed!: () => void;
+      const subscribing = new Promise<void>((resolve) => {
+        subscribed = resolve;
+      });
+      let activate!: () => void;
+      const active = new Promise<void>((resolve) => {
+        activate = resolve;
+      });
+      registerSubscribe(own.database.db, async () => {
+        subscribed();
+        await active;
+        return async () => {};
+      });
+      const url = await own.app.http.listen({ host: "127.0.0.1", port: 0 });
+      const id = await payment(own, w.testKey);
+      const stream = await open(id, url);
+      await stream.until(/"status":"pending"/);
+      await subscribing;
+
+      const cancelled = await own.request({
+        method: "POST",
+        url: `/api/v1/payments/${id}/cancel`,
+        headers: bearer(w.testKey),
+      });
+      expect(cancelled.statusCode, cancelled.body).toBe(200);
+      activate();
+      await stream.until(/"status":"cancelled"/, 3000);
+      await stream.ended();
+    } finally {
+      await own.close();
+    }
   });
 
   it("lets the app close with a stream open", async () => {

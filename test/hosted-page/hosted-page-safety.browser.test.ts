@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { createServer as createHttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { describe, expect, it } from "vitest";
+import { contrastRatio } from "../../src/modules/hosted-page/layout.ts";
 import { bearer } from "../support/app.ts";
 import {
   browser,
@@ -19,15 +20,24 @@ import {
   randomAddress,
   SHOTS,
   t,
+  tabStops,
   useHostedPageBrowser,
   waitForStatus,
   ws,
 } from "../support/hosted-page-browser.ts";
 
-// The hosted page in Chromium at 360 px, against markup and javascript: URLs, unknown ids and
-// framing; its screens: hosted-page.browser.test.ts; harness: support/hosted-page-browser.ts.
+// The hosted page in Chromium at 360 px, its focus ring's contrast, against markup and
+// javascript: URLs, unknown ids and framing; its screens: hosted-page.browser.test.ts; harness:
+// support/hosted-page-browser.ts.
 
 useHostedPageBrowser();
+
+/** A computed `rgb(r, g, b)` colour as `#rrggbb`. */
+function hex(rgb: string): string {
+  const channels = rgb.match(/\d+/g)?.slice(0, 3) ?? [];
+  if (channels.length !== 3) throw new Error(`not an rgb() colour: "${rgb}"`);
+  return `#${channels.map((c) => Number(c).toString(16).padStart(2, "0")).join("")}`;
+}
 
 describe.skipIf(!HAS_CHROMIUM)("hosted payment page in Chromium", () => {
   it("360 px wide: no horizontal scroll on the crypto, card and final pages", async () => {
@@ -65,6 +75,47 @@ describe.skipIf(!HAS_CHROMIUM)("hosted payment page in Chromium", () => {
     expect(await final.page.locator("#return").isVisible()).toBe(true);
     await hasNoHorizontalScroll(final.page);
     await final.page.screenshot({ path: `${SHOTS}/mobile-360-cancelled.png`, fullPage: true });
+  });
+
+  it("focus ring: at least 3:1 against the background around each Tab stop, light and dark (WCAG 1.4.11)", async () => {
+    const created = await createPayment({
+      tokenSymbol: "USDC",
+      amount: "3.23",
+      merchantWallet: randomAddress(),
+    });
+    const { page } = await open(`/pay/${created.payment.id}`);
+    const backgrounds = new Set<string>();
+    for (const colorScheme of ["light", "dark"] as const) {
+      await page.emulateMedia({ colorScheme });
+      // Tab starts again from the top of a fresh load.
+      await page.reload();
+      const stops = await tabStops(page);
+      expect(stops).toContain("copy");
+      await page.evaluate(() => (document.activeElement as HTMLElement | null)?.blur());
+      for (const stop of stops) {
+        await page.keyboard.press("Tab");
+        const seen = await page.evaluate(() => {
+          const el = document.activeElement;
+          if (!el) return { style: "none", ring: "", around: "" };
+          // The ring is drawn outside the element: it sits on the nearest painted ancestor.
+          let around = el.parentElement;
+          while (around && getComputedStyle(around).backgroundColor === "rgba(0, 0, 0, 0)")
+            around = around.parentElement;
+          const style = getComputedStyle(el);
+          return {
+            style: style.outlineStyle,
+            ring: style.outlineColor,
+            around: around ? getComputedStyle(around).backgroundColor : "rgb(255, 255, 255)",
+          };
+        });
+        const where = `${colorScheme}, ${stop}: ${seen.ring} on ${seen.around}`;
+        expect(seen.style, where).toBe("solid");
+        expect(contrastRatio(hex(seen.ring), hex(seen.around)), where).toBeGreaterThanOrEqual(3);
+        backgrounds.add(seen.around);
+      }
+    }
+    // Each scheme had its own background: the emulation took.
+    expect(backgrounds.size).toBeGreaterThanOrEqual(2);
   });
 
   it("XSS: markup in the description and quotes in returnUrl stay text, before and after the live swap", async () => {

@@ -199,6 +199,31 @@ describe("language switch", () => {
   });
 });
 
+describe("network choice", () => {
+  const base = { id: "base", name: "Base", chainId: 8453, explorerUrl: "https://basescan.org" };
+  const polygon = { id: "polygon", name: "Polygon", chainId: 137, explorerUrl: "https://polygonscan.com" };
+  const links = (query: string) =>
+    renderPaymentPage(payment({ network: base, choices: [base, polygon] }), {
+      nonce: "n",
+      qrSvg: null,
+      lang: "fr",
+      query: new URLSearchParams(query),
+    });
+
+  it("links each network keeping the language, as the language switch keeps the network", () => {
+    const html = links("lang=fr&network=base");
+    expect(html).toContain('<a href="/pay/pay_123?lang=fr&amp;network=polygon">Polygon');
+    expect(html).toContain('<a href="/pay/pay_123?lang=fr&amp;network=base" aria-current="true">Base');
+    // A language from Accept-Language alone is negotiated again on the next page: no ?lang= added.
+    expect(links("")).toContain('<a href="/pay/pay_123?network=polygon">Polygon');
+  });
+
+  it("is not offered for a payment on one network", () => {
+    expect(links("lang=fr")).toContain('id="networks"');
+    expect(render(payment({ choices: [base] }))).not.toContain('id="networks"');
+  });
+});
+
 describe("receipt", () => {
   it("links from the paid page", () => {
     expect(render(payment({ status: "forwarded", receipt: paidReceipt }))).toContain(

@@ -109,14 +109,14 @@ export const hostedPageEventsRoutes =
         };
         const heartbeat = setInterval(() => raw.write(": keep-alive\n\n"), HEARTBEAT_MS);
         const poll = setInterval(() => void reread(), REREAD_MS);
-        const stop = notices.on(id, () => void reread());
+        const subscription = notices.on(id, () => void reread());
         // On the app's close the connection goes too: a kept-alive one would hold the close.
         function end(closing = false) {
           if (ended) return;
           ended = true;
           clearInterval(heartbeat);
           clearInterval(poll);
-          stop();
+          subscription.stop();
           open.delete(end);
           bump(perPayment, id, -1);
           bump(perAddress, request.ip, -1);
@@ -126,8 +126,9 @@ export const hostedPageEventsRoutes =
         open.add(end);
         raw.on("close", () => end());
         send(first);
-        // A change between the first read and listening would otherwise wait for the bound.
-        if (!ended) void reread();
+        // Read once more when the LISTEN is active: a change committed after the first read but
+        // before then sent its notice to no one, and would wait for the 10 s re-read.
+        void subscription.listening.then(reread);
       },
     );
   };

@@ -26,12 +26,16 @@ export function textOn(brand: string): "#000000" | "#ffffff" {
   return contrastRatio(brand, "#000000") >= contrastRatio(brand, "#ffffff") ? "#000000" : "#ffffff";
 }
 
-/** `/pay/<id>?…` with `lang` set and the other query parameters (network, …) kept. */
-export function langHref(path: string, query: URLSearchParams, lang: Lang): string {
+/** `/pay/<id>?…` with `name` set and the other query parameters kept. */
+export function hrefWith(path: string, query: URLSearchParams, name: string, value: string): string {
   const next = new URLSearchParams(query);
-  next.set("lang", lang);
+  next.set(name, value);
   return `${path}?${next.toString()}`;
 }
+
+/** The language switch's link: the network (and any other parameter) kept. */
+export const langHref = (path: string, query: URLSearchParams, lang: Lang): string =>
+  hrefWith(path, query, "lang", lang);
 
 export interface Shell {
   lang: Lang;

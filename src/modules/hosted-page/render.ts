@@ -2,7 +2,7 @@ import escapeHtml from "escape-html";
 import { NATIVE_TOKEN } from "../../domain/money.ts";
 import { FINAL_STATUSES, isFinal, type PaymentStatus } from "../../domain/payment-state.ts";
 import { formatDecimal, type Lang, MESSAGES, type Messages } from "./i18n.ts";
-import { renderShell } from "./layout.ts";
+import { hrefWith, renderShell } from "./layout.ts";
 import type { PublicPayment } from "./public-payment.ts";
 
 // Server-rendered hosted payment page. Every user-supplied string goes through escapeHtml; the
@@ -19,7 +19,7 @@ export interface PageOptions {
   lang?: Lang;
   /** Whether `/pay/{id}/events` (server-sent status) is served: the script then listens to it. */
   events?: boolean;
-  /** The request's query (network, lang): kept by the language links. */
+  /** The request's query (network, lang): kept by the language and network links. */
   query?: URLSearchParams;
 }
 
@@ -67,7 +67,7 @@ export function renderPaymentPage(p: PublicPayment, options: PageOptions): strin
   <h2 id="send-heading">${e(t.sendExactly(amount(p.amount)))}</h2>
   ${p.network ? `<p>${e(t.network)}: <strong id="network">${e(p.network.name)}</strong> (${e(t.chainId(String(p.network.chainId)))})</p>` : ""}
   ${p.network ? `<p class="warning" id="network-warning"><strong>${e(t.sendOnlyOn(p.tokenSymbol, p.network.name))}</strong></p>` : ""}
-  ${networkChoice(p, t)}
+  ${networkChoice(p, t, options.query ?? new URLSearchParams())}
   ${walletButton(p, t)}
   <label for="address">${e(t.toAddress)}</label>
   <div class="copy-row"><input id="address" readonly value="${e(p.receivingAddress)}" aria-label="${e(t.receivingAddress)}">
@@ -131,14 +131,16 @@ function walletButton(p: PublicPayment, t: Messages): string {
 /**
  * A payment payable on several networks (D22): links to the page on each (plain links, so the
  * choice works without the script), the one shown marked current. The first transfer on any of
- * them pays it; a later one on another lands in the merchant's inbox and can be sent back.
+ * them pays it; a later one on another lands in the merchant's inbox and can be sent back. The
+ * links keep the query's other parameters (lang), as the language switch keeps the network.
  */
-function networkChoice(p: PublicPayment, t: Messages): string {
+function networkChoice(p: PublicPayment, t: Messages, query: URLSearchParams): string {
   if (p.choices.length < 2) return "";
   const e = escapeHtml;
+  const path = `/pay/${encodeURIComponent(p.id)}`;
   const links = p.choices.map((choice) => {
     const current = choice.id === p.network?.id ? ` aria-current="true"` : "";
-    return `<li><a href="/pay/${e(encodeURIComponent(p.id))}?network=${e(encodeURIComponent(choice.id))}"${current}>${e(choice.name)} (${e(t.chainId(String(choice.chainId)))})</a></li>`;
+    return `<li><a href="${e(hrefWith(path, query, "network", choice.id))}"${current}>${e(choice.name)} (${e(t.chainId(String(choice.chainId)))})</a></li>`;
   });
   return `<nav aria-labelledby="networks-heading" id="networks"><p id="networks-heading">${e(t.otherNetworks)}</p><ul>${links.join("")}</ul><p>${e(t.sendOnce)}</p></nav>`;
 }

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
-import type { FastifyPluginAsync, FastifyReply } from "fastify";
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { LRUCache } from "lru-cache";
 import QRCode from "qrcode";
 import type { AppContext } from "../../context.ts";
@@ -55,25 +55,41 @@ export const hostedPageRoutes =
   async (app) => {
     const load = payerView(ctx, payments, workspaces);
 
+    /**
+     * What the page and its receipt share: the payment, the language, a fresh nonce and the
+     * page's headers; null once the not-found page is sent.
+     */
+    const openPage = async (
+      request: FastifyRequest<{ Params: { id: string }; Querystring: { lang?: string } }>,
+      reply: FastifyReply,
+      network?: string,
+    ) => {
+      const payment = await load(request.params.id, true, network);
+      const lang = negotiateLang(request.headers["accept-language"], request.query.lang);
+      const nonce = randomBytes(16).toString("base64");
+      securityHeaders(reply, nonce);
+      reply
+        .header("cache-control", "no-store")
+        .header("vary", "accept-language")
+        .type("text/html; charset=utf-8");
+      if (!payment) {
+        reply.status(404).send(renderNotFoundPage(lang));
+        return null;
+      }
+      return { payment, lang, nonce, query: queryOf(request.url) };
+    };
+
     app.get<{ Params: { id: string }; Querystring: { network?: string; lang?: string } }>(
       "/pay/:id",
       { config: { auth: "none" }, schema: { hide: true } },
       async (request, reply) => {
-        const payment = await load(request.params.id, true, request.query.network);
-        const lang = negotiateLang(request.headers["accept-language"], request.query.lang);
-        const nonce = randomBytes(16).toString("base64");
-        securityHeaders(reply, nonce);
-        reply
-          .header("cache-control", "no-store")
-          .header("vary", "accept-language")
-          .type("text/html; charset=utf-8");
-        if (!payment) return reply.status(404).send(renderNotFoundPage(lang));
+        const page = await openPage(request, reply, request.query.network);
+        if (!page) return reply;
+        const { payment, ...options } = page;
         const qrSvg = payment.paymentUri ? await qrSvgOf(payment.paymentUri) : null;
         // The script listens to the event stream only where the service serves one (else it polls).
         const events = app.hasRoute({ method: "GET", url: "/pay/:id/events" });
-        return reply.send(
-          renderPaymentPage(payment, { nonce, qrSvg, lang, query: queryOf(request.url), events }),
-        );
+        return reply.send(renderPaymentPage(payment, { ...options, qrSvg, events }));
       },
     );
 
@@ -83,16 +99,9 @@ export const hostedPageRoutes =
       "/pay/:id/receipt",
       { config: { auth: "none" }, schema: { hide: true } },
       async (request, reply) => {
-        const payment = await load(request.params.id, true);
-        const lang = negotiateLang(request.headers["accept-language"], request.query.lang);
-        const nonce = randomBytes(16).toString("base64");
-        securityHeaders(reply, nonce);
-        reply
-          .header("cache-control", "no-store")
-          .header("vary", "accept-language")
-          .type("text/html; charset=utf-8");
-        if (!payment) return reply.status(404).send(renderNotFoundPage(lang));
-        const options = { nonce, lang, query: queryOf(request.url) };
+        const page = await openPage(request, reply);
+        if (!page) return reply;
+        const { payment, ...options } = page;
         const receipt = renderReceiptPage(payment, options);
         if (!receipt) return reply.status(404).send(renderNoReceiptPage(payment, options));
         return reply.send(receipt);

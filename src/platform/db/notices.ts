@@ -125,18 +125,23 @@ export class NoticeFanOut {
     this.#log = log;
   }
 
-  /** Calls `handler` on each notice of `key`; returns the way to stop. */
-  on(key: string, handler: () => void): () => void {
+  /**
+   * Calls `handler` on each notice of `key`. `listening` resolves once the session listens (or
+   * failed to): a change committed before then notified no one, so the caller reads once more.
+   */
+  on(key: string, handler: () => void): { stop: () => void; listening: Promise<void> } {
     let set = this.#handlers.get(key);
     if (!set) {
       set = new Set();
       this.#handlers.set(key, set);
     }
     set.add(handler);
-    this.#listen();
-    return () => {
-      set.delete(handler);
-      if (set.size === 0) this.#handlers.delete(key);
+    return {
+      stop: () => {
+        set.delete(handler);
+        if (set.size === 0) this.#handlers.delete(key);
+      },
+      listening: this.#listen(),
     };
   }
 
@@ -152,24 +157,30 @@ export class NoticeFanOut {
     }
   }
 
-  #listen(): void {
-    if (this.#listening) return;
+  /** Never rejects: a failure is logged, and the users' own re-reads cover it. */
+  async #listen(): Promise<void> {
     const subscribe = subscribers.get(this.#db);
     if (!subscribe) return;
-    const listening = subscribe(
-      this.#channel,
-      (key) => {
-        for (const handler of this.#handlers.get(key) ?? []) handler();
-      },
-      () => {
-        this.#log.warn({ channel: this.#channel }, "the session listening for notices was lost");
-        this.#listening = undefined;
-      },
-    );
-    this.#listening = listening;
-    listening.catch((err: unknown) => {
-      if (this.#listening === listening) this.#listening = undefined;
-      this.#log.error({ err, channel: this.#channel }, "listening for notices failed; re-reading on a bound");
-    });
+    if (!this.#listening) {
+      const listening = subscribe(
+        this.#channel,
+        (key) => {
+          for (const handler of this.#handlers.get(key) ?? []) handler();
+        },
+        () => {
+          this.#log.warn({ channel: this.#channel }, "the session listening for notices was lost");
+          this.#listening = undefined;
+        },
+      );
+      this.#listening = listening;
+      listening.catch((err: unknown) => {
+        if (this.#listening === listening) this.#listening = undefined;
+        this.#log.error(
+          { err, channel: this.#channel },
+          "listening for notices failed; re-reading on a bound",
+        );
+      });
+    }
+    await this.#listening.catch(() => {});
   }
 }
