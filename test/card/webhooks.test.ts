@@ -28,6 +28,24 @@ import { WebhookReceiver } from "../support/receiver.ts";
 
 useCardRailApp();
 
+/** The time the payment's receipt shows (its <time datetime>), or null when there is no receipt. */
+async function receiptTime(id: string): Promise<string | null> {
+  const res = await t.request({ method: "GET", url: `/pay/${id}/receipt` });
+  if (res.statusCode === 404) return null;
+  expect(res.statusCode).toBe(200);
+  expect(res.body).not.toContain("data-tx-hash");
+  return /<time datetime="([^"]+)"/.exec(res.body)?.[1] ?? "no time on the receipt";
+}
+
+async function confirmedAt(id: string): Promise<string | null> {
+  const row = await t.database.db
+    .selectFrom("payments")
+    .select("confirmed_at")
+    .where("id", "=", id)
+    .executeTakeFirstOrThrow();
+  return row.confirmed_at?.toISOString() ?? null;
+}
+
 describe("POST /api/webhooks/card — lifecycle", () => {
   it("checkout.session.completed → forwarded with payment.forwarded", async () => {
     const ws = await createWorkspace(t);
@@ -43,6 +61,9 @@ describe("POST /api/webhooks/card — lifecycle", () => {
     expect(rows.map((r) => r.event_type)).toEqual(["payment.created", "payment.forwarded"]);
     expect(rows[1]?.payload).toMatchObject({ id: card.id, status: "forwarded", paymentProvider: "card" });
     expect(await cardEventRows(event.id)).toHaveLength(1);
+    // Paid by its checkout: the payer's receipt (D25) shows when, and no transaction hash.
+    expect(await receiptTime(card.id)).toBe(await confirmedAt(card.id));
+    expect(await confirmedAt(card.id)).not.toBeNull();
 
     const verify = await t.request({
       method: "POST",
@@ -117,6 +138,7 @@ describe("POST /api/webhooks/card — delayed payment methods", () => {
     expect((await getPayment(ws.liveKey, card.id)).status).toBe("pending");
     expect(await outboxTypes(ws.id)).toEqual(["payment.created"]);
     expect(await outcomeOf(completed.id)).toMatch(/unpaid/);
+    expect(await receiptTime(card.id)).toBeNull(); // not paid yet: no receipt
 
     const succeeded = fake.asyncPaymentSucceeded(card.sessionId, { livemode: true });
     const paid = await deliver(succeeded);
@@ -128,6 +150,7 @@ describe("POST /api/webhooks/card — delayed payment methods", () => {
     expect(rows.map((r) => r.event_type)).toEqual(["payment.created", "payment.forwarded"]);
     expect(rows[1]?.payload).toMatchObject({ id: card.id, status: "forwarded" });
     expect(await outcomeOf(succeeded.id)).toBe("applied");
+    expect(await receiptTime(card.id)).toBe(await confirmedAt(card.id));
 
     // Replayed, it is a duplicate and changes nothing.
     expect((await deliver(succeeded)).json()).toEqual({ received: true, duplicate: true });

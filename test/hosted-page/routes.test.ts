@@ -85,4 +85,23 @@ describe("GET /pay/:id and /pay/:id/receipt", () => {
     expect(res.body).toContain(`href="/pay/${id}?lang=es"`);
     expect(res.body).toContain(`<script nonce="${nonce}" src="/pay/assets/page.js"`);
   });
+
+  it("a sandbox payment paid as it was created has a receipt, timed at its creation, with no hash", async () => {
+    const res = await t.request({
+      method: "POST",
+      url: "/api/v1/payments",
+      headers: bearer(ws.testKey),
+      payload: { amount: "2.50", tokenSymbol: "USDC", paymentMethod: "crypto" },
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    const payment = res.json().payment;
+    expect(payment.status).toBe("forwarded");
+    const { res: receipt } = await get(`/pay/${payment.id}/receipt?lang=en`);
+    expect(receipt.statusCode).toBe(200);
+    expectPageHeaders(receipt, "receipt");
+    expect(/<time datetime="([^"]+)"/.exec(receipt.body)?.[1]).toBe(
+      new Date(payment.createdAt).toISOString(),
+    );
+    expect(receipt.body).not.toContain("data-tx-hash");
+  });
 });

@@ -180,8 +180,12 @@ export class CardWebhooks {
           );
         return { outcome: `ignored: payment is ${payment.status}` };
       }
-      const changes =
-        rule.trigger === "card_async_payment_failed" ? { failure_reason: ASYNC_FAILURE_REASON } : {};
+      // A paid checkout confirms the payment now: the time its receipt shows (D25).
+      const changes = rule.needsPaid
+        ? { confirmed_at: now }
+        : rule.trigger === "card_async_payment_failed"
+          ? { failure_reason: ASYNC_FAILURE_REASON }
+          : {};
       const moved = await this.#payments.moveCardPayment(trx, payment, rule.trigger, now, changes);
       return { outcome: "applied", moved };
     }

@@ -242,6 +242,7 @@ export class PaymentCreation {
       ...(x402 ? { x402: x402.origin, expiresAt: x402.expiresAt } : {}),
       id,
       status: completed?.ok ? completed.to : "pending",
+      confirmedAt: completed?.ok ? now : null,
       splitSnapshot,
       settlement: sandbox?.settlement ?? null,
       cardCheckoutSessionId: checkout?.session.id ?? null,

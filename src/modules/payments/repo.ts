@@ -51,6 +51,8 @@ export interface NewPayment {
   settlement?: { id: string; at: Date; record: SettlementRecord } | null;
   /** Settled through the x402 facilitator (D23): its origin. */
   x402?: X402Origin | null;
+  /** Paid as it is written (the sandbox's): when, the time its receipt shows (D25). */
+  confirmedAt?: Date | null;
 }
 
 /**
@@ -90,7 +92,7 @@ export function newPaymentRow(p: NewPayment & { id: string }): PaymentRow {
     detected_block_hash: null,
     payer_address: null,
     detected_at: null,
-    confirmed_at: null,
+    confirmed_at: p.confirmedAt ?? null,
     settlement_net_tx_hash: null,
     settlement_fee_tx_hash: null,
     forwarded_at: null,
@@ -112,7 +114,7 @@ export function newPaymentRow(p: NewPayment & { id: string }): PaymentRow {
  * The INSERT of rows built by newPaymentRow (at least one), as a query to run or to embed in a
  * larger statement. Each column goes as ONE array parameter that unnest turns back into rows, so
  * the statement text is the same for any number of rows: prepared once per connection and
- * planned once, with 27 parameters to build and send instead of 27 per row (a VALUES list made a
+ * planned once, with one parameter per column (30) to build and send instead of 30 per row (a VALUES list made a
  * new text, and a new plan, for every batch size). Columns not named keep their defaults.
  */
 export function insertPaymentsQuery(rows: readonly PaymentRow[]): RawBuilder<unknown> {
@@ -123,7 +125,7 @@ export function insertPaymentsQuery(rows: readonly PaymentRow[]): RawBuilder<unk
                           wallet_type, receiving_address, description, metadata, return_url,
                           cancel_url, expires_at, card_checkout_session_id, checkout_url,
                           created_at, updated_at, split_snapshot, settlement_id, settled_at,
-                          settlement, network, networks, x402)
+                          settlement, network, networks, x402, confirmed_at)
     SELECT * FROM unnest(
       ${column((r) => r.id)}::uuid[],
       ${column((r) => r.workspace_id)}::uuid[],
@@ -153,7 +155,8 @@ export function insertPaymentsQuery(rows: readonly PaymentRow[]): RawBuilder<unk
       ${column((r) => json(r.settlement))}::jsonb[],
       ${column((r) => r.network)}::text[],
       ${column((r) => (r.networks ? JSON.stringify(r.networks) : null))}::jsonb[],
-      ${column((r) => json(r.x402))}::jsonb[]
+      ${column((r) => json(r.x402))}::jsonb[],
+      ${column((r) => r.confirmed_at?.toISOString() ?? null)}::timestamptz[]
     )`;
 }
 

@@ -48,6 +48,7 @@ import * as x402 from "./migrations/040_x402.ts";
 import * as agentPolicies from "./migrations/041_agent_policies.ts";
 import * as webhookSecretRotation from "./migrations/042_webhook_secret_rotation.ts";
 import * as checkoutBranding from "./migrations/043_checkout_branding.ts";
+import * as paidAtCreation from "./migrations/044_paid_at_creation.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -105,6 +106,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "041_agent_policies": agentPolicies,
   "042_webhook_secret_rotation": webhookSecretRotation,
   "043_checkout_branding": checkoutBranding,
+  "044_paid_at_creation": paidAtCreation,
 };
 
 class StaticMigrationProvider implements MigrationProvider {
