@@ -248,6 +248,7 @@ export async function benchHostedPage(): Promise<HostedPageFigures> {
         chainId: live.chainId,
         name: live.name,
         explorerUrl: live.explorerUrl ?? null,
+        walletRpcUrl: live.walletRpcUrl ?? null,
         tokenAddress: (symbol) => tokens[symbol] ?? null,
       },
       { name: "Bench merchant", logoUrl: null, brandColor: null },

@@ -215,6 +215,24 @@ describe("loadConfig", () => {
       expect(config.networks.sandbox).toEqual([]);
     });
 
+    it("reads a network's public wallet endpoint apart from its RPC URL, and refuses one that is no http(s) URL", () => {
+      const config = loadConfig({
+        LIVE_NETWORKS: "base",
+        ...network("LIVE_BASE", "https://rpc.example.com/base?key=secret", "8453"),
+        LIVE_BASE_WALLET_RPC_URL: "https://mainnet.base.org",
+      });
+      expect(config.networks.live[0]?.walletRpcUrl).toBe("https://mainnet.base.org");
+      expect(
+        loadConfig(network("LIVE", "https://rpc.example.com/x", "8453")).networks.live[0]?.walletRpcUrl,
+      ).toBe(undefined);
+      expect(
+        refusal({
+          ...network("LIVE", "https://rpc.example.com/x", "8453"),
+          LIVE_WALLET_RPC_URL: "wss://rpc.example.com",
+        }),
+      ).toBe("LIVE_WALLET_RPC_URL must use http: or https:");
+    });
+
     it("keeps the old variables as the network default, listed or alone", () => {
       const old = network("LIVE", "https://rpc.example.com/base", "8453");
       expect(loadConfig(old).networks.live.map((n) => n.id)).toEqual(["default"]);

@@ -24,6 +24,11 @@ export interface NetworkConfig {
   pollIntervalMs: number;
   /** A block explorer's base URL (`<explorer>/tx/<hash>`), for the dashboard's links; optional. */
   explorerUrl: string | undefined;
+  /**
+   * A public RPC endpoint a payer's wallet may add the network with (the hosted page's
+   * `wallet_addEthereumChain`); optional. Never `rpcUrl`, which may carry the operator's key.
+   */
+  walletRpcUrl: string | undefined;
   /** ERC-4337 (D11): present when a bundler is configured for this network. */
   accountAbstraction:
     | {
@@ -249,6 +254,8 @@ function network(env: Env, environment: Environment, id: string): NetworkConfig 
     gasTopUpTarget: wei("GAS_TOPUP_TARGET_WEI", 10_000_000_000_000_000n),
     pollIntervalMs: integer(env, `${p}_POLL_INTERVAL_MS`, 1000, 50, 60_000),
     explorerUrl: url(env, `${p}_EXPLORER_URL`, ["http:", "https:"])?.replace(/\/+$/, ""),
+    // http too, for a local devnet: the wallet decides which endpoints it accepts.
+    walletRpcUrl: url(env, `${p}_WALLET_RPC_URL`, ["http:", "https:"]),
     accountAbstraction: accountAbstraction(env, p, address),
     swap: swap(env, p, address),
   };

@@ -28,6 +28,7 @@ const FIELDS: Readonly<Record<string, string>> = {
   gasTopUpTargetWei: "GAS_TOPUP_TARGET_WEI",
   pollIntervalMs: "POLL_INTERVAL_MS",
   explorerUrl: "EXPLORER_URL",
+  walletRpcUrl: "WALLET_RPC_URL",
   "bundler.url": "BUNDLER_URL",
   "bundler.paymasterUrl": "PAYMASTER_URL",
   "bundler.paymasterContext": "PAYMASTER_CONTEXT",

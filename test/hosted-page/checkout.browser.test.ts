@@ -339,6 +339,54 @@ describe.skipIf(!HAS_CHROMIUM)("checkout in Chromium", () => {
     expect(opened.errors).toEqual([]);
   }, 120_000);
 
+  it("a wallet that does not know the network adds it from the page's public endpoint, then pays", async () => {
+    const created = await liveUsdc("4.56");
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    contexts.push(context);
+    const wallet = await injectWallet(context, devnet, await fundedKey(), { knowsNetwork: false });
+    const opened = await open(`/pay/${created.payment.id}`, { context });
+    const { page } = opened;
+    const button = page.locator("#pay-with-wallet");
+    await button.waitFor({ state: "visible", timeout: 10_000 });
+    expect(await button.getAttribute("data-wallet-rpc-url")).toBe(devnet.rpcUrl);
+    const networkName = `Chain ${devnet.chainId}`;
+    expect(await button.getAttribute("data-network-name")).toBe(networkName);
+
+    // Without an endpoint to add it with, the payer is asked to add the network and nothing is sent.
+    await button.evaluate((el) => el.removeAttribute("data-wallet-rpc-url"));
+    await button.click();
+    await expect
+      .poll(() => page.locator("#wallet-status").textContent())
+      .toBe(`Add ${networkName} to your wallet, then try again`);
+    expect(await button.isEnabled()).toBe(true);
+    expect(wallet.calls("wallet_addEthereumChain")).toEqual([]);
+    expect(wallet.sent).toEqual([]);
+
+    await page.reload();
+    await button.waitFor({ state: "visible", timeout: 10_000 });
+    await button.click();
+    await until(
+      "the wallet's transaction",
+      async () => wallet.sent.length,
+      (n) => n > 0,
+      30_000,
+    );
+    expect(wallet.calls("wallet_addEthereumChain").map((call) => call.params[0])).toEqual([
+      {
+        chainId: numberToHex(devnet.chainId),
+        chainName: networkName,
+        nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
+        rpcUrls: [devnet.rpcUrl],
+      },
+    ]);
+    const [sent] = wallet.calls("eth_sendTransaction");
+    const tx = sent?.params[0] as { to?: string; data?: string };
+    expect(tx.to?.toLowerCase()).toBe(devnet.tokens.USDC.toLowerCase());
+    expect(tx.data?.toLowerCase()).toBe(erc20TransferData(created.receivingAddress, parseUnits("4.56", 6)));
+    await pageStatus(page, "forwarded", 60_000);
+    expect(opened.errors).toEqual([]);
+  }, 120_000);
+
   it("live status by server-sent events: the page shows the change within 2 s of the API", async () => {
     const created = await liveUsdc("9.87");
     const id = created.payment.id;

@@ -30,7 +30,13 @@ function payment(overrides: Partial<PublicPayment> = {}): PublicPayment {
     returnUrl: "https://shop.example/back",
     expiresAt: "2026-03-05T10:20:30.000Z",
     paymentUri: `ethereum:${TOKEN}@8453/transfer?address=${RECEIVER}&uint256=1234500000`,
-    network: { id: "base", name: "Base", chainId: 8453, explorerUrl: "https://basescan.org" },
+    network: {
+      id: "base",
+      name: "Base",
+      chainId: 8453,
+      explorerUrl: "https://basescan.org",
+      walletRpcUrl: null,
+    },
     choices: [],
     merchant: { name: "Acme", logoUrl: null, brandColor: null },
     units: "1234500000",
@@ -171,6 +177,22 @@ describe("wallet one-click, EIP-681 link and network warning", () => {
   });
 
   it("is not offered without a real network, nor once the payment is no longer pending", () => {
+    // With a public endpoint named, what a wallet needs to add the network (EIP-3085).
+    const addable = render(
+      payment({
+        network: {
+          id: "base",
+          name: "Base",
+          chainId: 8453,
+          explorerUrl: "https://basescan.org",
+          walletRpcUrl: "https://mainnet.base.org",
+        },
+      }),
+    );
+    expect(addable).toContain(
+      'data-wallet-rpc-url="https://mainnet.base.org" data-explorer-url="https://basescan.org"',
+    );
+    expect(render(payment())).not.toContain("data-wallet-rpc-url");
     expect(render(payment({ network: null, paymentUri: null }))).not.toContain("pay-with-wallet");
     expect(render(payment({ network: null, paymentUri: null }))).not.toContain("open-in-wallet");
     expect(render(payment({ status: "detected" }))).not.toContain("pay-with-wallet");
@@ -200,8 +222,20 @@ describe("language switch", () => {
 });
 
 describe("network choice", () => {
-  const base = { id: "base", name: "Base", chainId: 8453, explorerUrl: "https://basescan.org" };
-  const polygon = { id: "polygon", name: "Polygon", chainId: 137, explorerUrl: "https://polygonscan.com" };
+  const base = {
+    id: "base",
+    name: "Base",
+    chainId: 8453,
+    explorerUrl: "https://basescan.org",
+    walletRpcUrl: null,
+  };
+  const polygon = {
+    id: "polygon",
+    name: "Polygon",
+    chainId: 137,
+    explorerUrl: "https://polygonscan.com",
+    walletRpcUrl: null,
+  };
   const links = (query: string) =>
     renderPaymentPage(payment({ network: base, choices: [base, polygon] }), {
       nonce: "n",

@@ -102,6 +102,7 @@ export async function injectWallet(
   context: BrowserContext,
   devnet: Devnet,
   privateKey: Hex,
+  options: { knowsNetwork?: boolean } = {},
 ): Promise<InjectedWallet> {
   const account = privateKeyToAccount(privateKey);
   const wallet = createWalletClient({ account, chain: devnet.chain, transport: http(devnet.rpcUrl) });
@@ -109,7 +110,10 @@ export async function injectWallet(
   const requests: WalletRequest[] = [];
   const sent: Hex[] = [];
   const rejections = new Map<string, number>();
-  let currentChain = chainIdHex;
+  // A wallet that does not know the devnet yet (knowsNetwork: false) sits on Ethereum mainnet and
+  // answers a switch with 4902 until the page adds the network.
+  let known = options.knowsNetwork ?? true;
+  let currentChain = known ? chainIdHex : "0x1";
 
   const handle = async ({ method, params }: WalletRequest): Promise<unknown> => {
     const left = rejections.get(method) ?? 0;
@@ -128,13 +132,17 @@ export async function injectWallet(
       case "wallet_switchEthereumChain": {
         const wanted = (params[0] as { chainId?: string } | undefined)?.chainId?.toLowerCase();
         // 4902: the wallet does not know that chain; a page then offers wallet_addEthereumChain.
-        if (wanted !== chainIdHex) throw new ProviderRpcError(4902, `Unrecognized chain ID "${wanted}".`);
+        if (wanted !== chainIdHex || !known)
+          throw new ProviderRpcError(4902, `Unrecognized chain ID "${wanted}".`);
         currentChain = chainIdHex;
         return null;
       }
       case "wallet_addEthereumChain": {
         const wanted = (params[0] as { chainId?: string } | undefined)?.chainId?.toLowerCase();
-        if (wanted !== chainIdHex) throw new ProviderRpcError(4901, `This wallet cannot reach ${wanted}.`);
+        const rpcUrls = (params[0] as { rpcUrls?: string[] } | undefined)?.rpcUrls ?? [];
+        if (wanted !== chainIdHex || !rpcUrls.includes(devnet.rpcUrl))
+          throw new ProviderRpcError(4901, `This wallet cannot reach ${wanted}.`);
+        known = true;
         currentChain = chainIdHex;
         return null;
       }

@@ -321,6 +321,8 @@ export function useHostedPageBrowser(): void {
     t = await startTestApp(
       liveNetworkEnv(devnet, {
         PUBLIC_BASE_URL: origin,
+        // The public endpoint a payer's wallet may add the network with (the devnet's own here).
+        LIVE_WALLET_RPC_URL: devnet.rpcUrl,
         CARD_SECRET_KEY_LIVE: CARD_SECRET_KEY,
         CARD_WEBHOOK_SECRET_LIVE: CARD_WEBHOOK_SECRET,
         CARD_API_BASE: fake.url,

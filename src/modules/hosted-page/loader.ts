@@ -15,12 +15,13 @@ export function payerView(ctx: AppContext, payments: PaymentsService, workspaces
       .networks.find((chain) => chain.id === network && !chain.simulated);
     if (!listed) return null;
     const tokens = new Map(listed.tokens.map((token) => [token.symbol as string, token.address]));
+    const config = ctx.chains.of(environment === "live" ? "live" : "sandbox", listed.id)?.config;
     return {
       id: listed.id,
       chainId: listed.chainId,
       name: listed.name,
-      explorerUrl:
-        ctx.chains.of(environment === "live" ? "live" : "sandbox", listed.id)?.config.explorerUrl ?? null,
+      explorerUrl: config?.explorerUrl ?? null,
+      walletRpcUrl: config?.walletRpcUrl ?? null,
       tokenAddress: (symbol) => tokens.get(symbol) ?? null,
     };
   };

@@ -56,6 +56,7 @@ export interface Messages {
     copyManually: string;
     connecting: string;
     switching: string;
+    addingNetwork: string;
     addNetwork: string;
     confirmInWallet: string;
     sent: string;
@@ -115,6 +116,7 @@ const en: Messages = {
     copyManually: "Select the address and copy it",
     connecting: "Connecting to your wallet…",
     switching: "Switching network…",
+    addingNetwork: "Adding {network} to your wallet…",
     addNetwork: "Add {network} to your wallet, then try again",
     confirmInWallet: "Confirm the payment in your wallet…",
     sent: "Sent — waiting for confirmation. Transaction: {hash}",
@@ -174,6 +176,7 @@ const fr: Messages = {
     copyManually: "Sélectionnez l’adresse et copiez-la",
     connecting: "Connexion à votre portefeuille…",
     switching: "Changement de réseau…",
+    addingNetwork: "Ajout de {network} à votre portefeuille…",
     addNetwork: "Ajoutez {network} à votre portefeuille, puis réessayez",
     confirmInWallet: "Confirmez le paiement dans votre portefeuille…",
     sent: "Envoyé — en attente de confirmation. Transaction : {hash}",
@@ -233,6 +236,7 @@ const es: Messages = {
     copyManually: "Seleccione la dirección y cópiela",
     connecting: "Conectando con su billetera…",
     switching: "Cambiando de red…",
+    addingNetwork: "Añadiendo {network} a su billetera…",
     addNetwork: "Añada {network} a su billetera y vuelva a intentarlo",
     confirmInWallet: "Confirme el pago en su billetera…",
     sent: "Enviado — esperando confirmación. Transacción: {hash}",
@@ -292,6 +296,7 @@ const de: Messages = {
     copyManually: "Markieren Sie die Adresse und kopieren Sie sie",
     connecting: "Verbindung zur Wallet wird hergestellt…",
     switching: "Netzwerk wird gewechselt…",
+    addingNetwork: "{network} wird Ihrer Wallet hinzugefügt…",
     addNetwork: "Fügen Sie {network} Ihrer Wallet hinzu und versuchen Sie es erneut",
     confirmInWallet: "Bestätigen Sie die Zahlung in Ihrer Wallet…",
     sent: "Gesendet — warte auf Bestätigung. Transaktion: {hash}",

@@ -42,6 +42,8 @@ export interface PayerNetwork {
   chainId: number;
   /** A block explorer's base URL (`<explorer>/tx/<hash>`) when the network names one. */
   explorerUrl: string | null;
+  /** A public RPC endpoint the payer's wallet may add the network with, when the operator names one. */
+  walletRpcUrl: string | null;
 }
 
 export interface Merchant {
@@ -121,11 +123,12 @@ export function toPublicPayment(
   };
 }
 
-const facts = ({ id, name, chainId, explorerUrl }: NetworkFacts): PayerNetwork => ({
+const facts = ({ id, name, chainId, explorerUrl, walletRpcUrl }: NetworkFacts): PayerNetwork => ({
   id,
   name,
   chainId,
   explorerUrl,
+  walletRpcUrl,
 });
 
 /** Paid: a transfer detected (or a card's payment confirmed) and not given up since. */

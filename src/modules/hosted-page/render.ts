@@ -124,7 +124,11 @@ function walletButton(p: PublicPayment, t: Messages): string {
   if (p.tokenSymbol !== NATIVE_TOKEN && !p.tokenAddress) return "";
   const e = escapeHtml;
   const token = p.tokenAddress ? ` data-token-address="${e(p.tokenAddress)}"` : "";
-  return `<div class="wallet"><button type="button" class="primary" id="pay-with-wallet" hidden data-chain-id="${e(String(p.network.chainId))}" data-network-name="${e(p.network.name)}" data-receiving-address="${e(p.receivingAddress)}" data-units="${e(p.units)}"${token}>${e(t.payWithWallet)}</button>
+  // What a wallet that does not know the network needs to add it (EIP-3085), when the operator names a public endpoint.
+  const add = p.network.walletRpcUrl
+    ? ` data-wallet-rpc-url="${e(p.network.walletRpcUrl)}"${p.network.explorerUrl ? ` data-explorer-url="${e(p.network.explorerUrl)}"` : ""}`
+    : "";
+  return `<div class="wallet"><button type="button" class="primary" id="pay-with-wallet" hidden data-chain-id="${e(String(p.network.chainId))}" data-network-name="${e(p.network.name)}" data-receiving-address="${e(p.receivingAddress)}" data-units="${e(p.units)}"${token}${add}>${e(t.payWithWallet)}</button>
   <p id="wallet-status" role="status" aria-live="polite"></p></div>`;
 }
 

@@ -43,18 +43,33 @@
         const accounts = await ethereum.request({ method: "eth_requestAccounts" });
         const from = accounts[0];
         show(say("switching"));
+        const chainId = hex(d.chainId);
         try {
-          await ethereum.request({
-            method: "wallet_switchEthereumChain",
-            params: [{ chainId: hex(d.chainId) }],
-          });
+          await ethereum.request({ method: "wallet_switchEthereumChain", params: [{ chainId }] });
         } catch (error) {
-          if (error?.code === 4902) {
+          // 4902: the wallet does not know the network. It can add it when the operator names a
+          // public endpoint (EIP-3085); otherwise the payer is told to add it themselves.
+          if (error?.code !== 4902) throw error;
+          if (!d.walletRpcUrl) {
             show(say("addNetwork", { network: d.networkName }));
             button.disabled = false;
             return;
           }
-          throw error;
+          show(say("addingNetwork", { network: d.networkName }));
+          await ethereum.request({
+            method: "wallet_addEthereumChain",
+            params: [
+              {
+                chainId,
+                chainName: d.networkName,
+                nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
+                rpcUrls: [d.walletRpcUrl],
+                ...(d.explorerUrl ? { blockExplorerUrls: [d.explorerUrl] } : {}),
+              },
+            ],
+          });
+          // Adding may leave the wallet on its old network: switch once more (a no-op if it did).
+          await ethereum.request({ method: "wallet_switchEthereumChain", params: [{ chainId }] });
         }
         const tx = d.tokenAddress
           ? {
