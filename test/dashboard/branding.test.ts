@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { bearer, type CreatedWorkspace, startTestApp, type TestApp } from "../support/app.ts";
+import { type CreatedWorkspace, sandboxPayment, startTestApp, type TestApp } from "../support/app.ts";
 import { type DashboardClient, dashboardWorkspace, signedInAs } from "../support/dashboard.ts";
 
 // The settings page's checkout branding (D25): display name and brand colour saved and cleared,
@@ -21,16 +21,7 @@ const PNG = Buffer.concat([
 const WEBP = Buffer.concat([Buffer.from("RIFF"), Buffer.from([9, 0, 0, 0]), Buffer.from("WEBPVP8 body")]);
 const SVG = Buffer.from('<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>');
 
-async function payment(key: string): Promise<string> {
-  const res = await t.request({
-    method: "POST",
-    url: "/api/v1/payments",
-    headers: bearer(key),
-    payload: { amount: "1.00", tokenSymbol: "USDC", paymentMethod: "crypto" },
-  });
-  expect(res.statusCode, res.body).toBe(201);
-  return res.json().payment.id;
-}
+const payment = (key: string) => sandboxPayment(t, key);
 
 const hostedPage = async (id: string) => (await t.request({ method: "GET", url: `/pay/${id}` })).body;
 const logoOf = (id: string) => t.request({ method: "GET", url: `/pay/${id}/logo` });

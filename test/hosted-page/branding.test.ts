@@ -6,6 +6,7 @@ import {
   bearer,
   type CreatedWorkspace,
   createWorkspace,
+  sandboxPayment,
   startTestApp,
   type TestApp,
 } from "../support/app.ts";
@@ -41,16 +42,7 @@ function patch(id: string, key: string, payload: object) {
   return t.request({ method: "PATCH", url: `/api/v1/workspaces/${id}`, headers: bearer(key), payload });
 }
 
-async function payment(key: string): Promise<string> {
-  const res = await t.request({
-    method: "POST",
-    url: "/api/v1/payments",
-    headers: bearer(key),
-    payload: { amount: "1.00", tokenSymbol: "USDC", paymentMethod: "crypto" },
-  });
-  expect(res.statusCode, res.body).toBe(201);
-  return res.json().payment.id;
-}
+const payment = (key: string) => sandboxPayment(t, key);
 
 function merchantOf(paymentId: string) {
   const load = payerView(t.app.ctx, t.app.services.payments, t.app.services.workspaces);

@@ -4,6 +4,7 @@ import {
   bearer,
   type CreatedWorkspace,
   createWorkspace,
+  sandboxPayment,
   startTestApp,
   type TestApp,
 } from "../support/app.ts";
@@ -30,19 +31,8 @@ afterAll(async () => {
   await t?.close();
 });
 
-/** A pending payment: the sandbox forwards at once, so the row is set back as the page first sees one. */
-async function payment(app: TestApp = t, key = ws.testKey): Promise<string> {
-  const res = await app.request({
-    method: "POST",
-    url: "/api/v1/payments",
-    headers: bearer(key),
-    payload: { amount: "1.00", tokenSymbol: "USDC", paymentMethod: "crypto" },
-  });
-  expect(res.statusCode, res.body).toBe(201);
-  const id: string = res.json().payment.id;
-  await app.database.db.updateTable("payments").set({ status: "pending" }).where("id", "=", id).execute();
-  return id;
-}
+/** A pending payment, as the page first sees one. */
+const payment = (app: TestApp = t, key = ws.testKey) => sandboxPayment(app, key, { pending: true });
 
 /** A stream's text as it arrives; `until` resolves once it matches, failing after `ms`. */
 async function open(id: string, at = base) {

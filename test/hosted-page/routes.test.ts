@@ -3,6 +3,7 @@ import {
   bearer,
   type CreatedWorkspace,
   createWorkspace,
+  sandboxPayment,
   startTestApp,
   type TestApp,
 } from "../support/app.ts";
@@ -23,19 +24,7 @@ afterAll(async () => {
   await t?.close();
 });
 
-/** A pending payment: the sandbox forwards at once, so the row is set back as a payer first sees one. */
-async function pending(): Promise<string> {
-  const res = await t.request({
-    method: "POST",
-    url: "/api/v1/payments",
-    headers: bearer(ws.testKey),
-    payload: { amount: "2.00", tokenSymbol: "USDC", paymentMethod: "crypto" },
-  });
-  expect(res.statusCode, res.body).toBe(201);
-  const id: string = res.json().payment.id;
-  await t.database.db.updateTable("payments").set({ status: "pending" }).where("id", "=", id).execute();
-  return id;
-}
+const pending = () => sandboxPayment(t, ws.testKey, { amount: "2.00", pending: true });
 
 async function get(url: string, acceptLanguage = "de") {
   const res = await t.request({ method: "GET", url, headers: { "accept-language": acceptLanguage } });

@@ -140,3 +140,25 @@ export async function createWorkspace(
 }
 
 export const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
+
+/**
+ * A sandbox crypto payment of USDC by `key`, its id. The sandbox forwards at once; `pending: true`
+ * sets the row back to pending, as a payer first sees a payment on its page.
+ */
+export async function sandboxPayment(
+  t: TestApp,
+  key: string,
+  options: { amount?: string; pending?: boolean } = {},
+): Promise<string> {
+  const res = await t.request({
+    method: "POST",
+    url: "/api/v1/payments",
+    headers: bearer(key),
+    payload: { amount: options.amount ?? "1.00", tokenSymbol: "USDC", paymentMethod: "crypto" },
+  });
+  if (res.statusCode !== 201) throw new Error(`payment not created: ${res.statusCode} ${res.body}`);
+  const id: string = res.json().payment.id;
+  if (options.pending)
+    await t.database.db.updateTable("payments").set({ status: "pending" }).where("id", "=", id).execute();
+  return id;
+}
