@@ -1,5 +1,6 @@
 import { type Kysely, sql } from "kysely";
 import type { Environment } from "../../config.ts";
+import { X402_SETTLE_TRANSITIONS } from "../../domain/x402-settle-state.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 
 // SQL of the facilitator's settle records and wallets (migration 040). A settle is claimed before
@@ -44,7 +45,7 @@ export async function claimSettle(db: Db, claim: SettleClaim): Promise<ClaimResu
                                     fingerprint, status)
       VALUES (${claim.workspaceId}, ${claim.environment}, ${claim.network}, ${claim.asset.toLowerCase()},
               ${claim.payer.toLowerCase()}, ${claim.nonce.toLowerCase()}, ${claim.identifier},
-              ${claim.fingerprint}, 'settling')
+              ${claim.fingerprint}, ${X402_SETTLE_TRANSITIONS.claimed.to})
       ON CONFLICT DO NOTHING
       RETURNING id`.execute(db);
     const id = inserted.rows[0]?.id;
@@ -76,7 +77,7 @@ async function earlierSettle(db: Db, claim: SettleClaim): Promise<EarlierSettle 
     .where("asset", "=", claim.asset.toLowerCase())
     .where("payer", "=", claim.payer.toLowerCase())
     .where("nonce", "=", claim.nonce.toLowerCase())
-    .where("status", "<>", "failed")
+    .where("status", "<>", X402_SETTLE_TRANSITIONS.failed.to)
     .executeTakeFirst();
 }
 
@@ -85,25 +86,31 @@ export async function linkPayment(db: Db, id: string, paymentId: string): Promis
   await db.updateTable("x402_settlements").set({ payment_id: paymentId }).where("id", "=", id).execute();
 }
 
-/** How a claimed settle ended: what a repeat of it is answered with, and the payment it made if any. */
+/**
+ * How a claimed settle ended: what a repeat of it is answered with, and the payment it made if
+ * any. Compare-and-set from the table's `from`: false when the claim had already ended.
+ */
 export async function finishSettle(
   db: Db,
   id: string,
-  status: "settled" | "failed",
+  outcome: "succeeded" | "failed",
   response: Record<string, unknown>,
   at: Date,
   paymentId: string | null,
-): Promise<void> {
-  await db
+): Promise<boolean> {
+  const move = X402_SETTLE_TRANSITIONS[outcome];
+  const result = await db
     .updateTable("x402_settlements")
     .set({
-      status,
+      status: move.to,
       response: JSON.stringify(response),
       updated_at: at,
       ...(paymentId ? { payment_id: paymentId } : {}),
     })
     .where("id", "=", id)
-    .execute();
+    .where("status", "=", move.from)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
 }
 
 export interface FacilitatorWalletRow {

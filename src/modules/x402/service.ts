@@ -23,6 +23,7 @@ import {
   type X402Network,
   type X402Scheme,
 } from "../../domain/x402.ts";
+import { settleOutcome, type X402SettleTrigger } from "../../domain/x402-settle-state.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import type { PaymentsService } from "../payments/service.ts";
 import type { X402PaymentInput } from "../payments/x402-payments.ts";
@@ -151,29 +152,40 @@ export class X402Service {
       response = await facilitatorFor(plan, scheme).settle(request.payload, request.requirements);
     } catch (err) {
       // Nothing is answered for it: a repeat settles afresh (a payment made meanwhile fails or is paid on its own).
-      await repo.finishSettle(
-        this.#ctx.db,
-        claim.id,
-        "failed",
-        { error: firstLineOf(err) },
-        this.#ctx.now(),
-        settled.paymentId,
-      );
+      await this.#finish(claim.id, "failed", { error: firstLineOf(err) }, settled.paymentId);
       throw err;
     }
     if (settled.paymentId)
       response = { ...response, extra: { ...response.extra, paymentId: settled.paymentId } };
     if (response.errorMessage) response = { ...response, errorMessage: firstLine(response.errorMessage) };
-    const status = response.success ? "settled" : "failed";
-    await repo.finishSettle(
-      this.#ctx.db,
-      claim.id,
-      status,
-      { ...response },
-      this.#ctx.now(),
-      settled.paymentId,
-    );
+    await this.#finish(claim.id, settleOutcome(response.success), { ...response }, settled.paymentId);
     return response;
+  }
+
+  /**
+   * Ends a claim by the transition table. Only the settle that claimed it ends it, so a claim
+   * found already ended is a fault of ours: said loudly, while the scheme's answer (money may have
+   * moved) still goes to the caller.
+   */
+  async #finish(
+    claimId: string,
+    outcome: X402SettleTrigger & ("succeeded" | "failed"),
+    response: Record<string, unknown>,
+    paymentId: string | null,
+  ): Promise<void> {
+    const moved = await repo.finishSettle(
+      this.#ctx.db,
+      claimId,
+      outcome,
+      response,
+      this.#ctx.now(),
+      paymentId,
+    );
+    if (!moved)
+      this.#ctx.log.error(
+        { claimId, outcome },
+        "x402 settle claim had already ended: its answer was not recorded",
+      );
   }
 
   /** A settle that an earlier one holds: its answer again, or why not. */
