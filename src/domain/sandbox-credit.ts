@@ -8,8 +8,8 @@ import { parseAmountField } from "./validation.ts";
 export interface SandboxCredit {
   token: CryptoToken;
   amount: bigint;
-  /** Which workspace wallet: the EOA unless told. */
-  walletType: WalletType;
+  /** Which workspace wallet; null: the workspace's default for the sandbox (walletTypeFor). */
+  walletType: WalletType | null;
 }
 
 export function validateSandboxCredit(input: Record<string, unknown>): Validated<SandboxCredit> {
@@ -17,8 +17,8 @@ export function validateSandboxCredit(input: Record<string, unknown>): Validated
   if (!isCryptoToken(token)) return { ok: false, message: "Invalid token symbol" };
   const amount = parseAmountField(input.amount, TOKEN_DECIMALS[token]);
   if (amount === null) return { ok: false, message: "Amount must be a positive number" };
-  const walletType = input.walletType ?? "eoa";
-  if (walletType !== "eoa" && walletType !== "smart_wallet")
+  const walletType = input.walletType ?? null;
+  if (walletType !== null && walletType !== "eoa" && walletType !== "smart_wallet")
     return { ok: false, message: "Invalid walletType: use eoa or smart_wallet" };
   return { ok: true, value: { token, amount, walletType } };
 }

@@ -328,6 +328,31 @@ describe("payments and payouts use their environment's default (D21)", () => {
     // Live's default was never touched.
     expect((await defaults(ws)).live).toBe("workspace");
   });
+
+  it("the faucet and a simulated incoming transfer without walletType reach the sandbox's default wallet", async () => {
+    const ws = await withSmartWallet();
+    const credit = async (url: string) => {
+      const res = await t.request({
+        method: "POST",
+        url,
+        headers: bearer(ws.testKey),
+        payload: { tokenSymbol: "USDC", amount: "2" },
+      });
+      expect(res.statusCode, res.body).toBeLessThan(300);
+      return res.json();
+    };
+    const faucetBefore = await credit("/api/v1/sandbox/faucet");
+    expect(faucetBefore).toMatchObject({ walletType: "eoa" });
+    expect(faucetBefore.address.toLowerCase()).toBe(ws.eoaAddress.toLowerCase());
+    expect((await call("PATCH", url(ws), ws.testKey, { defaultWalletType: "smart_wallet" })).statusCode).toBe(
+      200,
+    );
+    const faucetAfter = await credit("/api/v1/sandbox/faucet");
+    expect(faucetAfter).toMatchObject({ walletType: "smart_wallet" });
+    expect(faucetAfter.address.toLowerCase()).toBe(ws.smartWallet.toLowerCase());
+    const incoming = await credit("/api/v1/sandbox/incoming-transfer");
+    expect(incoming.transfer.to.toLowerCase()).toBe(ws.smartWallet.toLowerCase());
+  });
 });
 
 describe("migration 027", () => {

@@ -13,6 +13,7 @@ import {
 import { validateSandboxCredit } from "../../domain/sandbox-credit.ts";
 import { heldInbox } from "../../domain/unsettled-payments.ts";
 import { parseAmountField } from "../../domain/validation.ts";
+import { walletAddress, walletTypeFor } from "../../domain/wallet-choice.ts";
 import { acrossNetworks, type StatusTotal } from "../../platform/db/status-totals.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import type { Rails } from "../../rails/index.ts";
@@ -128,9 +129,11 @@ export class WorkspaceWalletService {
     if (input.walletId !== undefined) return this.#faucetToAgentWallet(principal, network, input);
     const credit = validateSandboxCredit(input);
     if (!credit.ok) throw badRequest(credit.message);
-    const { token, amount, walletType } = credit.value;
+    const { token, amount } = credit.value;
     const workspace = await this.#workspaces.profile(principal.workspaceId);
-    const address = walletType === "smart_wallet" ? workspace.smartWalletAddress : workspace.eoaAddress;
+    // Unnamed, the wallet a payout of the sandbox would leave from: the workspace's default (D21).
+    const walletType = walletTypeFor(credit.value.walletType, workspace, principal.environment);
+    const address = walletAddress(workspace, walletType);
     if (!address)
       throw badRequest(
         "No smart wallet for this workspace: create one with POST /api/v1/workspaces/{id}/smart-wallet",

@@ -27,6 +27,7 @@ import {
   type UnmatchedStatus,
 } from "../../../domain/unmatched-state.ts";
 import { isAddress, isPlainObject, isUuid } from "../../../domain/validation.ts";
+import { walletAddress, walletTypeFor } from "../../../domain/wallet-choice.ts";
 import { columnList } from "../../../platform/db/columns.ts";
 import type { Db } from "../../../platform/db/database.ts";
 import type { Fence } from "../../../platform/db/fences.ts";
@@ -315,11 +316,13 @@ export class UnmatchedInbox {
     if (!credit.ok) throw badRequest(credit.message);
     const network = this.#ctx.directory.resolveIn(tenant.environment, input);
     if (network === null) throw new Error("the sandbox always has a network");
-    const { token, amount, walletType } = credit.value;
+    const { token, amount } = credit.value;
     const from = input.fromAddress ?? SANDBOX_PAYER;
     if (!isAddress(from)) throw badRequest("Invalid fromAddress format");
     const workspace = await this.#workspaces.profile(tenant.workspaceId);
-    const to = walletType === "smart_wallet" ? workspace.smartWalletAddress : workspace.eoaAddress;
+    // Unnamed, the wallet the workspace's sandbox payments reach: its default (D21).
+    const walletType = walletTypeFor(credit.value.walletType, workspace, tenant.environment);
+    const to = walletAddress(workspace, walletType);
     if (!to)
       throw badRequest(
         walletType === "smart_wallet"
