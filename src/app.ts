@@ -55,6 +55,7 @@ import { AgentWalletsService } from "./modules/wallets/service.ts";
 import { webhooksRoutes } from "./modules/webhooks/routes.ts";
 import { WebhooksService } from "./modules/webhooks/service.ts";
 import { BrandingService } from "./modules/workspaces/branding.ts";
+import { workspaceLogoRoutes } from "./modules/workspaces/logo-routes.ts";
 import { workspacesRoutes } from "./modules/workspaces/routes.ts";
 import { WorkspacesService } from "./modules/workspaces/service.ts";
 import { x402Routes } from "./modules/x402/routes.ts";
@@ -294,6 +295,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   http.get("/openapi.json", { config: { auth: "none" }, schema: { hide: true } }, async () => http.swagger());
 
   await http.register(workspacesRoutes(workspaces, branding));
+  await http.register(workspaceLogoRoutes(branding));
   await http.register(keysRoutes(keys));
   await http.register(networksRoutes(ctx.directory));
   await http.register(paymentsRoutes(payments));

@@ -35,6 +35,24 @@ export interface paths {
         patch: operations["updateWorkspace"];
         trace?: never;
     };
+    "/api/v1/workspaces/{id}/logo": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /** Set the checkout logo payers see: the image as the body (PNG, JPEG or WebP, at most 256 KiB) */
+        put: operations["setWorkspaceLogo"];
+        post?: never;
+        /** Remove the checkout logo: the hosted page shows the name alone */
+        delete: operations["removeWorkspaceLogo"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/keys": {
         parameters: {
             query?: never;
@@ -1369,6 +1387,131 @@ export interface operations {
                         } & {
                             [key: string]: unknown;
                         };
+                    };
+                };
+            };
+            /** @description An error; context fields (failStreak, circuitBreaker, available…) where docs/api.md names them */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description What went wrong, naming the field or the rule */
+                        error: string;
+                        /** @description A stable code clients branch on (payout errors) */
+                        code?: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description An error; context fields (failStreak, circuitBreaker, available…) where docs/api.md names them */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description What went wrong, naming the field or the rule */
+                        error: string;
+                        /** @description A stable code clients branch on (payout errors) */
+                        code?: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
+    setWorkspaceLogo: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "image/png": string;
+                "image/jpeg": string;
+                "image/webp": string;
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        logo: {
+                            /** @enum {unknown} */
+                            contentType: "image/png" | "image/jpeg" | "image/webp";
+                            /** @description The logo's sha256 (hex): the hosted page's ETag for it */
+                            sha256: string;
+                            bytes: number;
+                        };
+                    };
+                };
+            };
+            /** @description An error; context fields (failStreak, circuitBreaker, available…) where docs/api.md names them */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description What went wrong, naming the field or the rule */
+                        error: string;
+                        /** @description A stable code clients branch on (payout errors) */
+                        code?: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description An error; context fields (failStreak, circuitBreaker, available…) where docs/api.md names them */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description What went wrong, naming the field or the rule */
+                        error: string;
+                        /** @description A stable code clients branch on (payout errors) */
+                        code?: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
+    removeWorkspaceLogo: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
                     };
                 };
             };

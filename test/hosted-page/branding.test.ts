@@ -152,3 +152,72 @@ describe("logo", () => {
     expect((await merchantOf(id))?.logoUrl).toBeNull();
   });
 });
+
+describe("logo over the API: PUT and DELETE /api/v1/workspaces/{id}/logo", () => {
+  const put = (id: string, key: string, bytes: Buffer, contentType: string) =>
+    t.request({
+      method: "PUT",
+      url: `/api/v1/workspaces/${id}/logo`,
+      headers: { ...bearer(key), "content-type": contentType },
+      payload: bytes,
+    });
+
+  it("takes the image as the body, typed by its bytes, and the payment page serves it", async () => {
+    // A WebP sent as image/png is kept as what its bytes are.
+    const res = await put(ws.id, ws.testKey, WEBP, "image/png");
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json()).toEqual({
+      logo: {
+        contentType: "image/webp",
+        sha256: createHash("sha256").update(WEBP).digest("hex"),
+        bytes: WEBP.length,
+      },
+    });
+    const id = await payment(ws.testKey);
+    const served = await t.request({ method: "GET", url: `/pay/${id}/logo` });
+    expect(served.headers["content-type"]).toBe("image/webp");
+    expect(Buffer.compare(served.rawPayload, WEBP)).toBe(0);
+
+    const removed = await t.request({
+      method: "DELETE",
+      url: `/api/v1/workspaces/${ws.id}/logo`,
+      headers: bearer(ws.liveKey),
+    });
+    expect(removed.statusCode, removed.body).toBe(200);
+    expect(removed.json()).toEqual({ success: true });
+    expect((await t.request({ method: "GET", url: `/pay/${id}/logo` })).statusCode).toBe(404);
+  });
+
+  it("refuses what is no PNG, JPEG or WebP, a JSON body, too large a one, and another's key, with JSON errors", async () => {
+    const svg = await put(ws.id, ws.testKey, SVG, "image/png");
+    expect(svg.statusCode).toBe(400);
+    expect(svg.json().error).toMatch(/PNG, JPEG or WebP/);
+
+    const json = await t.request({
+      method: "PUT",
+      url: `/api/v1/workspaces/${ws.id}/logo`,
+      headers: bearer(ws.testKey),
+      payload: { logo: "data:image/png;base64,AAAA" },
+    });
+    expect(json.statusCode).toBe(400);
+    expect(json.json().error).toMatch(/Content-Type image\/png, image\/jpeg or image\/webp/);
+
+    const gif = await put(ws.id, ws.testKey, GIF, "image/gif");
+    expect(gif.statusCode).toBe(415);
+    expect(gif.json()).toHaveProperty("error");
+
+    const large = await put(ws.id, ws.testKey, Buffer.concat([PNG, Buffer.alloc(256 * 1024)]), "image/png");
+    expect(large.statusCode).toBe(400);
+    expect(large.json().error).toMatch(/256 KiB/);
+    const huge = await put(ws.id, ws.testKey, Buffer.concat([PNG, Buffer.alloc(1024 * 1024)]), "image/png");
+    expect(huge.statusCode).toBe(413);
+    expect(huge.json()).toHaveProperty("error");
+
+    const theirs = await put(ws.id, other.testKey, PNG, "image/png");
+    expect(theirs.statusCode).toBeGreaterThanOrEqual(403);
+    expect(theirs.statusCode).toBeLessThan(405);
+    expect((await t.app.services.branding.logo(ws.id))?.sha256).not.toBe(
+      createHash("sha256").update(PNG).digest("hex"),
+    );
+  });
+});

@@ -158,22 +158,34 @@ export function authHeaders(auth: Auth, method: string): Record<string, string> 
   return {};
 }
 
+/** A body that is no JSON (an image), sent as its bytes with its own Content-Type. */
+export interface Bytes {
+  contentType: string;
+  bytes: Buffer;
+}
+
 export async function send(
   method: string,
   url: string,
   auth: Auth,
   body?: unknown,
   headers: Record<string, string> = {},
+  bytes?: Bytes,
 ): Promise<LightMyRequestResponse> {
+  const content = bytes
+    ? { type: bytes.contentType, payload: bytes.bytes }
+    : body === undefined
+      ? undefined
+      : { type: "application/json", payload: toJson(body) };
   return t.request({
     method: method as "POST",
     url,
     headers: {
       ...authHeaders(auth, method),
-      ...(body === undefined ? {} : { "content-type": "application/json" }),
+      ...(content ? { "content-type": content.type } : {}),
       ...headers,
     },
-    ...(body === undefined ? {} : { payload: toJson(body) }),
+    ...(content ? { payload: content.payload } : {}),
   });
 }
 

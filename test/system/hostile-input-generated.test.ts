@@ -2,6 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   type Auth,
+  type Bytes,
   DESTINATION,
   expectJsonError,
   fixtures,
@@ -36,7 +37,12 @@ interface Operation {
   fieldsUnchecked?: true;
   /** Documented query parameters the valid request leaves out (one of two): generated cases set them. */
   absentQuery?: string[];
+  /** A body of bytes (an image upload): sent as is; the cases vary its path, query and headers. */
+  bytes?: Bytes;
 }
+
+/** The smallest bytes the logo upload keeps: a PNG's signature. */
+const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 
 /** A valid request per documented operation; each generated case replaces one field of it. */
 function baselines(): Record<string, Operation> {
@@ -237,6 +243,12 @@ function baselines(): Record<string, Operation> {
       params: { id: ws.id },
       body: { displayName: "Hostile Shop", brandColor: "#1a2b3c" },
     },
+    "PUT /api/v1/workspaces/{id}/logo": {
+      auth: "key",
+      params: { id: ws.id },
+      bytes: { contentType: "image/png", bytes: PNG_SIGNATURE },
+    },
+    "DELETE /api/v1/workspaces/{id}/logo": { auth: "key", params: { id: ws.id } },
     "PATCH /api/v1/workspaces/{id}/smart-wallet": {
       auth: "key",
       params: { id: ws.id },
@@ -568,7 +580,7 @@ async function throwAt(key: string, op: Operation, m: Mutation): Promise<void> {
   const { url, body, headers } = requestOf(template, op, m);
   const label = `${method} ${url.slice(0, 160)} ${m.in} ${"name" in m ? m.name : ""}=${toJson(m.value).slice(0, 100)}`;
   const before = await writtenState();
-  const res = await send(method, url, op.auth, body, headers);
+  const res = await send(method, url, op.auth, body, headers, op.bytes);
   expect(res.statusCode, `${label} → ${res.body.slice(0, 300)}`).toBeLessThan(500);
   if (res.statusCode < 400) return;
   // The hosted page answers its own 404 as HTML (also "/pay/assets/", which is the page of id

@@ -8,6 +8,8 @@ export const OPERATION_IDS: Readonly<Record<string, string>> = {
   "POST /api/v1/workspaces": "createWorkspace",
   "GET /api/v1/workspaces/{id}": "getWorkspace",
   "PATCH /api/v1/workspaces/{id}": "updateWorkspace",
+  "PUT /api/v1/workspaces/{id}/logo": "setWorkspaceLogo",
+  "DELETE /api/v1/workspaces/{id}/logo": "removeWorkspaceLogo",
   "POST /api/v1/keys": "createKey",
   "GET /api/v1/keys": "listKeys",
   "DELETE /api/v1/keys/{id}": "revokeKey",
