@@ -16,6 +16,7 @@ import {
   useCrashDevnet,
 } from "../support/crash-harness.ts";
 import type { DevnetClients } from "../support/devnet-clients.ts";
+import { copyMigratedDatabase } from "../support/migrated-template.ts";
 import { type Json, startService, stopService } from "../support/service-process.ts";
 
 // Crash safety of a smart wallet payout (D11, D13) with the real process: the user operation is
@@ -89,6 +90,8 @@ describe("smart wallet payout crash safety (real process, kill -9)", () => {
   it("a user operation whose bundle is pending when the process is killed ends completed exactly once", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "smart-wallet-crash-"));
     tempDirs.push(dataDir);
+    // Its embedded database migrated already (made while the devnet started).
+    await copyMigratedDatabase(dataDir);
     const first = await startServer(dataDir);
 
     const created = await api(first, "POST", "/api/v1/workspaces", ADMIN, {

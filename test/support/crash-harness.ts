@@ -10,6 +10,11 @@ import { type Database, openDatabase, pgliteDirFor } from "../../src/platform/db
 import { freshDatabaseUrl } from "./app.ts";
 import { type DevnetClients, devnetClients } from "./devnet-clients.ts";
 import { liveSmartWalletEnv } from "./devnet-env.ts";
+import {
+  copyMigratedDatabase,
+  prepareMigratedDatabase,
+  removeMigratedTemplate,
+} from "./migrated-template.ts";
 import { untilDefined } from "./poll.ts";
 import { type RpcHook, startRpcProxy } from "./rpc-proxy.ts";
 import {
@@ -58,12 +63,16 @@ function started(): Devnet {
 export function useCrashDevnet(admin: string, ready: (d: CrashDevnet) => void): void {
   adminSecret = admin;
   beforeAll(async () => {
-    devnet = await startDevnet({
-      accountAbstraction: true,
-      onBundlerOutput: (text) => {
-        bundlerLog = (bundlerLog + text).slice(-20_000);
-      },
-    });
+    // The stores' migrated database is made while the devnet starts.
+    [devnet] = await Promise.all([
+      startDevnet({
+        accountAbstraction: true,
+        onBundlerOutput: (text) => {
+          bundlerLog = (bundlerLog + text).slice(-20_000);
+        },
+      }),
+      prepareMigratedDatabase(),
+    ]);
     if (!devnet.aa) throw new Error("startDevnet({ accountAbstraction: true }) returned no aa");
     const aa = devnet.aa;
     env = liveSmartWalletEnv(devnet, aa);
@@ -86,6 +95,7 @@ export function useCrashDevnet(admin: string, ready: (d: CrashDevnet) => void): 
     await stopAllServices("SIGKILL");
     await devnet?.stop();
     devnet = undefined;
+    await removeMigratedTemplate();
   });
 }
 
@@ -113,12 +123,16 @@ export interface Store {
   read<T>(fn: (database: Database) => Promise<T>): Promise<T>;
 }
 
-/** PGlite in a DATA_DIR (read only while no process has it open), or a fresh PostgreSQL database. */
+/**
+ * PGlite in a DATA_DIR (read only while no process has it open), migrated already
+ * (migrated-template.ts), or a fresh PostgreSQL database.
+ */
 export async function newStore(prefix: string): Promise<Store> {
   const dataDir = mkdtempSync(join(tmpdir(), prefix));
   cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
   const fresh = await freshDatabaseUrl();
   if (fresh) cleanups.push(() => fresh.drop());
+  else await copyMigratedDatabase(dataDir);
   const open = () =>
     fresh
       ? openDatabase({ databaseUrl: fresh.url, poolSize: 2 })
