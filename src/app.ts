@@ -309,7 +309,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
   await http.register(payoutsRoutes(payouts, wallet));
   await http.register(cardWebhookRoutes(cardWebhooks));
   await http.register(hostedPageRoutes(ctx, payments, workspaces));
-  await http.register(hostedPageLogoRoutes(branding));
+  await http.register(hostedPageLogoRoutes(payments, branding));
   await http.register(hostedPageEventsRoutes(ctx, payments));
   await http.register(smartWalletRoutes(smartWallets));
   await http.register(agentsAndWalletsRoutes(agents, agentWallets));

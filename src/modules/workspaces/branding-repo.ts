@@ -72,21 +72,11 @@ export async function deleteLogo(db: Db, workspaceId: string): Promise<boolean> 
   return result.numDeletedRows > 0n;
 }
 
-/** A workspace's own logo (the dashboard's preview), or undefined when it has none. */
+/** A workspace's logo, or undefined when it has none. */
 export async function findLogo(db: Db, workspaceId: string) {
   return db
     .selectFrom("workspace_logos")
     .select(["content_type", "bytes", "sha256"])
     .where("workspace_id", "=", workspaceId)
-    .executeTakeFirst();
-}
-
-/** The logo of the workspace that owns this payment (tenancy: by the payment's own workspace). */
-export async function findLogoOfPayment(db: Db, paymentId: string) {
-  return db
-    .selectFrom("payments as p")
-    .innerJoin("workspace_logos as l", "l.workspace_id", "p.workspace_id")
-    .select(["l.content_type", "l.bytes", "l.sha256"])
-    .where("p.id", "=", paymentId)
     .executeTakeFirst();
 }

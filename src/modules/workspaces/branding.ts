@@ -90,13 +90,8 @@ export class BrandingService {
     await repo.deleteLogo(this.#ctx.db, workspaceId);
   }
 
-  /** The workspace's own logo, or undefined when it has none. */
+  /** The workspace's own logo (the dashboard's preview, a payment's page), or undefined when it has none. */
   async logo(workspaceId: string) {
     return isUuid(workspaceId) ? repo.findLogo(this.#ctx.db, workspaceId) : undefined;
-  }
-
-  /** The logo of a payment's own workspace, or undefined (no such payment, or no logo). */
-  async logoOfPayment(paymentId: string) {
-    return isUuid(paymentId) ? repo.findLogoOfPayment(this.#ctx.db, paymentId) : undefined;
   }
 }
