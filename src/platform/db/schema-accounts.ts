@@ -1,7 +1,8 @@
 import type { Generated } from "kysely";
 
 // The tables of the merchant dashboard's accounts (sessions, login attempts, admin e-mail
-// changes), apart from schema.ts to keep each file small.
+// changes), a workspace's checkout logo, and the card provider's events received, apart from
+// schema.ts to keep each file small.
 
 export interface DashboardSessionsTable {
   id_hash: string;
@@ -24,4 +25,23 @@ export interface DashboardLoginAttemptsTable {
   id: Generated<string>;
   subject_hash: string;
   attempted_at: Generated<Date>;
+}
+
+/** A workspace's logo (migration 043): its type decided by its magic bytes, at most 256 KiB. */
+export interface WorkspaceLogosTable {
+  workspace_id: string;
+  content_type: string;
+  bytes: Uint8Array;
+  sha256: string;
+  updated_at: Date;
+}
+
+/** An event the card provider sent, recorded once by its id with what it did (migration 005). */
+export interface CardEventsTable {
+  event_id: string;
+  environment: string;
+  event_type: string;
+  payment_id: string | null;
+  outcome: string;
+  received_at: Generated<Date>;
 }

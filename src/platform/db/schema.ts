@@ -1,9 +1,11 @@
 import type { ColumnType, Generated, JSONColumnType, Selectable } from "kysely";
 import type { SettlementRecord, SplitShare, StoredSplit } from "../../domain/splits.ts";
 import type {
+  CardEventsTable,
   DashboardLoginAttemptsTable,
   DashboardSessionsTable,
   WorkspaceEmailChangesTable,
+  WorkspaceLogosTable,
 } from "./schema-accounts.ts";
 import type {
   AgentPaymentAuthorizationsTable,
@@ -46,15 +48,6 @@ export interface WorkspacesTable {
   display_name: ColumnType<string | null, string | null | undefined, string | null>;
   /** Lower-case `#rrggbb`, or null for the page's own colour. */
   brand_color: ColumnType<string | null, string | null | undefined, string | null>;
-}
-
-/** A workspace's logo (migration 043): its type decided by its magic bytes, at most 256 KiB. */
-export interface WorkspaceLogosTable {
-  workspace_id: string;
-  content_type: string;
-  bytes: Uint8Array;
-  sha256: string;
-  updated_at: Date;
 }
 
 export interface WorkspaceWalletsTable {
@@ -341,15 +334,6 @@ export interface PayoutBreakersTable {
   fail_streak: Generated<number>;
   paused_at: NullableTimestamp;
   reason: string | null;
-}
-
-export interface CardEventsTable {
-  event_id: string;
-  environment: string;
-  event_type: string;
-  payment_id: string | null;
-  outcome: string;
-  received_at: Generated<Date>;
 }
 
 /** Maintained by the payment_totals_delta trigger (migration 020); compacted by a job. */
