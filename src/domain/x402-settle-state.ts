@@ -27,5 +27,8 @@ export const X402_SETTLE_TRANSITIONS = {
   failed: { from: "settling", to: "failed" },
 } as const satisfies Record<X402SettleTrigger, X402SettleRule>;
 
+/** How a claimed settle ends: the triggers out of `settling`. */
+export type X402SettleEnd = Exclude<X402SettleTrigger, "claimed">;
+
 /** The trigger of a settle's answer. */
-export const settleOutcome = (success: boolean): "succeeded" | "failed" => (success ? "succeeded" : "failed");
+export const settleOutcome = (success: boolean): X402SettleEnd => (success ? "succeeded" : "failed");

@@ -1,6 +1,6 @@
 import { type Kysely, sql } from "kysely";
 import type { Environment } from "../../config.ts";
-import { X402_SETTLE_TRANSITIONS } from "../../domain/x402-settle-state.ts";
+import { X402_SETTLE_TRANSITIONS, type X402SettleEnd } from "../../domain/x402-settle-state.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 
 // SQL of the facilitator's settle records and wallets (migration 040). A settle is claimed before
@@ -93,7 +93,7 @@ export async function linkPayment(db: Db, id: string, paymentId: string): Promis
 export async function finishSettle(
   db: Db,
   id: string,
-  outcome: "succeeded" | "failed",
+  outcome: X402SettleEnd,
   response: Record<string, unknown>,
   at: Date,
   paymentId: string | null,

@@ -23,7 +23,7 @@ import {
   type X402Network,
   type X402Scheme,
 } from "../../domain/x402.ts";
-import { settleOutcome, type X402SettleTrigger } from "../../domain/x402-settle-state.ts";
+import { settleOutcome, type X402SettleEnd } from "../../domain/x402-settle-state.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import type { PaymentsService } from "../payments/service.ts";
 import type { X402PaymentInput } from "../payments/x402-payments.ts";
@@ -169,7 +169,7 @@ export class X402Service {
    */
   async #finish(
     claimId: string,
-    outcome: X402SettleTrigger & ("succeeded" | "failed"),
+    outcome: X402SettleEnd,
     response: Record<string, unknown>,
     paymentId: string | null,
   ): Promise<void> {
