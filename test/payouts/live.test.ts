@@ -670,7 +670,8 @@ describe("payouts from a wallet that holds money of payments not settled yet", (
         await t.request({ method: "GET", url: `/api/v1/payments/${paymentId}`, headers: bearer(ws.liveKey) })
       ).json().payment.status as string;
     for (let i = 0; i < 50 && (await status()) === "pending"; i++) await watcher.tick();
-    expect(await status()).toBe("detected");
+    // Detected, or confirmed when the devnet (a block a second) mined its confirmations first.
+    expect(["detected", "confirmed"]).toContain(await status());
 
     const tooMuch = await payout(ws, {
       tokenSymbol: "USDC",
