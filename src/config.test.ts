@@ -36,6 +36,22 @@ describe("loadConfig", () => {
     expect(loadConfig({ DATABASE_PREPARED_STATEMENTS: "true" }).databasePreparedStatements).toBe(true);
   });
 
+  it("reads the job lease, 10 s unless set, 3 s at least", () => {
+    expect(loadConfig({}).jobLeaseSeconds).toBe(10);
+    expect(loadConfig({ JOB_LEASE_SECONDS: "3" }).jobLeaseSeconds).toBe(3);
+    expect(() => loadConfig({ JOB_LEASE_SECONDS: "2" })).toThrow(
+      "JOB_LEASE_SECONDS must be between 3 and 3600, got 2",
+    );
+  });
+
+  it("reads the transfer lease, 20 s unless set, 4 s at least", () => {
+    expect(loadConfig({}).transferLeaseSeconds).toBe(20);
+    expect(loadConfig({ TRANSFER_LEASE_SECONDS: "5" }).transferLeaseSeconds).toBe(5);
+    expect(() => loadConfig({ TRANSFER_LEASE_SECONDS: "3" })).toThrow(
+      "TRANSFER_LEASE_SECONDS must be between 4 and 3600, got 3",
+    );
+  });
+
   it("reads the hosted page's stream limits, 20 per payment and 50 per address unless set", () => {
     expect(loadConfig({}).hostedPageStreams).toEqual({ perPayment: 20, perAddress: 50 });
     // An empty value is unset, as for the other numbers.

@@ -44,6 +44,13 @@ export interface Config {
   /** Open status streams of the hosted page (`/pay/{id}/events`) per instance: per payment, per client address. */
   hostedPageStreams: { perPayment: number; perAddress: number };
   /**
+   * How long a live transfer belongs to the instance sending it without a renewal: after a crash,
+   * its transfers wait this long before the reconciler finishes them.
+   */
+  transferLeaseSeconds: number;
+  /** How soon another instance takes over a periodic job (the chain watcher…) after its leader stops. */
+  jobLeaseSeconds: number;
+  /**
    * Prometheus metrics: served at /metrics to a bearer `token`, and/or on a listener of their own
    * (`port` on `host`, loopback by default). Neither set: nothing is collected.
    */
@@ -181,6 +188,8 @@ export function loadConfig(rawEnv: Env = process.env): Config {
       perPayment: integer(env, "HOSTED_PAGE_SSE_PER_PAYMENT", 20, 1, 100_000),
       perAddress: integer(env, "HOSTED_PAGE_SSE_PER_ADDRESS", 50, 1, 100_000),
     },
+    transferLeaseSeconds: integer(env, "TRANSFER_LEASE_SECONDS", 20, 4, 3600),
+    jobLeaseSeconds: integer(env, "JOB_LEASE_SECONDS", 10, 3, 3600),
     metrics: metrics(env),
     logLevel: optional(env, "LOG_LEVEL") ?? "info",
     role,

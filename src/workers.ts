@@ -7,7 +7,7 @@ import { Settlement } from "./modules/payments/settlement/settlement.ts";
 import { compactPaymentTotals } from "./modules/payments/totals.ts";
 import { AgentPaymentOutcomes } from "./modules/wallets/agent-payment-outcomes.ts";
 import { type DispatcherOptions, WebhookDispatcher } from "./modules/webhooks/dispatcher.ts";
-import { PeriodicJob } from "./platform/jobs/periodic-job.ts";
+import { PeriodicJob, type PeriodicJobOptions } from "./platform/jobs/periodic-job.ts";
 
 // Background work of one process: webhook delivery (any number of instances share it through
 // SKIP LOCKED) and single-leader periodic jobs: per configured network, the chain watcher plus
@@ -40,29 +40,31 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
   const dispatcher = new WebhookDispatcher(ctx, options.dispatcher);
   const totalsState = { foldedSinceVacuum: 0 };
   const agentPayments = new AgentPaymentOutcomes(ctx, app.services.ledger);
+  const newJob = (options: PeriodicJobOptions) =>
+    new PeriodicJob(ctx.db, ctx.log, { minLeaseMs: ctx.config.jobLeaseSeconds * 1000, ...options });
   const jobs: PeriodicJob[] = [
-    new PeriodicJob(ctx.db, ctx.log, {
+    newJob({
       name: "payments.expiry",
       intervalMs: EXPIRY_INTERVAL_MS,
       tick: async () => {
         await expireDuePayments(ctx.db, ctx.now(), ctx.metrics);
       },
     }),
-    new PeriodicJob(ctx.db, ctx.log, {
+    newJob({
       name: "agents.x402-authorizations",
       intervalMs: AGENT_PAYMENTS_INTERVAL_MS,
       tick: async () => {
         await agentPayments.tick();
       },
     }),
-    new PeriodicJob(ctx.db, ctx.log, {
+    newJob({
       name: "swaps.quotes",
       intervalMs: QUOTES_INTERVAL_MS,
       tick: async () => {
         await app.services.swaps.forgetExpiredQuotes();
       },
     }),
-    new PeriodicJob(ctx.db, ctx.log, {
+    newJob({
       name: "payments.totals",
       intervalMs: TOTALS_INTERVAL_MS,
       tick: async () => {
@@ -72,14 +74,14 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
   ];
   if (ctx.config.card.sandbox || ctx.config.card.live) {
     jobs.push(
-      new PeriodicJob(ctx.db, ctx.log, {
+      newJob({
         name: "card.refunds",
         intervalMs: CARD_REFUNDS_INTERVAL_MS,
         tick: async () => {
           await app.services.cardRefunds.reconcile();
         },
       }),
-      new PeriodicJob(ctx.db, ctx.log, {
+      newJob({
         name: "onramp.sessions",
         intervalMs: ONRAMP_SESSIONS_INTERVAL_MS,
         tick: async () => {
@@ -109,7 +111,7 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
       metrics: ctx.metrics,
     });
     // The jobs are made first: settlement and top-ups fence their sends on their job's lease.
-    const chainJob: PeriodicJob = new PeriodicJob(ctx.db, ctx.log, {
+    const chainJob: PeriodicJob = newJob({
       name: `chain.${network.environment}${suffix}`,
       intervalMs: config.pollIntervalMs,
       // Another instance leads the chain job: its watcher's lag and tick age are the ones to report.
@@ -123,7 +125,7 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
         await app.services.onramp.confirm(network);
       },
     });
-    const topUpJob: PeriodicJob = new PeriodicJob(ctx.db, ctx.log, {
+    const topUpJob: PeriodicJob = newJob({
       name: `gas-top-up.${network.environment}${suffix}`,
       intervalMs: GAS_TOP_UP_INTERVAL_MS,
       tick: async () => {

@@ -155,6 +155,7 @@ describe("EoaRail.recorded for a transfer of several legs (a swap's approval and
     const row = await insertPayout(
       t.database.db,
       newPayout(ws, "live", { idempotencyKey: null, amount: 1n, destinationAddress: hex(20) }),
+      20,
     );
     return row.id;
   }

@@ -24,6 +24,7 @@ describe("a payout claimed for sending", () => {
       const payout = await sending.insertPayout(
         db,
         newPayout(ws, "live", { idempotencyKey: null, amount: 1n, destinationAddress: hex(20) }),
+        20,
       );
       if (!payout) throw new Error("not recorded");
       let claimed!: () => void;
@@ -59,7 +60,7 @@ describe("a payout claimed for sending", () => {
               payoutId: payout.id,
             },
           ],
-          sending.claimForSending(payout.id),
+          sending.claimForSending(payout.id, 20),
         );
         expect(recorded).toBe(true);
         await trx

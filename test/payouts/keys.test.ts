@@ -95,6 +95,7 @@ describe("a payout's idempotencyKey", () => {
         amount: 2_000_000n,
         destinationAddress: DESTINATION,
       }),
+      20,
     );
     await t.database.db
       .updateTable("payouts")

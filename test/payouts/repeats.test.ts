@@ -30,7 +30,7 @@ async function processingOriginal(key: string) {
   const payout = await t.database.db.transaction().execute(async (trx) => {
     if (!(await claimPayoutKey(trx, { ...original, idempotencyKey: key })))
       throw new Error("the original's key was taken");
-    return sending.insertPayout(trx, original);
+    return sending.insertPayout(trx, original, 20);
   });
   return { ws, payout };
 }

@@ -9,7 +9,7 @@ import { type Devnet, rpc as devnetRpc, startDevnet } from "../../src/devnet/cha
 import { type Database, openDatabase, pgliteDirFor } from "../../src/platform/db/database.ts";
 import { freshDatabaseUrl } from "./app.ts";
 import { type DevnetClients, devnetClients } from "./devnet-clients.ts";
-import { liveSmartWalletEnv } from "./devnet-env.ts";
+import { CRASH_ENV, liveSmartWalletEnv } from "./devnet-env.ts";
 import {
   copyMigratedDatabase,
   prepareMigratedDatabase,
@@ -75,7 +75,7 @@ export function useCrashDevnet(admin: string, ready: (d: CrashDevnet) => void): 
     ]);
     if (!devnet.aa) throw new Error("startDevnet({ accountAbstraction: true }) returned no aa");
     const aa = devnet.aa;
-    env = liveSmartWalletEnv(devnet, aa);
+    env = liveSmartWalletEnv(devnet, aa, CRASH_ENV);
     const clients = devnetClients(devnet);
     const bundler = createBundlerClient({
       client: clients.chain,

@@ -71,3 +71,9 @@ export function liveSmartWalletEnv(
     ...extra,
   });
 }
+
+/**
+ * What the kill -9 suites add: short leases, so that a killed instance's transfers are the
+ * reconciler's, and its jobs another instance's, 5 s after the kill rather than 20 and 10.
+ */
+export const CRASH_ENV = { TRANSFER_LEASE_SECONDS: "5", JOB_LEASE_SECONDS: "5" } as const;

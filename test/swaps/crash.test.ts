@@ -12,7 +12,7 @@ import { type Database, openDatabase, pgliteDirFor } from "../../src/platform/db
 import { freshDatabaseUrl } from "../support/app.ts";
 import { type DevnetClients, devnetClients } from "../support/devnet-clients.ts";
 import { creditToken } from "../support/devnet-credit.ts";
-import { liveSmartWalletEnv } from "../support/devnet-env.ts";
+import { CRASH_ENV, liveSmartWalletEnv } from "../support/devnet-env.ts";
 import { untilDefined } from "../support/poll.ts";
 import { startRpcProxy } from "../support/rpc-proxy.ts";
 import { startService, stopAllServices, stopService } from "../support/service-process.ts";
@@ -71,6 +71,7 @@ beforeAll(async () => {
     LIVE_SWAP_FEE_TIERS: "500,3000",
     LIVE_GAS_TOPUP_THRESHOLD_WEI: "0",
     ADMIN_SECRET: ADMIN,
+    ...CRASH_ENV,
   });
   clients = devnetClients(devnet);
   bundler = createBundlerClient({ client: clients.chain, transport: http(aa.bundlerUrl) });

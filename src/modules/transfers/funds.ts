@@ -110,7 +110,7 @@ export async function recordIfFunded(
         short,
       );
     }
-    return sending.insertPayout(db, payout, gasPaid ? units : undefined);
+    return sending.insertPayout(db, payout, ctx.config.transferLeaseSeconds, gasPaid ? units : undefined);
   };
   // A settlement spends only its own payment's money, which every other transfer's check holds
   // for it with its transfers' gas (unsettled-payments.ts), whether or not it is recorded yet: no

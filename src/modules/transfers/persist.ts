@@ -57,9 +57,15 @@ export class TransferPersistence {
           persisted();
         }
       },
-      claim: sending.claimForSending(payout.id),
+      claim: sending.claimForSending(payout.id, this.#ctx.config.transferLeaseSeconds),
       recordOperation: (userOpHash, operation) =>
-        sending.recordUserOperation(this.#ctx.db, payout.id, userOpHash, operation),
+        sending.recordUserOperation(
+          this.#ctx.db,
+          payout.id,
+          userOpHash,
+          operation,
+          this.#ctx.config.transferLeaseSeconds,
+        ),
       recordWithTransfers: async (contribution) => {
         try {
           recorded.ledger = await this.#sandbox.record(payout, contribution);

@@ -176,7 +176,7 @@ export class TransferSends {
     try {
       await sending.releaseLease(this.#ctx.db, payout.id);
     } catch (err) {
-      // Its lease then runs out by itself (20 s) before the reconciler takes it.
+      // Its lease then runs out by itself (TRANSFER_LEASE_SECONDS) before the reconciler takes it.
       this.#ctx.log.error({ err, payoutId: payout.id }, "releasing a payout's lease failed");
     }
     return {

@@ -10,12 +10,12 @@ import { type NewTransfer, requestedColumns, TRANSFER_COLUMNS, type TransferRow 
 // lease of the instance sending a payout, and what the reconciler may take over.
 
 /**
- * How long a payout belongs to the instance sending it without a renewal. The sender renews it
- * well within that (leases.ts) and when it records the payout's transaction; the reconciler
- * touches only payouts whose lease ran out: their instance stopped, or gave the payout up (202).
+ * How long a payout belongs to the instance sending it without a renewal (TRANSFER_LEASE_SECONDS,
+ * 20 by default): the sender renews it well within that (leases.ts) and when it records the
+ * payout's transaction; the reconciler touches only payouts whose lease ran out: their instance
+ * stopped, or gave the payout up (202). It bounds how long a stopped instance's payouts wait.
  */
-export const LEASE_SECONDS = 20;
-const lease = sql<Date>`now() + make_interval(secs => ${LEASE_SECONDS})`;
+const lease = (seconds: number) => sql<Date>`now() + make_interval(secs => ${seconds})`;
 /** Inlined, not a parameter: a partial index's predicate matches a literal only. */
 const OPEN = sql.lit(OPEN_PAYOUT);
 
@@ -76,7 +76,12 @@ export async function committedFrom(
  * (funds.ts); the unique key on the payouts table stays as the schema's backstop. `gasUnits`: the
  * gas limits its transactions will be signed with (an EOA's), reserved until they are recorded.
  */
-export async function insertPayout(trx: Db, payout: NewTransfer, gasUnits?: bigint): Promise<TransferRow> {
+export async function insertPayout(
+  trx: Db,
+  payout: NewTransfer,
+  leaseSeconds: number,
+  gasUnits?: bigint,
+): Promise<TransferRow> {
   return trx
     .insertInto("payouts")
     .values({
@@ -85,7 +90,7 @@ export async function insertPayout(trx: Db, payout: NewTransfer, gasUnits?: bigi
       status: PAYOUT_TRANSITIONS.recorded.to,
       metadata: JSON.stringify(payout.metadata),
       created_at: payout.createdAt,
-      lease_expires_at: lease,
+      lease_expires_at: lease(leaseSeconds),
     })
     .returning(TRANSFER_COLUMNS)
     .executeTakeFirstOrThrow();
@@ -98,9 +103,9 @@ export async function insertPayout(trx: Db, payout: NewTransfer, gasUnits?: bigi
  * whatever its lease says) with its lease renewed. No row: the reconciler has failed it meanwhile
  * (its instance was stopped past the lease), and nothing may be sent.
  */
-export function claimForSending(id: string): RawBuilder<unknown> {
+export function claimForSending(id: string, leaseSeconds: number): RawBuilder<unknown> {
   return sql`
-    UPDATE payouts SET lease_expires_at = ${lease}, send_claimed_at = now()
+    UPDATE payouts SET lease_expires_at = ${lease(leaseSeconds)}, send_claimed_at = now()
     WHERE id = ${id} AND status = ${OPEN}
     RETURNING id`;
 }
@@ -114,13 +119,14 @@ export async function recordUserOperation(
   id: string,
   userOpHash: string,
   operation: string,
+  leaseSeconds: number,
 ): Promise<boolean> {
   const row = await db
     .updateTable("payouts")
     .set({
       user_op_hash: userOpHash,
       user_operation: operation,
-      lease_expires_at: lease,
+      lease_expires_at: lease(leaseSeconds),
       send_claimed_at: sql<Date>`coalesce(send_claimed_at, now())`,
     })
     .where("id", "=", id)
@@ -130,11 +136,11 @@ export async function recordUserOperation(
   return row !== undefined;
 }
 
-export async function renewLeases(db: Db, ids: readonly string[]): Promise<void> {
+export async function renewLeases(db: Db, ids: readonly string[], leaseSeconds: number): Promise<void> {
   if (ids.length === 0) return;
   await db
     .updateTable("payouts")
-    .set({ lease_expires_at: lease })
+    .set({ lease_expires_at: lease(leaseSeconds) })
     .where("id", "=", sql<string>`any(${ids}::uuid[])`)
     .where("status", "=", OPEN_PAYOUT)
     .execute();

@@ -60,7 +60,7 @@ export class TransfersService {
       rails: deps.rails,
     });
     // Transfers this process is sending, leased to it; the reconciler leaves them alone.
-    const leases = new TransferLeases(ctx.db, ctx.log);
+    const leases = new TransferLeases(ctx.db, ctx.log, ctx.config.transferLeaseSeconds);
     const sends = new TransferSends(ctx, {
       outcomes: endings,
       leases,

@@ -14,8 +14,10 @@ import { type Fence, FenceRefused, runFences } from "../db/fences.ts";
 export interface PeriodicJobOptions {
   name: string;
   intervalMs: number;
-  /** How long a lease lasts without renewal. */
+  /** How long a lease lasts without renewal: unset, five intervals and at least `minLeaseMs`. */
   leaseMs?: number;
+  /** JOB_LEASE_SECONDS: how soon another instance takes over after this one stops (10 s unset). */
+  minLeaseMs?: number;
   tick: () => Promise<void>;
   /** Called when a tick is due and another instance holds the lease. */
   onNotLeading?: () => void;
@@ -33,7 +35,7 @@ export class LeaseLost extends Error {
 export class PeriodicJob {
   readonly #db: Db;
   readonly #log: FastifyBaseLogger;
-  readonly #opts: Required<Omit<PeriodicJobOptions, "onNotLeading">> & PeriodicJobOptions;
+  readonly #opts: Required<Omit<PeriodicJobOptions, "onNotLeading" | "minLeaseMs">> & PeriodicJobOptions;
   readonly #holder = randomUUID();
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
@@ -42,7 +44,7 @@ export class PeriodicJob {
   constructor(db: Db, log: FastifyBaseLogger, options: PeriodicJobOptions) {
     this.#db = db;
     this.#log = log;
-    this.#opts = { leaseMs: Math.max(10_000, options.intervalMs * 5), ...options };
+    this.#opts = { leaseMs: Math.max(options.minLeaseMs ?? 10_000, options.intervalMs * 5), ...options };
   }
 
   get name(): string {
