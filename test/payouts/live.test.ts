@@ -18,7 +18,7 @@ import {
   type TestApp,
 } from "../support/app.ts";
 import { type DevnetClients, devnetClients } from "../support/devnet-clients.ts";
-import { LIVE_DEFAULT, liveNetworkEnv } from "../support/devnet-env.ts";
+import { CRASH_ENV, LIVE_DEFAULT, liveNetworkEnv } from "../support/devnet-env.ts";
 import { setMining } from "../support/mining.ts";
 import {
   callService,
@@ -517,7 +517,7 @@ describe("live payouts on the devnet", () => {
 const tempDirs: string[] = [];
 
 const startServer = (dataDir: string) =>
-  startService({ ...liveNetworkEnv(devnet), DATA_DIR: dataDir, ADMIN_SECRET: ADMIN });
+  startService({ ...liveNetworkEnv(devnet, CRASH_ENV), DATA_DIR: dataDir, ADMIN_SECRET: ADMIN });
 
 /** Transactions from `address` waiting in the node's pool (the pending block). */
 async function pendingFrom(address: string): Promise<Array<{ hash: Hex; nonce: Hex }>> {
