@@ -79,6 +79,7 @@ import { createMailer, type Mailer } from "./platform/mail/mailer.ts";
 import { Metrics } from "./platform/metrics/metrics.ts";
 import { registerMetrics } from "./platform/metrics/routes.ts";
 import type { SecretBox } from "./platform/secrets/encryption.ts";
+import { PASSWORD_COST, type ScryptCost } from "./platform/secrets/hashing.ts";
 import { buildRails, type Rails } from "./rails/index.ts";
 
 export interface AppDependencies {
@@ -90,6 +91,11 @@ export interface AppDependencies {
   mailer?: Mailer;
   /** pino options, or false in tests that want silence. */
   logger?: boolean | Record<string, unknown>;
+  /**
+   * Unset: PASSWORD_COST. The suites sign in hundreds of times, 0.3–0.7 s of scrypt each at the
+   * service's cost; they pass a cheaper one, but for the suite whose subject is the cost.
+   */
+  passwordCost?: ScryptCost;
 }
 
 export interface App {
@@ -175,6 +181,7 @@ export async function buildApp(deps: AppDependencies): Promise<App> {
     now: deps.now ?? (() => new Date()),
     inFlight,
     metrics,
+    passwordCost: deps.passwordCost ?? PASSWORD_COST,
   };
   const workspaces = new WorkspacesService(ctx);
   const branding = new BrandingService(ctx);

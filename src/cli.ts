@@ -10,6 +10,7 @@ import { WorkspacesService } from "./modules/workspaces/service.ts";
 import { InFlight } from "./platform/concurrency/in-flight.ts";
 import { loggerOptions, urlScrubber } from "./platform/log/scrub.ts";
 import { Metrics } from "./platform/metrics/metrics.ts";
+import { PASSWORD_COST } from "./platform/secrets/hashing.ts";
 
 // `npm run cli -- workspace create --name NAME [--email E] [--settlement-address 0x…] [--password P]`
 // prints the same JSON as POST /api/v1/workspaces, for a first user with no ADMIN_SECRET.
@@ -70,6 +71,7 @@ async function main(argv: string[]): Promise<number> {
       now: () => new Date(),
       inFlight: new InFlight(),
       metrics: new Metrics(false),
+      passwordCost: PASSWORD_COST,
     };
     const service = new WorkspacesService(context);
     if (command === "set-password") {

@@ -6,6 +6,7 @@ import type { InFlight } from "./platform/concurrency/in-flight.ts";
 import type { Db } from "./platform/db/database.ts";
 import type { Metrics } from "./platform/metrics/metrics.ts";
 import type { SecretBox } from "./platform/secrets/encryption.ts";
+import type { ScryptCost } from "./platform/secrets/hashing.ts";
 
 /** What every module's service is built from: configuration, the database and shared tools. */
 export interface AppContext {
@@ -23,4 +24,6 @@ export interface AppContext {
   inFlight: InFlight;
   /** Counters and gauges for Prometheus (platform/metrics); inert when metrics are off. */
   metrics: Metrics;
+  /** scrypt's cost for admin passwords: PASSWORD_COST, unless a suite built the app cheaper. */
+  passwordCost: ScryptCost;
 }

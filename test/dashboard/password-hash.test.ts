@@ -1,5 +1,6 @@
 import { randomBytes, scryptSync } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PASSWORD_COST } from "../../src/platform/secrets/hashing.ts";
 import { createWorkspace, startTestApp, type TestApp } from "../support/app.ts";
 import { DashboardClient } from "../support/dashboard.ts";
 
@@ -11,7 +12,8 @@ const PASSWORD = "correct horse battery";
 let t: TestApp;
 
 beforeAll(async () => {
-  t = await startTestApp();
+  // The service's own cost, the subject here (the other suites build the app cheaper).
+  t = await startTestApp({}, { passwordCost: PASSWORD_COST });
 });
 
 afterAll(async () => {

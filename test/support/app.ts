@@ -7,12 +7,19 @@ import { type Config, loadConfig } from "../../src/config.ts";
 import { type Database, migrate, openDatabase } from "../../src/platform/db/database.ts";
 import { loggerOptions } from "../../src/platform/log/scrub.ts";
 import { SecretBox } from "../../src/platform/secrets/encryption.ts";
+import type { ScryptCost } from "../../src/platform/secrets/hashing.ts";
 
 // Starts the real app on a real database: in-memory PGlite by default, the PostgreSQL server of
 // DATABASE_URL when set (the CI runs the integration suite both ways). Tenants are isolated by
 // fresh workspaces, so test files can share one PostgreSQL database.
 
 export const ADMIN_SECRET = "test-admin-secret-0123456789";
+
+/**
+ * The suites' scrypt cost for admin passwords: the lowest a stored hash may name (about 1 ms
+ * instead of 0.3–0.7 s); the same code path. password-hash.test.ts checks the service's own.
+ */
+const SUITE_PASSWORD_COST: ScryptCost = { N: 2 ** 10, r: 8, p: 1 };
 
 export interface TestApp {
   app: App;
@@ -31,6 +38,8 @@ export async function startTestApp(
     database?: Database;
     /** Receives the app's log lines (JSON, the service's logger options, LOG_LEVEL info unless `env` says); silent without it. */
     logs?: Writable;
+    /** scrypt's cost for admin passwords; SUITE_PASSWORD_COST unless given. */
+    passwordCost?: ScryptCost;
   } = {},
 ): Promise<TestApp> {
   const config = loadConfig({
@@ -55,6 +64,7 @@ export async function startTestApp(
     secrets: new SecretBox(Buffer.alloc(32, 42)),
     now: () => fixedNow ?? new Date(),
     logger: options.logs ? { ...loggerOptions(config), stream: options.logs } : false,
+    passwordCost: options.passwordCost ?? SUITE_PASSWORD_COST,
   });
   await app.http.ready();
   return {

@@ -52,13 +52,6 @@ interface Subject {
   clearedBySuccess: boolean;
 }
 
-/** Compared against when the e-mail names no workspace, so that the answer takes as long. */
-let noWorkspaceHash: Promise<string> | undefined;
-const dummyHash = () => {
-  noWorkspaceHash ??= hashPassword("no workspace has this e-mail address");
-  return noWorkspaceHash;
-};
-
 /** The wait after a subject's latest failure once it has `failures` of them; 0 while free. */
 export function delayAfter(failures: number, free: number): number {
   if (failures < free) return 0;
@@ -86,10 +79,17 @@ const addressSubject = (clientAddress: string): Subject => ({
 export class Logins {
   readonly #ctx: AppContext;
   readonly #workspaces: WorkspacesService;
+  /** Compared against when the e-mail names no workspace, so that the answer takes as long. */
+  #noWorkspaceHash: Promise<string> | undefined;
 
   constructor(ctx: AppContext, workspaces: WorkspacesService) {
     this.#ctx = ctx;
     this.#workspaces = workspaces;
+  }
+
+  #dummyHash(): Promise<string> {
+    this.#noWorkspaceHash ??= hashPassword("no workspace has this e-mail address", this.#ctx.passwordCost);
+    return this.#noWorkspaceHash;
   }
 
   async attempt(attempt: LoginAttempt): Promise<LoginOutcome> {
@@ -105,7 +105,7 @@ export class Logins {
     return this.#limited(subjects, async () => {
       const candidates = await this.#workspaces.loginCandidates(email);
       if (candidates.length === 0) {
-        await verifyPassword(attempt.password, await dummyHash());
+        await verifyPassword(attempt.password, await this.#dummyHash());
         return { status: "invalid" };
       }
       const checks = await Promise.all(

@@ -109,7 +109,9 @@ export class WorkspacesService {
     input: CreateWorkspaceInput,
   ): Promise<{ workspace: WorkspaceView; apiKeys: { test: IssuedKey; live: IssuedKey } }> {
     validateInput(input);
-    const passwordHash = input.adminPassword ? await hashPassword(input.adminPassword) : null;
+    const passwordHash = input.adminPassword
+      ? await hashPassword(input.adminPassword, this.#ctx.passwordCost)
+      : null;
     const privateKey = generatePrivateKey();
     const address = privateKeyToAccount(privateKey).address;
     const encrypted = this.#ctx.secrets.encrypt(privateKey);
@@ -208,7 +210,7 @@ export class WorkspacesService {
   async setPassword(workspaceId: string, password: string): Promise<void> {
     if (typeof password !== "string" || password.length < 12 || password.length > 200)
       throw badRequest("password must be 12 to 200 characters");
-    const hash = await hashPassword(password);
+    const hash = await hashPassword(password, this.#ctx.passwordCost);
     if (!isUuid(workspaceId) || !(await repo.setPasswordHash(this.#ctx.db, workspaceId, hash)))
       throw notFound("Workspace not found");
   }
@@ -302,8 +304,9 @@ export class WorkspacesService {
 
   /** After a successful login: a hash made with less than today's cost is replaced (D21). */
   async upgradePasswordHash(workspaceId: string, stored: string, password: string): Promise<void> {
-    if (!needsRehash(stored)) return;
-    await repo.replacePasswordHash(this.#ctx.db, workspaceId, stored, await hashPassword(password));
+    const cost = this.#ctx.passwordCost;
+    if (!needsRehash(stored, cost)) return;
+    await repo.replacePasswordHash(this.#ctx.db, workspaceId, stored, await hashPassword(password, cost));
   }
 
   /**

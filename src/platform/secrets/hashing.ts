@@ -45,10 +45,11 @@ function scryptAsync(password: string, salt: Buffer, keylen: number, cost: Scryp
   });
 }
 
-export async function hashPassword(password: string): Promise<string> {
+/** `cost`: PASSWORD_COST in the service (AppContext.passwordCost); a suite may pass a cheaper one. */
+export async function hashPassword(password: string, cost: ScryptCost = PASSWORD_COST): Promise<string> {
   const salt = randomBytes(16);
-  const { N, r, p } = PASSWORD_COST;
-  const hash = await scryptAsync(password, salt, KEY_LENGTH, PASSWORD_COST);
+  const { N, r, p } = cost;
+  const hash = await scryptAsync(password, salt, KEY_LENGTH, cost);
   return `scrypt$N=${N},r=${r},p=${p}$${salt.toString("base64")}$${hash.toString("base64")}`;
 }
 
@@ -86,12 +87,12 @@ export async function verifyPassword(password: string, stored: string): Promise<
   return timingSafeEqual(actual, parsed.hash);
 }
 
-/** True when a stored hash was made with less than today's cost (or is not one we can read). */
-export function needsRehash(stored: string): boolean {
+/** True when a stored hash was made with less than `cost` (or is not one we can read). */
+export function needsRehash(stored: string, cost: ScryptCost = PASSWORD_COST): boolean {
   const parsed = parseStored(stored);
   if (!parsed) return true;
   const { N, r, p } = parsed.cost;
-  return N < PASSWORD_COST.N || r < PASSWORD_COST.r || p < PASSWORD_COST.p;
+  return N < cost.N || r < cost.r || p < cost.p;
 }
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
