@@ -18,6 +18,7 @@ import {
   systemResolver,
 } from "../../platform/http/outbound-guard.ts";
 import { signBody, signTimestamped } from "../../platform/secrets/signing.ts";
+import * as claims from "./delivery-claims-repo.ts";
 import { AttemptRecorder } from "./recorder.ts";
 import * as repo from "./repo.ts";
 import { standardSignature, standardSigner } from "./secrets.ts";
@@ -136,7 +137,7 @@ export class WebhookDispatcher {
     const free = this.#opts.maxInFlight - this.#inFlight.size;
     if (free <= 0) return 0;
     const now = this.#ctx.now();
-    const claimed = await repo.claimDueDeliveries(
+    const claimed = await claims.claimDueDeliveries(
       this.#ctx.db,
       now,
       new Date(now.getTime() + this.#opts.leaseMs),
@@ -188,7 +189,7 @@ export class WebhookDispatcher {
   }
 
   /** The delivery's registration's secrets; null when the current one cannot be decrypted. */
-  #signing(delivery: repo.ClaimedDelivery): Signing | null {
+  #signing(delivery: claims.ClaimedDelivery): Signing | null {
     const secret = this.#decryptSecret(delivery.encryptedSecret);
     if (secret === null) return null;
     const previous =
@@ -203,7 +204,7 @@ export class WebhookDispatcher {
   }
 
   /** Sends one delivery and queues its outcome; resolves once the outcome is written (or given up). */
-  async #deliver(delivery: repo.ClaimedDelivery, signing: Signing | null): Promise<void> {
+  async #deliver(delivery: claims.ClaimedDelivery, signing: Signing | null): Promise<void> {
     let seconds = 0;
     const outcome = await this.#limitFor(delivery.url)(async () => {
       const started = performance.now();
@@ -237,7 +238,7 @@ export class WebhookDispatcher {
   }
 
   /** One POST, or null when the claim's lease ran out before a slot to the host was free. */
-  async #attempt(delivery: repo.ClaimedDelivery, signing: Signing | null): Promise<SendResult | null> {
+  async #attempt(delivery: claims.ClaimedDelivery, signing: Signing | null): Promise<SendResult | null> {
     // Another dispatcher may have claimed it since: sending under the old claim would be a
     // duplicate whose outcome could not be recorded. It is due again, like after a crash.
     if (this.#ctx.now() >= delivery.lease) return null;
