@@ -49,6 +49,8 @@ export async function claimDueDeliveries(
       encrypted_secret: string;
       previous_encrypted_secret: string | null;
       payload: Record<string, unknown>;
+      next_attempt_at: Date;
+      outbox_event_id: string;
     }>`
       WITH due AS (
         SELECT d.id FROM webhook_deliveries d
@@ -64,12 +66,20 @@ export async function claimDueDeliveries(
       FROM due, webhook_endpoints e, outbox_events o
       WHERE d.id = due.id AND e.id = d.endpoint_id AND o.id = d.outbox_event_id
       RETURNING d.id, d.event_type, d.attempts, d.created_at, d.locked_until, d.endpoint_id,
-                e.url, e.environment, e.encrypted_secret, o.payload,
+                d.next_attempt_at, d.outbox_event_id, e.url, e.environment, e.encrypted_secret, o.payload,
                 CASE WHEN e.previous_secret_expires_at > ${now} THEN e.previous_encrypted_secret END
                   AS previous_encrypted_secret
     `.execute(trx);
   });
-  return result.rows.map((r) => ({
+  // RETURNING keeps no order: the batch is put back in the claim's, creation order among equals,
+  // so that a registration's backlog (spaced in creation order, recovery-repo.ts) is sent in it.
+  const rows = result.rows.sort(
+    (a, b) =>
+      a.next_attempt_at.getTime() - b.next_attempt_at.getTime() ||
+      a.created_at.getTime() - b.created_at.getTime() ||
+      Number(BigInt(a.outbox_event_id) - BigInt(b.outbox_event_id)),
+  );
+  return rows.map((r) => ({
     id: r.id,
     eventType: r.event_type,
     attempts: r.attempts,

@@ -94,7 +94,8 @@ export class WebhookDispatcher {
       new Agent({ ...common, connect: { lookup: guardedLookup(policy, this.#opts.resolve) } });
     this.#agents = { public: guarded("public"), any: guarded("any") };
     this.#recorder = new AttemptRecorder(
-      (records) => repo.recordAttempts(ctx.db, records, DISABLE_AFTER_MS),
+      (records) =>
+        repo.recordAttempts(ctx.db, records, DISABLE_AFTER_MS, ctx.config.webhookEndpointRatePerSecond),
       ctx.log,
     );
   }

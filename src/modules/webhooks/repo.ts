@@ -1,5 +1,6 @@
 import { type Kysely, type Selectable, sql } from "kysely";
 import type { Environment } from "../../config.ts";
+import { BACKLOG_PER_SECOND } from "../../domain/retry-schedule.ts";
 import { type Columns, columnsOf } from "../../platform/db/columns.ts";
 import { newestFirst } from "../../platform/db/page.ts";
 import type {
@@ -9,6 +10,7 @@ import type {
 } from "../../platform/db/schema.ts";
 import { idInScope } from "../../platform/db/scope.ts";
 import { applyAttempts } from "./health.ts";
+import { makeBacklogDue, type Recovery } from "./recovery-repo.ts";
 
 export type EndpointRow = Selectable<WebhookEndpointsTable>;
 export type DeliveryRow = Selectable<WebhookDeliveriesTable>;
@@ -199,14 +201,16 @@ export interface AttemptRecord {
  * outcome was recorded. An outcome is recorded only if its dispatcher still holds the lease it
  * claimed with (a fencing token): a dispatcher that was too slow cannot overwrite the outcome of
  * the one that took over. The registrations' health follows the recorded attempts only; one that
- * has failed without a single success for too long is deactivated and what it has queued stops.
- * If the transaction fails, none of the batch is recorded and every delivery in it keeps its
+ * has failed without a single success for too long is deactivated and what it has queued stops;
+ * one that was failing and answers 2xx again has its backlog made due, `backlogPerSecond` at most
+ * (recovery-repo.ts). If the transaction fails, none of the batch is recorded and every delivery in it keeps its
  * lease until the lease runs out; then it is due again (at least once, never lost).
  */
 export async function recordAttempts(
   db: Kysely<DatabaseSchema>,
   records: readonly AttemptRecord[],
   disableAfterMs: number,
+  backlogPerSecond = BACKLOG_PER_SECOND,
 ): Promise<Set<string>> {
   if (records.length === 0) return new Set();
   return db.transaction().execute(async (trx) => {
@@ -262,6 +266,7 @@ export async function recordAttempts(
 
     const changes: Array<{ id: number; failingSince: Date | null; deactivated: boolean }> = [];
     const stopped: number[] = [];
+    const recovered: Recovery[] = [];
     for (const endpoint of endpoints.rows) {
       const attempts = byEndpoint.get(endpoint.id);
       if (!attempts) continue;
@@ -274,6 +279,7 @@ export async function recordAttempts(
         changes.push({ id: endpoint.id, failingSince: after.failingSince, deactivated: after.deactivated });
       }
       if (after.stopPending) stopped.push(endpoint.id);
+      if (after.recoveredAt) recovered.push({ endpointId: endpoint.id, at: after.recoveredAt });
     }
     if (changes.length > 0) {
       await sql`
@@ -297,6 +303,7 @@ export async function recordAttempts(
         .where("status", "=", "pending")
         .execute();
     }
+    await makeBacklogDue(trx, recovered, backlogPerSecond);
     return recorded;
   });
 }
