@@ -6,7 +6,7 @@ import { forwardedEvents, harness, type Json, until } from "../support/webhook-d
 
 // Webhook recovery (issue 43): when a registration that was failing answers 2xx again, the
 // deliveries waiting on a retry are sent at once, in creation order, no faster than
-// WEBHOOK_ENDPOINT_RATE_PER_SECOND.
+// WEBHOOK_ENDPOINT_RATE_PER_SECOND; and one slow registration does not hold up the others.
 
 const RATE = 10;
 const BACKLOG = 12;
@@ -110,5 +110,27 @@ describe("webhook recovery", () => {
     await until("all delivered", async () =>
       (await rows(back.hook.id)).every((d) => d.status === "delivered"),
     );
+  });
+
+  it("a slow registration does not hold up deliveries to another", async () => {
+    const slow = await h.receiver();
+    slow.respond = () => "hang";
+    const fast = await h.receiver();
+    const slowWs = await h.workspace();
+    const fastWs = await h.workspace();
+    await h.register(slowWs.testKey, slow.url);
+    await h.register(fastWs.testKey, fast.url);
+    // Few slots, so that a slow receiver's backlog could fill them all.
+    h.dispatcher({ maxInFlight: 8, batchSize: 8, perHostConcurrency: 2, timeoutMs: 20_000 }).start();
+    await h.record(forwardedEvents(slowWs.id, 20));
+    await slow.waitFor(2);
+
+    const recordedAt = Date.now();
+    await h.record(forwardedEvents(fastWs.id, 3));
+    const got = await fast.waitFor(3, () => true, 3_000);
+    expect(got.map(n).sort()).toEqual([0, 1, 2]);
+    expect(Math.max(...got.map((r) => r.receivedAt)) - recordedAt).toBeLessThan(3_000);
+    // The slow one has no more requests open than its host's limit.
+    expect(slow.received).toHaveLength(2);
   });
 });

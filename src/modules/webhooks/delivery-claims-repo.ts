@@ -24,12 +24,14 @@ export interface ClaimedDelivery {
  * Claims due deliveries for one dispatcher: rows locked by another dispatcher's transaction are
  * skipped (SKIP LOCKED), and the lease marks them taken until it runs out. A dispatcher that dies
  * after claiming leaves the lease to expire, and the delivery is due again (at least once).
+ * The registrations in `skip` are left out (their host is busy in this dispatcher).
  */
 export async function claimDueDeliveries(
   db: Kysely<DatabaseSchema>,
   now: Date,
   lease: Date,
   limit: number,
+  skip: readonly number[] = [],
 ): Promise<ClaimedDelivery[]> {
   const result = await db.transaction().execute(async (trx) => {
     // The claim must walk the due index in order and stop after `limit` rows. A queue table's
@@ -57,6 +59,7 @@ export async function claimDueDeliveries(
         JOIN webhook_endpoints e ON e.id = d.endpoint_id AND e.active AND e.deleted_at IS NULL
         WHERE d.status = 'pending' AND d.next_attempt_at <= ${now}
           AND (d.locked_until IS NULL OR d.locked_until <= ${now})
+          AND NOT (d.endpoint_id = ANY(${skip}::integer[]))
         ORDER BY d.next_attempt_at
         LIMIT ${limit}
         FOR UPDATE OF d SKIP LOCKED

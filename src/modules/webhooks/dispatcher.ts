@@ -32,7 +32,10 @@ import { standardSignature, standardSigner } from "./secrets.ts";
 export interface DispatcherOptions {
   pollIntervalMs?: number;
   batchSize?: number;
-  /** Deliveries claimed and not yet finished: sent (or waiting for their host) and recorded. */
+  /**
+   * Deliveries being sent or recorded. Those waiting for a slot to their host do not count: a slow
+   * host holds `perHostConcurrency` of these at most, and the others' deliveries still go out.
+   */
   maxInFlight?: number;
   /** Concurrent requests to one host, so one slow merchant cannot take every slot. */
   perHostConcurrency?: number;
@@ -68,7 +71,11 @@ export class WebhookDispatcher {
   /** One connection pool per destination policy (D7); `any` is WEBHOOK_ALLOW_PRIVATE's. */
   readonly #agents: Record<DestinationPolicy, Agent>;
   readonly #hostLimits = new Map<string, LimitFunction>();
+  /** Each registration's host limiter, as its claimed deliveries named it. */
+  readonly #endpointLimits = new Map<number, LimitFunction>();
+  /** Every delivery claimed and not finished; `#waiting` of them wait for a slot to their host. */
   readonly #inFlight = new Set<Promise<void>>();
+  #waiting = 0;
   readonly #recorder: AttemptRecorder;
   #running = false;
   #timer: NodeJS.Timeout | undefined;
@@ -125,7 +132,7 @@ export class WebhookDispatcher {
         this.#ctx.log.error({ err }, "webhook dispatcher: claim failed");
       }
       // A full batch means more is probably due: claim again at once while slots are free.
-      if (claimed > 0 && this.#inFlight.size < this.#opts.maxInFlight) continue;
+      if (claimed > 0 && this.#busy() < this.#opts.maxInFlight) continue;
       await new Promise<void>((resolve) => {
         this.#wake = resolve;
         this.#timer = setTimeout(resolve, this.#opts.pollIntervalMs);
@@ -135,14 +142,19 @@ export class WebhookDispatcher {
 
   /** One claim round; returns how many deliveries it started. Exposed for tests and benchmarks. */
   async runOnce(): Promise<number> {
-    const free = this.#opts.maxInFlight - this.#inFlight.size;
+    const free = this.#opts.maxInFlight - this.#busy();
     if (free <= 0) return 0;
     const now = this.#ctx.now();
+    // A registration whose host already has deliveries waiting for a slot is left out of the
+    // claim: more of them could not be sent sooner, and the queue of each host stays one claim
+    // long at most, so a slow registration cannot take the slots of the others (issue 43).
+    const hostBusy = [...this.#endpointLimits].filter(([, limit]) => limit.pendingCount > 0);
     const claimed = await claims.claimDueDeliveries(
       this.#ctx.db,
       now,
       new Date(now.getTime() + this.#opts.leaseMs),
       Math.min(free, this.#opts.batchSize),
+      hostBusy.map(([endpointId]) => endpointId),
     );
     // A registration's secrets are decrypted once per claimed batch, not once per delivery.
     const secrets = new Map<number, Signing | null>();
@@ -154,7 +166,7 @@ export class WebhookDispatcher {
       }
       const task = this.#deliver(delivery, signing).finally(() => {
         this.#inFlight.delete(task);
-        if (this.#inFlight.size === this.#opts.maxInFlight - 1) this.#wake?.();
+        if (this.#busy() === this.#opts.maxInFlight - 1) this.#wake?.();
       });
       this.#inFlight.add(task);
     }
@@ -164,6 +176,11 @@ export class WebhookDispatcher {
   /** Resolves when nothing is in flight (tests). */
   async drain(): Promise<void> {
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+  }
+
+  /** Deliveries being sent or recorded (not those waiting for their host). */
+  #busy(): number {
+    return this.#inFlight.size - this.#waiting;
   }
 
   #limitFor(url: string): LimitFunction {
@@ -207,7 +224,14 @@ export class WebhookDispatcher {
   /** Sends one delivery and queues its outcome; resolves once the outcome is written (or given up). */
   async #deliver(delivery: claims.ClaimedDelivery, signing: Signing | null): Promise<void> {
     let seconds = 0;
-    const outcome = await this.#limitFor(delivery.url)(async () => {
+    const limit = this.#limitFor(delivery.url);
+    this.#endpointLimits.set(delivery.endpointId, limit);
+    const queued = limit.activeCount >= this.#opts.perHostConcurrency || limit.pendingCount > 0;
+    this.#waiting++;
+    const outcome = await limit(async () => {
+      this.#waiting--;
+      // The host's queue is gone: its registrations can be claimed again.
+      if (queued && limit.pendingCount === 0) this.#wake?.();
       const started = performance.now();
       const result = await this.#attempt(delivery, signing);
       seconds = (performance.now() - started) / 1000;
