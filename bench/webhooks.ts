@@ -10,6 +10,7 @@ import { freePort } from "../src/devnet/chain.ts";
 import { WebhookDispatcher } from "../src/modules/webhooks/dispatcher.ts";
 import { type OutboxEvent, recordEvents } from "../src/modules/webhooks/outbox.ts";
 import { bearer, createWorkspace, startTestApp, type TestApp } from "../test/support/app.ts";
+import { benchRecovery, type RecoveryFigures, recoveryRows } from "./webhooks-recovery.ts";
 
 // Webhook delivery benchmark (`node bench/webhooks.ts`): deliveries per second from the outbox to
 // a local receiver that answers 200 at once (2,500 events × 4 registrations = 10,000 deliveries,
@@ -17,6 +18,7 @@ import { bearer, createWorkspace, startTestApp, type TestApp } from "../test/sup
 // event's commit to the receiver getting its request while the dispatcher is idle (200 single
 // events, ~20 ms apart). The app runs in-process (startTestApp) on PostgreSQL: DATABASE_URL when
 // set, else a throw-away server from scripts/local-postgres.sh, stopped and removed on the way out.
+// Then a receiver down and back again (bench/webhooks-recovery.ts).
 
 const ROOT = resolve(import.meta.dirname, "..");
 const PG_SCRIPT = join(ROOT, "scripts", "local-postgres.sh");
@@ -119,7 +121,7 @@ interface Hit {
 }
 
 /** A receiver that answers 200 at once and remembers when each request arrived. */
-class Receiver {
+export class Receiver {
   readonly hits: Hit[] = [];
   #server: Server | undefined;
   #waiters: Array<() => void> = [];
@@ -130,7 +132,8 @@ class Receiver {
     return `http://127.0.0.1:${address.port}`;
   }
 
-  async start(): Promise<void> {
+  /** On `port` when given: a receiver stopped and started again keeps its URL. */
+  async start(port = 0): Promise<void> {
     this.#server = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on("data", (c: Buffer) => chunks.push(c));
@@ -151,7 +154,7 @@ class Receiver {
       });
     });
     this.#server.keepAliveTimeout = 60_000;
-    await new Promise<void>((done) => this.#server?.listen(0, "127.0.0.1", done));
+    await new Promise<void>((done) => this.#server?.listen(port, "127.0.0.1", done));
   }
 
   count(phase: string): number {
@@ -317,7 +320,10 @@ export async function benchWebhooks(opts: { databaseUrl?: string }): Promise<Rec
       `delay: p50 ${delayP50.toFixed(1)} ms, p99 ${delayP99.toFixed(1)} ms over ${delays.length} deliveries`,
     );
 
+    const recovery = await benchRecovery(t, dispatcher, () => new Receiver(), log);
+
     return {
+      recovery,
       database: opts.databaseUrl ? "PostgreSQL" : "PGlite",
       registrations: REGISTRATIONS,
       throughputEvents: THROUGHPUT_EVENTS,
@@ -361,6 +367,7 @@ export function webhooksTable(r: Record<string, unknown>): string {
     `| Commit → receiver p50 (${r.delaySamples} deliveries) | ${r.delayP50Ms} ms | | |`,
     `| Commit → receiver p99 | ${r.delayP99Ms} ms | < ${GOALS.delayP99Ms} ms | ${met(r.goalDelayP99Met)} |`,
     `| Commit → receiver max | ${r.delayMaxMs} ms | | |`,
+    ...recoveryRows(r.recovery as RecoveryFigures),
   ].join("\n");
 }
 

@@ -52,6 +52,18 @@ describe("loadConfig", () => {
     );
   });
 
+  it("reads WEBHOOK_ENDPOINT_RATE_PER_SECOND, 50 unless set, and refuses what is not 1 to 10000", () => {
+    expect(loadConfig({}).webhookEndpointRatePerSecond).toBe(50);
+    expect(loadConfig({ WEBHOOK_ENDPOINT_RATE_PER_SECOND: "" }).webhookEndpointRatePerSecond).toBe(50);
+    expect(loadConfig({ WEBHOOK_ENDPOINT_RATE_PER_SECOND: "5" }).webhookEndpointRatePerSecond).toBe(5);
+    expect(configRefusal({ WEBHOOK_ENDPOINT_RATE_PER_SECOND: "0" })).toBe(
+      "WEBHOOK_ENDPOINT_RATE_PER_SECOND must be between 1 and 10000, got 0",
+    );
+    expect(configRefusal({ WEBHOOK_ENDPOINT_RATE_PER_SECOND: "0.5" })).toBe(
+      'WEBHOOK_ENDPOINT_RATE_PER_SECOND must be a whole number, got "0.5"',
+    );
+  });
+
   it("reads the hosted page's stream limits, 20 per payment and 50 per address unless set", () => {
     expect(loadConfig({}).hostedPageStreams).toEqual({ perPayment: 20, perAddress: 50 });
     // An empty value is unset, as for the other numbers.

@@ -3,6 +3,7 @@ import { resolve } from "node:path";
 import { parseEnv } from "node:util";
 import ipaddr from "ipaddr.js";
 import { ADDRESS, boolean, ConfigError, type Env, integer, optional, url } from "./config-values.ts";
+import { BACKLOG_PER_SECOND } from "./domain/retry-schedule.ts";
 import { distinctNetworks, type NetworkConfig, networks } from "./network-config.ts";
 import { inFileTerms, withNetworksFile } from "./networks-file.ts";
 import { parseMasterKey } from "./platform/secrets/encryption.ts";
@@ -60,6 +61,11 @@ export interface Config {
   smtpUrl: string | undefined;
   /** Lets webhooks of both environments reach non-public addresses, and live ones use plain http (local development, D7, D21). */
   webhookAllowPrivate: boolean;
+  /**
+   * Deliveries a second to one registration when its waiting backlog is sent after it answers 2xx
+   * again (issue 43); held in the rows' due times, so for all instances together.
+   */
+  webhookEndpointRatePerSecond: number;
   /** Each environment's networks, its default first (D22). */
   networks: Record<Environment, NetworkConfig[]>;
   card: {
@@ -195,6 +201,13 @@ export function loadConfig(rawEnv: Env = process.env): Config {
     role,
     smtpUrl: url(env, "SMTP_URL", ["smtp:", "smtps:"]),
     webhookAllowPrivate: boolean(env, "WEBHOOK_ALLOW_PRIVATE"),
+    webhookEndpointRatePerSecond: integer(
+      env,
+      "WEBHOOK_ENDPOINT_RATE_PER_SECOND",
+      BACKLOG_PER_SECOND,
+      1,
+      10_000,
+    ),
     networks: inFileTerms(networksFile.places, () =>
       distinctNetworks({
         sandbox: networks(networksFile.env, "sandbox"),

@@ -23,6 +23,13 @@ export const RETRY_DELAYS_MS: readonly number[] = [
 export const MAX_ATTEMPTS = RETRY_DELAYS_MS.length + 1;
 export const JITTER = 0.2;
 
+/**
+ * When a failing registration answers 2xx again, the deliveries waiting on a retry are sent at
+ * once, this many a second at most (WEBHOOK_ENDPOINT_RATE_PER_SECOND overrides it): a receiver
+ * just back is not flooded, and 200 waiting deliveries take 4 s.
+ */
+export const BACKLOG_PER_SECOND = 50;
+
 /** A registration failing continuously for this long is deactivated. */
 export const DISABLE_AFTER_MS = 5 * 24 * HOUR;
 

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Environment } from "../../src/config.ts";
 import { DISABLE_AFTER_MS } from "../../src/domain/retry-schedule.ts";
+import * as claims from "../../src/modules/webhooks/delivery-claims-repo.ts";
 import * as repo from "../../src/modules/webhooks/repo.ts";
 import type { Resolver } from "../../src/platform/http/outbound-guard.ts";
 import { bearer } from "../support/app.ts";
@@ -24,9 +25,9 @@ describe("webhook delivery", () => {
   const h = harness();
 
   describe("recording attempts in batches", () => {
-    async function claimAll(endpointId: number, leaseMs = 60_000): Promise<repo.ClaimedDelivery[]> {
+    async function claimAll(endpointId: number, leaseMs = 60_000): Promise<claims.ClaimedDelivery[]> {
       const now = claimTime();
-      const claimed = await repo.claimDueDeliveries(
+      const claimed = await claims.claimDueDeliveries(
         h.t.database.db,
         now,
         new Date(now.getTime() + leaseMs),
@@ -36,7 +37,7 @@ describe("webhook delivery", () => {
     }
 
     function attempt(
-      delivery: repo.ClaimedDelivery,
+      delivery: claims.ClaimedDelivery,
       at: Date,
       result: Partial<repo.AttemptRecord> = {},
     ): repo.AttemptRecord {
@@ -66,9 +67,9 @@ describe("webhook delivery", () => {
       const hook = await h.register(ws.testKey, "http://127.0.0.1:9/hook", ["payment.forwarded"]);
       await h.record(forwardedEvents(ws.id, 3));
       const [a, b, c] = (await claimAll(hook.id)) as [
-        repo.ClaimedDelivery,
-        repo.ClaimedDelivery,
-        repo.ClaimedDelivery,
+        claims.ClaimedDelivery,
+        claims.ClaimedDelivery,
+        claims.ClaimedDelivery,
       ];
       const at = new Date();
       const failedAt = new Date(at.getTime() + 1);
@@ -125,7 +126,7 @@ describe("webhook delivery", () => {
       const ws = await h.workspace();
       const hook = await h.register(ws.testKey, "http://127.0.0.1:9/hook", ["payment.forwarded"]);
       await h.record(forwardedEvents(ws.id, 2));
-      const [a, b] = (await claimAll(hook.id, 1_000)) as [repo.ClaimedDelivery, repo.ClaimedDelivery];
+      const [a, b] = (await claimAll(hook.id, 1_000)) as [claims.ClaimedDelivery, claims.ClaimedDelivery];
       const at = new Date();
 
       await expect(
@@ -156,7 +157,7 @@ describe("webhook delivery", () => {
         .where("id", "=", hook.id)
         .execute();
       await h.record(forwardedEvents(ws.id, 2));
-      const [a] = (await claimAll(hook.id)) as [repo.ClaimedDelivery];
+      const [a] = (await claimAll(hook.id)) as [claims.ClaimedDelivery];
       const at = new Date();
 
       await repo.recordAttempts(

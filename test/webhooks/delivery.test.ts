@@ -1,7 +1,7 @@
 import { timingSafeEqual } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import type { Environment } from "../../src/config.ts";
-import * as repo from "../../src/modules/webhooks/repo.ts";
+import * as claims from "../../src/modules/webhooks/delivery-claims-repo.ts";
 import { bearer } from "../support/app.ts";
 import { elapse } from "../support/poll.ts";
 import type { ReceivedRequest } from "../support/receiver.ts";
@@ -335,7 +335,7 @@ describe("webhook delivery", () => {
 
     // A dispatcher claims with a 1 s lease and dies before sending.
     const claimedAt = claimTime().getTime();
-    const claimed = await repo.claimDueDeliveries(
+    const claimed = await claims.claimDueDeliveries(
       h.t.database.db,
       new Date(claimedAt),
       new Date(claimedAt + 1_000),

@@ -18,6 +18,7 @@ import {
   systemResolver,
 } from "../../platform/http/outbound-guard.ts";
 import { signBody, signTimestamped } from "../../platform/secrets/signing.ts";
+import * as claims from "./delivery-claims-repo.ts";
 import { AttemptRecorder } from "./recorder.ts";
 import * as repo from "./repo.ts";
 import { standardSignature, standardSigner } from "./secrets.ts";
@@ -31,7 +32,10 @@ import { standardSignature, standardSigner } from "./secrets.ts";
 export interface DispatcherOptions {
   pollIntervalMs?: number;
   batchSize?: number;
-  /** Deliveries claimed and not yet finished: sent (or waiting for their host) and recorded. */
+  /**
+   * Deliveries being sent or recorded. Those waiting for a slot to their host do not count: a slow
+   * host holds `perHostConcurrency` of these at most, and the others' deliveries still go out.
+   */
   maxInFlight?: number;
   /** Concurrent requests to one host, so one slow merchant cannot take every slot. */
   perHostConcurrency?: number;
@@ -67,7 +71,11 @@ export class WebhookDispatcher {
   /** One connection pool per destination policy (D7); `any` is WEBHOOK_ALLOW_PRIVATE's. */
   readonly #agents: Record<DestinationPolicy, Agent>;
   readonly #hostLimits = new Map<string, LimitFunction>();
+  /** Each registration's host limiter, as its claimed deliveries named it. */
+  readonly #endpointLimits = new Map<number, LimitFunction>();
+  /** Every delivery claimed and not finished; `#waiting` of them wait for a slot to their host. */
   readonly #inFlight = new Set<Promise<void>>();
+  #waiting = 0;
   readonly #recorder: AttemptRecorder;
   #running = false;
   #timer: NodeJS.Timeout | undefined;
@@ -93,7 +101,8 @@ export class WebhookDispatcher {
       new Agent({ ...common, connect: { lookup: guardedLookup(policy, this.#opts.resolve) } });
     this.#agents = { public: guarded("public"), any: guarded("any") };
     this.#recorder = new AttemptRecorder(
-      (records) => repo.recordAttempts(ctx.db, records, DISABLE_AFTER_MS),
+      (records) =>
+        repo.recordAttempts(ctx.db, records, DISABLE_AFTER_MS, ctx.config.webhookEndpointRatePerSecond),
       ctx.log,
     );
   }
@@ -123,7 +132,7 @@ export class WebhookDispatcher {
         this.#ctx.log.error({ err }, "webhook dispatcher: claim failed");
       }
       // A full batch means more is probably due: claim again at once while slots are free.
-      if (claimed > 0 && this.#inFlight.size < this.#opts.maxInFlight) continue;
+      if (claimed > 0 && this.#busy() < this.#opts.maxInFlight) continue;
       await new Promise<void>((resolve) => {
         this.#wake = resolve;
         this.#timer = setTimeout(resolve, this.#opts.pollIntervalMs);
@@ -133,14 +142,19 @@ export class WebhookDispatcher {
 
   /** One claim round; returns how many deliveries it started. Exposed for tests and benchmarks. */
   async runOnce(): Promise<number> {
-    const free = this.#opts.maxInFlight - this.#inFlight.size;
+    const free = this.#opts.maxInFlight - this.#busy();
     if (free <= 0) return 0;
     const now = this.#ctx.now();
-    const claimed = await repo.claimDueDeliveries(
+    // A registration whose host already has deliveries waiting for a slot is left out of the
+    // claim: more of them could not be sent sooner, and the queue of each host stays one claim
+    // long at most, so a slow registration cannot take the slots of the others (issue 43).
+    const hostBusy = [...this.#endpointLimits].filter(([, limit]) => limit.pendingCount > 0);
+    const claimed = await claims.claimDueDeliveries(
       this.#ctx.db,
       now,
       new Date(now.getTime() + this.#opts.leaseMs),
       Math.min(free, this.#opts.batchSize),
+      hostBusy.map(([endpointId]) => endpointId),
     );
     // A registration's secrets are decrypted once per claimed batch, not once per delivery.
     const secrets = new Map<number, Signing | null>();
@@ -152,7 +166,7 @@ export class WebhookDispatcher {
       }
       const task = this.#deliver(delivery, signing).finally(() => {
         this.#inFlight.delete(task);
-        if (this.#inFlight.size === this.#opts.maxInFlight - 1) this.#wake?.();
+        if (this.#busy() === this.#opts.maxInFlight - 1) this.#wake?.();
       });
       this.#inFlight.add(task);
     }
@@ -162,6 +176,11 @@ export class WebhookDispatcher {
   /** Resolves when nothing is in flight (tests). */
   async drain(): Promise<void> {
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+  }
+
+  /** Deliveries being sent or recorded (not those waiting for their host). */
+  #busy(): number {
+    return this.#inFlight.size - this.#waiting;
   }
 
   #limitFor(url: string): LimitFunction {
@@ -188,7 +207,7 @@ export class WebhookDispatcher {
   }
 
   /** The delivery's registration's secrets; null when the current one cannot be decrypted. */
-  #signing(delivery: repo.ClaimedDelivery): Signing | null {
+  #signing(delivery: claims.ClaimedDelivery): Signing | null {
     const secret = this.#decryptSecret(delivery.encryptedSecret);
     if (secret === null) return null;
     const previous =
@@ -203,9 +222,16 @@ export class WebhookDispatcher {
   }
 
   /** Sends one delivery and queues its outcome; resolves once the outcome is written (or given up). */
-  async #deliver(delivery: repo.ClaimedDelivery, signing: Signing | null): Promise<void> {
+  async #deliver(delivery: claims.ClaimedDelivery, signing: Signing | null): Promise<void> {
     let seconds = 0;
-    const outcome = await this.#limitFor(delivery.url)(async () => {
+    const limit = this.#limitFor(delivery.url);
+    this.#endpointLimits.set(delivery.endpointId, limit);
+    const queued = limit.activeCount >= this.#opts.perHostConcurrency || limit.pendingCount > 0;
+    this.#waiting++;
+    const outcome = await limit(async () => {
+      this.#waiting--;
+      // The host's queue is gone: its registrations can be claimed again.
+      if (queued && limit.pendingCount === 0) this.#wake?.();
       const started = performance.now();
       const result = await this.#attempt(delivery, signing);
       seconds = (performance.now() - started) / 1000;
@@ -237,7 +263,7 @@ export class WebhookDispatcher {
   }
 
   /** One POST, or null when the claim's lease ran out before a slot to the host was free. */
-  async #attempt(delivery: repo.ClaimedDelivery, signing: Signing | null): Promise<SendResult | null> {
+  async #attempt(delivery: claims.ClaimedDelivery, signing: Signing | null): Promise<SendResult | null> {
     // Another dispatcher may have claimed it since: sending under the old claim would be a
     // duplicate whose outcome could not be recorded. It is due again, like after a crash.
     if (this.#ctx.now() >= delivery.lease) return null;

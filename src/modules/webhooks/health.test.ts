@@ -20,13 +20,15 @@ function oneByOne(health: RegistrationHealth, attempts: EndedAttempt[]): HealthA
   let state = { ...health };
   let deactivated = false;
   let stopPending = false;
+  let recoveredAt: Date | null = null;
   for (const attempt of attempts) {
     const after = applyAttemptsIn(state, [attempt]);
     state = { failingSince: after.failingSince, active: after.active };
     deactivated ||= after.deactivated;
     stopPending ||= after.stopPending;
+    recoveredAt = after.recoveredAt ?? recoveredAt;
   }
-  return { ...state, deactivated, stopPending };
+  return { ...state, deactivated, stopPending, recoveredAt };
 }
 
 describe("applyAttempts", () => {
@@ -36,6 +38,7 @@ describe("applyAttempts", () => {
       active: true,
       deactivated: false,
       stopPending: false,
+      recoveredAt: at(0),
     });
   });
 
@@ -45,6 +48,7 @@ describe("applyAttempts", () => {
       active: true,
       deactivated: false,
       stopPending: false,
+      recoveredAt: null,
     });
   });
 
@@ -59,6 +63,7 @@ describe("applyAttempts", () => {
       active: false,
       deactivated: true,
       stopPending: true,
+      recoveredAt: null,
     });
   });
 
@@ -74,20 +79,24 @@ describe("applyAttempts", () => {
     const old = { failingSince: at(-6 * DAY), active: true };
     // The failure ended first: the registration was deactivated before the success came in.
     const failThenOk = [ok(10), fail(5)];
+    // Deactivated first, so the success is no recovery: nothing is sent to it any more.
     expect(applyAttemptsIn(old, failThenOk)).toEqual({
       failingSince: null,
       active: false,
       deactivated: true,
       stopPending: true,
+      recoveredAt: null,
     });
     expect(applyAttemptsIn(old, failThenOk)).toEqual(oneByOne(old, [fail(5), ok(10)]));
     // The success ended first: the streak restarts at the failure.
     const okThenFail = [fail(10), ok(5)];
+    // The success recovered the registration, as it would have recorded on its own.
     expect(applyAttemptsIn(old, okThenFail)).toEqual({
       failingSince: at(10),
       active: true,
       deactivated: false,
       stopPending: false,
+      recoveredAt: at(5),
     });
     expect(applyAttemptsIn(old, okThenFail)).toEqual(oneByOne(old, [ok(5), fail(10)]));
   });
@@ -101,6 +110,15 @@ describe("applyAttempts", () => {
     expect(applyAttemptsIn({ failingSince: null, active: false }, [ok(0)])).toMatchObject({
       stopPending: false,
     });
+  });
+
+  it("recovers only a registration that was failing: a success of a healthy one is no recovery", () => {
+    expect(applyAttemptsIn({ failingSince: null, active: true }, [ok(0), ok(5)]).recoveredAt).toBeNull();
+    // The last success that ended a streak is when the backlog becomes due.
+    const flapping = [fail(0), ok(5), fail(10), ok(20), ok(30)];
+    const after = applyAttemptsIn({ failingSince: null, active: true }, flapping);
+    expect(after.recoveredAt).toEqual(at(20));
+    expect(after).toEqual(oneByOne({ failingSince: null, active: true }, flapping));
   });
 
   it("does not reorder the caller's list", () => {

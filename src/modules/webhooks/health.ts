@@ -18,6 +18,13 @@ export interface HealthAfterAttempts extends RegistrationHealth {
   deactivated: boolean;
   /** A failure was recorded for a registration that is now inactive: what it still has queued stops. */
   stopPending: boolean;
+  /**
+   * When an active registration that was failing answered 2xx again (the last such success of the
+   * batch), else null (issue 43): what waits on a retry because of its failures is due from then.
+   * Only a success that ends a streak counts: were every success to count, a delivery the receiver
+   * refuses while it accepts others would be retried at each of them instead of on its schedule.
+   */
+  recoveredAt: Date | null;
 }
 
 export function applyAttempts(
@@ -28,8 +35,10 @@ export function applyAttempts(
   let { failingSince, active } = health;
   let deactivated = false;
   let failed = false;
+  let recoveredAt: Date | null = null;
   for (const attempt of [...attempts].sort((a, b) => a.at.getTime() - b.at.getTime())) {
     if (attempt.delivered) {
+      if (failingSince !== null && active) recoveredAt = attempt.at;
       failingSince = null;
       continue;
     }
@@ -40,5 +49,5 @@ export function applyAttempts(
     }
     failingSince ??= attempt.at;
   }
-  return { failingSince, active, deactivated, stopPending: failed && !active };
+  return { failingSince, active, deactivated, stopPending: failed && !active, recoveredAt };
 }

@@ -1,5 +1,6 @@
 import { type Kysely, type Selectable, sql } from "kysely";
 import type { Environment } from "../../config.ts";
+import { BACKLOG_PER_SECOND } from "../../domain/retry-schedule.ts";
 import { type Columns, columnsOf } from "../../platform/db/columns.ts";
 import { newestFirst } from "../../platform/db/page.ts";
 import type {
@@ -9,6 +10,7 @@ import type {
 } from "../../platform/db/schema.ts";
 import { idInScope } from "../../platform/db/scope.ts";
 import { applyAttempts } from "./health.ts";
+import { makeBacklogDue, type Recovery } from "./recovery-repo.ts";
 
 export type EndpointRow = Selectable<WebhookEndpointsTable>;
 export type DeliveryRow = Selectable<WebhookDeliveriesTable>;
@@ -179,85 +181,6 @@ export async function requeueDelivery(
     .executeTakeFirst();
 }
 
-export interface ClaimedDelivery {
-  id: string;
-  eventType: string;
-  attempts: number;
-  createdAt: Date;
-  lease: Date;
-  endpointId: number;
-  url: string;
-  environment: Environment;
-  encryptedSecret: string;
-  /** The secret a rotation replaced, while it still signs (its 24 h overlap); else null. */
-  previousEncryptedSecret: string | null;
-  payload: Record<string, unknown>;
-}
-
-/**
- * Claims due deliveries for one dispatcher: rows locked by another dispatcher's transaction are
- * skipped (SKIP LOCKED), and the lease marks them taken until it runs out. A dispatcher that dies
- * after claiming leaves the lease to expire, and the delivery is due again (at least once).
- */
-export async function claimDueDeliveries(
-  db: Kysely<DatabaseSchema>,
-  now: Date,
-  lease: Date,
-  limit: number,
-): Promise<ClaimedDelivery[]> {
-  const result = await db.transaction().execute(async (trx) => {
-    // The claim must walk the due index in order and stop after `limit` rows. A queue table's
-    // statistics lag behind it (a backlog is often claimed before it is analyzed), and with
-    // estimates of a few rows the planner fetches and sorts every due row instead: milliseconds
-    // per claim with thousands due. With sorting ruled out, the ordered index walk is the plan.
-    await sql`SET LOCAL enable_sort = off`.execute(trx);
-    return sql<{
-      id: string;
-      event_type: string;
-      attempts: number;
-      created_at: Date;
-      locked_until: Date;
-      endpoint_id: number;
-      url: string;
-      environment: string;
-      encrypted_secret: string;
-      previous_encrypted_secret: string | null;
-      payload: Record<string, unknown>;
-    }>`
-      WITH due AS (
-        SELECT d.id FROM webhook_deliveries d
-        JOIN webhook_endpoints e ON e.id = d.endpoint_id AND e.active AND e.deleted_at IS NULL
-        WHERE d.status = 'pending' AND d.next_attempt_at <= ${now}
-          AND (d.locked_until IS NULL OR d.locked_until <= ${now})
-        ORDER BY d.next_attempt_at
-        LIMIT ${limit}
-        FOR UPDATE OF d SKIP LOCKED
-      )
-      UPDATE webhook_deliveries d
-      SET locked_until = ${lease}
-      FROM due, webhook_endpoints e, outbox_events o
-      WHERE d.id = due.id AND e.id = d.endpoint_id AND o.id = d.outbox_event_id
-      RETURNING d.id, d.event_type, d.attempts, d.created_at, d.locked_until, d.endpoint_id,
-                e.url, e.environment, e.encrypted_secret, o.payload,
-                CASE WHEN e.previous_secret_expires_at > ${now} THEN e.previous_encrypted_secret END
-                  AS previous_encrypted_secret
-    `.execute(trx);
-  });
-  return result.rows.map((r) => ({
-    id: r.id,
-    eventType: r.event_type,
-    attempts: r.attempts,
-    createdAt: r.created_at,
-    lease: r.locked_until,
-    endpointId: r.endpoint_id,
-    url: r.url,
-    environment: r.environment as Environment,
-    encryptedSecret: r.encrypted_secret,
-    previousEncryptedSecret: r.previous_encrypted_secret,
-    payload: r.payload,
-  }));
-}
-
 /** One ended attempt, to be recorded under the lease it was made with. */
 export interface AttemptRecord {
   deliveryId: string;
@@ -278,14 +201,16 @@ export interface AttemptRecord {
  * outcome was recorded. An outcome is recorded only if its dispatcher still holds the lease it
  * claimed with (a fencing token): a dispatcher that was too slow cannot overwrite the outcome of
  * the one that took over. The registrations' health follows the recorded attempts only; one that
- * has failed without a single success for too long is deactivated and what it has queued stops.
- * If the transaction fails, none of the batch is recorded and every delivery in it keeps its
+ * has failed without a single success for too long is deactivated and what it has queued stops;
+ * one that was failing and answers 2xx again has its backlog made due, `backlogPerSecond` at most
+ * (recovery-repo.ts). If the transaction fails, none of the batch is recorded and every delivery in it keeps its
  * lease until the lease runs out; then it is due again (at least once, never lost).
  */
 export async function recordAttempts(
   db: Kysely<DatabaseSchema>,
   records: readonly AttemptRecord[],
   disableAfterMs: number,
+  backlogPerSecond = BACKLOG_PER_SECOND,
 ): Promise<Set<string>> {
   if (records.length === 0) return new Set();
   return db.transaction().execute(async (trx) => {
@@ -341,6 +266,7 @@ export async function recordAttempts(
 
     const changes: Array<{ id: number; failingSince: Date | null; deactivated: boolean }> = [];
     const stopped: number[] = [];
+    const recovered: Recovery[] = [];
     for (const endpoint of endpoints.rows) {
       const attempts = byEndpoint.get(endpoint.id);
       if (!attempts) continue;
@@ -353,6 +279,7 @@ export async function recordAttempts(
         changes.push({ id: endpoint.id, failingSince: after.failingSince, deactivated: after.deactivated });
       }
       if (after.stopPending) stopped.push(endpoint.id);
+      if (after.recoveredAt) recovered.push({ endpointId: endpoint.id, at: after.recoveredAt });
     }
     if (changes.length > 0) {
       await sql`
@@ -376,6 +303,7 @@ export async function recordAttempts(
         .where("status", "=", "pending")
         .execute();
     }
+    await makeBacklogDue(trx, recovered, backlogPerSecond);
     return recorded;
   });
 }

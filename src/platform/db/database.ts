@@ -49,6 +49,7 @@ import * as agentPolicies from "./migrations/041_agent_policies.ts";
 import * as webhookSecretRotation from "./migrations/042_webhook_secret_rotation.ts";
 import * as checkoutBranding from "./migrations/043_checkout_branding.ts";
 import * as paidAtCreation from "./migrations/044_paid_at_creation.ts";
+import * as webhookBacklog from "./migrations/045_webhook_backlog.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -107,6 +108,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "042_webhook_secret_rotation": webhookSecretRotation,
   "043_checkout_branding": checkoutBranding,
   "044_paid_at_creation": paidAtCreation,
+  "045_webhook_backlog": webhookBacklog,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

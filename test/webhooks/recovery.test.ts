@@ -1,0 +1,136 @@
+import { describe, expect, it } from "vitest";
+import type { Environment } from "../../src/config.ts";
+import { bearer } from "../support/app.ts";
+import type { ReceivedRequest } from "../support/receiver.ts";
+import { forwardedEvents, harness, type Json, until } from "../support/webhook-delivery.ts";
+
+// Webhook recovery (issue 43): when a registration that was failing answers 2xx again, the
+// deliveries waiting on a retry are sent at once, in creation order, no faster than
+// WEBHOOK_ENDPOINT_RATE_PER_SECOND; and one slow registration does not hold up the others.
+
+const RATE = 10;
+const BACKLOG = 12;
+/** A retry step far beyond the polls' bounds: a delivery sent within them was pulled forward. */
+const LONG_RETRY = [60_000, 60_000, 60_000];
+
+const n = (r: ReceivedRequest) => (r.json.data as Json).n as number;
+
+describe("webhook recovery", () => {
+  const h = harness({ WEBHOOK_ENDPOINT_RATE_PER_SECOND: String(RATE) });
+
+  /** Deliveries of a registration as the database has them, oldest first. */
+  async function rows(endpointId: number) {
+    return h.t.database.db
+      .selectFrom("webhook_deliveries")
+      .select(["id", "status", "attempts", "next_attempt_at"])
+      .where("endpoint_id", "=", endpointId)
+      .orderBy("created_at")
+      .orderBy("outbox_event_id")
+      .execute();
+  }
+
+  /** A registration whose receiver answers 503 and `count` deliveries that failed once each. */
+  async function failing(count: number) {
+    const receiver = await h.receiver();
+    receiver.respond = () => ({ status: 503 });
+    const ws = await h.workspace();
+    const hook = await h.register(ws.testKey, receiver.url);
+    await h.record(forwardedEvents(ws.id, count));
+    await until(`${count} deliveries waiting on a retry`, async () => {
+      const log = await rows(hook.id);
+      return log.length === count && log.every((d) => d.status === "pending" && d.attempts === 1);
+    });
+    return { receiver, ws, hook };
+  }
+
+  it("sends the backlog as soon as one delivery succeeds, in creation order, at the configured rate", async () => {
+    h.dispatcher({ retryDelaysMs: LONG_RETRY }).start();
+    const back = await failing(BACKLOG);
+    const other = await failing(3);
+    const otherBefore = await rows(other.hook.id);
+
+    // The receiver is back; a new event is the first success (its first attempt is due at once).
+    back.receiver.respond = () => ({ status: 200 });
+    const from = back.receiver.received.length;
+    await h.record([
+      {
+        workspaceId: back.ws.id,
+        environment: "sandbox" as Environment,
+        type: "payment.forwarded",
+        payload: { n: BACKLOG },
+      },
+    ]);
+    const got = await until(
+      "the backlog after the first success",
+      async () => {
+        const after = back.receiver.received.slice(from);
+        return after.length >= BACKLOG + 1 && after;
+      },
+      BACKLOG * (1000 / RATE) + 5_000,
+    );
+
+    // The new event first, then the backlog in the order it was created, each sent once.
+    expect(got.map(n)).toEqual([BACKLOG, ...Array.from({ length: BACKLOG }, (_, i) => i)]);
+    // Not faster than the rate: the k-th of the backlog is due k/RATE s after the success was
+    // recorded, which is after the receiver got it.
+    const first = (got[0] as ReceivedRequest).receivedAt;
+    got.slice(1).forEach((r, i) => {
+      expect(r.receivedAt - first).toBeGreaterThanOrEqual(((i + 1) * 1000) / RATE);
+    });
+    // And at once: well before the 60 s retry each was waiting for.
+    expect((got.at(-1) as ReceivedRequest).receivedAt - first).toBeLessThan(BACKLOG * (1000 / RATE) + 3_000);
+    await until("all delivered", async () =>
+      (await rows(back.hook.id)).every((d) => d.status === "delivered"),
+    );
+
+    // Another failing registration's backlog keeps its retry times.
+    expect(await rows(other.hook.id)).toEqual(otherBefore);
+    expect(other.receiver.received).toHaveLength(3);
+  });
+
+  it("a merchant's resend of one waiting delivery that succeeds brings the rest behind it", async () => {
+    h.dispatcher({ retryDelaysMs: LONG_RETRY }).start();
+    const back = await failing(4);
+    back.receiver.respond = () => ({ status: 200 });
+    const from = back.receiver.received.length;
+
+    // The newest is resent by hand (the API's retry); its success is the recovery.
+    const newest = (await rows(back.hook.id)).at(-1)?.id as string;
+    const res = await h.t.request({
+      method: "POST",
+      url: `/api/v1/webhooks/${back.hook.id}/deliveries/${newest}/retry`,
+      headers: bearer(back.ws.testKey),
+    });
+    expect(res.statusCode, res.body).toBe(202);
+    const got = await until("the rest after the resent one", async () => {
+      const after = back.receiver.received.slice(from);
+      return after.length >= 4 && after;
+    });
+    expect(got.map(n)).toEqual([3, 0, 1, 2]);
+    await until("all delivered", async () =>
+      (await rows(back.hook.id)).every((d) => d.status === "delivered"),
+    );
+  });
+
+  it("a slow registration does not hold up deliveries to another", async () => {
+    const slow = await h.receiver();
+    slow.respond = () => "hang";
+    const fast = await h.receiver();
+    const slowWs = await h.workspace();
+    const fastWs = await h.workspace();
+    await h.register(slowWs.testKey, slow.url);
+    await h.register(fastWs.testKey, fast.url);
+    // Few slots, so that a slow receiver's backlog could fill them all.
+    h.dispatcher({ maxInFlight: 8, batchSize: 8, perHostConcurrency: 2, timeoutMs: 20_000 }).start();
+    await h.record(forwardedEvents(slowWs.id, 20));
+    await slow.waitFor(2);
+
+    const recordedAt = Date.now();
+    await h.record(forwardedEvents(fastWs.id, 3));
+    const got = await fast.waitFor(3, () => true, 3_000);
+    expect(got.map(n).sort()).toEqual([0, 1, 2]);
+    expect(Math.max(...got.map((r) => r.receivedAt)) - recordedAt).toBeLessThan(3_000);
+    // The slow one has no more requests open than its host's limit.
+    expect(slow.received).toHaveLength(2);
+  });
+});
