@@ -25,14 +25,14 @@ import { startAppOn, startLocalPostgres } from "./webhooks.ts";
 // 90 % of one network's). Then, with two networks, the first chain's node stopped: the second's
 // detection, which must not slow. Goal: receipt → detected ≤ 1 s at the most.
 // BENCH_QUICK=1: 1 and 2 networks (not 4, nor 1 again), 500 payments per network over 10
-// workspaces, 3 transfers per network, a backlog of 300 blocks.
+// workspaces, 2 transfers per network, a backlog of 200 blocks.
 
 const WORKSPACES = QUICK ? 10 : 50;
 const PAYMENTS_PER_NETWORK = QUICK ? 500 : 2_500;
-const TRANSFERS_PER_NETWORK = QUICK ? 3 : 10;
+const TRANSFERS_PER_NETWORK = QUICK ? 2 : 10;
 const TICK_INTERVAL_MS = 1_000;
 const GOAL_DETECTION_MS = 1_000;
-const BACKLOG_BLOCKS = QUICK ? 300 : 2_000;
+const BACKLOG_BLOCKS = QUICK ? 200 : 2_000;
 /** The rounds: one network again at the end, since the first round also warms the process and the database up. */
 const ROUNDS = QUICK ? [1, 2] : [1, 2, 4, 1];
 const BACKLOG_PER_BLOCK = 1;

@@ -20,12 +20,12 @@ import { startAppOn, startLocalPostgres } from "./webhooks.ts";
 // interval), then the watcher's blocks per second over a 1,000-block backlog holding 5,000
 // matching transfers. PostgreSQL when DATABASE_URL is set or with --pg (a throw-away server from
 // scripts/local-postgres.sh), else PGlite. Goals: receipt → detected ≤ 1 s at the most; ≥ 200
-// blocks/s through the backlog. BENCH_QUICK=1: 2,000 payments over 20 workspaces, 5 transfers
+// blocks/s through the backlog. BENCH_QUICK=1: 2,000 payments over 20 workspaces, 3 transfers
 // timed, a backlog of 200 blocks.
 
 const WORKSPACES = QUICK ? 20 : 100;
 const PAYMENTS = QUICK ? 2_000 : 10_000;
-const LATENCY_TRANSFERS = QUICK ? 5 : 20;
+const LATENCY_TRANSFERS = QUICK ? 3 : 20;
 const TICK_INTERVAL_MS = 1_000;
 const BACKLOG_BLOCKS = QUICK ? 200 : 1_000;
 const TRANSFERS_PER_BLOCK = 5;

@@ -67,7 +67,7 @@ import {
 // The parts by hand and the check are in bench/splits-check.ts.
 //
 // `node bench/splits.ts` prints a markdown table. BENCH_SPLITS_PAYMENTS overrides 20 per scenario
-// (2 with BENCH_QUICK=1).
+// (1 with BENCH_QUICK=1).
 
 const BLOCK_TIME_MS = 1000;
 const POLL_MS = 5;
@@ -198,7 +198,7 @@ export interface SplitsBenchFigures {
 }
 
 export async function benchSplits(): Promise<SplitsBenchFigures> {
-  const count = envInt("BENCH_SPLITS_PAYMENTS", QUICK ? 2 : 20);
+  const count = envInt("BENCH_SPLITS_PAYMENTS", QUICK ? 1 : 20);
   const byHand = parts(
     units(AMOUNT),
     SPLITS.map((s) => s.percentBps),
