@@ -6,18 +6,16 @@ import { rpc, startDevnet } from "../src/devnet/chain.ts";
 import { bearer, createWorkspace, startTestApp } from "../test/support/app.ts";
 import { devnetClients } from "../test/support/devnet-clients.ts";
 import { liveNetworkEnv } from "../test/support/devnet-env.ts";
+import { liveGoal, type PayoutBenchFigures, renderPayoutTable, sandboxGoal } from "./payouts-report.ts";
 import { startPostgres, startService } from "./service-process.ts";
 import {
   cleanups,
   dig,
   envInt,
-  type Goal,
-  goalLines,
   type LatencySummary,
   postJson,
   QUICK,
   QUICK_NOTE,
-  QUICK_TAG,
   runAsScript,
   summarize,
 } from "./support.ts";
@@ -36,7 +34,7 @@ import {
 // (c) Live with blocks every second and no automine (how a real chain behaves): the same 100
 //     payouts. One at a time, each waiting for its receipt, they would take 100 blocks; the
 //     wallet's nonce pipeline puts many in each block. No goal: it shows the pipeline.
-// All scenarios share one PostgreSQL server.
+// All scenarios share one PostgreSQL server. The goals and the table: bench/payouts-report.ts.
 //
 // `node bench/payouts.ts` prints a markdown table. Environment: BENCH_PAYOUTS_SCENARIOS (which
 // to run, comma-separated: sandbox (a), live (b), eth (b'), blocks (c); default all of them),
@@ -47,8 +45,6 @@ import {
 
 const DESTINATION = "0x2222222222222222222222222222222222222222";
 const SETTLEMENT_ADDRESS = "0x1111111111111111111111111111111111111111";
-/** Issue 43: sandbox payouts/s at 32 connections; live payouts/s over the node's own transfers/s. */
-const GOALS = { sandboxPayoutsPerSecond: 3_000, liveOfNode: 0.75 };
 const SCENARIOS = ["sandbox", "live", "eth", "blocks"] as const;
 type ScenarioName = (typeof SCENARIOS)[number];
 
@@ -326,14 +322,6 @@ async function liveScenario(
 
 // ---------------------------------------------------------------------------------------------
 
-export interface PayoutBenchFigures {
-  sandbox?: SandboxFigures;
-  live?: LiveFigures;
-  liveEth?: LiveFigures;
-  liveBlocks?: LiveFigures;
-  goals: Goal[];
-}
-
 export async function benchPayouts(): Promise<PayoutBenchFigures> {
   const chosen = chosenScenarios();
   try {
@@ -350,72 +338,6 @@ export async function benchPayouts(): Promise<PayoutBenchFigures> {
   } finally {
     await steps.cleanupAll();
   }
-}
-
-const fmt = (n: number, digits = 0) => n.toLocaleString("en-US", { maximumFractionDigits: digits });
-const fmtPct = (ratio: number) => `${(ratio * 100).toFixed(0)}%`;
-
-function sandboxGoal(sandbox: SandboxFigures): Goal {
-  return {
-    text: `sandbox ≥ ${fmt(GOALS.sandboxPayoutsPerSecond)} payouts/s at ${sandbox.connections} connections: ${fmt(sandbox.payoutsPerSecond)}${sandbox.failed > 0 ? `, ${sandbox.failed} failed` : ""}`,
-    met: sandbox.payoutsPerSecond >= GOALS.sandboxPayoutsPerSecond && sandbox.failed === 0,
-  };
-}
-
-/** The live payouts' rate over the node's own, measured in the same run. */
-const liveRatio = (live: LiveFigures) => live.payoutsPerSecond / live.nodeTransfersPerSecond;
-
-function liveGoal(live: LiveFigures): Goal {
-  return {
-    text: `live payouts from one wallet ≥ ${fmtPct(GOALS.liveOfNode)} of the node's own transfers/s: ${fmt(live.payoutsPerSecond, 1)} vs ${fmt(live.nodeTransfersPerSecond, 1)} = ${fmtPct(liveRatio(live))}${live.succeeded < live.payouts ? `, ${live.payouts - live.succeeded} failed` : ""}`,
-    met: liveRatio(live) >= GOALS.liveOfNode && live.succeeded === live.payouts,
-  };
-}
-
-export function renderPayoutTable(f: PayoutBenchFigures): string {
-  const met = (goal: Goal) => (goal.met ? "met" : "missed");
-  const rows = [
-    `| Scenario${QUICK_TAG} | Payouts/s | p50 ms | p99 ms | Payouts | Failed | Goal | Met |`,
-    "| :-- | --: | --: | --: | --: | --: | :-- | :-- |",
-  ];
-  const latency = (l: LiveFigures) =>
-    `${fmt(l.payoutsPerSecond, 1)} | ${fmt(l.latency.p50, 0)} | ${fmt(l.latency.p99, 0)} | ${l.payouts} | ${l.payouts - l.succeeded}`;
-  if (f.sandbox) {
-    const s = f.sandbox;
-    rows.push(
-      `| Sandbox, ${s.connections} connections, ${s.workspaces} workspaces, ${s.seconds} s (child process, PostgreSQL) | ${fmt(s.payoutsPerSecond)} | ${fmt(s.p50Ms, 2)} | ${fmt(s.p99Ms, 2)} | ${fmt(s.requests)} | ${s.failed} | ≥ ${fmt(GOALS.sandboxPayoutsPerSecond)}/s | ${met(sandboxGoal(s))} |`,
-    );
-  }
-  if (f.live) {
-    const l = f.live;
-    rows.push(
-      `| Live, ${l.payouts} concurrent from one EOA, automine (in-process, ${l.database}) | ${latency(l)} | ≥ ${fmtPct(GOALS.liveOfNode)} of the node's: ${fmtPct(liveRatio(l))} | ${met(liveGoal(l))} |`,
-      `| Node alone: ${l.payouts} USDC transfers from one account, sent in nonce order | ${fmt(l.nodeTransfersPerSecond, 1)} | | | ${l.payouts} | | (reference, same run) | |`,
-    );
-  }
-  if (f.liveEth) {
-    const e = f.liveEth;
-    rows.push(
-      `| Live, ${e.payouts} concurrent ETH payouts from one EOA, automine (in-process, ${e.database}) | ${latency(e)} | (no goal) | |`,
-    );
-  }
-  if (f.liveBlocks) {
-    const b = f.liveBlocks;
-    rows.push(
-      `| Live, ${b.payouts} concurrent from one EOA, a block every second, no automine (in ${b.blocks} blocks) | ${latency(b)} | (pipeline; one at a time: ${b.payouts} blocks) | |`,
-    );
-  }
-  return [
-    ...rows,
-    "",
-    ...(f.live
-      ? [
-          `Live wall time ${fmt(f.live.wallMs)} ms for ${f.live.payouts} payouts; the node alone took ${fmt(f.live.nodeWallMs)} ms.`,
-          "",
-        ]
-      : []),
-    ...goalLines(f.goals),
-  ].join("\n");
 }
 
 await runAsScript(
