@@ -16,7 +16,18 @@ import {
   untilIdle,
 } from "./export-memory.ts";
 import { startPostgres, startService } from "./service-process.ts";
-import { cleanups, envInt, type LatencySummary, runAsScript, summarize } from "./support.ts";
+import {
+  cleanups,
+  envInt,
+  type Goal,
+  goalLines,
+  type LatencySummary,
+  QUICK,
+  QUICK_NOTE,
+  QUICK_TAG,
+  runAsScript,
+  summarize,
+} from "./support.ts";
 
 // The merchant dashboard with a workspace of 100,000 sandbox payments (spread over 60 days, every
 // status, three tokens), the service run as a child process (`node src/main.ts`) on a throw-away
@@ -58,11 +69,12 @@ import { cleanups, envInt, type LatencySummary, runAsScript, summarize } from ".
 //
 // `node bench/dashboard.ts` prints a markdown table. BENCH_DASHBOARD_PAYMENTS (100,000),
 // BENCH_DASHBOARD_REQUESTS (200 per page, after 30 warm-up) and BENCH_DASHBOARD_EXPORT_ROUNDS (5)
-// override the sizes.
+// override the sizes. BENCH_QUICK=1: 10,000 payments, 20 requests per page after 5 warm-up, one
+// export round.
 
 const PASSWORD = "bench dashboard password";
 const EMAIL = "bench@dashboard.example";
-const WARMUP = 30;
+const WARMUP = QUICK ? 5 : 30;
 
 const log = (message: string) => process.stderr.write(`[bench:dashboard] ${message}\n`);
 const steps = cleanups(log);
@@ -186,16 +198,16 @@ export interface DashboardFigures {
   /** Whether clear_refs reset the peak (else the peak is the process lifetime's). */
   peakReset: boolean;
   probes: LiveProbe[];
-  goals: Array<{ text: string; met: boolean }>;
+  goals: Goal[];
 }
 
 /** Page p50; live memory an export may hold, and hold more at 90% of all rows than at 90% of ~10%; RSS medians' gap. */
 const GOALS = { pageP50Ms: 20, exportGrowthMiB: 50, heldMiB: 16, heldGrowthMiB: 8, rssMarginMiB: 16 };
 
 export async function benchDashboard(): Promise<DashboardFigures> {
-  const count = envInt("BENCH_DASHBOARD_PAYMENTS", 100_000);
-  const requests = envInt("BENCH_DASHBOARD_REQUESTS", 200);
-  const rounds = envInt("BENCH_DASHBOARD_EXPORT_ROUNDS", 5);
+  const count = envInt("BENCH_DASHBOARD_PAYMENTS", QUICK ? 10_000 : 100_000);
+  const requests = envInt("BENCH_DASHBOARD_REQUESTS", QUICK ? 20 : 200);
+  const rounds = envInt("BENCH_DASHBOARD_EXPORT_ROUNDS", QUICK ? 1 : 5);
   const databaseUrl = await startPostgres("dashboard", steps, log);
   const adminSecret = randomBytes(24).toString("hex");
   const inspectPort = await freePort();
@@ -336,7 +348,7 @@ export function renderDashboardTable(f: DashboardFigures): string {
     f.rounds.filter((e) => e.size === label).map((e) => e.growthMiB);
   const last = f.rounds.at(-1);
   return [
-    `Workspace with ${f.payments.toLocaleString("en-US")} sandbox payments; service as a child process on PostgreSQL. Measured once the service had expired the seeded payments past their expiry and gone idle (${fmt(f.backlogSeconds, 1)} s after the seed).`,
+    `Dashboard${QUICK_TAG}: workspace with ${f.payments.toLocaleString("en-US")} sandbox payments; service as a child process on PostgreSQL. Measured once the service had expired the seeded payments past their expiry and gone idle (${fmt(f.backlogSeconds, 1)} s after the seed).`,
     "",
     "| Page | Requests | p50 ms | mean ms | p99 ms |",
     "| :-- | --: | --: | --: | --: |",
@@ -365,7 +377,8 @@ export function renderDashboardTable(f: DashboardFigures): string {
         `| ${sizeOf(p.size).name} | ${p.rows.toLocaleString("en-US")} | ${mib(p.idleMiB)} | ${mib(p.at10MiB)} (${fmt(p.idleAfterS[0], 1)} s) | ${mib(p.at50MiB)} | ${mib(p.at90MiB)} (${fmt(p.idleAfterS[1], 1)} s) | ${mib(p.afterMiB)} |`,
     ),
     "",
-    ...f.goals.map((g) => `- [${g.met ? "x" : " "}] ${g.text} — **${g.met ? "met" : "missed"}**`),
+    ...goalLines(f.goals),
+    ...(QUICK ? ["", QUICK_NOTE] : []),
   ].join("\n");
 }
 

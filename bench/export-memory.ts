@@ -1,15 +1,15 @@
-import { readFileSync, writeFileSync } from "node:fs";
 import { get as httpGet, type IncomingMessage } from "node:http";
 import pg from "pg";
+import { processTicks, procStatusKiB as readStatusKiB, resetPeak } from "./proc-stats.ts";
 
 // The dashboard bench's memory measurements of a CSV export (bench/dashboard.ts explains the
 // method): peak RSS growth from /proc, and live memory read through the service's inspector
 // while the export is held at a given point.
 
-export function procStatusKiB(pid: number, field: "VmHWM" | "VmRSS"): number {
-  const match = new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-  if (!match?.[1]) throw new Error(`no ${field} for ${pid}`);
-  return Number(match[1]);
+function procStatusKiB(pid: number, field: "VmHWM" | "VmRSS"): number {
+  const kib = readStatusKiB(pid, field);
+  if (kib === undefined) throw new Error(`no ${field} for ${pid}`);
+  return kib;
 }
 
 export const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
@@ -78,12 +78,7 @@ export async function exportWithPeak(
   label: RssExport["size"],
 ): Promise<{ figures: RssExport; peakReset: boolean }> {
   const rssBefore = procStatusKiB(pid, "VmRSS");
-  let peakReset = true;
-  try {
-    writeFileSync(`/proc/${pid}/clear_refs`, "5");
-  } catch {
-    peakReset = false;
-  }
+  const peakReset = resetPeak(pid);
   const begin = performance.now();
   const res = await fetch(`${base}${exportPath(size)}`, { headers: { cookie } });
   if (res.status !== 200 || !res.body) throw new Error(`export: ${res.status}`);
@@ -184,10 +179,10 @@ export interface LiveProbe {
 }
 
 /** CPU time (user + system) the process has used, in clock ticks. */
-export function cpuTicks(pid: number): number {
-  // The fields after the command name (which is in parentheses and may hold spaces).
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
-  return Number(fields[11]) + Number(fields[12]);
+function cpuTicks(pid: number): number {
+  const ticks = processTicks(pid);
+  if (ticks === undefined) throw new Error(`no CPU time for ${pid}`);
+  return ticks;
 }
 
 /**

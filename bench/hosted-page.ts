@@ -8,7 +8,7 @@ import { toPublicPayment } from "../src/modules/hosted-page/public-payment.ts";
 import { renderPaymentPage } from "../src/modules/hosted-page/render.ts";
 import { bearer, createWorkspace, startTestApp, type TestApp } from "../test/support/app.ts";
 import { benchEventStreams, SSE_PER_PAYMENT, type SseFigures, sseGoalMiB } from "./hosted-page-streams.ts";
-import { type LatencySummary, summarize } from "./support.ts";
+import { goalLines, type LatencySummary, QUICK, QUICK_NOTE, QUICK_TAG, summarize } from "./support.ts";
 
 // Server render time of the hosted payment page GET /pay/<id>, in process (`app.http.inject`, so
 // no socket): a pending live crypto payment (with its QR code) and a forwarded one, 2,000 requests
@@ -26,11 +26,10 @@ import { type LatencySummary, summarize } from "./support.ts";
 // Goals: render < 5 ms at p50; weight < 100 KB; 5,000 streams < 500 MiB extra.
 //
 // `node bench/hosted-page.ts` prints a markdown table. BENCH_PAGE_REQUESTS overrides 2,000
-// (200 with BENCH_QUICK=1); BENCH_SSE_STREAMS overrides N.
+// (200 with BENCH_QUICK=1, after 50 warm-up requests instead of 300); BENCH_SSE_STREAMS overrides N.
 
-const QUICK = process.env.BENCH_QUICK === "1";
 const GOALS = { renderP50Ms: 5, weightBytes: 100 * 1024 };
-const WARMUP = 300;
+const WARMUP = QUICK ? 50 : 300;
 
 const log = (message: string) => process.stderr.write(`[bench:hosted-page] ${message}\n`);
 
@@ -290,7 +289,7 @@ export function renderHostedPageTable(f: HostedPageFigures): string {
   const ms = (n: number) => n.toFixed(2);
   const kb = (n: number) => (n / 1024).toFixed(1);
   const rows = [
-    "| Page | Requests | p50 ms | p99 ms | HTML KB (gzip) | HTML + CSS + JS KB | Goal | Met |",
+    `| Page${QUICK_TAG} | Requests | p50 ms | p99 ms | HTML KB (gzip) | HTML + CSS + JS KB | Goal | Met |`,
     "| :-- | --: | --: | --: | --: | --: | :-- | :-- |",
     ...f.scenarios.map(
       (s, i) =>
@@ -303,7 +302,7 @@ export function renderHostedPageTable(f: HostedPageFigures): string {
     "",
     `CSS ${f.cssBytes} B, JS ${f.jsBytes} B (served by us, cache-control 1 h). Pending page parts alone, p50 / p99 ms: row load ${ms(f.parts.dbLoad.p50)} / ${ms(f.parts.dbLoad.p99)}, QR SVG ${ms(f.parts.qrSvg.p50)} / ${ms(f.parts.qrSvg.p99)}, HTML template ${ms(f.parts.renderHtml.p50)} / ${ms(f.parts.renderHtml.p99)}.`,
     "",
-    ...f.goals.map((g) => `- [${g.met ? "x" : " "}] ${g.text} — **${g.met ? "met" : "missed"}**`),
+    ...goalLines(f.goals),
   ];
   return rows.join("\n");
 }
@@ -313,7 +312,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   try {
     const figures = await benchHostedPage();
     process.stdout.write(
-      `\n${renderHostedPageTable(figures)}\n\nPages: in-process inject (no socket); SSE: real sockets on 127.0.0.1, clients in this process (memory an upper bound for the server); in-memory PGlite${QUICK ? "; BENCH_QUICK=1" : ""}; other processes share this 2-core machine.\n`,
+      `\n${renderHostedPageTable(figures)}\n\nPages: in-process inject (no socket); SSE: real sockets on 127.0.0.1, clients in this process (memory an upper bound for the server); in-memory PGlite; other processes share this 2-core machine.\n${QUICK ? `\n${QUICK_NOTE}\n` : ""}`,
     );
   } catch (err) {
     log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);

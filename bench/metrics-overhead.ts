@@ -35,7 +35,7 @@ export function renderOverhead(rows: OverheadRow[]): { lines: string[]; met: boo
   return {
     met,
     lines: [
-      "## Metrics on / off",
+      "### Metrics on / off",
       "",
       "The service again with metrics on (`METRICS_TOKEN` set) and off, in rounds of off, on, on, off (the first run is the one above); the means compared. Goal: on ≥ 97% of off req/s.",
       "",

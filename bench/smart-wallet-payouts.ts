@@ -4,7 +4,17 @@ import { bearer, createWorkspace, startTestApp, type TestApp } from "../test/sup
 import { devnetClients } from "../test/support/devnet-clients.ts";
 import { creditToken } from "../test/support/devnet-credit.ts";
 import { liveSmartWalletEnv } from "../test/support/devnet-env.ts";
-import { type LatencySummary, runAsScript, summarize } from "./support.ts";
+import {
+  envInt,
+  type Goal,
+  goalLines,
+  type LatencySummary,
+  QUICK,
+  QUICK_NOTE,
+  QUICK_TAG,
+  runAsScript,
+  summarize,
+} from "./support.ts";
 
 // Time from payout request to response, EOA vs smart wallet (ERC-4337: user operation through the
 // Alto bundler, gas sponsored by the devnet paymaster), on a devnet started with
@@ -16,7 +26,8 @@ import { type LatencySummary, runAsScript, summarize } from "./support.ts";
 // `npm run devnet` configures them (LIVE_BUNDLER_INSTANT_BUNDLING: the devnet's Alto bundles an
 // operation at once), then once more with the standard send that any bundler takes, for reference.
 //
-// `node bench/smart-wallet-payouts.ts` prints a markdown table. BENCH_SW_PAYOUTS overrides 50.
+// `node bench/smart-wallet-payouts.ts` prints a markdown table. BENCH_SW_PAYOUTS overrides 50
+// (BENCH_QUICK=1: 10, after one warm-up pair instead of three).
 
 const DESTINATION = "0x2222222222222222222222222222222222222222";
 const GOAL_RATIO = 2;
@@ -32,11 +43,12 @@ export interface SmartWalletPayoutFigures {
   /** The first smart wallet payout, which deploys the account (initCode) in its user operation. */
   firstSmartWalletMs: number;
   ratioP50: number;
-  goal: { text: string; met: boolean };
+  goal: Goal;
 }
 
 export async function benchSmartWalletPayouts(): Promise<SmartWalletPayoutFigures> {
-  const count = Number(process.env.BENCH_SW_PAYOUTS ?? "50");
+  const count = envInt("BENCH_SW_PAYOUTS", QUICK ? 10 : 50);
+  const warmups = QUICK ? 1 : 3;
   let devnet: Devnet | undefined;
   let t: TestApp | undefined;
   let standardApp: TestApp | undefined;
@@ -83,7 +95,7 @@ export async function benchSmartWalletPayouts(): Promise<SmartWalletPayoutFigure
 
     log("warm-up (the first smart wallet payout deploys the account)");
     const firstSmartWalletMs = await payout("smart_wallet");
-    for (let i = 0; i < 3; i++) {
+    for (let i = 0; i < warmups; i++) {
       await payout("eoa");
       await payout("smart_wallet");
     }
@@ -128,7 +140,7 @@ export function renderSmartWalletTable(f: SmartWalletPayoutFigures): string {
   const row = (name: string, s: LatencySummary) =>
     `| ${name} | ${f.payouts} | ${ms(s.p50)} | ${ms(s.p99)} | ${ms(s.mean)} | ${ms(s.min)} | ${ms(s.max)} |`;
   return [
-    "| Payout from | Payouts (sequential) | p50 ms | p99 ms | mean ms | min ms | max ms |",
+    `| Payout from${QUICK_TAG} | Payouts (sequential) | p50 ms | p99 ms | mean ms | min ms | max ms |`,
     "| :-- | --: | --: | --: | --: | --: | --: |",
     row("EOA (signed transaction)", f.eoa),
     row("Smart wallet (user operation, sponsored; instant bundling)", f.smartWallet),
@@ -136,13 +148,13 @@ export function renderSmartWalletTable(f: SmartWalletPayoutFigures): string {
     "",
     `First smart wallet payout (deploys the account): ${ms(f.firstSmartWalletMs)} ms. Smart wallet / EOA at p50: ${f.ratioP50.toFixed(2)}× (goal ≤ ${GOAL_RATIO}×).`,
     "",
-    `- [${f.goal.met ? "x" : " "}] ${f.goal.text} — **${f.goal.met ? "met" : "missed"}**`,
+    ...goalLines([f.goal]),
   ].join("\n");
 }
 
 await runAsScript(import.meta.url, log, async () => {
   const figures = await benchSmartWalletPayouts();
   process.stdout.write(
-    `\n${renderSmartWalletTable(figures)}\n\nDevnet (Hardhat node + Alto bundler), app and database on one 2-core machine shared with other processes.\n`,
+    `\n${renderSmartWalletTable(figures)}\n\nDevnet (Hardhat node + Alto bundler), app and database on one 2-core machine shared with other processes.\n${QUICK ? `\n${QUICK_NOTE}\n` : ""}`,
   );
 });

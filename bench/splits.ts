@@ -1,15 +1,40 @@
-import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { loadavg, tmpdir } from "node:os";
-import { join } from "node:path";
-import { type Address, formatUnits, parseUnits } from "viem";
-import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { startDevnet } from "../src/devnet/chain.ts";
-import { type DevnetClients, devnetClients } from "../test/support/devnet-clients.ts";
-import { liveSmartWalletEnv } from "../test/support/devnet-env.ts";
-import { type ServiceProcess, startService, stopService } from "../test/support/service-process.ts";
-import { api } from "./settlement.ts";
-import { cleanups, envInt, type LatencySummary, runAsScript, summarize } from "./support.ts";
+import { loadavg } from "node:os";
+import { formatUnits } from "viem";
+import type { DevnetClients } from "../test/support/devnet-clients.ts";
+import type { ServiceProcess } from "../test/support/service-process.ts";
+import {
+  api,
+  type DevnetService,
+  liveWorkspace,
+  randomAddress,
+  same,
+  startDevnetService,
+  type WalletKind,
+} from "./devnet-service.ts";
+import {
+  AMOUNT,
+  BY_HAND,
+  check,
+  type PaymentJson,
+  parts,
+  type Scenario,
+  type SettlementJson,
+  SPLITS,
+  TOKEN_DECIMALS,
+  units,
+} from "./splits-check.ts";
+import {
+  cleanups,
+  envInt,
+  type Goal,
+  goalLines,
+  type LatencySummary,
+  QUICK,
+  QUICK_NOTE,
+  QUICK_TAG,
+  runAsScript,
+  summarize,
+} from "./support.ts";
 
 // Settlement with splits (issue 24, D15) on the devnet: live USDC payments settled from the
 // workspace EOA (one signed transaction per leg: merchant, fee, each split) and from the
@@ -39,128 +64,29 @@ import { cleanups, envInt, type LatencySummary, runAsScript, summarize } from ".
 // transactions per leg from the EOA and one transaction for every leg from the smart wallet.
 // A failed check exits 1 (after the table); a missed goal does not, as in the other benches.
 //
-// `node bench/splits.ts` prints a markdown table. BENCH_SPLITS_PAYMENTS overrides 20 per scenario.
+// The parts by hand and the check are in bench/splits-check.ts.
+//
+// `node bench/splits.ts` prints a markdown table. BENCH_SPLITS_PAYMENTS overrides 20 per scenario
+// (1 with BENCH_QUICK=1).
 
-const TOKEN_DECIMALS = 6;
-/** Odd units, so that the fee and every split round. */
-const AMOUNT = "12.345679";
-const SPLITS = [
-  { label: "seller", percentBps: 2500 },
-  { label: "affiliate", percentBps: 1000 },
-  { label: "tax", percentBps: 333 },
-] as const;
-/** The parts of one AMOUNT payment, by hand (see parts()). */
-const BY_HAND = {
-  fee: 185_185n,
-  net: 12_160_494n,
-  splits: [3_040_123n, 1_216_049n, 404_944n],
-  merchant: 7_499_378n,
-};
-const FEE_BPS = 150n;
-const BPS = 10_000n;
 const BLOCK_TIME_MS = 1000;
 const POLL_MS = 5;
 const PAYMENT_TIMEOUT_MS = 60_000;
 const GOAL_RATIO = 1.2;
-const ADMIN_SECRET = randomBytes(24).toString("hex");
 
 const log = (message: string) => process.stderr.write(`[bench:splits] ${message}\n`);
 const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
-const same = (a: string | null | undefined, b: string) => a?.toLowerCase() === b.toLowerCase();
-const randomAddress = () => privateKeyToAccount(generatePrivateKey()).address;
-const units = (amount: string) => parseUnits(amount, TOKEN_DECIMALS);
 
 const steps = cleanups(log);
-const { defer } = steps;
-
-/**
- * D15: fee = gross × 150 / 10000 rounded half up; net = gross − fee; each split =
- * floor(net × bps / 10000); the merchant gets the rest of the net.
- */
-function parts(gross: bigint, bps: readonly number[]) {
-  const fee = (gross * FEE_BPS + BPS / 2n) / BPS;
-  const net = gross - fee;
-  const splits = bps.map((b) => (net * BigInt(b)) / BPS);
-  return { fee, net, splits, merchant: splits.reduce((rest, s) => rest - s, net) };
-}
-
-interface PaymentJson {
-  id: string;
-  status: string;
-  walletType: string;
-  merchantWallet: string | null;
-  feeAmount: string;
-  netAmount: string;
-  txHash: string | null;
-  settlementTxHashes: { net: string | null; fee: string | null } | null;
-  failureReason: string | null;
-  updatedAt: string;
-}
-
-interface SettlementJson {
-  paymentIds: string[];
-  merchantAmount: string;
-  merchantWallet: string | null;
-  txRef: string | null;
-  splits: Array<{ label: string; amount: string; destination: string; status: string; txRef: string | null }>;
-  createdAt: string;
-}
 
 // ---------------------------------------------------------------------------------------------
 
-type WalletKind = "eoa" | "smart_wallet";
-
-interface Scenario {
-  name: string;
-  kind: WalletKind;
-  withSplits: boolean;
-  key: string;
-  receiving: Address;
-  merchant: Address;
-  destinations: Address[];
-  /** Settled payments, the warm-up first. */
-  settled: Array<{ payment: PaymentJson; settlement: SettlementJson; paidBy: string }>;
-  /** Confirmation → forwarded (ms): by the service's timestamps, and as the bench's polls saw it. */
-  serviceMs: number[];
-  seenMs: number[];
-  /** Measured payments no poll saw `confirmed` (no figure for them). */
-  missed: number;
-}
-
-async function setUp(
-  service: ServiceProcess,
-  clients: DevnetClients,
-  kind: WalletKind,
-  withSplits: boolean,
-): Promise<Scenario> {
+async function setUp(env: DevnetService, kind: WalletKind, withSplits: boolean): Promise<Scenario> {
+  const { service } = env;
   const name = `${kind === "eoa" ? "EOA" : "Smart wallet"}, ${withSplits ? "3 splits" : "no splits"}`;
   // Fresh addresses: what they hold at the end is exactly what was settled to them.
   const merchant = randomAddress();
-  const created = await api<{
-    workspace: { id: string; eoa: { address: string } };
-    apiKeys: { live: { key: string } };
-  }>(service, "POST", "/api/v1/workspaces", ADMIN_SECRET, [201], {
-    name: `Splits bench (${name})`,
-    settlementAddress: merchant,
-  });
-  const key = created.apiKeys.live.key;
-  let receiving = created.workspace.eoa.address as Address;
-  if (kind === "smart_wallet") {
-    const smart = await api<{ smartWallet: { address: string }; defaultWalletType: string }>(
-      service,
-      "POST",
-      `/api/v1/workspaces/${created.workspace.id}/smart-wallet`,
-      key,
-      [200, 201],
-      { setDefault: true },
-    );
-    if (smart.defaultWalletType !== "smart_wallet")
-      throw new Error(`the default wallet type is ${smart.defaultWalletType}, not smart_wallet`);
-    receiving = smart.smartWallet.address as Address;
-  } else {
-    // Gas for the legs, as the gas top-up job would have given it long before (bench/settlement.ts).
-    await clients.credit(receiving, { ETH: "1" });
-  }
+  const { key, receiving } = await liveWorkspace(env, kind, `Splits bench (${name})`, merchant);
   const destinations = withSplits ? SPLITS.map(() => randomAddress()) : [];
   if (withSplits) {
     const answer = await api<{ enabled: boolean; splits: Array<{ destination: string }> }>(
@@ -250,58 +176,6 @@ async function payOne(service: ServiceProcess, clients: DevnetClients, s: Scenar
 }
 
 // ---------------------------------------------------------------------------------------------
-// Correctness, at the end
-
-async function check(s: Scenario, clients: DevnetClients): Promise<string[]> {
-  const problems: string[] = [];
-  const expect = parts(units(AMOUNT), s.withSplits ? SPLITS.map((x) => x.percentBps) : []);
-  const n = BigInt(s.settled.length);
-  const balance = async (who: string, address: Address, wanted: bigint) => {
-    const got = await clients.usdcBalance(address);
-    if (got !== wanted) problems.push(`${s.name}: ${who} ${address} holds ${got}, expected ${wanted}`);
-  };
-  await balance("merchant", s.merchant, n * expect.merchant);
-  for (const [i, destination] of s.destinations.entries())
-    await balance(`split ${SPLITS[i]?.label}`, destination, n * (expect.splits[i] ?? -1n));
-  await balance("receiving wallet", s.receiving, 0n);
-
-  const paidBy = new Set<string>();
-  for (const { payment, settlement, paidBy: transfer } of s.settled) {
-    const at = `${s.name}: payment ${payment.id}`;
-    if (!same(payment.txHash, transfer) || paidBy.has(transfer.toLowerCase()))
-      problems.push(`${at} forwarded by ${payment.txHash}, not its own transfer ${transfer}`);
-    paidBy.add(transfer.toLowerCase());
-    if (settlement.createdAt !== payment.updatedAt)
-      problems.push(`${at}: settled at ${settlement.createdAt} but forwarded at ${payment.updatedAt}`);
-    if (!same(settlement.merchantWallet, s.merchant) || units(settlement.merchantAmount) !== expect.merchant)
-      problems.push(`${at}: merchant part ${settlement.merchantAmount} to ${settlement.merchantWallet}`);
-    const fee = payment.settlementTxHashes?.fee;
-    const merchantTx = settlement.txRef;
-    if (!fee || !merchantTx) problems.push(`${at}: merchant or fee leg without a transaction`);
-    const legs = [merchantTx, fee, ...settlement.splits.map((x) => x.txRef)];
-    if (settlement.splits.length !== s.destinations.length)
-      problems.push(`${at}: ${settlement.splits.length} splits recorded, expected ${s.destinations.length}`);
-    for (const [i, split] of settlement.splits.entries()) {
-      const destination = s.destinations[i] ?? "";
-      if (
-        split.label !== SPLITS[i]?.label ||
-        !same(split.destination, destination) ||
-        units(split.amount) !== expect.splits[i] ||
-        split.status !== "sent" ||
-        !split.txRef
-      )
-        problems.push(`${at}: split ${i} recorded as ${JSON.stringify(split)}`);
-    }
-    // D15: one transaction per leg from the EOA; one (the user operation's) for all from the smart wallet.
-    const distinct = new Set(legs.map((tx) => tx?.toLowerCase())).size;
-    const wanted = s.kind === "eoa" ? legs.length : 1;
-    if (distinct !== wanted)
-      problems.push(`${at}: ${distinct} settlement transactions for ${legs.length} legs`);
-  }
-  return problems;
-}
-
-// ---------------------------------------------------------------------------------------------
 
 export interface SplitsBenchFigures {
   config: Record<string, string>;
@@ -316,7 +190,7 @@ export interface SplitsBenchFigures {
     service: LatencySummary;
     seen: LatencySummary;
   }>;
-  goal: { text: string; met: boolean };
+  goal: Goal;
   eoaRatio: number;
   loadBefore: number[];
   loadAfter: number[];
@@ -324,7 +198,7 @@ export interface SplitsBenchFigures {
 }
 
 export async function benchSplits(): Promise<SplitsBenchFigures> {
-  const count = envInt("BENCH_SPLITS_PAYMENTS", 20);
+  const count = envInt("BENCH_SPLITS_PAYMENTS", QUICK ? 1 : 20);
   const byHand = parts(
     units(AMOUNT),
     SPLITS.map((s) => s.percentBps),
@@ -334,26 +208,15 @@ export async function benchSplits(): Promise<SplitsBenchFigures> {
     throw new Error(`the parts of ${AMOUNT} USDC are not the ones worked out by hand`);
   const loadBefore = loadavg();
   try {
-    log("starting the devnet with the ERC-4337 stack");
-    const devnet = await startDevnet({ accountAbstraction: true, blockTimeMs: BLOCK_TIME_MS });
-    defer("devnet", () => devnet.stop());
-    const aa = devnet.aa;
-    if (!aa) throw new Error("startDevnet({ accountAbstraction: true }) returned no aa");
-    const live = liveSmartWalletEnv(devnet, aa);
-    const dataDir = mkdtempSync(join(tmpdir(), "bench-splits-data-"));
-    defer("service data folder", async () => rmSync(dataDir, { recursive: true, force: true }));
-    log("starting the service (node src/main.ts)");
-    const service = await startService({ ...live, DATA_DIR: dataDir, ADMIN_SECRET });
-    defer("service", () => stopService(service.child));
-    const clients = devnetClients(devnet);
+    const env = await startDevnetService("splits", BLOCK_TIME_MS, steps, log);
+    const { devnet, live, service, clients } = env;
     const treasury = devnet.accounts.treasury.address;
     const treasuryBefore = await clients.usdcBalance(treasury);
 
     const scenarios: Scenario[] = [];
     try {
       for (const kind of ["eoa", "smart_wallet"] as const)
-        for (const withSplits of [false, true])
-          scenarios.push(await setUp(service, clients, kind, withSplits));
+        for (const withSplits of [false, true]) scenarios.push(await setUp(env, kind, withSplits));
       for (const s of scenarios) {
         log(`${s.name}: warm-up payment (unmeasured)`);
         const { payment, settlement, paidBy } = await payOne(service, clients, s);
@@ -450,7 +313,7 @@ export function renderSplitsTable(f: SplitsBenchFigures): string {
     SPLITS.map((s) => s.percentBps),
   );
   return [
-    "| Settlement | Payments | Legs | Settlement txs | p50 ms | p99 ms | min–max ms | p50 ms (polls) | p99 ms (polls) |",
+    `| Settlement${QUICK_TAG} | Payments | Legs | Settlement txs | p50 ms | p99 ms | min–max ms | p50 ms (polls) | p99 ms (polls) |`,
     "| :-- | --: | --: | --: | --: | --: | --: | --: | --: |",
     ...rows,
     "",
@@ -466,7 +329,7 @@ export function renderSplitsTable(f: SplitsBenchFigures): string {
       .map(([k, v]) => `${k} ${v}`)
       .join("; ")}.`,
     "",
-    `- [${f.goal.met ? "x" : " "}] ${f.goal.text} — **${f.goal.met ? "met" : "missed"}**`,
+    ...goalLines([f.goal]),
   ].join("\n");
 }
 
@@ -476,7 +339,7 @@ await runAsScript(
   async () => {
     const figures = await benchSplits();
     process.stdout.write(
-      `\n${renderSplitsTable(figures)}\n\nDevnet (Hardhat node + Alto bundler), service and bench on one 2-core machine shared with other processes.\n`,
+      `\n${renderSplitsTable(figures)}\n\nDevnet (Hardhat node + Alto bundler), service and bench on one 2-core machine shared with other processes.\n${QUICK ? `\n${QUICK_NOTE}\n` : ""}`,
     );
     if (figures.problems.length > 0)
       throw new Error(`${figures.problems.length} correctness problems (see the table)`);

@@ -4,13 +4,47 @@ import { fileURLToPath } from "node:url";
 // What the benches share: JSON over HTTP, latency summaries (nearest-rank percentiles) and a
 // registry of undo steps, run in reverse order exactly once, also when a bench fails or is interrupted.
 
-/** A positive whole number from the environment, or `fallback` when unset. */
-export function envInt(name: string, fallback: number): number {
+/**
+ * BENCH_QUICK=1: every bench runs a short version of itself (fewer items, shorter windows, no
+ * waiting for an idle machine), so that all of `npm run bench` takes a few minutes and a change can
+ * be checked quickly. An explicit setting (BENCH_DURATION…) still wins over the quick default.
+ */
+export const QUICK = process.env.BENCH_QUICK === "1";
+
+/** " (BENCH_QUICK=1)" in a quick run, "" otherwise: for the headings the benches print. */
+export const QUICK_TAG = QUICK ? " (BENCH_QUICK=1)" : "";
+
+/** What a quick run prints under its table. */
+export const QUICK_NOTE =
+  "Quick run (BENCH_QUICK=1): fewer items and shorter windows than the full run, so the figures are rough; they show that everything runs, not whether the goals are met.";
+
+/**
+ * A whole number from the environment, or `fallback` when unset; `min` to `max` (a positive
+ * number unless told).
+ */
+export function envInt(name: string, fallback: number, min = 1, max = Number.MAX_SAFE_INTEGER): number {
   const raw = process.env[name]?.trim();
   if (!raw) return fallback;
   const value = Number(raw);
-  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive whole number`);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new Error(
+      max === Number.MAX_SAFE_INTEGER
+        ? `${name} must be a whole number of at least ${min}, got "${raw}"`
+        : `${name} must be a whole number from ${min} to ${max}, got "${raw}"`,
+    );
+  }
   return value;
+}
+
+/** A goal and whether it was met, as the benches list them under their tables. */
+export interface Goal {
+  text: string;
+  met: boolean;
+}
+
+/** `- [x] <goal> — **met**` lines (`[ ]` and **missed** for a missed one). */
+export function goalLines(goals: readonly Goal[]): string[] {
+  return goals.map((g) => `- [${g.met ? "x" : " "}] ${g.text} — **${g.met ? "met" : "missed"}**`);
 }
 
 /** POSTs `body` as JSON; the answer's status and its JSON (its text when it is not JSON). */

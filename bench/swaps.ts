@@ -3,7 +3,18 @@ import { type Devnet, startDevnet } from "../src/devnet/chain.ts";
 import { bearer, createWorkspace, startTestApp, type TestApp } from "../test/support/app.ts";
 import { devnetClients } from "../test/support/devnet-clients.ts";
 import { liveSmartWalletEnv } from "../test/support/devnet-env.ts";
-import { dig, envInt, type LatencySummary, runAsScript, summarize } from "./support.ts";
+import {
+  dig,
+  envInt,
+  type Goal,
+  goalLines,
+  type LatencySummary,
+  QUICK,
+  QUICK_NOTE,
+  QUICK_TAG,
+  runAsScript,
+  summarize,
+} from "./support.ts";
 
 // Token swaps (D16) on the devnet's Uniswap v3 (`startDevnet({ accountAbstraction: true, swaps:
 // true })`: Hardhat node with automine plus a block every second, Alto bundler, the seeded pools),
@@ -20,7 +31,8 @@ import { dig, envInt, type LatencySummary, runAsScript, summarize } from "./supp
 //
 // `node bench/swaps.ts` prints a markdown table. Environment: BENCH_SWAP_QUOTES (measured quotes,
 // default 200), BENCH_SWAP_QUOTE_WARMUP (default 20), BENCH_SWAPS (measured swaps per wallet,
-// default 30), BENCH_SWAP_WARMUP (per wallet, default 3).
+// default 30), BENCH_SWAP_WARMUP (per wallet, default 3). BENCH_QUICK=1: 30 quotes after 5, 4 swaps
+// per wallet after 1.
 
 const GOALS = { quoteP50Ms: 15, swapRatio: 2 };
 
@@ -71,14 +83,14 @@ export interface SwapFigures {
     firstSmartWalletMs: number;
     ratioP50: number;
   };
-  goals: { text: string; met: boolean }[];
+  goals: Goal[];
 }
 
 export async function benchSwaps(): Promise<SwapFigures> {
-  const quoteCount = envInt("BENCH_SWAP_QUOTES", 200);
-  const quoteWarmup = envInt("BENCH_SWAP_QUOTE_WARMUP", 20);
-  const swapCount = envInt("BENCH_SWAPS", 30);
-  const swapWarmup = envInt("BENCH_SWAP_WARMUP", 3);
+  const quoteCount = envInt("BENCH_SWAP_QUOTES", QUICK ? 30 : 200);
+  const quoteWarmup = envInt("BENCH_SWAP_QUOTE_WARMUP", QUICK ? 5 : 20);
+  const swapCount = envInt("BENCH_SWAPS", QUICK ? 4 : 30);
+  const swapWarmup = envInt("BENCH_SWAP_WARMUP", QUICK ? 1 : 3);
   let devnet: Devnet | undefined;
   let t: TestApp | undefined;
   try {
@@ -230,7 +242,7 @@ export function renderSwapsTable(f: SwapFigures): string {
     `${ms(s.p50)} | ${ms(s.p99)} | ${ms(s.mean)} | ${ms(s.min)} | ${ms(s.max)}`;
   const { quotes, swaps } = f;
   return [
-    "| Request | Count (sequential) | p50 ms | p99 ms | mean ms | min ms | max ms |",
+    `| Request${QUICK_TAG} | Count (sequential) | p50 ms | p99 ms | mean ms | min ms | max ms |`,
     "| :-- | --: | --: | --: | --: | --: | --: |",
     `| Quote, all three in turn | ${quotes.count} | ${cells(quotes.all)} |`,
     ...quotes.byKind.map((k) => `| Quote ${k.name} | ${k.count} | ${cells(k.summary)} |`),
@@ -243,13 +255,13 @@ export function renderSwapsTable(f: SwapFigures): string {
     "",
     `First smart wallet swap (deploys the account): ${ms(swaps.firstSmartWalletMs)} ms. Smart wallet / EOA at p50: ${swaps.ratioP50.toFixed(2)}× (goal ≤ ${GOALS.swapRatio}×).`,
     "",
-    ...f.goals.map((g) => `- [${g.met ? "x" : " "}] ${g.text} — **${g.met ? "met" : "missed"}**`),
+    ...goalLines(f.goals),
   ].join("\n");
 }
 
 await runAsScript(import.meta.url, log, async () => {
   const figures = await benchSwaps();
   process.stdout.write(
-    `\n${renderSwapsTable(figures)}\n\nDevnet (Hardhat node + Alto bundler + Uniswap v3), app and database on one 2-core machine shared with other processes.\n`,
+    `\n${renderSwapsTable(figures)}\n\nDevnet (Hardhat node + Alto bundler + Uniswap v3), app and database on one 2-core machine shared with other processes.\n${QUICK ? `\n${QUICK_NOTE}\n` : ""}`,
   );
 });

@@ -11,7 +11,18 @@ import { liveNetworkEnv } from "../test/support/devnet-env.ts";
 import { until } from "../test/support/poll.ts";
 import { paidResource, payingFetch, signedPayment } from "../test/support/x402.ts";
 import { startPostgres } from "./service-process.ts";
-import { cleanups, dig, envInt, type LatencySummary, postJson, runAsScript, summarize } from "./support.ts";
+import {
+  cleanups,
+  dig,
+  envInt,
+  type LatencySummary,
+  postJson,
+  QUICK,
+  QUICK_NOTE,
+  QUICK_TAG,
+  runAsScript,
+  summarize,
+} from "./support.ts";
 
 // The x402 v2 facilitator (`node bench/x402.ts [--pg]`, BENCH_QUICK=1 for a short run):
 // (1) verify latency: sequential POST /api/v1/x402/verify over 127.0.0.1 with a sandbox key, each a
@@ -29,7 +40,6 @@ import { cleanups, dig, envInt, type LatencySummary, postJson, runAsScript, summ
 // Environment: BENCH_X402_VERIFIES (2,000; quick 300), BENCH_X402_SECONDS (10; quick 3),
 // BENCH_X402_CONCURRENCY (32), BENCH_X402_SETTLES (30; quick 5).
 
-const QUICK = process.env.BENCH_QUICK === "1";
 const GOALS = { verifyP50Ms: 5, paidPerSecond: 200 };
 const NETWORK_A = `eip155:${SANDBOX_A.chainId}` as const;
 const SANDBOX_USDC = SANDBOX_A.tokens.USDC as string;
@@ -346,7 +356,7 @@ function render(db: string, s: SandboxFigures, d: DevnetFigures): string {
   const paidOk = s.paidPerSecond >= GOALS.paidPerSecond && s.failed === 0;
   const order = Object.entries(d.statusP50).sort((a, b) => a[1] - b[1]);
   return [
-    `x402 facilitator bench${QUICK ? " (BENCH_QUICK=1)" : ""}: app in this process on ${db}, HTTP over 127.0.0.1.`,
+    `x402 facilitator bench${QUICK_TAG}: app in this process on ${db}, HTTP over 127.0.0.1.`,
     "",
     "| Measure | Figure | Goal | Met |",
     "| :-- | :-- | :-- | :-- |",
@@ -369,7 +379,7 @@ await runAsScript(
     const db = process.env.DATABASE_URL ? "PostgreSQL" : "in-memory PGlite";
     const s = await sandbox();
     const d = await devnetScenario();
-    process.stdout.write(`\n${render(db, s, d)}\n`);
+    process.stdout.write(`\n${render(db, s, d)}\n${QUICK ? `\n${QUICK_NOTE}\n` : ""}`);
   },
   steps,
 );
