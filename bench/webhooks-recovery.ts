@@ -1,6 +1,7 @@
 import type { WebhookDispatcher } from "../src/modules/webhooks/dispatcher.ts";
 import { type OutboxEvent, recordEvents } from "../src/modules/webhooks/outbox.ts";
 import { bearer, createWorkspace, type TestApp } from "../test/support/app.ts";
+import { QUICK } from "./support.ts";
 import type { Receiver } from "./webhooks.ts";
 
 // "Receiver down, then back" (issue 43), part of `node bench/webhooks.ts`: two registrations whose
@@ -11,7 +12,6 @@ import type { Receiver } from "./webhooks.ts";
 // first success is the first retry that falls due. "Live": one new event is committed as it comes
 // back, as a service with traffic would; its first attempt is the first success.
 
-const QUICK = process.env.BENCH_QUICK === "1";
 const DOWN_MS = QUICK ? 5_000 : 60_000;
 const EVENTS = 200;
 export const RECOVERY_GOAL_S = 10;
