@@ -91,10 +91,7 @@ export interface AppDependencies {
   mailer?: Mailer;
   /** pino options, or false in tests that want silence. */
   logger?: boolean | Record<string, unknown>;
-  /**
-   * Unset: PASSWORD_COST. The suites sign in hundreds of times, 0.3–0.7 s of scrypt each at the
-   * service's cost; they pass a cheaper one, but for the suite whose subject is the cost.
-   */
+  /** Unset: PASSWORD_COST. The suites pass a cheaper one (0.3–0.7 s of scrypt a sign-in else). */
   passwordCost?: ScryptCost;
 }
 
