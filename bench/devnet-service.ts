@@ -109,3 +109,18 @@ export async function liveWorkspace(
     throw new Error(`the default wallet type is ${smart.defaultWalletType}, not smart_wallet`);
   return { id, key, receiving: smart.smartWallet.address as Address };
 }
+
+/** The fields of the API's Payment object the settlement and splits benches read. */
+export interface PaymentJson {
+  id: string;
+  status: string;
+  walletType: string;
+  receivingAddress: string | null;
+  merchantWallet: string | null;
+  feeAmount: string;
+  netAmount: string;
+  txHash: string | null;
+  settlementTxHashes: { net: string | null; fee: string | null } | null;
+  failureReason: string | null;
+  updatedAt: string;
+}

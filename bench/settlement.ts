@@ -6,6 +6,7 @@ import {
   api,
   type DevnetService,
   liveWorkspace,
+  type PaymentJson,
   randomAddress,
   same,
   startDevnetService,
@@ -70,20 +71,6 @@ const steps = cleanups(log);
 function splitFee(gross: bigint): { fee: bigint; net: bigint } {
   const fee = (gross * FEE_BPS + BPS / 2n) / BPS;
   return { fee, net: gross - fee };
-}
-
-/** The fields of the API's Payment object this bench reads. */
-interface PaymentJson {
-  id: string;
-  status: string;
-  walletType: string;
-  receivingAddress: string | null;
-  merchantWallet: string | null;
-  feeAmount: string;
-  netAmount: string;
-  txHash: string | null;
-  settlementTxHashes: { net: string | null; fee: string | null } | null;
-  failureReason: string | null;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 import type { Address } from "viem";
 import { parseUnits } from "viem";
 import type { DevnetClients } from "../test/support/devnet-clients.ts";
-import { same, type WalletKind } from "./devnet-service.ts";
+import { type PaymentJson, same, type WalletKind } from "./devnet-service.ts";
 
 // bench/splits.ts's arithmetic and its correctness check at the end: the parts of a payment worked
 // out by hand from D15 (bigint, not from src/), and what every address and settlement record must
@@ -35,19 +35,6 @@ export function parts(gross: bigint, bps: readonly number[]) {
   const net = gross - fee;
   const splits = bps.map((b) => (net * BigInt(b)) / BPS);
   return { fee, net, splits, merchant: splits.reduce((rest, s) => rest - s, net) };
-}
-
-export interface PaymentJson {
-  id: string;
-  status: string;
-  walletType: string;
-  merchantWallet: string | null;
-  feeAmount: string;
-  netAmount: string;
-  txHash: string | null;
-  settlementTxHashes: { net: string | null; fee: string | null } | null;
-  failureReason: string | null;
-  updatedAt: string;
 }
 
 export interface SettlementJson {

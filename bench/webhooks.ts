@@ -10,7 +10,7 @@ import { freePort } from "../src/devnet/chain.ts";
 import { WebhookDispatcher } from "../src/modules/webhooks/dispatcher.ts";
 import { type OutboxEvent, recordEvents } from "../src/modules/webhooks/outbox.ts";
 import { bearer, createWorkspace, startTestApp, type TestApp } from "../test/support/app.ts";
-import { QUICK } from "./support.ts";
+import { percentile, QUICK } from "./support.ts";
 import { benchRecovery, type RecoveryFigures, recoveryRows } from "./webhooks-recovery.ts";
 
 // Webhook delivery benchmark (`node bench/webhooks.ts`): deliveries per second from the outbox to
@@ -36,13 +36,6 @@ const GOALS = { deliveriesPerSecond: 10_000, delayP99Ms: 500 };
 
 const log = (message: string) => process.stderr.write(`[bench:webhooks] ${message}\n`);
 const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
-
-/** Nearest-rank percentile of an ascending list. */
-export function percentile(sorted: readonly number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return sorted[rank] as number;
-}
 
 /** A throw-away PostgreSQL server (scripts/local-postgres.sh) in its own folder and port. */
 export async function startLocalPostgres(label: string): Promise<{ url: string; stop: () => Promise<void> }> {
