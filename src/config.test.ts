@@ -64,6 +64,14 @@ describe("loadConfig", () => {
     );
   });
 
+  it("reads WEBHOOK_PROBE_SECONDS, 5 unless set, and refuses what is not 1 to 3600", () => {
+    expect(loadConfig({}).webhookProbeSeconds).toBe(5);
+    expect(loadConfig({ WEBHOOK_PROBE_SECONDS: "30" }).webhookProbeSeconds).toBe(30);
+    expect(configRefusal({ WEBHOOK_PROBE_SECONDS: "0" })).toBe(
+      "WEBHOOK_PROBE_SECONDS must be between 1 and 3600, got 0",
+    );
+  });
+
   it("reads the hosted page's stream limits, 20 per payment and 50 per address unless set", () => {
     expect(loadConfig({}).hostedPageStreams).toEqual({ perPayment: 20, perAddress: 50 });
     // An empty value is unset, as for the other numbers.

@@ -3,7 +3,7 @@ import { resolve } from "node:path";
 import { parseEnv } from "node:util";
 import ipaddr from "ipaddr.js";
 import { ADDRESS, boolean, ConfigError, type Env, integer, optional, url } from "./config-values.ts";
-import { BACKLOG_PER_SECOND } from "./domain/retry-schedule.ts";
+import { BACKLOG_PER_SECOND, PROBE_INTERVAL_MS } from "./domain/retry-schedule.ts";
 import { distinctNetworks, type NetworkConfig, networks } from "./network-config.ts";
 import { inFileTerms, withNetworksFile } from "./networks-file.ts";
 import { parseMasterKey } from "./platform/secrets/encryption.ts";
@@ -66,6 +66,11 @@ export interface Config {
    * again (issue 43); held in the rows' due times, so for all instances together.
    */
   webhookEndpointRatePerSecond: number;
+  /**
+   * While a registration fails, its oldest waiting delivery is tried this often without using up a
+   * retry (a probe), so a receiver that comes back is found without a new event (issue 43).
+   */
+  webhookProbeSeconds: number;
   /** Each environment's networks, its default first (D22). */
   networks: Record<Environment, NetworkConfig[]>;
   card: {
@@ -208,6 +213,7 @@ export function loadConfig(rawEnv: Env = process.env): Config {
       1,
       10_000,
     ),
+    webhookProbeSeconds: integer(env, "WEBHOOK_PROBE_SECONDS", PROBE_INTERVAL_MS / 1000, 1, 3600),
     networks: inFileTerms(networksFile.places, () =>
       distinctNetworks({
         sandbox: networks(networksFile.env, "sandbox"),

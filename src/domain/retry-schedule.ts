@@ -30,6 +30,14 @@ export const JITTER = 0.2;
  */
 export const BACKLOG_PER_SECOND = 50;
 
+/**
+ * While a registration fails, its oldest delivery waiting on a retry is tried this often besides
+ * its schedule (WEBHOOK_PROBE_SECONDS overrides it). A failed probe uses up none of that
+ * delivery's retries; the first success ends the streak and brings the backlog (above). One
+ * request every 5 s is nothing to a receiver that is down, and finds one that is back within 5 s.
+ */
+export const PROBE_INTERVAL_MS = 5 * SECOND;
+
 /** A registration failing continuously for this long is deactivated. */
 export const DISABLE_AFTER_MS = 5 * 24 * HOUR;
 

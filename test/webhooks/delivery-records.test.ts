@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Environment } from "../../src/config.ts";
-import { DISABLE_AFTER_MS } from "../../src/domain/retry-schedule.ts";
+import { BACKLOG_PER_SECOND, DISABLE_AFTER_MS, PROBE_INTERVAL_MS } from "../../src/domain/retry-schedule.ts";
 import * as claims from "../../src/modules/webhooks/delivery-claims-repo.ts";
 import * as repo from "../../src/modules/webhooks/repo.ts";
 import type { Resolver } from "../../src/platform/http/outbound-guard.ts";
@@ -20,6 +20,13 @@ import {
 
 // Webhook delivery: recording attempts, resending, deactivation, which addresses deliveries reach,
 // and environments; signatures, retries and leases: delivery.test.ts; harness: support/webhook-delivery.ts.
+
+/** The service's defaults. */
+const HEALTH: repo.HealthSettings = {
+  disableAfterMs: DISABLE_AFTER_MS,
+  backlogPerSecond: BACKLOG_PER_SECOND,
+  probeMs: PROBE_INTERVAL_MS,
+};
 
 describe("webhook delivery", () => {
   const h = harness();
@@ -57,7 +64,7 @@ describe("webhook delivery", () => {
     async function endpointRow(id: number) {
       return h.t.database.db
         .selectFrom("webhook_endpoints")
-        .select(["failing_since", "active", "disabled_reason"])
+        .select(["failing_since", "active", "disabled_reason", "next_probe_at"])
         .where("id", "=", id)
         .executeTakeFirstOrThrow();
     }
@@ -89,7 +96,7 @@ describe("webhook delivery", () => {
           // A lease this dispatcher does not hold (another one's, or a lapsed one): not recorded.
           attempt(c, at, { lease: new Date(c.lease.getTime() - 1) }),
         ],
-        DISABLE_AFTER_MS,
+        HEALTH,
       );
       expect(recorded).toEqual(new Set([a.id, b.id]));
 
@@ -108,18 +115,22 @@ describe("webhook delivery", () => {
         nextAttemptAt: retryAt.toISOString(),
       });
       expect(log.get(c.id)).toMatchObject({ status: "pending", attempts: 0, lastResponseCode: null });
-      // The failure ended after the success: the registration has been failing since then.
+      // The failure ended after the success: the registration has been failing since then, and
+      // is first probed PROBE_INTERVAL_MS after it.
       expect(await endpointRow(hook.id)).toEqual({
         failing_since: failedAt,
         active: true,
         disabled_reason: null,
+        next_probe_at: new Date(failedAt.getTime() + PROBE_INTERVAL_MS),
       });
 
       // The claimer that holds c's lease still records it.
-      expect(await repo.recordAttempts(h.t.database.db, [attempt(c, at)], DISABLE_AFTER_MS)).toEqual(
-        new Set([c.id]),
-      );
-      expect(await endpointRow(hook.id)).toMatchObject({ failing_since: null, active: true });
+      expect(await repo.recordAttempts(h.t.database.db, [attempt(c, at)], HEALTH)).toEqual(new Set([c.id]));
+      expect(await endpointRow(hook.id)).toMatchObject({
+        failing_since: null,
+        active: true,
+        next_probe_at: null,
+      });
     });
 
     it("records nothing of a batch that cannot be written; its deliveries are due again once the lease runs out", async () => {
@@ -133,7 +144,7 @@ describe("webhook delivery", () => {
         repo.recordAttempts(
           h.t.database.db,
           [attempt(a, at), attempt(b, at), attempt({ ...a, id: "not-a-uuid" }, at)],
-          DISABLE_AFTER_MS,
+          HEALTH,
         ),
       ).rejects.toThrow();
       const log = await h.deliveries(ws.testKey, hook.id);
@@ -163,11 +174,12 @@ describe("webhook delivery", () => {
       await repo.recordAttempts(
         h.t.database.db,
         [attempt(a, at, { delivered: false, responseCode: 500, error: "HTTP 500", nextAttemptAt: at })],
-        DISABLE_AFTER_MS,
+        HEALTH,
       );
       expect(await endpointRow(hook.id)).toMatchObject({
         active: false,
         disabled_reason: "failing continuously for 5 days",
+        next_probe_at: null,
       });
       const log = await h.deliveries(ws.testKey, hook.id);
       expect(log.map((d) => [d.status, d.lastError])).toEqual([

@@ -15,8 +15,9 @@ const LONG_RETRY = [60_000, 60_000, 60_000];
 
 const n = (r: ReceivedRequest) => (r.json.data as Json).n as number;
 
-describe("webhook recovery", () => {
-  const h = harness({ WEBHOOK_ENDPOINT_RATE_PER_SECOND: String(RATE) });
+/** A harness and its helpers: registrations failing with a backlog, and their rows. */
+function recoveryHarness(env: Record<string, string>) {
+  const h = harness({ WEBHOOK_ENDPOINT_RATE_PER_SECOND: String(RATE), ...env });
 
   /** Deliveries of a registration as the database has them, oldest first. */
   async function rows(endpointId: number) {
@@ -42,6 +43,12 @@ describe("webhook recovery", () => {
     });
     return { receiver, ws, hook };
   }
+  return { h, rows, failing };
+}
+
+describe("webhook recovery", () => {
+  // No probe within these tests: what brings the backlog here is the success they make.
+  const { h, rows, failing } = recoveryHarness({ WEBHOOK_PROBE_SECONDS: "3600" });
 
   it("sends the backlog as soon as one delivery succeeds, in creation order, at the configured rate", async () => {
     h.dispatcher({ retryDelaysMs: LONG_RETRY }).start();
@@ -132,5 +139,71 @@ describe("webhook recovery", () => {
     expect(Math.max(...got.map((r) => r.receivedAt)) - recordedAt).toBeLessThan(3_000);
     // The slow one has no more requests open than its host's limit.
     expect(slow.received).toHaveLength(2);
+  });
+});
+
+describe("webhook recovery without a new event", () => {
+  const PROBE_S = 1;
+  const { h, rows, failing } = recoveryHarness({ WEBHOOK_PROBE_SECONDS: String(PROBE_S) });
+
+  it("probes a failing registration's oldest waiting delivery without using up its retries, and finds it back", async () => {
+    h.dispatcher({ retryDelaysMs: LONG_RETRY }).start();
+    const down = await failing(4);
+    const before = await rows(down.hook.id);
+
+    // While it fails: its oldest delivery is tried about once a probe interval, and every row
+    // keeps its one attempt and its retry a minute away.
+    const probes = await until(
+      "two probes",
+      async () => {
+        const later = down.receiver.received.slice(4);
+        return later.length >= 2 && later;
+      },
+      4 * PROBE_S * 1000 + 5_000,
+    );
+    expect(probes.map(n)).toEqual(probes.map(() => 0));
+    const spacing = (probes[1] as ReceivedRequest).receivedAt - (probes[0] as ReceivedRequest).receivedAt;
+    expect(spacing).toBeGreaterThanOrEqual(PROBE_S * 1000 - 100);
+    expect(await rows(down.hook.id)).toEqual(before);
+
+    // The receiver is back and nothing new is sent: the next probe is the success that brings
+    // the rest, well before the minute their retries wait for.
+    down.receiver.respond = () => ({ status: 200 });
+    const backAt = Date.now();
+    await until(
+      "all delivered after the receiver is back",
+      async () => (await rows(down.hook.id)).every((d) => d.status === "delivered"),
+      PROBE_S * 1000 + 4 * (1000 / RATE) + 5_000,
+    );
+    expect(Date.now() - backAt).toBeLessThan(30_000);
+    const after = down.receiver.received.slice(4).filter((r) => r.receivedAt >= backAt);
+    // The probe first (the oldest), then the rest of the backlog in creation order, each once.
+    expect(after.slice(-4).map(n)).toEqual([0, 1, 2, 3]);
+    // Each row: its failed attempt and its delivery; the failed probes are not counted.
+    expect((await rows(down.hook.id)).map((d) => d.attempts)).toEqual([2, 2, 2, 2]);
+  });
+
+  it("probes nothing of a failing registration that has nothing waiting", async () => {
+    h.dispatcher({ retryDelaysMs: [] }).start();
+    const receiver = await h.receiver();
+    receiver.respond = () => ({ status: 503 });
+    const ws = await h.workspace();
+    const hook = await h.register(ws.testKey, receiver.url);
+    // No retry left: the one delivery fails at its first attempt, and nothing waits.
+    await h.record(forwardedEvents(ws.id, 1));
+    await until("the delivery failed", async () => (await rows(hook.id)).every((d) => d.status === "failed"));
+    await until(
+      "no probe left to do",
+      async () => {
+        const endpoint = await h.t.database.db
+          .selectFrom("webhook_endpoints")
+          .select(["failing_since", "next_probe_at"])
+          .where("id", "=", hook.id)
+          .executeTakeFirstOrThrow();
+        return endpoint.failing_since !== null && endpoint.next_probe_at === null;
+      },
+      PROBE_S * 1000 + 5_000,
+    );
+    expect(receiver.received).toHaveLength(1);
   });
 });

@@ -2,8 +2,9 @@ import { type Kysely, sql } from "kysely";
 import type { Environment } from "../../config.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 
-// The dispatcher's claim of due deliveries (SKIP LOCKED, with a lease). What a claimed delivery's
-// attempt ends with is recorded by repo.ts (recordAttempts), under the same lease.
+// The dispatcher's claims (SKIP LOCKED, with a lease): of due deliveries, and of the probes of
+// failing registrations. What a claimed delivery's attempt ends with is recorded by repo.ts
+// (recordAttempts), under the same lease.
 
 export interface ClaimedDelivery {
   id: string;
@@ -18,6 +19,8 @@ export interface ClaimedDelivery {
   /** The secret a rotation replaced, while it still signs (its 24 h overlap); else null. */
   previousEncryptedSecret: string | null;
   payload: Record<string, unknown>;
+  /** Claimed as a probe of its failing registration (claimProbes). */
+  probe: boolean;
 }
 
 /**
@@ -39,21 +42,7 @@ export async function claimDueDeliveries(
     // estimates of a few rows the planner fetches and sorts every due row instead: milliseconds
     // per claim with thousands due. With sorting ruled out, the ordered index walk is the plan.
     await sql`SET LOCAL enable_sort = off`.execute(trx);
-    return sql<{
-      id: string;
-      event_type: string;
-      attempts: number;
-      created_at: Date;
-      locked_until: Date;
-      endpoint_id: number;
-      url: string;
-      environment: string;
-      encrypted_secret: string;
-      previous_encrypted_secret: string | null;
-      payload: Record<string, unknown>;
-      next_attempt_at: Date;
-      outbox_event_id: string;
-    }>`
+    return sql<ClaimedRow>`
       WITH due AS (
         SELECT d.id FROM webhook_deliveries d
         JOIN webhook_endpoints e ON e.id = d.endpoint_id AND e.active AND e.deleted_at IS NULL
@@ -68,10 +57,7 @@ export async function claimDueDeliveries(
       SET locked_until = ${lease}
       FROM due, webhook_endpoints e, outbox_events o
       WHERE d.id = due.id AND e.id = d.endpoint_id AND o.id = d.outbox_event_id
-      RETURNING d.id, d.event_type, d.attempts, d.created_at, d.locked_until, d.endpoint_id,
-                d.next_attempt_at, d.outbox_event_id, e.url, e.environment, e.encrypted_secret, o.payload,
-                CASE WHEN e.previous_secret_expires_at > ${now} THEN e.previous_encrypted_secret END
-                  AS previous_encrypted_secret
+      RETURNING ${claimedColumns(now)}
     `.execute(trx);
   });
   // RETURNING keeps no order: the batch is put back in the claim's, creation order among equals,
@@ -82,7 +68,98 @@ export async function claimDueDeliveries(
       a.created_at.getTime() - b.created_at.getTime() ||
       Number(BigInt(a.outbox_event_id) - BigInt(b.outbox_event_id)),
   );
-  return rows.map((r) => ({
+  return rows.map((r) => claimed(r, false));
+}
+
+/**
+ * Claims the probes that are due (issue 43): for each failing registration whose `next_probe_at`
+ * has come, its oldest delivery waiting on a retry, under a lease like any claim, marked as a
+ * probe (a failed probe uses up none of its retries: repo.ts). The registration's next probe is
+ * set `probeMs` on, or cleared when it has nothing waiting (a failure recorded later sets it
+ * again). Nothing is probed while that oldest delivery is due or being tried: that attempt tells
+ * as much. The registration's row lock (SKIP LOCKED) keeps two dispatchers from probing it at once.
+ */
+export async function claimProbes(
+  db: Kysely<DatabaseSchema>,
+  now: Date,
+  lease: Date,
+  probeMs: number,
+  limit: number,
+  skip: readonly number[] = [],
+): Promise<ClaimedDelivery[]> {
+  const rows = await db.transaction().execute(async (trx) => {
+    const heads = await sql<{ id: number; head: string | null; free: boolean }>`
+      SELECT e.id, h.id AS head,
+             h.next_attempt_at > ${now} AND (h.locked_until IS NULL OR h.locked_until <= ${now}) AS free
+      FROM (
+        SELECT id FROM webhook_endpoints
+        WHERE next_probe_at <= ${now} AND active AND deleted_at IS NULL
+          AND NOT (id = ANY(${skip}::integer[]))
+        ORDER BY next_probe_at
+        LIMIT ${limit}
+        FOR NO KEY UPDATE SKIP LOCKED
+      ) e
+      LEFT JOIN LATERAL (
+        SELECT d.id, d.next_attempt_at, d.locked_until FROM webhook_deliveries d
+        WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.attempts > 0
+        ORDER BY d.created_at, d.outbox_event_id
+        LIMIT 1
+      ) h ON true
+    `.execute(trx);
+    if (heads.rows.length === 0) return [];
+    const next = new Date(now.getTime() + probeMs);
+    await sql`
+      UPDATE webhook_endpoints e SET next_probe_at = v.next_probe_at
+      FROM unnest(
+        ${heads.rows.map((h) => h.id)}::integer[],
+        ${heads.rows.map((h) => (h.head === null ? null : next))}::timestamptz[]
+      ) AS v(id, next_probe_at)
+      WHERE e.id = v.id
+    `.execute(trx);
+    const probed = heads.rows.flatMap((h) => (h.head !== null && h.free ? [h.head] : []));
+    if (probed.length === 0) return [];
+    // Locked since the read by a claim that has not committed: this waits for it, then sees its
+    // lease and leaves the row.
+    const result = await sql<ClaimedRow>`
+      UPDATE webhook_deliveries d
+      SET locked_until = ${lease}
+      FROM webhook_endpoints e, outbox_events o
+      WHERE d.id = ANY(${probed}::uuid[]) AND d.status = 'pending'
+        AND (d.locked_until IS NULL OR d.locked_until <= ${now})
+        AND e.id = d.endpoint_id AND o.id = d.outbox_event_id
+      RETURNING ${claimedColumns(now)}
+    `.execute(trx);
+    return result.rows;
+  });
+  return rows.map((r) => claimed(r, true));
+}
+
+interface ClaimedRow {
+  id: string;
+  event_type: string;
+  attempts: number;
+  created_at: Date;
+  locked_until: Date;
+  endpoint_id: number;
+  url: string;
+  environment: string;
+  encrypted_secret: string;
+  previous_encrypted_secret: string | null;
+  payload: Record<string, unknown>;
+  next_attempt_at: Date;
+  outbox_event_id: string;
+}
+
+/** What a claim returns of a delivery `d`, its registration `e` and its event `o`. */
+function claimedColumns(now: Date) {
+  return sql`d.id, d.event_type, d.attempts, d.created_at, d.locked_until, d.endpoint_id,
+    d.next_attempt_at, d.outbox_event_id, e.url, e.environment, e.encrypted_secret, o.payload,
+    CASE WHEN e.previous_secret_expires_at > ${now} THEN e.previous_encrypted_secret END
+      AS previous_encrypted_secret`;
+}
+
+function claimed(r: ClaimedRow, probe: boolean): ClaimedDelivery {
+  return {
     id: r.id,
     eventType: r.event_type,
     attempts: r.attempts,
@@ -94,5 +171,6 @@ export async function claimDueDeliveries(
     encryptedSecret: r.encrypted_secret,
     previousEncryptedSecret: r.previous_encrypted_secret,
     payload: r.payload,
-  }));
+    probe,
+  };
 }

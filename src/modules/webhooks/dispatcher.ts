@@ -76,6 +76,8 @@ export class WebhookDispatcher {
   /** Every delivery claimed and not finished; `#waiting` of them wait for a slot to their host. */
   readonly #inFlight = new Set<Promise<void>>();
   #waiting = 0;
+  /** When runOnce next looks for due probes (ms since the epoch). */
+  #nextProbeLook = 0;
   readonly #recorder: AttemptRecorder;
   #running = false;
   #timer: NodeJS.Timeout | undefined;
@@ -100,11 +102,12 @@ export class WebhookDispatcher {
     const guarded = (policy: DestinationPolicy) =>
       new Agent({ ...common, connect: { lookup: guardedLookup(policy, this.#opts.resolve) } });
     this.#agents = { public: guarded("public"), any: guarded("any") };
-    this.#recorder = new AttemptRecorder(
-      (records) =>
-        repo.recordAttempts(ctx.db, records, DISABLE_AFTER_MS, ctx.config.webhookEndpointRatePerSecond),
-      ctx.log,
-    );
+    const health: repo.HealthSettings = {
+      disableAfterMs: DISABLE_AFTER_MS,
+      backlogPerSecond: ctx.config.webhookEndpointRatePerSecond,
+      probeMs: ctx.config.webhookProbeSeconds * 1000,
+    };
+    this.#recorder = new AttemptRecorder((records) => repo.recordAttempts(ctx.db, records, health), ctx.log);
   }
 
   start(): void {
@@ -148,14 +151,31 @@ export class WebhookDispatcher {
     // A registration whose host already has deliveries waiting for a slot is left out of the
     // claim: more of them could not be sent sooner, and the queue of each host stays one claim
     // long at most, so a slow registration cannot take the slots of the others (issue 43).
-    const hostBusy = [...this.#endpointLimits].filter(([, limit]) => limit.pendingCount > 0);
+    const hostBusy = [...this.#endpointLimits]
+      .filter(([, limit]) => limit.pendingCount > 0)
+      .map(([endpointId]) => endpointId);
+    const lease = new Date(now.getTime() + this.#opts.leaseMs);
     const claimed = await claims.claimDueDeliveries(
       this.#ctx.db,
       now,
-      new Date(now.getTime() + this.#opts.leaseMs),
+      lease,
       Math.min(free, this.#opts.batchSize),
-      hostBusy.map(([endpointId]) => endpointId),
+      hostBusy,
     );
+    // Probes are due seconds apart: looked for once a second at most, not at every claim.
+    const probeMs = this.#ctx.config.webhookProbeSeconds * 1000;
+    if (now.getTime() >= this.#nextProbeLook && free > claimed.length) {
+      this.#nextProbeLook = now.getTime() + Math.min(1000, probeMs);
+      const probes = await claims.claimProbes(
+        this.#ctx.db,
+        now,
+        lease,
+        probeMs,
+        Math.min(free - claimed.length, this.#opts.batchSize),
+        hostBusy,
+      );
+      claimed.push(...probes);
+    }
     // A registration's secrets are decrypted once per claimed batch, not once per delivery.
     const secrets = new Map<number, Signing | null>();
     for (const delivery of claimed) {
@@ -259,6 +279,7 @@ export class WebhookDispatcher {
       responseCode: outcome.responseCode,
       error: outcome.error,
       nextAttemptAt: next,
+      probe: delivery.probe,
     });
   }
 

@@ -1,6 +1,5 @@
 import { type Kysely, type Selectable, sql } from "kysely";
 import type { Environment } from "../../config.ts";
-import { BACKLOG_PER_SECOND } from "../../domain/retry-schedule.ts";
 import { type Columns, columnsOf } from "../../platform/db/columns.ts";
 import { newestFirst } from "../../platform/db/page.ts";
 import type {
@@ -30,6 +29,7 @@ export const ENDPOINT_COLUMNS = columnsOf<WebhookEndpointsTable>({
   deleted_at: true,
   previous_encrypted_secret: true,
   previous_secret_expires_at: true,
+  next_probe_at: true,
 });
 
 export const DELIVERY_COLUMNS = columnsOf<WebhookDeliveriesTable>({
@@ -194,6 +194,20 @@ export interface AttemptRecord {
   error: string | null;
   /** When to try again; null with `delivered: false` means no attempt is left. */
   nextAttemptAt: Date | null;
+  /**
+   * The attempt was a probe of a failing registration (delivery-claims-repo.ts): if it failed, the
+   * delivery keeps its attempts and its next retry, as if it had not been tried.
+   */
+  probe?: boolean;
+}
+
+/** How recorded attempts change registrations: the operator's settings (config.ts). */
+export interface HealthSettings {
+  disableAfterMs: number;
+  /** Deliveries a second of a recovered registration's backlog. */
+  backlogPerSecond: number;
+  /** How long after a registration starts failing it is first probed. */
+  probeMs: number;
 }
 
 /**
@@ -203,14 +217,14 @@ export interface AttemptRecord {
  * the one that took over. The registrations' health follows the recorded attempts only; one that
  * has failed without a single success for too long is deactivated and what it has queued stops;
  * one that was failing and answers 2xx again has its backlog made due, `backlogPerSecond` at most
- * (recovery-repo.ts). If the transaction fails, none of the batch is recorded and every delivery in it keeps its
+ * (recovery-repo.ts); one that starts failing is probed `probeMs` later (delivery-claims-repo.ts).
+ * If the transaction fails, none of the batch is recorded and every delivery in it keeps its
  * lease until the lease runs out; then it is due again (at least once, never lost).
  */
 export async function recordAttempts(
   db: Kysely<DatabaseSchema>,
   records: readonly AttemptRecord[],
-  disableAfterMs: number,
-  backlogPerSecond = BACKLOG_PER_SECOND,
+  settings: HealthSettings,
 ): Promise<Set<string>> {
   if (records.length === 0) return new Set();
   return db.transaction().execute(async (trx) => {
@@ -219,8 +233,13 @@ export async function recordAttempts(
     // it is written back. NO KEY UPDATE, like a plain UPDATE: it does not wait for (nor block) the
     // transactions inserting new deliveries for these registrations, which hold KEY SHARE locks.
     const endpointIds = [...new Set(records.map((r) => r.endpointId))].sort((a, b) => a - b);
-    const endpoints = await sql<{ id: number; failing_since: Date | null; active: boolean }>`
-      SELECT id, failing_since, active FROM webhook_endpoints
+    const endpoints = await sql<{
+      id: number;
+      failing_since: Date | null;
+      active: boolean;
+      next_probe_at: Date | null;
+    }>`
+      SELECT id, failing_since, active, next_probe_at FROM webhook_endpoints
       WHERE id = ANY(${endpointIds}::integer[])
       ORDER BY id
       FOR NO KEY UPDATE
@@ -233,12 +252,14 @@ export async function recordAttempts(
     // the due index when its statistics lag; the ids go straight to the primary key.)
     // An error text loses its NUL characters, which PostgreSQL text cannot hold: one such value
     // would fail the whole batch, again at every retry of that delivery.
+    // A failed probe is kept out of the delivery's count and schedule.
     const ids = records.map((r) => r.deliveryId);
+    const kept = records.map((r) => r.probe === true && !r.delivered);
     const updated = await sql<{ id: string }>`
       UPDATE webhook_deliveries d
-      SET attempts = d.attempts + 1,
+      SET attempts = d.attempts + CASE WHEN v.kept THEN 0 ELSE 1 END,
           status = v.status,
-          next_attempt_at = v.next_attempt_at,
+          next_attempt_at = CASE WHEN v.kept THEN d.next_attempt_at ELSE v.next_attempt_at END,
           locked_until = NULL,
           last_response_code = v.response_code,
           last_error = v.error,
@@ -246,12 +267,13 @@ export async function recordAttempts(
       FROM unnest(
         ${ids}::uuid[],
         ${records.map((r) => r.lease)}::timestamptz[],
-        ${records.map((r) => (r.delivered ? "delivered" : r.nextAttemptAt ? "pending" : "failed"))}::text[],
+        ${records.map((r, i) => (r.delivered ? "delivered" : r.nextAttemptAt || kept[i] ? "pending" : "failed"))}::text[],
         ${records.map((r) => r.nextAttemptAt ?? r.at)}::timestamptz[],
         ${records.map((r) => r.responseCode)}::integer[],
         ${records.map((r) => r.error?.replaceAll("\0", "") ?? null)}::text[],
-        ${records.map((r) => (r.delivered ? r.at : null))}::timestamptz[]
-      ) AS v(id, lease, status, next_attempt_at, response_code, error, delivered_at)
+        ${records.map((r) => (r.delivered ? r.at : null))}::timestamptz[],
+        ${kept}::boolean[]
+      ) AS v(id, lease, status, next_attempt_at, response_code, error, delivered_at, kept)
       WHERE d.id = ANY(${ids}::uuid[]) AND d.id = v.id AND d.locked_until = v.lease
       RETURNING d.id
     `.execute(trx);
@@ -264,7 +286,12 @@ export async function recordAttempts(
       else byEndpoint.set(r.endpointId, [r]);
     }
 
-    const changes: Array<{ id: number; failingSince: Date | null; deactivated: boolean }> = [];
+    const changes: Array<{
+      id: number;
+      failingSince: Date | null;
+      deactivated: boolean;
+      nextProbeAt: Date | null;
+    }> = [];
     const stopped: number[] = [];
     const recovered: Recovery[] = [];
     for (const endpoint of endpoints.rows) {
@@ -273,10 +300,20 @@ export async function recordAttempts(
       const after = applyAttempts(
         { failingSince: endpoint.failing_since, active: endpoint.active },
         attempts,
-        disableAfterMs,
+        settings.disableAfterMs,
       );
-      if (after.deactivated || after.failingSince?.getTime() !== endpoint.failing_since?.getTime()) {
-        changes.push({ id: endpoint.id, failingSince: after.failingSince, deactivated: after.deactivated });
+      const nextProbeAt = nextProbe(endpoint.next_probe_at, after, attempts, settings.probeMs);
+      if (
+        after.deactivated ||
+        after.failingSince?.getTime() !== endpoint.failing_since?.getTime() ||
+        nextProbeAt?.getTime() !== endpoint.next_probe_at?.getTime()
+      ) {
+        changes.push({
+          id: endpoint.id,
+          failingSince: after.failingSince,
+          deactivated: after.deactivated,
+          nextProbeAt,
+        });
       }
       if (after.stopPending) stopped.push(endpoint.id);
       if (after.recoveredAt) recovered.push({ endpointId: endpoint.id, at: after.recoveredAt });
@@ -285,13 +322,15 @@ export async function recordAttempts(
       await sql`
         UPDATE webhook_endpoints e
         SET failing_since = v.failing_since,
+            next_probe_at = v.next_probe_at,
             active = e.active AND NOT v.deactivated,
             disabled_reason = CASE WHEN v.deactivated THEN 'failing continuously for 5 days' ELSE e.disabled_reason END
         FROM unnest(
           ${changes.map((c) => c.id)}::integer[],
           ${changes.map((c) => c.failingSince)}::timestamptz[],
-          ${changes.map((c) => c.deactivated)}::boolean[]
-        ) AS v(id, failing_since, deactivated)
+          ${changes.map((c) => c.deactivated)}::boolean[],
+          ${changes.map((c) => c.nextProbeAt)}::timestamptz[]
+        ) AS v(id, failing_since, deactivated, next_probe_at)
         WHERE e.id = v.id
       `.execute(trx);
     }
@@ -303,9 +342,25 @@ export async function recordAttempts(
         .where("status", "=", "pending")
         .execute();
     }
-    await makeBacklogDue(trx, recovered, backlogPerSecond);
+    await makeBacklogDue(trx, recovered, settings.backlogPerSecond);
     return recorded;
   });
+}
+
+/**
+ * When a registration is probed next after these attempts: never while it is healthy or inactive;
+ * `probeMs` after its last failure when it was not being probed; else when the probe claim set.
+ */
+function nextProbe(
+  current: Date | null,
+  after: { failingSince: Date | null; active: boolean },
+  attempts: readonly AttemptRecord[],
+  probeMs: number,
+): Date | null {
+  if (after.failingSince === null || !after.active) return null;
+  if (current !== null) return current;
+  const lastFailure = Math.max(...attempts.filter((a) => !a.delivered).map((a) => a.at.getTime()));
+  return new Date((Number.isFinite(lastFailure) ? lastFailure : after.failingSince.getTime()) + probeMs);
 }
 
 /** How many deliveries are due and not delivered yet, and how long the oldest has waited. */

@@ -50,6 +50,7 @@ import * as webhookSecretRotation from "./migrations/042_webhook_secret_rotation
 import * as checkoutBranding from "./migrations/043_checkout_branding.ts";
 import * as paidAtCreation from "./migrations/044_paid_at_creation.ts";
 import * as webhookBacklog from "./migrations/045_webhook_backlog.ts";
+import * as webhookProbe from "./migrations/046_webhook_probe.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -109,6 +110,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "043_checkout_branding": checkoutBranding,
   "044_paid_at_creation": paidAtCreation,
   "045_webhook_backlog": webhookBacklog,
+  "046_webhook_probe": webhookProbe,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -172,6 +172,8 @@ export interface WebhookEndpointsTable {
   /** The secret a rotation replaced, encrypted; it signs too until previous_secret_expires_at. */
   previous_encrypted_secret: string | null;
   previous_secret_expires_at: NullableTimestamp;
+  /** While it fails: when its oldest waiting delivery is tried next (a probe); else null. */
+  next_probe_at: NullableTimestamp;
 }
 
 export interface WebhookDeliveriesTable {
