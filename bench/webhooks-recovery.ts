@@ -9,7 +9,7 @@ import type { Receiver } from "./webhooks.ts";
 // receivers started again on the same ports after DOWN_MS (60 s; 5 s with BENCH_QUICK=1), and the
 // seconds from then until all 200 of each have arrived. The dispatcher keeps the default retry
 // schedule (5 s, 30 s, 2 min, …). "Quiet": nothing else is sent to it after it is back, so the
-// first success is the first retry that falls due. "Live": one new event is committed as it comes
+// first success is the first probe (WEBHOOK_PROBE_SECONDS, 5 s) or retry that falls due. "Live": one new event is committed as it comes
 // back, as a service with traffic would; its first attempt is the first success.
 
 const DOWN_MS = QUICK ? 5_000 : 60_000;
