@@ -119,6 +119,43 @@ describe("webhook recovery", () => {
     );
   });
 
+  it("a delivery its receiver refuses while it takes the others is tried again at each recovery, without using up its retries", async () => {
+    h.dispatcher({ retryDelaysMs: LONG_RETRY }).start();
+    const receiver = await h.receiver();
+    receiver.respond = (r) => ({ status: n(r) === 0 ? 400 : 200 });
+    const ws = await h.workspace();
+    const hook = await h.register(ws.testKey, receiver.url);
+    const event = (k: number) => ({
+      workspaceId: ws.id,
+      environment: "sandbox" as Environment,
+      type: "payment.forwarded",
+      payload: { n: k },
+    });
+    await h.record([event(0)]);
+    await until("the refused delivery waiting on its retry", async () => {
+      const [refused] = await rows(hook.id);
+      return refused?.attempts === 1 && refused;
+    });
+    const [before] = await rows(hook.id);
+
+    // Each new event's success ends the streak the refusal started: the refused one is tried
+    // again at once (it may be what the receiver was refusing), fails, and goes back to its
+    // retry a minute away with its one attempt.
+    for (let k = 1; k <= 3; k++) {
+      await h.record([event(k)]);
+      await receiver.waitFor(k + 1, (r) => n(r) === 0);
+      await until(`round ${k} recorded`, async () => {
+        const log = await rows(hook.id);
+        return log.length === k + 1 && log.slice(1).every((d) => d.status === "delivered") && log;
+      });
+    }
+    await until("the refused one back on its schedule", async () => {
+      const [refused] = await rows(hook.id);
+      return refused?.next_attempt_at.getTime() === before?.next_attempt_at.getTime() && refused;
+    });
+    expect((await rows(hook.id))[0]).toEqual(before);
+  });
+
   it("a slow registration does not hold up deliveries to another", async () => {
     const slow = await h.receiver();
     slow.respond = () => "hang";

@@ -19,8 +19,11 @@ export interface ClaimedDelivery {
   /** The secret a rotation replaced, while it still signs (its 24 h overlap); else null. */
   previousEncryptedSecret: string | null;
   payload: Record<string, unknown>;
-  /** Claimed as a probe of its failing registration (claimProbes). */
-  probe: boolean;
+  /**
+   * Claimed ahead of its schedule: as a probe of its failing registration (claimProbes), or made
+   * due sooner by a recovery (recovery-repo.ts). A failure then uses up none of its retries.
+   */
+  aheadOfSchedule: boolean;
 }
 
 /**
@@ -148,12 +151,16 @@ interface ClaimedRow {
   payload: Record<string, unknown>;
   next_attempt_at: Date;
   outbox_event_id: string;
+  pulled: boolean;
 }
 
-/** What a claim returns of a delivery `d`, its registration `e` and its event `o`. */
+/**
+ * What a claim returns of a delivery `d`, its registration `e` and its event `o`. `pulled`: a
+ * recovery made it due before its retry time, which is still to come.
+ */
 function claimedColumns(now: Date) {
   return sql`d.id, d.event_type, d.attempts, d.created_at, d.locked_until, d.endpoint_id,
-    d.next_attempt_at, d.outbox_event_id, e.url, e.environment, e.encrypted_secret, o.payload,
+    d.next_attempt_at, d.outbox_event_id, COALESCE(d.scheduled_at > ${now}, false) AS pulled, e.url, e.environment, e.encrypted_secret, o.payload,
     CASE WHEN e.previous_secret_expires_at > ${now} THEN e.previous_encrypted_secret END
       AS previous_encrypted_secret`;
 }
@@ -171,6 +178,6 @@ function claimed(r: ClaimedRow, probe: boolean): ClaimedDelivery {
     encryptedSecret: r.encrypted_secret,
     previousEncryptedSecret: r.previous_encrypted_secret,
     payload: r.payload,
-    probe,
+    aheadOfSchedule: probe || r.pulled,
   };
 }

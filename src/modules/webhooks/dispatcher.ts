@@ -279,7 +279,7 @@ export class WebhookDispatcher {
       responseCode: outcome.responseCode,
       error: outcome.error,
       nextAttemptAt: next,
-      probe: delivery.probe,
+      aheadOfSchedule: delivery.aheadOfSchedule,
     });
   }
 

@@ -18,7 +18,10 @@ export interface Recovery {
  * one process could not), and the claim, which walks the due index by time, sends the backlog in
  * creation order with no index of its own. Runs in the transaction recording the success, which
  * holds the registration's row lock, so two recoveries of one registration do not interleave.
- * Pending deliveries tried before (attempts > 0) only: one never tried is due already.
+ * Pending deliveries tried before (attempts > 0) only: one never tried is due already. Each keeps
+ * its retry time in `scheduled_at`: if its attempt ahead of it fails (the registration fails
+ * again, or the receiver refuses this one delivery while it takes others), it goes back there
+ * without using up a retry (repo.ts), so a recovery never spends a delivery's retries.
  */
 export async function makeBacklogDue(
   trx: Transaction<DatabaseSchema>,
@@ -28,9 +31,11 @@ export async function makeBacklogDue(
   if (recoveries.length === 0) return 0;
   const result = await sql`
     UPDATE webhook_deliveries d
-    SET next_attempt_at = LEAST(d.next_attempt_at, q.at + make_interval(secs => q.rank / ${perSecond}::float8))
+    SET next_attempt_at = q.due,
+        scheduled_at = COALESCE(d.scheduled_at, d.next_attempt_at)
     FROM (
-      SELECT b.id, r.at, row_number() OVER (PARTITION BY b.endpoint_id ORDER BY b.created_at, b.outbox_event_id) AS rank
+      SELECT b.id, r.at + make_interval(secs => row_number() OVER (
+               PARTITION BY b.endpoint_id ORDER BY b.created_at, b.outbox_event_id) / ${perSecond}::float8) AS due
       FROM unnest(
         ${recoveries.map((r) => r.endpointId)}::integer[],
         ${recoveries.map((r) => r.at)}::timestamptz[]
@@ -38,7 +43,7 @@ export async function makeBacklogDue(
       JOIN webhook_deliveries b ON b.endpoint_id = r.endpoint_id
       WHERE b.status = 'pending' AND b.attempts > 0 AND b.next_attempt_at > r.at
     ) q
-    WHERE d.id = q.id
+    WHERE d.id = q.id AND q.due < d.next_attempt_at
   `.execute(trx);
   return Number(result.numAffectedRows ?? 0n);
 }

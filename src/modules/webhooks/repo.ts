@@ -45,6 +45,7 @@ export const DELIVERY_COLUMNS = columnsOf<WebhookDeliveriesTable>({
   last_error: true,
   created_at: true,
   delivered_at: true,
+  scheduled_at: true,
 });
 
 /** What a delivery shows of itself (the delivery log, a payment's history, a test event). */
@@ -174,7 +175,7 @@ export async function requeueDelivery(
 ): Promise<DeliveryRow | undefined> {
   return db
     .updateTable("webhook_deliveries")
-    .set({ status: "pending", next_attempt_at: at, locked_until: null })
+    .set({ status: "pending", next_attempt_at: at, locked_until: null, scheduled_at: null })
     .where("id", "=", deliveryId)
     .where("endpoint_id", "=", endpointId)
     .returning(DELIVERY_COLUMNS)
@@ -195,10 +196,11 @@ export interface AttemptRecord {
   /** When to try again; null with `delivered: false` means no attempt is left. */
   nextAttemptAt: Date | null;
   /**
-   * The attempt was a probe of a failing registration (delivery-claims-repo.ts): if it failed, the
-   * delivery keeps its attempts and its next retry, as if it had not been tried.
+   * The attempt was made ahead of the delivery's schedule (a probe of a failing registration, or a
+   * recovery's backlog: delivery-claims-repo.ts): if it failed, the delivery keeps its attempts
+   * and goes back to its retry time, as if it had not been tried.
    */
-  probe?: boolean;
+  aheadOfSchedule?: boolean;
 }
 
 /** How recorded attempts change registrations: the operator's settings (config.ts). */
@@ -252,14 +254,16 @@ export async function recordAttempts(
     // the due index when its statistics lag; the ids go straight to the primary key.)
     // An error text loses its NUL characters, which PostgreSQL text cannot hold: one such value
     // would fail the whole batch, again at every retry of that delivery.
-    // A failed probe is kept out of the delivery's count and schedule.
+    // A failed attempt ahead of schedule is kept out of the delivery's count, and puts it back
+    // at its retry time (`scheduled_at` when a recovery moved it, else where it still is).
     const ids = records.map((r) => r.deliveryId);
-    const kept = records.map((r) => r.probe === true && !r.delivered);
+    const kept = records.map((r) => r.aheadOfSchedule === true && !r.delivered);
     const updated = await sql<{ id: string }>`
       UPDATE webhook_deliveries d
       SET attempts = d.attempts + CASE WHEN v.kept THEN 0 ELSE 1 END,
           status = v.status,
-          next_attempt_at = CASE WHEN v.kept THEN d.next_attempt_at ELSE v.next_attempt_at END,
+          next_attempt_at = CASE WHEN v.kept THEN COALESCE(d.scheduled_at, d.next_attempt_at) ELSE v.next_attempt_at END,
+          scheduled_at = NULL,
           locked_until = NULL,
           last_response_code = v.response_code,
           last_error = v.error,

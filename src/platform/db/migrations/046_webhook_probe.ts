@@ -4,8 +4,10 @@ import { type Kysely, sql } from "kysely";
 // delivery is tried every WEBHOOK_PROBE_SECONDS, so that a receiver that comes back is found
 // within seconds even when no new event is sent to it. Null while it is healthy (or inactive), so
 // the partial index holds the failing registrations only. Registrations failing when this runs
-// are probed at once.
+// are probed at once. And a delivery's retry time while a recovery has made it due sooner
+// (`scheduled_at`, null otherwise: adding it rewrites nothing).
 export async function up(db: Kysely<unknown>): Promise<void> {
+  await sql`ALTER TABLE webhook_deliveries ADD COLUMN scheduled_at timestamptz`.execute(db);
   await sql`ALTER TABLE webhook_endpoints ADD COLUMN next_probe_at timestamptz`.execute(db);
   await sql`
     UPDATE webhook_endpoints SET next_probe_at = now()
@@ -20,4 +22,5 @@ export async function up(db: Kysely<unknown>): Promise<void> {
 export async function down(db: Kysely<unknown>): Promise<void> {
   await sql`DROP INDEX webhook_endpoints_probe`.execute(db);
   await sql`ALTER TABLE webhook_endpoints DROP COLUMN next_probe_at`.execute(db);
+  await sql`ALTER TABLE webhook_deliveries DROP COLUMN scheduled_at`.execute(db);
 }
