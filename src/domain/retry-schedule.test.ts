@@ -1,5 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { MAX_ATTEMPTS, nextRetryDelay, parseRetryAfter, RETRY_DELAYS_MS } from "./retry-schedule.ts";
+import {
+  MAX_ATTEMPTS,
+  nextRetryDelay,
+  parseRetryAfter,
+  probeDelay,
+  RETRY_DELAYS_MS,
+} from "./retry-schedule.ts";
 
 describe("retry schedule", () => {
   it("follows D7: 5 s, 30 s, 2 min, 10 min, 30 min, 1 h, 3 h, 6 h, 12 h, 24 h", () => {
@@ -34,6 +40,19 @@ describe("retry schedule", () => {
     expect(nextRetryDelay(1, 0.5, null, [100, 200])).toBe(100);
     expect(nextRetryDelay(2, 0.5, null, [100, 200])).toBe(200);
     expect(nextRetryDelay(3, 0.5, null, [100, 200])).toBeNull();
+  });
+
+  it("probes a failing registration every 5 s, then every twentieth of how long it has failed", () => {
+    expect(probeDelay(0)).toBe(5_000);
+    expect(probeDelay(60_000)).toBe(5_000);
+    expect(probeDelay(100_000)).toBe(5_000);
+    expect(probeDelay(3_600_000)).toBe(180_000);
+    expect(probeDelay(60_000, 1_000)).toBe(3_000);
+    // Over a delivery's two days of retries, with nothing else sent: about 150 probes.
+    let probes = 0;
+    for (let at = 0; at < 2 * 24 * 3_600_000; at += probeDelay(at)) probes++;
+    expect(probes).toBeGreaterThan(100);
+    expect(probes).toBeLessThan(200);
   });
 
   it("parses Retry-After seconds and dates", () => {

@@ -32,11 +32,22 @@ export const BACKLOG_PER_SECOND = 50;
 
 /**
  * While a registration fails, its oldest delivery waiting on a retry is tried this often besides
- * its schedule (WEBHOOK_PROBE_SECONDS overrides it). A failed probe uses up none of that
- * delivery's retries; the first success ends the streak and brings the backlog (above). One
- * request every 5 s is nothing to a receiver that is down, and finds one that is back within 5 s.
+ * its schedule (WEBHOOK_PROBE_SECONDS overrides it), or less often once it has failed for long
+ * (probeDelay). A failed probe uses up none of that delivery's retries; the first success ends
+ * the streak and brings the backlog (above).
  */
 export const PROBE_INTERVAL_MS = 5 * SECOND;
+
+/**
+ * The wait before a failing registration's next probe: `probeMs`, or a twentieth of how long it
+ * has been failing if that is longer. A receiver down a minute is found within `probeMs` of its
+ * return, one down an hour within 3 min; and one that refuses a delivery while it is up (a 4xx,
+ * nothing else sent to it) gets about 150 probes over that delivery's two days of retries, not
+ * one every `probeMs`.
+ */
+export function probeDelay(failingForMs: number, probeMs: number = PROBE_INTERVAL_MS): number {
+  return Math.max(probeMs, Math.round(failingForMs / 20));
+}
 
 /** A registration failing continuously for this long is deactivated. */
 export const DISABLE_AFTER_MS = 5 * 24 * HOUR;

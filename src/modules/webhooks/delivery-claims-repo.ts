@@ -1,5 +1,6 @@
 import { type Kysely, sql } from "kysely";
 import type { Environment } from "../../config.ts";
+import { probeDelay } from "../../domain/retry-schedule.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 
 // The dispatcher's claims (SKIP LOCKED, with a lease): of due deliveries, and of the probes of
@@ -78,7 +79,7 @@ export async function claimDueDeliveries(
  * Claims the probes that are due (issue 43): for each failing registration whose `next_probe_at`
  * has come, its oldest delivery waiting on a retry, under a lease like any claim, marked as a
  * probe (a failed probe uses up none of its retries: repo.ts). The registration's next probe is
- * set `probeMs` on, or cleared when it has nothing waiting (a failure recorded later sets it
+ * set on (probeDelay), or cleared when it has nothing waiting (a failure recorded later sets it
  * again). Nothing is probed while that oldest delivery is due or being tried: that attempt tells
  * as much. The registration's row lock (SKIP LOCKED) keeps two dispatchers from probing it at once.
  */
@@ -91,11 +92,11 @@ export async function claimProbes(
   skip: readonly number[] = [],
 ): Promise<ClaimedDelivery[]> {
   const rows = await db.transaction().execute(async (trx) => {
-    const heads = await sql<{ id: number; head: string | null; free: boolean }>`
-      SELECT e.id, h.id AS head,
+    const heads = await sql<{ id: number; failing_since: Date; head: string | null; free: boolean }>`
+      SELECT e.id, e.failing_since, h.id AS head,
              h.next_attempt_at > ${now} AND (h.locked_until IS NULL OR h.locked_until <= ${now}) AS free
       FROM (
-        SELECT id FROM webhook_endpoints
+        SELECT id, failing_since FROM webhook_endpoints
         WHERE next_probe_at <= ${now} AND active AND deleted_at IS NULL
           AND NOT (id = ANY(${skip}::integer[]))
         ORDER BY next_probe_at
@@ -110,12 +111,11 @@ export async function claimProbes(
       ) h ON true
     `.execute(trx);
     if (heads.rows.length === 0) return [];
-    const next = new Date(now.getTime() + probeMs);
     await sql`
       UPDATE webhook_endpoints e SET next_probe_at = v.next_probe_at
       FROM unnest(
         ${heads.rows.map((h) => h.id)}::integer[],
-        ${heads.rows.map((h) => (h.head === null ? null : next))}::timestamptz[]
+        ${heads.rows.map((h) => (h.head === null ? null : new Date(now.getTime() + probeDelay(now.getTime() - h.failing_since.getTime(), probeMs))))}::timestamptz[]
       ) AS v(id, next_probe_at)
       WHERE e.id = v.id
     `.execute(trx);

@@ -1,5 +1,6 @@
 import { type Kysely, type Selectable, sql } from "kysely";
 import type { Environment } from "../../config.ts";
+import { probeDelay } from "../../domain/retry-schedule.ts";
 import { type Columns, columnsOf } from "../../platform/db/columns.ts";
 import { newestFirst } from "../../platform/db/page.ts";
 import type {
@@ -353,7 +354,7 @@ export async function recordAttempts(
 
 /**
  * When a registration is probed next after these attempts: never while it is healthy or inactive;
- * `probeMs` after its last failure when it was not being probed; else when the probe claim set.
+ * after its last failure by probeDelay when it was not being probed; else when the probe claim set.
  */
 function nextProbe(
   current: Date | null,
@@ -363,8 +364,9 @@ function nextProbe(
 ): Date | null {
   if (after.failingSince === null || !after.active) return null;
   if (current !== null) return current;
-  const lastFailure = Math.max(...attempts.filter((a) => !a.delivered).map((a) => a.at.getTime()));
-  return new Date((Number.isFinite(lastFailure) ? lastFailure : after.failingSince.getTime()) + probeMs);
+  const since = after.failingSince.getTime();
+  const lastFailure = Math.max(since, ...attempts.filter((a) => !a.delivered).map((a) => a.at.getTime()));
+  return new Date(lastFailure + probeDelay(lastFailure - since, probeMs));
 }
 
 /** How many deliveries are due and not delivered yet, and how long the oldest has waited. */
