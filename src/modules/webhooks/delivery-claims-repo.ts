@@ -97,7 +97,7 @@ export async function claimProbes(
              h.next_attempt_at > ${now} AND (h.locked_until IS NULL OR h.locked_until <= ${now}) AS free
       FROM (
         SELECT id, failing_since FROM webhook_endpoints
-        WHERE next_probe_at <= ${now} AND active AND deleted_at IS NULL
+        WHERE next_probe_at <= ${now} AND failing_since IS NOT NULL AND active AND deleted_at IS NULL
           AND NOT (id = ANY(${skip}::integer[]))
         ORDER BY next_probe_at
         LIMIT ${limit}

@@ -162,20 +162,7 @@ export class WebhookDispatcher {
       Math.min(free, this.#opts.batchSize),
       hostBusy,
     );
-    // Probes are due seconds apart: looked for once a second at most, not at every claim.
-    const probeMs = this.#ctx.config.webhookProbeSeconds * 1000;
-    if (now.getTime() >= this.#nextProbeLook && free > claimed.length) {
-      this.#nextProbeLook = now.getTime() + Math.min(1000, probeMs);
-      const probes = await claims.claimProbes(
-        this.#ctx.db,
-        now,
-        lease,
-        probeMs,
-        Math.min(free - claimed.length, this.#opts.batchSize),
-        hostBusy,
-      );
-      claimed.push(...probes);
-    }
+    claimed.push(...(await this.#claimProbes(now, lease, free - claimed.length, hostBusy)));
     // A registration's secrets are decrypted once per claimed batch, not once per delivery.
     const secrets = new Map<number, Signing | null>();
     for (const delivery of claimed) {
@@ -191,6 +178,28 @@ export class WebhookDispatcher {
       this.#inFlight.add(task);
     }
     return claimed.length;
+  }
+
+  /**
+   * The probes due (claimProbes), looked for once a second at most: they are due seconds apart.
+   * A claim that fails is logged and leaves the round's other deliveries to go out as claimed.
+   */
+  async #claimProbes(
+    now: Date,
+    lease: Date,
+    free: number,
+    hostBusy: number[],
+  ): Promise<claims.ClaimedDelivery[]> {
+    const probeMs = this.#ctx.config.webhookProbeSeconds * 1000;
+    if (now.getTime() < this.#nextProbeLook || free <= 0) return [];
+    this.#nextProbeLook = now.getTime() + Math.min(1000, probeMs);
+    try {
+      const limit = Math.min(free, this.#opts.batchSize);
+      return await claims.claimProbes(this.#ctx.db, now, lease, probeMs, limit, hostBusy);
+    } catch (err) {
+      this.#ctx.log.error({ err }, "webhook dispatcher: probe claim failed");
+      return [];
+    }
   }
 
   /** Resolves when nothing is in flight (tests). */
