@@ -26,8 +26,8 @@ const POSTGRES_ONLY = ["test/system/money-once.test.ts"];
 
 // Test files run two at a time even on two cores (Vitest's default there is one): most of a
 // suite's time is spent waiting on a devnet, a child process or the database, not on the CPU.
-// Measured on the 2-core CI machine: npm test 1,776 s instead of 2,142–2,206 s, the PostgreSQL
-// pass 684 s instead of 818–916 s. Each file starts its own apps, databases (one per app on
+// Measured in a whole CI run on a 2-core machine: npm test 1,456 s instead of 2,142–2,206 s, the
+// PostgreSQL pass 547 s instead of 818–916 s. Each file starts its own apps, databases (one per app on
 // PostgreSQL: freshDatabaseUrl) and devnets, on ports of their own, so no file depends on running
 // alone.
 const MAX_WORKERS = Math.max(2, availableParallelism() - 1);
