@@ -49,6 +49,11 @@ export function probeDelay(failingForMs: number, probeMs: number = PROBE_INTERVA
   return Math.max(probeMs, Math.round(failingForMs / 20));
 }
 
+/** When a registration failing since `failingSince` is probed next, after `at` (probeDelay). */
+export function nextProbeAt(at: number, failingSince: Date, probeMs: number): Date {
+  return new Date(at + probeDelay(at - failingSince.getTime(), probeMs));
+}
+
 /** A registration failing continuously for this long is deactivated. */
 export const DISABLE_AFTER_MS = 5 * 24 * HOUR;
 

@@ -1,6 +1,6 @@
 import { type Kysely, sql } from "kysely";
 import type { Environment } from "../../config.ts";
-import { probeDelay } from "../../domain/retry-schedule.ts";
+import { nextProbeAt } from "../../domain/retry-schedule.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 
 // The dispatcher's claims (SKIP LOCKED, with a lease): of due deliveries, and of the probes of
@@ -79,7 +79,7 @@ export async function claimDueDeliveries(
  * Claims the probes that are due (issue 43): for each failing registration whose `next_probe_at`
  * has come, its oldest delivery waiting on a retry, under a lease like any claim, marked as a
  * probe (a failed probe uses up none of its retries: repo.ts). The registration's next probe is
- * set on (probeDelay), or cleared when it has nothing waiting (a failure recorded later sets it
+ * set on (nextProbeAt), or cleared when it has nothing waiting (a failure recorded later sets it
  * again). Nothing is probed while that oldest delivery is due or being tried: that attempt tells
  * as much. The registration's row lock (SKIP LOCKED) keeps two dispatchers from probing it at once.
  */
@@ -115,7 +115,7 @@ export async function claimProbes(
       UPDATE webhook_endpoints e SET next_probe_at = v.next_probe_at
       FROM unnest(
         ${heads.rows.map((h) => h.id)}::integer[],
-        ${heads.rows.map((h) => (h.head === null ? null : new Date(now.getTime() + probeDelay(now.getTime() - h.failing_since.getTime(), probeMs))))}::timestamptz[]
+        ${heads.rows.map((h) => (h.head === null ? null : nextProbeAt(now.getTime(), h.failing_since, probeMs)))}::timestamptz[]
       ) AS v(id, next_probe_at)
       WHERE e.id = v.id
     `.execute(trx);

@@ -79,6 +79,7 @@ export class WebhookDispatcher {
   /** When runOnce next looks for due probes (ms since the epoch). */
   #nextProbeLook = 0;
   readonly #recorder: AttemptRecorder;
+  readonly #health: repo.HealthSettings;
   #running = false;
   #timer: NodeJS.Timeout | undefined;
   #loop: Promise<void> | undefined;
@@ -86,6 +87,11 @@ export class WebhookDispatcher {
 
   constructor(ctx: AppContext, options: DispatcherOptions = {}) {
     this.#ctx = ctx;
+    this.#health = {
+      disableAfterMs: DISABLE_AFTER_MS,
+      backlogPerSecond: ctx.config.webhookEndpointRatePerSecond,
+      probeMs: ctx.config.webhookProbeSeconds * 1000,
+    };
     this.#opts = {
       pollIntervalMs: options.pollIntervalMs ?? 200,
       batchSize: options.batchSize ?? 100,
@@ -102,11 +108,7 @@ export class WebhookDispatcher {
     const guarded = (policy: DestinationPolicy) =>
       new Agent({ ...common, connect: { lookup: guardedLookup(policy, this.#opts.resolve) } });
     this.#agents = { public: guarded("public"), any: guarded("any") };
-    const health: repo.HealthSettings = {
-      disableAfterMs: DISABLE_AFTER_MS,
-      backlogPerSecond: ctx.config.webhookEndpointRatePerSecond,
-      probeMs: ctx.config.webhookProbeSeconds * 1000,
-    };
+    const health = this.#health;
     this.#recorder = new AttemptRecorder((records) => repo.recordAttempts(ctx.db, records, health), ctx.log);
   }
 
@@ -190,7 +192,7 @@ export class WebhookDispatcher {
     free: number,
     hostBusy: number[],
   ): Promise<claims.ClaimedDelivery[]> {
-    const probeMs = this.#ctx.config.webhookProbeSeconds * 1000;
+    const { probeMs } = this.#health;
     if (now.getTime() < this.#nextProbeLook || free <= 0) return [];
     this.#nextProbeLook = now.getTime() + Math.min(1000, probeMs);
     try {

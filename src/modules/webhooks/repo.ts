@@ -1,6 +1,6 @@
 import { type Kysely, type Selectable, sql } from "kysely";
 import type { Environment } from "../../config.ts";
-import { probeDelay } from "../../domain/retry-schedule.ts";
+import { nextProbeAt } from "../../domain/retry-schedule.ts";
 import { type Columns, columnsOf } from "../../platform/db/columns.ts";
 import { newestFirst } from "../../platform/db/page.ts";
 import type {
@@ -354,7 +354,7 @@ export async function recordAttempts(
 
 /**
  * When a registration is probed next after these attempts: never while it is healthy or inactive;
- * after its last failure by probeDelay when it was not being probed; else when the probe claim set.
+ * after its last failure (nextProbeAt) when it was not being probed; else when the probe claim set.
  */
 function nextProbe(
   current: Date | null,
@@ -364,9 +364,8 @@ function nextProbe(
 ): Date | null {
   if (after.failingSince === null || !after.active) return null;
   if (current !== null) return current;
-  const since = after.failingSince.getTime();
-  const lastFailure = Math.max(since, ...attempts.filter((a) => !a.delivered).map((a) => a.at.getTime()));
-  return new Date(lastFailure + probeDelay(lastFailure - since, probeMs));
+  const failures = attempts.filter((a) => !a.delivered).map((a) => a.at.getTime());
+  return nextProbeAt(Math.max(after.failingSince.getTime(), ...failures), after.failingSince, probeMs);
 }
 
 /** How many deliveries are due and not delivered yet, and how long the oldest has waited. */

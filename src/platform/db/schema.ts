@@ -189,10 +189,7 @@ export interface WebhookDeliveriesTable {
   last_error: string | null;
   created_at: Generated<Date>;
   delivered_at: NullableTimestamp;
-  /**
-   * Its retry time while a recovery has made it due sooner (recovery-repo.ts); null otherwise. An
-   * attempt made ahead of it that fails puts it back there without using up a retry.
-   */
+  /** Its retry time while a recovery has made it due sooner (recovery-repo.ts); else null. */
   scheduled_at: NullableTimestamp;
 }
 
