@@ -77,9 +77,32 @@ export async function recordClaimed(
   txs: readonly NewTransaction[],
   claim: RawBuilder<unknown>,
 ): Promise<boolean> {
+  return recordEachClaimed(db, on, [{ txs, claim }]);
+}
+
+/**
+ * Records the transactions of several sends in ONE statement, each send's only if its own
+ * `claim` returns a row. Returns whether every claim held (and so all were recorded); run it in a
+ * transaction to roll back the others' claims and records when one did not.
+ */
+export async function recordEachClaimed(
+  db: Db,
+  on: OnNetwork,
+  sends: readonly { txs: readonly NewTransaction[]; claim: RawBuilder<unknown> }[],
+): Promise<boolean> {
+  const txs = sends.flatMap((send) => send.txs);
+  const sendOf = sends.flatMap((send, i) => send.txs.map(() => i));
   const column = <T>(pick: (tx: NewTransaction) => T) => txs.map(pick);
+  const claims = sql.join(
+    sends.map((send, i) => sql`${sql.raw(`claim_${i}`)} AS (${send.claim})`),
+    sql`, `,
+  );
+  const held = sql.join(
+    sends.map((_, i) => sql`WHEN ${i} THEN EXISTS (SELECT 1 FROM ${sql.raw(`claim_${i}`)})`),
+    sql` `,
+  );
   const result = await sql<{ tx_hash: string }>`
-    WITH claim AS (${claim})
+    WITH ${claims}
     INSERT INTO chain_transactions (environment, network, from_address, nonce, purpose, payment_id, payout_id,
                                     to_address, token_symbol, amount, raw_tx, tx_hash, replaces_tx_hash,
                                     gas_limit)
@@ -91,10 +114,11 @@ export async function recordClaimed(
       ${column((tx) => tx.payoutId)}::uuid[], ${column((tx) => tx.to)}::text[],
       ${column((tx) => tx.token)}::text[], ${column((tx) => tx.amount.toString())}::numeric[],
       ${column((tx) => tx.raw)}::text[], ${column((tx) => tx.txHash)}::text[],
-      ${column((tx) => tx.replaces)}::text[], ${column((tx) => tx.gasLimit?.toString() ?? null)}::bigint[]
+      ${column((tx) => tx.replaces)}::text[], ${column((tx) => tx.gasLimit?.toString() ?? null)}::bigint[],
+      ${sendOf}::int[]
     ) AS t(from_address, nonce, purpose, payment_id, payout_id, to_address, token_symbol, amount, raw_tx,
-           tx_hash, replaces_tx_hash, gas_limit)
-    WHERE EXISTS (SELECT 1 FROM claim)
+           tx_hash, replaces_tx_hash, gas_limit, send)
+    WHERE CASE t.send ${held} ELSE false END
     RETURNING tx_hash`.execute(db);
   return result.rows.length === txs.length && txs.length > 0;
 }

@@ -1,52 +1,53 @@
 import type { FastifyBaseLogger } from "fastify";
 import type { Db } from "../platform/db/database.ts";
-import { runFences } from "../platform/db/fences.ts";
 import { NOT_FREE, SessionTurns } from "../platform/db/wallet-lock.ts";
-import { broadcastRecorded } from "./broadcast.ts";
 import type { FeeQuote, Hex, Network } from "./network.ts";
-import { errorText, isNodeBusy } from "./node-errors.ts";
-import { awaitReceipts, recordReceipts, WITHDRAWN } from "./receipts.ts";
+import { type RecordRequest, type TurnReads, WalletNonces } from "./nonce-records.ts";
+import { OrderedBroadcasts, type RecordedSend } from "./ordered-broadcasts.ts";
+import { awaitReceipts, recordReceipts } from "./receipts.ts";
 import * as sent from "./sent-transactions.ts";
-import {
-  type OutgoingTransfer,
-  RecordRefused,
-  type SentTransfer,
-  type SubmitOptions,
-  type SubmittedTransfer,
-  submittedOf,
-} from "./sent-types.ts";
+import type { OutgoingTransfer, SentTransfer, SubmitOptions, SubmittedTransfer } from "./sent-types.ts";
 
 // Nonce-ordered sending from service-held wallets, by any number of instances. Every transaction
 // is signed with an explicit nonce and recorded BEFORE it is broadcast, so a crash can neither
 // lose it nor send a second one. A wallet's transactions are signed, recorded and broadcast under
-// one lock held across instances (SessionTurns), so they reach the node in nonce order.
-//
-// A signed transaction is never given up while it could still be mined: a failure is reported
-// only on a failed receipt, or once another transaction provably took its nonce. A transaction the
-// node refuses (after any gap below it was filled) is therefore replaced by a cancelling one at
-// its nonce, and fails once that is mined; if even that cannot be broadcast, both stay open and
-// the outcome stays unknown until one of them is mined. A nonce is never skipped.
+// one lock held across instances (SessionTurns), so they reach the node in nonce order
+// (nonce-records.ts signs and records, ordered-broadcasts.ts broadcasts and handles refusals).
+// The sends of a wallet that arrive while its turn is held share its next turn (a batch).
 
 /** The reconciler broadcasts again only what its sender, if alive, has had time to broadcast. */
 const REBROADCAST_AFTER_MS = 3_000;
-const NOT_SENT_AFTER_REFUSAL = "not sent yet: an earlier transaction of its wallet could not be sent";
+/** Calls of one wallet sent in one turn, at most (they share its database transaction). */
+const MAX_BATCH = 32;
+
+/** A submit waiting for its wallet's turn, with the reads it began before the turn. */
+interface QueuedSend {
+  privateKey: Hex;
+  transfers: Promise<OutgoingTransfer[]>;
+  pendingNonce: Promise<number>;
+  fees: Promise<FeeQuote>;
+  options: SubmitOptions;
+  resolve: (submitted: SubmittedTransfer[]) => void;
+  reject: (err: unknown) => void;
+}
 
 export class TransactionSender {
   readonly #db: Db;
   readonly #network: Network;
   readonly #log: FastifyBaseLogger;
   readonly #turns: SessionTurns;
-  /**
-   * Per wallet, the nonce after the last one this process recorded, valid while it has held the
-   * wallet's lock since (no other instance can have recorded one meanwhile).
-   */
-  readonly #nextNonce = new Map<string, number>();
+  readonly #nonces: WalletNonces;
+  readonly #broadcasts: OrderedBroadcasts;
+  /** Per wallet, the calls waiting for a turn that has not started yet (the next batch). */
+  readonly #batches = new Map<string, QueuedSend[]>();
 
   constructor(db: Db, network: Network, log: FastifyBaseLogger) {
     this.#db = db;
     this.#network = network;
     this.#log = log;
     this.#turns = new SessionTurns(db, log);
+    this.#nonces = new WalletNonces(db, network, log);
+    this.#broadcasts = new OrderedBroadcasts(db, network, log);
   }
 
   /** Signs, records, broadcasts and waits for the receipts of `transfers`, in order. */
@@ -65,8 +66,12 @@ export class TransactionSender {
    * while these are mined (a nonce pipeline). `receipts` then waits for the outcomes. It rejects
    * only when nothing was recorded; once recorded, a transfer's outcome is open until the chain
    * decides it, whatever goes wrong while sending it.
+   *
+   * Calls for one wallet that arrive while its turn is held are sent together in its next turn
+   * (a batch): one read of the node's count and fees, one database transaction recording all of
+   * them when each has a `claim`, then the broadcasts in nonce order.
    */
-  async submit(
+  submit(
     privateKey: Hex,
     from: Hex,
     transfers: OutgoingTransfer[],
@@ -87,38 +92,93 @@ export class TransactionSender {
           : transfer,
       ),
     );
-    // Each is awaited below; meanwhile a rejection is not an unhandled one.
+    // Each is awaited in the turn; meanwhile a rejection is not an unhandled one.
     for (const read of [pendingNonce, fees, limited]) read.catch(() => undefined);
-    return this.#holdWallet(from, async () => {
-      const recorded = await this.#signAndRecord(
-        privateKey,
-        from,
-        await limited,
-        await pendingNonce,
-        await fees,
-        options,
-      );
-      const submitted: SubmittedTransfer[] = [];
-      for (const [i, tx] of recorded.entries()) {
-        const refusal = await this.#sendRecorded(privateKey, from, tx);
-        submitted.push(submittedOf(tx, refusal));
-        if (refusal && !refusal.unsent && options.together) {
-          // Legs of one whole: the ones after a refused leg are cancelled, never paid without it.
-          for (const later of recorded.slice(i + 1)) {
-            submitted.push(submittedOf(later, await this.#withdraw(privateKey, from, later)));
-          }
-          break;
-        }
-        if (refusal && refusal.cancelHash === null) {
-          // Its nonce is still open: the later ones cannot be mined before it. They stay
-          // recorded; the reconciler and the wallet's next send broadcast them once it is filled.
-          const waiting = { reason: NOT_SENT_AFTER_REFUSAL, cancelHash: null };
-          for (const later of recorded.slice(i + 1)) submitted.push(submittedOf(later, waiting));
-          break;
-        }
-      }
-      return submitted;
+    return new Promise((resolve, reject) => {
+      this.#enqueue(from, { privateKey, transfers: limited, pendingNonce, fees, options, resolve, reject });
     });
+  }
+
+  /** Adds `call` to the wallet's batch not started yet, or starts one with a turn of its own. */
+  #enqueue(from: Hex, call: QueuedSend): void {
+    const wallet = this.#walletKey(from);
+    const waiting = this.#batches.get(wallet);
+    if (waiting && waiting.length < MAX_BATCH) {
+      waiting.push(call);
+      return;
+    }
+    const batch = [call];
+    this.#batches.set(wallet, batch);
+    this.#holdWallet(from, async () => {
+      // Calls from now on wait for the next turn.
+      if (this.#batches.get(wallet) === batch) this.#batches.delete(wallet);
+      await this.#sendBatch(wallet, from, batch);
+    }).catch((err: unknown) => {
+      // The turn could not be had (the lock's connection): nothing of the batch was recorded.
+      for (const queued of batch) queued.reject(err);
+    });
+  }
+
+  /**
+   * One turn of the wallet: records the batch's calls (each refused alone when its own reads,
+   * claim or fences refuse it), then broadcasts them in nonce order, answering each call once
+   * its transactions are sent.
+   */
+  async #sendBatch(wallet: string, from: Hex, batch: readonly QueuedSend[]): Promise<void> {
+    // The first reads that answered serve the whole batch: any count read before the turn is as
+    // good as another (it matters only when ahead of what is recorded).
+    let reads: TurnReads | undefined;
+    const ready: { call: QueuedSend; request: RecordRequest }[] = [];
+    for (const call of batch) {
+      try {
+        reads ??= { pendingNonce: await call.pendingNonce, fees: await call.fees };
+        const request = {
+          privateKey: call.privateKey,
+          transfers: await call.transfers,
+          options: call.options,
+        };
+        ready.push({ call, request });
+      } catch (err) {
+        call.reject(err);
+      }
+    }
+    if (!reads || ready.length === 0) return;
+    if (ready.length > 1 && ready.every(({ request }) => request.options.claim)) {
+      let recorded: (sent.NewTransaction[] | Error)[];
+      try {
+        recorded = await this.#nonces.recordClaimed(
+          wallet,
+          from,
+          ready.map(({ request }) => request),
+          reads,
+        );
+      } catch (err) {
+        for (const { call } of ready) call.reject(err); // one transaction: nothing recorded
+        return;
+      }
+      const sends: { call: QueuedSend; send: RecordedSend }[] = [];
+      for (const [i, { call, request }] of ready.entries()) {
+        const txs = recorded[i];
+        if (txs === undefined || txs instanceof Error) call.reject(txs ?? new Error("not recorded"));
+        else sends.push({ call, send: { request, txs } });
+      }
+      const submitted = await this.#broadcasts.sendTogether(
+        from,
+        sends.map(({ send }) => send),
+      );
+      for (const [i, { call }] of sends.entries()) call.resolve(submitted[i] ?? []);
+      return;
+    }
+    for (const { call, request } of ready) {
+      let txs: sent.NewTransaction[];
+      try {
+        txs = await this.#nonces.record(wallet, from, request, reads);
+      } catch (err) {
+        call.reject(err);
+        continue;
+      }
+      call.resolve(await this.#broadcasts.sendAll(request, from, txs));
+    }
   }
 
   /** Who has a transaction of `purpose` on its way from any wallet (signed, not settled yet). */
@@ -178,7 +238,7 @@ export class TransactionSender {
     // the wallets after this one are not held up meanwhile.
     const turn = await this.#holdWalletIfFree(from, async () => {
       for (const tx of await sent.toBroadcast(this.#db, this.#network, from, pending, null)) {
-        const refusal = await this.#broadcast(tx);
+        const refusal = await this.#broadcasts.broadcast(tx);
         if (refusal !== null) {
           this.#log.error(
             { txHash: tx.txHash, from, nonce: tx.nonce, refusal },
@@ -207,7 +267,7 @@ export class TransactionSender {
   #walletTurn<T>(wallet: string, task: () => Promise<T>): (fresh: boolean) => Promise<T> {
     return (fresh) => {
       // Another instance may have recorded nonces since this process last held the lock.
-      if (fresh) this.#nextNonce.delete(wallet);
+      if (fresh) this.#nonces.forget(wallet);
       return task();
     };
   }
@@ -219,178 +279,5 @@ export class TransactionSender {
    */
   #walletKey(from: Hex): string {
     return `wallet:${this.#network.environment}:${from.toLowerCase()}`;
-  }
-
-  async #signAndRecord(
-    privateKey: Hex,
-    from: Hex,
-    transfers: OutgoingTransfer[],
-    pendingNonce: number,
-    fees: FeeQuote,
-    options: SubmitOptions,
-  ): Promise<sent.RecordedTransaction[]> {
-    const on = this.#network;
-    const wallet = this.#walletKey(from);
-    const known = this.#nextNonce.get(wallet);
-    this.#nextNonce.delete(wallet); // until this record has committed
-    const sign = (recordedNext: number) =>
-      Promise.all(
-        transfers.map(async (transfer, i): Promise<sent.NewTransaction> => {
-          const nonce = Math.max(recordedNext, pendingNonce) + i;
-          const signed = await this.#network.signTransfer(privateKey, transfer, nonce, fees);
-          return {
-            txHash: signed.hash,
-            raw: signed.raw,
-            nonce,
-            token: transfer.token,
-            purpose: transfer.purpose,
-            replaces: null,
-            from,
-            to: transfer.to,
-            amount: transfer.amount,
-            paymentId: transfer.paymentId ?? null,
-            payoutId: transfer.payoutId ?? null,
-            gasLimit: signed.gas,
-          };
-        }),
-      );
-    const { claim, fences, signedFences } = options;
-    const record = async (next: number | undefined): Promise<sent.NewTransaction[]> => {
-      if (claim) {
-        const txs = await sign(next ?? (await sent.nextRecordedNonce(this.#db, on, from)));
-        if (!(await sent.recordClaimed(this.#db, on, txs, claim))) {
-          throw new RecordRefused("the send's claim returned nothing: nothing recorded, nothing sent");
-        }
-        return txs;
-      }
-      return this.#db.transaction().execute(async (trx) => {
-        if (fences) await runFences(trx, fences);
-        const txs = await sign(next ?? (await sent.nextRecordedNonce(trx, on, from)));
-        for (const tx of txs) await sent.recordTransaction(trx, on, tx);
-        if (signedFences) await runFences(trx, signedFences(txs.map((tx) => tx.txHash)));
-        return txs;
-      });
-    };
-    let recorded: sent.NewTransaction[];
-    try {
-      recorded = await record(known);
-    } catch (err) {
-      // The nonce kept in memory was taken after all (the wallet's lock was lost unseen, its
-      // session ended): nothing was recorded; once more with the nonce the database says.
-      if (known === undefined || !sent.isNonceTaken(err)) throw err;
-      this.#log.warn({ from, nonce: known }, "the wallet's kept nonce was taken; reading it again");
-      recorded = await record(undefined);
-    }
-    const last = recorded.at(-1);
-    if (last) this.#nextNonce.set(wallet, last.nonce + 1);
-    return recorded;
-  }
-
-  /**
-   * Sends a recorded transaction; never throws (it is recorded: whatever fails here leaves it
-   * open, for the receipts and the reconciler to decide). Null once the node has it, else why not.
-   */
-  async #sendRecorded(
-    privateKey: Hex,
-    from: Hex,
-    tx: sent.RecordedTransaction,
-  ): Promise<SubmittedTransfer["refusal"]> {
-    try {
-      return await this.#sendInOrder(privateKey, from, tx);
-    } catch (err) {
-      this.#log.error({ err, txHash: tx.txHash }, "sending a recorded transaction failed; it stays open");
-      return { reason: `not sent yet: ${errorText(err)}`, cancelHash: null };
-    }
-  }
-
-  /**
-   * Broadcasts `tx`; if the node refuses it, broadcasts first what is missing below its nonce and
-   * tries once more; if it is still refused, replaces it with a cancellation. Returns null once
-   * the node has it, else the refusal.
-   */
-  async #sendInOrder(
-    privateKey: Hex,
-    from: Hex,
-    tx: sent.RecordedTransaction,
-  ): Promise<SubmittedTransfer["refusal"]> {
-    let reason: string | null;
-    try {
-      reason = await this.#broadcast(tx);
-      if (reason !== null && (await this.#fillGapBelow(privateKey, from, tx.nonce)))
-        reason = await this.#broadcast(tx);
-    } catch (err) {
-      // Nothing is decided about it (a busy node; no answer while filling a gap below it): it
-      // stays open, to be sent again, and the legs sent with it are not withdrawn.
-      const level = isNodeBusy(err) ? "warn" : "error";
-      this.#log[level]({ err, txHash: tx.txHash }, "a transaction could not be sent yet; it stays open");
-      return { reason: `not sent yet: ${errorText(err)}`, cancelHash: null, unsent: true };
-    }
-    if (reason === null) return null;
-    this.#log.warn(
-      { txHash: tx.txHash, nonce: tx.nonce, reason },
-      "the node refused a transaction; cancelling it",
-    );
-    await sent.noteRefusal(this.#db, tx.txHash, reason);
-    return { reason, cancelHash: await this.#cancel(privateKey, from, tx) };
-  }
-
-  /**
-   * Broadcasts, in nonce order, the wallet's recorded transactions the node does not have below
-   * `nonce` (a sender that stopped before broadcasting, or a refusal). Returns whether there was
-   * such a gap and it is filled now.
-   */
-  async #fillGapBelow(privateKey: Hex, from: Hex, nonce: number): Promise<boolean> {
-    const pending = await this.#network.pendingNonce(from);
-    if (pending >= nonce) return false;
-    const missing = await sent.toBroadcast(this.#db, this.#network, from, pending, nonce);
-    if (missing.length !== nonce - pending) return false; // a nonce with nothing recorded: not ours to fill
-    const refused = new Set<string>(); // payments whose leg the node refused here
-    for (const tx of missing) {
-      if (tx.paymentId !== null && refused.has(tx.paymentId)) {
-        // A leg sent together with one refused: cancelled too, never paid without it.
-        if ((await this.#withdraw(privateKey, from, tx)).cancelHash === null) return false;
-        continue;
-      }
-      const reason = await this.#broadcast(tx);
-      if (reason === null) continue;
-      if (tx.replaces !== null) return false;
-      await sent.noteRefusal(this.#db, tx.txHash, reason);
-      if (tx.paymentId !== null) refused.add(tx.paymentId);
-      if ((await this.#cancel(privateKey, from, tx)) === null) return false;
-    }
-    return true;
-  }
-
-  /**
-   * Cancels a recorded leg never broadcast because one before it was refused. The cancellation is
-   * recorded even if the node cannot take it yet, so the reconciler sends it, never the leg.
-   */
-  async #withdraw(privateKey: Hex, from: Hex, tx: sent.RecordedTransaction) {
-    const cancelHash = await this.#cancel(privateKey, from, tx).catch((err: unknown) => {
-      this.#log.error({ err, txHash: tx.txHash }, "withdrawing a transaction failed; it stays open");
-      return null;
-    });
-    return { reason: WITHDRAWN, cancelHash };
-  }
-
-  /** Takes `tx`'s nonce with a recorded cancelling transaction; its hash once broadcast, else null. */
-  async #cancel(privateKey: Hex, from: Hex, tx: sent.RecordedTransaction): Promise<Hex | null> {
-    let cancel = await sent.cancellationOf(this.#db, tx.txHash);
-    if (!cancel) {
-      const signed = await this.#network.signCancel(privateKey, from, tx.raw, await this.#network.fees());
-      cancel = await sent.recordCancellation(this.#db, this.#network, from, tx, signed);
-    }
-    const refusal = await this.#broadcast(cancel);
-    if (refusal === null) return cancel.txHash;
-    this.#log.error(
-      { txHash: tx.txHash, cancelHash: cancel.txHash, refusal },
-      "the node refuses the cancellation too; the nonce stays open",
-    );
-    return null;
-  }
-
-  /** Null once the node has it, else the node's refusal (broadcast.ts). */
-  #broadcast(tx: sent.RecordedTransaction): Promise<string | null> {
-    return broadcastRecorded(this.#network, this.#log, tx);
   }
 }

@@ -28,6 +28,8 @@ export class EoaRail implements Rail {
   readonly #sender: TransactionSender;
   /** Where the sender keeps its records (chain/sent-transactions.ts). */
   readonly #db: Db;
+  /** Per wallet and tokens, the funds read in flight: a caller asking meanwhile shares it. */
+  readonly #fundsReads = new Map<string, Promise<WalletFunds>>();
 
   constructor(network: Network, sender: TransactionSender, db: Db) {
     this.#network = network;
@@ -45,8 +47,17 @@ export class EoaRail implements Rail {
 
   funds(address: Hex, tokens: readonly ChainToken[]): Promise<WalletFunds> {
     // One block for balances and nonce: the payout service tells by the nonce which of the
-    // wallet's transactions in flight that balance already paid for.
-    return this.#network.accountAt(address, tokens);
+    // wallet's transactions in flight that balance already paid for. So any read is sound,
+    // whenever it began (modules/transfers/funds.ts), and the payouts of a burst share one
+    // instead of each waiting for the node (which answers behind its block production).
+    const key = `${address.toLowerCase()} ${tokens.join(",")}`;
+    const inFlight = this.#fundsReads.get(key);
+    if (inFlight) return inFlight;
+    const read: Promise<WalletFunds> = this.#network.accountAt(address, tokens).finally(() => {
+      if (this.#fundsReads.get(key) === read) this.#fundsReads.delete(key);
+    });
+    this.#fundsReads.set(key, read);
+    return read;
   }
 
   gasRequired(token: ChainToken): Promise<bigint> {

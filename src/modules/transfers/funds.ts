@@ -27,6 +27,17 @@ import * as sending from "./sending-repo.ts";
 // for that turn to end, then sees this one among what is on its way out. A settlement takes no
 // turn: it spends only what every other check holds for it.
 
+/**
+ * The wallet's funds read as its payout was ordered, before the payout's turn (run.ts): any read
+ * is sound for the check (what is leaving is counted from the read's own mined nonce), so one
+ * begun early serves. Undefined when that read failed: the check reads them itself.
+ */
+export interface FundsAhead {
+  rail: Rail;
+  from: Hex;
+  read: Promise<WalletFunds | undefined>;
+}
+
 /** What the payments module holds on a wallet: unsettled payments' money and open inbox transfers'. */
 export type HeldMoney = Pick<PaymentsService, "unsettledOn" | "openInboxOn">;
 
@@ -42,6 +53,7 @@ export async function recordIfFunded(
   rail: Rail,
   payout: NewTransfer,
   gasUnits?: Promise<bigint>,
+  ahead?: FundsAhead,
 ): Promise<TransferRow | undefined> {
   const { environment } = payout.scope;
   const from = payout.fromAddress as Hex;
@@ -57,7 +69,11 @@ export async function recordIfFunded(
   const tokens: ChainToken[] = gasPaid && token !== NATIVE_TOKEN ? [token, NATIVE_TOKEN] : [token];
   // A pipelined rail reads its balances at one block with its mined nonce (Rail.funds): read here,
   // beside the gas. Any other rail's are read once, in the turn, after what is leaving (below).
-  const [funds, gasCosts] = await Promise.all([rail.pipelined ? rail.funds(from, tokens) : null, gas]);
+  const readFunds = async (): Promise<WalletFunds> => {
+    const early = ahead?.rail === rail && ahead.from === from ? await ahead.read : undefined;
+    return early && tokens.every((t) => early.balances[t] !== undefined) ? early : rail.funds(from, tokens);
+  };
+  const [funds, gasCosts] = await Promise.all([rail.pipelined ? readFunds() : null, gas]);
   const checkAndRecord = async (
     db: Db,
     unsettled: UnsettledPayment[],

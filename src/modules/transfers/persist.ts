@@ -1,7 +1,7 @@
 import type { AppContext } from "../../context.ts";
 import type { SessionTurns } from "../../platform/db/wallet-lock.ts";
 import type { MoveHooks, Rail } from "../../rails/rail.ts";
-import { type HeldMoney, recordIfFunded } from "./funds.ts";
+import { type FundsAhead, type HeldMoney, recordIfFunded } from "./funds.ts";
 import type * as repo from "./repo.ts";
 import type { SandboxTransferRecords } from "./sandbox-records.ts";
 import type { SandboxPayoutResult } from "./sandbox-repo.ts";
@@ -39,8 +39,17 @@ export class TransferPersistence {
     this.#payments = parts.payments;
   }
 
-  /** The hooks of `payout` on `rail`; they fill `recorded`, and call `persisted` once its record is written or refused. */
-  hooks(payout: repo.NewTransfer, rail: Rail, recorded: Recorded, persisted: () => void): MoveHooks {
+  /**
+   * The hooks of `payout` on `rail`; they fill `recorded`, and call `persisted` once its record
+   * is written or refused. `ahead`: its wallet's funds, read before its turn.
+   */
+  hooks(
+    payout: repo.NewTransfer,
+    rail: Rail,
+    recorded: Recorded,
+    persisted: () => void,
+    ahead?: FundsAhead,
+  ): MoveHooks {
     return {
       persist: async (gasUnits) => {
         try {
@@ -51,6 +60,7 @@ export class TransferPersistence {
             rail,
             payout,
             gasUnits,
+            ahead,
           );
           return recorded.row !== undefined;
         } finally {

@@ -3,13 +3,15 @@ import type { ChainToken, Hex } from "../../chain/network.ts";
 import type { AppContext } from "../../context.ts";
 import type { BreakerState } from "../../domain/circuit-breaker.ts";
 import { AppError, CircuitBreakerOpen } from "../../domain/errors.ts";
+import { NATIVE_TOKEN } from "../../domain/money.ts";
 import { guardedByBreaker, spendsItsPayment } from "../../domain/payout-state.ts";
 import { KeyedQueue } from "../../platform/concurrency/keyed-queue.ts";
 import { FenceRefused } from "../../platform/db/fences.ts";
 import type { Move } from "../../rails/rail.ts";
-import type { WorkspacesService } from "../workspaces/service.ts";
+import type { WorkspaceProfile, WorkspacesService } from "../workspaces/service.ts";
 import type { TransferDecisions, WalletChoice } from "./decide.ts";
 import { RESUME_ACTION, type Scope, type TransferEndings } from "./finish.ts";
+import type { FundsAhead } from "./funds.ts";
 import { InFlightTransfers } from "./in-flight.ts";
 import { newTransfer, type TransferOrder, type TransferOutcome, type WalletType } from "./order.ts";
 import * as repo from "./repo.ts";
@@ -116,7 +118,7 @@ export class TransferRuns {
 
   async #run(
     scope: Scope,
-    order: Pick<TransferOrder, "kind" | "walletType" | "network">,
+    order: Pick<TransferOrder, "kind" | "walletType" | "network" | "tokenSymbol">,
     build: (wallet: WalletChoice, now: Date) => repo.NewTransfer,
   ): Promise<TransferOutcome> {
     // A kind the breaker does not guard (a settlement) has nothing to decide on the outcomes
@@ -124,19 +126,21 @@ export class TransferRuns {
     // (nor does its balance check take the wallet's turn: funds.ts).
     if (!guardedByBreaker(order.kind)) return this.#unguarded(scope, order, build);
     const scopeKey = `${scope.workspaceId}:${scope.environment}`;
+    // The workspace is read as the order arrives (a read; nothing is decided on it while paused),
+    // and its wallet's funds with it (#fundsAhead).
+    const profile = this.#workspaces.profile(scope.workspaceId);
+    profile.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
+    const ahead = this.#fundsAhead(scope, order, profile);
     // The queue's task hands back the payout's result wrapped, never as a bare promise: a promise
     // returned from it would be adopted, and the turn would last until the outcome.
     const queued = await this.#queue.run(
       scopeKey,
       async (): Promise<{ result: Promise<TransferOutcome> }> => {
         const now = this.#ctx.now();
-        // The breaker decides first: while paused no balance is read and nothing is sent. After a
+        // The breaker decides first: while paused nothing is checked or sent. After a
         // failure, the payouts still in flight finish first (they may fail too), so that the
         // breaker has counted every earlier outcome when it decides on this one.
         await this.#pipeline.below(scopeKey, MAX_IN_FLIGHT_PER_WALLET);
-        // The workspace is read meanwhile (a read; nothing is decided on it while paused).
-        const profile = this.#workspaces.profile(scope.workspaceId);
-        profile.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
         let breaker = await this.#decisions.breaker(scope, now);
         if (breaker.allowed && breaker.failStreak > 0 && this.#pipeline.size(scopeKey) > 0) {
           await this.#pipeline.drain(scopeKey);
@@ -144,7 +148,7 @@ export class TransferRuns {
         }
         if (!breaker.allowed) throw pausedError(breaker.state);
         const wallet = this.#decisions.wallet(scope, order.network, order.walletType, await profile);
-        const { persisted, result } = this.#start(scope, wallet, build, now);
+        const { persisted, result } = this.#start(scope, wallet, build, now, await ahead);
         if (wallet.rail.pipelined && breaker.failStreak === 0) {
           // The wallet's next payout may be checked and signed (the next nonce) once this one is
           // recorded, while it is signed, broadcast and mined.
@@ -191,12 +195,38 @@ export class TransferRuns {
     return started.result;
   }
 
+  /**
+   * The wallet's funds, read as the order arrives rather than in its turn (funds.ts FundsAhead):
+   * the orders of a burst share one read (the rail joins a read in flight) instead of each
+   * waiting in its turn for the node. Undefined where nothing is read so: not a pipelined rail,
+   * or no wallet to decide yet (the turn decides again, and answers why).
+   */
+  async #fundsAhead(
+    scope: Scope,
+    order: Pick<TransferOrder, "walletType" | "network" | "tokenSymbol">,
+    profile: Promise<WorkspaceProfile>,
+  ): Promise<FundsAhead | undefined> {
+    let wallet: WalletChoice;
+    try {
+      wallet = this.#decisions.wallet(scope, order.network, order.walletType, await profile);
+    } catch {
+      return undefined; // the same decision in the turn throws it to the orderer
+    }
+    if (!wallet.rail.pipelined) return undefined;
+    const token = order.tokenSymbol as ChainToken;
+    const tokens: ChainToken[] = token === NATIVE_TOKEN ? [token] : [token, NATIVE_TOKEN];
+    // A failed read is made again in the turn, which reports its failure.
+    const read = wallet.rail.funds(wallet.from, tokens).catch(() => undefined);
+    return { rail: wallet.rail, from: wallet.from, read };
+  }
+
   /** The transfer built for `wallet`, handed to its rail: once recorded (`persisted`), and its outcome. */
   #start(
     scope: Scope,
     wallet: WalletChoice,
     build: (wallet: WalletChoice, now: Date) => repo.NewTransfer,
     now: Date,
+    fundsAhead?: FundsAhead,
   ): { persisted: Promise<void>; result: Promise<TransferOutcome> } {
     const signingKey = () => this.#workspaces.signingKey(scope.workspaceId, wallet.owner);
     const payout = build(wallet, now);
@@ -221,7 +251,15 @@ export class TransferRuns {
     // Prepared (where the rail prepares) while the balance is checked and the payout recorded.
     const prepared = wallet.rail.prepare(move);
     prepared?.catch(() => undefined); // handed to submit, which reports its failure
-    return this.#sends.start({ scope, payout, wallet, move, prepared, now });
+    return this.#sends.start({
+      scope,
+      payout,
+      wallet,
+      move,
+      prepared,
+      now,
+      ...(fundsAhead ? { fundsAhead } : {}),
+    });
   }
 }
 

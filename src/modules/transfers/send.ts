@@ -13,6 +13,7 @@ import {
 } from "../../rails/rail.ts";
 import type { WalletChoice } from "./decide.ts";
 import type { Scope, TransferEndings } from "./finish.ts";
+import type { FundsAhead } from "./funds.ts";
 import type { TransferLeases } from "./leases.ts";
 import type { TransferOutcome } from "./order.ts";
 import type { Recorded, TransferPersistence } from "./persist.ts";
@@ -32,6 +33,8 @@ export interface PayoutAttempt {
   move: Move;
   prepared: Promise<Prepared> | undefined;
   now: Date;
+  /** Its wallet's funds, read before its turn (run.ts). */
+  fundsAhead?: FundsAhead;
 }
 
 export class TransferSends {
@@ -65,7 +68,7 @@ export class TransferSends {
     const whenPersisted = new Promise<void>((resolve) => {
       persisted = resolve;
     });
-    const hooks = this.#persistence.hooks(payout, wallet.rail, recorded, persisted);
+    const hooks = this.#persistence.hooks(payout, wallet.rail, recorded, persisted, attempt.fundsAhead);
     this.#leases.hold(payout.id);
     const result = this.#send(scope, payout, hooks, recorded, attempt).finally(() => {
       persisted(); // a refusal before any record
