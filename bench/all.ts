@@ -1,10 +1,12 @@
 import { spawn } from "node:child_process";
 import { resolve } from "node:path";
-import { QUICK_TAG } from "./support.ts";
+import { QUICK, QUICK_TAG } from "./support.ts";
 
 // `npm run bench`: every bench in turn, each its own `node` process writing to this terminal,
 // stopping at the first that fails (its exit code is this one's); at the end, how long each took.
-// BENCH_QUICK=1 (and any other BENCH_* setting) reaches every bench through the environment.
+// BENCH_QUICK=1 (and any other BENCH_* setting) reaches every bench through the environment; a
+// quick run, whose figures are rough anyway, runs two benches at once (each one's output shown
+// whole when it ends) so that the whole set takes under three minutes.
 // One bench alone: `node bench/<name>.ts` (bench/run.ts is also `npm run bench:payments`).
 
 const BENCHES: ReadonlyArray<readonly [string, ...string[]]> = [
@@ -23,13 +25,29 @@ const BENCHES: ReadonlyArray<readonly [string, ...string[]]> = [
 ];
 
 const ROOT = resolve(import.meta.dirname, "..");
+/** Benches running at once: their ports and databases are their own. */
+const AT_ONCE = QUICK ? 2 : 1;
 
-/** Runs one bench; its exit code (128 + the signal's number when a signal ended it). */
-function run(args: readonly string[]): Promise<number> {
+/**
+ * Runs one bench; its exit code (128 + the signal's number when a signal ended it). `held`: its
+ * output is kept, in order, and written once it ends (another bench writes meanwhile).
+ */
+function run(args: readonly string[], held: boolean): Promise<number> {
   return new Promise((done) => {
-    const child = spawn(process.execPath, args, { cwd: ROOT, stdio: "inherit" });
-    child.once("error", () => done(1));
-    child.once("exit", (code, signal) => done(code ?? (signal === "SIGINT" ? 130 : 1)));
+    const child = spawn(process.execPath, args, {
+      cwd: ROOT,
+      stdio: held ? ["inherit", "pipe", "pipe"] : "inherit",
+    });
+    const output: Array<{ to: NodeJS.WriteStream; chunk: Buffer }> = [];
+    child.stdout?.on("data", (chunk: Buffer) => output.push({ to: process.stdout, chunk }));
+    child.stderr?.on("data", (chunk: Buffer) => output.push({ to: process.stderr, chunk }));
+    const finish = (code: number) => {
+      for (const { to, chunk } of output) to.write(chunk);
+      done(code);
+    };
+    child.once("error", () => finish(1));
+    // "close", not "exit": its output has all been read by then.
+    child.once("close", (code, signal) => finish(code ?? (signal === "SIGINT" ? 130 : 1)));
   });
 }
 
@@ -41,18 +59,24 @@ for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const)
     interrupted = true;
   });
 
-const times: Array<{ name: string; seconds: number; code: number }> = [];
+const times: Array<{ index: number; name: string; seconds: number; code: number }> = [];
 const started = performance.now();
 let code = 0;
-for (const args of BENCHES) {
-  const begin = performance.now();
-  code = await run(args);
-  times.push({ name: args.join(" "), seconds: (performance.now() - begin) / 1000, code });
-  if (code !== 0 || interrupted) {
-    code ||= 130;
-    break;
+let next = 0;
+/** Takes the next bench until none is left, one fails or the run is interrupted. */
+async function runner(): Promise<void> {
+  while (next < BENCHES.length && code === 0 && !interrupted) {
+    const index = next++;
+    const args = BENCHES[index] ?? [];
+    const begin = performance.now();
+    const exit = await run(args, AT_ONCE > 1);
+    times.push({ index, name: args.join(" "), seconds: (performance.now() - begin) / 1000, code: exit });
+    if (exit !== 0 && code === 0) code = exit;
   }
 }
+await Promise.all(Array.from({ length: AT_ONCE }, runner));
+if (interrupted) code ||= 130;
+times.sort((a, b) => a.index - b.index);
 const total = (performance.now() - started) / 1000;
 const rows = times.map(
   (t) => `| ${t.name} | ${t.seconds.toFixed(1)} |${t.code === 0 ? "" : ` exit ${t.code}`}`,
@@ -66,6 +90,7 @@ process.stdout.write(
     "| :-- | --: |",
     ...rows,
     `| total | ${total.toFixed(1)} |`,
+    ...(AT_ONCE > 1 ? ["", `${AT_ONCE} benches at a time: the total is the run's wall time.`] : []),
     ...(times.length < BENCHES.length
       ? ["", `Stopped after ${times.length} of ${BENCHES.length} benches.`]
       : []),

@@ -49,6 +49,7 @@ export class PaymentsService {
   readonly #byId: (id: string) => Promise<PaymentRow | undefined>;
   /** By "<environment> <address>": the settlements of one wallet's payments, checked together, share one read. */
   readonly #unsettled: (wallet: string) => Promise<UnsettledPayment[] | undefined>;
+  readonly #openInbox: (wallet: string) => Promise<OpenInboxTransfer[] | undefined>;
 
   constructor(
     ctx: AppContext,
@@ -66,6 +67,14 @@ export class PaymentsService {
       for (const wallet of new Set(wallets)) {
         const [environment, id, address] = wallet.split(" ") as [Environment, string, string];
         found.set(wallet, await chainRepo.unsettledOn(ctx.db, { environment, id }, address));
+      }
+      return found;
+    });
+    this.#openInbox = coalescedLookup(async (wallets: readonly string[]) => {
+      const found = new Map<string, OpenInboxTransfer[]>();
+      for (const wallet of new Set(wallets)) {
+        const [environment, id, address] = wallet.split(" ") as [Environment, string, string];
+        found.set(wallet, await unmatchedRepo.openInboxOn(ctx.db, { environment, id }, address));
       }
       return found;
     });
@@ -128,8 +137,8 @@ export class PaymentsService {
    * The open inbox transfers that reached `address` on network `on`: money held for their senders
    * until attached or returned, which a payout, refund or swap must leave on the wallet (issue 39).
    */
-  openInboxOn(on: OnNetwork, address: string): Promise<OpenInboxTransfer[]> {
-    return unmatchedRepo.openInboxOn(this.#ctx.db, on, address);
+  async openInboxOn(on: OnNetwork, address: string): Promise<OpenInboxTransfer[]> {
+    return (await this.#openInbox(`${on.environment} ${on.id} ${address.toLowerCase()}`)) ?? [];
   }
 
   /** What the payer's page shows (no key: the id is the credential), in one row read. */

@@ -74,6 +74,17 @@ export async function recordIfFunded(
     return early && tokens.every((t) => early.balances[t] !== undefined) ? early : rail.funds(from, tokens);
   };
   const [funds, gasCosts] = await Promise.all([rail.pipelined ? readFunds() : null, gas]);
+  // The money of payments received and not settled yet: a payment's gross while its settlement
+  // is not recorded, its settlement's transfer from then on (one recorded after this read is in
+  // the gross: committedFrom leaves it out), so never both, never neither. One that completes
+  // meanwhile is at worst subtracted twice (a refusal), never not at all. Read after the balance
+  // (a payment that balance holds is among them) and before what is leaving (in the turn): with
+  // a balance read already, now, and shared with the payouts of the wallet checked meanwhile.
+  // And the open inbox transfers' money (issue 39), but for the one a return sends back.
+  const readHeld = () =>
+    Promise.all([payments.unsettledOn(rail.network, from), payments.openInboxOn(rail.network, from)]);
+  const heldNow = funds ? readHeld() : undefined;
+  heldNow?.catch(() => undefined); // awaited in the turn; not an unhandled rejection meanwhile
   const checkAndRecord = async (
     db: Db,
     unsettled: UnsettledPayment[],
@@ -137,15 +148,7 @@ export async function recordIfFunded(
       ? task()
       : turns.run(`payout-funds:${environment}:${from.toLowerCase()}`, task);
   return turn(async () => {
-    // The money of payments received and not settled yet: a payment's gross while its settlement
-    // is not recorded, its settlement's transfer from then on (one recorded after this read is in
-    // the gross: committedFrom leaves it out), so never both, never neither. One that completes
-    // meanwhile is at worst subtracted twice (a refusal), never not at all.
-    // And the open inbox transfers' money (issue 39), but for the one a return sends back.
-    const [owed, open] = await Promise.all([
-      payments.unsettledOn(rail.network, from),
-      payments.openInboxOn(rail.network, from),
-    ]);
+    const [owed, open] = await (heldNow ?? readHeld());
     const unsettled = owed.filter((p) => p.id !== spent);
     const inbox = open.filter((t) => t.id !== payout.unmatchedTransferId);
     const whole = settlingWhole(unsettled);

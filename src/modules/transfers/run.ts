@@ -22,14 +22,16 @@ import { assertWellFormed, orderProblem } from "./validate.ts";
 // breaker, the wallet and its rail: decide.ts) → persist (persist.ts, funds.ts) → send (send.ts)
 // → finish (finish.ts). One workspace and environment decides one transfer the breaker guards at
 // a time in this process; different workspaces run in parallel, and so do settlements (nothing is
-// decided on their outcomes). On a pipelined rail (an EOA) the turn ends once
-// the transfer is recorded: its transaction is signed, broadcast and mined while the next one is
-// checked (a nonce pipeline), as long as the breaker has seen no failure; after a failure each
-// transfer waits for the one before it, so the breaker has counted every outcome.
+// decided on their outcomes). On a pipelined rail (an EOA) the turn ends once the transfer is
+// handed to its rail, as long as the breaker has seen no failure: its balance check and record
+// take a turn of the wallet's funds (funds.ts) and its transaction a turn of the wallet
+// (nonce order), while the next ones are decided, checked and recorded (a pipeline). After a
+// failure each transfer waits for the one before it, so the breaker has counted every outcome.
 
 /**
- * Transfers of one wallet broadcast and not yet mined, at most, per instance. Bounds how many can
- * fail after the breaker's third failure: they were all sent before it was seen.
+ * Transfers of one workspace handed to their pipelined rail and not ended yet, at most, per
+ * instance. Bounds how many can fail after the breaker's third failure: they were all decided
+ * before it was seen.
  */
 const MAX_IN_FLIGHT_PER_WALLET = 16;
 
@@ -148,11 +150,11 @@ export class TransferRuns {
         }
         if (!breaker.allowed) throw pausedError(breaker.state);
         const wallet = this.#decisions.wallet(scope, order.network, order.walletType, await profile);
-        const { persisted, result } = this.#start(scope, wallet, build, now, await ahead);
+        const { result } = this.#start(scope, wallet, build, now, await ahead);
         if (wallet.rail.pipelined && breaker.failStreak === 0) {
-          // The wallet's next payout may be checked and signed (the next nonce) once this one is
-          // recorded, while it is signed, broadcast and mined.
-          await persisted;
+          // The next payout may be decided now: the wallet's funds turn checks the payouts one at
+          // a time, each seeing those recorded before it, and the wallet's turn gives them their
+          // nonces (those that reach it while it is held share the next).
           this.#pipeline.add(scopeKey, result);
           return { result };
         }
