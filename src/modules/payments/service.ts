@@ -62,22 +62,13 @@ export class PaymentsService {
     this.#creation = new PaymentCreation(ctx, { workspaces, splits, card });
     this.x402 = new X402Payments(ctx, this.#creation);
     this.#byId = coalescedLookup((ids: readonly string[]) => repo.findPaymentsByIds(ctx.db, ids));
-    this.#unsettled = coalescedLookup(async (wallets: readonly string[]) => {
-      const found = new Map<string, UnsettledPayment[]>();
-      for (const wallet of new Set(wallets)) {
-        const [environment, id, address] = wallet.split(" ") as [Environment, string, string];
-        found.set(wallet, await chainRepo.unsettledOn(ctx.db, { environment, id }, address));
-      }
-      return found;
-    });
-    this.#openInbox = coalescedLookup(async (wallets: readonly string[]) => {
-      const found = new Map<string, OpenInboxTransfer[]>();
-      for (const wallet of new Set(wallets)) {
-        const [environment, id, address] = wallet.split(" ") as [Environment, string, string];
-        found.set(wallet, await unmatchedRepo.openInboxOn(ctx.db, { environment, id }, address));
-      }
-      return found;
-    });
+    // One read per wallet asked for in a round, the wallets' reads at once.
+    this.#unsettled = coalescedLookup((wallets: readonly string[]) =>
+      perWallet(wallets, (on, address) => chainRepo.unsettledOn(ctx.db, on, address)),
+    );
+    this.#openInbox = coalescedLookup((wallets: readonly string[]) =>
+      perWallet(wallets, (on, address) => unmatchedRepo.openInboxOn(ctx.db, on, address)),
+    );
   }
 
   /** A new payment (create.ts): validated, its card checkout opened, written once per Idempotency-Key. */
@@ -228,3 +219,17 @@ export class PaymentsService {
 }
 
 type Db = Kysely<DatabaseSchema>;
+
+/** `read` of each distinct wallet key ("<environment> <network> <address>"), all at once, by key. */
+async function perWallet<T>(
+  wallets: readonly string[],
+  read: (on: OnNetwork, address: string) => Promise<T>,
+): Promise<Map<string, T>> {
+  const found = await Promise.all(
+    [...new Set(wallets)].map(async (wallet) => {
+      const [environment, id, address] = wallet.split(" ") as [Environment, string, string];
+      return [wallet, await read({ environment, id }, address)] as const;
+    }),
+  );
+  return new Map(found);
+}
