@@ -72,7 +72,7 @@ export function renderPayoutTable(f: PayoutBenchFigures): string {
     "",
     ...(f.live
       ? [
-          `Live wall time ${fmt(f.live.wallMs)} ms for ${f.live.payouts} payouts; the node alone took ${fmt(f.live.nodeWallMs)} ms.`,
+          `Live wall time ${fmt(f.live.wallMs)} ms for ${f.live.payouts} payouts; the node alone took ${fmt(f.live.nodeWallMs)} ms. The app's process used ${f.live.cpuMsPerPayout.toFixed(2)} ms of CPU per payout (${f.live.cores.toFixed(2)} cores over the window) on a machine the devnet and PostgreSQL share.`,
           "",
         ]
       : []),

@@ -183,6 +183,13 @@ export interface LiveFigures {
   database: string;
   /** Blocks the payouts' transactions landed in. */
   blocks: number;
+  /**
+   * CPU time of this process (the in-process app and the requests made to it) over the measured
+   * window, per payout, and how many cores that kept busy: where the time goes on a 2-core machine
+   * that the devnet and PostgreSQL share.
+   */
+  cpuMsPerPayout: number;
+  cores: number;
 }
 
 async function liveScenario(
@@ -236,6 +243,7 @@ async function liveScenario(
   if (!mining.automine) await rpc(devnet.rpcUrl, "evm_setAutomine", [false]);
   log(`${count} concurrent live payouts from one wallet`);
   const latencies: number[] = [];
+  const cpuBefore = process.cpuUsage();
   const started = performance.now();
   const responses = await Promise.all(
     Array.from({ length: count }, async () => {
@@ -246,6 +254,8 @@ async function liveScenario(
     }),
   );
   const wallMs = performance.now() - started;
+  const cpu = process.cpuUsage(cpuBefore);
+  const cpuMs = (cpu.user + cpu.system) / 1000;
   log(`live: ${count} payouts in ${wallMs.toFixed(0)} ms = ${((count / wallMs) * 1000).toFixed(1)}/s`);
   const succeeded = responses.filter(
     (r) => r.statusCode === 200 && r.json().payout?.status === "completed",
@@ -274,6 +284,8 @@ async function liveScenario(
       nodeWallMs: Number.NaN,
       database,
       blocks,
+      cpuMsPerPayout: cpuMs / count,
+      cores: cpuMs / wallMs,
     };
   }
 
@@ -317,6 +329,8 @@ async function liveScenario(
     nodeWallMs,
     database,
     blocks,
+    cpuMsPerPayout: cpuMs / count,
+    cores: cpuMs / wallMs,
   };
 }
 
