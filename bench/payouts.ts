@@ -28,8 +28,9 @@ import {
 // (b) Live: 100 concurrent payouts from ONE workspace EOA on a devnet with automine only (a block per
 //     transaction, no interval mining), in-process app, after an unmeasured warm-up batch of the
 //     same size. Next to it, the node's own figure, measured in the same run: the devnet payer
-//     sends 100 USDC transfers itself, one after another in nonce order. Goal (issue 43): the
-//     payouts/s ≥ 75% of the node's transfers/s.
+//     sends 100 USDC transfers itself, one after another in nonce order, before the payouts (the
+//     app idle) and after them, the better of the two. Goal (issue 43): the payouts/s ≥ 75% of
+//     the node's transfers/s.
 // (b') The same with ETH payouts (each one reads its recipient's code first). No goal.
 // (c) Live with blocks every second and no automine (how a real chain behaves): the same 100
 //     payouts. One at a time, each waiting for its receipt, they would take 100 blocks; the
@@ -177,7 +178,10 @@ export interface LiveFigures {
   wallMs: number;
   payoutsPerSecond: number;
   latency: LatencySummary;
-  /** The node alone: the payer sends the same number of USDC transfers, one after another in nonce order. */
+  /**
+   * The node alone: the payer sends the same number of USDC transfers, one after another in nonce
+   * order; the better of a run before the payouts and one after them.
+   */
   nodeTransfersPerSecond: number;
   nodeWallMs: number;
   database: string;
@@ -229,6 +233,44 @@ async function liveScenario(
         destinationAddress: DESTINATION,
       },
     });
+  /**
+   * The node's own figure: the same count of USDC transfers from the payer, nonces assigned up
+   * front; their wall time. With automine the node refuses a nonce above the next expected one
+   * ("transactions can't be queued when automining"), so one account's transactions must reach it
+   * in order: each is sent once the previous one has been accepted (and mined), as a single
+   * wallet must.
+   */
+  const nodeAlone = async (n: number): Promise<number> => {
+    const first = await chain.getTransactionCount({ address: payer.account.address, blockTag: "pending" });
+    const gas = await chain.estimateContractGas({
+      address: devnet.tokens.USDC,
+      abi: erc20Abi,
+      functionName: "transfer",
+      args: [privateKeyToAccount(generatePrivateKey()).address, 10_000n],
+      account: payer.account,
+    });
+    const nodeStarted = performance.now();
+    const hashes: `0x${string}`[] = [];
+    for (let i = 0; i < n; i++) {
+      hashes.push(
+        await payer.writeContract({
+          address: devnet.tokens.USDC,
+          abi: erc20Abi,
+          functionName: "transfer",
+          args: [DESTINATION, 10_000n],
+          nonce: first + i,
+          gas: gas * 2n,
+        }),
+      );
+    }
+    await Promise.all(hashes.map((hash) => chain.waitForTransactionReceipt({ hash, pollingInterval: 50 })));
+    return performance.now() - nodeStarted;
+  };
+  // Measured first while the app is idle, and again after the payouts (below), USDC with automine only.
+  const measureNode = mining.automine && token === "USDC";
+  if (measureNode) log(`${count} USDC transfers from one account sent directly to the node, in nonce order`);
+  const nodeBefore = measureNode ? await nodeAlone(count) : Number.NaN;
+
   // Warm-up, not measured (as the autocannon scenarios discard their first seconds): two payouts
   // one after the other, then one concurrent batch like the measured one, so that the measured
   // batch runs compiled code and warm connections rather than the first calls of each path.
@@ -289,35 +331,11 @@ async function liveScenario(
     };
   }
 
-  // The node's own figure: the same count of USDC transfers from the payer, nonces assigned up
-  // front. With automine the node refuses a nonce above the next expected one ("transactions
-  // can't be queued when automining"), so one account's transactions must reach it in order: each
-  // is sent once the previous one has been accepted (and mined), as a single wallet must.
-  log(`${count} USDC transfers from one account sent directly to the node, in nonce order`);
-  const first = await chain.getTransactionCount({ address: payer.account.address, blockTag: "pending" });
-  const gas = await chain.estimateContractGas({
-    address: devnet.tokens.USDC,
-    abi: erc20Abi,
-    functionName: "transfer",
-    args: [privateKeyToAccount(generatePrivateKey()).address, 10_000n],
-    account: payer.account,
-  });
-  const nodeStarted = performance.now();
-  const hashes: `0x${string}`[] = [];
-  for (let i = 0; i < count; i++) {
-    hashes.push(
-      await payer.writeContract({
-        address: devnet.tokens.USDC,
-        abi: erc20Abi,
-        functionName: "transfer",
-        args: [DESTINATION, 10_000n],
-        nonce: first + i,
-        gas: gas * 2n,
-      }),
-    );
-  }
-  await Promise.all(hashes.map((hash) => chain.waitForTransactionReceipt({ hash, pollingInterval: 50 })));
-  const nodeWallMs = performance.now() - nodeStarted;
+  // The node's own figure: the better of its two runs, so that work the app is still finishing
+  // (its workers, the events of the payouts just made) cannot lower the reference.
+  log(`${count} USDC transfers from one account sent directly to the node, in nonce order (again)`);
+  const nodeWallMs = Math.min(nodeBefore, await nodeAlone(count));
+  log(`the node alone: ${nodeBefore.toFixed(0)} ms before the payouts, ${nodeWallMs.toFixed(0)} ms at best`);
 
   return {
     payouts: count,

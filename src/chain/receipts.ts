@@ -1,3 +1,4 @@
+import DataLoader from "dataloader";
 import type { Db } from "../platform/db/database.ts";
 import type { Hex, Network, ReceiptStatus } from "./network.ts";
 import * as sent from "./sent-transactions.ts";
@@ -11,19 +12,34 @@ export const CANCELLED = "its nonce was taken by a cancelling transaction";
 export const WITHDRAWN = "not sent: an earlier transfer sent with it was refused";
 const RECEIPT_TIMEOUT_MS = 60_000;
 
+/**
+ * Records mined receipts, those asked for in one round of I/O in one statement: the receipts of a
+ * wallet's transactions sent together arrive together (one answer of the node to many polls).
+ */
+export function receiptRecorder(db: Db): (receipt: sent.MinedReceipt) => Promise<void> {
+  const loader = new DataLoader<sent.MinedReceipt, undefined>(
+    async (receipts) => {
+      await sent.settleReceipts(db, receipts);
+      return receipts.map(() => undefined);
+    },
+    { cache: false, maxBatchSize: 500, batchScheduleFn: (dispatch) => setImmediate(dispatch) },
+  );
+  return (receipt) => loader.load(receipt);
+}
+
 /** Waits for the receipts of submitted transfers (or of their cancellations) and records their outcome. */
 export async function awaitReceipts(
   db: Db,
   network: Pick<Network, "waitForReceipt">,
   submitted: SubmittedTransfer[],
+  record: (receipt: sent.MinedReceipt) => Promise<void>,
 ): Promise<SentTransfer[]> {
   const results: SentTransfer[] = [];
   for (const tx of submitted) {
     const result = { txHash: tx.txHash, token: tx.token, purpose: tx.purpose };
     if (tx.refusal === null) {
       const status = await network.waitForReceipt(tx.txHash, RECEIPT_TIMEOUT_MS);
-      if (status !== "not_found")
-        await sent.settleTransaction(db, tx.txHash, status, "transaction reverted", new Date());
+      if (status !== "not_found") await record({ txHash: tx.txHash, outcome: status, at: new Date() });
       results.push({ ...result, status, error: null });
       continue;
     }

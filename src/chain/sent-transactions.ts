@@ -296,6 +296,31 @@ export async function settleTransaction(
     .execute();
 }
 
+/** A receipt to record: the transaction mined, with success or reverted. */
+export interface MinedReceipt {
+  txHash: Hex;
+  outcome: "success" | "reverted";
+  at: Date;
+}
+
+/** settleTransaction for many receipts in ONE statement (error "transaction reverted" where reverted). */
+export async function settleReceipts(db: Db, receipts: readonly MinedReceipt[]): Promise<void> {
+  if (receipts.length === 0) return;
+  const column = <T>(pick: (r: MinedReceipt) => T) => receipts.map(pick);
+  await sql`
+    UPDATE chain_transactions AS c
+    SET status = r.status,
+        error = CASE WHEN r.status = 'mined' THEN NULL
+                     ELSE coalesce(c.error || '; ', '') || 'transaction reverted' END,
+        mined_at = r.at
+    FROM unnest(
+      ${column((r) => r.txHash)}::text[],
+      ${column((r) => (r.outcome === "success" ? "mined" : "failed"))}::text[],
+      ${column((r) => r.at)}::timestamptz[]
+    ) AS r(tx_hash, status, at)
+    WHERE c.tx_hash = r.tx_hash AND c.status = 'signed'`.execute(db);
+}
+
 /** The unique nonce index refused a record: another transaction holds that nonce already. */
 export function isNonceTaken(err: unknown): boolean {
   const e = err as { code?: unknown; constraint?: unknown } | undefined;

@@ -4,7 +4,7 @@ import { NOT_FREE, SessionTurns } from "../platform/db/wallet-lock.ts";
 import type { FeeQuote, Hex, Network } from "./network.ts";
 import { type RecordRequest, type TurnReads, WalletNonces } from "./nonce-records.ts";
 import { OrderedBroadcasts, type RecordedSend } from "./ordered-broadcasts.ts";
-import { awaitReceipts, recordReceipts } from "./receipts.ts";
+import { awaitReceipts, receiptRecorder, recordReceipts } from "./receipts.ts";
 import * as sent from "./sent-transactions.ts";
 import type { OutgoingTransfer, SentTransfer, SubmitOptions, SubmittedTransfer } from "./sent-types.ts";
 
@@ -38,6 +38,7 @@ export class TransactionSender {
   readonly #turns: SessionTurns;
   readonly #nonces: WalletNonces;
   readonly #broadcasts: OrderedBroadcasts;
+  readonly #recordReceipt: ReturnType<typeof receiptRecorder>;
   /** Per wallet, the calls waiting for a turn that has not started yet (the next batch). */
   readonly #batches = new Map<string, QueuedSend[]>();
 
@@ -48,6 +49,7 @@ export class TransactionSender {
     this.#turns = new SessionTurns(db, log);
     this.#nonces = new WalletNonces(db, network, log);
     this.#broadcasts = new OrderedBroadcasts(db, network, log);
+    this.#recordReceipt = receiptRecorder(db);
   }
 
   /** Signs, records, broadcasts and waits for the receipts of `transfers`, in order. */
@@ -188,7 +190,7 @@ export class TransactionSender {
 
   /** Waits for the receipts of submitted transfers and records their outcome. */
   receipts(submitted: SubmittedTransfer[]): Promise<SentTransfer[]> {
-    return awaitReceipts(this.#db, this.#network, submitted);
+    return awaitReceipts(this.#db, this.#network, submitted, this.#recordReceipt);
   }
 
   /**
