@@ -1,4 +1,4 @@
-import DataLoader from "dataloader";
+import { coalescedWrite } from "../platform/db/coalesced-write.ts";
 import type { Db } from "../platform/db/database.ts";
 import type { Hex, Network, ReceiptStatus } from "./network.ts";
 import * as sent from "./sent-transactions.ts";
@@ -17,14 +17,7 @@ const RECEIPT_TIMEOUT_MS = 60_000;
  * wallet's transactions sent together arrive together (one answer of the node to many polls).
  */
 export function receiptRecorder(db: Db): (receipt: sent.MinedReceipt) => Promise<void> {
-  const loader = new DataLoader<sent.MinedReceipt, undefined>(
-    async (receipts) => {
-      await sent.settleReceipts(db, receipts);
-      return receipts.map(() => undefined);
-    },
-    { cache: false, maxBatchSize: 500, batchScheduleFn: (dispatch) => setImmediate(dispatch) },
-  );
-  return (receipt) => loader.load(receipt);
+  return coalescedWrite((receipts: readonly sent.MinedReceipt[]) => sent.settleReceipts(db, receipts));
 }
 
 /** Waits for the receipts of submitted transfers (or of their cancellations) and records their outcome. */
