@@ -27,19 +27,43 @@ import * as sending from "./sending-repo.ts";
 // for that turn to end, then sees this one among what is on its way out. A settlement takes no
 // turn: it spends only what every other check holds for it.
 
+/** What the payments module holds on a wallet: unsettled payments' money and open inbox transfers'. */
+export type HeldMoney = Pick<PaymentsService, "unsettledOn" | "openInboxOn">;
+
+/** The money held on a wallet: its unsettled payments and its open inbox transfers. */
+type Held = [UnsettledPayment[], OpenInboxTransfer[]];
+
 /**
  * The wallet's funds read as its payout was ordered, before the payout's turn (run.ts): any read
  * is sound for the check (what is leaving is counted from the read's own mined nonce), so one
- * begun early serves. Undefined when that read failed: the check reads them itself.
+ * begun early serves; and the money held on the wallet, read once that read answered (after the
+ * balance, as the check needs). Undefined where a read failed: the check reads itself.
  */
 export interface FundsAhead {
   rail: Rail;
   from: Hex;
   read: Promise<WalletFunds | undefined>;
+  held: Promise<Held | undefined>;
 }
 
-/** What the payments module holds on a wallet: unsettled payments' money and open inbox transfers'. */
-export type HeldMoney = Pick<PaymentsService, "unsettledOn" | "openInboxOn">;
+/**
+ * Begins the reads of FundsAhead for a payout of `token` from `from` on a pipelined `rail`: the
+ * payouts ordered together share them (the rail joins a balance read in flight, and the payments
+ * module answers the wallets asked for in one round with one query).
+ */
+export function readAhead(rail: Rail, from: Hex, token: ChainToken, payments: HeldMoney): FundsAhead {
+  const tokens: ChainToken[] = token === NATIVE_TOKEN ? [token] : [token, NATIVE_TOKEN];
+  // A failed read is made again by the check, which reports its failure.
+  const read = rail.funds(from, tokens).catch(() => undefined);
+  const held = read
+    .then((funds) => (funds ? heldOn(payments, rail, from) : undefined))
+    .catch(() => undefined);
+  return { rail, from, read, held };
+}
+
+function heldOn(payments: HeldMoney, rail: Rail, from: Hex): Promise<Held> {
+  return Promise.all([payments.unsettledOn(rail.network, from), payments.openInboxOn(rail.network, from)]);
+}
 
 /**
  * Records the payout (processing, leased) if the wallet can pay it; undefined if its
@@ -69,21 +93,24 @@ export async function recordIfFunded(
   const tokens: ChainToken[] = gasPaid && token !== NATIVE_TOKEN ? [token, NATIVE_TOKEN] : [token];
   // A pipelined rail reads its balances at one block with its mined nonce (Rail.funds): read here,
   // beside the gas. Any other rail's are read once, in the turn, after what is leaving (below).
-  const readFunds = async (): Promise<WalletFunds> => {
-    const early = ahead?.rail === rail && ahead.from === from ? await ahead.read : undefined;
-    return early && tokens.every((t) => early.balances[t] !== undefined) ? early : rail.funds(from, tokens);
+  const early = ahead?.rail === rail && ahead.from === from ? ahead : undefined;
+  const readFunds = async (): Promise<{ funds: WalletFunds; held?: Promise<Held | undefined> }> => {
+    const read = await early?.read;
+    if (early && read && tokens.every((t) => read.balances[t] !== undefined))
+      return { funds: read, held: early.held };
+    return { funds: await rail.funds(from, tokens) };
   };
-  const [funds, gasCosts] = await Promise.all([rail.pipelined ? readFunds() : null, gas]);
+  const [pipelined, gasCosts] = await Promise.all([rail.pipelined ? readFunds() : null, gas]);
+  const funds = pipelined?.funds ?? null;
   // The money of payments received and not settled yet: a payment's gross while its settlement
   // is not recorded, its settlement's transfer from then on (one recorded after this read is in
   // the gross: committedFrom leaves it out), so never both, never neither. One that completes
   // meanwhile is at worst subtracted twice (a refusal), never not at all. Read after the balance
   // (a payment that balance holds is among them) and before what is leaving (in the turn): with
-  // a balance read already, now, and shared with the payouts of the wallet checked meanwhile.
+  // a balance read already, now (read after the early balance read, when that one serves).
   // And the open inbox transfers' money (issue 39), but for the one a return sends back.
-  const readHeld = () =>
-    Promise.all([payments.unsettledOn(rail.network, from), payments.openInboxOn(rail.network, from)]);
-  const heldNow = funds ? readHeld() : undefined;
+  const readHeld = () => heldOn(payments, rail, from);
+  const heldNow = pipelined ? (pipelined.held?.then((held) => held ?? readHeld()) ?? readHeld()) : undefined;
   heldNow?.catch(() => undefined); // awaited in the turn; not an unhandled rejection meanwhile
   const checkAndRecord = async (
     db: Db,

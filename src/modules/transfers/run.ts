@@ -3,7 +3,6 @@ import type { ChainToken, Hex } from "../../chain/network.ts";
 import type { AppContext } from "../../context.ts";
 import type { BreakerState } from "../../domain/circuit-breaker.ts";
 import { AppError, CircuitBreakerOpen } from "../../domain/errors.ts";
-import { NATIVE_TOKEN } from "../../domain/money.ts";
 import { guardedByBreaker, spendsItsPayment } from "../../domain/payout-state.ts";
 import { KeyedQueue } from "../../platform/concurrency/keyed-queue.ts";
 import { FenceRefused } from "../../platform/db/fences.ts";
@@ -11,7 +10,7 @@ import type { Move } from "../../rails/rail.ts";
 import type { WorkspaceProfile, WorkspacesService } from "../workspaces/service.ts";
 import type { TransferDecisions, WalletChoice } from "./decide.ts";
 import { RESUME_ACTION, type Scope, type TransferEndings } from "./finish.ts";
-import type { FundsAhead } from "./funds.ts";
+import { type FundsAhead, type HeldMoney, readAhead } from "./funds.ts";
 import { InFlightTransfers } from "./in-flight.ts";
 import { newTransfer, type TransferOrder, type TransferOutcome, type WalletType } from "./order.ts";
 import * as repo from "./repo.ts";
@@ -44,6 +43,7 @@ export class TransferRuns {
   readonly #decisions: TransferDecisions;
   readonly #sends: TransferSends;
   readonly #endings: TransferEndings;
+  readonly #payments: HeldMoney;
   readonly #queue = new KeyedQueue();
   /** Per wallet on a pipelined rail: the unguarded transfers being checked and recorded. */
   readonly #recording = new Map<string, LimitFunction>();
@@ -57,6 +57,8 @@ export class TransferRuns {
       decisions: TransferDecisions;
       sends: TransferSends;
       endings: TransferEndings;
+      /** The money held on a wallet, read ahead with its balance (#fundsAhead). */
+      payments: HeldMoney;
     },
   ) {
     this.#ctx = ctx;
@@ -64,6 +66,7 @@ export class TransferRuns {
     this.#decisions = parts.decisions;
     this.#sends = parts.sends;
     this.#endings = parts.endings;
+    this.#payments = parts.payments;
   }
 
   /**
@@ -215,11 +218,7 @@ export class TransferRuns {
       return undefined; // the same decision in the turn throws it to the orderer
     }
     if (!wallet.rail.pipelined) return undefined;
-    const token = order.tokenSymbol as ChainToken;
-    const tokens: ChainToken[] = token === NATIVE_TOKEN ? [token] : [token, NATIVE_TOKEN];
-    // A failed read is made again in the turn, which reports its failure.
-    const read = wallet.rail.funds(wallet.from, tokens).catch(() => undefined);
-    return { rail: wallet.rail, from: wallet.from, read };
+    return readAhead(wallet.rail, wallet.from, order.tokenSymbol as ChainToken, this.#payments);
   }
 
   /** The transfer built for `wallet`, handed to its rail: once recorded (`persisted`), and its outcome. */

@@ -75,6 +75,7 @@ export class TransfersService {
       decisions: new TransferDecisions(ctx, deps.rails),
       sends,
       endings,
+      payments: deps.payments,
     });
     this.#reconciler = new TransferReconciler(ctx, { outcomes: endings, leases, rails: deps.rails, kinds });
   }
