@@ -111,7 +111,8 @@ describe("a wallet's sends that arrive together", () => {
       [2, "payout", "replaced"],
       [3, "payout", "mined"],
     ]);
-    for (const [i, to] of destinations.entries()) expect(await clients.usdcBalance(to)).toBe(i === 2 ? 0n : 5n);
+    for (const [i, to] of destinations.entries())
+      expect(await clients.usdcBalance(to)).toBe(i === 2 ? 0n : 5n);
     expect(await clients.chain.getTransactionCount({ address: from })).toBe(4);
   }, 60_000);
 });
