@@ -3,10 +3,9 @@ import type { Db } from "../platform/db/database.ts";
 import { broadcastRecorded } from "./broadcast.ts";
 import type { Hex, Network } from "./network.ts";
 import { errorText, isNodeBusy } from "./node-errors.ts";
-import type { RecordRequest } from "./nonce-records.ts";
 import { WITHDRAWN } from "./receipts.ts";
 import * as sent from "./sent-transactions.ts";
-import { type SubmittedTransfer, submittedOf } from "./sent-types.ts";
+import { type RecordRequest, type SubmittedTransfer, submittedOf } from "./sent-types.ts";
 
 // Broadcasting a wallet's recorded transactions in nonce order, in its turn (transaction-sender.ts).
 // A signed transaction is never given up while it could still be mined: a failure is reported

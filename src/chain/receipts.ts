@@ -8,6 +8,7 @@ import type { SentTransfer, SubmittedTransfer } from "./sent-types.ts";
 // and a mined cancellation settles the transaction whose nonce it took as well.
 
 export const CANCELLED = "its nonce was taken by a cancelling transaction";
+const REVERTED = "transaction reverted";
 /** Why a leg sent together with a refused one was cancelled (TransactionSender's `together`). */
 export const WITHDRAWN = "not sent: an earlier transfer sent with it was refused";
 const RECEIPT_TIMEOUT_MS = 60_000;
@@ -16,8 +17,10 @@ const RECEIPT_TIMEOUT_MS = 60_000;
  * Records mined receipts, those asked for in one round of I/O in one statement: the receipts of a
  * wallet's transactions sent together arrive together (one answer of the node to many polls).
  */
-export function receiptRecorder(db: Db): (receipt: sent.MinedReceipt) => Promise<void> {
-  return coalescedWrite((receipts: readonly sent.MinedReceipt[]) => sent.settleReceipts(db, receipts));
+export function receiptRecorder(db: Db): (receipt: sent.TransactionOutcome) => Promise<void> {
+  return coalescedWrite((receipts: readonly sent.TransactionOutcome[]) =>
+    sent.settleTransactions(db, receipts),
+  );
 }
 
 /** Waits for the receipts of submitted transfers (or of their cancellations) and records their outcome. */
@@ -25,14 +28,15 @@ export async function awaitReceipts(
   db: Db,
   network: Pick<Network, "waitForReceipt">,
   submitted: SubmittedTransfer[],
-  record: (receipt: sent.MinedReceipt) => Promise<void>,
+  record: (receipt: sent.TransactionOutcome) => Promise<void>,
 ): Promise<SentTransfer[]> {
   const results: SentTransfer[] = [];
   for (const tx of submitted) {
     const result = { txHash: tx.txHash, token: tx.token, purpose: tx.purpose };
     if (tx.refusal === null) {
       const status = await network.waitForReceipt(tx.txHash, RECEIPT_TIMEOUT_MS);
-      if (status !== "not_found") await record({ txHash: tx.txHash, outcome: status, at: new Date() });
+      if (status !== "not_found")
+        await record({ txHash: tx.txHash, outcome: status, error: REVERTED, at: new Date() });
       results.push({ ...result, status, error: null });
       continue;
     }
@@ -62,7 +66,7 @@ export async function recordReceipts<T extends { txHash: Hex; replaces: Hex | nu
     const status = statuses[i] ?? "not_found";
     if (status === "not_found") open.push(tx);
     else if (tx.replaces) await cancellationMined(db, tx.txHash, status, tx.replaces);
-    else await sent.settleTransaction(db, tx.txHash, status, "transaction reverted", new Date());
+    else await sent.settleTransaction(db, tx.txHash, status, REVERTED, new Date());
   }
   return open;
 }

@@ -273,6 +273,15 @@ export async function noteRefusal(db: Db, txHash: Hex, reason: string): Promise<
     .execute();
 }
 
+/** What became of a recorded transaction: mined either way, or replaced (its nonce taken). */
+export interface TransactionOutcome {
+  txHash: Hex;
+  outcome: Exclude<ReceiptStatus, "not_found"> | "replaced";
+  /** Why it did not succeed, appended to the error it was noted with; unused on success. */
+  error: string | null;
+  at: Date;
+}
+
 /**
  * Records a transaction's receipt (or that it can never be mined, after a refusal it was noted
  * with); only a signed one moves.
@@ -280,45 +289,31 @@ export async function noteRefusal(db: Db, txHash: Hex, reason: string): Promise<
 export async function settleTransaction(
   db: Db,
   txHash: Hex,
-  outcome: Exclude<ReceiptStatus, "not_found"> | "replaced",
+  outcome: TransactionOutcome["outcome"],
   error: string | null,
   at: Date,
 ): Promise<void> {
-  await db
-    .updateTable("chain_transactions")
-    .set({
-      status: outcome === "success" ? "mined" : outcome === "reverted" ? "failed" : "replaced",
-      error: outcome === "success" ? null : sql<string>`coalesce(error || '; ', '') || ${error}`,
-      mined_at: outcome === "replaced" ? null : at,
-    })
-    .where("tx_hash", "=", txHash)
-    .where("status", "=", "signed")
-    .execute();
+  await settleTransactions(db, [{ txHash, outcome, error, at }]);
 }
 
-/** A receipt to record: the transaction mined, with success or reverted. */
-export interface MinedReceipt {
-  txHash: Hex;
-  outcome: "success" | "reverted";
-  at: Date;
-}
-
-/** settleTransaction for many receipts in ONE statement (error "transaction reverted" where reverted). */
-export async function settleReceipts(db: Db, receipts: readonly MinedReceipt[]): Promise<void> {
-  if (receipts.length === 0) return;
-  const column = <T>(pick: (r: MinedReceipt) => T) => receipts.map(pick);
+/** settleTransaction for many transactions in ONE statement (the receipts of one round of polls). */
+export async function settleTransactions(db: Db, outcomes: readonly TransactionOutcome[]): Promise<void> {
+  if (outcomes.length === 0) return;
+  const column = <T>(pick: (o: TransactionOutcome) => T) => outcomes.map(pick);
+  const status = (o: TransactionOutcome) =>
+    o.outcome === "success" ? "mined" : o.outcome === "reverted" ? "failed" : "replaced";
   await sql`
     UPDATE chain_transactions AS c
-    SET status = r.status,
-        error = CASE WHEN r.status = 'mined' THEN NULL
-                     ELSE coalesce(c.error || '; ', '') || 'transaction reverted' END,
-        mined_at = r.at
+    SET status = o.status,
+        error = CASE WHEN o.status = 'mined' THEN NULL ELSE coalesce(c.error || '; ', '') || o.error END,
+        mined_at = CASE WHEN o.status = 'replaced' THEN NULL ELSE o.at END
     FROM unnest(
-      ${column((r) => r.txHash)}::text[],
-      ${column((r) => (r.outcome === "success" ? "mined" : "failed"))}::text[],
-      ${column((r) => r.at)}::timestamptz[]
-    ) AS r(tx_hash, status, at)
-    WHERE c.tx_hash = r.tx_hash AND c.status = 'signed'`.execute(db);
+      ${column((o) => o.txHash)}::text[],
+      ${column(status)}::text[],
+      ${column((o) => o.error)}::text[],
+      ${column((o) => o.at)}::timestamptz[]
+    ) AS o(tx_hash, status, error, at)
+    WHERE c.tx_hash = o.tx_hash AND c.status = 'signed'`.execute(db);
 }
 
 /** The unique nonce index refused a record: another transaction holds that nonce already. */

@@ -39,6 +39,13 @@ export interface SubmitOptions {
   together?: boolean;
 }
 
+/** One caller's transfers (consecutive nonces) and what fences their record. */
+export interface RecordRequest {
+  privateKey: Hex;
+  transfers: OutgoingTransfer[];
+  options: SubmitOptions;
+}
+
 /** The claim of a record returned nothing: nothing was recorded or sent. */
 export class RecordRefused extends Error {
   override name = "RecordRefused";

@@ -1,12 +1,18 @@
 import type { FastifyBaseLogger } from "fastify";
 import type { Db } from "../platform/db/database.ts";
 import { NOT_FREE, SessionTurns } from "../platform/db/wallet-lock.ts";
-import type { FeeQuote, Hex, Network } from "./network.ts";
-import { type RecordRequest, type TurnReads, WalletNonces } from "./nonce-records.ts";
+import type { Hex, Network } from "./network.ts";
+import { type TurnReads, WalletNonces } from "./nonce-records.ts";
 import { OrderedBroadcasts, type RecordedSend } from "./ordered-broadcasts.ts";
 import { awaitReceipts, receiptRecorder, recordReceipts } from "./receipts.ts";
 import * as sent from "./sent-transactions.ts";
-import type { OutgoingTransfer, SentTransfer, SubmitOptions, SubmittedTransfer } from "./sent-types.ts";
+import type {
+  OutgoingTransfer,
+  RecordRequest,
+  SentTransfer,
+  SubmitOptions,
+  SubmittedTransfer,
+} from "./sent-types.ts";
 
 // Nonce-ordered sending from service-held wallets, by any number of instances. Every transaction
 // is signed with an explicit nonce and recorded BEFORE it is broadcast, so a crash can neither
@@ -20,15 +26,19 @@ const REBROADCAST_AFTER_MS = 3_000;
 /** Calls of one wallet sent in one turn, at most (they share its database transaction). */
 const MAX_BATCH = 32;
 
-/** A submit waiting for its wallet's turn, with the reads it began before the turn. */
+/** A submit waiting for its wallet's turn, with the gas limits it began reading before the turn. */
 interface QueuedSend {
   privateKey: Hex;
   transfers: Promise<OutgoingTransfer[]>;
-  pendingNonce: Promise<number>;
-  fees: Promise<FeeQuote>;
   options: SubmitOptions;
   resolve: (submitted: SubmittedTransfer[]) => void;
   reject: (err: unknown) => void;
+}
+
+/** The calls of one wallet's next turn, and the node reads begun for it when its first call came. */
+interface Batch {
+  calls: QueuedSend[];
+  reads: Promise<TurnReads>;
 }
 
 export class TransactionSender {
@@ -40,7 +50,7 @@ export class TransactionSender {
   readonly #broadcasts: OrderedBroadcasts;
   readonly #recordReceipt: ReturnType<typeof receiptRecorder>;
   /** Per wallet, the calls waiting for a turn that has not started yet (the next batch). */
-  readonly #batches = new Map<string, QueuedSend[]>();
+  readonly #batches = new Map<string, Batch>();
 
   constructor(db: Db, network: Network, log: FastifyBaseLogger) {
     this.#db = db;
@@ -79,12 +89,7 @@ export class TransactionSender {
     transfers: OutgoingTransfer[],
     options: SubmitOptions = {},
   ): Promise<SubmittedTransfer[]> {
-    // The node's count and the fees are read while the wallet's turn is awaited, never inside a
-    // database transaction. The count matters only when it is ahead of what is recorded
-    // (transactions sent from the wallet by something other than this service).
-    const pendingNonce = this.#network.pendingNonce(from);
-    const fees = this.#network.fees();
-    // So is the gas limit of each plain ETH transfer its caller did not set (a gas top-up; a
+    // The gas limit of each plain ETH transfer its caller did not set (a gas top-up; a
     // rail sets every leg's), which depends on whether its recipient has code. A recipient that
     // would refuse it gets the capped limit here: the chain's receipt decides.
     const limited = Promise.all(
@@ -94,10 +99,10 @@ export class TransactionSender {
           : transfer,
       ),
     );
-    // Each is awaited in the turn; meanwhile a rejection is not an unhandled one.
-    for (const read of [pendingNonce, fees, limited]) read.catch(() => undefined);
+    // It is awaited in the turn; meanwhile a rejection is not an unhandled one.
+    limited.catch(() => undefined);
     return new Promise((resolve, reject) => {
-      this.#enqueue(from, { privateKey, transfers: limited, pendingNonce, fees, options, resolve, reject });
+      this.#enqueue(from, { privateKey, transfers: limited, options, resolve, reject });
     });
   }
 
@@ -105,11 +110,11 @@ export class TransactionSender {
   #enqueue(from: Hex, call: QueuedSend): void {
     const wallet = this.#walletKey(from);
     const waiting = this.#batches.get(wallet);
-    if (waiting && waiting.length < MAX_BATCH) {
-      waiting.push(call);
+    if (waiting && waiting.calls.length < MAX_BATCH) {
+      waiting.calls.push(call);
       return;
     }
-    const batch = [call];
+    const batch = { calls: [call], reads: this.#turnReads(from) };
     this.#batches.set(wallet, batch);
     this.#holdWallet(from, async () => {
       // Calls from now on wait for the next turn.
@@ -117,8 +122,22 @@ export class TransactionSender {
       await this.#sendBatch(wallet, from, batch);
     }).catch((err: unknown) => {
       // The turn could not be had (the lock's connection): nothing of the batch was recorded.
-      for (const queued of batch) queued.reject(err);
+      for (const queued of batch.calls) queued.reject(err);
     });
+  }
+
+  /**
+   * The node's count and fees for a turn, read while the turn is awaited (never inside a database
+   * transaction), once for the whole batch: the count matters only when it is ahead of what is
+   * recorded (transactions sent from the wallet by something other than this service), so any
+   * count read before the turn is as good as another.
+   */
+  #turnReads(from: Hex): Promise<TurnReads> {
+    const reads = Promise.all([this.#network.pendingNonce(from), this.#network.fees()]).then(
+      ([pendingNonce, fees]) => ({ pendingNonce, fees }),
+    );
+    reads.catch(() => undefined); // awaited in the turn; not an unhandled rejection meanwhile
+    return reads;
   }
 
   /**
@@ -126,14 +145,17 @@ export class TransactionSender {
    * claim or fences refuse it), then broadcasts them in nonce order, answering each call once
    * its transactions are sent.
    */
-  async #sendBatch(wallet: string, from: Hex, batch: readonly QueuedSend[]): Promise<void> {
-    // The first reads that answered serve the whole batch: any count read before the turn is as
-    // good as another (it matters only when ahead of what is recorded).
-    let reads: TurnReads | undefined;
+  async #sendBatch(wallet: string, from: Hex, batch: Batch): Promise<void> {
+    let reads: TurnReads;
+    try {
+      reads = await batch.reads;
+    } catch (err) {
+      for (const call of batch.calls) call.reject(err); // nothing recorded: each caller sees why
+      return;
+    }
     const ready: { call: QueuedSend; request: RecordRequest }[] = [];
-    for (const call of batch) {
+    for (const call of batch.calls) {
       try {
-        reads ??= { pendingNonce: await call.pendingNonce, fees: await call.fees };
         const request = {
           privateKey: call.privateKey,
           transfers: await call.transfers,
@@ -144,7 +166,7 @@ export class TransactionSender {
         call.reject(err);
       }
     }
-    if (!reads || ready.length === 0) return;
+    if (ready.length === 0) return;
     if (ready.length > 1 && ready.every(({ request }) => request.options.claim)) {
       let recorded: (sent.NewTransaction[] | Error)[];
       try {
