@@ -1,5 +1,6 @@
 import type { PaymentRequirements } from "@x402/core/types";
 import { decodePaymentResponseHeader } from "@x402/fetch";
+import { sql } from "kysely";
 import {
   type Address,
   createPublicClient,
@@ -13,6 +14,9 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentFetch } from "../../docs/examples/x402-agent-fetch.ts";
 import { type Devnet, PERMIT2_ADDRESS, startDevnet, USDC_EIP712 } from "../../src/devnet/chain.ts";
+import { STALE_SETTLE_SECONDS } from "../../src/domain/x402-settle-state.ts";
+import { claimSettle, linkPayment } from "../../src/modules/x402/repo.ts";
+import { parseFacilitatorRequest } from "../../src/modules/x402/request.ts";
 import { createWorkers, type Workers } from "../../src/workers.ts";
 import {
   bearer,
@@ -319,6 +323,57 @@ describe("x402 facilitator on a live network (devnet)", () => {
       .execute();
     const nonces = sent.map((s) => Number(s.nonce)).sort((a, b) => a - b);
     expect(nonces).toEqual(nonces.map((_, i) => i));
+  });
+
+  it("a settle that stopped after writing its payment, before sending: once stale, that payment fails unsent and a repeat settles", async () => {
+    const accepted = requirements("3000");
+    const body = {
+      x402Version: 2,
+      paymentPayload: await signedPayment(payerKey, accepted),
+      paymentRequirements: accepted,
+    };
+    const request = parseFacilitatorRequest(body);
+    const authorization = request.authorization;
+    const onChain = t.app.ctx.chains.defaultOf("live")?.config.id;
+    if (!authorization || !onChain) throw new Error("no authorization or live network");
+    const tenant = { workspaceId: ws.id, environment: "live" as const };
+    // As a stopped instance leaves it: claimed, its payment written and linked, nothing sent.
+    const claimed = await claimSettle(t.database.db, {
+      ...tenant,
+      network: onChain,
+      asset: accepted.asset,
+      payer: authorization.from,
+      nonce: authorization.nonce,
+      identifier: null,
+      fingerprint: request.fingerprint,
+    });
+    if (claimed.kind !== "claimed") throw new Error("not claimed");
+    const origin = { payer: authorization.from, resource: null, scheme: "exact", nonce: authorization.nonce };
+    const opened = await t.app.services.payments.x402.open(tenant, {
+      network: onChain,
+      token: "USDC",
+      amount: 3000n,
+      payTo: ws.eoaAddress,
+      walletType: "eoa",
+      origin,
+      validBefore: BigInt(authorization.validBefore),
+    });
+    await linkPayment(t.database.db, claimed.id, opened.id);
+    const before = await usdcOf(payer);
+    expect((await settle(body)).statusCode).toBe(409); // not stale yet: it may still be sending
+
+    await sql`UPDATE x402_settlements SET updated_at = now() - make_interval(secs => ${STALE_SETTLE_SECONDS + 60})
+              WHERE id = ${claimed.id}`.execute(t.database.db);
+    const res = await settle(body);
+    expect(res.statusCode, res.body).toBe(200);
+    const answer = res.json();
+    expect(answer).toMatchObject({ success: true, payer, network });
+    expect(answer.extra.paymentId).not.toBe(opened.id);
+    expect(await payment(opened.id)).toMatchObject({ status: "failed" });
+    expect(await usdcOf(payer)).toBe(before - 3000n);
+    expect((await untilDetected(answer.transaction)).id).toBe(answer.extra.paymentId);
+    // Its answer is kept for the next repeat.
+    expect((await settle(body)).json()).toEqual(answer);
   });
 
   it("answers a payer without the money at verify, and sends nothing", async () => {

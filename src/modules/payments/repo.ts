@@ -216,6 +216,29 @@ export async function findPaymentsByIds(
   return new Map(rows.map((row) => [row.id, row]));
 }
 
+/**
+ * The tenant's x402 payments made for one authorization (network, payer, nonce), oldest first:
+ * more than one when a stopped settle's was failed unsent and the authorization settled again.
+ */
+export async function x402PaymentsOf(
+  db: Kysely<DatabaseSchema>,
+  scope: { workspaceId: string; environment: Environment },
+  authorization: { network: string; payer: string; nonce: string },
+): Promise<{ id: string; status: PaymentStatus; txHash: string | null }[]> {
+  const rows = await db
+    .selectFrom("payments")
+    .select(["id", "status", sql<string | null>`x402->>'txHash'`.as("tx_hash")])
+    .where("workspace_id", "=", scope.workspaceId)
+    .where("environment", "=", scope.environment)
+    .where("network", "=", authorization.network)
+    .where("x402", "is not", null)
+    .where(sql<boolean>`lower(x402->>'payer') = ${authorization.payer.toLowerCase()}`)
+    .where(sql<boolean>`lower(x402->>'nonce') = ${authorization.nonce.toLowerCase()}`)
+    .orderBy("created_at")
+    .execute();
+  return rows.map((row) => ({ id: row.id, status: row.status as PaymentStatus, txHash: row.tx_hash }));
+}
+
 /** The row if it belongs to the caller's workspace and environment (tenant isolation). */
 export function visibleTo(
   row: PaymentRow | undefined,

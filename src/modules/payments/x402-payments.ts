@@ -5,8 +5,10 @@ import { SimulatedLedger, sandboxTxHash } from "../../chain/simulated/ledger.ts"
 import type { AppContext } from "../../context.ts";
 import { badRequest, notFound } from "../../domain/errors.ts";
 import { formatAmount, TOKEN_DECIMALS, type TokenSymbol } from "../../domain/money.ts";
+import { type PaymentStatus, transition } from "../../domain/payment-state.ts";
 import { MAX_DESCRIPTION } from "../../domain/validation.ts";
 import { x402PaymentExpiry } from "../../domain/x402.ts";
+import type { AuthorizationPayment } from "../../domain/x402-settle-state.ts";
 import type { Fence } from "../../platform/db/fences.ts";
 import type { X402Origin } from "../../platform/db/schema-x402.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
@@ -134,6 +136,33 @@ export class X402Payments {
     });
     this.#ctx.metrics.paymentsMoved([failed], failed.status);
     return toPaymentView(failed);
+  }
+
+  /** The payments made for one authorization (a stopped settle's recovery, modules/x402/stale-claims.ts). */
+  ofAuthorization(
+    tenant: Tenant,
+    authorization: { network: string; payer: string; nonce: string },
+  ): Promise<AuthorizationPayment[]> {
+    return repo.x402PaymentsOf(this.#ctx.db, tenant, authorization);
+  }
+
+  /**
+   * Fails a pending x402 payment whose transaction was never recorded: under its row's lock, so
+   * that the fence its sending would run (expectFence) finds it failed and nothing is sent. False
+   * when it has a transaction (it is the chain's to decide) or is no longer pending.
+   */
+  async failUnsent(tenant: Tenant, paymentId: string, reason: string): Promise<boolean> {
+    const failed = await this.#ctx.db.transaction().execute(async (trx) => {
+      const row = await repo.findPayment(trx, tenant, paymentId, true);
+      if (!row?.x402) throw notFound("x402 payment not found");
+      if (row.x402.txHash || !transition(row.status as PaymentStatus, "x402_settlement_failed").ok)
+        return null;
+      return applyTransition(trx, row, "x402_settlement_failed", this.#ctx.now(), {
+        failure_reason: reason.slice(0, 500),
+      });
+    });
+    if (failed) this.#ctx.metrics.paymentsMoved([failed], failed.status);
+    return failed !== null;
   }
 
   async #built(tenant: Tenant, input: X402PaymentInput): Promise<Built> {

@@ -1,6 +1,10 @@
 import { type Kysely, sql } from "kysely";
 import type { Environment } from "../../config.ts";
-import { X402_SETTLE_TRANSITIONS, type X402SettleEnd } from "../../domain/x402-settle-state.ts";
+import {
+  STALE_SETTLE_SECONDS,
+  X402_SETTLE_TRANSITIONS,
+  type X402SettleEnd,
+} from "../../domain/x402-settle-state.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 
 // SQL of the facilitator's settle records and wallets (migration 040). A settle is claimed before
@@ -22,16 +26,23 @@ export interface SettleClaim {
 
 /** A settle asked for before with the same authorization or payment-identifier. */
 export interface EarlierSettle {
+  id: string;
   workspace_id: string;
   identifier: string | null;
   fingerprint: string;
   status: string;
   response: Record<string, unknown> | null;
+  /** Still settling, STALE_SETTLE_SECONDS after it was claimed: its instance stopped. */
+  stale: boolean;
 }
 
 export type ClaimResult = { kind: "claimed"; id: string } | { kind: "earlier"; earlier: EarlierSettle };
 
-const EARLIER = ["workspace_id", "identifier", "fingerprint", "status", "response"] as const;
+const EARLIER = ["id", "workspace_id", "identifier", "fingerprint", "status", "response"] as const;
+
+/** Still settling after STALE_SETTLE_SECONDS, by the database's clock (every instance's). */
+const STALE = sql<boolean>`(status = ${X402_SETTLE_TRANSITIONS.claimed.to}
+  AND updated_at < now() - make_interval(secs => ${STALE_SETTLE_SECONDS}))`;
 
 /**
  * Claims a settle, or answers the earlier one that holds its authorization or its identifier.
@@ -62,7 +73,7 @@ async function earlierSettle(db: Db, claim: SettleClaim): Promise<EarlierSettle 
   if (claim.identifier !== null) {
     const byIdentifier = await db
       .selectFrom("x402_settlements")
-      .select(EARLIER)
+      .select([...EARLIER, STALE.as("stale")])
       .where("workspace_id", "=", claim.workspaceId)
       .where("environment", "=", claim.environment)
       .where("identifier", "=", claim.identifier)
@@ -71,7 +82,7 @@ async function earlierSettle(db: Db, claim: SettleClaim): Promise<EarlierSettle 
   }
   return db
     .selectFrom("x402_settlements")
-    .select(EARLIER)
+    .select([...EARLIER, STALE.as("stale")])
     .where("environment", "=", claim.environment)
     .where("network", "=", claim.network)
     .where("asset", "=", claim.asset.toLowerCase())
@@ -79,6 +90,20 @@ async function earlierSettle(db: Db, claim: SettleClaim): Promise<EarlierSettle 
     .where("nonce", "=", claim.nonce.toLowerCase())
     .where("status", "<>", X402_SETTLE_TRANSITIONS.failed.to)
     .executeTakeFirst();
+}
+
+/**
+ * Takes over a stale claim (its instance stopped before anything was sent): the claim is the
+ * caller's from now on, as if claimed now. Compare-and-set on its staleness, so one repeat wins.
+ */
+export async function takeOverStale(db: Db, id: string): Promise<boolean> {
+  const result = await db
+    .updateTable("x402_settlements")
+    .set({ updated_at: sql<Date>`now()`, payment_id: null })
+    .where("id", "=", id)
+    .where(STALE)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
 }
 
 /** The payment a claimed settle created (before its transaction is sent). */

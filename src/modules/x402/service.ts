@@ -30,6 +30,7 @@ import type { X402PaymentInput } from "../payments/x402-payments.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import * as repo from "./repo.ts";
 import { type FacilitatorRequest, parseFacilitatorRequest } from "./request.ts";
+import { StaleClaims } from "./stale-claims.ts";
 import type { FacilitatorWallets } from "./wallets.ts";
 
 // The x402 v2 facilitator of each workspace (D23): /supported, /verify and /settle with the
@@ -62,6 +63,7 @@ export class X402Service {
   readonly #payments: PaymentsService;
   readonly #ledger: SimulatedLedger;
   readonly #wallets: FacilitatorWallets;
+  readonly #stale: StaleClaims;
 
   constructor(
     ctx: AppContext,
@@ -77,6 +79,7 @@ export class X402Service {
     this.#payments = deps.payments;
     this.#ledger = deps.ledger;
     this.#wallets = deps.wallets;
+    this.#stale = new StaleClaims(ctx, deps.payments);
   }
 
   /** Every workspace's facilitator wallet, for the gas top-up job. */
@@ -144,21 +147,38 @@ export class X402Service {
       identifier: request.identifier,
       fingerprint: request.fingerprint,
     });
-    if (claim.kind === "earlier") return this.#repeat(tenant, request, claim.earlier, plan);
+    let claimId: string;
+    if (claim.kind === "claimed") claimId = claim.id;
+    else if (!(claim.earlier.stale && this.#sameRequest(tenant, request, claim.earlier)))
+      return this.#repeat(tenant, request, claim.earlier, plan);
+    else {
+      const { origin } = plan.payment;
+      const recovered = await this.#stale.recover(tenant, {
+        claimId: claim.earlier.id,
+        scheme: plan.scheme,
+        network: plan.network.id,
+        caip2: network,
+        payer: origin.payer,
+        nonce: origin.nonce,
+      });
+      if (recovered.kind === "answered") return recovered.response;
+      if (recovered.kind === "in_progress") throw conflict("A settle of this payment is in progress");
+      claimId = claim.earlier.id;
+    }
     let response: SettleResponse;
     const settled: { paymentId: string | null } = { paymentId: null };
     try {
-      const scheme = await this.#scheme(tenant, plan, { claimId: claim.id, settled });
+      const scheme = await this.#scheme(tenant, plan, { claimId, settled });
       response = await facilitatorFor(plan, scheme).settle(request.payload, request.requirements);
     } catch (err) {
       // Nothing is answered for it: a repeat settles afresh (a payment made meanwhile fails or is paid on its own).
-      await this.#finish(claim.id, "failed", { error: firstLineOf(err) }, settled.paymentId);
+      await this.#finish(claimId, "failed", { error: firstLineOf(err) }, settled.paymentId);
       throw err;
     }
     if (settled.paymentId)
       response = { ...response, extra: { ...response.extra, paymentId: settled.paymentId } };
     if (response.errorMessage) response = { ...response, errorMessage: firstLine(response.errorMessage) };
-    await this.#finish(claim.id, settleOutcome(response.success), { ...response }, settled.paymentId);
+    await this.#finish(claimId, settleOutcome(response.success), { ...response }, settled.paymentId);
     return response;
   }
 
@@ -196,7 +216,7 @@ export class X402Service {
     plan: Plan,
   ): SettleResponse {
     const sameIdentifier = request.identifier !== null && earlier.identifier === request.identifier;
-    if (earlier.workspace_id === tenant.workspaceId && earlier.fingerprint === request.fingerprint) {
+    if (this.#sameRequest(tenant, request, earlier)) {
       if (earlier.response === null) throw conflict("A settle of this payment is in progress");
       return earlier.response as SettleResponse;
     }
@@ -212,6 +232,11 @@ export class X402Service {
       transaction: "",
       network: request.requirements.network,
     };
+  }
+
+  /** A repeat of the earlier settle: the same workspace asking with the same request. */
+  #sameRequest(tenant: Tenant, request: FacilitatorRequest, earlier: repo.EarlierSettle): boolean {
+    return earlier.workspace_id === tenant.workspaceId && earlier.fingerprint === request.fingerprint;
   }
 
   /** The environment's networks as x402 names them, with the tokens it settles there (USDC: EIP-3009). */
