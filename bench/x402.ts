@@ -23,6 +23,14 @@ import {
   runAsScript,
   summarize,
 } from "./support.ts";
+import {
+  NETWORK_A,
+  PRICE,
+  payingLoad,
+  SANDBOX_USDC,
+  type ServicePaidFigures,
+  serviceScenario,
+} from "./x402-paid.ts";
 
 // The x402 v2 facilitator (`node bench/x402.ts [--pg]`, BENCH_QUICK=1 for a short run):
 // (1) verify latency: sequential POST /api/v1/x402/verify over 127.0.0.1 with a sandbox key, each a
@@ -32,6 +40,9 @@ import {
 //     stock @x402/fetch wrapper, each with its own payer. Goal ≥ 200/s. The clients' signing, the
 //     resource and the service share this one process and its event loop: the clients' signing CPU
 //     is measured on its own and printed beside the figure.
+// (2') the same with the service as it is deployed, in a process of its own (`node src/main.ts`) on a
+//     throw-away PostgreSQL, the clients and the resource in this process (bench/x402-paid.ts).
+//     Goal ≥ 200/s; CPU per paid request of each process printed beside it.
 // (3) devnet: sequential POST /api/v1/x402/settle with a live key, each timed from the call until
 //     GET /api/v1/payments/{id} (polled every POLL_MS) says `forwarded`; workers running, the
 //     facilitator wallet's gas from the gas top-up job. No goal; where the time goes is printed.
@@ -41,10 +52,7 @@ import {
 // BENCH_X402_CONCURRENCY (32), BENCH_X402_SETTLES (30; quick 5).
 
 const GOALS = { verifyP50Ms: 5, paidPerSecond: 200 };
-const NETWORK_A = `eip155:${SANDBOX_A.chainId}` as const;
-const SANDBOX_USDC = SANDBOX_A.tokens.USDC as string;
 const USDC = 1_000_000n;
-const PRICE = 10_000n; // 0.01 USDC per paid request
 const POLL_MS = 20;
 const FORWARD_TIMEOUT_MS = 120_000;
 
@@ -192,33 +200,12 @@ async function sandbox(): Promise<SandboxFigures> {
   const closeResource = defer("paid resource", () => resource.close());
   const payers = Array.from({ length: concurrency }, () => generatePrivateKey());
   for (const key of payers) await creditSandbox(t, privateKeyToAccount(key).address, 1_000n * USDC);
-  const payOnce = async (pay: typeof fetch): Promise<boolean> => {
-    const res = await pay(resource.url);
-    const body = await res.text();
-    if (res.status === 200 && body.includes("sunny")) return true;
-    log(`paid request answered ${res.status}: ${body.slice(0, 200)}`);
-    return false;
-  };
   const fetches = payers.map((key) => payingFetch(key, { network: NETWORK_A, asset: SANDBOX_USDC }));
-  log(`warm-up: one paid request per client (${concurrency})`);
-  const warm = await Promise.all(fetches.map(payOnce));
-  if (warm.some((ok) => !ok)) throw new Error("a warm-up paid request failed");
-
-  log(`${concurrency} paying clients for ${seconds} s`);
-  const latencies: number[] = [];
-  let failed = 0;
-  const paidWindow = cpuWindow();
-  const started = performance.now();
-  const end = started + seconds * 1000;
-  await Promise.all(
-    fetches.map(async (pay) => {
-      while (performance.now() < end) {
-        const t0 = performance.now();
-        if (await payOnce(pay)) latencies.push(performance.now() - t0);
-        else failed++;
-      }
-    }),
-  );
+  let paidWindow = cpuWindow();
+  const load = await payingLoad(resource.url, fetches, seconds, log, () => {
+    paidWindow = cpuWindow();
+  });
+  const { latencies, failed } = load;
   const paidCpu = paidWindow();
 
   // Every paid request moved exactly PRICE from its payer on the ledger.
@@ -349,11 +336,12 @@ async function devnetScenario(): Promise<DevnetFigures> {
 
 // ---------------------------------------------------------------------------------------------
 
-function render(db: string, s: SandboxFigures, d: DevnetFigures): string {
+function render(db: string, s: SandboxFigures, p: ServicePaidFigures, d: DevnetFigures): string {
   const ms = (n: number) => n.toFixed(n < 10 ? 2 : 0);
   const met = (ok: boolean) => (ok ? "**met**" : "**not met**");
   const verifyOk = s.verify.p50 < GOALS.verifyP50Ms;
   const paidOk = s.paidPerSecond >= GOALS.paidPerSecond && s.failed === 0;
+  const servicePaidOk = p.paidPerSecond >= GOALS.paidPerSecond && p.failed === 0;
   const order = Object.entries(d.statusP50).sort((a, b) => a[1] - b[1]);
   return [
     `x402 facilitator bench${QUICK_TAG}: app in this process on ${db}, HTTP over 127.0.0.1.`,
@@ -362,10 +350,12 @@ function render(db: string, s: SandboxFigures, d: DevnetFigures): string {
     "| :-- | :-- | :-- | :-- |",
     `| POST /x402/verify, sandbox, ${s.verifies} sequential | p50 ${ms(s.verify.p50)} ms, p99 ${ms(s.verify.p99)} ms (mean ${ms(s.verify.mean)}, max ${ms(s.verify.max)}) | p50 < ${GOALS.verifyP50Ms} ms | ${met(verifyOk)} |`,
     `| Paid requests, stock @x402/express + @x402/fetch, sandbox ledger, ${s.concurrency} clients, ${s.seconds.toFixed(1)} s | ${s.paidPerSecond.toFixed(0)}/s (${s.paid} paid, ${s.failed} failed); per request p50 ${ms(s.paidLatency.p50)} ms, p99 ${ms(s.paidLatency.p99)} ms | ≥ ${GOALS.paidPerSecond}/s | ${met(paidOk)} |`,
+    `| Paid requests as above, the service in its own process on PostgreSQL, ${p.concurrency} clients, ${p.seconds.toFixed(1)} s | ${p.paidPerSecond.toFixed(0)}/s (${p.paid} paid, ${p.failed} failed); per request p50 ${ms(p.paidLatency.p50)} ms, p99 ${ms(p.paidLatency.p99)} ms | ≥ ${GOALS.paidPerSecond}/s | ${met(servicePaidOk)} |`,
     `| Devnet: settle → forwarded, ${d.settles} sequential | p50 ${ms(d.forwarded.p50)} ms, p99 ${ms(d.forwarded.p99)} ms; the settle call itself p50 ${ms(d.settleCall.p50)} ms, p99 ${ms(d.settleCall.p99)} ms | — | — |`,
     "",
     `Verify: ${ms(s.verifyCpuMs)} ms CPU of this process per verify (the HTTP client and the service); other processes used ${s.verifyOtherCores.toFixed(2)} cores meanwhile.`,
     `Paid requests: the clients (x402 signing ${ms(s.signCpuMs)} ms CPU per payload, measured alone), the Express resource and the service share this one process: it used ${s.cpuCores.toFixed(2)} cores over the window, ${ms(s.paidCpuMs)} ms CPU per paid request, the clients' signing ≈ ${(s.clientSignShare * 100).toFixed(0)}% of it; other processes used ${s.paidOtherCores.toFixed(2)} cores meanwhile. Each paid request is two GETs of the resource (402, then paid) and a verify and a settle of the facilitator.`,
+    `Paid requests, service in its own process: CPU per paid request ${ms(p.serviceCpuMs)} ms in the service, ${ms(p.postgresCpuMs)} ms in PostgreSQL, ${ms(p.benchCpuMs)} ms in the bench's process (the clients' signing and the Express resource); ${ms(p.serviceCpuMs + p.postgresCpuMs + p.benchCpuMs)} ms in all, on 2 cores.`,
     `Devnet: startDevnet defaults (automine + a block every second), LIVE_CONFIRMATIONS=2, LIVE_POLL_INTERVAL_MS=100, workers running; GET /api/v1/payments/{id} polled every ${POLL_MS} ms. Status first seen (p50 from the settle call): ${order.map(([k, v]) => `${k} ${ms(v)} ms`).join(", ")}. The gas top-up funded the facilitator wallet ${ms(d.gasWaitMs)} ms after it was asked for.`,
   ].join("\n");
 }
@@ -378,8 +368,9 @@ await runAsScript(
       process.env.DATABASE_URL = await startPostgres("x402", steps, log);
     const db = process.env.DATABASE_URL ? "PostgreSQL" : "in-memory PGlite";
     const s = await sandbox();
+    const p = await serviceScenario(steps, log);
     const d = await devnetScenario();
-    process.stdout.write(`\n${render(db, s, d)}\n${QUICK ? `\n${QUICK_NOTE}\n` : ""}`);
+    process.stdout.write(`\n${render(db, s, p, d)}\n${QUICK ? `\n${QUICK_NOTE}\n` : ""}`);
   },
   steps,
 );

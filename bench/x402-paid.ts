@@ -1,0 +1,170 @@
+import { randomBytes } from "node:crypto";
+import type { Hex } from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { SANDBOX_A } from "../src/chain/simulated/networks.ts";
+import { paidResource, payingFetch } from "../test/support/x402.ts";
+import { postgresPids, processTicks, TICKS_PER_SECOND } from "./proc-stats.ts";
+import { startPostgresServer, startService } from "./service-process.ts";
+import { type Cleanups, dig, envInt, type LatencySummary, postJson, QUICK, summarize } from "./support.ts";
+
+// Paid requests through the stock @x402/express middleware and @x402/fetch wrapper, against our
+// facilitator on the sandbox's ledger (issue 40's paid/s goal). `payingLoad` drives the clients;
+// `serviceScenario` runs it against the service as it is deployed: `node src/main.ts` in a process
+// of its own on a throw-away PostgreSQL, the Express resource and the paying clients in this one.
+// The payers get their USDC from the workspace by sandbox payouts (the faucet funds the workspace).
+
+export const NETWORK_A = `eip155:${SANDBOX_A.chainId}` as const;
+export const SANDBOX_USDC = SANDBOX_A.tokens.USDC as string;
+/** 0.01 USDC per paid request. */
+export const PRICE = 10_000n;
+/** Each payer's USDC (whole tokens): more than a bench's worth of paid requests. */
+const PAYER_USDC = 1_000;
+
+export interface PaidLoad {
+  /** Each paid request's time, from the first GET to the paid answer. */
+  latencies: number[];
+  failed: number;
+  /** The measured window (ms). */
+  ms: number;
+}
+
+/**
+ * One warm-up paid request per client, then every client paying in a loop for `seconds`; the
+ * paid requests' times. Throws when a warm-up request fails.
+ */
+export async function payingLoad(
+  url: string,
+  fetches: readonly (typeof fetch)[],
+  seconds: number,
+  log: (message: string) => void,
+  onStart: () => void = () => {},
+): Promise<PaidLoad> {
+  const payOnce = async (pay: typeof fetch): Promise<boolean> => {
+    const res = await pay(url);
+    const body = await res.text();
+    if (res.status === 200 && body.includes("sunny")) return true;
+    log(`paid request answered ${res.status}: ${body.slice(0, 200)}`);
+    return false;
+  };
+  log(`warm-up: one paid request per client (${fetches.length})`);
+  const warm = await Promise.all(fetches.map(payOnce));
+  if (warm.some((ok) => !ok)) throw new Error("a warm-up paid request failed");
+  log(`${fetches.length} paying clients for ${seconds} s`);
+  const latencies: number[] = [];
+  let failed = 0;
+  onStart();
+  const started = performance.now();
+  const end = started + seconds * 1000;
+  await Promise.all(
+    fetches.map(async (pay) => {
+      while (performance.now() < end) {
+        const t0 = performance.now();
+        if (await payOnce(pay)) latencies.push(performance.now() - t0);
+        else failed++;
+      }
+    }),
+  );
+  return { latencies, failed, ms: performance.now() - started };
+}
+
+export interface ServicePaidFigures {
+  concurrency: number;
+  seconds: number;
+  paid: number;
+  failed: number;
+  paidPerSecond: number;
+  paidLatency: LatencySummary;
+  /** CPU per paid request (ms): the service's process, PostgreSQL's, and this one's (clients and resource). */
+  serviceCpuMs: number;
+  postgresCpuMs: number;
+  benchCpuMs: number;
+}
+
+/** Paid requests against the service in its own process on PostgreSQL (see the top of this file). */
+export async function serviceScenario(
+  steps: Cleanups,
+  log: (message: string) => void,
+): Promise<ServicePaidFigures> {
+  const seconds = envInt("BENCH_X402_SECONDS", QUICK ? 3 : 10);
+  const concurrency = envInt("BENCH_X402_CONCURRENCY", 32);
+  const pg = await startPostgresServer("x402-service", steps, log);
+  const adminSecret = randomBytes(24).toString("hex");
+  const service = await startService("x402", steps, {
+    databaseUrl: pg.url,
+    adminSecret,
+    env: { RATE_LIMIT_SANDBOX: "10000000" },
+  });
+  const servicePid = service.proc.pid;
+  if (servicePid === undefined) throw new Error("the service has no pid");
+  const created = await postJson(
+    `${service.base}/api/v1/workspaces`,
+    { name: "x402 bench (service process)", settlementAddress: "0x1111111111111111111111111111111111111111" },
+    { authorization: `Bearer ${adminSecret}` },
+  );
+  const key = dig(created.json, "apiKeys", "test", "key");
+  const payTo = dig(created.json, "workspace", "eoa", "address");
+  if (created.status !== 201 || typeof key !== "string" || typeof payTo !== "string")
+    throw new Error(
+      `workspace creation failed: ${created.status} ${JSON.stringify(created.json).slice(0, 300)}`,
+    );
+  const auth = { authorization: `Bearer ${key}` };
+  const payers: Hex[] = Array.from({ length: concurrency }, () => generatePrivateKey());
+  log(`funding ${concurrency} payers from the workspace (faucet, then sandbox payouts)`);
+  const funded = await postJson(
+    `${service.base}/api/v1/sandbox/faucet`,
+    { tokenSymbol: "USDC", amount: String(PAYER_USDC * concurrency) },
+    auth,
+  );
+  if (funded.status >= 300) throw new Error(`faucet failed: ${funded.status} ${JSON.stringify(funded.json)}`);
+  for (const payer of payers) {
+    const paid = await postJson(
+      `${service.base}/api/v1/payouts`,
+      {
+        tokenSymbol: "USDC",
+        amount: String(PAYER_USDC),
+        destinationAddress: privateKeyToAccount(payer).address,
+        network: SANDBOX_A.id,
+      },
+      auth,
+    );
+    if (paid.status !== 200)
+      throw new Error(`payout to a payer failed: ${paid.status} ${JSON.stringify(paid.json)}`);
+  }
+  const resource = await paidResource(service.base, key, {
+    network: NETWORK_A,
+    asset: SANDBOX_USDC,
+    amount: PRICE.toString(),
+    payTo,
+  });
+  const closeResource = steps.defer("paid resource (service process)", () => resource.close());
+  const fetches = payers.map((payer) => payingFetch(payer, { network: NETWORK_A, asset: SANDBOX_USDC }));
+  // The backends the service opened by the end of the warm-up (its pool), read as the window opens.
+  let pgPids: number[] = [];
+  const ticks = () => ({
+    service: processTicks(servicePid) ?? 0,
+    postgres: pgPids.reduce((sum, pid) => sum + (processTicks(pid) ?? 0), 0),
+  });
+  let before = ticks();
+  let benchCpu = process.cpuUsage();
+  const load = await payingLoad(resource.url, fetches, seconds, log, () => {
+    pgPids = postgresPids(pg.dir);
+    before = ticks();
+    benchCpu = process.cpuUsage();
+  });
+  const after = ticks();
+  const bench = process.cpuUsage(benchCpu);
+  await closeResource();
+  const paid = Math.max(1, load.latencies.length);
+  const perPaid = (t: number) => (t * 1000) / TICKS_PER_SECOND / paid;
+  return {
+    concurrency,
+    seconds: load.ms / 1000,
+    paid: load.latencies.length,
+    failed: load.failed,
+    paidPerSecond: (load.latencies.length / load.ms) * 1000,
+    paidLatency: summarize(load.latencies),
+    serviceCpuMs: perPaid(after.service - before.service),
+    postgresCpuMs: perPaid(after.postgres - before.postgres),
+    benchCpuMs: (bench.user + bench.system) / 1000 / paid,
+  };
+}
