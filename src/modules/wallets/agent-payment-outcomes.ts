@@ -34,10 +34,15 @@ export class AgentPaymentOutcomes {
   /** Settles the authorizations whose nonce was used and expires those that lapsed unused: how many ended. */
   async tick(): Promise<number> {
     const open = await repo.openAuthorizations(this.#ctx.db, PER_TICK);
+    // Asked all at once: a network's transport sends the calls made together in one request, so a
+    // tick costs a round trip to each node rather than one per authorization.
+    const uses = await Promise.allSettled(open.map((row) => this.#use(row)));
     let ended = 0;
-    for (const row of open) {
+    for (const [i, row] of open.entries()) {
+      const read = uses[i];
       try {
-        const use = await this.#use(row);
+        if (!read || read.status === "rejected") throw read?.reason;
+        const use = read.value;
         const lapsed =
           row.valid_before !== null &&
           this.#ctx.now().getTime() > row.valid_before.getTime() + EXPIRY_GRACE_MS;
