@@ -1,6 +1,4 @@
 import { cpus } from "node:os";
-import { resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import { sql } from "kysely";
 import { erc20Abi, type Hex } from "viem";
 import { type Devnet, rpc, startDevnet } from "../src/devnet/chain.ts";
@@ -12,8 +10,9 @@ import { createWorkspace, type TestApp } from "../test/support/app.ts";
 import { devnetClients } from "../test/support/devnet-clients.ts";
 import { liveNetworksEnv } from "../test/support/devnet-env.ts";
 import { latencyProxy, mineBacklog, type Pending, pendingOf, pendingPaymentRow } from "./chain-backlog.ts";
-import { percentile, QUICK, QUICK_NOTE, QUICK_TAG } from "./support.ts";
-import { startAppOn, startLocalPostgres } from "./webhooks.ts";
+import { startPostgres } from "./service-process.ts";
+import { cleanups, percentile, QUICK, QUICK_NOTE, QUICK_TAG, runAsScript } from "./support.ts";
+import { startAppOn } from "./webhooks.ts";
 
 // Chain watchers of several networks at once (`node bench/chain-watcher-networks.ts [--pg]
 // [--rpc-latency-ms N]`, D22; with a latency, the service reaches each node as a remote one):
@@ -263,17 +262,14 @@ export function networksTable(
   ].join("\n");
 }
 
-const isMain = process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url);
-if (isMain) {
-  let stopPostgres: (() => Promise<void>) | undefined;
-  let code = 0;
-  try {
+const steps = cleanups(log);
+await runAsScript(
+  import.meta.url,
+  log,
+  async () => {
     let databaseUrl = process.env.DATABASE_URL;
-    if (!databaseUrl && process.argv.includes("--pg")) {
-      const pg = await startLocalPostgres("chain-watcher-networks");
-      stopPostgres = pg.stop;
-      databaseUrl = pg.url;
-    }
+    if (!databaseUrl && process.argv.includes("--pg"))
+      databaseUrl = await startPostgres("chain-watcher-networks", steps, log);
     const rows = [];
     const flag = process.argv.indexOf("--rpc-latency-ms");
     const latency = flag >= 0 ? Number(process.argv[flag + 1]) : 0;
@@ -281,12 +277,6 @@ if (isMain) {
       throw new Error("--rpc-latency-ms takes whole milliseconds");
     for (const networks of ROUNDS) rows.push(await benchNetworks(networks, databaseUrl, latency));
     process.stdout.write(`\n${networksTable(rows, databaseUrl ? "PostgreSQL" : "PGlite", latency)}\n`);
-  } catch (err) {
-    log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
-    if (err instanceof Error && err.cause) log(`cause: ${String(err.cause)}`);
-    code = 1;
-  } finally {
-    await stopPostgres?.();
-  }
-  process.exit(code);
-}
+  },
+  steps,
+);

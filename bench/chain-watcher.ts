@@ -1,5 +1,3 @@
-import { resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import { sql } from "kysely";
 import { createPublicClient, createWalletClient, erc20Abi, type Hex, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
@@ -11,8 +9,9 @@ import { PeriodicJob } from "../src/platform/jobs/periodic-job.ts";
 import { createWorkspace, type TestApp } from "../test/support/app.ts";
 import { LIVE_DEFAULT, liveNetworkEnv } from "../test/support/devnet-env.ts";
 import { mineBacklog, type Pending, pendingOf, pendingPaymentRow } from "./chain-backlog.ts";
-import { percentile, QUICK, QUICK_NOTE, QUICK_TAG } from "./support.ts";
-import { startAppOn, startLocalPostgres } from "./webhooks.ts";
+import { startPostgres } from "./service-process.ts";
+import { cleanups, percentile, QUICK, QUICK_NOTE, QUICK_TAG, runAsScript } from "./support.ts";
+import { startAppOn } from "./webhooks.ts";
 
 // Chain watcher benchmark (`node bench/chain-watcher.ts [--pg]`): with 10,000 live pending
 // payments across 100 workspaces, the time from a matching transfer's receipt to the payment being
@@ -256,30 +255,18 @@ export function chainWatcherTable(r: Record<string, unknown>): string {
   ].join("\n");
 }
 
-const isMain = process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url);
-if (isMain) {
-  let stopPostgres: (() => Promise<void>) | undefined;
-  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
-    process.on(signal, () => {
-      void (stopPostgres?.() ?? Promise.resolve()).finally(() => process.exit(1));
-    });
-  }
-  let code = 0;
-  try {
+const steps = cleanups(log);
+await runAsScript(
+  import.meta.url,
+  log,
+  async () => {
     let databaseUrl = process.env.DATABASE_URL;
     if (!databaseUrl && process.argv.includes("--pg")) {
-      const pg = await startLocalPostgres("chain-watcher");
-      stopPostgres = pg.stop;
-      databaseUrl = pg.url;
+      databaseUrl = await startPostgres("chain-watcher", steps, log);
       log(`throw-away PostgreSQL at ${databaseUrl}`);
     }
     const result = await benchChainWatcher({ databaseUrl });
     process.stdout.write(`\n${chainWatcherTable(result)}\n`);
-  } catch (err) {
-    log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
-    code = 1;
-  } finally {
-    await stopPostgres?.();
-  }
-  process.exit(code);
-}
+  },
+  steps,
+);

@@ -174,6 +174,7 @@ export async function runAsScript(
     await body();
   } catch (err) {
     log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    if (err instanceof Error && err.cause) log(`cause: ${String(err.cause)}`);
     code = 1;
   } finally {
     await cleanup();

@@ -1,16 +1,12 @@
-import { execFile } from "node:child_process";
-import { readdirSync, readFileSync, rmSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
-import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
-import { freePort } from "../src/devnet/chain.ts";
 import { WebhookDispatcher } from "../src/modules/webhooks/dispatcher.ts";
 import { type OutboxEvent, recordEvents } from "../src/modules/webhooks/outbox.ts";
 import { bearer, createWorkspace, startTestApp, type TestApp } from "../test/support/app.ts";
-import { percentile, QUICK } from "./support.ts";
+import { startPostgres } from "./service-process.ts";
+import { cleanups, percentile, QUICK, runAsScript } from "./support.ts";
 import { benchRecovery, type RecoveryFigures, recoveryRows } from "./webhooks-recovery.ts";
 
 // Webhook delivery benchmark (`node bench/webhooks.ts`): deliveries per second from the outbox to
@@ -20,10 +16,6 @@ import { benchRecovery, type RecoveryFigures, recoveryRows } from "./webhooks-re
 // events, ~20 ms apart; BENCH_QUICK=1: 500 events and 50). The app runs in-process (startTestApp) on PostgreSQL: DATABASE_URL when
 // set, else a throw-away server from scripts/local-postgres.sh, stopped and removed on the way out.
 // Then a receiver down and back again (bench/webhooks-recovery.ts).
-
-const ROOT = resolve(import.meta.dirname, "..");
-const PG_SCRIPT = join(ROOT, "scripts", "local-postgres.sh");
-const execFileAsync = promisify(execFile);
 
 const REGISTRATIONS = 4;
 const THROUGHPUT_EVENTS = QUICK ? 500 : 2_500;
@@ -36,31 +28,6 @@ const GOALS = { deliveriesPerSecond: 10_000, delayP99Ms: 500 };
 
 const log = (message: string) => process.stderr.write(`[bench:webhooks] ${message}\n`);
 const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
-
-/** A throw-away PostgreSQL server (scripts/local-postgres.sh) in its own folder and port. */
-export async function startLocalPostgres(label: string): Promise<{ url: string; stop: () => Promise<void> }> {
-  const dir = `/tmp/bench-${label}-pg-${process.pid}`;
-  const port = await freePort();
-  let stopped: Promise<void> | undefined;
-  const stop = () => {
-    stopped ??= (async () => {
-      await execFileAsync("bash", [PG_SCRIPT, "stop", dir]).catch((err: unknown) => {
-        log(`stopping PostgreSQL failed: ${err instanceof Error ? err.message : String(err)}`);
-      });
-      rmSync(dir, { recursive: true, force: true });
-    })();
-    return stopped;
-  };
-  try {
-    const { stdout } = await execFileAsync("bash", [PG_SCRIPT, "start", dir, String(port)]);
-    const url = stdout.trim().split("\n").pop()?.trim();
-    if (!url?.startsWith("postgres")) throw new Error(`unexpected output of local-postgres.sh: ${stdout}`);
-    return { url, stop };
-  } catch (err) {
-    await stop();
-    throw err;
-  }
-}
 
 /** startTestApp on the given PostgreSQL (a fresh database of its own), PGlite when none. */
 export async function startAppOn(
@@ -366,30 +333,18 @@ export function webhooksTable(r: Record<string, unknown>): string {
   ].join("\n");
 }
 
-const isMain = process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url);
-if (isMain) {
-  let stopPostgres: (() => Promise<void>) | undefined;
-  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
-    process.on(signal, () => {
-      void (stopPostgres?.() ?? Promise.resolve()).finally(() => process.exit(1));
-    });
-  }
-  let code = 0;
-  try {
+const steps = cleanups(log);
+await runAsScript(
+  import.meta.url,
+  log,
+  async () => {
     let databaseUrl = process.env.DATABASE_URL;
     if (!databaseUrl) {
-      const pg = await startLocalPostgres("webhooks");
-      stopPostgres = pg.stop;
-      databaseUrl = pg.url;
+      databaseUrl = await startPostgres("webhooks", steps, log);
       log(`throw-away PostgreSQL at ${databaseUrl}`);
     }
     const result = await benchWebhooks({ databaseUrl });
     process.stdout.write(`\n${webhooksTable(result)}\n`);
-  } catch (err) {
-    log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
-    code = 1;
-  } finally {
-    await stopPostgres?.();
-  }
-  process.exit(code);
-}
+  },
+  steps,
+);
