@@ -6638,9 +6638,9 @@ export interface operations {
                             address: string;
                             /** @description The agent's id (type agent) or the caller's user id (type user) */
                             ownerId: string;
-                            /** @description agent | user */
-                            type: string;
-                            currencies: string[];
+                            /** @enum {unknown} */
+                            type: "agent" | "user";
+                            currencies: ("ETH" | "USDC" | "DAI")[];
                             /** Format: date-time */
                             createdAt: string;
                         } & {
@@ -6710,9 +6710,9 @@ export interface operations {
                             address: string;
                             /** @description The agent's id (type agent) or the caller's user id (type user) */
                             ownerId: string;
-                            /** @description agent | user */
-                            type: string;
-                            currencies: string[];
+                            /** @enum {unknown} */
+                            type: "agent" | "user";
+                            currencies: ("ETH" | "USDC" | "DAI")[];
                             /** Format: date-time */
                             createdAt: string;
                             /** @description Balances on the environment's default network, per currency the wallet holds; e.g. {"USDC": "12.50"} */
@@ -6797,9 +6797,9 @@ export interface operations {
                                 address: string;
                                 /** @description The agent's id (type agent) or the caller's user id (type user) */
                                 ownerId: string;
-                                /** @description agent | user */
-                                type: string;
-                                currencies: string[];
+                                /** @enum {unknown} */
+                                type: "agent" | "user";
+                                currencies: ("ETH" | "USDC" | "DAI")[];
                                 /** Format: date-time */
                                 createdAt: string;
                                 /** @description Balances on the environment's default network, per currency the wallet holds; e.g. {"USDC": "12.50"} */
@@ -6885,8 +6885,8 @@ export interface operations {
                         data: {
                             /** Format: uuid */
                             walletId: string;
-                            /** @description ETH | USDC | DAI */
-                            currency: string;
+                            /** @enum {unknown} */
+                            currency: "ETH" | "USDC" | "DAI";
                             /** @description The network read: the one asked for, else the default one */
                             network: string | null;
                             /**
@@ -6971,9 +6971,9 @@ export interface operations {
                             address: string;
                             /** @description The agent's id (type agent) or the caller's user id (type user) */
                             ownerId: string;
-                            /** @description agent | user */
-                            type: string;
-                            currencies: string[];
+                            /** @enum {unknown} */
+                            type: "agent" | "user";
+                            currencies: ("ETH" | "USDC" | "DAI")[];
                             /** Format: date-time */
                             createdAt: string;
                             /** @description Balances on the environment's default network, per currency the wallet holds; e.g. {"USDC": "12.50"} */
@@ -7571,8 +7571,8 @@ export interface operations {
                                 authorizationId: string;
                                 /** Format: uuid */
                                 walletId: string;
-                                /** @description approval_required | authorized | denied | settled | expired */
-                                status: string;
+                                /** @enum {unknown} */
+                                status: "approval_required" | "authorized" | "denied" | "settled" | "expired";
                                 /**
                                  * @description Our network id (D22)
                                  * @example sandbox-a
@@ -7583,8 +7583,8 @@ export interface operations {
                                  * @example eip155:73570001
                                  */
                                 caip2: string;
-                                /** @description ETH | USDC | DAI */
-                                currency: string;
+                                /** @enum {unknown} */
+                                currency: "ETH" | "USDC" | "DAI";
                                 /** @description The token contract (the requirement's asset) */
                                 asset: string;
                                 /**
@@ -7682,8 +7682,8 @@ export interface operations {
                             authorizationId: string;
                             /** Format: uuid */
                             walletId: string;
-                            /** @description approval_required | authorized | denied | settled | expired */
-                            status: string;
+                            /** @enum {unknown} */
+                            status: "approval_required" | "authorized" | "denied" | "settled" | "expired";
                             /**
                              * @description Our network id (D22)
                              * @example sandbox-a
@@ -7694,8 +7694,8 @@ export interface operations {
                              * @example eip155:73570001
                              */
                             caip2: string;
-                            /** @description ETH | USDC | DAI */
-                            currency: string;
+                            /** @enum {unknown} */
+                            currency: "ETH" | "USDC" | "DAI";
                             /** @description The token contract (the requirement's asset) */
                             asset: string;
                             /**
@@ -7859,8 +7859,8 @@ export interface operations {
                             authorizationId: string;
                             /** Format: uuid */
                             walletId: string;
-                            /** @description approval_required | authorized | denied | settled | expired */
-                            status: string;
+                            /** @enum {unknown} */
+                            status: "approval_required" | "authorized" | "denied" | "settled" | "expired";
                             /**
                              * @description Our network id (D22)
                              * @example sandbox-a
@@ -7871,8 +7871,8 @@ export interface operations {
                              * @example eip155:73570001
                              */
                             caip2: string;
-                            /** @description ETH | USDC | DAI */
-                            currency: string;
+                            /** @enum {unknown} */
+                            currency: "ETH" | "USDC" | "DAI";
                             /** @description The token contract (the requirement's asset) */
                             asset: string;
                             /**

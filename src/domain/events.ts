@@ -1,3 +1,6 @@
+import type { AgentPaymentStatus } from "./agent-payment-state.ts";
+import type { WalletCurrency } from "./money.ts";
+
 // The event catalogue of part 6 and the exact body each kind is delivered with.
 
 export const EVENT_TYPES = [
@@ -44,11 +47,11 @@ export type EventType = (typeof EVENT_TYPES)[number];
 export interface AgentPaymentEventData {
   authorizationId: string;
   walletId: string;
-  status: string;
+  status: AgentPaymentStatus;
   /** Our network id (D22) and its CAIP-2 name, as the x402 requirement named it. */
   network: string;
   caip2: string;
-  currency: string;
+  currency: WalletCurrency;
   /** The token contract (the requirement's `asset`). */
   asset: string;
   /** Decimal string in the currency's units (D4). */

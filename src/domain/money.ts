@@ -33,6 +33,10 @@ export const NATIVE_TOKEN = "ETH" satisfies ChainToken;
 export const WALLET_CURRENCIES = ["ETH", "USDC", "DAI"] as const satisfies readonly ChainToken[];
 export type WalletCurrency = (typeof WALLET_CURRENCIES)[number];
 
+/** Whose an agent or user wallet is (part 4.17): an agent's, or the caller's own. */
+export const WALLET_TYPES = ["agent", "user"] as const;
+export type WalletType = (typeof WALLET_TYPES)[number];
+
 /** Free tier: 1.5% = 150 basis points, the same for every token and for USD. */
 export const FEE_BPS = 150n;
 const BPS_DENOMINATOR = 10_000n;
@@ -45,6 +49,10 @@ export function isCryptoToken(value: unknown): value is CryptoToken {
 
 export function isWalletCurrency(value: unknown): value is WalletCurrency {
   return typeof value === "string" && (WALLET_CURRENCIES as readonly string[]).includes(value);
+}
+
+export function isWalletType(value: unknown): value is WalletType {
+  return typeof value === "string" && (WALLET_TYPES as readonly string[]).includes(value);
 }
 
 /**

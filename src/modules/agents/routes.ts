@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { WALLET_CURRENCIES } from "../../domain/money.ts";
+import { WALLET_CURRENCIES, WALLET_TYPES } from "../../domain/money.ts";
 import { requireKey } from "../../platform/http/auth.ts";
 import { NumberedPage } from "../../platform/http/schemas.ts";
 import { documentedBodyOnly } from "../../platform/http/validation.ts";
@@ -121,7 +121,7 @@ export const agentsAndWalletsRoutes =
           summary: "Create a wallet (a real key held by the service) for an agent or a user",
           body: Type.Object({
             ownerId: Type.String(),
-            type: Type.Enum(["agent", "user"]),
+            type: Type.Enum(WALLET_TYPES),
             currencies: Type.Array(Currency, { minItems: 1 }),
           }),
           response: { 201: Ok(WalletSchema) },

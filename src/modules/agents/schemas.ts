@@ -1,5 +1,5 @@
 import { type TSchema, Type } from "typebox";
-import { WALLET_CURRENCIES } from "../../domain/money.ts";
+import { WALLET_CURRENCIES, WALLET_TYPES } from "../../domain/money.ts";
 import { NullableString } from "../../platform/http/schemas.ts";
 
 // Answers of /api/agents and /api/wallets (parts 4.16, 4.17) as the services make them
@@ -44,8 +44,8 @@ const walletFields = {
   walletId: Type.String({ format: "uuid" }),
   address: Type.String({ description: "The wallet's own address (a key held by the service)" }),
   ownerId: Type.String({ description: "The agent's id (type agent) or the caller's user id (type user)" }),
-  type: Type.String({ description: "agent | user" }),
-  currencies: Type.Array(Type.String({ description: WALLET_CURRENCIES.join(" | ") })),
+  type: Type.Enum(WALLET_TYPES),
+  currencies: Type.Array(Type.Enum(WALLET_CURRENCIES)),
   createdAt: Type.String({ format: "date-time" }),
 };
 
@@ -72,7 +72,7 @@ export const WalletWithBalancesSchema = Type.Object(
 
 export const WalletBalanceSchema = Type.Object({
   walletId: Type.String({ format: "uuid" }),
-  currency: Type.String({ description: WALLET_CURRENCIES.join(" | ") }),
+  currency: Type.Enum(WALLET_CURRENCIES),
   network: NullableString({ description: "The network read: the one asked for, else the default one" }),
   balance: Type.String({ description: "Decimal string in the currency's units", examples: ["12.50"] }),
   updatedAt: Type.String({ format: "date-time", description: "When it was read" }),

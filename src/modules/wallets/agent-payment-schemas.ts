@@ -48,10 +48,10 @@ export const ApprovalRequiredSchema = Type.Object({
 const authorizationFields = {
   authorizationId: Type.String({ format: "uuid" }),
   walletId: Type.String({ format: "uuid" }),
-  status: Type.String({ description: AGENT_PAYMENT_STATUSES.join(" | ") }),
+  status: Type.Enum(AGENT_PAYMENT_STATUSES),
   network: Type.String({ description: "Our network id (D22)", examples: ["sandbox-a"] }),
   caip2: Type.String({ description: "The network's CAIP-2 name", examples: ["eip155:73570001"] }),
-  currency: Type.String({ description: WALLET_CURRENCIES.join(" | ") }),
+  currency: Type.Enum(WALLET_CURRENCIES),
   asset: Type.String({ description: "The token contract (the requirement's asset)" }),
   amount: Type.String({ description: "Decimal string in the currency's units", examples: ["1.50"] }),
   payTo: Type.String(),

@@ -337,6 +337,7 @@ function stored(policy: SpendingPolicy): repo.StoredPolicy {
 /** An authorization as the API and the agent.payment.* events show it. */
 export function authorizationView(row: AuthorizationRow): AgentPaymentEventData {
   if (!isWalletCurrency(row.currency)) throw new InternalError("an authorization's currency is unknown");
+  if (!isAgentPaymentStatus(row.status)) throw new InternalError("an authorization's status is unknown");
   const iso = (date: Date | null) => (date === null ? null : date.toISOString());
   return {
     authorizationId: row.id,

@@ -5,7 +5,13 @@ import { SIMULATED_NETWORKS } from "../../chain/simulated/networks.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
 import { badRequest, InternalError, notFound } from "../../domain/errors.ts";
-import { formatAmount, isWalletCurrency, TOKEN_DECIMALS, type WalletCurrency } from "../../domain/money.ts";
+import {
+  formatAmount,
+  isWalletCurrency,
+  isWalletType,
+  TOKEN_DECIMALS,
+  type WalletCurrency,
+} from "../../domain/money.ts";
 import { isPlainObject, isUuid } from "../../domain/validation.ts";
 import type { Db } from "../../platform/db/database.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
@@ -71,7 +77,7 @@ export class AgentWalletsService {
     if (typeof ownerId !== "string" || ownerId.length === 0 || ownerId.length > 200) {
       throw badRequest("ownerId is required (1 to 200 characters)");
     }
-    if (type !== "agent" && type !== "user") throw badRequest("type must be agent or user");
+    if (!isWalletType(type)) throw badRequest("type must be agent or user");
     if (!Array.isArray(currencies) || currencies.length === 0 || !currencies.every(isWalletCurrency)) {
       throw badRequest("currencies must be a non-empty array of ETH, USDC, DAI");
     }
@@ -113,8 +119,7 @@ export class AgentWalletsService {
       currency?: string | undefined;
     },
   ) {
-    if (query.type !== undefined && query.type !== "agent" && query.type !== "user")
-      throw badRequest("type must be agent or user");
+    if (query.type !== undefined && !isWalletType(query.type)) throw badRequest("type must be agent or user");
     if (query.currency !== undefined && !isWalletCurrency(query.currency))
       throw badRequest("currency must be ETH, USDC or DAI");
     const { rows, total } = await repo.listWallets(this.#ctx.db, principal, {
@@ -212,12 +217,16 @@ export class AgentWalletsService {
 }
 
 function toView(row: WalletRow) {
+  // The table's checks allow nothing else: a row that says otherwise is a fault, said loudly.
+  if (!isWalletType(row.type)) throw new InternalError("a wallet's type is unknown");
+  const currencies = row.currencies.filter(isWalletCurrency);
+  if (currencies.length !== row.currencies.length) throw new InternalError("a wallet's currency is unknown");
   return {
     walletId: row.id,
     address: row.address,
     ownerId: row.owner_id,
     type: row.type,
-    currencies: row.currencies,
+    currencies,
     createdAt: row.created_at.toISOString(),
   };
 }
