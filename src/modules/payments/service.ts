@@ -26,6 +26,7 @@ import type { WorkspacesService } from "../workspaces/service.ts";
 import { browsePayments, type PaymentFilter, paymentsForExport } from "./browse.ts";
 import { type CreatePaymentResult, PaymentCreation } from "./create.ts";
 import { type DailyTotal, dailyPayments } from "./daily.ts";
+import { byWallet } from "./held-wallets.ts";
 import * as unmatchedRepo from "./inbox/unmatched-repo.ts";
 import * as chainRepo from "./incoming/chain-repo.ts";
 import type { CardPaymentRef, PayerRow, PaymentChanges } from "./repo.ts";
@@ -62,12 +63,12 @@ export class PaymentsService {
     this.#creation = new PaymentCreation(ctx, { workspaces, splits, card });
     this.x402 = new X402Payments(ctx, this.#creation);
     this.#byId = coalescedLookup((ids: readonly string[]) => repo.findPaymentsByIds(ctx.db, ids));
-    // One read per wallet asked for in a round, the wallets' reads at once.
-    this.#unsettled = coalescedLookup((wallets: readonly string[]) =>
-      perWallet(wallets, (on, address) => chainRepo.unsettledOn(ctx.db, on, address)),
+    // The wallets asked for in a round, read in one statement (held-wallets.ts).
+    this.#unsettled = coalescedLookup((keys: readonly string[]) =>
+      byWallet(keys, (wallets) => chainRepo.unsettledOf(ctx.db, wallets)),
     );
-    this.#openInbox = coalescedLookup((wallets: readonly string[]) =>
-      perWallet(wallets, (on, address) => unmatchedRepo.openInboxOn(ctx.db, on, address)),
+    this.#openInbox = coalescedLookup((keys: readonly string[]) =>
+      byWallet(keys, (wallets) => unmatchedRepo.openInboxOf(ctx.db, wallets)),
     );
   }
 
@@ -219,17 +220,3 @@ export class PaymentsService {
 }
 
 type Db = Kysely<DatabaseSchema>;
-
-/** `read` of each distinct wallet key ("<environment> <network> <address>"), all at once, by key. */
-async function perWallet<T>(
-  wallets: readonly string[],
-  read: (on: OnNetwork, address: string) => Promise<T>,
-): Promise<Map<string, T>> {
-  const found = await Promise.all(
-    [...new Set(wallets)].map(async (wallet) => {
-      const [environment, id, address] = wallet.split(" ") as [Environment, string, string];
-      return [wallet, await read({ environment, id }, address)] as const;
-    }),
-  );
-  return new Map(found);
-}

@@ -14,6 +14,7 @@ import { InsufficientBalance } from "../../domain/errors.ts";
 import { type Fence, FenceRefused } from "../../platform/db/fences.ts";
 import { SessionTurns } from "../../platform/db/wallet-lock.ts";
 import type { Rail } from "../../rails/rail.ts";
+import { UNMATCHED_REASON } from "../payments/inbox/unmatched-repo.ts";
 import { recordIfFunded } from "./funds.ts";
 import { type NewTransfer, TRANSFER_COLUMNS } from "./repo.ts";
 
@@ -279,6 +280,38 @@ describe("recordIfFunded on the sandbox ledger rail", () => {
       payments.unsettledOn(rail.network, a.eoaAddress),
     ]);
     expect(read.map((unsettled) => unsettled.map((p) => p.id))).toEqual([[ofA], [ofB], [ofA]]);
+  });
+
+  it("reads the open inbox of wallets checked together in one round, each wallet its own", async () => {
+    const [a, b, none] = [
+      await fundedWorkspace(t, 0n),
+      await fundedWorkspace(t, 0n),
+      await fundedWorkspace(t, 0n),
+    ];
+    const stray = async (ws: CreatedWorkspace, amount: number, reason = UNMATCHED_REASON, status = "open") =>
+      (
+        await sql<{ id: string }>`
+          INSERT INTO unmatched_transfers (workspace_id, environment, network, token_symbol, amount, from_address,
+                                           to_address, tx_hash, log_index, block_number, reason, status)
+          VALUES (${ws.id}, 'sandbox', ${rail.network.id}, 'USDC', ${amount}, ${randomAddress()},
+                  ${ws.eoaAddress.toUpperCase().replace("0X", "0x")}, ${`0x${randomUUID().replaceAll("-", "").padEnd(64, "0")}`},
+                  0, 1, ${reason}, ${status})
+          RETURNING id`.execute(t.database.db)
+      ).rows[0]?.id;
+    const [ofA, ofB] = [await stray(a, 7), await stray(b, 9)];
+    // Not held: the workspace's own money (another reason), and one attached already.
+    await stray(a, 11, "own transfer");
+    await stray(b, 13, UNMATCHED_REASON, "attached");
+    const { payments } = t.app.services;
+    const read = await Promise.all(
+      [a, b, none, a].map((ws) => payments.openInboxOn(rail.network, ws.eoaAddress)),
+    );
+    expect(read).toEqual([
+      [{ id: ofA, token: "USDC", amount: 7n }],
+      [{ id: ofB, token: "USDC", amount: 9n }],
+      [],
+      [{ id: ofA, token: "USDC", amount: 7n }],
+    ]);
   });
 
   // Without a mined nonce (the ledger rail, a smart account) what is on its way out is every

@@ -2,11 +2,13 @@ import { type CompiledQuery, type RawBuilder, type Selectable, sql } from "kysel
 import type { OnNetwork } from "../../../chain/network.ts";
 import type { Environment } from "../../../config.ts";
 import { UNMATCHED_TRANSITIONS, type UnmatchedTrigger } from "../../../domain/unmatched-state.ts";
+import type { OpenInboxTransfer } from "../../../domain/unsettled-payments.ts";
 import { columnList, columnsOf } from "../../../platform/db/columns.ts";
 import type { Db } from "../../../platform/db/database.ts";
 import { newestFirst } from "../../../platform/db/page.ts";
 import type { UnmatchedTransfersTable } from "../../../platform/db/schema.ts";
 import { idInScope } from "../../../platform/db/scope.ts";
+import { type OfWallet, type WalletOn, walletIndex, walletsTable } from "../held-wallets.ts";
 
 // SQL of the unmatched inbox's actions (D19). A status changes only by a compare-and-set whose
 // `from` and `to` come from the transition table (domain/unmatched-state.ts).
@@ -265,19 +267,24 @@ export async function recordInboxCheck(
 }
 
 /**
- * The open inbox transfers that reached `address` on network `on` (issue 39): money the wallet
- * holds for their senders until each is attached or returned, which no other transfer may spend.
+ * The open inbox transfers that reached each of `wallets` (issue 39), in ONE statement: money a
+ * wallet holds for their senders until each is attached or returned, which no other transfer may
+ * spend.
  */
-export async function openInboxOn(db: Db, on: OnNetwork, address: string) {
-  const rows = await db
-    .selectFrom("unmatched_transfers")
-    .select(["id", "token_symbol", "amount"])
-    .where("environment", "=", on.environment)
-    .where("network", "=", on.id)
-    .where("status", "=", UNMATCHED_TRANSITIONS.attached.from)
-    // A stray payer's money only: the workspace's own transfers and possible on-ramp deliveries are its own.
-    .where("reason", "=", UNMATCHED_REASON)
-    .where(sql<string>`lower(to_address)`, "=", address.toLowerCase())
-    .execute();
-  return rows.map((row) => ({ id: row.id, token: row.token_symbol, amount: BigInt(row.amount) }));
+export async function openInboxOf(
+  db: Db,
+  wallets: readonly WalletOn[],
+): Promise<OfWallet<OpenInboxTransfer>[]> {
+  const { rows } = await sql<{ i: string; id: string; token_symbol: string; amount: string }>`
+    SELECT w.i, u.id, u.token_symbol, u.amount
+    FROM ${walletsTable(wallets)}
+    JOIN unmatched_transfers u
+      ON u.environment = w.environment AND u.network = w.network AND lower(u.to_address) = w.address
+    WHERE u.status = ${UNMATCHED_TRANSITIONS.attached.from}
+      -- A stray payer's money only: the workspace's own transfers and possible on-ramp deliveries are its own.
+      AND u.reason = ${UNMATCHED_REASON}`.execute(db);
+  return rows.map((row) => ({
+    wallet: walletIndex(row.i),
+    item: { id: row.id, token: row.token_symbol, amount: BigInt(row.amount) },
+  }));
 }

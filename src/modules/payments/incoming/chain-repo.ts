@@ -7,6 +7,7 @@ import type { UnsettledPayment } from "../../../domain/unsettled-payments.ts";
 import { columnList } from "../../../platform/db/columns.ts";
 import type { DatabaseSchema, PaymentRow } from "../../../platform/db/schema.ts";
 import { PAYMENT_COLUMNS } from "../columns.ts";
+import { type OfWallet, type WalletOn, walletIndex, walletsTable } from "../held-wallets.ts";
 import { payableOn } from "../repo.ts";
 import type { BatchTransition } from "../transitions.ts";
 
@@ -317,33 +318,39 @@ export async function paymentsInStatus(
 }
 
 /**
- * The payments received on `address` and not settled yet (UNSETTLED_STATUSES), each with whether
- * its settlement transfers are recorded.
+ * The payments received on each of `wallets` and not settled yet (UNSETTLED_STATUSES), each with
+ * whether its settlement transfers are recorded, in ONE statement.
  */
-export async function unsettledOn(db: Db, on: OnNetwork, address: string): Promise<UnsettledPayment[]> {
-  const rows = await db
-    .selectFrom("payments as p")
-    .select([
-      "p.id",
-      "p.token_symbol",
-      // What the wallet received for it: an attached transfer's amount (D19), else the gross.
-      sql<string>`coalesce(p.amount_received, p.gross_amount)`.as("gross_amount"),
-      sql<number>`coalesce(jsonb_array_length(p.split_snapshot), 0)::int`.as("splits"),
-      // Its settlement's transfer is recorded (migration 030), or its legs were (before it).
-      sql<boolean>`(p.settlement_transfer_id IS NOT NULL OR ${sent.recordedForPayment(sql`p.id`)})`.as(
-        "recorded",
-      ),
-    ])
-    .where("p.environment", "=", on.environment)
-    .where("p.network", "=", on.id)
-    .where("p.status", "in", UNSETTLED_STATUSES)
-    .where(sql<string>`lower(p.receiving_address)`, "=", address.toLowerCase())
-    .execute();
+export async function unsettledOf(
+  db: Db,
+  wallets: readonly WalletOn[],
+): Promise<OfWallet<UnsettledPayment>[]> {
+  const { rows } = await sql<{
+    i: string;
+    id: string;
+    token_symbol: string;
+    gross_amount: string;
+    splits: number;
+    recorded: boolean;
+  }>`
+    SELECT w.i, p.id, p.token_symbol,
+      -- What the wallet received for it: an attached transfer's amount (D19), else the gross.
+      coalesce(p.amount_received, p.gross_amount) AS gross_amount,
+      coalesce(jsonb_array_length(p.split_snapshot), 0)::int AS splits,
+      -- Its settlement's transfer is recorded (migration 030), or its legs were (before it).
+      (p.settlement_transfer_id IS NOT NULL OR ${sent.recordedForPayment(sql`p.id`)}) AS recorded
+    FROM ${walletsTable(wallets)}
+    JOIN payments p
+      ON p.environment = w.environment AND p.network = w.network AND lower(p.receiving_address) = w.address
+    WHERE p.status IN (${sql.join(UNSETTLED_STATUSES)})`.execute(db);
   return rows.map((row) => ({
-    id: row.id,
-    token: row.token_symbol,
-    gross: BigInt(row.gross_amount),
-    splits: Number(row.splits),
-    settlementRecorded: row.recorded,
+    wallet: walletIndex(row.i),
+    item: {
+      id: row.id,
+      token: row.token_symbol,
+      gross: BigInt(row.gross_amount),
+      splits: Number(row.splits),
+      settlementRecorded: row.recorded,
+    },
   }));
 }
