@@ -67,13 +67,17 @@ export async function payingLoad(
   return { latencies, failed, ms: performance.now() - started };
 }
 
-export interface ServicePaidFigures {
+/** What a paid-requests window measured. */
+export interface PaidFigures {
   concurrency: number;
   seconds: number;
   paid: number;
   failed: number;
   paidPerSecond: number;
   paidLatency: LatencySummary;
+}
+
+export interface ServicePaidFigures extends PaidFigures {
   /** CPU per paid request (ms): the service's process, PostgreSQL's, and this one's (clients and resource). */
   serviceCpuMs: number;
   postgresCpuMs: number;

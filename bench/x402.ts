@@ -25,6 +25,7 @@ import {
 } from "./support.ts";
 import {
   NETWORK_A,
+  type PaidFigures,
   PRICE,
   payingLoad,
   SANDBOX_USDC,
@@ -132,17 +133,11 @@ async function creditSandbox(t: TestApp, address: string, amount: bigint) {
 // ---------------------------------------------------------------------------------------------
 // (1) and (2): sandbox
 
-export interface SandboxFigures {
+export interface SandboxFigures extends PaidFigures {
   verifies: number;
   verify: LatencySummary;
   signCpuMs: number;
   signWallMs: number;
-  concurrency: number;
-  seconds: number;
-  paid: number;
-  failed: number;
-  paidPerSecond: number;
-  paidLatency: LatencySummary;
   /** This process's CPU per verify (client and service), and other processes' over the window, in cores. */
   verifyCpuMs: number;
   verifyOtherCores: number;
