@@ -13,7 +13,7 @@ import { type Devnet, mine, revert, snapshot, startDevnet } from "../../src/devn
 import { createWorkers, type Workers } from "../../src/workers.ts";
 import { bearer, createWorkspace, startTestApp, type TestApp } from "../support/app.ts";
 import { liveNetworkEnv } from "../support/devnet-env.ts";
-import { until } from "../support/poll.ts";
+import { until, watcherPassed } from "../support/poll.ts";
 
 // The live crypto payment method end to end on a real local chain: a payer sends tokens to the workspace
 // receiving address, the service detects, confirms and settles them (net → merchant, fee → treasury).
@@ -115,6 +115,9 @@ describe("live crypto payment method on the devnet", () => {
     expect(created.receivingAddress).toBe(ws.eoaAddress);
 
     startWorkers();
+    // The watcher's first tick starts its cursor at the head it reads then: a transfer mined before
+    // it (with a block after) would be behind it. Paid once it watches.
+    await watcherPassed(t.database.db, 0n);
     await payUsdc(created.receivingAddress, "100");
     const forwarded = await waitForStatus(ws.liveKey, created.payment.id, "forwarded");
 
