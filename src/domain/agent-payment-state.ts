@@ -1,4 +1,5 @@
 import type { EventType } from "./events.ts";
+import { isOneOf } from "./one-of.ts";
 
 // An agent wallet's x402 payment authorization (D23, issue 40) as one transition table, like
 // payouts' (payout-state.ts): only this table decides which status follows which, and the repo's
@@ -64,7 +65,7 @@ export const RESERVING_STATUSES: readonly AgentPaymentStatus[] = [
 ];
 
 export function isAgentPaymentStatus(value: unknown): value is AgentPaymentStatus {
-  return typeof value === "string" && (AGENT_PAYMENT_STATUSES as readonly string[]).includes(value);
+  return isOneOf(AGENT_PAYMENT_STATUSES, value);
 }
 
 /** Whether an authorization in `status` counts against the caps. */

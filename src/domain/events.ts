@@ -1,5 +1,6 @@
 import type { AgentPaymentStatus } from "./agent-payment-state.ts";
 import type { WalletCurrency } from "./money.ts";
+import { isOneOf } from "./one-of.ts";
 
 // The event catalogue of part 6 and the exact body each kind is delivered with.
 
@@ -73,9 +74,7 @@ export interface AgentPaymentEventData {
 export const ALL_EVENTS = "*";
 
 export function isSubscribableEvent(value: unknown): boolean {
-  return (
-    value === ALL_EVENTS || (typeof value === "string" && (EVENT_TYPES as readonly string[]).includes(value))
-  );
+  return value === ALL_EVENTS || isOneOf(EVENT_TYPES, value);
 }
 
 export function isSubscribed(subscribed: readonly string[], event: string): boolean {

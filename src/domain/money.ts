@@ -1,3 +1,5 @@
+import { isOneOf } from "./one-of.ts";
+
 // Money is always an integer count of a token's smallest unit (bigint). Strings cross the API;
 // floats never appear. Rules: decisions D4.
 
@@ -44,15 +46,15 @@ const BPS_DENOMINATOR = 10_000n;
 const AMOUNT_PATTERN = /^([0-9]+)(?:\.([0-9]+))?$/;
 
 export function isCryptoToken(value: unknown): value is CryptoToken {
-  return typeof value === "string" && (CRYPTO_TOKENS as readonly string[]).includes(value);
+  return isOneOf(CRYPTO_TOKENS, value);
 }
 
 export function isWalletCurrency(value: unknown): value is WalletCurrency {
-  return typeof value === "string" && (WALLET_CURRENCIES as readonly string[]).includes(value);
+  return isOneOf(WALLET_CURRENCIES, value);
 }
 
 export function isWalletType(value: unknown): value is WalletType {
-  return typeof value === "string" && (WALLET_TYPES as readonly string[]).includes(value);
+  return isOneOf(WALLET_TYPES, value);
 }
 
 /**

@@ -1,3 +1,5 @@
+import { isOneOf } from "./one-of.ts";
+
 // A fiat on-ramp session's lifecycle (D17) as one table: the provider's statuses, in the order a
 // session moves through them. The provider's events may arrive late, twice or out of order, so a
 // status applies only when it moves the session forward; `rejected` and `fulfillment_complete`
@@ -25,7 +27,7 @@ const STEP: Record<OnrampStatus, number> = {
 const FINAL: ReadonlySet<OnrampStatus> = new Set(["fulfillment_complete", "rejected"]);
 
 export function isOnrampStatus(value: unknown): value is OnrampStatus {
-  return typeof value === "string" && (ONRAMP_STATUSES as readonly string[]).includes(value);
+  return isOneOf(ONRAMP_STATUSES, value);
 }
 
 /**

@@ -1,4 +1,5 @@
 import { CHAIN_TOKENS, type ChainToken, TOKEN_DECIMALS } from "./money.ts";
+import { isOneOf } from "./one-of.ts";
 import type { Validated, WalletType } from "./payment-request.ts";
 import { isPlainObject, isUuid, parseAmountField } from "./validation.ts";
 
@@ -54,7 +55,7 @@ const fail = (message: string): Validated<never> => ({ ok: false, message });
 const given = (value: unknown) => value !== undefined && value !== null;
 
 function isChainToken(value: unknown): value is ChainToken {
-  return typeof value === "string" && (CHAIN_TOKENS as readonly string[]).includes(value);
+  return isOneOf(CHAIN_TOKENS, value);
 }
 
 /** A whole number 0–1000, as a JSON number or a digit string (what a query string carries). */

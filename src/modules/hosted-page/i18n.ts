@@ -1,3 +1,4 @@
+import { isOneOf } from "../../domain/one-of.ts";
 import { LANGS, type Lang } from "./messages.ts";
 
 // Language negotiation and locale formatting for the hosted page. Amounts are decimal strings and
@@ -5,7 +6,7 @@ import { LANGS, type Lang } from "./messages.ts";
 
 export { LANGS, type Lang, MESSAGES, type Messages } from "./messages.ts";
 
-const isLang = (value: string): value is Lang => (LANGS as readonly string[]).includes(value);
+const isLang = (value: string): value is Lang => isOneOf(LANGS, value);
 
 /** `?lang=` wins when it names a language we speak; else the best of Accept-Language; else English. */
 export function negotiateLang(acceptLanguage: string | undefined, query: unknown): Lang {
