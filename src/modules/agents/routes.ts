@@ -1,12 +1,13 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { WALLET_CURRENCIES, WALLET_TYPES } from "../../domain/money.ts";
+import { WALLET_TYPES } from "../../domain/money.ts";
 import { requireKey } from "../../platform/http/auth.ts";
 import { NumberedPage } from "../../platform/http/schemas.ts";
 import { documentedBodyOnly } from "../../platform/http/validation.ts";
 import type { AgentWalletsService } from "../wallets/service.ts";
 import {
   AgentSchema,
+  Currency,
   DeletedAgentSchema,
   Ok,
   Page,
@@ -24,7 +25,6 @@ const AgentBody = Type.Object({
   description: Type.Optional(Type.String({ maxLength: 1000 })),
   metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
 });
-const Currency = Type.Enum(WALLET_CURRENCIES);
 const tags = (tag: string) => ({ tags: [tag], security: [{ apiKey: [] }] });
 
 export const agentsAndWalletsRoutes =

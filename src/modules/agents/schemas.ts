@@ -40,12 +40,15 @@ export const DeletedAgentSchema = Type.Object({
   deleted: Type.Literal(true),
 });
 
+/** One of the currencies a wallet may hold. */
+export const Currency = Type.Enum(WALLET_CURRENCIES);
+
 const walletFields = {
   walletId: Type.String({ format: "uuid" }),
   address: Type.String({ description: "The wallet's own address (a key held by the service)" }),
   ownerId: Type.String({ description: "The agent's id (type agent) or the caller's user id (type user)" }),
   type: Type.Enum(WALLET_TYPES),
-  currencies: Type.Array(Type.Enum(WALLET_CURRENCIES)),
+  currencies: Type.Array(Currency),
   createdAt: Type.String({ format: "date-time" }),
 };
 
@@ -72,7 +75,7 @@ export const WalletWithBalancesSchema = Type.Object(
 
 export const WalletBalanceSchema = Type.Object({
   walletId: Type.String({ format: "uuid" }),
-  currency: Type.Enum(WALLET_CURRENCIES),
+  currency: Currency,
   network: NullableString({ description: "The network read: the one asked for, else the default one" }),
   balance: Type.String({ description: "Decimal string in the currency's units", examples: ["12.50"] }),
   updatedAt: Type.String({ format: "date-time", description: "When it was read" }),

@@ -9,7 +9,9 @@ import { type PaymentStatus, transition } from "../../domain/payment-state.ts";
 import { MAX_DESCRIPTION } from "../../domain/validation.ts";
 import { x402PaymentExpiry } from "../../domain/x402.ts";
 import type { AuthorizationPayment } from "../../domain/x402-settle-state.ts";
+import type { Db } from "../../platform/db/database.ts";
 import type { Fence } from "../../platform/db/fences.ts";
+import type { PaymentRow } from "../../platform/db/schema.ts";
 import type { X402Origin } from "../../platform/db/schema-x402.ts";
 import type { Tenant } from "../../platform/http/auth.ts";
 import type { Built, PaymentCreation } from "./create.ts";
@@ -127,13 +129,9 @@ export class X402Payments {
 
   /** The facilitator's transaction for a pending x402 payment reverted or was never sent: it fails. */
   async fail(tenant: Tenant, paymentId: string, reason: string): Promise<PaymentView> {
-    const failed = await this.#ctx.db.transaction().execute(async (trx) => {
-      const row = await repo.findPayment(trx, tenant, paymentId, true);
-      if (!row?.x402) throw notFound("x402 payment not found");
-      return applyTransition(trx, row, "x402_settlement_failed", this.#ctx.now(), {
-        failure_reason: reason.slice(0, 500),
-      });
-    });
+    const failed = await this.#ctx.db
+      .transaction()
+      .execute(async (trx) => this.#failIn(trx, await lockedX402(trx, tenant, paymentId), reason));
     this.#ctx.metrics.paymentsMoved([failed], failed.status);
     return toPaymentView(failed);
   }
@@ -153,16 +151,20 @@ export class X402Payments {
    */
   async failUnsent(tenant: Tenant, paymentId: string, reason: string): Promise<boolean> {
     const failed = await this.#ctx.db.transaction().execute(async (trx) => {
-      const row = await repo.findPayment(trx, tenant, paymentId, true);
-      if (!row?.x402) throw notFound("x402 payment not found");
-      if (row.x402.txHash || !transition(row.status as PaymentStatus, "x402_settlement_failed").ok)
+      const row = await lockedX402(trx, tenant, paymentId);
+      if (row.x402?.txHash || !transition(row.status as PaymentStatus, "x402_settlement_failed").ok)
         return null;
-      return applyTransition(trx, row, "x402_settlement_failed", this.#ctx.now(), {
-        failure_reason: reason.slice(0, 500),
-      });
+      return this.#failIn(trx, row, reason);
     });
     if (failed) this.#ctx.metrics.paymentsMoved([failed], failed.status);
     return failed !== null;
+  }
+
+  /** x402_settlement_failed, with its event, for a row locked in `trx`. */
+  #failIn(trx: Db, row: PaymentRow, reason: string): Promise<PaymentRow> {
+    return applyTransition(trx, row, "x402_settlement_failed", this.#ctx.now(), {
+      failure_reason: reason.slice(0, 500),
+    });
   }
 
   async #built(tenant: Tenant, input: X402PaymentInput): Promise<Built> {
@@ -183,6 +185,13 @@ export class X402Payments {
       expiresAt: x402PaymentExpiry(input.validBefore),
     });
   }
+}
+
+/** An x402 payment of the tenant, locked for `trx`'s transaction. */
+async function lockedX402(trx: Db, tenant: Tenant, paymentId: string): Promise<PaymentRow> {
+  const row = await repo.findPayment(trx, tenant, paymentId, true);
+  if (!row?.x402) throw notFound("x402 payment not found");
+  return row;
 }
 
 /** A ledger refusal that rolls back the sandbox settlement's transaction. */
