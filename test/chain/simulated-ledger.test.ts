@@ -227,6 +227,48 @@ describe("simulated ledger transfers", () => {
     expect(rows[0]?.balance).toBe("0");
   });
 
+  it("a busy wallet's balance stays a few parts that sum to its entries (a debit does not read its history)", async () => {
+    const [from, to] = [wallet(), wallet()];
+    await credit(from, "USDC", 1_000n);
+    for (let i = 0; i < 40; i++) {
+      const moved = await ledger.transfer({
+        network: "sandbox-a",
+        from,
+        to,
+        token: "USDC",
+        amount: 3n,
+        reference: reference(),
+      });
+      expect(moved.status).toBe("success");
+      await credit(from, "USDC", 1n);
+    }
+    const sums = async (table: "ledger_entries" | "ledger_balance_parts", address: Hex) => {
+      const row = await t.database.db
+        .selectFrom(table)
+        .select([
+          sql<string>`coalesce(sum(amount), 0)::text`.as("sum"),
+          sql<number>`count(*)::int`.as("rows"),
+        ])
+        .where("network", "=", "sandbox-a")
+        .where("address", "=", address.toLowerCase())
+        .where("token_symbol", "=", "USDC")
+        .executeTakeFirstOrThrow();
+      return { sum: BigInt(row.sum), rows: row.rows };
+    };
+    const [fromEntries, fromParts] = [
+      await sums("ledger_entries", from),
+      await sums("ledger_balance_parts", from),
+    ];
+    expect(fromEntries).toEqual({ sum: 1_000n - 120n + 40n, rows: 81 });
+    expect(fromParts.sum).toBe(fromEntries.sum);
+    // Merged by its debits once over 16: at most the 17 a debit merges plus its own part.
+    expect(fromParts.rows).toBeLessThanOrEqual(18);
+    expect(await ledger.balance("sandbox-a", from, "USDC")).toBe(920n);
+    // A wallet only credited keeps a part per credit: its sum is still its entries'.
+    expect((await sums("ledger_balance_parts", to)).sum).toBe(120n);
+    expect(await ledger.currentBalance("sandbox-a", to, "USDC")).toBe(120n);
+  });
+
   it("reads balances asked for together in one query, each its own", async () => {
     const [p, q, none] = [wallet(), wallet(), wallet()];
     await credit(p, "USDC", 11n);

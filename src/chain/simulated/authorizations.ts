@@ -59,7 +59,7 @@ export async function authorizationAndBalance(
         .where("nonce", "=", used.nonce.toLowerCase())
         .as("used_by"),
       eb
-        .selectFrom("ledger_entries")
+        .selectFrom("ledger_balance_parts")
         .select(sql<string>`coalesce(sum(amount), 0)::text`.as("balance"))
         .where("network", "=", used.network)
         .where("address", "=", authorizer)

@@ -8,7 +8,8 @@ import type { ChainToken, Hex } from "../network.ts";
 import { authorizationAndBalance, authorizationTx } from "./authorizations.ts";
 
 // The sandbox's simulated ledger (D3): append-only entries per network, address and token in our
-// own database (a balance is their sum, so credits never wait on each other), transfers that debit
+// own database (a balance is their sum, kept in a few parts per wallet by migration 047, so credits
+// never wait on each other and a debit does not read the wallet's history), transfers that debit
 // and credit atomically, transaction hashes of the real format derived from a caller's unique
 // reference (the same payout always gets the same hash), and a documented magic destination
 // that makes a transfer fail like an on-chain revert, so the circuit breaker can be exercised
@@ -103,10 +104,10 @@ export class SimulatedLedger {
     const wallets = [...new Set(keys)].map((key) => key.split(" ") as [string, string, string]);
     const column = (i: 0 | 1 | 2) => wallets.map((w) => w[i]);
     // A sum per wallet through the (network, address, token_symbol) index: a join would let the
-    // planner hash the whole table (a busy destination has many entries).
+    // planner hash the whole table.
     const rows = await sql<{ network: string; address: string; token_symbol: string; balance: string }>`
       SELECT w.network, w.address, w.token_symbol,
-             (SELECT coalesce(sum(e.amount), 0) FROM ledger_entries e
+             (SELECT coalesce(sum(e.amount), 0) FROM ledger_balance_parts e
               WHERE e.network = w.network AND e.address = w.address
                 AND e.token_symbol = w.token_symbol)::text AS balance
       FROM unnest(${column(0)}::text[], ${column(1)}::text[], ${column(2)}::text[])
@@ -117,7 +118,7 @@ export class SimulatedLedger {
 
   async balance(network: string, address: string, token: ChainToken, db: Db = this.#db): Promise<bigint> {
     const row = await db
-      .selectFrom("ledger_entries")
+      .selectFrom("ledger_balance_parts")
       .select(sql<string>`coalesce(sum(amount), 0)::text`.as("balance"))
       .where("network", "=", network)
       .where("address", "=", address.toLowerCase())
@@ -315,7 +316,7 @@ export class SimulatedLedger {
       ),
       transfer_funds AS MATERIALIZED (
         -- Debits of one wallet and token on a network take turns (credits never wait):
-        -- ledger_debit_balance (migrations 013, 035) locks the wallet's debits, then reads its
+        -- ledger_debit_balance (migrations 013, 035, 047) locks the wallet's debits, then reads its
         -- balance with a snapshot that sees every debit committed before. Locks are taken in one
         -- order, so two statements never wait on each other in a circle.
         SELECT w.network, w.from_address AS address, w.token_symbol,

@@ -51,6 +51,7 @@ import * as checkoutBranding from "./migrations/043_checkout_branding.ts";
 import * as paidAtCreation from "./migrations/044_paid_at_creation.ts";
 import * as webhookBacklog from "./migrations/045_webhook_backlog.ts";
 import * as webhookProbe from "./migrations/046_webhook_probe.ts";
+import * as ledgerBalanceParts from "./migrations/047_ledger_balance_parts.ts";
 import { registerSubscribe } from "./notices.ts";
 import { PreparingClient } from "./preparing-client.ts";
 import type { DatabaseSchema } from "./schema.ts";
@@ -111,6 +112,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   "044_paid_at_creation": paidAtCreation,
   "045_webhook_backlog": webhookBacklog,
   "046_webhook_probe": webhookProbe,
+  "047_ledger_balance_parts": ledgerBalanceParts,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -18,6 +18,18 @@ export interface LedgerEntriesTable {
   created_at: Generated<Date>;
 }
 
+/**
+ * A wallet's balance in a few rows (migration 047): their sum is the sum of its entries. Written
+ * by a trigger on ledger_entries and merged by debits; read, never written, by the code.
+ */
+export interface LedgerBalancePartsTable {
+  id: Generated<string>;
+  network: string;
+  address: string;
+  token_symbol: string;
+  amount: Units;
+}
+
 export interface LedgerTransactionsTable {
   tx_hash: string;
   network: string;
@@ -38,4 +50,12 @@ export interface SandboxAuthorizationsTable {
   nonce: string;
   tx_hash: string;
   created_at: Generated<Date>;
+}
+
+/** The ledger's tables, part of DatabaseSchema. */
+export interface LedgerTables {
+  ledger_entries: LedgerEntriesTable;
+  ledger_balance_parts: LedgerBalancePartsTable;
+  ledger_transactions: LedgerTransactionsTable;
+  sandbox_authorizations: SandboxAuthorizationsTable;
 }

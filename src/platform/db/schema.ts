@@ -19,11 +19,7 @@ import type {
   SwapQuotesTable,
   SwapsTable,
 } from "./schema-exchange.ts";
-import type {
-  LedgerEntriesTable,
-  LedgerTransactionsTable,
-  SandboxAuthorizationsTable,
-} from "./schema-ledger.ts";
+import type { LedgerTables } from "./schema-ledger.ts";
 import type { X402FacilitatorWalletsTable, X402Origin, X402SettlementsTable } from "./schema-x402.ts";
 
 // The tables as Kysely sees them. Amounts are numeric(78,0) columns holding smallest units; both
@@ -355,7 +351,7 @@ export interface PaymentTotalsTable {
   compacted: Generated<boolean>;
 }
 
-export interface DatabaseSchema {
+export interface DatabaseSchema extends LedgerTables {
   workspaces: WorkspacesTable;
   workspace_logos: WorkspaceLogosTable;
   workspace_wallets: WorkspaceWalletsTable;
@@ -372,8 +368,6 @@ export interface DatabaseSchema {
   job_leases: JobLeasesTable;
   payouts: PayoutsTable;
   payout_breakers: PayoutBreakersTable;
-  ledger_entries: LedgerEntriesTable;
-  ledger_transactions: LedgerTransactionsTable;
   card_events: CardEventsTable;
   card_refunds: CardRefundsTable;
   dashboard_sessions: DashboardSessionsTable;
@@ -391,7 +385,6 @@ export interface DatabaseSchema {
   workspace_email_changes: WorkspaceEmailChangesTable;
   x402_settlements: X402SettlementsTable;
   x402_facilitator_wallets: X402FacilitatorWalletsTable;
-  sandbox_authorizations: SandboxAuthorizationsTable;
 }
 
 export type PaymentRow = Selectable<PaymentsTable>;
