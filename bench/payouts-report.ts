@@ -70,6 +70,12 @@ export function renderPayoutTable(f: PayoutBenchFigures): string {
   return [
     ...rows,
     "",
+    ...(f.sandbox
+      ? [
+          `Sandbox CPU per payout: the service ${f.sandbox.cpu.serviceMs.toFixed(3)} ms, PostgreSQL ${f.sandbox.cpu.postgresMs.toFixed(3)} ms, autocannon (this process) ${f.sandbox.cpu.loadMs.toFixed(3)} ms; the machine was busy ${f.sandbox.cpu.machineBusy.toFixed(2)} of its ${f.sandbox.cpu.cores} cores over the window.`,
+          "",
+        ]
+      : []),
     ...(f.live
       ? [
           `Live wall time ${fmt(f.live.wallMs)} ms for ${f.live.payouts} payouts; the node alone took ${fmt(f.live.nodeWallMs)} ms. The app's process used ${f.live.cpuMsPerPayout.toFixed(2)} ms of CPU per payout (${f.live.cores.toFixed(2)} cores over the window) on a machine the devnet and PostgreSQL share.`,

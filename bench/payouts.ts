@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { availableParallelism } from "node:os";
 import autocannon from "autocannon";
 import { erc20Abi } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
@@ -7,7 +8,8 @@ import { bearer, createWorkspace, startTestApp } from "../test/support/app.ts";
 import { devnetClients } from "../test/support/devnet-clients.ts";
 import { liveNetworkEnv } from "../test/support/devnet-env.ts";
 import { liveGoal, type PayoutBenchFigures, renderPayoutTable, sandboxGoal } from "./payouts-report.ts";
-import { startPostgres, startService } from "./service-process.ts";
+import { busyCores, postgresPids, snapshot, spent, TICKS_PER_SECOND } from "./proc-stats.ts";
+import { type PostgresServer, startPostgresServer, startService } from "./service-process.ts";
 import {
   cleanups,
   dig,
@@ -80,10 +82,17 @@ export interface SandboxFigures {
   p99Ms: number;
   requests: number;
   failed: number;
+  /**
+   * CPU over the measured window, per payout: the service's process, PostgreSQL's processes and
+   * this one (autocannon); and the cores the whole machine kept busy (of `cores`), which shows
+   * whether the figure is at the machine's limit.
+   */
+  cpu: { serviceMs: number; postgresMs: number; loadMs: number; machineBusy: number; cores: number };
   serviceLogLines: string[];
 }
 
-async function sandboxScenario(databaseUrl: string): Promise<SandboxFigures> {
+async function sandboxScenario(pg: PostgresServer): Promise<SandboxFigures> {
+  const databaseUrl = pg.url;
   const connections = envInt("BENCH_PAYOUTS_CONNECTIONS", 32);
   const seconds = envInt("BENCH_PAYOUTS_DURATION", QUICK ? 2 : 10);
   const warmup = envInt("BENCH_PAYOUTS_WARMUP", QUICK ? 1 : 2, 0);
@@ -150,7 +159,14 @@ async function sandboxScenario(databaseUrl: string): Promise<SandboxFigures> {
     await run(warmup);
   }
   log(`measuring ${seconds} s at ${connections} connections`);
+  const watched = [service.pid, ...postgresPids(pg.dir)];
+  const before = snapshot(watched);
+  const loadBefore = process.cpuUsage();
   const result = await run(seconds);
+  const after = snapshot(watched);
+  const load = process.cpuUsage(loadBefore);
+  const payouts = Math.max(1, result["2xx"]);
+  const perPayout = (ticks: number) => (ticks * 1000) / TICKS_PER_SECOND / payouts;
   const failed = result.non2xx + result.errors + result.timeouts;
   log(
     `sandbox: ${(result["2xx"] / result.duration).toFixed(0)} payouts/s, p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, ${failed} failed`,
@@ -165,6 +181,13 @@ async function sandboxScenario(databaseUrl: string): Promise<SandboxFigures> {
     p99Ms: result.latency.p99,
     requests: result.requests.total,
     failed,
+    cpu: {
+      serviceMs: perPayout(spent(before, after, [service.pid])),
+      postgresMs: perPayout(spent(before, after, watched.slice(1))),
+      loadMs: (load.user + load.system) / 1000 / payouts,
+      machineBusy: busyCores(before.machine, after.machine),
+      cores: availableParallelism(),
+    },
     serviceLogLines: [...service.tail],
   };
 }
@@ -357,9 +380,10 @@ async function liveScenario(
 export async function benchPayouts(): Promise<PayoutBenchFigures> {
   const chosen = chosenScenarios();
   try {
-    const databaseUrl = await startPostgres("payouts", steps, log);
+    const pg = await startPostgresServer("payouts", steps, log);
+    const databaseUrl = pg.url;
     const f: PayoutBenchFigures = { goals: [] };
-    if (chosen.has("sandbox")) f.sandbox = await sandboxScenario(databaseUrl);
+    if (chosen.has("sandbox")) f.sandbox = await sandboxScenario(pg);
     if (chosen.has("live")) f.live = await liveScenario(databaseUrl, { automine: true });
     if (chosen.has("eth")) f.liveEth = await liveScenario(databaseUrl, { automine: true }, "ETH");
     if (chosen.has("blocks"))

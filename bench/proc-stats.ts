@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { join } from "node:path";
 
 // What the benches read from /proc (Linux): a process's memory and CPU time, the whole machine's
@@ -59,6 +60,14 @@ export function machineTicks(): { busy: number; total: number } {
     .map(Number);
   const busy = user + nice + system + irq + softirq + steal;
   return { busy, total: busy + idle + iowait };
+}
+
+/** How many cores the whole machine kept busy between two readings of `machineTicks`. */
+export function busyCores(
+  before: { busy: number; total: number },
+  after: { busy: number; total: number },
+): number {
+  return ((after.busy - before.busy) / Math.max(1, after.total - before.total)) * availableParallelism();
 }
 
 /** The postmaster of a data folder and its children (backends, WAL writer, checkpointer…). */

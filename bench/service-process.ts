@@ -151,6 +151,7 @@ export async function waitForHealth(child: Child, url: string, timeoutMs = 90_00
 
 export interface Service {
   base: string;
+  pid: number;
   proc: ChildProcess;
   /** The last 40 lines the service wrote (it logs at warn and above). */
   tail: string[];
@@ -180,5 +181,5 @@ export async function startService(
   const child = startChild("service", ["src/main.ts"], { env, steps });
   const base = `http://${HOST}:${port}`;
   await waitForHealth(child, `${base}/health`);
-  return { base, proc: child.proc, tail: child.tail };
+  return { base, pid: child.pid, proc: child.proc, tail: child.tail };
 }

@@ -5,6 +5,7 @@ import os from "node:os";
 import { WebhookDispatcher } from "../src/modules/webhooks/dispatcher.ts";
 import { type OutboxEvent, recordEvents } from "../src/modules/webhooks/outbox.ts";
 import { bearer, createWorkspace, startTestApp, type TestApp } from "../test/support/app.ts";
+import { busyCores, machineTicks } from "./proc-stats.ts";
 import { startPostgres } from "./service-process.ts";
 import { cleanups, percentile, QUICK, runAsScript } from "./support.ts";
 import { benchRecovery, type RecoveryFigures, recoveryRows } from "./webhooks-recovery.ts";
@@ -230,6 +231,7 @@ export async function benchWebhooks(opts: { databaseUrl?: string }): Promise<Rec
     const pgBefore = postgresTicks(pgPort);
     const cpuBefore = process.cpuUsage();
     const loadBefore = os.loadavg()[0] ?? 0;
+    const machineBefore = machineTicks();
     dispatcher = new WebhookDispatcher(t.app.ctx, { pollIntervalMs: POLL_INTERVAL_MS });
     const started = performance.now();
     dispatcher.start();
@@ -250,6 +252,7 @@ export async function benchWebhooks(opts: { databaseUrl?: string }): Promise<Rec
       await sleep(20);
     }
     const cpu = process.cpuUsage(cpuBefore);
+    const machineBusy = busyCores(machineBefore, machineTicks());
     const pgAfter = postgresTicks(pgPort);
     const postgresCpuMsPerDelivery =
       pgBefore === undefined || pgAfter === undefined ? undefined : ((pgAfter - pgBefore) * 10) / deliveries;
@@ -296,6 +299,11 @@ export async function benchWebhooks(opts: { databaseUrl?: string }): Promise<Rec
       deliveriesPerSecond: Math.round(deliveriesPerSecond),
       duplicateRequests: duplicates,
       benchProcessCpuMsPerDelivery: (cpu.user + cpu.system) / 1000 / deliveries,
+      // Cores kept busy from the start to the last recorded attempt: the bench's one process (its
+      // one JavaScript thread bounds the dispatcher) and the whole machine.
+      benchProcessCores: (cpu.user + cpu.system) / 1000 / recordedMs,
+      machineBusyCores: machineBusy,
+      cores: os.availableParallelism(),
       postgresCpuMsPerDelivery,
       loadAverage1m: loadBefore,
       delaySamples: delays.length,
@@ -325,6 +333,7 @@ export function webhooksTable(r: Record<string, unknown>): string {
     `| Deliveries/s (${Number(r.deliveries).toLocaleString("en-US")} deliveries, last received after ${r.receivedMs} ms) | ${Number(r.deliveriesPerSecond).toLocaleString("en-US")} | ≥ ${GOALS.deliveriesPerSecond.toLocaleString("en-US")} | ${met(r.goalDeliveriesPerSecondMet)} |`,
     `| All attempts recorded after | ${r.allRecordedMs} ms | | |`,
     `| Bench process CPU per delivery (app, dispatcher, receiver) | ${Number(r.benchProcessCpuMsPerDelivery).toFixed(3)} ms | | |`,
+    `| Cores busy until all were recorded: the bench process, the machine | ${Number(r.benchProcessCores).toFixed(2)}, ${Number(r.machineBusyCores).toFixed(2)} of ${r.cores} | | |`,
     `| PostgreSQL server CPU per delivery | ${r.postgresCpuMsPerDelivery === undefined ? "n/a" : Number(r.postgresCpuMsPerDelivery).toFixed(3)} ms | | |`,
     `| Commit → receiver p50 (${r.delaySamples} deliveries) | ${r.delayP50Ms} ms | | |`,
     `| Commit → receiver p99 | ${r.delayP99Ms} ms | < ${GOALS.delayP99Ms} ms | ${met(r.goalDelayP99Met)} |`,

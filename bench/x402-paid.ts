@@ -98,8 +98,7 @@ export async function serviceScenario(
     adminSecret,
     env: { RATE_LIMIT_SANDBOX: "10000000" },
   });
-  const servicePid = service.proc.pid;
-  if (servicePid === undefined) throw new Error("the service has no pid");
+  const servicePid = service.pid;
   const created = await postJson(
     `${service.base}/api/v1/workspaces`,
     { name: "x402 bench (service process)", settlementAddress: "0x1111111111111111111111111111111111111111" },
