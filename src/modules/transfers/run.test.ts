@@ -181,6 +181,21 @@ describe("TransfersService.run on the sandbox ledger", () => {
     });
   });
 
+  it("an order queued behind the third failure is decided on it, not on the breaker as it arrived", async () => {
+    // The breaker is read in the order's turn: read as it arrived, it would pass on the streak
+    // from before the trip.
+    const ws = await fundedWorkspace(t, 5_000_000n);
+    const fail = () => run(orderOf(ws, 1_000_000n, { destinationAddress: SANDBOX_FAILURE_ADDRESS }));
+    statusOf(await fail(), "failed");
+    statusOf(await fail(), "failed");
+    const behind = orderOf(ws, 1_000_000n);
+    const [third, next] = await Promise.all([fail(), run(behind)]);
+    expect(statusOf(third, "failed").breaker).toMatchObject({ failStreak: 3, tripped: true });
+    expect(statusOf(next, "refused").reason).toBeInstanceOf(CircuitBreakerOpen);
+    expect(await rowOf(behind.id)).toBeUndefined();
+    expect(await balance(ws.eoaAddress)).toBe(5_000_000n);
+  });
+
   it("never records nor moves a non-positive amount", async () => {
     const ws = await fundedWorkspace(t, 5_000_000n);
     const to = randomAddress();
