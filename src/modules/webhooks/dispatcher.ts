@@ -150,11 +150,12 @@ export class WebhookDispatcher {
     const free = this.#opts.maxInFlight - this.#busy();
     if (free <= 0) return 0;
     const now = this.#ctx.now();
-    // A registration whose host already has deliveries waiting for a slot is left out of the
-    // claim: more of them could not be sent sooner, and the queue of each host stays one claim
-    // long at most, so a slow registration cannot take the slots of the others (issue 43).
+    // A registration whose host already has a round of its slots' deliveries waiting is left out
+    // of the claim: more of them could not be sent sooner, and the queue of each host stays about
+    // one claim long, so a slow registration cannot take the slots of the others (issue 43). A
+    // shorter queue is filled before it runs dry, so that a fast host never waits for a claim.
     const hostBusy = [...this.#endpointLimits]
-      .filter(([, limit]) => limit.pendingCount > 0)
+      .filter(([, limit]) => limit.pendingCount >= this.#opts.perHostConcurrency)
       .map(([endpointId]) => endpointId);
     const lease = new Date(now.getTime() + this.#opts.leaseMs);
     const claimed = await claims.claimDueDeliveries(
@@ -257,12 +258,11 @@ export class WebhookDispatcher {
     let seconds = 0;
     const limit = this.#limitFor(delivery.url);
     this.#endpointLimits.set(delivery.endpointId, limit);
-    const queued = limit.activeCount >= this.#opts.perHostConcurrency || limit.pendingCount > 0;
     this.#waiting++;
     const outcome = await limit(async () => {
       this.#waiting--;
-      // The host's queue is gone: its registrations can be claimed again.
-      if (queued && limit.pendingCount === 0) this.#wake?.();
+      // The host's queue fell below a round of its slots: its registrations can be claimed again.
+      if (limit.pendingCount === this.#opts.perHostConcurrency - 1) this.#wake?.();
       const started = performance.now();
       const result = await this.#attempt(delivery, signing);
       seconds = (performance.now() - started) / 1000;
