@@ -72,7 +72,7 @@ export function renderPayoutTable(f: PayoutBenchFigures): string {
     "",
     ...(f.sandbox
       ? [
-          `Sandbox CPU per payout: the service ${f.sandbox.cpu.serviceMs.toFixed(3)} ms, PostgreSQL ${f.sandbox.cpu.postgresMs.toFixed(3)} ms, autocannon (this process) ${f.sandbox.cpu.loadMs.toFixed(3)} ms; the machine was busy ${f.sandbox.cpu.machineBusy.toFixed(2)} of its ${f.sandbox.cpu.cores} cores over the window.`,
+          `Sandbox CPU per payout: the service ${f.sandbox.cpu.serviceMs.toFixed(3)} ms, PostgreSQL ${f.sandbox.cpu.postgresMs.toFixed(3)} ms, autocannon (this process) ${f.sandbox.cpu.benchMs.toFixed(3)} ms; the machine was busy ${f.sandbox.cpu.machineBusy.toFixed(2)} of its ${f.sandbox.cpu.cores} cores over the window.`,
           "",
         ]
       : []),

@@ -1,5 +1,4 @@
 import { randomBytes } from "node:crypto";
-import { availableParallelism } from "node:os";
 import autocannon from "autocannon";
 import { erc20Abi } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
@@ -8,7 +7,7 @@ import { bearer, createWorkspace, startTestApp } from "../test/support/app.ts";
 import { devnetClients } from "../test/support/devnet-clients.ts";
 import { liveNetworkEnv } from "../test/support/devnet-env.ts";
 import { liveGoal, type PayoutBenchFigures, renderPayoutTable, sandboxGoal } from "./payouts-report.ts";
-import { busyCores, postgresPids, snapshot, spent, TICKS_PER_SECOND } from "./proc-stats.ts";
+import { type CpuPerUnit, cpuWindow } from "./proc-stats.ts";
 import { type PostgresServer, startPostgresServer, startService } from "./service-process.ts";
 import {
   cleanups,
@@ -82,12 +81,8 @@ export interface SandboxFigures {
   p99Ms: number;
   requests: number;
   failed: number;
-  /**
-   * CPU over the measured window, per payout: the service's process, PostgreSQL's processes and
-   * this one (autocannon); and the cores the whole machine kept busy (of `cores`), which shows
-   * whether the figure is at the machine's limit.
-   */
-  cpu: { serviceMs: number; postgresMs: number; loadMs: number; machineBusy: number; cores: number };
+  /** CPU per payout (this process: autocannon), and how busy the machine was: is it at its limit? */
+  cpu: CpuPerUnit;
   serviceLogLines: string[];
 }
 
@@ -159,14 +154,10 @@ async function sandboxScenario(pg: PostgresServer): Promise<SandboxFigures> {
     await run(warmup);
   }
   log(`measuring ${seconds} s at ${connections} connections`);
-  const watched = [service.pid, ...postgresPids(pg.dir)];
-  const before = snapshot(watched);
-  const loadBefore = process.cpuUsage();
+  const window = cpuWindow(service.pid, pg.dir);
+  window.open();
   const result = await run(seconds);
-  const after = snapshot(watched);
-  const load = process.cpuUsage(loadBefore);
-  const payouts = Math.max(1, result["2xx"]);
-  const perPayout = (ticks: number) => (ticks * 1000) / TICKS_PER_SECOND / payouts;
+  const cpu = window.close(result["2xx"]);
   const failed = result.non2xx + result.errors + result.timeouts;
   log(
     `sandbox: ${(result["2xx"] / result.duration).toFixed(0)} payouts/s, p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, ${failed} failed`,
@@ -181,13 +172,7 @@ async function sandboxScenario(pg: PostgresServer): Promise<SandboxFigures> {
     p99Ms: result.latency.p99,
     requests: result.requests.total,
     failed,
-    cpu: {
-      serviceMs: perPayout(spent(before, after, [service.pid])),
-      postgresMs: perPayout(spent(before, after, watched.slice(1))),
-      loadMs: (load.user + load.system) / 1000 / payouts,
-      machineBusy: busyCores(before.machine, after.machine),
-      cores: availableParallelism(),
-    },
+    cpu,
     serviceLogLines: [...service.tail],
   };
 }

@@ -70,6 +70,45 @@ export function busyCores(
   return ((after.busy - before.busy) / Math.max(1, after.total - before.total)) * availableParallelism();
 }
 
+/** CPU per unit of work over a measured window: the service's, PostgreSQL's and this process's (ms). */
+export interface CpuPerUnit {
+  serviceMs: number;
+  postgresMs: number;
+  benchMs: number;
+  /** Cores the whole machine kept busy over the window, and how many it has. */
+  machineBusy: number;
+  cores: number;
+}
+
+/**
+ * A window over the service process and a PostgreSQL server's processes: `open` starts it (the
+ * backends are read then, so a pool opened during a warm-up counts), `close(units)` ends it.
+ */
+export function cpuWindow(servicePid: number, pgDir: string) {
+  let pgPids: number[] = [];
+  let before = snapshot([]);
+  let bench = process.cpuUsage();
+  return {
+    open(): void {
+      pgPids = postgresPids(pgDir);
+      before = snapshot([servicePid, ...pgPids]);
+      bench = process.cpuUsage();
+    },
+    close(units: number): CpuPerUnit {
+      const after = snapshot([servicePid, ...pgPids]);
+      const used = process.cpuUsage(bench);
+      const per = (ticks: number) => (ticks * 1000) / TICKS_PER_SECOND / Math.max(1, units);
+      return {
+        serviceMs: per(spent(before, after, [servicePid])),
+        postgresMs: per(spent(before, after, pgPids)),
+        benchMs: (used.user + used.system) / 1000 / Math.max(1, units),
+        machineBusy: busyCores(before.machine, after.machine),
+        cores: availableParallelism(),
+      };
+    },
+  };
+}
+
 /** The postmaster of a data folder and its children (backends, WAL writer, checkpointer…). */
 export function postgresPids(pgDir: string | undefined): number[] {
   if (!pgDir) return [];

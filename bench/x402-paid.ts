@@ -3,7 +3,7 @@ import type { Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { SANDBOX_A } from "../src/chain/simulated/networks.ts";
 import { paidResource, payingFetch } from "../test/support/x402.ts";
-import { postgresPids, processTicks, TICKS_PER_SECOND } from "./proc-stats.ts";
+import { cpuWindow } from "./proc-stats.ts";
 import { startPostgresServer, startService } from "./service-process.ts";
 import { type Cleanups, dig, envInt, type LatencySummary, postJson, QUICK, summarize } from "./support.ts";
 
@@ -98,7 +98,6 @@ export async function serviceScenario(
     adminSecret,
     env: { RATE_LIMIT_SANDBOX: "10000000" },
   });
-  const servicePid = service.pid;
   const created = await postJson(
     `${service.base}/api/v1/workspaces`,
     { name: "x402 bench (service process)", settlementAddress: "0x1111111111111111111111111111111111111111" },
@@ -142,23 +141,11 @@ export async function serviceScenario(
   const closeResource = steps.defer("paid resource (service process)", () => resource.close());
   const fetches = payers.map((payer) => payingFetch(payer, { network: NETWORK_A, asset: SANDBOX_USDC }));
   // The backends the service opened by the end of the warm-up (its pool), read as the window opens.
-  let pgPids: number[] = [];
-  const ticks = () => ({
-    service: processTicks(servicePid) ?? 0,
-    postgres: pgPids.reduce((sum, pid) => sum + (processTicks(pid) ?? 0), 0),
-  });
-  let before = ticks();
-  let benchCpu = process.cpuUsage();
-  const load = await payingLoad(resource.url, fetches, seconds, log, () => {
-    pgPids = postgresPids(pg.dir);
-    before = ticks();
-    benchCpu = process.cpuUsage();
-  });
-  const after = ticks();
-  const bench = process.cpuUsage(benchCpu);
+  const window = cpuWindow(service.pid, pg.dir);
+  window.open();
+  const load = await payingLoad(resource.url, fetches, seconds, log, () => window.open());
+  const cpu = window.close(load.latencies.length);
   await closeResource();
-  const paid = Math.max(1, load.latencies.length);
-  const perPaid = (t: number) => (t * 1000) / TICKS_PER_SECOND / paid;
   return {
     concurrency,
     seconds: load.ms / 1000,
@@ -166,8 +153,8 @@ export async function serviceScenario(
     failed: load.failed,
     paidPerSecond: (load.latencies.length / load.ms) * 1000,
     paidLatency: summarize(load.latencies),
-    serviceCpuMs: perPaid(after.service - before.service),
-    postgresCpuMs: perPaid(after.postgres - before.postgres),
-    benchCpuMs: (bench.user + bench.system) / 1000 / paid,
+    serviceCpuMs: cpu.serviceMs,
+    postgresCpuMs: cpu.postgresMs,
+    benchCpuMs: cpu.benchMs,
   };
 }
