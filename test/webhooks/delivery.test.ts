@@ -364,6 +364,25 @@ describe("webhook delivery", () => {
     expect(receiver.received).toHaveLength(1);
   });
 
+  it("claims a host's backlog again as its queue runs low, never waiting for the next poll", async () => {
+    const receiver = await h.receiver();
+    const ws = await h.workspace();
+    const hook = await h.register(ws.testKey, receiver.url, ["payment.forwarded"]);
+    await h.record(forwardedEvents(ws.id, 40));
+    // Two slots to the host and two deliveries a claim: the backlog takes about twenty claims,
+    // each started by the host's queue running low (wakeup.test.ts: a ring during a claim is
+    // kept). The next poll is a minute away.
+    const startedAt = Date.now();
+    h.dispatcher({ pollIntervalMs: 60_000, batchSize: 2, perHostConcurrency: 2 }).start();
+    const got = await receiver.waitFor(40, undefined, 15_000);
+    expect(new Set(got.map(deliveryId)).size).toBe(40);
+    expect(Math.max(...got.map((r) => r.receivedAt)) - startedAt).toBeLessThan(15_000);
+    await until("all recorded as delivered", async () => {
+      const log = await h.deliveries(ws.testKey, hook.id);
+      return log.length === 40 && log.every((d) => d.status === "delivered" && d.attempts === 1);
+    });
+  });
+
   it("does not send a delivery whose lease ran out while it waited for a slot to its host", async () => {
     const receiver = await h.receiver();
     const ws = await h.workspace();

@@ -22,6 +22,7 @@ import * as claims from "./delivery-claims-repo.ts";
 import { AttemptRecorder } from "./recorder.ts";
 import * as repo from "./repo.ts";
 import { standardSignature, standardSigner } from "./secrets.ts";
+import { Wakeup } from "./wakeup.ts";
 
 // Delivers webhook deliveries: claims due rows (SKIP LOCKED, with a lease), signs and POSTs each
 // with a keep-alive client, records the attempt and schedules the next one; the attempts that end
@@ -81,9 +82,8 @@ export class WebhookDispatcher {
   readonly #recorder: AttemptRecorder;
   readonly #health: repo.HealthSettings;
   #running = false;
-  #timer: NodeJS.Timeout | undefined;
   #loop: Promise<void> | undefined;
-  #wake: (() => void) | undefined;
+  readonly #wakeup = new Wakeup();
 
   constructor(ctx: AppContext, options: DispatcherOptions = {}) {
     this.#ctx = ctx;
@@ -121,8 +121,7 @@ export class WebhookDispatcher {
   /** Stops claiming, waits for requests in flight to be recorded, closes the connections. */
   async stop(): Promise<void> {
     this.#running = false;
-    clearTimeout(this.#timer);
-    this.#wake?.();
+    this.#wakeup.ring();
     await this.#loop;
     await Promise.allSettled([...this.#inFlight]);
     await Promise.all(Object.values(this.#agents).map((agent) => agent.close()));
@@ -130,6 +129,7 @@ export class WebhookDispatcher {
 
   async #run(): Promise<void> {
     while (this.#running) {
+      this.#wakeup.reset();
       let claimed = 0;
       try {
         claimed = await this.runOnce();
@@ -138,10 +138,7 @@ export class WebhookDispatcher {
       }
       // A full batch means more is probably due: claim again at once while slots are free.
       if (claimed > 0 && this.#busy() < this.#opts.maxInFlight) continue;
-      await new Promise<void>((resolve) => {
-        this.#wake = resolve;
-        this.#timer = setTimeout(resolve, this.#opts.pollIntervalMs);
-      });
+      await this.#wakeup.wait(this.#opts.pollIntervalMs);
     }
   }
 
@@ -150,12 +147,13 @@ export class WebhookDispatcher {
     const free = this.#opts.maxInFlight - this.#busy();
     if (free <= 0) return 0;
     const now = this.#ctx.now();
-    // A registration whose host already has a round of its slots' deliveries waiting is left out
-    // of the claim: more of them could not be sent sooner, and the queue of each host stays about
-    // one claim long, so a slow registration cannot take the slots of the others (issue 43). A
-    // shorter queue is filled before it runs dry, so that a fast host never waits for a claim.
+    // A registration whose host already has a claim's worth of deliveries waiting is left out of
+    // the claim: more of them could not be sent sooner, and the queue of each host stays one to
+    // two claims long, so a slow registration cannot take the slots of the others (issue 43). A
+    // shorter queue is filled before it runs dry: on a busy event loop a claim takes tens of ms,
+    // and a fast host would otherwise sit idle while its next one is under way.
     const hostBusy = [...this.#endpointLimits]
-      .filter(([, limit]) => limit.pendingCount >= this.#opts.perHostConcurrency)
+      .filter(([, limit]) => limit.pendingCount >= this.#opts.batchSize)
       .map(([endpointId]) => endpointId);
     const lease = new Date(now.getTime() + this.#opts.leaseMs);
     const claimed = await claims.claimDueDeliveries(
@@ -176,7 +174,7 @@ export class WebhookDispatcher {
       }
       const task = this.#deliver(delivery, signing).finally(() => {
         this.#inFlight.delete(task);
-        if (this.#busy() === this.#opts.maxInFlight - 1) this.#wake?.();
+        if (this.#busy() === this.#opts.maxInFlight - 1) this.#wakeup.ring();
       });
       this.#inFlight.add(task);
     }
@@ -261,8 +259,8 @@ export class WebhookDispatcher {
     this.#waiting++;
     const outcome = await limit(async () => {
       this.#waiting--;
-      // The host's queue fell below a round of its slots: its registrations can be claimed again.
-      if (limit.pendingCount === this.#opts.perHostConcurrency - 1) this.#wake?.();
+      // The host's queue fell below a claim's worth: its registrations can be claimed again.
+      if (limit.pendingCount === this.#opts.batchSize - 1) this.#wakeup.ring();
       const started = performance.now();
       const result = await this.#attempt(delivery, signing);
       seconds = (performance.now() - started) / 1000;
