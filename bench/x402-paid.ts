@@ -1,5 +1,7 @@
 import { randomBytes } from "node:crypto";
-import type { Hex } from "viem";
+import type { PaymentPayload } from "@x402/core/types";
+import { authorizationTypes } from "@x402/evm";
+import { type Hex, recoverTypedDataAddress } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { SANDBOX_A } from "../src/chain/simulated/networks.ts";
 import { paidResource, payingFetch } from "../test/support/x402.ts";
@@ -19,6 +21,44 @@ export const SANDBOX_USDC = SANDBOX_A.tokens.USDC as string;
 export const PRICE = 10_000n;
 /** Each payer's USDC (whole tokens): more than a bench's worth of paid requests. */
 const PAYER_USDC = 1_000;
+
+/**
+ * CPU per signature recovery (ms), as @x402/evm's verify does it for an EOA's EIP-3009 payload
+ * (viem's typed-data hash and recoverAddress, pure JS), over `payloads`. Its verify and its settle
+ * each do one per paid request, in the package, whatever the facilitator around it costs.
+ */
+export async function recoveryCpuMs(payloads: readonly PaymentPayload[]): Promise<number> {
+  const started = process.cpuUsage();
+  for (const { accepted, payload } of payloads) {
+    const { authorization, signature } = payload as {
+      authorization: Record<"from" | "to" | "value" | "validAfter" | "validBefore" | "nonce", string>;
+      signature: Hex;
+    };
+    const recovered = await recoverTypedDataAddress({
+      domain: {
+        name: String(accepted.extra?.name),
+        version: String(accepted.extra?.version),
+        chainId: Number(accepted.network.split(":")[1]),
+        verifyingContract: accepted.asset as Hex,
+      },
+      types: authorizationTypes,
+      primaryType: "TransferWithAuthorization",
+      message: {
+        from: authorization.from as Hex,
+        to: authorization.to as Hex,
+        value: BigInt(authorization.value),
+        validAfter: BigInt(authorization.validAfter),
+        validBefore: BigInt(authorization.validBefore),
+        nonce: authorization.nonce as Hex,
+      },
+      signature,
+    });
+    if (recovered.toLowerCase() !== authorization.from.toLowerCase())
+      throw new Error(`recovered ${recovered}, signed by ${authorization.from}`);
+  }
+  const used = process.cpuUsage(started);
+  return (used.user + used.system) / 1000 / Math.max(1, payloads.length);
+}
 
 export interface PaidLoad {
   /** Each paid request's time, from the first GET to the paid answer. */
