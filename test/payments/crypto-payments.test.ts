@@ -399,5 +399,7 @@ describe("live crypto payment method on the devnet", () => {
     await workers?.stop();
     workers = undefined;
     await slow.close(true);
-  });
+    // Two waits of up to 20 s each: a stuck one ends with its own message (the status it stayed
+    // at), not with vitest's 30 s cut, which once said nothing of where it hung (CI, 2026-12-05).
+  }, 60_000);
 });
