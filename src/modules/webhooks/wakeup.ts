@@ -4,7 +4,6 @@
 
 export class Wakeup {
   #resolve: (() => void) | undefined;
-  #timer: NodeJS.Timeout | undefined;
   #asked = false;
 
   /** Forgets the reasons given so far: the claim about to start covers them. */
@@ -21,11 +20,12 @@ export class Wakeup {
   /** Resolves after `ms`, when rung, or at once when rung since the last reset. */
   async wait(ms: number): Promise<void> {
     if (this.#asked) return;
+    let timer: NodeJS.Timeout | undefined;
     await new Promise<void>((resolve) => {
       this.#resolve = resolve;
-      this.#timer = setTimeout(resolve, ms);
+      timer = setTimeout(resolve, ms);
     });
     this.#resolve = undefined;
-    clearTimeout(this.#timer);
+    clearTimeout(timer);
   }
 }
