@@ -1,4 +1,3 @@
-import { readFileSync } from "node:fs";
 import os from "node:os";
 import type { PaymentPayload, PaymentRequirements } from "@x402/core/types";
 import { type Address, createPublicClient, http } from "viem";
@@ -11,6 +10,7 @@ import { creditToken } from "../test/support/devnet-credit.ts";
 import { liveNetworkEnv } from "../test/support/devnet-env.ts";
 import { until } from "../test/support/poll.ts";
 import { paidResource, payingFetch, signedPayment } from "../test/support/x402.ts";
+import { machineTicks, TICKS_PER_SECOND } from "./proc-stats.ts";
 import { startPostgres } from "./service-process.ts";
 import {
   cleanups,
@@ -65,21 +65,7 @@ const steps = cleanups(log);
 const { defer } = steps;
 
 /** Busy CPU time of the whole machine so far, in ms (/proc/stat; 0 where there is none). */
-function machineBusyMs(): number {
-  try {
-    const fields = readFileSync("/proc/stat", "utf8")
-      .split("\n")[0]
-      ?.trim()
-      .split(/\s+/)
-      .slice(1)
-      .map(Number);
-    if (!fields) return 0;
-    const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = fields;
-    return ((user + nice + system + irq + softirq + steal) * 1000) / 100; // USER_HZ is 100 on Linux
-  } catch {
-    return 0;
-  }
-}
+const machineBusyMs = (): number => (machineTicks().busy * 1000) / TICKS_PER_SECOND;
 
 /** Measures a window: this process's CPU and the rest of the machine's, both in cores. */
 function cpuWindow() {
@@ -168,7 +154,8 @@ async function sandbox(): Promise<SandboxFigures> {
   const warmUp = 50;
   log(`signing ${verifies + warmUp} payloads`);
   const signed = await presign(payerKey, accepted, verifies + warmUp);
-  const recoverCpuMs = await recoveryCpuMs(signed.payloads.slice(0, QUICK ? 50 : 200));
+  // 200 in a quick run too (0.4 s): fewer stop before the JIT has warmed and read high.
+  const recoverCpuMs = await recoveryCpuMs(signed.payloads.slice(0, 200));
   const verifyUrl = `${serviceUrl}/api/v1/x402/verify`;
   const verifyOnce = async (paymentPayload: PaymentPayload) => {
     const res = await postJson(
