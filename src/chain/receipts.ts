@@ -23,35 +23,40 @@ export function receiptRecorder(db: Db): (receipt: sent.TransactionOutcome) => P
   );
 }
 
-/** Waits for the receipts of submitted transfers (or of their cancellations) and records their outcome. */
-export async function awaitReceipts(
+/**
+ * Waits for the receipts of submitted transfers (or of their cancellations) and records their
+ * outcome. The transfers are waited for together, not one after another: a move's legs are mined
+ * together, so their receipts come in one round of polls and are recorded in one statement.
+ */
+export function awaitReceipts(
   db: Db,
   network: Pick<Network, "waitForReceipt">,
   submitted: SubmittedTransfer[],
   record: (receipt: sent.TransactionOutcome) => Promise<void>,
 ): Promise<SentTransfer[]> {
-  const results: SentTransfer[] = [];
-  for (const tx of submitted) {
-    const result = { txHash: tx.txHash, token: tx.token, purpose: tx.purpose };
-    if (tx.refusal === null) {
-      const status = await network.waitForReceipt(tx.txHash, RECEIPT_TIMEOUT_MS);
-      if (status !== "not_found")
-        await record({ txHash: tx.txHash, outcome: status, error: REVERTED, at: new Date() });
-      results.push({ ...result, status, error: null });
-      continue;
-    }
-    const { reason, cancelHash } = tx.refusal;
-    const cancelled = cancelHash ? await network.waitForReceipt(cancelHash, RECEIPT_TIMEOUT_MS) : "not_found";
-    if (!cancelHash || cancelled === "not_found") {
-      results.push({ ...result, status: "not_found", error: null });
-      continue;
-    }
-    // The cancellation is mined: the refused transaction can never be.
-    await cancellationMined(db, cancelHash, cancelled, tx.txHash);
-    const why = reason === WITHDRAWN ? reason : `refused by the node: ${reason}`;
-    results.push({ ...result, status: "reverted", error: `${why}; ${CANCELLED}` });
+  return Promise.all(submitted.map((tx) => awaitReceipt(db, network, tx, record)));
+}
+
+async function awaitReceipt(
+  db: Db,
+  network: Pick<Network, "waitForReceipt">,
+  tx: SubmittedTransfer,
+  record: (receipt: sent.TransactionOutcome) => Promise<void>,
+): Promise<SentTransfer> {
+  const result = { txHash: tx.txHash, token: tx.token, purpose: tx.purpose };
+  if (tx.refusal === null) {
+    const status = await network.waitForReceipt(tx.txHash, RECEIPT_TIMEOUT_MS);
+    if (status !== "not_found")
+      await record({ txHash: tx.txHash, outcome: status, error: REVERTED, at: new Date() });
+    return { ...result, status, error: null };
   }
-  return results;
+  const { reason, cancelHash } = tx.refusal;
+  const cancelled = cancelHash ? await network.waitForReceipt(cancelHash, RECEIPT_TIMEOUT_MS) : "not_found";
+  if (!cancelHash || cancelled === "not_found") return { ...result, status: "not_found", error: null };
+  // The cancellation is mined: the refused transaction can never be.
+  await cancellationMined(db, cancelHash, cancelled, tx.txHash);
+  const why = reason === WITHDRAWN ? reason : `refused by the node: ${reason}`;
+  return { ...result, status: "reverted", error: `${why}; ${CANCELLED}` };
 }
 
 /** Records the outcome of those of `txs` that are mined; returns the others. */
