@@ -3,19 +3,12 @@ import type { Db } from "../platform/db/database.ts";
 import { runFences } from "../platform/db/fences.ts";
 import type { FeeQuote, Hex, Network } from "./network.ts";
 import * as sent from "./sent-transactions.ts";
-import { RecordRefused, type RecordRequest } from "./sent-types.ts";
+import { RecordRefused, type RecordRequest, type TurnReads } from "./sent-types.ts";
 
 // Signing a wallet's transactions with explicit nonces and recording them, before anything is
 // broadcast, in the wallet's turn (transaction-sender.ts holds it meanwhile). The nonce after the
 // last one this process recorded is kept in memory while the wallet's lock has been held since,
 // so that a turn usually reads no nonce from the database.
-
-/** What the wallet's turn read from the node before it began. */
-export interface TurnReads {
-  /** The node's count: it matters only when ahead of what is recorded (sends by something else). */
-  pendingNonce: number;
-  fees: FeeQuote;
-}
 
 /** One claim of a batch returned nothing: the batch's transaction is rolled back. */
 class BatchClaimRefused extends Error {

@@ -1,6 +1,6 @@
 import type { RawBuilder } from "kysely";
 import type { Fence } from "../platform/db/fences.ts";
-import type { ChainToken, Hex, ReceiptStatus, TransferRequest } from "./network.ts";
+import type { ChainToken, FeeQuote, Hex, ReceiptStatus, TransferRequest } from "./network.ts";
 import type * as sent from "./sent-transactions.ts";
 
 // What TransactionSender takes and answers (transaction-sender.ts).
@@ -15,6 +15,13 @@ export interface OutgoingTransfer extends TransferRequest {
  * Fences a send on what must still hold when it is recorded (a payout still processing, a
  * settlement not recorded yet, the worker's lease): nothing is recorded or sent otherwise.
  */
+/** What the wallet's turn read from the node before it began. */
+export interface TurnReads {
+  /** The node's count: it matters only when ahead of what is recorded (sends by something else). */
+  pendingNonce: number;
+  fees: FeeQuote;
+}
+
 export interface SubmitOptions {
   /**
    * Statements run first in the transaction that records the transfers (platform/db/fences.ts):
@@ -37,6 +44,11 @@ export interface SubmitOptions {
    * ones after it are cancelled instead of sent.
    */
   together?: boolean;
+  /**
+   * The wallet's count and fees for its turn, begun before the call (TransactionSender.readAhead)
+   * so that the node answers while the caller records: used when the call starts a turn.
+   */
+  reads?: Promise<TurnReads>;
 }
 
 /** One caller's transfers (consecutive nonces) and what fences their record. */

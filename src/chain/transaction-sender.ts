@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from "fastify";
 import type { Db } from "../platform/db/database.ts";
 import { NOT_FREE, SessionTurns } from "../platform/db/wallet-lock.ts";
 import type { Hex, Network } from "./network.ts";
-import { type TurnReads, WalletNonces } from "./nonce-records.ts";
+import { WalletNonces } from "./nonce-records.ts";
 import { OrderedBroadcasts, type RecordedSend } from "./ordered-broadcasts.ts";
 import { awaitReceipts, receiptRecorder, recordReceipts } from "./receipts.ts";
 import * as sent from "./sent-transactions.ts";
@@ -12,6 +12,7 @@ import type {
   SentTransfer,
   SubmitOptions,
   SubmittedTransfer,
+  TurnReads,
 } from "./sent-types.ts";
 
 // Nonce-ordered sending from service-held wallets, by any number of instances. Every transaction
@@ -51,6 +52,8 @@ export class TransactionSender {
   readonly #recordReceipt: ReturnType<typeof receiptRecorder>;
   /** Per wallet, the calls waiting for a turn that has not started yet (the next batch). */
   readonly #batches = new Map<string, Batch>();
+  /** Per wallet, the count and fees being read (readAhead): callers meanwhile share it. */
+  readonly #reads = new Map<string, Promise<TurnReads>>();
 
   constructor(db: Db, network: Network, log: FastifyBaseLogger) {
     this.#db = db;
@@ -114,7 +117,7 @@ export class TransactionSender {
       waiting.calls.push(call);
       return;
     }
-    const batch = { calls: [call], reads: this.#turnReads(from) };
+    const batch = { calls: [call], reads: call.options.reads ?? this.readAhead(from) };
     this.#batches.set(wallet, batch);
     this.#holdWallet(from, async () => {
       // Calls from now on wait for the next turn.
@@ -127,16 +130,23 @@ export class TransactionSender {
   }
 
   /**
-   * The node's count and fees for a turn, read while the turn is awaited (never inside a database
+   * The node's count and fees for a turn of `from`, read before the turn (never inside a database
    * transaction), once for the whole batch: the count matters only when it is ahead of what is
    * recorded (transactions sent from the wallet by something other than this service), so any
-   * count read before the turn is as good as another.
+   * count read before the turn is as good as another. A caller may begin it before its submit
+   * (SubmitOptions.reads), while it records; the callers meanwhile share the read in flight.
    */
-  #turnReads(from: Hex): Promise<TurnReads> {
-    const reads = Promise.all([this.#network.pendingNonce(from), this.#network.fees()]).then(
-      ([pendingNonce, fees]) => ({ pendingNonce, fees }),
-    );
+  readAhead(from: Hex): Promise<TurnReads> {
+    const wallet = this.#walletKey(from);
+    const inFlight = this.#reads.get(wallet);
+    if (inFlight) return inFlight;
+    const reads = Promise.all([this.#network.pendingNonce(from), this.#network.fees()])
+      .then(([pendingNonce, fees]) => ({ pendingNonce, fees }))
+      .finally(() => {
+        if (this.#reads.get(wallet) === reads) this.#reads.delete(wallet);
+      });
     reads.catch(() => undefined); // awaited in the turn; not an unhandled rejection meanwhile
+    this.#reads.set(wallet, reads);
     return reads;
   }
 

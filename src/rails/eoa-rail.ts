@@ -1,6 +1,6 @@
 import type { ChainToken, EventLog, Hex, Network, OnNetwork } from "../chain/network.ts";
 import { transactionsOf } from "../chain/sent-transactions.ts";
-import { RecordRefused, type SentTransfer } from "../chain/sent-types.ts";
+import { RecordRefused, type SentTransfer, type TurnReads } from "../chain/sent-types.ts";
 import type { TransactionSender } from "../chain/transaction-sender.ts";
 import { RECIPIENT_REVERTED } from "../domain/payout-state.ts";
 import type { Db } from "../platform/db/database.ts";
@@ -115,7 +115,15 @@ export class EoaRail implements Rail {
       refusalOf(gas) === null ? gas.reduce((sum, g) => sum + g.gas, 0n) : 0n,
     );
     gasUnits.catch(() => undefined);
-    if (hooks.persist && !(await hooks.persist(gasUnits)))
+    // The node's count and fees for the wallet's turn (a read the wallet's sends share), asked
+    // for once the check has read the wallet's funds: the node answers while the database records,
+    // and the turn need not ask it after. Asked after the funds, not beside them, so that a node
+    // slow to answer it holds up only the signing, never the check (a separate request).
+    let reads: Promise<TurnReads> | undefined;
+    const fundsRead = () => {
+      reads ??= this.#sender.readAhead(move.from);
+    };
+    if (hooks.persist && !(await hooks.persist(gasUnits, fundsRead)))
       throw new MoveRefused("not recorded by its caller");
     const gas = await limits;
     const refusal = refusalOf(gas);
@@ -144,6 +152,7 @@ export class EoaRail implements Rail {
       submitted = await this.#sender.submit(await move.signingKey(), move.from, transfers, {
         ...(hooks.claim ? { claim: hooks.claim } : {}),
         together: move.legs.length > 1,
+        ...(reads ? { reads } : {}),
       });
     } catch (err) {
       if (err instanceof RecordRefused) throw new MoveRefused(err.message);

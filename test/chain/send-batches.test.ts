@@ -13,7 +13,8 @@ import { liveNetworkEnv } from "../support/devnet-env.ts";
 // A wallet's sends that arrive while its turn is held share its next turn (transaction-sender.ts):
 // one read of the node, one database transaction recording all of them, their broadcasts in one
 // request. Each send's own claim still decides it alone, the node's refusal of one in the middle
-// skips no nonce, and the rail's balance reads in flight are shared, never kept.
+// skips no nonce, and the rail's balance reads in flight are shared, never kept; so is the count
+// and fees a turn reads, which may be begun before the send and still be sound.
 
 const randomAddress = () => privateKeyToAccount(generatePrivateKey()).address;
 const HOLDS = sql`SELECT 1 AS claimed`;
@@ -114,6 +115,32 @@ describe("a wallet's sends that arrive together", () => {
     for (const [i, to] of destinations.entries())
       expect(await clients.usdcBalance(to)).toBe(i === 2 ? 0n : 5n);
     expect(await clients.chain.getTransactionCount({ address: from })).toBe(4);
+  }, 60_000);
+});
+
+describe("a wallet's count and fees read ahead of its turn", () => {
+  it("are shared while in flight, and read again once done", async () => {
+    const { key, from } = await fundedWallet();
+    const first = sender.readAhead(from);
+    expect(sender.readAhead(from)).toBe(first);
+    expect((await first).pendingNonce).toBe(0);
+    const [sent] = await sender.submit(key, from, [usdc(randomAddress(), 1n)], { claim: HOLDS });
+    if (!sent) throw new Error("nothing sent");
+    await sender.receipts([sent]);
+    const again = sender.readAhead(from);
+    expect(again).not.toBe(first);
+    expect((await again).pendingNonce).toBe(1);
+  }, 60_000);
+
+  it("may be older than the wallet's last send: the next nonce still follows the recorded ones", async () => {
+    const { key, from } = await fundedWallet();
+    const early = sender.readAhead(from); // the node's count before anything is sent: 0
+    expect((await early).pendingNonce).toBe(0);
+    const [a] = await sender.submit(key, from, [usdc(randomAddress(), 1n)], { claim: HOLDS });
+    const [b] = await sender.submit(key, from, [usdc(randomAddress(), 2n)], { claim: HOLDS, reads: early });
+    if (!a || !b) throw new Error("nothing sent");
+    expect([a.nonce, b.nonce]).toEqual([0, 1]);
+    expect((await sender.receipts([a, b])).map((o) => o.status)).toEqual(["success", "success"]);
   }, 60_000);
 });
 

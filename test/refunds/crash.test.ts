@@ -164,8 +164,8 @@ describe("an EOA refund, the process killed -9 between its record and its broadc
 describe("an EOA refund, the process killed -9 after its record and before its transaction is signed", () => {
   it("fails as never sent after a restart: nothing paid, its amount given back, refund.failed; a new refund then pays once", async () => {
     const store = await newStore();
-    // Once armed, the node's pending count of the wallet (read by the sender after the refund is
-    // recorded, before it signs) is never answered.
+    // Once armed, the node's pending count of the wallet is never answered: the sender reads it
+    // beside the refund's record and signs only with it, so the refund stays recorded, unsigned.
     let armed: string | undefined;
     let held = false;
     const proxy = await startRpcProxy(devnet.rpcUrl, async ({ method, params }) => {
@@ -198,6 +198,11 @@ describe("an EOA refund, the process killed -9 after its record and before its t
         if (first.child.exitCode !== null) throw new Error(`the service exited\n${first.output()}`);
         return held ? true : undefined;
       },
+      60_000,
+    );
+    await untilDefined(
+      "the refund to be recorded",
+      async () => ((await refundsOf(first, setup, paid.id)).total === 1 ? true : undefined),
       60_000,
     );
     await stopService(first.child, "SIGKILL");

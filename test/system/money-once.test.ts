@@ -42,7 +42,7 @@ async function pastRebroadcastAge(t: TestApp): Promise<void> {
     .set({ created_at: sql`created_at - interval '1 hour'` })
     .execute();
 }
-/** A wallet's pending nonce, which an EOA's sender reads after a transfer is recorded, before signing. */
+/** A wallet's pending nonce: an EOA's sender reads it beside a transfer's record, and signs only once it has it. */
 const pendingNonce = (method: string, params: unknown[]) =>
   method === "eth_getTransactionCount" && params[1] === "pending";
 const refusal = { error: { code: -32000, message: "nonce too high (refused by the test's node)" } };
