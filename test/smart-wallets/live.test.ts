@@ -164,7 +164,7 @@ describe("a live USDC payment received on the smart wallet", () => {
       "payment.confirmed",
       "payment.forwarded",
     ]);
-  });
+  }, 60_000); // beyond waitForStatus's own 30 s, so that a payment stuck says at which status
 
   it("whose recorded operation an instance could not send is sent by the next one and forwarded with its transaction", async () => {
     // The first instance's bundler connection drops every send: its settlement records the
