@@ -11,10 +11,6 @@ export interface OutgoingTransfer extends TransferRequest {
   payoutId?: string | null;
 }
 
-/**
- * Fences a send on what must still hold when it is recorded (a payout still processing, a
- * settlement not recorded yet, the worker's lease): nothing is recorded or sent otherwise.
- */
 /** What the wallet's turn read from the node before it began. */
 export interface TurnReads {
   /** The node's count: it matters only when ahead of what is recorded (sends by something else). */
@@ -22,6 +18,10 @@ export interface TurnReads {
   fees: FeeQuote;
 }
 
+/**
+ * Fences a send on what must still hold when it is recorded (a payout still processing, a
+ * settlement not recorded yet, the worker's lease): nothing is recorded or sent otherwise.
+ */
 export interface SubmitOptions {
   /**
    * Statements run first in the transaction that records the transfers (platform/db/fences.ts):
