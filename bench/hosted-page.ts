@@ -16,7 +16,8 @@ import { goalLines, type LatencySummary, QUICK, QUICK_NOTE, QUICK_TAG, summarize
 // configured with dummy, well-formed LIVE_* values and a stub node on 127.0.0.1 that answers only
 // the head (payment creation asks whether the network answers, D22): the page never calls the chain.
 // Database: in-memory PGlite (startTestApp without DATABASE_URL).
-// The receipt GET /pay/<id>/receipt of a forwarded payment is measured the same way.
+// The receipt GET /pay/<id>/receipt of a forwarded payment is measured the same way, and the
+// pending payment's GET /pay/<id>/status (what the page polls where it has no stream) after them.
 // Then live status (D25): N server-sent event streams GET /pay/<id>/events held open at once over
 // real sockets on 127.0.0.1 (5,000; 500 with BENCH_QUICK=1), spread over payments so that none
 // exceeds the per-payment limit, the per-address limit raised (every stream comes from 127.0.0.1):
@@ -96,6 +97,8 @@ export interface HostedPageFigures {
   jsBytes: number;
   /** Parts of the pending page's cost, measured alone (same payment): ms per call. */
   parts: { qrSvg: LatencySummary; renderHtml: LatencySummary; dbLoad: LatencySummary };
+  /** GET /pay/<id>/status of the pending payment: what the page polls where it has no stream. */
+  statusPoll: LatencySummary;
   sse: SseFigures;
   goals: { text: string; met: boolean }[];
 }
@@ -239,6 +242,10 @@ export async function benchHostedPage(): Promise<HostedPageFigures> {
       }
       return summarize(times);
     };
+    const statusPoll = await time(async () => {
+      const res = await t.app.http.inject({ method: "GET", url: `/pay/${pendingId}/status` });
+      if (res.statusCode !== 200) throw new Error(`GET /pay/${pendingId}/status: ${res.statusCode}`);
+    });
     const uri = publicPayment.paymentUri;
     const qr = await QRCode.toString(uri, { type: "svg", margin: 1, errorCorrectionLevel: "M" });
     const parts = {
@@ -256,6 +263,7 @@ export async function benchHostedPage(): Promise<HostedPageFigures> {
       log(
         `${s.name}: p50 ${s.latency.p50.toFixed(2)} ms, p99 ${s.latency.p99.toFixed(2)} ms, HTML ${s.htmlBytes} B (gzip ${s.htmlGzipBytes} B), HTML + CSS + JS ${s.weightBytes} B`,
       );
+    log(`status poll: p50 ${statusPoll.p50.toFixed(2)} ms, p99 ${statusPoll.p99.toFixed(2)} ms`);
     log(
       `pending page parts p50: row load ${parts.dbLoad.p50.toFixed(2)} ms, QR SVG ${parts.qrSvg.p50.toFixed(2)} ms, HTML template ${parts.renderHtml.p50.toFixed(2)} ms`,
     );
@@ -278,7 +286,7 @@ export async function benchHostedPage(): Promise<HostedPageFigures> {
         met: sse.rssAfterMiB - sse.rssBeforeMiB < sseGoalMiB(sse.streams),
       },
     ];
-    return { scenarios, cssBytes, jsBytes, parts, sse, goals };
+    return { scenarios, cssBytes, jsBytes, parts, statusPoll, sse, goals };
   } finally {
     await t.close();
     await node.close();
@@ -300,7 +308,7 @@ export function renderHostedPageTable(f: HostedPageFigures): string {
     "| --: | --: | --: | --: | --: | --: | :-- | :-- |",
     `| ${f.sse.streams.toLocaleString("en-US")} | ${f.sse.payments} | ${f.sse.openMs.toFixed(0)} | ${f.sse.rssBeforeMiB.toFixed(1)} → ${f.sse.rssAfterMiB.toFixed(1)} (${(f.sse.rssAfterMiB - f.sse.rssBeforeMiB).toFixed(1)}) | ${f.sse.heapBeforeMiB.toFixed(1)} → ${f.sse.heapAfterMiB.toFixed(1)} | ${f.sse.fanOutMs.toFixed(1)} (${f.sse.reached} streams) | < ${sseGoalMiB(f.sse.streams)} MiB extra | ${f.sse.rssAfterMiB - f.sse.rssBeforeMiB < sseGoalMiB(f.sse.streams) ? "met" : "missed"} |`,
     "",
-    `CSS ${f.cssBytes} B, JS ${f.jsBytes} B (served by us, cache-control 1 h). Pending page parts alone, p50 / p99 ms: row load ${ms(f.parts.dbLoad.p50)} / ${ms(f.parts.dbLoad.p99)}, QR SVG ${ms(f.parts.qrSvg.p50)} / ${ms(f.parts.qrSvg.p99)}, HTML template ${ms(f.parts.renderHtml.p50)} / ${ms(f.parts.renderHtml.p99)}.`,
+    `CSS ${f.cssBytes} B, JS ${f.jsBytes} B (served by us, cache-control 1 h). Pending page parts alone, p50 / p99 ms: row load ${ms(f.parts.dbLoad.p50)} / ${ms(f.parts.dbLoad.p99)}, QR SVG ${ms(f.parts.qrSvg.p50)} / ${ms(f.parts.qrSvg.p99)}, HTML template ${ms(f.parts.renderHtml.p50)} / ${ms(f.parts.renderHtml.p99)}. The page's status poll (GET /pay/<id>/status), p50 / p99 ms: ${ms(f.statusPoll.p50)} / ${ms(f.statusPoll.p99)}.`,
     "",
     ...goalLines(f.goals),
   ];

@@ -6,7 +6,7 @@ import { type Merchant, type NetworkFacts, type PublicPayment, toPublicPayment }
 // What the hosted page and its receipt show of a payment, read for a payer: the payment's public
 // facts (public-payment.ts) and the facts of the network it is paid on.
 
-/** `load(id, withRefunds, chosen?)`: the payment as a payer sees it, or null when there is none. */
+/** `load(id, chosen?)`: the payment as a payer sees it, or null when there is none. */
 export function payerView(ctx: AppContext, payments: PaymentsService, workspaces: WorkspacesService) {
   /** A chain's facts for the payer; none for the sandbox's simulated networks (no wallet pays there). */
   const networkFacts = (environment: string, network: string | null): NetworkFacts | null => {
@@ -44,16 +44,15 @@ export function payerView(ctx: AppContext, payments: PaymentsService, workspaces
    * The page of a payment; one payable on several networks and on none yet shows the network
    * the payer chose (`?network=`, one of its own), else its first, and offers the others.
    */
-  const load = async (id: string, withRefunds: boolean, chosen?: unknown): Promise<PublicPayment | null> => {
+  const load = async (id: string, chosen?: unknown): Promise<PublicPayment | null> => {
     const row = await payments.forPayer(id);
     if (!row) return null;
-    const refunds = withRefunds ? row : undefined;
     const merchant = await merchantOf(row.workspace_id, row.id);
     if (row.network !== null || !row.networks)
-      return toPublicPayment(row, networkFacts(row.environment, row.network), merchant, refunds);
+      return toPublicPayment(row, networkFacts(row.environment, row.network), merchant);
     const choices = row.networks.flatMap((network) => networkFacts(row.environment, network) ?? []);
     const shown = choices.find((choice) => choice.id === chosen) ?? choices[0] ?? null;
-    return toPublicPayment(row, shown, merchant, refunds, choices);
+    return toPublicPayment(row, shown, merchant, choices);
   };
   return load;
 }

@@ -82,7 +82,6 @@ export function toPublicPayment(
   row: PayerRow,
   network: NetworkFacts | null,
   merchant: Merchant,
-  refunds?: RefundColumns,
   choices: readonly NetworkFacts[] = [],
 ): PublicPayment {
   const decimals = TOKEN_DECIMALS[row.token_symbol as TokenSymbol];
@@ -113,7 +112,7 @@ export function toPublicPayment(
     paymentUri,
     network: network ? facts(network) : null,
     choices: choices.map(facts),
-    refund: refundOf(refunds, units, decimals),
+    refund: refundOf(row, units, decimals),
     merchant,
     units: units.toString(),
     decimals,
@@ -147,13 +146,9 @@ function receiptOf(row: PayerRow, network: NetworkFacts | null): Receipt | null 
   };
 }
 
-function refundOf(
-  columns: RefundColumns | undefined,
-  gross: bigint,
-  decimals: number,
-): PublicPayment["refund"] {
-  const refunded = BigInt(columns?.refunded_amount ?? 0);
-  if (!columns || refunded <= 0n) return null;
+function refundOf(columns: RefundColumns, gross: bigint, decimals: number): PublicPayment["refund"] {
+  const refunded = BigInt(columns.refunded_amount ?? 0);
+  if (refunded <= 0n) return null;
   const received = columns.amount_received === null ? gross : BigInt(columns.amount_received);
   return {
     refunded: formatAmount(refunded, decimals),

@@ -64,7 +64,7 @@ export const hostedPageRoutes =
       reply: FastifyReply,
       network?: string,
     ) => {
-      const payment = await load(request.params.id, true, network);
+      const payment = await load(request.params.id, network);
       const lang = negotiateLang(request.headers["accept-language"], request.query.lang);
       const nonce = randomBytes(16).toString("base64");
       securityHeaders(reply, nonce);
@@ -112,12 +112,14 @@ export const hostedPageRoutes =
       "/pay/:id/status",
       { config: { auth: "none" }, schema: { hide: true } },
       async (request, reply) => {
-        const payment = await load(request.params.id, false);
+        // The page polls this every few seconds where it has no stream: the payment's row alone,
+        // not the page's other reads (the merchant's branding, the network's facts).
+        const payment = await payments.forPayer(request.params.id);
         securityHeaders(reply);
         reply.header("cache-control", "no-store");
         if (!payment) return reply.status(404).send({ error: "Payment not found" });
         // Only what the page itself shows.
-        return { id: payment.id, status: payment.status, expiresAt: payment.expiresAt };
+        return { id: payment.id, status: payment.status, expiresAt: payment.expires_at.toISOString() };
       },
     );
 
