@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from "fastify";
+import { SharedReads } from "../platform/concurrency/shared-reads.ts";
 import type { Db } from "../platform/db/database.ts";
 import { NOT_FREE, SessionTurns } from "../platform/db/wallet-lock.ts";
 import type { Hex, Network } from "./network.ts";
@@ -53,7 +54,7 @@ export class TransactionSender {
   /** Per wallet, the calls waiting for a turn that has not started yet (the next batch). */
   readonly #batches = new Map<string, Batch>();
   /** Per wallet, the count and fees being read (readAhead): callers meanwhile share it. */
-  readonly #reads = new Map<string, Promise<TurnReads>>();
+  readonly #reads = new SharedReads<TurnReads>();
 
   constructor(db: Db, network: Network, log: FastifyBaseLogger) {
     this.#db = db;
@@ -137,16 +138,14 @@ export class TransactionSender {
    * (SubmitOptions.reads), while it records; the callers meanwhile share the read in flight.
    */
   readAhead(from: Hex): Promise<TurnReads> {
-    const wallet = this.#walletKey(from);
-    const inFlight = this.#reads.get(wallet);
-    if (inFlight) return inFlight;
-    const reads = Promise.all([this.#network.pendingNonce(from), this.#network.fees()])
-      .then(([pendingNonce, fees]) => ({ pendingNonce, fees }))
-      .finally(() => {
-        if (this.#reads.get(wallet) === reads) this.#reads.delete(wallet);
-      });
+    const reads = this.#reads.share(this.#walletKey(from), async () => {
+      const [pendingNonce, fees] = await Promise.all([
+        this.#network.pendingNonce(from),
+        this.#network.fees(),
+      ]);
+      return { pendingNonce, fees };
+    });
     reads.catch(() => undefined); // awaited in the turn; not an unhandled rejection meanwhile
-    this.#reads.set(wallet, reads);
     return reads;
   }
 

@@ -3,6 +3,7 @@ import { transactionsOf } from "../chain/sent-transactions.ts";
 import { RecordRefused, type SentTransfer, type TurnReads } from "../chain/sent-types.ts";
 import type { TransactionSender } from "../chain/transaction-sender.ts";
 import { RECIPIENT_REVERTED } from "../domain/payout-state.ts";
+import { SharedReads } from "../platform/concurrency/shared-reads.ts";
 import type { Db } from "../platform/db/database.ts";
 import {
   type Leg,
@@ -29,7 +30,7 @@ export class EoaRail implements Rail {
   /** Where the sender keeps its records (chain/sent-transactions.ts). */
   readonly #db: Db;
   /** Per wallet and tokens, the funds read in flight: a caller asking meanwhile shares it. */
-  readonly #fundsReads = new Map<string, Promise<WalletFunds>>();
+  readonly #fundsReads = new SharedReads<WalletFunds>();
 
   constructor(network: Network, sender: TransactionSender, db: Db) {
     this.#network = network;
@@ -51,13 +52,7 @@ export class EoaRail implements Rail {
     // whenever it began (modules/transfers/funds.ts), and the payouts of a burst share one
     // instead of each waiting for the node (which answers behind its block production).
     const key = `${address.toLowerCase()} ${tokens.join(",")}`;
-    const inFlight = this.#fundsReads.get(key);
-    if (inFlight) return inFlight;
-    const read: Promise<WalletFunds> = this.#network.accountAt(address, tokens).finally(() => {
-      if (this.#fundsReads.get(key) === read) this.#fundsReads.delete(key);
-    });
-    this.#fundsReads.set(key, read);
-    return read;
+    return this.#fundsReads.share(key, () => this.#network.accountAt(address, tokens));
   }
 
   gasRequired(token: ChainToken): Promise<bigint> {
