@@ -46,4 +46,14 @@ describe("webhook delivery (smoke)", () => {
       );
     }
   });
+
+  it("stops once when asked twice at once, and refuses to start again", async () => {
+    const second = new WebhookDispatcher(t.app.ctx, { pollIntervalMs: 50 });
+    second.start();
+    const [first, again] = [second.stop(), second.stop()];
+    expect(again).toBe(first);
+    await expect(Promise.all([first, again])).resolves.toEqual([undefined, undefined]);
+    await expect(second.stop()).resolves.toBeUndefined();
+    expect(() => second.start()).toThrow("started again after it stopped");
+  });
 });

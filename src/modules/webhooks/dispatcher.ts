@@ -83,6 +83,8 @@ export class WebhookDispatcher {
   readonly #health: repo.HealthSettings;
   #running = false;
   #loop: Promise<void> | undefined;
+  /** The stop, once asked for. */
+  #stopped: Promise<void> | undefined;
   readonly #wakeup = new Wakeup();
 
   constructor(ctx: AppContext, options: DispatcherOptions = {}) {
@@ -113,13 +115,23 @@ export class WebhookDispatcher {
   }
 
   start(): void {
+    // Its connections close when it stops: a stopped dispatcher has none to send with.
+    if (this.#stopped) throw new Error("webhook dispatcher: started again after it stopped");
     if (this.#running) return;
     this.#running = true;
     this.#loop = this.#run();
   }
 
-  /** Stops claiming, waits for requests in flight to be recorded, closes the connections. */
-  async stop(): Promise<void> {
+  /**
+   * Stops claiming, waits for requests in flight to be recorded, closes the connections. Called
+   * again (by two owners of a shutdown), it answers when the first call's stop is done.
+   */
+  stop(): Promise<void> {
+    this.#stopped ??= this.#stop();
+    return this.#stopped;
+  }
+
+  async #stop(): Promise<void> {
     this.#running = false;
     this.#wakeup.ring();
     await this.#loop;
