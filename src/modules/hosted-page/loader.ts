@@ -1,5 +1,6 @@
 import type { AppContext } from "../../context.ts";
 import type { PaymentsService } from "../payments/service.ts";
+import type { Branding } from "../workspaces/branding-repo.ts";
 import type { WorkspacesService } from "../workspaces/service.ts";
 import { type Merchant, type NetworkFacts, type PublicPayment, toPublicPayment } from "./public-payment.ts";
 
@@ -28,11 +29,12 @@ export function payerView(ctx: AppContext, payments: PaymentsService, workspaces
 
   /**
    * Who the payer pays (D25): the workspace's display name (else its name), logo and colour, read
-   * in one statement on every load and never kept, so a change shows at once on every instance.
+   * with the payment on every load and never kept, so a change shows at once on every instance.
    * The logo's URL carries a prefix of its hash: a new logo is a new URL past any cache.
    */
-  const merchantOf = async (workspaceId: string, paymentId: string): Promise<Merchant> => {
-    const found = await workspaces.branding(workspaceId);
+  const merchantOf = (found: Branding | null, paymentId: string): Merchant => {
+    // A payment's workspace cannot go (a foreign key), so none here is a broken database.
+    if (!found) throw new Error(`The workspace of payment ${paymentId} is missing`);
     return {
       name: found.displayName ?? found.name,
       logoUrl: found.logoSha256 ? `/pay/${paymentId}/logo?v=${found.logoSha256.slice(0, 12)}` : null,
@@ -45,9 +47,9 @@ export function payerView(ctx: AppContext, payments: PaymentsService, workspaces
    * the payer chose (`?network=`, one of its own), else its first, and offers the others.
    */
   const load = async (id: string, chosen?: unknown): Promise<PublicPayment | null> => {
-    const row = await payments.forPayer(id);
+    const row = await payments.forPayerWith(id, (workspaceId) => workspaces.brandingOf(workspaceId));
     if (!row) return null;
-    const merchant = await merchantOf(row.workspace_id, row.id);
+    const merchant = merchantOf(row.alongside, row.id);
     if (row.network !== null || !row.networks)
       return toPublicPayment(row, networkFacts(row.environment, row.network), merchant);
     const choices = row.networks.flatMap((network) => networkFacts(row.environment, network) ?? []);

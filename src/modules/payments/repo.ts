@@ -1,4 +1,12 @@
-import { type Kysely, type RawBuilder, sql, type Updateable } from "kysely";
+import {
+  type AliasableExpression,
+  type Expression,
+  type Kysely,
+  type RawBuilder,
+  type SelectType,
+  sql,
+  type Updateable,
+} from "kysely";
 import { type LedgerCredit, SimulatedLedger } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
 import type { PaymentStatus } from "../../domain/payment-state.ts";
@@ -383,4 +391,21 @@ export type PayerRow = Pick<PaymentRow, (typeof PAYER_COLUMNS)[number]>;
 /** A payment's payer-facing columns, by id alone (the page's link is its only credential). */
 export async function findForPayer(db: Kysely<DatabaseSchema>, id: string): Promise<PayerRow | undefined> {
   return db.selectFrom("payments").select(PAYER_COLUMNS).where("id", "=", id).executeTakeFirst();
+}
+
+/**
+ * The same row and, in the same statement, what `alongside` reads of the payment's workspace
+ * (the hosted page: who the payer pays). Its SQL is the workspace module's, handed in.
+ */
+export async function findForPayerWith<T>(
+  db: Kysely<DatabaseSchema>,
+  id: string,
+  alongside: (workspaceId: Expression<string>) => AliasableExpression<T>,
+): Promise<(PayerRow & { alongside: SelectType<T> }) | undefined> {
+  return db
+    .selectFrom("payments")
+    .select(PAYER_COLUMNS)
+    .select((eb) => alongside(eb.ref("payments.workspace_id")).as("alongside"))
+    .where("id", "=", id)
+    .executeTakeFirst();
 }

@@ -3,7 +3,7 @@
 // chain is incoming/, transfers that paid no payment are inbox/, money leaving to the merchant is
 // settlement/.
 
-import type { Kysely } from "kysely";
+import type { AliasableExpression, Expression, Kysely, SelectType } from "kysely";
 import type { OnNetwork } from "../../chain/network.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
@@ -136,6 +136,14 @@ export class PaymentsService {
   /** What the payer's page shows (no key: the id is the credential), in one row read. */
   async forPayer(id: string): Promise<PayerRow | undefined> {
     return isUuid(id) ? repo.findForPayer(this.#ctx.db, id) : undefined;
+  }
+
+  /** `forPayer` and what `alongside` reads of the payment's workspace, in one statement. */
+  async forPayerWith<T>(
+    id: string,
+    alongside: (workspaceId: Expression<string>) => AliasableExpression<T>,
+  ): Promise<(PayerRow & { alongside: SelectType<T> }) | undefined> {
+    return isUuid(id) ? repo.findForPayerWith(this.#ctx.db, id, alongside) : undefined;
   }
 
   /** Count and gross volume of the key's payments per status and token. */

@@ -1,4 +1,5 @@
-import type { Kysely } from "kysely";
+import type { AliasableExpression, Expression, Kysely } from "kysely";
+import { jsonObjectFrom } from "kysely/helpers/postgres";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
 
 // The SQL of a workspace's checkout branding (D25, migration 043).
@@ -28,6 +29,26 @@ export async function findBranding(db: Db, workspaceId: string): Promise<Brandin
     brandColor: row.brand_color,
     logoSha256: row.sha256,
   };
+}
+
+/**
+ * The same branding as an expression of a workspace id, for a reader that wants it inside its own
+ * statement (the hosted page reads a payment and who it pays in one round trip); null when there
+ * is no such workspace.
+ */
+export function brandingOf(db: Db, workspaceId: Expression<string>): AliasableExpression<Branding | null> {
+  return jsonObjectFrom(
+    db
+      .selectFrom("workspaces as w")
+      .leftJoin("workspace_logos as l", "l.workspace_id", "w.id")
+      .select([
+        "w.name",
+        "w.display_name as displayName",
+        "w.brand_color as brandColor",
+        "l.sha256 as logoSha256",
+      ])
+      .where("w.id", "=", workspaceId),
+  );
 }
 
 /** Sets the columns given (undefined: unchanged); false when there is no such workspace. */

@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import type { AliasableExpression, Expression } from "kysely";
 import { LRUCache } from "lru-cache";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import type { Environment } from "../../config.ts";
@@ -10,7 +11,7 @@ import { coalescedLookup } from "../../platform/db/coalesced-lookup.ts";
 import type { Db } from "../../platform/db/database.ts";
 import { hashApiKey, hashPassword, needsRehash } from "../../platform/secrets/hashing.ts";
 import { type IssuedKey, issueKey } from "../keys/service.ts";
-import { type Branding, findBranding } from "./branding-repo.ts";
+import { type Branding, brandingOf } from "./branding-repo.ts";
 import * as repo from "./repo.ts";
 
 // Workspaces (D2). Creating one provisions its EOA: a fresh secp256k1 key generated here and
@@ -326,11 +327,12 @@ export class WorkspacesService {
     return addresses;
   }
 
-  /** The checkout branding (D25), one statement and never kept: a change shows at once everywhere. */
-  async branding(id: string): Promise<Branding> {
-    const found = isUuid(id) ? await findBranding(this.#ctx.db, id) : undefined;
-    if (!found) throw notFound("Workspace not found");
-    return found;
+  /**
+   * The checkout branding (D25) of the workspace `workspaceId` names, as an expression another
+   * module's statement carries (null: no such workspace). Never kept: a change shows at once everywhere.
+   */
+  brandingOf(workspaceId: Expression<string>): AliasableExpression<Branding | null> {
+    return brandingOf(this.#ctx.db, workspaceId);
   }
 
   /** One query: payments read this on every create. */
