@@ -125,7 +125,11 @@ export interface Network {
   balance(address: Hex, token: ChainToken): Promise<bigint>;
   /** Balances of `tokens` and the mined nonce of `address`, all read at the latest block. */
   accountAt(address: Hex, tokens: readonly ChainToken[]): Promise<AccountState>;
-  /** Next nonce of an account including its pending transactions. */
+  /**
+   * Next nonce of an account including its pending transactions; asked in a request of its own
+   * (never in a batch of reads): it depends on the node's pool, and a node slow to answer it must
+   * hold up no other read (an EOA asks for it beside a transfer's balance check).
+   */
   pendingNonce(address: Hex): Promise<number>;
   /**
    * Transactions of an account mined up to the block `depth` blocks below the latest (its nonce

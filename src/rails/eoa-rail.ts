@@ -111,14 +111,11 @@ export class EoaRail implements Rail {
     );
     gasUnits.catch(() => undefined);
     // The node's count and fees for the wallet's turn (a read the wallet's sends share), asked
-    // for once the check has read the wallet's funds: the node answers while the database records,
-    // and the turn need not ask it after. Asked after the funds, not beside them, so that a node
-    // slow to answer it holds up only the signing, never the check (a separate request).
-    let reads: Promise<TurnReads> | undefined;
-    const fundsRead = () => {
-      reads ??= this.#sender.readAhead(move.from);
-    };
-    if (hooks.persist && !(await hooks.persist(gasUnits, fundsRead)))
+    // for now, beside the check's own reads: the node answers while the check reads and the
+    // database records, so the turn need not wait for it after the record. A separate request,
+    // awaited only by the turn: a node slow to answer it holds up the signing, never the check.
+    const reads = this.#sender.readAhead(move.from);
+    if (hooks.persist && !(await hooks.persist(gasUnits)))
       throw new MoveRefused("not recorded by its caller");
     const gas = await limits;
     const refusal = refusalOf(gas);
@@ -147,7 +144,7 @@ export class EoaRail implements Rail {
       submitted = await this.#sender.submit(await move.signingKey(), move.from, transfers, {
         ...(hooks.claim ? { claim: hooks.claim } : {}),
         together: move.legs.length > 1,
-        ...(reads ? { reads } : {}),
+        reads,
       });
     } catch (err) {
       if (err instanceof RecordRefused) throw new MoveRefused(err.message);

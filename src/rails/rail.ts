@@ -82,10 +82,8 @@ export interface MoveHooks {
    * (MoveRefused). The simulated ledger calls `recordWithTransfers` instead. `gasUnits`: where
    * the wallet pays gas (an EOA), the gas limits its transactions will be signed with, in all,
    * for the balance check to reserve (0 when its recipient refuses it: nothing will be sent).
-   * `fundsRead`: called once the check has the wallet's funds from the node, before it records;
-   * the rail may then ask the node for what it needs next while the database works.
    */
-  persist?: (gasUnits?: Promise<bigint>, fundsRead?: () => void) => Promise<boolean>;
+  persist?: (gasUnits?: Promise<bigint>) => Promise<boolean>;
   /**
    * Signed transactions (EOA): a data-modifying statement returning rows, run in the statement
    * that records them; no row, nothing recorded (MoveRefused).

@@ -2,6 +2,7 @@ import { sql } from "kysely";
 import type { Address, Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { EvmNetwork } from "../../src/chain/evm/evm-network.ts";
 import { RecordRefused } from "../../src/chain/sent-types.ts";
 import type { TransactionSender } from "../../src/chain/transaction-sender.ts";
 import { type Devnet, startDevnet } from "../../src/devnet/chain.ts";
@@ -9,12 +10,14 @@ import { EoaRail } from "../../src/rails/eoa-rail.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { type DevnetClients, devnetClients } from "../support/devnet-clients.ts";
 import { liveNetworkEnv } from "../support/devnet-env.ts";
+import { holding, startRpcProxy } from "../support/rpc-proxy.ts";
 
 // A wallet's sends that arrive while its turn is held share its next turn (transaction-sender.ts):
 // one read of the node, one database transaction recording all of them, their broadcasts in one
 // request. Each send's own claim still decides it alone, the node's refusal of one in the middle
 // skips no nonce, and the rail's balance reads in flight are shared, never kept; so is the count
-// and fees a turn reads, which may be begun before the send and still be sound.
+// and fees a turn reads, which may be begun before the send and still be sound. The node's pending
+// count goes in a request of its own: the rail asks for it beside the balance check's reads.
 
 const randomAddress = () => privateKeyToAccount(generatePrivateKey()).address;
 const HOLDS = sql`SELECT 1 AS claimed`;
@@ -158,5 +161,32 @@ describe("an EOA rail's balance reads", () => {
     const again = rail.funds(from, ["USDC", "ETH"]);
     expect(again).not.toBe(first);
     expect((await again).balances.USDC).toBe(150_000_000n);
+  }, 60_000);
+});
+
+describe("the node's pending count of a wallet", () => {
+  it("is asked in a request of its own: while the node holds it, the wallet's balances are answered", async () => {
+    const { from } = await fundedWallet();
+    const config = t.app.ctx.chains.defaultOf("live")?.config;
+    if (!config) throw new Error("no live chain");
+    const held = holding((method, params) => method === "eth_getTransactionCount" && params[1] === "pending");
+    const proxy = await startRpcProxy(devnet.rpcUrl, held.hook);
+    try {
+      const network = new EvmNetwork({ ...config, rpcUrl: proxy.url });
+      let count: number | undefined;
+      const pending = network.pendingNonce(from).then((n) => {
+        count = n;
+      });
+      // Asked in the same tick as the count: a batch of the two would wait for the held count.
+      const state = await network.accountAt(from, ["ETH", "USDC"]);
+      expect(state).toEqual({ balances: { ETH: 10n ** 18n, USDC: 100_000_000n }, minedNonce: 0 });
+      expect(count).toBeUndefined();
+      held.release();
+      await pending;
+      expect(count).toBe(0);
+    } finally {
+      held.release();
+      await proxy.close();
+    }
   }, 60_000);
 });

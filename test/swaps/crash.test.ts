@@ -405,8 +405,8 @@ describe("a swap, the process killed -9 while it is on its way", () => {
   }, 300_000);
 
   it("EOA USDC → ETH, killed before anything was signed: failed as never sent, swap.failed; a new swap then completes", async () => {
-    // The node's pending count of the wallet, read by the sender after the swap is recorded and
-    // before it signs, is never answered.
+    // The node's pending count of the wallet, asked for as the swap is checked and awaited only
+    // once it is recorded, before it signs, is never answered.
     const { store, setup, before, nonce, q, id, left } = await crash("pending nonce", "USDC", "ETH", "100");
     expect(left.sent).toEqual([]); // nothing signed
 

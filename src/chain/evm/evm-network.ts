@@ -60,6 +60,8 @@ export class EvmNetwork implements Network {
   readonly treasuryAddress: Hex;
   readonly tokens: readonly ChainToken[];
   readonly #client: PublicClient;
+  /** The same node without batching: for what must not wait on, or hold up, other reads. */
+  readonly #alone: PublicClient;
   readonly x402: X402SchemeFactory;
   readonly #chain: Chain;
   readonly #tokenAddress: Map<ChainToken, Hex>;
@@ -78,6 +80,10 @@ export class EvmNetwork implements Network {
     this.#client = createPublicClient({
       chain: this.#chain,
       transport: http(config.rpcUrl, { batch: { batchSize: 200, wait: 0 }, retryCount: 2, timeout: 15_000 }),
+    }) as PublicClient;
+    this.#alone = createPublicClient({
+      chain: this.#chain,
+      transport: http(config.rpcUrl, { retryCount: 2, timeout: 15_000 }),
     }) as PublicClient;
     this.x402 = evmX402Scheme(this.#client);
     this.#tokenAddress = new Map<ChainToken, Hex>([
@@ -204,7 +210,7 @@ export class EvmNetwork implements Network {
   }
 
   async pendingNonce(address: Hex): Promise<number> {
-    return this.#client.getTransactionCount({ address, blockTag: "pending" });
+    return this.#alone.getTransactionCount({ address, blockTag: "pending" });
   }
 
   async minedNonce(address: Hex, depth = 0): Promise<number> {

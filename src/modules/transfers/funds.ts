@@ -78,8 +78,6 @@ export async function recordIfFunded(
   payout: NewTransfer,
   gasUnits?: Promise<bigint>,
   ahead?: FundsAhead,
-  /** Called once the wallet's funds and gas price are read (MoveHooks.persist). */
-  fundsRead?: () => void,
 ): Promise<TransferRow | undefined> {
   const { environment } = payout.scope;
   const from = payout.fromAddress as Hex;
@@ -103,7 +101,6 @@ export async function recordIfFunded(
     return { funds: await rail.funds(from, tokens) };
   };
   const [pipelined, gasCosts] = await Promise.all([rail.pipelined ? readFunds() : null, gas]);
-  fundsRead?.();
   const funds = pipelined?.funds ?? null;
   // The money of payments received and not settled yet: a payment's gross while its settlement
   // is not recorded, its settlement's transfer from then on (one recorded after this read is in

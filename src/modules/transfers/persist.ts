@@ -51,7 +51,7 @@ export class TransferPersistence {
     ahead?: FundsAhead,
   ): MoveHooks {
     return {
-      persist: async (gasUnits, fundsRead) => {
+      persist: async (gasUnits) => {
         try {
           recorded.row = await recordIfFunded(
             this.#ctx,
@@ -61,7 +61,6 @@ export class TransferPersistence {
             payout,
             gasUnits,
             ahead,
-            fundsRead,
           );
           return recorded.row !== undefined;
         } finally {
