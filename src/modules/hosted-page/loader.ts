@@ -1,7 +1,6 @@
 import type { AppContext } from "../../context.ts";
 import type { PaymentsService } from "../payments/service.ts";
-import type { Branding } from "../workspaces/branding-repo.ts";
-import type { WorkspacesService } from "../workspaces/service.ts";
+import type { Branding, WorkspacesService } from "../workspaces/service.ts";
 import { type Merchant, type NetworkFacts, type PublicPayment, toPublicPayment } from "./public-payment.ts";
 
 // What the hosted page and its receipt show of a payment, read for a payer: the payment's public

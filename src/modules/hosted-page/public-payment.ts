@@ -75,7 +75,7 @@ const HTTP_URL = /^https?:\/\//i;
 type RefundColumns = Pick<PayerRow, "refunded_amount" | "amount_received">;
 
 /**
- * `row` holds only what the payments service gives a payer (repo.ts PAYER_COLUMNS); `network` is
+ * `row` holds only what the payments service gives a payer (payer-repo.ts PAYER_COLUMNS); `network` is
  * the network the page shows (the payment's, or the payer's choice among `choices`).
  */
 export function toPublicPayment(

@@ -1,12 +1,4 @@
-import {
-  type AliasableExpression,
-  type Expression,
-  type Kysely,
-  type RawBuilder,
-  type SelectType,
-  sql,
-  type Updateable,
-} from "kysely";
+import { type Kysely, type RawBuilder, sql, type Updateable } from "kysely";
 import { type LedgerCredit, SimulatedLedger } from "../../chain/simulated/ledger.ts";
 import type { Environment } from "../../config.ts";
 import type { PaymentStatus } from "../../domain/payment-state.ts";
@@ -358,54 +350,4 @@ export async function recordLastPaymentError(
     .set({ last_payment_error: error, updated_at: at })
     .where("id", "=", id)
     .execute();
-}
-
-/** The only columns a payer's page reads: never metadata, keys or anything of the workspace. */
-export const PAYER_COLUMNS = [
-  "id",
-  "status",
-  "payment_method",
-  "environment",
-  "network",
-  "networks",
-  "token_symbol",
-  "gross_amount",
-  "description",
-  "receiving_address",
-  "checkout_url",
-  "return_url",
-  "expires_at",
-  // What went back of what it received (D19): the page of a refunded payment says so.
-  "refunded_amount",
-  "amount_received",
-  // The receipt (D25): the transaction that paid it, who paid, when; the workspace names the merchant.
-  "detected_tx_hash",
-  "payer_address",
-  "detected_at",
-  "confirmed_at",
-  "workspace_id",
-] as const satisfies readonly (keyof PaymentRow)[];
-
-export type PayerRow = Pick<PaymentRow, (typeof PAYER_COLUMNS)[number]>;
-
-/** A payment's payer-facing columns, by id alone (the page's link is its only credential). */
-export async function findForPayer(db: Kysely<DatabaseSchema>, id: string): Promise<PayerRow | undefined> {
-  return db.selectFrom("payments").select(PAYER_COLUMNS).where("id", "=", id).executeTakeFirst();
-}
-
-/**
- * The same row and, in the same statement, what `alongside` reads of the payment's workspace
- * (the hosted page: who the payer pays). Its SQL is the workspace module's, handed in.
- */
-export async function findForPayerWith<T>(
-  db: Kysely<DatabaseSchema>,
-  id: string,
-  alongside: (workspaceId: Expression<string>) => AliasableExpression<T>,
-): Promise<(PayerRow & { alongside: SelectType<T> }) | undefined> {
-  return db
-    .selectFrom("payments")
-    .select(PAYER_COLUMNS)
-    .select((eb) => alongside(eb.ref("payments.workspace_id")).as("alongside"))
-    .where("id", "=", id)
-    .executeTakeFirst();
 }

@@ -29,7 +29,9 @@ import { type DailyTotal, dailyPayments } from "./daily.ts";
 import { byWallet } from "./held-wallets.ts";
 import * as unmatchedRepo from "./inbox/unmatched-repo.ts";
 import * as chainRepo from "./incoming/chain-repo.ts";
-import type { CardPaymentRef, PayerRow, PaymentChanges } from "./repo.ts";
+import type { PayerRow } from "./payer-repo.ts";
+import * as payerRepo from "./payer-repo.ts";
+import type { CardPaymentRef, PaymentChanges } from "./repo.ts";
 import * as repo from "./repo.ts";
 import { statusTotals } from "./totals-repo.ts";
 import { applyTransition } from "./transitions.ts";
@@ -135,7 +137,7 @@ export class PaymentsService {
 
   /** What the payer's page shows (no key: the id is the credential), in one row read. */
   async forPayer(id: string): Promise<PayerRow | undefined> {
-    return isUuid(id) ? repo.findForPayer(this.#ctx.db, id) : undefined;
+    return isUuid(id) ? payerRepo.findForPayer(this.#ctx.db, id) : undefined;
   }
 
   /** `forPayer` and what `alongside` reads of the payment's workspace, in one statement. */
@@ -143,7 +145,7 @@ export class PaymentsService {
     id: string,
     alongside: (workspaceId: Expression<string>) => AliasableExpression<T>,
   ): Promise<(PayerRow & { alongside: SelectType<T> }) | undefined> {
-    return isUuid(id) ? repo.findForPayerWith(this.#ctx.db, id, alongside) : undefined;
+    return isUuid(id) ? payerRepo.findForPayerWith(this.#ctx.db, id, alongside) : undefined;
   }
 
   /** Count and gross volume of the key's payments per status and token. */

@@ -14,21 +14,23 @@ export interface Branding {
   logoSha256: string | null;
 }
 
-/** The workspace's branding in one statement, or undefined when there is no such workspace. */
-export async function findBranding(db: Db, workspaceId: string): Promise<Branding | undefined> {
-  const row = await db
+/** One query for both readers below, so the columns and their names are written once. */
+function brandingQuery(db: Db, workspaceId: string | Expression<string>) {
+  return db
     .selectFrom("workspaces as w")
     .leftJoin("workspace_logos as l", "l.workspace_id", "w.id")
-    .select(["w.name", "w.display_name", "w.brand_color", "l.sha256"])
-    .where("w.id", "=", workspaceId)
-    .executeTakeFirst();
-  if (!row) return undefined;
-  return {
-    name: row.name,
-    displayName: row.display_name,
-    brandColor: row.brand_color,
-    logoSha256: row.sha256,
-  };
+    .select([
+      "w.name",
+      "w.display_name as displayName",
+      "w.brand_color as brandColor",
+      "l.sha256 as logoSha256",
+    ])
+    .where("w.id", "=", workspaceId);
+}
+
+/** The workspace's branding in one statement, or undefined when there is no such workspace. */
+export async function findBranding(db: Db, workspaceId: string): Promise<Branding | undefined> {
+  return brandingQuery(db, workspaceId).executeTakeFirst();
 }
 
 /**
@@ -37,18 +39,7 @@ export async function findBranding(db: Db, workspaceId: string): Promise<Brandin
  * is no such workspace.
  */
 export function brandingOf(db: Db, workspaceId: Expression<string>): AliasableExpression<Branding | null> {
-  return jsonObjectFrom(
-    db
-      .selectFrom("workspaces as w")
-      .leftJoin("workspace_logos as l", "l.workspace_id", "w.id")
-      .select([
-        "w.name",
-        "w.display_name as displayName",
-        "w.brand_color as brandColor",
-        "l.sha256 as logoSha256",
-      ])
-      .where("w.id", "=", workspaceId),
-  );
+  return jsonObjectFrom(brandingQuery(db, workspaceId));
 }
 
 /** Sets the columns given (undefined: unchanged); false when there is no such workspace. */

@@ -14,6 +14,8 @@ import { type IssuedKey, issueKey } from "../keys/service.ts";
 import { type Branding, brandingOf } from "./branding-repo.ts";
 import * as repo from "./repo.ts";
 
+export type { Branding };
+
 // Workspaces (D2). Creating one provisions its EOA: a fresh secp256k1 key generated here and
 // stored only encrypted with the master key, plus one sandbox and one live API key.
 
