@@ -30,11 +30,6 @@ export interface LedgerTransfer {
   amount: bigint;
   /** Unique per transfer; the hash is derived from it. */
   reference: string;
-  /**
-   * What the sending wallet must keep of `token` after it: money held for others (an open inbox
-   * transfer's, issue 39), which the transfer may not spend. None when absent.
-   */
-  keep?: bigint;
 }
 
 export interface LedgerCredit {
@@ -71,7 +66,6 @@ const REQUEST_COLUMNS = [
   "amount",
   "memo",
   "failing",
-  "keep",
   "pos",
 ] as const;
 const MAX_BATCH = 256;
@@ -281,16 +275,18 @@ export class SimulatedLedger {
   }
 
   /** The columns of `transfer_decided` (decisionCtes), for a caller's CTE that passes its rows on. */
-  static readonly DECIDED_COLUMNS = [...REQUEST_COLUMNS, "balance", "outcome"] as const;
+  static readonly DECIDED_COLUMNS = [...REQUEST_COLUMNS, "keep", "balance", "outcome"] as const;
 
   /**
    * The CTEs `transfer_req` (the transfers, `pos` numbering them from 1) and `transfer_decided`
    * (each with the balance of its sending wallet and its `outcome`) of a caller's statement, whose
    * transfers debit each wallet and token at most once (see inDebitRounds). The statement holds
    * the debited wallets' locks until its transaction ends: its transaction should be that one
-   * statement.
+   * statement. `keep`: what the sending wallet must keep after a transfer, money held for others
+   * (an open inbox transfer's, issue 39) that it may not spend; an expression over the transfer's
+   * row `r` of `transfer_req` (its network, from_address, token_symbol, pos). None when absent.
    */
-  static decisionCtes(transfers: readonly LedgerTransfer[]): RawBuilder<unknown> {
+  static decisionCtes(transfers: readonly LedgerTransfer[], keep?: RawBuilder<unknown>): RawBuilder<unknown> {
     const rows = transfers.map((t) => ({
       txHash: sandboxTxHash(t.reference),
       network: t.network,
@@ -300,7 +296,6 @@ export class SimulatedLedger {
       amount: t.amount.toString(),
       reference: t.reference,
       failing: t.to.toLowerCase() === FAILURE_ADDRESS,
-      keep: (t.keep ?? 0n).toString(),
     }));
     const column = <T>(pick: (r: (typeof rows)[number]) => T) => rows.map(pick);
     return sql`
@@ -309,10 +304,9 @@ export class SimulatedLedger {
           ${column((r) => r.txHash)}::text[], ${column((r) => r.network)}::text[],
           ${column((r) => r.from)}::text[], ${column((r) => r.to)}::text[],
           ${column((r) => r.token)}::text[], ${column((r) => r.amount)}::numeric[],
-          ${column((r) => r.reference)}::text[], ${column((r) => r.failing)}::boolean[],
-          ${column((r) => r.keep)}::numeric[]
+          ${column((r) => r.reference)}::text[], ${column((r) => r.failing)}::boolean[]
         ) WITH ORDINALITY AS r(tx_hash, network, from_address, to_address, token_symbol, amount, memo,
-                               failing, keep, pos)
+                               failing, pos)
       ),
       transfer_funds AS MATERIALIZED (
         -- Debits of one wallet and token on a network take turns (credits never wait):
@@ -326,11 +320,12 @@ export class SimulatedLedger {
       ),
       transfer_decided AS (
         -- balance: what the transfer may spend, the wallet's less what it must keep.
-        SELECT ${columnList(REQUEST_COLUMNS, "r")}, coalesce(f.balance, 0) - r.keep AS balance,
+        SELECT ${columnList(REQUEST_COLUMNS, "r")}, k.keep, coalesce(f.balance, 0) - k.keep AS balance,
                CASE WHEN r.failing THEN 'failure_address'
-                    WHEN coalesce(f.balance, 0) - r.keep >= r.amount THEN 'success'
+                    WHEN coalesce(f.balance, 0) - k.keep >= r.amount THEN 'success'
                     ELSE 'insufficient' END AS outcome
         FROM transfer_req r
+        CROSS JOIN LATERAL (SELECT (${keep ?? sql`0`})::numeric AS keep) k
         LEFT JOIN transfer_funds f
           ON f.network = r.network AND f.address = r.from_address AND f.token_symbol = r.token_symbol
       )`;

@@ -3,7 +3,7 @@
 // chain is incoming/, transfers that paid no payment are inbox/, money leaving to the merchant is
 // settlement/.
 
-import type { AliasableExpression, Expression, Kysely, SelectType } from "kysely";
+import type { AliasableExpression, Expression, Kysely, RawBuilder, SelectType } from "kysely";
 import type { OnNetwork } from "../../chain/network.ts";
 import type { Environment } from "../../config.ts";
 import type { AppContext } from "../../context.ts";
@@ -38,6 +38,7 @@ import { applyTransition } from "./transitions.ts";
 import { type PaymentView, toPaymentView } from "./view.ts";
 import { X402Payments } from "./x402-payments.ts";
 
+export type { HeldOf } from "./inbox/unmatched-repo.ts";
 export type { CardPaymentRef, PayerRow };
 
 // Payment use cases (parts 4.1–4.5). Each runs in one transaction that writes the state change
@@ -133,6 +134,14 @@ export class PaymentsService {
    */
   async openInboxOn(on: OnNetwork, address: string): Promise<OpenInboxTransfer[]> {
     return (await this.#openInbox(`${on.environment} ${on.id} ${address.toLowerCase()}`)) ?? [];
+  }
+
+  /**
+   * The same money of one token as a scalar subquery over a caller's columns (a sandbox payout's
+   * statement, which checks its wallet's balance where the money moves): read in that statement.
+   */
+  openInboxHeld(of: unmatchedRepo.HeldOf): RawBuilder<string> {
+    return unmatchedRepo.openInboxHeld(of);
   }
 
   /** What the payer's page shows (no key: the id is the credential), in one row read. */

@@ -27,8 +27,11 @@ import * as sending from "./sending-repo.ts";
 // for that turn to end, then sees this one among what is on its way out. A settlement takes no
 // turn: it spends only what every other check holds for it.
 
-/** What the payments module holds on a wallet: unsettled payments' money and open inbox transfers'. */
-export type HeldMoney = Pick<PaymentsService, "unsettledOn" | "openInboxOn">;
+/**
+ * What the payments module holds on a wallet: unsettled payments' money and open inbox transfers'
+ * (read, or as SQL a sandbox payout's statement carries).
+ */
+export type HeldMoney = Pick<PaymentsService, "unsettledOn" | "openInboxOn" | "openInboxHeld">;
 
 /** The money held on a wallet: its unsettled payments and its open inbox transfers. */
 type Held = [UnsettledPayment[], OpenInboxTransfer[]];

@@ -4,7 +4,7 @@ import { COMPLETED_PAYOUT } from "../../domain/payout-state.ts";
 import { coalescedCall } from "../../platform/db/coalesced-write.ts";
 import { type Fence, runFences } from "../../platform/db/fences.ts";
 import type { LedgerContribution } from "../../rails/rail.ts";
-import type { HeldMoney } from "./funds.ts";
+import type { PaymentsService } from "../payments/service.ts";
 import { payoutFingerprint } from "./keys.ts";
 import type { TransferKinds } from "./kinds.ts";
 import * as repo from "./repo.ts";
@@ -14,24 +14,25 @@ import * as sandboxRepo from "./sandbox-repo.ts";
 // its ledger transfer and, when the transfer succeeds, its completion with `payout.completed`, in
 // ONE statement shared with the sandbox payouts asked for in the same round of I/O. The ledger's
 // balance is checked where the money moves (sandboxRepo.recordSandboxPayouts), less the open
-// inbox transfers' money on the wallet (issue 39), read just before: one arriving in between is
-// not held from this transfer (sandbox payments settle at once, so there is nothing else to hold).
+// inbox transfers' money on the wallet (issue 39), read in that statement (sandbox payments settle
+// at once, so there is nothing else to hold).
 
 export class SandboxTransferRecords {
   readonly #ctx: AppContext;
   readonly #record: (payout: sandboxRepo.SandboxPayout) => Promise<sandboxRepo.SandboxPayoutResult | Error>;
   readonly #kinds: TransferKinds;
-  readonly #held: Pick<HeldMoney, "openInboxOn">;
+  readonly #held: sandboxRepo.HeldInbox;
 
-  constructor(ctx: AppContext, kinds: TransferKinds, held: Pick<HeldMoney, "openInboxOn">) {
+  constructor(ctx: AppContext, kinds: TransferKinds, payments: Pick<PaymentsService, "openInboxHeld">) {
     this.#ctx = ctx;
     this.#kinds = kinds;
+    const held: sandboxRepo.HeldInbox = (of) => payments.openInboxHeld(of);
     this.#held = held;
     this.#record = coalescedCall((payouts: readonly sandboxRepo.SandboxPayout[]) =>
       SimulatedLedger.inDebitRounds(
         payouts,
         (payout) => payout.transfer,
-        (round) => sandboxRepo.recordSandboxPayouts(ctx.db, round),
+        (round) => sandboxRepo.recordSandboxPayouts(ctx.db, round, held),
       ),
     );
   }
@@ -41,17 +42,8 @@ export class SandboxTransferRecords {
     payout: repo.NewTransfer,
     contribution: LedgerContribution,
   ): Promise<sandboxRepo.SandboxPayoutResult> {
-    const [moved] = contribution.transfers;
-    if (!moved || contribution.transfers.length !== 1) throw new Error("a payout moves one transfer");
-    // What the wallet keeps: its open inbox transfers of the token, but for the one a return sends back.
-    const open = await this.#held.openInboxOn(
-      { environment: payout.scope.environment, id: moved.network },
-      moved.from,
-    );
-    const keep = open
-      .filter((t) => t.token === moved.token && t.id !== payout.unmatchedTransferId)
-      .reduce((sum, t) => sum + t.amount, 0n);
-    const transfer = { ...moved, keep };
+    const [transfer] = contribution.transfers;
+    if (!transfer || contribution.transfers.length !== 1) throw new Error("a payout moves one transfer");
     const completedAt = this.#ctx.now();
     // The event's data: the payout as it stands once completed.
     const completed: repo.TransferRow = {
@@ -97,7 +89,7 @@ export class SandboxTransferRecords {
     try {
       return await this.#ctx.db.transaction().execute(async (trx) => {
         await runFences(trx, fences);
-        const [result] = await sandboxRepo.recordSandboxPayouts(trx, [record]);
+        const [result] = await sandboxRepo.recordSandboxPayouts(trx, [record], this.#held);
         if (!result) throw new Error("a sandbox transfer got no answer");
         if (result.outcome !== "success" && result.outcome !== "failure_address")
           throw new NotRecorded(result);

@@ -1,10 +1,11 @@
-import { type Kysely, sql } from "kysely";
+import { type Kysely, type RawBuilder, sql } from "kysely";
 import { type LedgerTransfer, SimulatedLedger, type TransferOutcome } from "../../chain/simulated/ledger.ts";
 import type { BreakerState } from "../../domain/circuit-breaker.ts";
 import { COMPLETED_PAYOUT, OPEN_PAYOUT } from "../../domain/payout-state.ts";
 import { columnList } from "../../platform/db/columns.ts";
 import { claimCtes } from "../../platform/db/idempotency.ts";
 import type { DatabaseSchema } from "../../platform/db/schema.ts";
+import type { HeldOf } from "../payments/service.ts";
 import { outboxCtesFrom } from "../webhooks/outbox.ts";
 import { type BreakerColumns, breakerFromColumns } from "./breaker-repo.ts";
 import { type NewTransfer, PAYOUT_KEY_SCOPE, TRANSFER_COLUMNS, type TransferRow } from "./repo.ts";
@@ -13,6 +14,9 @@ import { type NewTransfer, PAYOUT_KEY_SCOPE, TRANSFER_COLUMNS, type TransferRow 
 // claim of their idempotencyKeys and their events, in one statement (sandbox-payouts.ts).
 
 type Db = Kysely<DatabaseSchema>;
+
+/** The payments module's SQL of the money open inbox transfers hold on a wallet (PaymentsService.openInboxHeld). */
+export type HeldInbox = (of: HeldOf) => RawBuilder<unknown>;
 
 /** A sandbox payout to record, pay from the simulated ledger and complete in one statement. */
 export interface SandboxPayout extends NewTransfer {
@@ -41,18 +45,20 @@ export type SandboxPayoutResult =
  * the failure address is recorded processing with its reverted transfer (the caller fails it,
  * which counts toward the breaker); one that the balance cannot cover, or whose idempotencyKey
  * was claimed before (keys.ts), writes nothing. Each wallet and token debits at most once per call.
+ * The balance a payout may spend is its wallet's less what the wallet's open inbox transfers hold
+ * (`held`), read by this statement: one that arrives after the statement began is not held from it.
  */
 export async function recordSandboxPayouts(
   db: Db,
   payouts: readonly SandboxPayout[],
+  held: HeldInbox,
 ): Promise<SandboxPayoutResult[]> {
   const column = <T>(pick: (p: SandboxPayout) => T) => payouts.map(pick);
   const result = await sql<
     Partial<TransferRow> &
       BreakerColumns & { request_pos: string; transfer_outcome: TransferOutcome; transfer_balance: string }
   >`
-    WITH ${SimulatedLedger.decisionCtes(payouts.map((p) => p.transfer))},
-    payout_req AS (
+    WITH payout_req AS (
       SELECT * FROM unnest(
         ${column((p) => p.id)}::uuid[], ${column((p) => p.scope.workspaceId)}::uuid[],
         ${column((p) => p.scope.environment)}::text[], ${column((p) => p.idempotencyKey)}::text[],
@@ -70,6 +76,17 @@ export async function recordSandboxPayouts(
                              created_at, user_op_hash, completed_at, payload, request_hash, event,
                              kind, payment_id, unmatched_transfer_id, reason, network, pos)
     ),
+    ${SimulatedLedger.decisionCtes(
+      payouts.map((p) => p.transfer),
+      // What the wallet keeps: its open inbox transfers of the token, but for the one a return sends back.
+      sql`(SELECT ${held({
+        environment: sql.ref("p.environment"),
+        network: sql.ref("r.network"),
+        address: sql.ref("r.from_address"),
+        token: sql.ref("r.token_symbol"),
+        except: sql.ref("p.unmatched_transfer_id"),
+      })} FROM payout_req p WHERE p.pos = r.pos)`,
+    )},
     ${claimCtes(
       "claimed",
       PAYOUT_KEY_SCOPE,

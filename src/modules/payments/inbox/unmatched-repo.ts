@@ -288,3 +288,27 @@ export async function openInboxOf(
     item: { id: row.id, token: row.token_symbol, amount: BigInt(row.amount) },
   }));
 }
+
+/** A wallet and token as columns of a caller's statement, for `openInboxHeld`. */
+export interface HeldOf {
+  environment: RawBuilder<unknown>;
+  network: RawBuilder<unknown>;
+  /** The wallet's address, lower-case. */
+  address: RawBuilder<unknown>;
+  token: RawBuilder<unknown>;
+  /** An inbox transfer not to count (the one a return sends back), or NULL. */
+  except: RawBuilder<unknown>;
+}
+
+/**
+ * What the open inbox transfers of `of.token` hold on `of.address` (openInboxOf's rows, summed), as
+ * a scalar subquery of the caller's statement, so that it is read with the statement's snapshot.
+ */
+export function openInboxHeld(of: HeldOf): RawBuilder<string> {
+  return sql<string>`(
+    SELECT coalesce(sum(u.amount), 0) FROM unmatched_transfers u
+    WHERE u.environment = ${of.environment} AND u.network = ${of.network}
+      AND lower(u.to_address) = ${of.address} AND u.token_symbol = ${of.token}
+      AND u.status = ${UNMATCHED_TRANSITIONS.attached.from} AND u.reason = ${UNMATCHED_REASON}
+      AND u.id IS DISTINCT FROM ${of.except})`;
+}
