@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type CreatedWorkspace, startTestApp, type TestApp } from "../../../test/support/app.ts";
+import { newPayout } from "../../../test/support/payout-rows.ts";
 import { fundedWorkspace, randomAddress } from "../../../test/support/transfers.ts";
 import type { Hex } from "../../chain/network.ts";
 import { UNMATCHED_REASON } from "../payments/inbox/unmatched-repo.ts";
@@ -27,35 +28,22 @@ function payoutOf(
   amount: bigint,
   extra: Partial<NewTransfer> & { token?: "USDC" | "ADAO" } = {},
 ): SandboxPayout {
-  const id = randomUUID();
   const to = randomAddress();
-  const network = extra.network ?? "sandbox-a";
-  const token = extra.token ?? "USDC";
-  return {
-    id,
-    scope: { workspaceId: ws.id, environment: "sandbox" },
-    network,
-    idempotencyKey: null,
+  const { token = "USDC", ...fields } = extra;
+  const payout = {
+    ...newPayout(ws, "sandbox", { idempotencyKey: null, amount, destinationAddress: to }),
     tokenSymbol: token,
-    amount,
-    destinationAddress: to,
-    fromAddress: ws.eoaAddress,
-    walletType: "eoa",
-    description: null,
-    metadata: {},
-    createdAt: new Date(),
-    kind: "payout",
-    paymentId: null,
-    unmatchedTransferId: null,
-    reason: null,
-    ...extra,
+    ...fields,
+  };
+  return {
+    ...payout,
     transfer: {
-      network,
+      network: payout.network,
       from: ws.eoaAddress as Hex,
       to: to as Hex,
       token,
       amount,
-      reference: `payout:${id}`,
+      reference: `payout:${payout.id}`,
     },
     userOpHash: null,
     completedAt: new Date(),
