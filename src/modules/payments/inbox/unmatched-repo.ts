@@ -279,10 +279,7 @@ export async function openInboxOf(
     SELECT w.i, u.id, u.token_symbol, u.amount
     FROM ${walletsTable(wallets)}
     JOIN unmatched_transfers u
-      ON u.environment = w.environment AND u.network = w.network AND lower(u.to_address) = w.address
-    WHERE u.status = ${UNMATCHED_TRANSITIONS.attached.from}
-      -- A stray payer's money only: the workspace's own transfers and possible on-ramp deliveries are its own.
-      AND u.reason = ${UNMATCHED_REASON}`.execute(db);
+      ON ${openInboxOn(sql.ref("w.environment"), sql.ref("w.network"), sql.ref("w.address"))}`.execute(db);
   return rows.map((row) => ({
     wallet: walletIndex(row.i),
     item: { id: row.id, token: row.token_symbol, amount: BigInt(row.amount) },
@@ -307,8 +304,21 @@ export interface HeldOf {
 export function openInboxHeld(of: HeldOf): RawBuilder<string> {
   return sql<string>`(
     SELECT coalesce(sum(u.amount), 0) FROM unmatched_transfers u
-    WHERE u.environment = ${of.environment} AND u.network = ${of.network}
-      AND lower(u.to_address) = ${of.address} AND u.token_symbol = ${of.token}
-      AND u.status = ${UNMATCHED_TRANSITIONS.attached.from} AND u.reason = ${UNMATCHED_REASON}
-      AND u.id IS DISTINCT FROM ${of.except})`;
+    WHERE ${openInboxOn(of.environment, of.network, of.address)}
+      AND u.token_symbol = ${of.token} AND u.id IS DISTINCT FROM ${of.except})`;
+}
+
+/**
+ * The condition on `u` (unmatched_transfers) of both reads above: an open transfer that reached the
+ * wallet (`address` lower-case), money held for its sender until attached or returned.
+ */
+function openInboxOn(
+  environment: RawBuilder<unknown>,
+  network: RawBuilder<unknown>,
+  address: RawBuilder<unknown>,
+): RawBuilder<unknown> {
+  return sql`u.environment = ${environment} AND u.network = ${network} AND lower(u.to_address) = ${address}
+    AND u.status = ${UNMATCHED_TRANSITIONS.attached.from}
+    -- A stray payer's money only: the workspace's own transfers and possible on-ramp deliveries are its own.
+    AND u.reason = ${UNMATCHED_REASON}`;
 }
