@@ -13,7 +13,7 @@ import {
   startService,
   stopService,
 } from "../test/support/service-process.ts";
-import type { Cleanups } from "./support.ts";
+import { benchPaymaster, type Cleanups } from "./support.ts";
 
 // What bench/settlement.ts and bench/splits.ts share: a devnet with the ERC-4337 stack and the
 // service as its own process on it (`node src/main.ts`, test/support/service-process.ts, embedded
@@ -62,10 +62,10 @@ export async function startDevnetService(
   steps.defer("devnet", () => devnet.stop());
   const aa = devnet.aa;
   if (!aa) throw new Error("startDevnet({ accountAbstraction: true }) returned no aa");
-  const live = liveSmartWalletEnv(devnet, aa);
+  const live = liveSmartWalletEnv(devnet, aa, {}, benchPaymaster());
   const dataDir = mkdtempSync(join(tmpdir(), `bench-${name}-data-`));
   steps.defer("service data folder", async () => rmSync(dataDir, { recursive: true, force: true }));
-  log("starting the service (node src/main.ts)");
+  log(`starting the service (node src/main.ts), paymaster: ${benchPaymaster()}`);
   const adminSecret = randomBytes(24).toString("hex");
   const service = await startService({ ...live, DATA_DIR: dataDir, ADMIN_SECRET: adminSecret });
   steps.defer("service", () => stopService(service.child));

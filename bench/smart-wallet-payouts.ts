@@ -5,6 +5,7 @@ import { devnetClients } from "../test/support/devnet-clients.ts";
 import { creditToken } from "../test/support/devnet-credit.ts";
 import { liveSmartWalletEnv } from "../test/support/devnet-env.ts";
 import {
+  benchPaymaster,
   envInt,
   type Goal,
   goalLines,
@@ -57,7 +58,7 @@ export async function benchSmartWalletPayouts(): Promise<SmartWalletPayoutFigure
     devnet = await startDevnet({ accountAbstraction: true });
     const aa = devnet.aa;
     if (!aa) throw new Error("startDevnet({ accountAbstraction: true }) returned no aa");
-    const env = liveSmartWalletEnv(devnet, aa);
+    const env = liveSmartWalletEnv(devnet, aa, {}, benchPaymaster());
     // As `npm run devnet` configures it: the devnet's Alto bundles an operation when asked.
     t = await startTestApp({ ...env, LIVE_BUNDLER_INSTANT_BUNDLING: "true" });
     const app = t;

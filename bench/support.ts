@@ -36,6 +36,19 @@ export function envInt(name: string, fallback: number, min = 1, max = Number.MAX
   return value;
 }
 
+/**
+ * Who pays the smart wallet benches' gas: the devnet's ERC-7677 paymaster service (the default, as
+ * `npm run devnet` configures it: asked for a stub and a signature per operation, validated by the
+ * VerifyingPaymaster), or with BENCH_PAYMASTER=address the bare SponsoringPaymaster, which nothing
+ * is asked of: the setup of trees older than signing paymasters, for a like-for-like comparison.
+ */
+export function benchPaymaster(): "service" | "address" {
+  const raw = process.env.BENCH_PAYMASTER?.trim() || "service";
+  if (raw !== "service" && raw !== "address")
+    throw new Error(`BENCH_PAYMASTER must be "service" or "address", got "${raw}"`);
+  return raw;
+}
+
 /** A goal and whether it was met, as the benches list them under their tables. */
 export interface Goal {
   text: string;

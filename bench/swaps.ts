@@ -4,6 +4,7 @@ import { bearer, createWorkspace, startTestApp, type TestApp } from "../test/sup
 import { devnetClients } from "../test/support/devnet-clients.ts";
 import { liveSmartWalletEnv } from "../test/support/devnet-env.ts";
 import {
+  benchPaymaster,
   dig,
   envInt,
   type Goal,
@@ -101,14 +102,19 @@ export async function benchSwaps(): Promise<SwapFigures> {
       throw new Error("startDevnet({ accountAbstraction: true, swaps: true }) returned no aa/swap");
     // As `npm run devnet` configures it (src/devnet/env-file.ts): instant bundling, the seeded fee tiers.
     t = await startTestApp(
-      liveSmartWalletEnv(devnet, aa, {
-        LIVE_BUNDLER_INSTANT_BUNDLING: "true",
-        LIVE_SWAP_ROUTER_ADDRESS: swap.router,
-        LIVE_SWAP_QUOTER_ADDRESS: swap.quoter,
-        LIVE_SWAP_FACTORY_ADDRESS: swap.factory,
-        LIVE_WETH_ADDRESS: swap.weth,
-        LIVE_SWAP_FEE_TIERS: [...new Set(swap.pools.map((p) => p.fee))].sort((a, b) => a - b).join(","),
-      }),
+      liveSmartWalletEnv(
+        devnet,
+        aa,
+        {
+          LIVE_BUNDLER_INSTANT_BUNDLING: "true",
+          LIVE_SWAP_ROUTER_ADDRESS: swap.router,
+          LIVE_SWAP_QUOTER_ADDRESS: swap.quoter,
+          LIVE_SWAP_FACTORY_ADDRESS: swap.factory,
+          LIVE_WETH_ADDRESS: swap.weth,
+          LIVE_SWAP_FEE_TIERS: [...new Set(swap.pools.map((p) => p.fee))].sort((a, b) => a - b).join(","),
+        },
+        benchPaymaster(),
+      ),
     );
     const app = t;
     const ws = await createWorkspace(app);
