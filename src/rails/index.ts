@@ -57,7 +57,7 @@ export function buildRails(
   }
   const smartAccounts = new Map<string, SmartAccounts>();
   for (const { config, network, sender } of chains.all()) {
-    const accounts = config.accountAbstraction ? new SmartAccounts(config) : undefined;
+    const accounts = config.accountAbstraction ? new SmartAccounts(config, () => network.fees()) : undefined;
     if (accounts) smartAccounts.set(`${config.environment}.${config.id}`, accounts);
     rails.add(config.environment, config.id, {
       eoa: new EoaRail(network, sender, db),

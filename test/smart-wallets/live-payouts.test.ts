@@ -3,11 +3,13 @@ import type { AddressInfo } from "node:net";
 import { type Address, parseEther, parseUnits } from "viem";
 import { generatePrivateKey } from "viem/accounts";
 import { afterAll, describe, expect, it, vi } from "vitest";
+import { operationOf } from "../../src/chain/evm/bundler-rpc.ts";
 import { SmartAccounts } from "../../src/chain/evm/smart-accounts.ts";
 import { freePort, rpc } from "../../src/devnet/chain.ts";
 import { bearer, createWorkspace, startTestApp } from "../support/app.ts";
 import { creditToken } from "../support/devnet-credit.ts";
 import { LIVE_DEFAULT } from "../support/devnet-env.ts";
+import { startRpcProxy } from "../support/rpc-proxy.ts";
 import {
   aa,
   bundler,
@@ -543,6 +545,55 @@ describe("operations of one smart account at the same time", () => {
     expect(await usdcBalance(third)).toBe(parseUnits("3", 6));
     expect(await usdcBalance(smart)).toBe(parseUnits("4", 6));
     expect(await ethBalance(smart)).toBe(0n);
+  });
+});
+
+describe("preparing an operation", () => {
+  it("prices it from the network's shared fee estimate, and reads no code once the account is known deployed", async () => {
+    const network = t.config.networks.live[0];
+    if (!network) throw new Error("no live network in the test config");
+    // The service's node reads go through a proxy that lists them; the bundler reads the node itself.
+    const node = await startRpcProxy(devnet.rpcUrl, async () => undefined);
+    try {
+      const quote = await chain.estimateFeesPerGas();
+      let estimates = 0;
+      const accounts = new SmartAccounts({ ...network, rpcUrl: node.url }, async () => {
+        estimates += 1;
+        return quote;
+      });
+      const owner = generatePrivateKey();
+      const smart = await accounts.address(owner);
+      await creditToken(devnet, "USDC", smart, "3");
+      const destination = randomAddress();
+      const sendOne = async () => {
+        node.methods.length = 0;
+        const prepared = await accounts.prepare(owner, [
+          { token: "USDC", to: destination, amount: parseUnits("1", 6) },
+        ]);
+        const read = [...node.methods];
+        expect(await accounts.send(prepared)).toMatchObject({ status: "success" });
+        return { operation: operationOf(prepared.serialized), read };
+      };
+      // The first deploys the account; the second reads its code and finds it deployed; the third
+      // knows it is.
+      const [first, second, third] = [await sendOne(), await sendOne(), await sendOne()];
+      expect(first.operation.factory).toBeDefined();
+      expect(second.operation.factory).toBeUndefined();
+      expect(third.operation.factory).toBeUndefined();
+      expect(second.read).toContain("eth_getCode");
+      expect(third.read).not.toContain("eth_getCode");
+      // Each priced from the estimate (doubled for the bundler, as viem does), none read its own fees.
+      expect(estimates).toBe(3);
+      for (const { operation, read } of [first, second, third]) {
+        expect(operation.maxFeePerGas).toBe(2n * quote.maxFeePerGas);
+        expect(operation.maxPriorityFeePerGas).toBe(2n * quote.maxPriorityFeePerGas);
+        expect(read).not.toContain("eth_maxPriorityFeePerGas");
+        expect(read).not.toContain("eth_getBlockByNumber");
+      }
+      expect(await usdcBalance(destination)).toBe(parseUnits("3", 6));
+    } finally {
+      await node.close();
+    }
   });
 });
 

@@ -1,7 +1,7 @@
 import { BaseError, HttpRequestError, RpcRequestError } from "viem";
 import type { UserOperation } from "viem/account-abstraction";
 import { firstLine } from "../../domain/errors.ts";
-import type { Hex } from "../network.ts";
+import type { FeeQuote, Hex } from "../network.ts";
 
 // The boundary with the bundler's JSON-RPC: the methods viem does not type (Alto's and Pimlico's
 // `pimlico_*`, and the raw sends of an already signed operation), the wire forms of an operation
@@ -29,22 +29,31 @@ export type UnestimatedOperation = Omit<UserOperation<"0.8">, GasLimit> &
 
 /**
  * viem's prepareUserOperation asked for all but the gas and the paymaster: the calls' data, the
- * factory (until the account is deployed), the fees, the given nonce and a stub signature. Its
- * parameter and result types are computed from the account's generics, which the account made per
- * operation does not carry through: one cast in, one out, here. The account object it hands back
- * beside the operation is left out (only the operation's own fields go to the bundler and the
- * database).
+ * factory (until the account is deployed; not asked for once it is known `deployed`), the fees,
+ * the given nonce and a stub signature. Its parameter and result types are computed from the
+ * account's generics, which the account made per operation does not carry through: one cast in,
+ * one out, here. The account object it hands back beside the operation is left out (only the
+ * operation's own fields go to the bundler and the database).
  */
 export async function fillOperation(
   bundler: { prepareUserOperation: (args: never) => Promise<unknown> },
-  args: { account: unknown; calls: unknown[]; nonce: bigint },
+  args: { account: unknown; calls: unknown[]; nonce: bigint; deployed: boolean },
 ): Promise<UnestimatedOperation> {
+  const { deployed, ...asked } = args;
   const filled = (await bundler.prepareUserOperation({
-    ...args,
-    parameters: ["factory", "fees", "nonce", "signature"],
+    ...asked,
+    parameters: deployed ? ["fees", "nonce", "signature"] : ["factory", "fees", "nonce", "signature"],
   } as never)) as UnestimatedOperation & { account?: unknown };
   const { account: _, ...operation } = filled;
   return operation;
+}
+
+/**
+ * An operation's fees from the network's estimate, doubled as viem's own fill doubles its estimate
+ * for a bundler ("bundlers have strict rules on fee prechecks"): the prices operations always had.
+ */
+export function bundlerFees(fees: FeeQuote): FeeQuote {
+  return { maxFeePerGas: 2n * fees.maxFeePerGas, maxPriorityFeePerGas: 2n * fees.maxPriorityFeePerGas };
 }
 
 /**

@@ -11,10 +11,11 @@ import {
 } from "viem/account-abstraction";
 import { privateKeyToAccount } from "viem/accounts";
 import type { NetworkConfig } from "../../config.ts";
-import type { ChainToken, ContractCall, Hex } from "../network.ts";
+import type { ChainToken, ContractCall, FeeQuote, Hex } from "../network.ts";
 import {
   answeredWithError,
   bundlerCall,
+  bundlerFees,
   bundlerMessage,
   fillOperation,
   neverReached,
@@ -93,8 +94,19 @@ export class SmartAccounts {
    * Kept a minute: on a rollup the pre-verification gas follows the price of L1 data.
    */
   readonly #gasProfiles = new LRUCache<string, GasProfile>({ max: 10_000, ttl: 60_000 });
+  /**
+   * Accounts seen deployed: their operations carry no deployment, so the fill skips the account's
+   * code read (viem keeps that knowledge on the account object, which `#account` makes anew for
+   * every operation). Forgotten when the bundler refuses one of their operations (a deployment a
+   * reorganisation undid would be refused so), so the next fill reads the code again.
+   */
+  readonly #deployed = new LRUCache<Hex, true>({ max: 10_000 });
 
-  constructor(config: NetworkConfig) {
+  /**
+   * `fees`: the network's shared fee estimate (the port's `fees`), which operations are priced
+   * from instead of two node reads of their own each, one after the other; without it, viem's.
+   */
+  constructor(config: NetworkConfig, fees?: () => Promise<FeeQuote>) {
     if (!config.accountAbstraction) throw new Error("no bundler configured");
     this.#aa = config.accountAbstraction;
     this.#tokens = config.tokens;
@@ -105,6 +117,7 @@ export class SmartAccounts {
       transport: http(this.#aa.bundlerUrl, { timeout: 20_000 }),
       // A payout's response waits for this receipt; one bundler call per 25 ms while it does.
       pollingInterval: 25,
+      ...(fees ? { userOperation: { estimateFeesPerGas: async () => bundlerFees(await fees()) } } : {}),
     });
     this.#paymaster = paymasterOf(this.#aa.paymaster, {
       chainId: config.chainId,
@@ -192,6 +205,10 @@ export class SmartAccounts {
       account,
       calls: operationCalls,
       nonce: firstNonceOf(nonceKey),
+      deployed: this.#deployed.has(account.address),
+    }).then((filled) => {
+      if (!filled.factory) this.#deployed.set(account.address, true);
+      return filled;
     });
     let operation: UserOperation<"0.8"> | undefined;
     let paymasterFinal = false;
@@ -284,6 +301,7 @@ export class SmartAccounts {
         // Limits that were known may be what the bundler refuses: the next operation of this kind
         // asks the bundler again.
         if (refused && prepared.gasKind) this.#gasProfiles.delete(prepared.gasKind);
+        if (refused) this.#deployed.delete(operation.sender as Hex);
         return {
           status: "reverted",
           userOpHash: prepared.userOpHash,
