@@ -62,10 +62,11 @@ export async function startDevnetService(
   steps.defer("devnet", () => devnet.stop());
   const aa = devnet.aa;
   if (!aa) throw new Error("startDevnet({ accountAbstraction: true }) returned no aa");
-  const live = liveSmartWalletEnv(devnet, aa, {}, benchPaymaster());
+  const paymaster = benchPaymaster();
+  const live = liveSmartWalletEnv(devnet, aa, {}, paymaster);
   const dataDir = mkdtempSync(join(tmpdir(), `bench-${name}-data-`));
   steps.defer("service data folder", async () => rmSync(dataDir, { recursive: true, force: true }));
-  log(`starting the service (node src/main.ts), paymaster: ${benchPaymaster()}`);
+  log(`starting the service (node src/main.ts), paymaster: ${paymaster}`);
   const adminSecret = randomBytes(24).toString("hex");
   const service = await startService({ ...live, DATA_DIR: dataDir, ADMIN_SECRET: adminSecret });
   steps.defer("service", () => stopService(service.child));

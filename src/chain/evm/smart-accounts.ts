@@ -301,7 +301,7 @@ export class SmartAccounts {
         // Limits that were known may be what the bundler refuses: the next operation of this kind
         // asks the bundler again.
         if (refused && prepared.gasKind) this.#gasProfiles.delete(prepared.gasKind);
-        if (refused) this.#deployed.delete(operation.sender as Hex);
+        if (refused) this.#deployed.delete(operation.sender);
         return {
           status: "reverted",
           userOpHash: prepared.userOpHash,
