@@ -116,14 +116,13 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
       intervalMs: config.pollIntervalMs,
       // Another instance leads the chain job: its watcher's lag and tick age are the ones to report.
       onNotLeading: () => ctx.metrics.chainWatcherStoodDown(network),
-      tick: async () => {
-        await watcher.tick();
-        // The engine first (what its rails left open, the transfers nobody is sending), so that
-        // settlement records on the payments what ended meanwhile.
-        await app.services.transfers.reconcile(network);
-        await settlement.tick();
-        await app.services.onramp.confirm(network);
-      },
+      tick: () =>
+        chainTick({
+          reconcile: () => app.services.transfers.reconcile(network),
+          watch: () => watcher.tick(),
+          settle: () => settlement.tick(),
+          confirmOnramp: () => app.services.onramp.confirm(network),
+        }),
     });
     const topUpJob: PeriodicJob = newJob({
       name: `gas-top-up.${network.environment}${suffix}`,
@@ -163,4 +162,28 @@ export function createWorkers(app: App, options: { dispatcher?: DispatcherOption
       await Promise.all([dispatcher.stop(), ...jobs.map((job) => job.stop())]);
     },
   };
+}
+
+/**
+ * One tick of a network's chain job. The engine's reconcile (what its rails left open, the
+ * transfers nobody is sending) comes before the settlement, so that settlement records on the
+ * payments what ended meanwhile; it runs before the watcher too, so that a payment the watcher
+ * confirms is settled right after, not after the reconcile's reads. The watcher runs whether or
+ * not the reconcile failed (its bundler or node down), as it did when it came first; a failed
+ * reconcile skips the settlement and fails the tick with its error, as before.
+ */
+export async function chainTick(steps: {
+  reconcile(): Promise<unknown>;
+  watch(): Promise<unknown>;
+  settle(): Promise<unknown>;
+  confirmOnramp(): Promise<unknown>;
+}): Promise<void> {
+  const reconciled = await steps.reconcile().then(
+    () => ({ failed: false as const }),
+    (error: unknown) => ({ failed: true as const, error }),
+  );
+  await steps.watch();
+  if (reconciled.failed) throw reconciled.error;
+  await steps.settle();
+  await steps.confirmOnramp();
 }
