@@ -35,6 +35,19 @@ describe("chainTick", () => {
     expect(ran).toEqual(["reconcile", "watch"]);
   });
 
+  it("fails the tick with both errors when the reconcile and the watcher fail", async () => {
+    const bundlerDown = new Error("bundler down");
+    const nodeDown = new Error("node down");
+    const { ran, steps: tick } = steps({ reconcile: bundlerDown, watch: nodeDown });
+    const failed = await chainTick(tick).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(failed).toBeInstanceOf(AggregateError);
+    expect((failed as AggregateError).errors).toEqual([bundlerDown, nodeDown]);
+    expect(ran).toEqual(["reconcile", "watch"]);
+  });
+
   it("settles nothing when the watcher fails", async () => {
     const nodeDown = new Error("node down");
     const { ran, steps: tick } = steps({ watch: nodeDown });

@@ -182,7 +182,14 @@ export async function chainTick(steps: {
     () => ({ failed: false as const }),
     (error: unknown) => ({ failed: true as const, error }),
   );
-  await steps.watch();
+  try {
+    await steps.watch();
+  } catch (err) {
+    // Both failed (a node down fails both): the tick reports both errors, neither swallowed.
+    throw reconciled.failed
+      ? new AggregateError([reconciled.error, err], "the chain job's reconcile and watcher failed")
+      : err;
+  }
   if (reconciled.failed) throw reconciled.error;
   await steps.settle();
   await steps.confirmOnramp();
